@@ -1,0 +1,44 @@
+/* cli: the `forum` command. main.c parses the global options and hands the
+ * rest to one of the command groups here. */
+#ifndef CLI_H
+#define CLI_H
+
+#include <stdio.h>
+
+#include <cJSON.h>
+
+#include "ledger/fo_err.h"
+#include "ledger/ledger.h"
+
+struct cli {
+    const char *ledger_dir; /* --ledger, $FORUM_LEDGER, ./forum-ledger */
+    int json;               /* --json: print the method's result object */
+};
+
+/* Command groups: each returns the process exit code (DESIGN §8). */
+int cli_ledger(struct cli *c, int argc, char **argv);
+
+/* Opens the ledger for a command; prints the error and returns the exit
+ * code (non-zero) on failure, 0 on success. */
+int cli_open(struct cli *c, unsigned flags, struct ledger **out);
+
+/* Calls a method of the handler table with in (consumed) on an open ledger.
+ * On success *out holds the result; on failure the error is printed and the
+ * exit code returned. */
+int cli_call(struct cli *c, struct ledger *l, const char *method, cJSON *in,
+             cJSON **out);
+
+/* Prints an error: "forum: msg" on stderr, and with --json also the error
+ * object on stderr. Returns the exit code for err->code. */
+int cli_fail(struct cli *c, const struct fo_err *err);
+
+/* Prints v as JSON on stdout: canonical with --json, else indented. */
+void cli_print_json(const cJSON *v, int pretty);
+
+/* Parses a non-negative integer argument; -1 when it is not one. */
+long long cli_parse_seq(const char *s);
+
+/* True when argv[i] is -h or --help. */
+int cli_is_help(const char *arg);
+
+#endif

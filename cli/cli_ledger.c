@@ -1,0 +1,513 @@
+/* cli_ledger: `forum ledger ...`: init, append, get, body, show, replay,
+ * chain, verify, redact, summary. Each data command maps onto one method of
+ * the handler table, so --json prints exactly what HTTP and MCP serve. */
+#include "cli/cli.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ledger/fo_json.h"
+
+static const char ledger_usage[] =
+    "usage: forum [--ledger DIR] ledger <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  init [--origin NAME]         create the ledger (idempotent)\n"
+    "  append --actor A --kind K --payload JSON|@FILE|- [--parent N]\n"
+    "                               append one entry; prints it\n"
+    "  get SEQ                      one entry, with body present/redacted\n"
+    "  body SEQ                     the JSON body of an entry\n"
+    "  show [--limit N]             the last N entries (default 20)\n"
+    "  replay SEQ [--from N] [--limit N]\n"
+    "                               entries 0..SEQ (the log as it stood)\n"
+    "  chain SEQ                    the causal chain of SEQ, root first\n"
+    "  verify [--deep]              verify chain and tree (deep: bodies)\n"
+    "  redact SEQ --reason R        delete a body, witnessed\n"
+    "  summary                      counts by kind and actor\n"
+    "\n"
+    "options for every command: --json (print the result object), --help\n"
+    "exit codes: 0 ok, 1 verification failed or not found, 2 bad input,\n"
+    "            3 I/O or storage error\n";
+
+static int usage_error(struct cli *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int usage_error(struct cli *c, const char *fmt, ...)
+{
+    struct fo_err err;
+    va_list ap;
+    va_start(ap, fmt);
+    fo_err_setv(&err, FO_E_USAGE, fmt, ap);
+    va_end(ap);
+    cli_fail(c, &err);
+    fprintf(stderr, "run `forum ledger --help` for usage\n");
+    return 2;
+}
+
+static int help(const char *text)
+{
+    fputs(text, stdout);
+    return 0;
+}
+
+/* Reads a payload argument: inline JSON, @FILE, or - for stdin. At most
+ * max bytes of text are read. */
+static int read_payload(const char *arg, size_t max, struct fo_buf *out,
+                        struct fo_err *err)
+{
+    if (strcmp(arg, "-") != 0 && arg[0] != '@') {
+        int rc = fo_buf_puts(out, arg);
+        return rc == FO_E_TOO_LARGE
+                   ? fo_err_set(err, FO_E_TOO_LARGE, "payload: too large")
+                   : rc;
+    }
+    FILE *f = stdin;
+    if (arg[0] == '@') {
+        f = fopen(arg + 1, "rb");
+        if (!f)
+            return fo_err_set(err, FO_E_INVALID, "payload file %s: cannot "
+                              "open", arg + 1);
+    }
+    char chunk[65536];
+    int rc = FO_OK;
+    size_t n;
+    fo_buf_init(out, max);
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        rc = fo_buf_append(out, chunk, n);
+        if (rc == FO_E_TOO_LARGE) {
+            rc = fo_err_set(err, FO_E_TOO_LARGE,
+                            "payload: more than %zu bytes of text", max);
+            break;
+        }
+        if (rc)
+            break;
+    }
+    if (rc == FO_OK && ferror(f))
+        rc = fo_err_set(err, FO_E_IO, "payload: read error");
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
+static int cmd_init(struct cli *c, int argc, char **argv)
+{
+    const char *origin = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help("usage: forum ledger init [--origin NAME]\n"
+                        "Creates the ledger in the data dir (--ledger DIR);"
+                        " the origin names\nits checkpoints (default "
+                        "forum/<ledger id>). Safe to run twice.\n");
+        if (!strcmp(argv[i], "--origin") && i + 1 < argc)
+            origin = argv[++i];
+        else
+            return usage_error(c, "init: unexpected argument %s", argv[i]);
+    }
+    struct ledger_config cfg = {.origin = origin};
+    struct ledger *l = NULL;
+    struct fo_err err;
+    int rc = ledger_open(c->ledger_dir, LEDGER_OPEN_CREATE, &cfg, &l, &err);
+    if (rc)
+        return cli_fail(c, &err);
+    if (origin && strcmp(origin, ledger_origin(l)) != 0) {
+        fo_err_set(&err, FO_E_EXISTS,
+                   "%s: ledger exists with origin %s (the origin is fixed "
+                   "at creation)",
+                   c->ledger_dir, ledger_origin(l));
+        ledger_close(l);
+        return cli_fail(c, &err);
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "ledger", c->ledger_dir);
+    cJSON_AddStringToObject(o, "ledger_id", ledger_id(l));
+    cJSON_AddStringToObject(o, "origin", ledger_origin(l));
+    if (c->json)
+        cli_print_json(o, 0);
+    else
+        printf("ledger %s: id %s, origin %s\n", c->ledger_dir, ledger_id(l),
+               ledger_origin(l));
+    cJSON_Delete(o);
+    ledger_close(l);
+    return 0;
+}
+
+static int cmd_append(struct cli *c, int argc, char **argv)
+{
+    const char *actor = NULL, *kind = NULL, *payload = NULL, *parent = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help(
+                "usage: forum ledger append --actor A --kind K "
+                "--payload JSON|@FILE|- [--parent N]\n"
+                "Appends one entry and prints it once it is durable.\n"
+                "  --payload JSON   inline; @FILE reads a file; - reads "
+                "stdin\n"
+                "  --parent N       the seq that caused this entry\n");
+        const char *o = argv[i];
+        if (i + 1 >= argc)
+            return usage_error(c, "append: %s needs a value", o);
+        if (!strcmp(o, "--actor"))
+            actor = argv[++i];
+        else if (!strcmp(o, "--kind"))
+            kind = argv[++i];
+        else if (!strcmp(o, "--payload"))
+            payload = argv[++i];
+        else if (!strcmp(o, "--parent"))
+            parent = argv[++i];
+        else
+            return usage_error(c, "append: unexpected argument %s", o);
+    }
+    if (!actor || !kind || !payload)
+        return usage_error(c, "append: %s", "--actor, --kind and --payload "
+                                            "are required");
+    long long pseq = -1;
+    if (parent && (pseq = cli_parse_seq(parent)) < 0)
+        return usage_error(c, "append: --parent %s: not a seq", parent);
+
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_CREATE, &l);
+    if (ex)
+        return ex;
+    struct fo_err err;
+    fo_err_clear(&err);
+    struct fo_buf text;
+    fo_buf_init(&text, 16 * ledger_max_body(l) + 4096);
+    cJSON *value = NULL, *in = NULL, *out = NULL;
+    int rc = read_payload(payload, text.max, &text, &err);
+    if (!rc)
+        rc = fo_json_parse(text.data ? text.data : "", text.len, &value, &err);
+    fo_buf_release(&text);
+    if (rc) {
+        if (rc == FO_E_JSON)
+            fo_err_prefix(&err, "payload");
+        ex = cli_fail(c, &err);
+        goto out;
+    }
+    in = cJSON_CreateObject();
+    cJSON_AddStringToObject(in, "actor", actor);
+    cJSON_AddStringToObject(in, "kind", kind);
+    cJSON_AddItemToObject(in, "payload", value);
+    if (pseq >= 0)
+        fo_json_add_int(in, "parent", pseq);
+    ex = cli_call(c, l, "ledger_append", in, &out);
+    if (!ex)
+        cli_print_json(out, !c->json);
+out:
+    cJSON_Delete(out);
+    ledger_close(l);
+    return ex;
+}
+
+/* The commands that take one SEQ and print the method's result. */
+static int cmd_seq(struct cli *c, int argc, char **argv, const char *method,
+                   const char *usage)
+{
+    const char *seq = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help(usage);
+        if (seq)
+            return usage_error(c, "unexpected argument %s", argv[i]);
+        seq = argv[i];
+    }
+    long long s = cli_parse_seq(seq);
+    if (s < 0)
+        return usage_error(c, "%s: a SEQ (a non-negative integer) is needed",
+                           argv[0]);
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    cJSON *in = cJSON_CreateObject(), *out = NULL;
+    fo_json_add_int(in, "seq", s);
+    ex = cli_call(c, l, method, in, &out);
+    if (!ex) {
+        const cJSON *entries = cJSON_GetObjectItemCaseSensitive(out, "entries");
+        if (c->json)
+            cli_print_json(out, 0);
+        else if (!strcmp(method, "ledger_body"))
+            cli_print_json(cJSON_GetObjectItemCaseSensitive(out, "body"), 1);
+        else if (entries)
+            cli_print_json(entries, 1);
+        else
+            cli_print_json(out, 1);
+    }
+    cJSON_Delete(out);
+    ledger_close(l);
+    return ex;
+}
+
+static void print_entry_line(const cJSON *e)
+{
+    const cJSON *parent = cJSON_GetObjectItemCaseSensitive(e, "parent");
+    char p[32] = "-";
+    if (cJSON_IsNumber(parent))
+        snprintf(p, sizeof(p), "%.0f", parent->valuedouble);
+    printf("%8.0f  %-16.16s %-16.16s parent %-8s %.16s\n",
+           cJSON_GetObjectItemCaseSensitive(e, "seq")->valuedouble,
+           cJSON_GetObjectItemCaseSensitive(e, "actor")->valuestring,
+           cJSON_GetObjectItemCaseSensitive(e, "kind")->valuestring, p,
+           cJSON_GetObjectItemCaseSensitive(e, "hash")->valuestring);
+}
+
+static int cmd_show(struct cli *c, int argc, char **argv)
+{
+    long long limit = 20;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help("usage: forum ledger show [--limit N]\n"
+                        "The last N entries (default 20, at most 1000).\n");
+        if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
+            limit = cli_parse_seq(argv[++i]);
+            if (limit < 1 || limit > 1000)
+                return usage_error(c, "show: --limit %s: 1 to 1000",
+                                   argv[i]);
+        } else {
+            return usage_error(c, "show: unexpected argument %s", argv[i]);
+        }
+    }
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    int64_t count = 0;
+    struct fo_err err;
+    if (ledger_count(l, &count, &err) != FO_OK) {
+        ex = cli_fail(c, &err);
+        ledger_close(l);
+        return ex;
+    }
+    cJSON *in = cJSON_CreateObject(), *out = NULL;
+    fo_json_add_int(in, "from", count > limit ? count - limit : 0);
+    fo_json_add_int(in, "limit", limit);
+    ex = cli_call(c, l, "ledger_range", in, &out);
+    if (!ex && c->json) {
+        cli_print_json(out, 0);
+    } else if (!ex) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(out, "entries"))
+            print_entry_line(e);
+        if (count == 0)
+            printf("(empty ledger)\n");
+    }
+    cJSON_Delete(out);
+    ledger_close(l);
+    return ex;
+}
+
+static int cmd_replay(struct cli *c, int argc, char **argv)
+{
+    long long seq = -1, from = -1, limit = -1;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help("usage: forum ledger replay SEQ [--from N] "
+                        "[--limit N]\n"
+                        "The ledger as it stood at SEQ: entries 0..SEQ, in "
+                        "pages of at most 1000.\n");
+        if (!strcmp(argv[i], "--from") && i + 1 < argc) {
+            if ((from = cli_parse_seq(argv[++i])) < 0)
+                return usage_error(c, "replay: --from %s: not a seq",
+                                   argv[i]);
+        } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
+            limit = cli_parse_seq(argv[++i]);
+            if (limit < 1 || limit > 1000)
+                return usage_error(c, "replay: --limit %s: 1 to 1000",
+                                   argv[i]);
+        } else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0) {
+            continue;
+        } else {
+            return usage_error(c, "replay: unexpected argument %s", argv[i]);
+        }
+    }
+    if (seq < 0)
+        return usage_error(c, "replay: %s", "a SEQ is needed");
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    cJSON *in = cJSON_CreateObject(), *out = NULL;
+    fo_json_add_int(in, "seq", seq);
+    if (from >= 0)
+        fo_json_add_int(in, "from", from);
+    if (limit > 0)
+        fo_json_add_int(in, "limit", limit);
+    ex = cli_call(c, l, "ledger_replay", in, &out);
+    if (!ex && c->json) {
+        cli_print_json(out, 0);
+    } else if (!ex) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(out, "entries"))
+            print_entry_line(e);
+    }
+    cJSON_Delete(out);
+    ledger_close(l);
+    return ex;
+}
+
+static void progress(void *ctx, int64_t done, int64_t total)
+{
+    (void)ctx;
+    fprintf(stderr, "\rverifying: %lld / %lld entries (%d%%)", (long long)done,
+            (long long)total, total ? (int)(done * 100 / total) : 100);
+    if (done >= total)
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static int cmd_verify(struct cli *c, int argc, char **argv)
+{
+    int deep = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help(
+                "usage: forum ledger verify [--deep]\n"
+                "Walks the whole ledger: seq continuity, prev links, entry\n"
+                "hashes, parents, timestamps and the Merkle tree; --deep "
+                "also\nre-hashes every stored body. Exit 0 when it "
+                "verifies, 1 when\nit does not (the output says where it "
+                "breaks), 3 on I/O errors.\n");
+        if (!strcmp(argv[i], "--deep"))
+            deep = 1;
+        else
+            return usage_error(c, "verify: unexpected argument %s", argv[i]);
+    }
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    struct ledger_verify_result res;
+    struct fo_err err;
+    fo_err_clear(&err);
+    int tty = isatty(2);
+    int rc = ledger_verify(l, deep ? LEDGER_VERIFY_DEEP : 0,
+                           tty ? progress : NULL, NULL, &res, &err);
+    ledger_close(l);
+    if (rc)
+        return cli_fail(c, &err);
+    cJSON *out = ledger_verify_json(&res);
+    if (c->json) {
+        cli_print_json(out, 0);
+    } else if (res.ok) {
+        printf("ok: %lld entries verified (chain and tree", (long long)res
+                                                                .entries);
+        if (deep)
+            printf("; %lld bodies checked, %lld redacted",
+                   (long long)res.bodies_checked,
+                   (long long)res.bodies_redacted);
+        printf(")\n");
+    } else if (!res.chain) {
+        printf("FAILED: entry %lld: %s (%lld entries verified before it)\n",
+               (long long)res.first_bad_seq, res.reason,
+               (long long)res.entries);
+    } else {
+        printf("FAILED: the chain verifies, but %lld bodies do not match "
+               "their payload hash (first: entry %lld)\n",
+               (long long)res.bodies_bad, (long long)res.first_bad_body_seq);
+    }
+    cJSON_Delete(out);
+    return res.ok ? 0 : 1;
+}
+
+static int cmd_redact(struct cli *c, int argc, char **argv)
+{
+    long long seq = -1;
+    const char *reason = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help("usage: forum ledger redact SEQ --reason R\n"
+                        "Deletes every stored copy of the entry's body; the"
+                        " chain and every\ncheckpoint still verify. "
+                        "Witnessed as a `redaction` entry.\n");
+        if (!strcmp(argv[i], "--reason") && i + 1 < argc)
+            reason = argv[++i];
+        else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0)
+            continue;
+        else
+            return usage_error(c, "redact: unexpected argument %s", argv[i]);
+    }
+    if (seq < 0 || !reason)
+        return usage_error(c, "redact: %s", "SEQ and --reason are required");
+    struct ledger *l = NULL;
+    int ex = cli_open(c, 0, &l);
+    if (ex)
+        return ex;
+    cJSON *in = cJSON_CreateObject(), *out = NULL;
+    fo_json_add_int(in, "seq", seq);
+    cJSON_AddStringToObject(in, "reason", reason);
+    ex = cli_call(c, l, "ledger_redact", in, &out);
+    if (!ex && c->json)
+        cli_print_json(out, 0);
+    else if (!ex)
+        printf("redacted the body of entry %lld (witnessed as entry %.0f)\n",
+               seq, cJSON_GetObjectItemCaseSensitive(out, "seq")->valuedouble);
+    cJSON_Delete(out);
+    ledger_close(l);
+    return ex;
+}
+
+static int cmd_noarg(struct cli *c, int argc, char **argv, const char *method,
+                     const char *usage)
+{
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help(usage);
+        return usage_error(c, "unexpected argument %s", argv[i]);
+    }
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    cJSON *out = NULL;
+    ex = cli_call(c, l, method, NULL, &out);
+    if (!ex)
+        cli_print_json(out, !c->json);
+    cJSON_Delete(out);
+    ledger_close(l);
+    return ex;
+}
+
+int cli_ledger(struct cli *c, int argc, char **argv)
+{
+    if (argc < 2 || cli_is_help(argv[1])) {
+        fputs(ledger_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    argc--;
+    argv++;
+    if (!strcmp(cmd, "init"))
+        return cmd_init(c, argc, argv);
+    if (!strcmp(cmd, "append"))
+        return cmd_append(c, argc, argv);
+    if (!strcmp(cmd, "get"))
+        return cmd_seq(c, argc, argv, "ledger_get",
+                       "usage: forum ledger get SEQ\nOne entry: the 8 "
+                       "hashed fields, its hash, and whether its body is "
+                       "present or redacted.\n");
+    if (!strcmp(cmd, "body"))
+        return cmd_seq(c, argc, argv, "ledger_body",
+                       "usage: forum ledger body SEQ\nThe JSON body of an "
+                       "entry (exit 1 with code `redacted` when it was "
+                       "redacted).\n");
+    if (!strcmp(cmd, "chain"))
+        return cmd_seq(c, argc, argv, "ledger_chain",
+                       "usage: forum ledger chain SEQ\nThe causal chain of "
+                       "an entry: its parent links to the root, root "
+                       "first.\n");
+    if (!strcmp(cmd, "show"))
+        return cmd_show(c, argc, argv);
+    if (!strcmp(cmd, "replay"))
+        return cmd_replay(c, argc, argv);
+    if (!strcmp(cmd, "verify"))
+        return cmd_verify(c, argc, argv);
+    if (!strcmp(cmd, "redact"))
+        return cmd_redact(c, argc, argv);
+    if (!strcmp(cmd, "summary"))
+        return cmd_noarg(c, argc, argv, "ledger_summary",
+                         "usage: forum ledger summary\nEntry count, counts "
+                         "by kind and by actor, head hash, bodies present "
+                         "and redacted.\n");
+    return usage_error(c, "ledger: unknown command %s", cmd);
+}

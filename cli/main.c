@@ -1,0 +1,81 @@
+/* main: `forum [--ledger DIR] [--json] <command> ...`. Global options may
+ * stand anywhere on the line; the rest goes to the command group. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "ledger/fo_buf.h"
+
+static const char usage[] =
+    "usage: forum [--ledger DIR] [--json] <command> [args]\n"
+    "\n"
+    "forum orchestrates AI agents and witnesses every step in a ledger\n"
+    "anyone can verify.\n"
+    "\n"
+    "commands:\n"
+    "  ledger ...     the ledger: init, append, get, body, show, replay,\n"
+    "                 chain, verify, redact, summary (forum ledger --help)\n"
+    "  version        print the version\n"
+    "\n"
+    "global options:\n"
+    "  --ledger DIR   the data dir (env FORUM_LEDGER; default "
+    "./forum-ledger)\n"
+    "  --json         print the result object as JSON\n"
+    "  -h, --help     help (also after any command)\n";
+
+int main(int argc, char **argv)
+{
+    struct cli c = {0};
+    c.ledger_dir = getenv("FORUM_LEDGER");
+    if (!c.ledger_dir || !*c.ledger_dir)
+        c.ledger_dir = "./forum-ledger";
+    /* Take the global options out of argv wherever they stand (before a
+     * bare "--", which ends option parsing). */
+    int n = 0;
+    int ended = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!ended && i > 0) {
+            if (!strcmp(argv[i], "--")) {
+                ended = 1;
+                continue;
+            }
+            if (!strcmp(argv[i], "--ledger")) {
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "forum: --ledger needs a directory\n");
+                    return 2;
+                }
+                c.ledger_dir = argv[++i];
+                continue;
+            }
+            if (!strncmp(argv[i], "--ledger=", 9)) {
+                c.ledger_dir = argv[i] + 9;
+                continue;
+            }
+            if (!strcmp(argv[i], "--json")) {
+                c.json = 1;
+                continue;
+            }
+        }
+        argv[n++] = argv[i];
+    }
+    argc = n;
+    argv[argc] = NULL;
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (cli_is_help(cmd) || !strcmp(cmd, "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("forum 0.1.0\n");
+        return 0;
+    }
+    if (!strcmp(cmd, "ledger"))
+        return cli_ledger(&c, argc - 1, argv + 1);
+    fprintf(stderr, "forum: unknown command %s (see forum --help)\n", cmd);
+    return 2;
+}

@@ -1,0 +1,889 @@
+/* ledger: appends, reads, verify and redaction over the storage interface.
+ * The hash chain, the payload hashes and the Merkle tree are all maintained
+ * here, in the same transaction as each append or batch. */
+#include "ledger/ledger.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <openssl/rand.h>
+
+#include "ledger/fo_json.h"
+#include "ledger/fo_sha.h"
+#include "ledger/ledger_int.h"
+#include "ledger/merkle.h"
+#include "ledger/store.h"
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Tree nodes are stored by the position at which they complete: the index
+ * of their last leaf, then the level. That order is the order of appends,
+ * so every insert goes to the end of the table. */
+int64_t ledger_node_pos(unsigned level, uint64_t index)
+{
+    uint64_t last = ((index + 1) << level) - 1;
+    return (int64_t)(last << 6 | level);
+}
+
+static int valid_origin(const char *o)
+{
+    size_t n = strlen(o);
+    if (n == 0 || n > 255)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)o[i];
+        if (c <= 0x20 || c >= 0x7f || c == '+')
+            return 0;
+    }
+    return 1;
+}
+
+static int init_identity(struct ledger *l, const struct ledger_config *cfg,
+                         struct fo_err *err)
+{
+    const struct store_ops *ops = l->ops;
+    int rc = ops->meta_get(l->store, "ledger_id", &l->id, err);
+    if (rc == FO_OK) {
+        rc = ops->meta_get(l->store, "origin", &l->origin, err);
+        if (rc == FO_E_NOT_FOUND)
+            rc = fo_err_set(err, FO_E_CORRUPT, "%s: no origin in meta",
+                            l->dir);
+        return rc;
+    }
+    if (rc != FO_E_NOT_FOUND)
+        return rc;
+    if (l->readonly)
+        return fo_err_set(err, FO_E_CORRUPT, "%s: ledger has no identity",
+                          l->dir);
+    /* First open after creation: fix the identity, under the write lock so
+     * two processes creating at once agree. */
+    rc = ops->begin_write(l->store, err);
+    if (rc)
+        return rc;
+    rc = ops->meta_get(l->store, "ledger_id", &l->id, err);
+    if (rc == FO_E_NOT_FOUND) {
+        unsigned char raw[8];
+        char hex[17];
+        if (RAND_bytes(raw, sizeof(raw)) != 1) {
+            rc = fo_err_set(err, FO_E_INTERNAL, "no randomness");
+            goto fail;
+        }
+        fo_hex(raw, sizeof(raw), hex);
+        char origin[300];
+        if (cfg && cfg->origin)
+            snprintf(origin, sizeof(origin), "%s", cfg->origin);
+        else
+            snprintf(origin, sizeof(origin), "forum/%s", hex);
+        if (!valid_origin(origin)) {
+            rc = fo_err_set(err, FO_E_INVALID,
+                            "origin \"%s\": 1-255 printable ASCII bytes, no "
+                            "space or '+'",
+                            origin);
+            goto fail;
+        }
+        rc = ops->meta_set(l->store, "ledger_id", hex, err);
+        if (!rc)
+            rc = ops->meta_set(l->store, "origin", origin, err);
+        if (!rc)
+            rc = ops->meta_set(l->store, "format", "forum-ledger/1", err);
+        if (rc)
+            goto fail;
+        rc = ops->commit(l->store, err);
+        if (rc)
+            return rc;
+        l->id = strdup(hex);
+        l->origin = strdup(origin);
+        return l->id && l->origin ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    if (rc == FO_OK)
+        rc = ops->meta_get(l->store, "origin", &l->origin, err);
+fail:
+    ops->rollback(l->store);
+    return rc;
+}
+
+int ledger_open(const char *dir, unsigned flags,
+                const struct ledger_config *cfg, struct ledger **out,
+                struct fo_err *err)
+{
+    struct ledger *l = calloc(1, sizeof(*l));
+    if (!l)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = FO_OK;
+    l->ops = &store_sqlite_ops;
+    l->readonly = (flags & LEDGER_OPEN_READONLY) != 0;
+    l->max_body = cfg && cfg->max_body ? cfg->max_body
+                                       : LEDGER_BODY_MAX_DEFAULT;
+    l->dir = strdup(dir);
+    l->sha = fo_sha_create();
+    fo_buf_init(&l->scratch, FO_BUF_UNLIMITED);
+    if (!l->dir || !l->sha) {
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        goto fail;
+    }
+    unsigned sflags = 0;
+    if (flags & LEDGER_OPEN_CREATE)
+        sflags |= STORE_CREATE;
+    if (l->readonly)
+        sflags |= STORE_READONLY;
+    rc = l->ops->open(dir, sflags, cfg ? cfg->busy_timeout_ms : 0, &l->store,
+                      err);
+    if (rc)
+        goto fail;
+    rc = init_identity(l, cfg, err);
+    if (rc)
+        goto fail;
+    *out = l;
+    return FO_OK;
+fail:
+    ledger_close(l);
+    return rc;
+}
+
+void ledger_close(struct ledger *l)
+{
+    if (!l)
+        return;
+    if (l->store)
+        l->ops->close(l->store);
+    fo_sha_free(l->sha);
+    fo_buf_release(&l->scratch);
+    free(l->id);
+    free(l->origin);
+    free(l->dir);
+    free(l);
+}
+
+const char *ledger_id(const struct ledger *l)
+{
+    return l->id;
+}
+
+const char *ledger_origin(const struct ledger *l)
+{
+    return l->origin;
+}
+
+const char *ledger_dir(const struct ledger *l)
+{
+    return l->dir;
+}
+
+size_t ledger_max_body(const struct ledger *l)
+{
+    return l->max_body;
+}
+
+void ledger_fail_commit_after(struct ledger *l, int n)
+{
+    l->ops->fail_commit_after(l->store, n);
+}
+
+/* ---- entries ---------------------------------------------------------- */
+
+static void rec_to_entry(const struct store_rec *r, struct ledger_entry *e)
+{
+    e->seq = r->seq;
+    e->ts = r->ts;
+    e->parent = r->parent;
+    memcpy(e->actor, r->actor, r->actor_len);
+    e->actor[r->actor_len] = '\0';
+    memcpy(e->kind, r->kind, r->kind_len);
+    e->kind[r->kind_len] = '\0';
+    memcpy(e->payload, r->payload, 32);
+    memcpy(e->prev, r->prev, 32);
+    memcpy(e->hash, r->hash, 32);
+}
+
+/* Writes the JCS form of the hashed fields. Keys in UTF-16 order: actor,
+ * kind, parent, payload, prev, seq, ts, v. */
+static int entry_canon(const struct ledger_entry *e, size_t actor_len,
+                       size_t kind_len, struct fo_buf *b)
+{
+    char hex[65];
+    int rc = fo_buf_append(b, "{\"actor\":", 9);
+    if (!rc)
+        rc = fo_json_string(e->actor, actor_len, b);
+    if (!rc)
+        rc = fo_buf_append(b, ",\"kind\":", 8);
+    if (!rc)
+        rc = fo_json_string(e->kind, kind_len, b);
+    if (!rc) {
+        if (e->parent < 0)
+            rc = fo_buf_append(b, ",\"parent\":null", 14);
+        else
+            rc = fo_buf_printf(b, ",\"parent\":%lld", (long long)e->parent);
+    }
+    if (!rc) {
+        fo_hex(e->payload, 32, hex);
+        rc = fo_buf_printf(b, ",\"payload\":\"%s\"", hex);
+    }
+    if (!rc) {
+        fo_hex(e->prev, 32, hex);
+        rc = fo_buf_printf(b, ",\"prev\":\"%s\",\"seq\":%lld,\"ts\":%lld,"
+                              "\"v\":1}",
+                           hex, (long long)e->seq, (long long)e->ts);
+    }
+    return rc;
+}
+
+int ledger_entry_canon(const struct ledger_entry *e, struct fo_buf *out)
+{
+    return entry_canon(e, strlen(e->actor), strlen(e->kind), out);
+}
+
+int ledger_entry_hash(const struct ledger_entry *e, uint8_t out[32])
+{
+    struct fo_buf b;
+    fo_buf_init(&b, 4096);
+    int rc = ledger_entry_canon(e, &b);
+    if (rc == FO_OK)
+        fo_sha256(b.data, b.len, out);
+    fo_buf_release(&b);
+    return rc;
+}
+
+/* The entry hash with the ledger's reused hasher and scratch buffer. */
+static int hash_entry(struct ledger *l, const struct ledger_entry *e,
+                      size_t actor_len, size_t kind_len, uint8_t out[32])
+{
+    fo_buf_reset(&l->scratch);
+    int rc = entry_canon(e, actor_len, kind_len, &l->scratch);
+    if (rc == FO_OK)
+        fo_sha_digest(l->sha, l->scratch.data, l->scratch.len, out);
+    return rc;
+}
+
+cJSON *ledger_entry_json(const struct ledger_entry *e)
+{
+    char hex[65];
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    int ok = fo_json_add_int(o, "v", 1) && fo_json_add_int(o, "seq", e->seq) &&
+             fo_json_add_int(o, "ts", e->ts) &&
+             cJSON_AddStringToObject(o, "actor", e->actor) &&
+             cJSON_AddStringToObject(o, "kind", e->kind);
+    if (ok)
+        ok = e->parent < 0 ? cJSON_AddNullToObject(o, "parent") != NULL
+                           : fo_json_add_int(o, "parent", e->parent) != NULL;
+    fo_hex(e->payload, 32, hex);
+    ok = ok && cJSON_AddStringToObject(o, "payload", hex);
+    fo_hex(e->prev, 32, hex);
+    ok = ok && cJSON_AddStringToObject(o, "prev", hex);
+    fo_hex(e->hash, 32, hex);
+    ok = ok && cJSON_AddStringToObject(o, "hash", hex);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int json_hash(const cJSON *obj, const char *key, uint8_t out[32],
+                     struct fo_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsString(v) || fo_unhex(v->valuestring, out, 32) != FO_OK)
+        return fo_err_set(err, FO_E_INVALID, "%s: not a 64-digit hex hash",
+                          key);
+    return FO_OK;
+}
+
+static int json_text(const cJSON *obj, const char *key, char *out,
+                     size_t max, struct fo_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsString(v) || strlen(v->valuestring) > max)
+        return fo_err_set(err, FO_E_INVALID, "%s: not a string of at most %zu "
+                          "bytes", key, max);
+    memcpy(out, v->valuestring, strlen(v->valuestring) + 1);
+    return FO_OK;
+}
+
+int ledger_entry_from_json(const cJSON *obj, struct ledger_entry *e,
+                           struct fo_err *err)
+{
+    memset(e, 0, sizeof(*e));
+    if (!cJSON_IsObject(obj))
+        return fo_err_set(err, FO_E_INVALID, "entry: not an object");
+    long long v = 0, seq = 0, ts = 0, parent = -1;
+    int rc = fo_json_get_int(obj, "v", 1, 1, &v);
+    if (rc)
+        return fo_err_set(err, FO_E_INVALID, "entry: v must be 1");
+    if (fo_json_get_int(obj, "seq", 0, INT64_MAX, &seq) ||
+        fo_json_get_int(obj, "ts", 0, INT64_MAX, &ts))
+        return fo_err_set(err, FO_E_INVALID, "entry: bad seq or ts");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(obj, "parent");
+    if (!cJSON_IsNull(p) &&
+        fo_json_get_int(obj, "parent", 0, INT64_MAX, &parent))
+        return fo_err_set(err, FO_E_INVALID, "entry: bad parent");
+    e->seq = seq;
+    e->ts = ts;
+    e->parent = parent;
+    if ((rc = json_text(obj, "actor", e->actor, LEDGER_ACTOR_MAX, err)) ||
+        (rc = json_text(obj, "kind", e->kind, LEDGER_KIND_MAX, err)) ||
+        (rc = json_hash(obj, "payload", e->payload, err)) ||
+        (rc = json_hash(obj, "prev", e->prev, err)))
+        return rc;
+    if (cJSON_GetObjectItemCaseSensitive(obj, "hash"))
+        return json_hash(obj, "hash", e->hash, err);
+    return FO_OK;
+}
+
+/* ---- validation ------------------------------------------------------- */
+
+int ledger_check_actor(const char *actor, struct fo_err *err)
+{
+    size_t n = actor ? strlen(actor) : 0;
+    if (n == 0 || n > LEDGER_ACTOR_MAX)
+        return fo_err_set(err, FO_E_INVALID,
+                          "actor: must be 1-%d bytes (got %zu)",
+                          LEDGER_ACTOR_MAX, n);
+    if (!fo_utf8_valid(actor, n))
+        return fo_err_set(err, FO_E_INVALID, "actor: not valid UTF-8");
+    return FO_OK;
+}
+
+int ledger_check_kind(const char *kind, struct fo_err *err)
+{
+    size_t n = kind ? strlen(kind) : 0;
+    if (n == 0 || n > LEDGER_KIND_MAX)
+        return fo_err_set(err, FO_E_INVALID,
+                          "kind: must be 1-%d bytes (got %zu)",
+                          LEDGER_KIND_MAX, n);
+    for (size_t i = 0; i < n; i++) {
+        char c = kind[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '.' || c == '-'))
+            return fo_err_set(err, FO_E_INVALID,
+                              "kind \"%.64s\": only [a-z0-9_.-] allowed",
+                              kind);
+    }
+    return FO_OK;
+}
+
+/* ---- the tree as seen by merkle.c ------------------------------------- */
+
+int ledger_tree_node(void *ctx, unsigned level, uint64_t index,
+                     uint8_t out[32], struct fo_err *err)
+{
+    struct ledger *l = ctx;
+    if (level > 0)
+        return l->ops->get_node(l->store, ledger_node_pos(level, index), out,
+                                err);
+    struct store_rec r;
+    int rc = l->ops->get_entry(l->store, (int64_t)index, &r, NULL, err);
+    if (rc == FO_E_NOT_FOUND)
+        rc = fo_err_set(err, FO_E_CORRUPT, "tree leaf %llu: no entry",
+                        (unsigned long long)index);
+    if (rc)
+        return rc;
+    merkle_leaf_hash(l->sha, r.hash, 32, out);
+    return FO_OK;
+}
+
+/* ---- appends ---------------------------------------------------------- */
+
+/* The state of the log's head inside a write transaction. */
+struct head {
+    int64_t count;
+    int64_t ts;
+    uint8_t prev[32];
+    struct merkle_frontier tree;
+};
+
+static int load_head(struct ledger *l, struct head *h, struct fo_err *err)
+{
+    struct store_rec last;
+    int rc = l->ops->head(l->store, &h->count, &last, err);
+    if (rc)
+        return rc;
+    if (h->count == 0) {
+        h->ts = 0;
+        memset(h->prev, 0, 32);
+        merkle_frontier_init(&h->tree);
+        return FO_OK;
+    }
+    h->ts = last.ts;
+    memcpy(h->prev, last.hash, 32);
+    return merkle_frontier_load(&h->tree, ledger_tree_node, l,
+                                (uint64_t)h->count, err);
+}
+
+struct emit_ctx {
+    struct ledger *l;
+    struct fo_err *err;
+};
+
+static int emit_node(void *ctx, unsigned level, uint64_t index,
+                     const uint8_t hash[32])
+{
+    struct emit_ctx *e = ctx;
+    return e->l->ops->put_node(e->l->store, ledger_node_pos(level, index),
+                               hash, e->err);
+}
+
+static int check_req(struct ledger *l, const struct ledger_append *r,
+                     int64_t seq, struct fo_err *err)
+{
+    int rc = ledger_check_actor(r->actor, err);
+    if (!rc)
+        rc = ledger_check_kind(r->kind, err);
+    if (rc)
+        return rc;
+    if (r->parent != LEDGER_NO_PARENT && (r->parent < 0 || r->parent >= seq))
+        return fo_err_set(err, FO_E_INVALID,
+                          "parent %lld: must be an existing seq below %lld",
+                          (long long)r->parent, (long long)seq);
+    if (!r->body)
+        return fo_err_set(err, FO_E_INVALID, "payload: missing");
+    if (r->body_len > l->max_body)
+        return fo_err_set(err, FO_E_TOO_LARGE,
+                          "payload: %zu bytes in canonical form; the limit "
+                          "is %zu",
+                          r->body_len, l->max_body);
+    return FO_OK;
+}
+
+/* Appends one checked request at the head, inside the transaction. */
+static int append_one(struct ledger *l, struct head *h,
+                      struct ledger_append *r, struct fo_err *err)
+{
+    struct ledger_entry *e = &r->entry;
+    struct store_rec rec;
+    e->seq = h->count;
+    int64_t ts = now_us();
+    e->ts = ts > h->ts ? ts : h->ts;
+    e->parent = r->parent;
+    size_t an = strlen(r->actor), kn = strlen(r->kind);
+    memcpy(e->actor, r->actor, an + 1);
+    memcpy(e->kind, r->kind, kn + 1);
+    fo_sha_digest(l->sha, r->body, r->body_len, e->payload);
+    memcpy(e->prev, h->prev, 32);
+    int rc = hash_entry(l, e, an, kn, e->hash);
+    if (rc)
+        return fo_err_set(err, rc, "entry: cannot encode");
+    rec.seq = e->seq;
+    rec.ts = e->ts;
+    rec.parent = e->parent;
+    memcpy(rec.actor, e->actor, an);
+    rec.actor_len = an;
+    memcpy(rec.kind, e->kind, kn);
+    rec.kind_len = kn;
+    memcpy(rec.payload, e->payload, 32);
+    memcpy(rec.prev, e->prev, 32);
+    memcpy(rec.hash, e->hash, 32);
+    rc = l->ops->put_entry(l->store, &rec, r->body, r->body_len, err);
+    if (rc)
+        return rc;
+    uint8_t leaf[32];
+    merkle_leaf_hash(l->sha, e->hash, 32, leaf);
+    struct emit_ctx ec = {l, err};
+    rc = merkle_frontier_push(&h->tree, l->sha, leaf, emit_node, &ec);
+    if (rc)
+        return rc;
+    h->count++;
+    h->ts = e->ts;
+    memcpy(h->prev, e->hash, 32);
+    return FO_OK;
+}
+
+int ledger_append_batch(struct ledger *l, struct ledger_append *reqs,
+                        size_t n, struct fo_err *err)
+{
+    if (l->readonly)
+        return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", l->dir);
+    struct head *h = malloc(sizeof(*h));
+    if (!h)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = l->ops->begin_write(l->store, err);
+    if (rc)
+        goto out;
+    rc = load_head(l, h, err);
+    for (size_t i = 0; rc == FO_OK && i < n; i++) {
+        fo_err_clear(&reqs[i].err);
+        reqs[i].rc = check_req(l, &reqs[i], h->count, &reqs[i].err);
+        if (reqs[i].rc == FO_OK)
+            rc = append_one(l, h, &reqs[i], err);
+    }
+    if (rc == FO_OK)
+        rc = l->ops->commit(l->store, err);
+    else
+        l->ops->rollback(l->store);
+out:
+    free(h);
+    if (rc) {
+        for (size_t i = 0; i < n; i++) {
+            reqs[i].rc = rc;
+            if (err)
+                reqs[i].err = *err;
+        }
+    }
+    return rc;
+}
+
+int ledger_append(struct ledger *l, const char *actor, const char *kind,
+                  int64_t parent, const char *body, size_t body_len,
+                  struct ledger_entry *out, struct fo_err *err)
+{
+    struct ledger_append r = {.actor = actor,
+                              .kind = kind,
+                              .parent = parent,
+                              .body = body,
+                              .body_len = body_len};
+    int rc = ledger_append_batch(l, &r, 1, err);
+    if (rc)
+        return rc;
+    if (r.rc) {
+        if (err)
+            *err = r.err;
+        return r.rc;
+    }
+    if (out)
+        *out = r.entry;
+    return FO_OK;
+}
+
+int ledger_append_json(struct ledger *l, const char *actor, const char *kind,
+                       int64_t parent, const cJSON *payload,
+                       struct ledger_entry *out, struct fo_err *err)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, l->max_body);
+    int rc = fo_json_canon(payload, &b, err);
+    if (rc == FO_E_TOO_LARGE)
+        rc = fo_err_set(err, FO_E_TOO_LARGE,
+                        "payload: over %zu bytes in canonical form",
+                        l->max_body);
+    if (rc == FO_OK)
+        rc = ledger_append(l, actor, kind, parent, b.data ? b.data : "",
+                           b.len, out, err);
+    fo_buf_release(&b);
+    return rc;
+}
+
+/* ---- reads ------------------------------------------------------------ */
+
+int ledger_count(struct ledger *l, int64_t *count, struct fo_err *err)
+{
+    return l->ops->head(l->store, count, NULL, err);
+}
+
+int ledger_get(struct ledger *l, int64_t seq, struct ledger_entry *out,
+               int *body_present, struct fo_err *err)
+{
+    struct store_rec r;
+    if (seq < 0)
+        return fo_err_set(err, FO_E_NOT_FOUND, "entry %lld: not found",
+                          (long long)seq);
+    int rc = l->ops->get_entry(l->store, seq, &r, body_present, err);
+    if (rc == FO_OK)
+        rec_to_entry(&r, out);
+    return rc;
+}
+
+int ledger_body(struct ledger *l, int64_t seq, char **body, size_t *len,
+                struct fo_err *err)
+{
+    struct ledger_entry e;
+    int present = 0;
+    int rc = ledger_get(l, seq, &e, &present, err);
+    if (rc)
+        return rc;
+    if (!present)
+        return fo_err_set(err, FO_E_REDACTED, "entry %lld: body redacted",
+                          (long long)seq);
+    void *b = NULL;
+    size_t n = 0;
+    rc = l->ops->get_body(l->store, seq, &b, &n, err);
+    if (rc == FO_E_NOT_FOUND)
+        return fo_err_set(err, FO_E_REDACTED, "entry %lld: body redacted",
+                          (long long)seq);
+    if (rc)
+        return rc;
+    uint8_t h[32];
+    fo_sha_digest(l->sha, b, n, h);
+    if (memcmp(h, e.payload, 32) != 0) {
+        free(b);
+        return fo_err_set(err, FO_E_CORRUPT,
+                          "entry %lld: stored body does not match its "
+                          "payload hash",
+                          (long long)seq);
+    }
+    *body = b;
+    *len = n;
+    return FO_OK;
+}
+
+/* Stops a payload search; distinct from every fo_code. */
+#define FOUND (-1)
+
+struct find_ctx {
+    struct ledger *l;
+    int64_t found; /* first entry with the payload, -1 none */
+    char *body;
+    size_t len;
+    struct fo_err *err;
+};
+
+static int find_body(void *ctx, int64_t seq)
+{
+    struct find_ctx *f = ctx;
+    if (f->found < 0)
+        f->found = seq;
+    int rc = ledger_body(f->l, seq, &f->body, &f->len, f->err);
+    if (rc == FO_OK)
+        return FOUND; /* stop: found a copy */
+    return rc == FO_E_REDACTED ? FO_OK : rc;
+}
+
+int ledger_body_by_hash(struct ledger *l, const uint8_t hash[32], char **body,
+                        size_t *len, struct fo_err *err)
+{
+    struct find_ctx f = {l, -1, NULL, 0, err};
+    int rc = l->ops->find_payload(l->store, hash, find_body, &f, err);
+    if (rc == FOUND) {
+        *body = f.body;
+        *len = f.len;
+        return FO_OK;
+    }
+    if (rc)
+        return rc;
+    if (f.found < 0)
+        return fo_err_set(err, FO_E_NOT_FOUND, "no entry has that payload");
+    return fo_err_set(err, FO_E_REDACTED, "every copy of that body was "
+                                          "redacted");
+}
+
+struct range_ctx {
+    ledger_entry_fn fn;
+    void *ctx;
+};
+
+static int range_row(void *ctx, const struct store_row *row)
+{
+    struct range_ctx *r = ctx;
+    struct ledger_entry e;
+    rec_to_entry(&row->rec, &e);
+    return r->fn(r->ctx, &e);
+}
+
+int ledger_range(struct ledger *l, int64_t from, int64_t limit,
+                 ledger_entry_fn fn, void *ctx, struct fo_err *err)
+{
+    struct range_ctx r = {fn, ctx};
+    return l->ops->scan(l->store, from < 0 ? 0 : from, limit, 0, range_row, &r,
+                        err);
+}
+
+int ledger_chain(struct ledger *l, int64_t seq, struct ledger_entry **out,
+                 size_t *n, struct fo_err *err)
+{
+    size_t cap = 16, len = 0;
+    struct ledger_entry *v = malloc(cap * sizeof(*v));
+    if (!v)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = l->ops->begin_read(l->store, err);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    int64_t cur = seq;
+    for (;;) {
+        if (len == cap) {
+            struct ledger_entry *nv = realloc(v, 2 * cap * sizeof(*v));
+            if (!nv) {
+                rc = fo_err_set(err, FO_E_NOMEM, NULL);
+                break;
+            }
+            v = nv;
+            cap *= 2;
+        }
+        rc = ledger_get(l, cur, &v[len], NULL, err);
+        if (rc == FO_E_NOT_FOUND && len > 0)
+            rc = fo_err_set(err, FO_E_CORRUPT,
+                            "entry %lld: parent %lld is missing",
+                            (long long)v[len - 1].seq, (long long)cur);
+        if (rc)
+            break;
+        int64_t parent = v[len].parent;
+        len++;
+        if (parent == LEDGER_NO_PARENT)
+            break;
+        if (parent < 0 || parent >= cur) {
+            rc = fo_err_set(err, FO_E_CORRUPT,
+                            "entry %lld: parent %lld is not below it "
+                            "(a cycle or damage)",
+                            (long long)cur, (long long)parent);
+            break;
+        }
+        cur = parent;
+    }
+    l->ops->rollback(l->store); /* ends the read snapshot */
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    for (size_t i = 0; i < len / 2; i++) {
+        struct ledger_entry t = v[i];
+        v[i] = v[len - 1 - i];
+        v[len - 1 - i] = t;
+    }
+    *out = v;
+    *n = len;
+    return FO_OK;
+}
+
+/* ---- redaction -------------------------------------------------------- */
+
+struct redact_ctx {
+    struct ledger *l;
+    int64_t deleted;
+    struct fo_err *err;
+};
+
+static int redact_one(void *ctx, int64_t seq)
+{
+    struct redact_ctx *r = ctx;
+    r->deleted++;
+    return r->l->ops->delete_body(r->l->store, seq, r->err);
+}
+
+int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
+                  struct ledger_entry *out, struct fo_err *err)
+{
+    if (l->readonly)
+        return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", l->dir);
+    if (!reason || !*reason || strlen(reason) > 1024 ||
+        !fo_utf8_valid(reason, strlen(reason)))
+        return fo_err_set(err, FO_E_INVALID,
+                          "reason: 1-1024 bytes of UTF-8 required");
+    struct head *h = malloc(sizeof(*h));
+    cJSON *payload = cJSON_CreateObject();
+    struct fo_buf body;
+    fo_buf_init(&body, FO_BUF_UNLIMITED);
+    int rc = FO_OK;
+    if (!h || !payload) {
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        goto out;
+    }
+    rc = l->ops->begin_write(l->store, err);
+    if (rc)
+        goto out;
+    struct store_rec target;
+    int present = 0;
+    rc = l->ops->get_entry(l->store, seq, &target, &present, err);
+    if (rc == FO_OK && !present)
+        rc = fo_err_set(err, FO_E_REDACTED, "entry %lld: already redacted",
+                        (long long)seq);
+    char hex[65];
+    fo_hex(target.payload, 32, hex);
+    if (rc == FO_OK &&
+        (!cJSON_AddStringToObject(payload, "payload", hex) ||
+         !cJSON_AddStringToObject(payload, "reason", reason)))
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    if (rc == FO_OK)
+        rc = fo_json_canon(payload, &body, err);
+    struct redact_ctx rctx = {l, 0, err};
+    if (rc == FO_OK)
+        rc = l->ops->find_payload(l->store, target.payload, redact_one, &rctx,
+                                  err);
+    if (rc == FO_OK)
+        rc = load_head(l, h, err);
+    struct ledger_append req = {.actor = "admin",
+                                .kind = "redaction",
+                                .parent = seq,
+                                .body = body.data,
+                                .body_len = body.len};
+    if (rc == FO_OK) {
+        /* The redaction record itself must always fit. */
+        rc = check_req(l, &req, h->count, err);
+        if (rc == FO_E_TOO_LARGE)
+            rc = fo_err_set(err, FO_E_INVALID, "reason: too long");
+    }
+    if (rc == FO_OK)
+        rc = append_one(l, h, &req, err);
+    if (rc == FO_OK)
+        rc = l->ops->commit(l->store, err);
+    else
+        l->ops->rollback(l->store);
+    if (rc == FO_OK) {
+        if (out)
+            *out = req.entry;
+        /* Move the WAL into the database and truncate it so the deleted
+         * bytes (zeroed by secure_delete) leave the disk. A reader holding
+         * an old snapshot can delay this; the next redaction or a restart
+         * finishes it. The redaction itself is already durable. */
+        struct fo_err werr;
+        (void)l->ops->wal_truncate(l->store, &werr);
+    }
+out:
+    fo_buf_release(&body);
+    cJSON_Delete(payload);
+    free(h);
+    return rc;
+}
+
+/* ---- summary ---------------------------------------------------------- */
+
+static int add_count(void *ctx, const char *key, int64_t n)
+{
+    return fo_json_add_int(ctx, key, n) ? FO_OK : FO_E_NOMEM;
+}
+
+int ledger_summary(struct ledger *l, cJSON **out, struct fo_err *err)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *kinds = cJSON_CreateObject(), *actors = cJSON_CreateObject();
+    int64_t count = 0, present = 0;
+    struct store_rec last;
+    int rc = o && kinds && actors ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
+    int in_read = 0;
+    if (!rc)
+        rc = l->ops->begin_read(l->store, err);
+    in_read = rc == FO_OK;
+    if (!rc)
+        rc = l->ops->head(l->store, &count, &last, err);
+    if (!rc)
+        rc = l->ops->count_bodies(l->store, &present, err);
+    if (!rc)
+        rc = l->ops->group_counts(l->store, "kind", add_count, kinds, err);
+    if (!rc)
+        rc = l->ops->group_counts(l->store, "actor", add_count, actors, err);
+    if (in_read)
+        l->ops->rollback(l->store);
+    if (rc) {
+        cJSON_Delete(o);
+        cJSON_Delete(kinds);
+        cJSON_Delete(actors);
+        return rc == FO_E_NOMEM ? fo_err_set(err, rc, NULL) : rc;
+    }
+    char hex[65];
+    if (count > 0)
+        fo_hex(last.hash, 32, hex);
+    int ok = fo_json_add_int(o, "entries", count) &&
+             (count > 0 ? cJSON_AddStringToObject(o, "head", hex) != NULL
+                        : cJSON_AddNullToObject(o, "head") != NULL) &&
+             cJSON_AddStringToObject(o, "origin", l->origin) &&
+             cJSON_AddStringToObject(o, "ledger_id", l->id) &&
+             fo_json_add_int(o, "bodies_present", present) &&
+             fo_json_add_int(o, "bodies_redacted", count - present);
+    cJSON_AddItemToObject(o, "by_kind", kinds);
+    cJSON_AddItemToObject(o, "by_actor", actors);
+    if (!ok) { /* kinds and actors belong to o now */
+        cJSON_Delete(o);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    *out = o;
+    return FO_OK;
+}

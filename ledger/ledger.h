@@ -1,0 +1,199 @@
+/* ledger: the durable, append-only, verifiable log (forum-ledger v1).
+ *
+ * An entry is {v, seq, ts, actor, kind, parent, payload, prev}; its hash is
+ * SHA-256 of the JCS form of exactly those fields. payload is the SHA-256 of
+ * the body's canonical JSON; bodies are stored beside entries and may be
+ * redacted to their hash. Every append also extends the RFC 6962 Merkle tree
+ * in the same transaction. See docs/LEDGER.md.
+ *
+ * A struct ledger is used by one thread at a time; open one per thread.
+ * Several processes may open the same ledger: appends stay correct. */
+#ifndef LEDGER_H
+#define LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "ledger/fo_buf.h"
+#include "ledger/fo_err.h"
+
+#define LEDGER_ACTOR_MAX 128
+#define LEDGER_KIND_MAX 64
+#define LEDGER_BODY_MAX_DEFAULT (1u << 20)
+#define LEDGER_NO_PARENT (-1)
+#define LEDGER_HASH_LEN 32
+
+struct ledger;
+
+struct ledger_entry {
+    int64_t seq;
+    int64_t ts;     /* microseconds since the epoch, never decreasing */
+    int64_t parent; /* LEDGER_NO_PARENT or a seq < seq */
+    char actor[LEDGER_ACTOR_MAX + 1];
+    char kind[LEDGER_KIND_MAX + 1];
+    uint8_t payload[LEDGER_HASH_LEN];
+    uint8_t prev[LEDGER_HASH_LEN];
+    uint8_t hash[LEDGER_HASH_LEN];
+};
+
+struct ledger_config {
+    const char *origin;   /* at creation; NULL: "forum/<ledger id>" */
+    size_t max_body;      /* canonical body bytes; 0: 1 MiB */
+    int busy_timeout_ms;  /* 0: 10 s */
+};
+
+enum {
+    LEDGER_OPEN_CREATE = 1,   /* create the dir and database if absent */
+    LEDGER_OPEN_READONLY = 2, /* never write: verify, show, get */
+};
+
+/* Opens the ledger in dir. cfg may be NULL. Errors: FO_E_NOT_FOUND (no
+ * ledger and no LEDGER_OPEN_CREATE), FO_E_FOREIGN / FO_E_TOO_NEW /
+ * FO_E_CORRUPT (a file that is not a ledger this version reads: refused, not
+ * modified), FO_E_INVALID (bad origin), FO_E_IO. */
+int ledger_open(const char *dir, unsigned flags,
+                const struct ledger_config *cfg, struct ledger **out,
+                struct fo_err *err);
+
+/* Closes the ledger (NULL-safe). */
+void ledger_close(struct ledger *l);
+
+/* The ledger's fixed identity: a random id made at creation, and the origin
+ * (the checkpoint origin line and key name). Owned by the ledger. */
+const char *ledger_id(const struct ledger *l);
+const char *ledger_origin(const struct ledger *l);
+const char *ledger_dir(const struct ledger *l);
+size_t ledger_max_body(const struct ledger *l);
+
+/* One append of a batch. body is the payload's canonical JSON (JCS), as
+ * fo_json_canon writes it; the ledger hashes those bytes as given. */
+struct ledger_append {
+    const char *actor;
+    const char *kind;
+    int64_t parent; /* LEDGER_NO_PARENT or an existing seq */
+    const char *body;
+    size_t body_len;
+    /* results */
+    int rc;                    /* FO_OK when appended */
+    struct fo_err err;         /* why not, when rc != FO_OK */
+    struct ledger_entry entry; /* the new entry, when rc == FO_OK */
+};
+
+/* Appends a batch in one transaction: one fsync for all. Each request is
+ * validated on its own (actor 1-128 bytes of UTF-8, kind 1-64 bytes of
+ * [a-z0-9_.-], parent < its seq, body within the limit); invalid ones get
+ * their rc and are skipped, the valid ones get contiguous seqs. Returns
+ * FO_OK once the transaction has committed durably (then each req's rc
+ * tells), or an error for the whole batch, in which case nothing was written
+ * and every req's rc is that error. Blocks on the write lock and fsync. */
+int ledger_append_batch(struct ledger *l, struct ledger_append *reqs,
+                        size_t n, struct fo_err *err);
+
+/* Appends one entry: ledger_append_batch of one. out may be NULL. */
+int ledger_append(struct ledger *l, const char *actor, const char *kind,
+                  int64_t parent, const char *body, size_t body_len,
+                  struct ledger_entry *out, struct fo_err *err);
+
+/* Appends one entry whose payload is a cJSON value (canonicalised here). */
+int ledger_append_json(struct ledger *l, const char *actor, const char *kind,
+                       int64_t parent, const cJSON *payload,
+                       struct ledger_entry *out, struct fo_err *err);
+
+/* Validation used by append, exposed for front ends that check early. */
+int ledger_check_actor(const char *actor, struct fo_err *err);
+int ledger_check_kind(const char *kind, struct fo_err *err);
+
+/* The number of entries (the next seq). */
+int ledger_count(struct ledger *l, int64_t *count, struct fo_err *err);
+
+/* Entry seq; *body_present (may be NULL) is 1 when its body is stored.
+ * FO_E_NOT_FOUND when there is no such entry. */
+int ledger_get(struct ledger *l, int64_t seq, struct ledger_entry *out,
+               int *body_present, struct fo_err *err);
+
+/* The body of entry seq, as stored canonical JSON: *body malloc'd and
+ * NUL-terminated. FO_E_REDACTED when it was redacted, FO_E_NOT_FOUND when
+ * there is no such entry. The bytes are re-hashed against the payload hash
+ * on the way out: a mismatch is FO_E_CORRUPT, never served. */
+int ledger_body(struct ledger *l, int64_t seq, char **body, size_t *len,
+                struct fo_err *err);
+
+/* A body by its payload hash (any entry holding it). FO_E_NOT_FOUND when no
+ * entry has that payload, FO_E_REDACTED when every copy was redacted. Costs
+ * a scan of the entries (content lookups are rare; appends stay fast). */
+int ledger_body_by_hash(struct ledger *l, const uint8_t hash[32], char **body,
+                        size_t *len, struct fo_err *err);
+
+/* Calls fn for entries from `from`, at most limit of them (limit < 0: all),
+ * in seq order. A non-zero return of fn stops and is returned. */
+typedef int (*ledger_entry_fn)(void *ctx, const struct ledger_entry *e);
+int ledger_range(struct ledger *l, int64_t from, int64_t limit,
+                 ledger_entry_fn fn, void *ctx, struct fo_err *err);
+
+/* The causal chain of seq: following parent links to the root. *out is a
+ * malloc'd array, root first, *n entries. A parent that is missing or not
+ * smaller than its child (a damaged ledger) is FO_E_CORRUPT. */
+int ledger_chain(struct ledger *l, int64_t seq, struct ledger_entry **out,
+                 size_t *n, struct fo_err *err);
+
+/* Verification. */
+enum { LEDGER_VERIFY_DEEP = 1 };
+
+struct ledger_verify_result {
+    int ok;                 /* chain ok, and bodies ok when deep */
+    int chain;              /* the chain and tree verified */
+    int64_t entries;        /* entries checked */
+    int64_t first_bad_seq;  /* -1 when ok; for a gap, the first missing */
+    const char *reason;     /* NULL when ok; one of the names below */
+    int deep;               /* -1 not asked, 1 bodies ok, 0 a bad body */
+    int64_t bodies_checked, bodies_redacted, bodies_bad;
+    int64_t first_bad_body_seq; /* -1 when none */
+};
+
+/* The fixed reasons: "seq_gap", "prev_mismatch", "hash_mismatch",
+ * "bad_parent", "ts_backwards", "bad_field", "tree_mismatch". */
+
+typedef void (*ledger_progress_fn)(void *ctx, int64_t done, int64_t total);
+
+/* Walks the whole ledger in one read snapshot: seq continuity, prev links,
+ * recomputed entry hashes, parent rules, ts order, field rules, and that the
+ * stored Merkle tree matches the entries; with LEDGER_VERIFY_DEEP also
+ * re-hashes every stored body. Streams: memory does not grow with the
+ * ledger. Returns FO_OK when the check ran (res->ok tells the verdict), or
+ * an I/O error. progress (may be NULL) is called now and then. */
+int ledger_verify(struct ledger *l, unsigned flags,
+                  ledger_progress_fn progress, void *pctx,
+                  struct ledger_verify_result *res, struct fo_err *err);
+
+/* The verify object of DESIGN §2 as JSON. */
+cJSON *ledger_verify_json(const struct ledger_verify_result *res);
+
+/* Redacts the body of entry seq: deletes every stored copy of that payload
+ * (all entries with the same payload hash), appends a `redaction` entry
+ * (actor "admin", parent seq, payload {"payload": hash, "reason": reason})
+ * in the same transaction, then checkpoints the WAL so the bytes leave the
+ * disk. FO_E_REDACTED when the body is already gone. out may be NULL. */
+int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
+                  struct ledger_entry *out, struct fo_err *err);
+
+/* Summary counts: {"entries", "head", "by_kind": {}, "by_actor": {},
+ * "bodies_present", "bodies_redacted"}. */
+int ledger_summary(struct ledger *l, cJSON **out, struct fo_err *err);
+
+/* Entry helpers. The JCS form of exactly the 8 hashed fields. */
+int ledger_entry_canon(const struct ledger_entry *e, struct fo_buf *out);
+/* The served form: the 8 fields plus "hash" (hex). NULL on no memory. */
+cJSON *ledger_entry_json(const struct ledger_entry *e);
+/* Reads a served entry object back (the 8 fields; "hash" when present is
+ * read into e->hash, else e->hash is left zero). */
+int ledger_entry_from_json(const cJSON *obj, struct ledger_entry *e,
+                           struct fo_err *err);
+/* SHA-256 of ledger_entry_canon(e). */
+int ledger_entry_hash(const struct ledger_entry *e, uint8_t out[32]);
+
+/* Test-only fault seam: the n-th commit from now fails with FO_E_IO. */
+void ledger_fail_commit_after(struct ledger *l, int n);
+
+#endif

@@ -1,0 +1,31 @@
+/* ledger_int: the body of struct ledger, shared by the ledger's own .c
+ * files (ledger.c, verify.c, proof.c). No other module includes it. */
+#ifndef LEDGER_INT_H
+#define LEDGER_INT_H
+
+#include "ledger/fo_buf.h"
+#include "ledger/fo_sha.h"
+#include "ledger/ledger.h"
+#include "ledger/store.h"
+
+struct ledger {
+    const struct store_ops *ops;
+    struct store *store;
+    struct fo_sha *sha;
+    struct fo_buf scratch; /* reused for entry encodings */
+    char *dir;
+    char *id;
+    char *origin;
+    size_t max_body;
+    int readonly;
+};
+
+/* The storage key of tree node (level >= 1, index): see ledger.c. */
+int64_t ledger_node_pos(unsigned level, uint64_t index);
+
+/* A merkle_node_fn over the stored tree (ctx is the ledger): level 0 from
+ * the entries, levels >= 1 from the tree table. */
+int ledger_tree_node(void *ctx, unsigned level, uint64_t index,
+                     uint8_t out[32], struct fo_err *err);
+
+#endif

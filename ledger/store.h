@@ -1,0 +1,136 @@
+/* store: the one internal storage interface of the ledger. All SQL lives
+ * behind it (store_sqlite.c); a PostgreSQL back end would be a second table
+ * of these operations, not a rewrite of ledger.c. Only ledger/ includes this
+ * header. A store handle is used by one thread at a time. */
+#ifndef LEDGER_STORE_H
+#define LEDGER_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ledger/fo_err.h"
+
+#define STORE_ACTOR_MAX 128
+#define STORE_KIND_MAX 64
+
+/* One stored entry: the hashed fields but `v` (always 1 in this format). */
+struct store_rec {
+    int64_t seq;
+    int64_t ts;
+    int64_t parent; /* -1 for null */
+    char actor[STORE_ACTOR_MAX + 1];
+    char kind[STORE_KIND_MAX + 1];
+    size_t actor_len, kind_len;
+    uint8_t payload[32];
+    uint8_t prev[32];
+    uint8_t hash[32];
+};
+
+/* A scanned row: the record and, when asked for, its body (NULL when the
+ * body is absent). Pointers are valid only during the callback. */
+struct store_row {
+    struct store_rec rec;
+    const void *body;
+    size_t body_len;
+};
+
+typedef int (*store_row_fn)(void *ctx, const struct store_row *row);
+
+struct store;
+
+enum {
+    STORE_CREATE = 1,   /* create the database when it does not exist */
+    STORE_READONLY = 2, /* never write (verify, read-only commands) */
+};
+
+struct store_ops {
+    const char *name;
+    /* Opens (or creates) the store at dir. A file that is not a forum
+     * ledger is refused without being modified (FO_E_FOREIGN, FO_E_TOO_NEW,
+     * FO_E_CORRUPT); no database gives FO_E_NOT_FOUND unless STORE_CREATE. */
+    int (*open)(const char *dir, unsigned flags, int busy_ms,
+                struct store **out, struct fo_err *err);
+    void (*close)(struct store *s);
+
+    /* Transactions. A write transaction takes the write lock at once
+     * (across processes); commit returns only after the commit is durable.
+     * Reads outside a transaction see the latest committed state. */
+    int (*begin_write)(struct store *s, struct fo_err *err);
+    int (*begin_read)(struct store *s, struct fo_err *err);
+    int (*commit)(struct store *s, struct fo_err *err);
+    void (*rollback)(struct store *s);
+
+    /* Meta key/values (ledger id, origin, format). *val is malloc'd. */
+    int (*meta_get)(struct store *s, const char *key, char **val,
+                    struct fo_err *err);
+    int (*meta_set)(struct store *s, const char *key, const char *val,
+                    struct fo_err *err);
+
+    /* The number of entries and, when count > 0, the last one. */
+    int (*head)(struct store *s, int64_t *count, struct store_rec *last,
+                struct fo_err *err);
+    /* Inside a write transaction. body may be NULL. */
+    int (*put_entry)(struct store *s, const struct store_rec *rec,
+                     const void *body, size_t body_len, struct fo_err *err);
+    int (*put_node)(struct store *s, int64_t pos, const uint8_t hash[32],
+                    struct fo_err *err);
+
+    int (*get_entry)(struct store *s, int64_t seq, struct store_rec *rec,
+                     int *has_body, struct fo_err *err);
+    int (*get_node)(struct store *s, int64_t pos, uint8_t hash[32],
+                    struct fo_err *err);
+    /* *body malloc'd; FO_E_NOT_FOUND when the entry has no body. */
+    int (*get_body)(struct store *s, int64_t seq, void **body, size_t *len,
+                    struct fo_err *err);
+    /* Streams entries with seq in [from, from + limit) in seq order (limit
+     * < 0: to the end); with_bodies joins the bodies. A non-zero return of
+     * fn stops the scan and is returned. */
+    int (*scan)(struct store *s, int64_t from, int64_t limit,
+                int with_bodies, store_row_fn fn, void *ctx,
+                struct fo_err *err);
+    /* A cursor over tree nodes with pos >= from in pos order, stepped
+     * while a scan runs (verify walks both side by side). next gives FO_OK
+     * and a node, or FO_E_NOT_FOUND past the last; end releases it. */
+    int (*nodes_begin)(struct store *s, int64_t from, struct fo_err *err);
+    int (*nodes_next)(struct store *s, int64_t *pos, uint8_t hash[32],
+                      struct fo_err *err);
+    void (*nodes_end)(struct store *s);
+    /* Streams the seqs of entries whose payload hash is `payload`. */
+    int (*find_payload)(struct store *s, const uint8_t payload[32],
+                        int (*fn)(void *ctx, int64_t seq), void *ctx,
+                        struct fo_err *err);
+    /* Deletes the stored body of entry seq (no error when absent). */
+    int (*delete_body)(struct store *s, int64_t seq, struct fo_err *err);
+    /* Counts of stored bodies, and entries by kind and by actor. */
+    int (*count_bodies)(struct store *s, int64_t *present,
+                        struct fo_err *err);
+    int (*group_counts)(struct store *s, const char *column,
+                        int (*fn)(void *ctx, const char *key, int64_t n),
+                        void *ctx, struct fo_err *err);
+
+    /* Signed checkpoints, kept forever: one per tree size. */
+    int (*put_checkpoint)(struct store *s, int64_t size, int64_t ts,
+                          const uint8_t root[32], const char *note,
+                          struct fo_err *err);
+    /* The checkpoint of the largest size <= max_size (max_size < 0: the
+     * latest). FO_E_NOT_FOUND when none. *note malloc'd. */
+    int (*get_checkpoint)(struct store *s, int64_t max_size, int64_t *size,
+                          uint8_t root[32], char **note, struct fo_err *err);
+    int (*scan_checkpoints)(struct store *s,
+                            int (*fn)(void *ctx, int64_t size,
+                                      const uint8_t root[32],
+                                      const char *note),
+                            void *ctx, struct fo_err *err);
+
+    /* Moves the WAL into the database and truncates it, so deleted bytes
+     * leave the disk (redaction). */
+    int (*wal_truncate)(struct store *s, struct fo_err *err);
+
+    /* Test-only fault seam: make the n-th following commit fail with an
+     * I/O error (0 disables). */
+    void (*fail_commit_after)(struct store *s, int n);
+};
+
+extern const struct store_ops store_sqlite_ops;
+
+#endif

@@ -1,0 +1,943 @@
+/* store_sqlite: the SQLite implementation of the ledger's storage interface.
+ * One database per ledger (DIR/ledger.db), WAL, synchronous=FULL, every
+ * table keyed by an integer that only grows, so appends are sequential. */
+#include "ledger/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "ledger/fo_buf.h"
+
+/* 'foru' */
+#define FORUM_APPLICATION_ID 0x666f7275
+#define FORUM_USER_VERSION 1
+
+enum stmt_id {
+    ST_META_GET,
+    ST_META_SET,
+    ST_HEAD,
+    ST_PUT_ENTRY,
+    ST_PUT_BODY,
+    ST_PUT_NODE,
+    ST_GET_ENTRY,
+    ST_GET_NODE,
+    ST_GET_BODY,
+    ST_SCAN,
+    ST_SCAN_BODIES,
+    ST_SCAN_NODES,
+    ST_FIND_PAYLOAD,
+    ST_DELETE_BODY,
+    ST_COUNT_BODIES,
+    ST_GROUP_KIND,
+    ST_GROUP_ACTOR,
+    ST_PUT_CHECKPOINT,
+    ST_GET_CHECKPOINT,
+    ST_SCAN_CHECKPOINTS,
+    ST__COUNT
+};
+
+#define ENTRY_COLS "seq, ts, actor, kind, parent, payload, prev, hash"
+
+static const char *const sql_text[ST__COUNT] = {
+    [ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
+    [ST_META_SET] = "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+    [ST_HEAD] = "SELECT " ENTRY_COLS " FROM entries ORDER BY seq DESC LIMIT 1",
+    [ST_PUT_ENTRY] = "INSERT INTO entries(" ENTRY_COLS
+                     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [ST_PUT_BODY] = "INSERT INTO bodies(seq, body) VALUES (?1, ?2)",
+    [ST_PUT_NODE] = "INSERT INTO tree(pos, hash) VALUES (?1, ?2)",
+    [ST_GET_ENTRY] = "SELECT " ENTRY_COLS
+                     ", EXISTS(SELECT 1 FROM bodies b WHERE b.seq = e.seq)"
+                     " FROM entries e WHERE seq = ?1",
+    [ST_GET_NODE] = "SELECT hash FROM tree WHERE pos = ?1",
+    [ST_GET_BODY] = "SELECT body FROM bodies WHERE seq = ?1",
+    [ST_SCAN] = "SELECT " ENTRY_COLS " FROM entries WHERE seq >= ?1"
+                " ORDER BY seq LIMIT ?2",
+    [ST_SCAN_BODIES] =
+        "SELECT e.seq, e.ts, e.actor, e.kind, e.parent, e.payload, e.prev,"
+        " e.hash, b.body FROM entries e LEFT JOIN bodies b ON b.seq = e.seq"
+        " WHERE e.seq >= ?1 ORDER BY e.seq LIMIT ?2",
+    [ST_SCAN_NODES] = "SELECT pos, hash FROM tree WHERE pos >= ?1 ORDER BY pos",
+    [ST_FIND_PAYLOAD] = "SELECT seq FROM entries WHERE payload = ?1",
+    [ST_DELETE_BODY] = "DELETE FROM bodies WHERE seq = ?1",
+    [ST_COUNT_BODIES] = "SELECT count(*) FROM bodies",
+    [ST_GROUP_KIND] = "SELECT kind, count(*) FROM entries GROUP BY kind",
+    [ST_GROUP_ACTOR] = "SELECT actor, count(*) FROM entries GROUP BY actor",
+    [ST_PUT_CHECKPOINT] = "INSERT OR IGNORE INTO checkpoints(size, ts, root,"
+                          " note) VALUES (?1, ?2, ?3, ?4)",
+    [ST_GET_CHECKPOINT] = "SELECT size, root, note FROM checkpoints"
+                          " WHERE size <= ?1 ORDER BY size DESC LIMIT 1",
+    [ST_SCAN_CHECKPOINTS] =
+        "SELECT size, root, note FROM checkpoints ORDER BY size",
+};
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY,"
+    " value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS entries(seq INTEGER PRIMARY KEY,"
+    " ts INTEGER NOT NULL, actor TEXT NOT NULL, kind TEXT NOT NULL,"
+    " parent INTEGER, payload BLOB NOT NULL, prev BLOB NOT NULL,"
+    " hash BLOB NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS bodies(seq INTEGER PRIMARY KEY,"
+    " body BLOB NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tree(pos INTEGER PRIMARY KEY,"
+    " hash BLOB NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS checkpoints(size INTEGER PRIMARY KEY,"
+    " ts INTEGER NOT NULL, root BLOB NOT NULL, note TEXT NOT NULL);";
+
+struct store {
+    sqlite3 *db;
+    sqlite3_stmt *st[ST__COUNT];
+    char *path;
+    int readonly;
+    int in_txn;
+    int fail_commit_in; /* test seam: fail the n-th commit from now */
+};
+
+static int map_rc(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW:
+        return FO_OK;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return FO_E_BUSY;
+    case SQLITE_NOMEM:
+        return FO_E_NOMEM;
+    case SQLITE_NOTADB:
+        return FO_E_FOREIGN;
+    case SQLITE_CORRUPT:
+        return FO_E_CORRUPT;
+    case SQLITE_CONSTRAINT:
+        return FO_E_CORRUPT;
+    default:
+        return FO_E_IO;
+    }
+}
+
+static int db_fail(struct store *s, int rc, const char *what,
+                   struct fo_err *err)
+{
+    return fo_err_set(err, map_rc(rc), "%s: %s: %s", s->path, what,
+                      s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+}
+
+static sqlite3_stmt *stmt(struct store *s, enum stmt_id id, struct fo_err *err)
+{
+    if (!s->st[id]) {
+        int rc = sqlite3_prepare_v3(s->db, sql_text[id], -1,
+                                    SQLITE_PREPARE_PERSISTENT, &s->st[id],
+                                    NULL);
+        if (rc != SQLITE_OK) {
+            db_fail(s, rc, "prepare", err);
+            return NULL;
+        }
+    }
+    return s->st[id];
+}
+
+static void done(sqlite3_stmt *st)
+{
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+}
+
+static int exec(struct store *s, const char *sql, struct fo_err *err)
+{
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return db_fail(s, rc, sql, err);
+    return FO_OK;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           (uint32_t)p[3];
+}
+
+/* Reads the 100-byte header of an existing file and refuses, without
+ * opening it through SQLite, anything that is not a forum ledger this
+ * version can read. */
+static int check_header(const char *path, struct fo_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    unsigned char h[100];
+    ssize_t n = -1;
+    int rc = FO_OK;
+    if (fstat(fd, &st) != 0) {
+        rc = fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (st.st_size == 0) {
+        rc = fo_err_set(err, FO_E_CORRUPT,
+                        "%s: empty file (not a forum ledger; move it away)",
+                        path);
+        goto out;
+    }
+    n = pread(fd, h, sizeof(h), 0);
+    if (n < 0) {
+        rc = fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (n < 16 || memcmp(h, "SQLite format 3", 16) != 0) {
+        rc = fo_err_set(err, FO_E_FOREIGN,
+                        "%s: not a forum ledger (not a SQLite database)",
+                        path);
+        goto out;
+    }
+    if (n < (ssize_t)sizeof(h)) {
+        rc = fo_err_set(err, FO_E_CORRUPT, "%s: truncated database header",
+                        path);
+        goto out;
+    }
+    uint32_t app = be32(h + 68), ver = be32(h + 60);
+    if (app != FORUM_APPLICATION_ID) {
+        rc = fo_err_set(err, FO_E_FOREIGN,
+                        "%s: not a forum ledger (application_id 0x%08x)",
+                        path, app);
+        goto out;
+    }
+    if (ver > FORUM_USER_VERSION) {
+        rc = fo_err_set(err, FO_E_TOO_NEW,
+                        "%s: ledger format %u is newer than this forum "
+                        "(reads up to %d); upgrade forum",
+                        path, ver, FORUM_USER_VERSION);
+        goto out;
+    }
+    unsigned page = (unsigned)h[16] << 8 | h[17];
+    uint64_t page_size = page == 1 ? 65536 : page;
+    uint64_t pages = be32(h + 28);
+    if (page_size < 512 || (page_size & (page_size - 1)) != 0) {
+        rc = fo_err_set(err, FO_E_CORRUPT, "%s: bad page size %u", path, page);
+        goto out;
+    }
+    if (be32(h + 92) == be32(h + 24) &&
+        pages * page_size > (uint64_t)st.st_size) {
+        rc = fo_err_set(err, FO_E_CORRUPT,
+                        "%s: truncated: the header says %llu bytes, the "
+                        "file has %lld",
+                        path, (unsigned long long)(pages * page_size),
+                        (long long)st.st_size);
+        goto out;
+    }
+out:
+    close(fd);
+    return rc;
+}
+
+static int configure(struct store *s, int busy_ms, struct fo_err *err)
+{
+    int rc = sqlite3_busy_timeout(s->db, busy_ms);
+    if (rc != SQLITE_OK)
+        return db_fail(s, rc, "busy_timeout", err);
+    if (s->readonly)
+        return exec(s, "PRAGMA query_only=ON;", err);
+    rc = exec(s, "PRAGMA journal_mode=WAL;", err);
+    if (rc)
+        return rc;
+    return exec(s,
+                "PRAGMA synchronous=FULL; PRAGMA secure_delete=ON;"
+                " PRAGMA cache_size=-16384;",
+                err);
+}
+
+/* Creates a new ledger database under a temporary name, then links it into
+ * place, so no reader ever sees a half-made ledger and two processes
+ * creating at once agree on one. */
+static int create_db(const char *dir, const char *path, struct fo_err *err)
+{
+    char tmp[PATH_MAX];
+    int n = snprintf(tmp, sizeof(tmp), "%s/.ledger.db.new-%ld", dir,
+                     (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        return fo_err_set(err, FO_E_INVALID, "%s: path too long", dir);
+    unlink(tmp);
+    sqlite3 *db = NULL;
+    int rc = FO_OK;
+    int src = sqlite3_open_v2(tmp, &db,
+                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                  SQLITE_OPEN_NOMUTEX,
+                              NULL);
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "PRAGMA journal_mode=DELETE; PRAGMA application_id=%d;"
+             " PRAGMA user_version=%d;",
+             FORUM_APPLICATION_ID, FORUM_USER_VERSION);
+    if (src == SQLITE_OK)
+        src = sqlite3_exec(db, "PRAGMA synchronous=FULL;", NULL, NULL, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_exec(db, schema_sql, NULL, NULL, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_exec(db, "COMMIT; PRAGMA journal_mode=WAL;", NULL,
+                           NULL, NULL);
+    if (src != SQLITE_OK) {
+        rc = fo_err_set(err, map_rc(src), "%s: create: %s", tmp,
+                        db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
+        sqlite3_close(db);
+        unlink(tmp);
+        return rc;
+    }
+    if (sqlite3_close(db) != SQLITE_OK) {
+        unlink(tmp);
+        return fo_err_set(err, FO_E_IO, "%s: close failed", tmp);
+    }
+    int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    if (link(tmp, path) != 0 && errno != EEXIST) {
+        rc = fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
+        unlink(tmp);
+        return rc;
+    }
+    unlink(tmp);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return FO_OK;
+}
+
+static void sq_close(struct store *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < ST__COUNT; i++)
+        sqlite3_finalize(s->st[i]);
+    if (s->db)
+        sqlite3_close(s->db);
+    free(s->path);
+    free(s);
+}
+
+static int sq_open(const char *dir, unsigned flags, int busy_ms,
+                   struct store **out, struct fo_err *err)
+{
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof(path), "%s/ledger.db", dir);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return fo_err_set(err, FO_E_INVALID, "%s: path too long", dir);
+    int rc;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
+        if (!(flags & STORE_CREATE) || (flags & STORE_READONLY))
+            return fo_err_set(err, FO_E_NOT_FOUND,
+                              "no ledger at %s (create one with `forum "
+                              "ledger init`)",
+                              dir);
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+            return fo_err_set(err, FO_E_IO, "%s: %s", dir, strerror(errno));
+        rc = create_db(dir, path, err);
+        if (rc)
+            return rc;
+    }
+    rc = check_header(path, err);
+    if (rc)
+        return rc;
+
+    struct store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    s->path = strdup(path);
+    s->readonly = (flags & STORE_READONLY) != 0;
+    int oflags = SQLITE_OPEN_NOMUTEX |
+                 (s->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
+    int src = sqlite3_open_v2(path, &s->db, oflags, NULL);
+    if (!s->path || src != SQLITE_OK) {
+        rc = s->path ? db_fail(s, src, "open", err)
+                     : fo_err_set(err, FO_E_NOMEM, NULL);
+        sq_close(s);
+        return rc;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    rc = configure(s, busy_ms > 0 ? busy_ms : 10000, err);
+    if (rc) {
+        sq_close(s);
+        return rc;
+    }
+    /* The header looked right; make SQLite read the schema now so damage
+     * shows here as a clear error, not later. */
+    sqlite3_stmt *q = stmt(s, ST_META_GET, err);
+    if (!q) {
+        rc = err ? err->code : FO_E_CORRUPT;
+        if (rc == FO_E_IO)
+            rc = fo_err_set(err, FO_E_CORRUPT,
+                            "%s: damaged or not a forum ledger: %s", path,
+                            sqlite3_errmsg(s->db));
+        sq_close(s);
+        return rc;
+    }
+    *out = s;
+    return FO_OK;
+}
+
+static int sq_begin_write(struct store *s, struct fo_err *err)
+{
+    if (s->readonly)
+        return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", s->path);
+    int rc = exec(s, "BEGIN IMMEDIATE", err);
+    if (rc == FO_OK)
+        s->in_txn = 1;
+    return rc;
+}
+
+static int sq_begin_read(struct store *s, struct fo_err *err)
+{
+    int rc = exec(s, "BEGIN", err);
+    if (rc == FO_OK)
+        s->in_txn = 1;
+    return rc;
+}
+
+static int sq_commit(struct store *s, struct fo_err *err)
+{
+    if (s->fail_commit_in > 0 && --s->fail_commit_in == 0) {
+        exec(s, "ROLLBACK", NULL);
+        s->in_txn = 0;
+        return fo_err_set(err, FO_E_IO, "%s: commit: injected fault",
+                          s->path);
+    }
+    int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        int code = db_fail(s, rc, "commit", err);
+        if (!sqlite3_get_autocommit(s->db))
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        s->in_txn = 0;
+        return code;
+    }
+    s->in_txn = 0;
+    return FO_OK;
+}
+
+static void sq_rollback(struct store *s)
+{
+    if (!sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->in_txn = 0;
+}
+
+static void sq_fail_commit_after(struct store *s, int n)
+{
+    s->fail_commit_in = n;
+}
+
+static int sq_meta_get(struct store *s, const char *key, char **val,
+                       struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_META_GET, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    int out = FO_OK;
+    if (rc == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(q, 0);
+        *val = strdup(t ? t : "");
+        if (!*val)
+            out = fo_err_set(err, FO_E_NOMEM, NULL);
+    } else if (rc == SQLITE_DONE) {
+        out = fo_err_set(err, FO_E_NOT_FOUND, "%s: no meta %s", s->path, key);
+    } else {
+        out = db_fail(s, rc, "meta", err);
+    }
+    done(q);
+    return out;
+}
+
+static int sq_meta_set(struct store *s, const char *key, const char *val,
+                       struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_META_SET, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, val, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    done(q);
+    return rc == SQLITE_DONE ? FO_OK : db_fail(s, rc, "meta", err);
+}
+
+/* Reads entry columns 0..7 of q into rec. Returns 0, or -1 when a column
+ * has the wrong type or size (a damaged or tampered row). */
+static int read_rec(sqlite3_stmt *q, struct store_rec *rec)
+{
+    int bad = 0;
+    memset(rec, 0, sizeof(*rec));
+    rec->seq = sqlite3_column_int64(q, 0);
+    rec->ts = sqlite3_column_int64(q, 1);
+    const unsigned char *t = sqlite3_column_text(q, 2);
+    size_t n = (size_t)sqlite3_column_bytes(q, 2);
+    if (!t || n > STORE_ACTOR_MAX)
+        bad = 1;
+    else {
+        memcpy(rec->actor, t, n);
+        rec->actor_len = n;
+    }
+    t = sqlite3_column_text(q, 3);
+    n = (size_t)sqlite3_column_bytes(q, 3);
+    if (!t || n > STORE_KIND_MAX)
+        bad = 1;
+    else {
+        memcpy(rec->kind, t, n);
+        rec->kind_len = n;
+    }
+    if (sqlite3_column_type(q, 4) == SQLITE_NULL)
+        rec->parent = -1;
+    else if (sqlite3_column_type(q, 4) == SQLITE_INTEGER)
+        rec->parent = sqlite3_column_int64(q, 4);
+    else
+        bad = 1;
+    if (sqlite3_column_type(q, 0) != SQLITE_INTEGER ||
+        sqlite3_column_type(q, 1) != SQLITE_INTEGER)
+        bad = 1;
+    uint8_t *dst[3] = {rec->payload, rec->prev, rec->hash};
+    for (int i = 0; i < 3; i++) {
+        const void *b = sqlite3_column_blob(q, 5 + i);
+        if (!b || sqlite3_column_bytes(q, 5 + i) != 32)
+            bad = 1;
+        else
+            memcpy(dst[i], b, 32);
+    }
+    return bad ? -1 : 0;
+}
+
+static int sq_head(struct store *s, int64_t *count, struct store_rec *last,
+                   struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_HEAD, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    int rc = sqlite3_step(q);
+    int out = FO_OK;
+    if (rc == SQLITE_ROW) {
+        struct store_rec tmp;
+        if (read_rec(q, last ? last : &tmp) != 0)
+            out = fo_err_set(err, FO_E_CORRUPT, "%s: damaged head entry",
+                             s->path);
+        else
+            *count = (last ? last : &tmp)->seq + 1;
+    } else if (rc == SQLITE_DONE) {
+        *count = 0;
+    } else {
+        out = db_fail(s, rc, "head", err);
+    }
+    done(q);
+    return out;
+}
+
+static int sq_put_entry(struct store *s, const struct store_rec *r,
+                        const void *body, size_t body_len, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_PUT_ENTRY, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, r->seq);
+    sqlite3_bind_int64(q, 2, r->ts);
+    sqlite3_bind_text(q, 3, r->actor, (int)r->actor_len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 4, r->kind, (int)r->kind_len, SQLITE_STATIC);
+    if (r->parent < 0)
+        sqlite3_bind_null(q, 5);
+    else
+        sqlite3_bind_int64(q, 5, r->parent);
+    sqlite3_bind_blob(q, 6, r->payload, 32, SQLITE_STATIC);
+    sqlite3_bind_blob(q, 7, r->prev, 32, SQLITE_STATIC);
+    sqlite3_bind_blob(q, 8, r->hash, 32, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    done(q);
+    if (rc != SQLITE_DONE)
+        return db_fail(s, rc, "append", err);
+    if (!body)
+        return FO_OK;
+    q = stmt(s, ST_PUT_BODY, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, r->seq);
+    sqlite3_bind_blob64(q, 2, body, body_len, SQLITE_STATIC);
+    rc = sqlite3_step(q);
+    done(q);
+    return rc == SQLITE_DONE ? FO_OK : db_fail(s, rc, "append body", err);
+}
+
+static int sq_put_node(struct store *s, int64_t pos, const uint8_t hash[32],
+                       struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_PUT_NODE, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, pos);
+    sqlite3_bind_blob(q, 2, hash, 32, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    done(q);
+    return rc == SQLITE_DONE ? FO_OK : db_fail(s, rc, "tree", err);
+}
+
+static int sq_get_entry(struct store *s, int64_t seq, struct store_rec *rec,
+                        int *has_body, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_GET_ENTRY, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, seq);
+    int rc = sqlite3_step(q);
+    int out = FO_OK;
+    if (rc == SQLITE_ROW) {
+        if (read_rec(q, rec) != 0)
+            out = fo_err_set(err, FO_E_CORRUPT, "entry %lld: damaged row",
+                             (long long)seq);
+        else if (has_body)
+            *has_body = sqlite3_column_int(q, 8);
+    } else if (rc == SQLITE_DONE) {
+        out = fo_err_set(err, FO_E_NOT_FOUND, "entry %lld: not found",
+                         (long long)seq);
+    } else {
+        out = db_fail(s, rc, "get", err);
+    }
+    done(q);
+    return out;
+}
+
+static int sq_get_node(struct store *s, int64_t pos, uint8_t hash[32],
+                       struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_GET_NODE, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, pos);
+    int rc = sqlite3_step(q);
+    int out = FO_OK;
+    if (rc == SQLITE_ROW) {
+        const void *b = sqlite3_column_blob(q, 0);
+        if (!b || sqlite3_column_bytes(q, 0) != 32)
+            out = fo_err_set(err, FO_E_CORRUPT, "tree node %lld: damaged",
+                             (long long)pos);
+        else
+            memcpy(hash, b, 32);
+    } else if (rc == SQLITE_DONE) {
+        out = fo_err_set(err, FO_E_CORRUPT, "tree node %lld: missing",
+                         (long long)pos);
+    } else {
+        out = db_fail(s, rc, "tree", err);
+    }
+    done(q);
+    return out;
+}
+
+static int sq_get_body(struct store *s, int64_t seq, void **body,
+                       size_t *len, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_GET_BODY, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, seq);
+    int rc = sqlite3_step(q);
+    int out = FO_OK;
+    if (rc == SQLITE_ROW) {
+        size_t n = (size_t)sqlite3_column_bytes(q, 0);
+        const void *b = sqlite3_column_blob(q, 0);
+        char *copy = malloc(n + 1);
+        if (!copy) {
+            out = fo_err_set(err, FO_E_NOMEM, NULL);
+        } else {
+            if (n)
+                memcpy(copy, b, n);
+            copy[n] = '\0';
+            *body = copy;
+            *len = n;
+        }
+    } else if (rc == SQLITE_DONE) {
+        out = fo_err_set(err, FO_E_NOT_FOUND, "entry %lld: no body",
+                         (long long)seq);
+    } else {
+        out = db_fail(s, rc, "body", err);
+    }
+    done(q);
+    return out;
+}
+
+static int sq_scan(struct store *s, int64_t from, int64_t limit,
+                   int with_bodies, store_row_fn fn, void *ctx,
+                   struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, with_bodies ? ST_SCAN_BODIES : ST_SCAN, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, from);
+    sqlite3_bind_int64(q, 2, limit < 0 ? -1 : limit);
+    int out = FO_OK, rc;
+    struct store_row row;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int bad = read_rec(q, &row.rec);
+        row.body = NULL;
+        row.body_len = 0;
+        if (with_bodies && sqlite3_column_type(q, 8) != SQLITE_NULL) {
+            row.body = sqlite3_column_blob(q, 8);
+            row.body_len = (size_t)sqlite3_column_bytes(q, 8);
+            if (!row.body)
+                row.body = "";
+        }
+        if (bad) {
+            /* Hand the row on with a hash that cannot match, so verify
+             * names the seq instead of failing the scan. */
+            memset(row.rec.hash, 0xff, 32);
+        }
+        out = fn(ctx, &row);
+        if (out)
+            break;
+    }
+    if (out == FO_OK && rc != SQLITE_DONE)
+        out = db_fail(s, rc, "scan", err);
+    done(q);
+    return out;
+}
+
+static int sq_nodes_begin(struct store *s, int64_t from, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_SCAN_NODES, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    done(q);
+    sqlite3_bind_int64(q, 1, from);
+    return FO_OK;
+}
+
+static int sq_nodes_next(struct store *s, int64_t *pos, uint8_t hash[32],
+                         struct fo_err *err)
+{
+    sqlite3_stmt *q = s->st[ST_SCAN_NODES];
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_DONE)
+        return FO_E_NOT_FOUND;
+    if (rc != SQLITE_ROW)
+        return db_fail(s, rc, "scan tree", err);
+    *pos = sqlite3_column_int64(q, 0);
+    const void *b = sqlite3_column_blob(q, 1);
+    if (!b || sqlite3_column_bytes(q, 1) != 32)
+        memset(hash, 0xff, 32); /* damaged: cannot match any hash */
+    else
+        memcpy(hash, b, 32);
+    return FO_OK;
+}
+
+static void sq_nodes_end(struct store *s)
+{
+    if (s->st[ST_SCAN_NODES])
+        done(s->st[ST_SCAN_NODES]);
+}
+
+static int sq_find_payload(struct store *s, const uint8_t payload[32],
+                           int (*fn)(void *ctx, int64_t seq), void *ctx,
+                           struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_FIND_PAYLOAD, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_blob(q, 1, payload, 32, SQLITE_STATIC);
+    int out = FO_OK, rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        out = fn(ctx, sqlite3_column_int64(q, 0));
+        if (out)
+            break;
+    }
+    if (out == FO_OK && rc != SQLITE_DONE)
+        out = db_fail(s, rc, "find", err);
+    done(q);
+    return out;
+}
+
+static int sq_delete_body(struct store *s, int64_t seq, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_DELETE_BODY, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, seq);
+    int rc = sqlite3_step(q);
+    done(q);
+    return rc == SQLITE_DONE ? FO_OK : db_fail(s, rc, "delete body", err);
+}
+
+static int sq_count_bodies(struct store *s, int64_t *present,
+                           struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_COUNT_BODIES, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    int rc = sqlite3_step(q);
+    int out = FO_OK;
+    if (rc == SQLITE_ROW)
+        *present = sqlite3_column_int64(q, 0);
+    else
+        out = db_fail(s, rc, "count", err);
+    done(q);
+    return out;
+}
+
+static int sq_group_counts(struct store *s, const char *column,
+                           int (*fn)(void *ctx, const char *key, int64_t n),
+                           void *ctx, struct fo_err *err)
+{
+    enum stmt_id id;
+    if (strcmp(column, "kind") == 0)
+        id = ST_GROUP_KIND;
+    else if (strcmp(column, "actor") == 0)
+        id = ST_GROUP_ACTOR;
+    else
+        return fo_err_set(err, FO_E_INTERNAL, "no such column %s", column);
+    sqlite3_stmt *q = stmt(s, id, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    int out = FO_OK, rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *k = (const char *)sqlite3_column_text(q, 0);
+        out = fn(ctx, k ? k : "", sqlite3_column_int64(q, 1));
+        if (out)
+            break;
+    }
+    if (out == FO_OK && rc != SQLITE_DONE)
+        out = db_fail(s, rc, "count", err);
+    done(q);
+    return out;
+}
+
+static int sq_put_checkpoint(struct store *s, int64_t size, int64_t ts,
+                             const uint8_t root[32], const char *note,
+                             struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_PUT_CHECKPOINT, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, size);
+    sqlite3_bind_int64(q, 2, ts);
+    sqlite3_bind_blob(q, 3, root, 32, SQLITE_STATIC);
+    sqlite3_bind_text(q, 4, note, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    done(q);
+    return rc == SQLITE_DONE ? FO_OK : db_fail(s, rc, "checkpoint", err);
+}
+
+static int read_checkpoint(sqlite3_stmt *q, int64_t *size, uint8_t root[32],
+                           const char **note)
+{
+    *size = sqlite3_column_int64(q, 0);
+    const void *b = sqlite3_column_blob(q, 1);
+    if (!b || sqlite3_column_bytes(q, 1) != 32)
+        return -1;
+    memcpy(root, b, 32);
+    *note = (const char *)sqlite3_column_text(q, 2);
+    return *note ? 0 : -1;
+}
+
+static int sq_get_checkpoint(struct store *s, int64_t max_size, int64_t *size,
+                             uint8_t root[32], char **note,
+                             struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_GET_CHECKPOINT, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, max_size < 0 ? INT64_MAX : max_size);
+    int rc = sqlite3_step(q);
+    int out = FO_OK;
+    if (rc == SQLITE_ROW) {
+        const char *t;
+        if (read_checkpoint(q, size, root, &t) != 0)
+            out = fo_err_set(err, FO_E_CORRUPT, "damaged checkpoint row");
+        else if (note && !(*note = strdup(t)))
+            out = fo_err_set(err, FO_E_NOMEM, NULL);
+    } else if (rc == SQLITE_DONE) {
+        out = fo_err_set(err, FO_E_NOT_FOUND, "no signed checkpoint yet");
+    } else {
+        out = db_fail(s, rc, "checkpoint", err);
+    }
+    done(q);
+    return out;
+}
+
+static int sq_scan_checkpoints(struct store *s,
+                               int (*fn)(void *ctx, int64_t size,
+                                         const uint8_t root[32],
+                                         const char *note),
+                               void *ctx, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_SCAN_CHECKPOINTS, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    int out = FO_OK, rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int64_t size;
+        uint8_t root[32];
+        const char *note;
+        if (read_checkpoint(q, &size, root, &note) != 0) {
+            out = fo_err_set(err, FO_E_CORRUPT, "damaged checkpoint row");
+            break;
+        }
+        out = fn(ctx, size, root, note);
+        if (out)
+            break;
+    }
+    if (out == FO_OK && rc != SQLITE_DONE && rc != SQLITE_ROW)
+        out = db_fail(s, rc, "checkpoints", err);
+    done(q);
+    return out;
+}
+
+static int sq_wal_truncate(struct store *s, struct fo_err *err)
+{
+    int log = 0, ckpt = 0;
+    int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
+                                       &log, &ckpt);
+    if (rc != SQLITE_OK)
+        return db_fail(s, rc, "wal checkpoint", err);
+    return FO_OK;
+}
+
+const struct store_ops store_sqlite_ops = {
+    .name = "sqlite",
+    .open = sq_open,
+    .close = sq_close,
+    .begin_write = sq_begin_write,
+    .begin_read = sq_begin_read,
+    .commit = sq_commit,
+    .rollback = sq_rollback,
+    .meta_get = sq_meta_get,
+    .meta_set = sq_meta_set,
+    .head = sq_head,
+    .put_entry = sq_put_entry,
+    .put_node = sq_put_node,
+    .get_entry = sq_get_entry,
+    .get_node = sq_get_node,
+    .get_body = sq_get_body,
+    .scan = sq_scan,
+    .nodes_begin = sq_nodes_begin,
+    .nodes_next = sq_nodes_next,
+    .nodes_end = sq_nodes_end,
+    .find_payload = sq_find_payload,
+    .delete_body = sq_delete_body,
+    .count_bodies = sq_count_bodies,
+    .group_counts = sq_group_counts,
+    .put_checkpoint = sq_put_checkpoint,
+    .get_checkpoint = sq_get_checkpoint,
+    .scan_checkpoints = sq_scan_checkpoints,
+    .wal_truncate = sq_wal_truncate,
+    .fail_commit_after = sq_fail_commit_after,
+};

@@ -1,0 +1,366 @@
+/* methods: the handler table and the ledger's handlers. A method added here
+ * appears on HTTP, MCP, GET /methods and the generated docs at once. */
+#include "surfaces/surf.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ledger/fo_json.h"
+#include "surfaces/surf_int.h"
+
+#define KIB 1024
+#define RANGE_MAX 1000
+
+long long surf_in_int(const cJSON *in, const char *name, long long def)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(in, name);
+    return cJSON_IsNumber(v) ? (long long)v->valuedouble : def;
+}
+
+const char *surf_in_str(const cJSON *in, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(in, name);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int surf_in_bool(const cJSON *in, const char *name, int def)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(in, name);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int nomem(struct fo_err *err)
+{
+    return fo_err_set(err, FO_E_NOMEM, NULL);
+}
+
+/* ---- health, status, methods ----------------------------------------- */
+
+static int h_health(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    (void)ctx;
+    (void)in;
+    *out = cJSON_CreateObject();
+    if (!*out || !cJSON_AddTrueToObject(*out, "ok"))
+        return nomem(err);
+    return FO_OK;
+}
+
+static int h_status(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    (void)in;
+    int64_t count = 0;
+    int rc = ledger_count(ctx->ledger, &count, err);
+    if (rc)
+        return rc;
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return nomem(err);
+    int ok = fo_json_add_int(o, "entries", count) &&
+             fo_json_add_int(o, "size", count) &&
+             cJSON_AddStringToObject(o, "origin", ledger_origin(ctx->ledger)) &&
+             fo_json_add_int(o, "uptime_s",
+                             ctx->start_us
+                                 ? (now_us() - ctx->start_us) / 1000000
+                                 : 0);
+    if (ok && ctx->status_extra)
+        ctx->status_extra(ctx->status_hook, o);
+    if (!ok) {
+        cJSON_Delete(o);
+        return nomem(err);
+    }
+    *out = o;
+    return FO_OK;
+}
+
+static int h_methods(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                     struct fo_err *err)
+{
+    (void)ctx;
+    (void)in;
+    *out = surf_methods_json(1);
+    return *out ? FO_OK : nomem(err);
+}
+
+/* ---- ledger reads ----------------------------------------------------- */
+
+static int h_verify(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    struct ledger_verify_result res;
+    int deep = surf_in_bool(in, "deep", 0);
+    int rc = ledger_verify(ctx->ledger, deep ? LEDGER_VERIFY_DEEP : 0, NULL,
+                           NULL, &res, err);
+    if (rc)
+        return rc;
+    *out = ledger_verify_json(&res);
+    return *out ? FO_OK : nomem(err);
+}
+
+static int h_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                 struct fo_err *err)
+{
+    struct ledger_entry e;
+    int present = 0;
+    int rc = ledger_get(ctx->ledger, surf_in_int(in, "seq", 0), &e, &present,
+                        err);
+    if (rc)
+        return rc;
+    cJSON *o = ledger_entry_json(&e);
+    if (!o || !cJSON_AddStringToObject(o, "body",
+                                       present ? "present" : "redacted")) {
+        cJSON_Delete(o);
+        return nomem(err);
+    }
+    *out = o;
+    return FO_OK;
+}
+
+static int h_body(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                  struct fo_err *err)
+{
+    int64_t seq = surf_in_int(in, "seq", 0);
+    struct ledger_entry e;
+    int rc = ledger_get(ctx->ledger, seq, &e, NULL, err);
+    if (rc)
+        return rc;
+    char *body = NULL;
+    size_t len = 0;
+    rc = ledger_body(ctx->ledger, seq, &body, &len, err);
+    if (rc)
+        return rc;
+    cJSON *v = NULL;
+    rc = fo_json_parse(body, len, &v, err);
+    free(body);
+    if (rc)
+        return fo_err_set(err, FO_E_CORRUPT,
+                          "entry %lld: stored body is not valid JSON",
+                          (long long)seq);
+    char hex[65];
+    fo_hex(e.payload, 32, hex);
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !fo_json_add_int(o, "seq", seq) ||
+        !cJSON_AddStringToObject(o, "payload", hex)) {
+        cJSON_Delete(o);
+        cJSON_Delete(v);
+        return nomem(err);
+    }
+    cJSON_AddItemToObject(o, "body", v);
+    *out = o;
+    return FO_OK;
+}
+
+static int add_entry(void *ctx, const struct ledger_entry *e)
+{
+    cJSON *o = ledger_entry_json(e);
+    if (!o)
+        return FO_E_NOMEM;
+    cJSON_AddItemToArray(ctx, o);
+    return FO_OK;
+}
+
+static int entries_result(struct surf_ctx *ctx, int64_t from, int64_t limit,
+                          cJSON **out, struct fo_err *err)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = o ? cJSON_AddArrayToObject(o, "entries") : NULL;
+    if (!arr) {
+        cJSON_Delete(o);
+        return nomem(err);
+    }
+    int rc = limit > 0 ? ledger_range(ctx->ledger, from, limit, add_entry,
+                                      arr, err)
+                       : FO_OK;
+    if (rc) {
+        cJSON_Delete(o);
+        return rc == FO_E_NOMEM ? nomem(err) : rc;
+    }
+    *out = o;
+    return FO_OK;
+}
+
+static int h_range(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                   struct fo_err *err)
+{
+    return entries_result(ctx, surf_in_int(in, "from", 0),
+                          surf_in_int(in, "limit", 100), out, err);
+}
+
+static int h_replay(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    int64_t seq = surf_in_int(in, "seq", 0);
+    int64_t from = surf_in_int(in, "from", 0);
+    int64_t limit = surf_in_int(in, "limit", RANGE_MAX);
+    int64_t count = 0;
+    int rc = ledger_count(ctx->ledger, &count, err);
+    if (rc)
+        return rc;
+    if (seq >= count)
+        return fo_err_set(err, FO_E_NOT_FOUND,
+                          "entry %lld: not found (the ledger has %lld)",
+                          (long long)seq, (long long)count);
+    if (from + limit > seq + 1)
+        limit = seq + 1 - from;
+    return entries_result(ctx, from, limit, out, err);
+}
+
+static int h_chain(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                   struct fo_err *err)
+{
+    struct ledger_entry *v = NULL;
+    size_t n = 0;
+    int rc = ledger_chain(ctx->ledger, surf_in_int(in, "seq", 0), &v, &n, err);
+    if (rc)
+        return rc;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = o ? cJSON_AddArrayToObject(o, "entries") : NULL;
+    for (size_t i = 0; arr && i < n; i++) {
+        if (add_entry(arr, &v[i]) != FO_OK)
+            arr = NULL;
+    }
+    free(v);
+    if (!arr) {
+        cJSON_Delete(o);
+        return nomem(err);
+    }
+    *out = o;
+    return FO_OK;
+}
+
+static int h_summary(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                     struct fo_err *err)
+{
+    (void)in;
+    return ledger_summary(ctx->ledger, out, err);
+}
+
+/* ---- ledger writes ---------------------------------------------------- */
+
+static int h_append(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(in, "payload");
+    const cJSON *parent = cJSON_GetObjectItemCaseSensitive(in, "parent");
+    struct fo_buf body;
+    size_t max = ledger_max_body(ctx->ledger);
+    fo_buf_init(&body, max);
+    int rc = fo_json_canon(payload, &body, err);
+    if (rc == FO_E_TOO_LARGE)
+        rc = fo_err_set(err, FO_E_TOO_LARGE,
+                        "payload: over %zu bytes in canonical form", max);
+    if (rc) {
+        fo_buf_release(&body);
+        return rc;
+    }
+    struct ledger_append req = {
+        .actor = surf_in_str(in, "actor"),
+        .kind = surf_in_str(in, "kind"),
+        .parent = cJSON_IsNumber(parent) ? (int64_t)parent->valuedouble
+                                         : LEDGER_NO_PARENT,
+        .body = body.data ? body.data : "",
+        .body_len = body.len,
+    };
+    rc = ctx->append ? ctx->append(ctx->append_hook, &req, err)
+                     : ledger_append_batch(ctx->ledger, &req, 1, err);
+    fo_buf_release(&body);
+    if (rc)
+        return rc;
+    if (req.rc) {
+        if (err)
+            *err = req.err;
+        return req.rc;
+    }
+    *out = ledger_entry_json(&req.entry);
+    return *out ? FO_OK : nomem(err);
+}
+
+static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    struct ledger_entry e;
+    int rc = ledger_redact(ctx->ledger, surf_in_int(in, "seq", 0),
+                           surf_in_str(in, "reason"), &e, err);
+    if (rc)
+        return rc;
+    *out = ledger_entry_json(&e);
+    return *out ? FO_OK : nomem(err);
+}
+
+/* ---- the table -------------------------------------------------------- */
+
+#define NO_INPUT "{\"type\":\"object\",\"properties\":{}}"
+#define SEQ_PROP "\"seq\":{\"type\":\"integer\",\"minimum\":0}"
+
+static const struct surf_method table[] = {
+    {"health", "Liveness: {\"ok\": true}.", NO_INPUT, SURF_READ, 4 * KIB,
+     "GET", "/health", h_health},
+    {"status", "Entry count, tree size, signed size and uptime.", NO_INPUT,
+     SURF_READ, 4 * KIB, "GET", "/status", h_status},
+    {"methods", "The method table: names, summaries, input schemas.",
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/methods", h_methods},
+    {"ledger_verify",
+     "Verify the chain and tree (deep: also every body); says where it "
+     "breaks.",
+     "{\"type\":\"object\",\"properties\":{\"deep\":{\"type\":\"boolean\"}}}",
+     SURF_READ, 4 * KIB, "GET", "/verify", h_verify},
+    {"ledger_get", "One entry by seq, with body present or redacted.",
+     "{\"type\":\"object\",\"properties\":{" SEQ_PROP "},"
+     "\"required\":[\"seq\"]}",
+     SURF_READ, 4 * KIB, "GET", "/ledger/{seq}", h_get},
+    {"ledger_body", "The JSON body (payload) of an entry.",
+     "{\"type\":\"object\",\"properties\":{" SEQ_PROP "},"
+     "\"required\":[\"seq\"]}",
+     SURF_READ, 4 * KIB, "GET", "/ledger/{seq}/payload", h_body},
+    {"ledger_range", "Entries from a seq, at most limit (<= 1000).",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"from\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}}}",
+     SURF_READ, 4 * KIB, "GET", "/ledger", h_range},
+    {"ledger_replay",
+     "The ledger as it stood at seq: entries 0..seq, paged by from/limit.",
+     "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
+     "\"from\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}},"
+     "\"required\":[\"seq\"]}",
+     SURF_READ, 4 * KIB, "GET", "/replay/{seq}", h_replay},
+    {"ledger_chain", "The causal chain of an entry, root first.",
+     "{\"type\":\"object\",\"properties\":{" SEQ_PROP "},"
+     "\"required\":[\"seq\"]}",
+     SURF_READ, 4 * KIB, "GET", "/chain/{seq}", h_chain},
+    {"ledger_summary",
+     "Counts: entries, by kind, by actor, bodies present and redacted.",
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/summary", h_summary},
+    {"ledger_append",
+     "Witness a step: append {actor, kind, payload, parent?}; returns the "
+     "entry once durable.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"actor\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":128},"
+     "\"kind\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
+     "\"payload\":{},"
+     "\"parent\":{\"type\":[\"integer\",\"null\"],\"minimum\":0}},"
+     "\"required\":[\"actor\",\"kind\",\"payload\"]}",
+     SURF_WRITE, (1u << 20) + 64 * KIB, "POST", "/append", h_append},
+    {"ledger_redact",
+     "Delete an entry's body (every copy), witnessed as a redaction entry.",
+     "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
+     "\"reason\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024}},"
+     "\"required\":[\"seq\",\"reason\"]}",
+     SURF_WRITE | SURF_ADMIN, 8 * KIB, "POST", "/redact", h_redact},
+};
+
+const struct surf_method *surf_methods(size_t *n)
+{
+    *n = sizeof(table) / sizeof(table[0]);
+    return table;
+}

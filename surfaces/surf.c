@@ -1,0 +1,257 @@
+/* surf: the dispatcher over the handler table: schema validation before any
+ * handler runs, query-string conversion, and the shared error shape. */
+#include "surfaces/surf.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger/fo_json.h"
+#include "surfaces/surf_int.h"
+
+static cJSON **schemas;
+static pthread_once_t schemas_once = PTHREAD_ONCE_INIT;
+
+static void parse_schemas(void)
+{
+    size_t n;
+    const struct surf_method *t = surf_methods(&n);
+    schemas = calloc(n, sizeof(*schemas));
+    if (!schemas)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        struct fo_err err;
+        if (fo_json_parse(t[i].schema, strlen(t[i].schema), &schemas[i],
+                          &err) != FO_OK)
+            abort(); /* a bug in the table: caught by every test */
+    }
+}
+
+const cJSON *surf_schema(const struct surf_method *m)
+{
+    pthread_once(&schemas_once, parse_schemas);
+    size_t n;
+    const struct surf_method *t = surf_methods(&n);
+    return schemas[m - t];
+}
+
+const struct surf_method *surf_find(const char *name)
+{
+    size_t n;
+    const struct surf_method *t = surf_methods(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(t[i].name, name) == 0)
+            return &t[i];
+    return NULL;
+}
+
+static int type_ok(const cJSON *v, const char *type)
+{
+    if (strcmp(type, "object") == 0)
+        return cJSON_IsObject(v);
+    if (strcmp(type, "array") == 0)
+        return cJSON_IsArray(v);
+    if (strcmp(type, "string") == 0)
+        return cJSON_IsString(v);
+    if (strcmp(type, "boolean") == 0)
+        return cJSON_IsBool(v);
+    if (strcmp(type, "null") == 0)
+        return cJSON_IsNull(v);
+    if (strcmp(type, "number") == 0)
+        return cJSON_IsNumber(v);
+    if (strcmp(type, "integer") == 0)
+        return cJSON_IsNumber(v) && isfinite(v->valuedouble) &&
+               floor(v->valuedouble) == v->valuedouble &&
+               fabs(v->valuedouble) <= 9007199254740992.0;
+    return 0;
+}
+
+static const char *type_name(const cJSON *v)
+{
+    if (cJSON_IsObject(v))
+        return "an object";
+    if (cJSON_IsArray(v))
+        return "an array";
+    if (cJSON_IsString(v))
+        return "a string";
+    if (cJSON_IsBool(v))
+        return "a boolean";
+    if (cJSON_IsNull(v))
+        return "null";
+    if (cJSON_IsNumber(v))
+        return "a number";
+    return "invalid";
+}
+
+/* Checks one value against a property schema (no nesting beyond what the
+ * table uses: type, minimum, maximum, minLength, maxLength). */
+static int check_value(const char *name, const cJSON *v, const cJSON *schema,
+                       struct fo_err *err)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(schema, "type");
+    if (cJSON_IsString(type) && !type_ok(v, type->valuestring))
+        return fo_err_set(err, FO_E_INVALID, "%s: must be %s, not %s", name,
+                          type->valuestring, type_name(v));
+    if (cJSON_IsArray(type)) {
+        int any = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, type) any |=
+            cJSON_IsString(t) && type_ok(v, t->valuestring);
+        if (!any)
+            return fo_err_set(err, FO_E_INVALID, "%s: wrong type (%s)", name,
+                              type_name(v));
+    }
+    const cJSON *lim;
+    if (cJSON_IsNumber(v)) {
+        lim = cJSON_GetObjectItemCaseSensitive(schema, "minimum");
+        if (cJSON_IsNumber(lim) && v->valuedouble < lim->valuedouble)
+            return fo_err_set(err, FO_E_INVALID, "%s: must be >= %.0f", name,
+                              lim->valuedouble);
+        lim = cJSON_GetObjectItemCaseSensitive(schema, "maximum");
+        if (cJSON_IsNumber(lim) && v->valuedouble > lim->valuedouble)
+            return fo_err_set(err, FO_E_INVALID, "%s: must be <= %.0f", name,
+                              lim->valuedouble);
+    }
+    if (cJSON_IsString(v)) {
+        size_t len = strlen(v->valuestring);
+        lim = cJSON_GetObjectItemCaseSensitive(schema, "minLength");
+        if (cJSON_IsNumber(lim) && (double)len < lim->valuedouble)
+            return fo_err_set(err, FO_E_INVALID, "%s: too short", name);
+        lim = cJSON_GetObjectItemCaseSensitive(schema, "maxLength");
+        if (cJSON_IsNumber(lim) && (double)len > lim->valuedouble)
+            return fo_err_set(err, FO_E_INVALID,
+                              "%s: longer than %.0f bytes", name,
+                              lim->valuedouble);
+    }
+    return FO_OK;
+}
+
+static int validate(const cJSON *in, const cJSON *schema, struct fo_err *err)
+{
+    if (!cJSON_IsObject(in))
+        return fo_err_set(err, FO_E_INVALID, "input: must be a JSON object");
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(schema, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(schema, "required");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, req)
+    {
+        if (cJSON_IsString(r) &&
+            !cJSON_GetObjectItemCaseSensitive(in, r->valuestring))
+            return fo_err_set(err, FO_E_INVALID, "%s: required",
+                              r->valuestring);
+    }
+    const cJSON *f;
+    cJSON_ArrayForEach(f, in)
+    {
+        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(props, f->string);
+        if (!ps)
+            return fo_err_set(err, FO_E_INVALID, "%s: unknown field",
+                              f->string);
+        int rc = check_value(f->string, f, ps, err);
+        if (rc)
+            return rc;
+    }
+    return FO_OK;
+}
+
+int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
+              const cJSON *in, cJSON **out, struct fo_err *err)
+{
+    cJSON *empty = NULL;
+    if (!in) {
+        empty = cJSON_CreateObject();
+        if (!empty)
+            return fo_err_set(err, FO_E_NOMEM, NULL);
+        in = empty;
+    }
+    int rc = validate(in, surf_schema(m), err);
+    if (rc == FO_OK) {
+        *out = NULL;
+        rc = m->handler(ctx, in, out, err);
+        if (rc == FO_OK && !*out)
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    cJSON_Delete(empty);
+    return rc;
+}
+
+cJSON *surf_param_value(const struct surf_method *m, const char *name,
+                        const char *text)
+{
+    const cJSON *props =
+        cJSON_GetObjectItemCaseSensitive(surf_schema(m), "properties");
+    const cJSON *ps = cJSON_GetObjectItemCaseSensitive(props, name);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(ps, "type");
+    const char *t = cJSON_IsString(type) ? type->valuestring : "string";
+    if (strcmp(t, "integer") == 0) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(text, &end, 10);
+        if (errno || end == text || *end)
+            return NULL;
+        return cJSON_CreateNumber((double)v);
+    }
+    if (strcmp(t, "boolean") == 0) {
+        if (!strcmp(text, "1") || !strcmp(text, "true"))
+            return cJSON_CreateTrue();
+        if (!strcmp(text, "0") || !strcmp(text, "false"))
+            return cJSON_CreateFalse();
+        return NULL;
+    }
+    return cJSON_CreateString(text);
+}
+
+cJSON *surf_error_json(const struct fo_err *err)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    if (!cJSON_AddStringToObject(o, "error",
+                                 err->msg[0] ? err->msg
+                                             : fo_code_message(err->code)) ||
+        !cJSON_AddStringToObject(o, "code", fo_code_name(err->code))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+cJSON *surf_methods_json(int include_admin)
+{
+    size_t n;
+    const struct surf_method *t = surf_methods(&n);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "methods");
+    if (!o || !arr) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((t[i].flags & SURF_ADMIN) && !include_admin)
+            continue;
+        cJSON *m = cJSON_CreateObject();
+        cJSON *schema = cJSON_Duplicate(surf_schema(&t[i]), 1);
+        const char *flag = (t[i].flags & SURF_ADMIN)   ? "admin"
+                           : (t[i].flags & SURF_WRITE) ? "write"
+                                                       : "read";
+        char http[128];
+        snprintf(http, sizeof(http), "%s %s", t[i].http_method,
+                 t[i].http_path);
+        if (!m || !schema || !cJSON_AddStringToObject(m, "name", t[i].name) ||
+            !cJSON_AddStringToObject(m, "summary", t[i].summary) ||
+            !cJSON_AddStringToObject(m, "access", flag) ||
+            !cJSON_AddStringToObject(m, "http", http) ||
+            !fo_json_add_int(m, "max_input", (long long)t[i].max_input)) {
+            cJSON_Delete(m);
+            cJSON_Delete(schema);
+            cJSON_Delete(o);
+            return NULL;
+        }
+        cJSON_AddItemToObject(m, "input_schema", schema);
+        cJSON_AddItemToArray(arr, m);
+    }
+    return o;
+}

@@ -1,0 +1,81 @@
+/* surf: the one handler table. Every method forum offers is one row here:
+ * name, summary, input JSON Schema, flags, input cap, HTTP route, handler.
+ * The HTTP server, the MCP server, GET /methods, the CLI's --json output and
+ * docs/HTTP.md + docs/MCP.md all come from this table, so they cannot
+ * drift. Handlers take parsed JSON and give JSON; they never see the wire. */
+#ifndef SURF_H
+#define SURF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "ledger/fo_err.h"
+#include "ledger/ledger.h"
+
+/* What a handler may use. Owned by the caller (the daemon, `forum mcp` or
+ * the CLI); a handler runs on one thread with its own ctx. */
+struct surf_ctx {
+    struct ledger *ledger;
+    /* When set, appends go through this hook (the daemon's group commit);
+     * else straight to ledger_append_batch. Returns like
+     * ledger_append_batch for a batch of one. */
+    int (*append)(void *hook, struct ledger_append *req, struct fo_err *err);
+    void *append_hook;
+    int64_t start_us; /* when the server started (uptime) */
+    /* Extra status fields the hosting surface adds (may be NULL). */
+    void (*status_extra)(void *hook, cJSON *status);
+    void *status_hook;
+};
+
+typedef int (*surf_handler_fn)(struct surf_ctx *ctx, const cJSON *in,
+                               cJSON **out, struct fo_err *err);
+
+enum {
+    SURF_READ = 1,
+    SURF_WRITE = 2,
+    SURF_ADMIN = 4, /* needs the token even under --no-auth; MCP --admin */
+};
+
+struct surf_method {
+    const char *name;        /* [a-z_]: the MCP tool name */
+    const char *summary;     /* one line */
+    const char *schema;      /* JSON Schema of the input, "type": "object" */
+    unsigned flags;          /* SURF_READ / SURF_WRITE / SURF_ADMIN */
+    size_t max_input;        /* bytes of input JSON accepted */
+    const char *http_method; /* "GET" or "POST" */
+    const char *http_path;   /* "/ledger/{seq}": {x} binds input field x */
+    surf_handler_fn handler;
+};
+
+/* The table, and the number of rows. */
+const struct surf_method *surf_methods(size_t *n);
+
+/* A method by name, or NULL. */
+const struct surf_method *surf_find(const char *name);
+
+/* The parsed input schema of a method (parsed once, owned by the table). */
+const cJSON *surf_schema(const struct surf_method *m);
+
+/* Validates in against the method's schema (types, required fields,
+ * ranges, no unknown fields), then calls the handler. in may be NULL for
+ * an empty object. On success *out is a new object the caller frees. On
+ * failure err says what was wrong (FO_E_INVALID names the field). */
+int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
+              const cJSON *in, cJSON **out, struct fo_err *err);
+
+/* Converts a string (an HTTP query parameter or path segment) to the JSON
+ * type the schema gives field `name`, for GET routes. NULL when it does not
+ * convert (the validator then names the field). */
+cJSON *surf_param_value(const struct surf_method *m, const char *name,
+                        const char *text);
+
+/* The error object {"error": msg, "code": name}. */
+cJSON *surf_error_json(const struct fo_err *err);
+
+/* The method list served by GET /methods and used for docs and tools/list:
+ * {"methods": [{"name", "summary", "flags", "http", "input_schema"}]}. */
+cJSON *surf_methods_json(int include_admin);
+
+#endif

@@ -1,0 +1,15 @@
+/* surf_int: shared by the files of surfaces/ that hold handlers. */
+#ifndef SURF_INT_H
+#define SURF_INT_H
+
+#include "surfaces/surf.h"
+
+/* Reads an integer input field already validated by the schema; def when
+ * absent. */
+long long surf_in_int(const cJSON *in, const char *name, long long def);
+/* A string input field, or NULL when absent. */
+const char *surf_in_str(const cJSON *in, const char *name);
+/* A boolean input field, def when absent. */
+int surf_in_bool(const cJSON *in, const char *name, int def);
+
+#endif

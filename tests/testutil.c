@@ -1,0 +1,221 @@
+/* testutil: shared helpers for the Criterion tests. */
+#include "tests/testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+char *tu_tmpdir(void)
+{
+    char tmpl[] = "/tmp/forum-test-XXXXXX";
+    if (!mkdtemp(tmpl))
+        cr_assert_fail("mkdtemp: %s", strerror(errno));
+    return strdup(tmpl);
+}
+
+void tu_rmrf(char *path)
+{
+    if (!path)
+        return;
+    if (strncmp(path, "/tmp/forum-test-", 16) == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            execlp("rm", "rm", "-rf", path, (char *)NULL);
+            _exit(127);
+        }
+        if (pid > 0)
+            waitpid(pid, NULL, 0);
+    }
+    free(path);
+}
+
+char *tu_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        if (r == 0)
+            break;
+        n += r;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+int tu_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    int rc = fwrite(data, 1, len, f) == len ? 0 : -1;
+    if (fclose(f) != 0)
+        rc = -1;
+    return rc;
+}
+
+cJSON *tu_vector(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", FORUM_VECTORS, name);
+    char *text = tu_read_file(path, NULL);
+    cr_assert_not_null(text, "cannot read %s", path);
+    cJSON *v = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(v, "cannot parse %s", path);
+    return v;
+}
+
+static void drain(int fd, char **buf, size_t *len, size_t *cap)
+{
+    if (*len + 65536 + 1 > *cap) {
+        *cap = (*len + 65536 + 1) * 2;
+        *buf = realloc(*buf, *cap);
+    }
+    ssize_t r = read(fd, *buf + *len, *cap - *len - 1);
+    if (r > 0)
+        *len += (size_t)r;
+    (*buf)[*len] = '\0';
+}
+
+struct tu_run tu_forum(const char *stdin_data, size_t stdin_len,
+                       const char *const *argv)
+{
+    struct tu_run r = {0};
+    int in[2], out[2], err[2];
+    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(err, O_CLOEXEC), 0);
+    size_t argc = 0;
+    while (argv[argc])
+        argc++;
+    const char **args = calloc(argc + 2, sizeof(*args));
+    args[0] = FORUM_BIN;
+    for (size_t i = 0; i < argc; i++)
+        args[i + 1] = argv[i];
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        execv(FORUM_BIN, (char *const *)args);
+        _exit(127);
+    }
+    free(args);
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    size_t out_cap = 0, err_cap = 0, written = 0;
+    r.out = calloc(1, 1);
+    r.err = calloc(1, 1);
+    if (!stdin_data || stdin_len == 0) {
+        close(in[1]);
+        in[1] = -1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    int open_fds = 2;
+    while (open_fds > 0 || in[1] >= 0) {
+        struct pollfd p[3];
+        int n = 0;
+        p[n++] = (struct pollfd){.fd = out[0], .events = POLLIN};
+        p[n++] = (struct pollfd){.fd = err[0], .events = POLLIN};
+        if (in[1] >= 0)
+            p[n++] = (struct pollfd){.fd = in[1], .events = POLLOUT};
+        if (poll(p, (nfds_t)n, -1) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < 2; i++) {
+            if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            size_t before = i == 0 ? r.out_len : r.err_len;
+            if (i == 0)
+                drain(out[0], &r.out, &r.out_len, &out_cap);
+            else
+                drain(err[0], &r.err, &r.err_len, &err_cap);
+            size_t after = i == 0 ? r.out_len : r.err_len;
+            if (after == before) {
+                close(p[i].fd);
+                if (i == 0)
+                    out[0] = -1;
+                else
+                    err[0] = -1;
+                open_fds--;
+            }
+        }
+        if (out[0] < 0 && err[0] < 0)
+            open_fds = 0;
+        if (n == 3 && (p[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t w = write(in[1], stdin_data + written, stdin_len - written);
+            if (w > 0)
+                written += (size_t)w;
+            if (w < 0 || written == stdin_len) {
+                close(in[1]);
+                in[1] = -1;
+            }
+        }
+        if (open_fds == 0 && in[1] >= 0) {
+            close(in[1]);
+            in[1] = -1;
+        }
+        /* poll again only on the fds still open */
+        if (out[0] < 0 && err[0] < 0)
+            break;
+        if (out[0] < 0)
+            p[0].fd = -1;
+    }
+    if (out[0] >= 0)
+        close(out[0]);
+    if (err[0] >= 0)
+        close(err[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return r;
+}
+
+struct tu_run tu_forumv(const char *stdin_data, const char *arg, ...)
+{
+    const char *argv[64];
+    size_t n = 0;
+    va_list ap;
+    va_start(ap, arg);
+    for (const char *a = arg; a && n < 63; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    return tu_forum(stdin_data, stdin_data ? strlen(stdin_data) : 0, argv);
+}
+
+void tu_run_free(struct tu_run *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+cJSON *tu_run_json(const struct tu_run *r)
+{
+    cJSON *v = cJSON_Parse(r->out);
+    cr_assert_not_null(v, "not JSON (exit %d): stdout=[%s] stderr=[%s]",
+                       r->status, r->out, r->err);
+    return v;
+}

@@ -1,0 +1,48 @@
+/* testutil: helpers shared by the Criterion tests: temp dirs, files, and
+ * running the real `forum` binary with captured output. */
+#ifndef TESTUTIL_H
+#define TESTUTIL_H
+
+#include <stddef.h>
+
+#include <cJSON.h>
+
+/* Creates a fresh temp dir (/tmp/forum-test-XXXXXX); aborts on failure.
+ * Returns a malloc'd path. */
+char *tu_tmpdir(void);
+
+/* rm -rf of a temp dir made by tu_tmpdir (NULL-safe). Frees path. */
+void tu_rmrf(char *path);
+
+/* Reads a whole file; returns malloc'd NUL-terminated data or NULL. */
+char *tu_read_file(const char *path, size_t *len);
+
+/* Writes data to path; returns 0 on success. */
+int tu_write_file(const char *path, const void *data, size_t len);
+
+/* Parses the JSON file tests/vectors/<name> with cJSON; aborts on failure. */
+cJSON *tu_vector(const char *name);
+
+/* The result of running a command. */
+struct tu_run {
+    int status;     /* exit code, or 128 + signal */
+    char *out;      /* captured stdout, NUL-terminated */
+    size_t out_len;
+    char *err;      /* captured stderr */
+    size_t err_len;
+};
+
+/* Runs FORUM_BIN with argv (NULL-terminated, without argv[0]) and optional
+ * stdin data (NULL: /dev/null). Waits for it. */
+struct tu_run tu_forum(const char *stdin_data, size_t stdin_len,
+                       const char *const *argv);
+
+/* Convenience: tu_forum with a NULL-terminated variadic list of strings. */
+struct tu_run tu_forumv(const char *stdin_data, const char *arg, ...);
+
+void tu_run_free(struct tu_run *r);
+
+/* Parses r->out as JSON (aborting the test with the output when it is not). */
+cJSON *tu_run_json(const struct tu_run *r);
+
+#endif
