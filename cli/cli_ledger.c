@@ -67,8 +67,10 @@ static int read_payload(const char *arg, size_t max, struct fo_buf *out,
     if (arg[0] == '@') {
         f = fopen(arg + 1, "rb");
         if (!f)
-            return fo_err_set(err, FO_E_INVALID, "payload file %s: cannot "
-                              "open", arg + 1);
+            return fo_err_set(err, FO_E_INVALID,
+                              "payload file %s: cannot "
+                              "open",
+                              arg + 1);
     }
     char chunk[65536];
     int rc = FO_OK;
@@ -160,8 +162,9 @@ static int cmd_append(struct cli *c, int argc, char **argv)
             return usage_error(c, "append: unexpected argument %s", o);
     }
     if (!actor || !kind || !payload)
-        return usage_error(c, "append: %s", "--actor, --kind and --payload "
-                                            "are required");
+        return usage_error(c, "append: %s",
+                           "--actor, --kind and --payload "
+                           "are required");
     long long pseq = -1;
     if (parent && (pseq = cli_parse_seq(parent)) < 0)
         return usage_error(c, "append: --parent %s: not a seq", parent);
@@ -262,8 +265,7 @@ static int cmd_show(struct cli *c, int argc, char **argv)
         if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
             limit = cli_parse_seq(argv[++i]);
             if (limit < 1 || limit > 1000)
-                return usage_error(c, "show: --limit %s: 1 to 1000",
-                                   argv[i]);
+                return usage_error(c, "show: --limit %s: 1 to 1000", argv[i]);
         } else {
             return usage_error(c, "show: unexpected argument %s", argv[i]);
         }
@@ -287,7 +289,7 @@ static int cmd_show(struct cli *c, int argc, char **argv)
         cli_print_json(out, 0);
     } else if (!ex) {
         const cJSON *e;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(out, "entries"))
+        cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive(out, "entries"))
             print_entry_line(e);
         if (count == 0)
             printf("(empty ledger)\n");
@@ -308,13 +310,11 @@ static int cmd_replay(struct cli *c, int argc, char **argv)
                         "pages of at most 1000.\n");
         if (!strcmp(argv[i], "--from") && i + 1 < argc) {
             if ((from = cli_parse_seq(argv[++i])) < 0)
-                return usage_error(c, "replay: --from %s: not a seq",
-                                   argv[i]);
+                return usage_error(c, "replay: --from %s: not a seq", argv[i]);
         } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
             limit = cli_parse_seq(argv[++i]);
             if (limit < 1 || limit > 1000)
-                return usage_error(c, "replay: --limit %s: 1 to 1000",
-                                   argv[i]);
+                return usage_error(c, "replay: --limit %s: 1 to 1000", argv[i]);
         } else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0) {
             continue;
         } else {
@@ -338,7 +338,7 @@ static int cmd_replay(struct cli *c, int argc, char **argv)
         cli_print_json(out, 0);
     } else if (!ex) {
         const cJSON *e;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(out, "entries"))
+        cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive(out, "entries"))
             print_entry_line(e);
     }
     cJSON_Delete(out);
@@ -390,8 +390,8 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
     if (c->json) {
         cli_print_json(out, 0);
     } else if (res.ok) {
-        printf("ok: %lld entries verified (chain and tree", (long long)res
-                                                                .entries);
+        printf("ok: %lld entries verified (chain and tree",
+               (long long)res.entries);
         if (deep)
             printf("; %lld bodies checked, %lld redacted",
                    (long long)res.bodies_checked,

@@ -8,30 +8,30 @@
 
 enum fo_code {
     FO_OK = 0,
-    FO_E_NOMEM = 1,          /* out of memory */
-    FO_E_INVALID = 2,        /* bad input from the caller */
-    FO_E_JSON = 3,           /* input is not strict JSON, or not representable */
-    FO_E_TOO_LARGE = 4,      /* a body over the body limit */
-    FO_E_NOT_FOUND = 5,      /* no such entry, body, file or route */
-    FO_E_REDACTED = 6,       /* the body was redacted */
-    FO_E_IO = 7,             /* an I/O, fsync or storage error */
-    FO_E_CORRUPT = 8,        /* a damaged or truncated database */
-    FO_E_FOREIGN = 9,        /* a file that is not a forum ledger */
-    FO_E_TOO_NEW = 10,       /* a ledger of a newer format */
-    FO_E_BUSY = 11,          /* the database stayed locked past the timeout */
-    FO_E_VERIFY = 12,        /* a verification failed */
-    FO_E_USAGE = 13,         /* bad command line */
-    FO_E_EXISTS = 14,        /* already exists */
-    FO_E_UNAUTHORIZED = 15,  /* no or wrong token */
-    FO_E_METHOD = 16,        /* wrong HTTP method */
-    FO_E_DRAINING = 17,      /* shutting down */
-    FO_E_UPSTREAM = 18,      /* a model or upstream answered nonsense */
-    FO_E_INTERNAL = 19,      /* a bug */
-    FO_E_LOCKED = 20,        /* another daemon holds the ledger */
+    FO_E_NOMEM = 1,         /* out of memory */
+    FO_E_INVALID = 2,       /* bad input from the caller */
+    FO_E_JSON = 3,          /* input is not strict JSON, or not representable */
+    FO_E_TOO_LARGE = 4,     /* a body over the body limit */
+    FO_E_NOT_FOUND = 5,     /* no such entry, body, file or route */
+    FO_E_REDACTED = 6,      /* the body was redacted */
+    FO_E_IO = 7,            /* an I/O, fsync or storage error */
+    FO_E_CORRUPT = 8,       /* a damaged or truncated database */
+    FO_E_FOREIGN = 9,       /* a file that is not a forum ledger */
+    FO_E_TOO_NEW = 10,      /* a ledger of a newer format */
+    FO_E_BUSY = 11,         /* the database stayed locked past the timeout */
+    FO_E_VERIFY = 12,       /* a verification failed */
+    FO_E_USAGE = 13,        /* bad command line */
+    FO_E_EXISTS = 14,       /* already exists */
+    FO_E_UNAUTHORIZED = 15, /* no or wrong token */
+    FO_E_METHOD = 16,       /* wrong HTTP method */
+    FO_E_DRAINING = 17,     /* shutting down */
+    FO_E_UPSTREAM = 18,     /* a model or upstream answered nonsense */
+    FO_E_INTERNAL = 19,     /* a bug */
+    FO_E_LOCKED = 20,       /* another daemon holds the ledger */
     FO_E_INPUT_TOO_LARGE = 21, /* a request over the method's input cap */
-    FO_E_TIMEOUT = 22,       /* an operation ran past its deadline */
-    FO_E_UNAVAILABLE = 23,   /* an upstream could not be reached */
-    FO_E_BUDGET = 24,        /* a run budget was spent */
+    FO_E_TIMEOUT = 22,         /* an operation ran past its deadline */
+    FO_E_UNAVAILABLE = 23,     /* an upstream could not be reached */
+    FO_E_BUDGET = 24,          /* a run budget was spent */
     FO_E__COUNT
 };
 

@@ -120,8 +120,8 @@ static void key_for_msg(const char *k, size_t len, char out[48])
         size_t n = utf8_seq(u + i, len - i, NULL);
         if (n == 0 || o + n > 40)
             break;
-        if (n == 1 && (u[i] < 0x20 || u[i] == 0x7F || u[i] == '"' ||
-                       u[i] == '\\'))
+        if (n == 1 &&
+            (u[i] < 0x20 || u[i] == 0x7F || u[i] == '"' || u[i] == '\\'))
             out[o] = '?';
         else
             memcpy(out + o, u + i, n);
@@ -178,8 +178,8 @@ static void fail(struct parser *p, size_t off, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    p->rc = fo_err_set(p->err, FO_E_JSON, "invalid JSON at byte %zu: %s", off,
-                       msg);
+    p->rc =
+        fo_err_set(p->err, FO_E_JSON, "invalid JSON at byte %zu: %s", off, msg);
 }
 
 static void fail_nomem(struct parser *p)
@@ -728,8 +728,7 @@ static cJSON *parse_value(struct parser *p, int depth)
     }
 }
 
-int fo_json_parse(const char *text, size_t len, cJSON **out,
-                  struct fo_err *err)
+int fo_json_parse(const char *text, size_t len, cJSON **out, struct fo_err *err)
 {
     struct parser p = {0};
     cJSON *v = NULL;
@@ -1029,8 +1028,7 @@ static int write_object(struct writer *w, const cJSON *v, int depth)
         if (i > 0 && (rc = put(w, ",", 1)) != FO_OK)
             goto out;
         if ((rc = newline(w, depth + 1)) != FO_OK ||
-            (rc = write_str(w, m[i].key, m[i].len, "an object key")) !=
-                FO_OK)
+            (rc = write_str(w, m[i].key, m[i].len, "an object key")) != FO_OK)
             goto out;
         if (w->flags & FO_JSON_PRETTY)
             rc = put(w, ": ", 2);
@@ -1069,8 +1067,7 @@ static int write_value(struct writer *w, const cJSON *v, int depth)
     case cJSON_String:
         if (!v->valuestring)
             return wfail(w, FO_E_JSON, "string node without a value");
-        return write_str(w, v->valuestring, strlen(v->valuestring),
-                         "a string");
+        return write_str(w, v->valuestring, strlen(v->valuestring), "a string");
     case cJSON_Array:
     case cJSON_Object:
         if (depth + 1 > FO_JSON_MAX_DEPTH)

@@ -55,8 +55,7 @@ static int init_identity(struct ledger *l, const struct ledger_config *cfg,
     if (rc == FO_OK) {
         rc = ops->meta_get(l->store, "origin", &l->origin, err);
         if (rc == FO_E_NOT_FOUND)
-            rc = fo_err_set(err, FO_E_CORRUPT, "%s: no origin in meta",
-                            l->dir);
+            rc = fo_err_set(err, FO_E_CORRUPT, "%s: no origin in meta", l->dir);
         return rc;
     }
     if (rc != FO_E_NOT_FOUND)
@@ -121,8 +120,8 @@ int ledger_open(const char *dir, unsigned flags,
     int rc = FO_OK;
     l->ops = &store_sqlite_ops;
     l->readonly = (flags & LEDGER_OPEN_READONLY) != 0;
-    l->max_body = cfg && cfg->max_body ? cfg->max_body
-                                       : LEDGER_BODY_MAX_DEFAULT;
+    l->max_body =
+        cfg && cfg->max_body ? cfg->max_body : LEDGER_BODY_MAX_DEFAULT;
     l->dir = strdup(dir);
     l->sha = fo_sha_create();
     fo_buf_init(&l->scratch, FO_BUF_UNLIMITED);
@@ -229,8 +228,9 @@ static int entry_canon(const struct ledger_entry *e, size_t actor_len,
     }
     if (!rc) {
         fo_hex(e->prev, 32, hex);
-        rc = fo_buf_printf(b, ",\"prev\":\"%s\",\"seq\":%lld,\"ts\":%lld,"
-                              "\"v\":1}",
+        rc = fo_buf_printf(b,
+                           ",\"prev\":\"%s\",\"seq\":%lld,\"ts\":%lld,"
+                           "\"v\":1}",
                            hex, (long long)e->seq, (long long)e->ts);
     }
     return rc;
@@ -299,13 +299,15 @@ static int json_hash(const cJSON *obj, const char *key, uint8_t out[32],
     return FO_OK;
 }
 
-static int json_text(const cJSON *obj, const char *key, char *out,
-                     size_t max, struct fo_err *err)
+static int json_text(const cJSON *obj, const char *key, char *out, size_t max,
+                     struct fo_err *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!cJSON_IsString(v) || strlen(v->valuestring) > max)
-        return fo_err_set(err, FO_E_INVALID, "%s: not a string of at most %zu "
-                          "bytes", key, max);
+        return fo_err_set(err, FO_E_INVALID,
+                          "%s: not a string of at most %zu "
+                          "bytes",
+                          key, max);
     memcpy(out, v->valuestring, strlen(v->valuestring) + 1);
     return FO_OK;
 }
@@ -359,23 +361,22 @@ int ledger_check_kind(const char *kind, struct fo_err *err)
     size_t n = kind ? strlen(kind) : 0;
     if (n == 0 || n > LEDGER_KIND_MAX)
         return fo_err_set(err, FO_E_INVALID,
-                          "kind: must be 1-%d bytes (got %zu)",
-                          LEDGER_KIND_MAX, n);
+                          "kind: must be 1-%d bytes (got %zu)", LEDGER_KIND_MAX,
+                          n);
     for (size_t i = 0; i < n; i++) {
         char c = kind[i];
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
               c == '.' || c == '-'))
             return fo_err_set(err, FO_E_INVALID,
-                              "kind \"%.64s\": only [a-z0-9_.-] allowed",
-                              kind);
+                              "kind \"%.64s\": only [a-z0-9_.-] allowed", kind);
     }
     return FO_OK;
 }
 
 /* ---- the tree as seen by merkle.c ------------------------------------- */
 
-int ledger_tree_node(void *ctx, unsigned level, uint64_t index,
-                     uint8_t out[32], struct fo_err *err)
+int ledger_tree_node(void *ctx, unsigned level, uint64_t index, uint8_t out[32],
+                     struct fo_err *err)
 {
     struct ledger *l = ctx;
     if (level > 0)
@@ -429,8 +430,8 @@ static int emit_node(void *ctx, unsigned level, uint64_t index,
                      const uint8_t hash[32])
 {
     struct emit_ctx *e = ctx;
-    return e->l->ops->put_node(e->l->store, ledger_node_pos(level, index),
-                               hash, e->err);
+    return e->l->ops->put_node(e->l->store, ledger_node_pos(level, index), hash,
+                               e->err);
 }
 
 static int check_req(struct ledger *l, const struct ledger_append *r,
@@ -456,8 +457,8 @@ static int check_req(struct ledger *l, const struct ledger_append *r,
 }
 
 /* Appends one checked request at the head, inside the transaction. */
-static int append_one(struct ledger *l, struct head *h,
-                      struct ledger_append *r, struct fo_err *err)
+static int append_one(struct ledger *l, struct head *h, struct ledger_append *r,
+                      struct fo_err *err)
 {
     struct ledger_entry *e = &r->entry;
     struct store_rec rec;
@@ -498,8 +499,8 @@ static int append_one(struct ledger *l, struct head *h,
     return FO_OK;
 }
 
-int ledger_append_batch(struct ledger *l, struct ledger_append *reqs,
-                        size_t n, struct fo_err *err)
+int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
+                        struct fo_err *err)
 {
     if (l->readonly)
         return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", l->dir);
@@ -566,8 +567,8 @@ int ledger_append_json(struct ledger *l, const char *actor, const char *kind,
                         "payload: over %zu bytes in canonical form",
                         l->max_body);
     if (rc == FO_OK)
-        rc = ledger_append(l, actor, kind, parent, b.data ? b.data : "",
-                           b.len, out, err);
+        rc = ledger_append(l, actor, kind, parent, b.data ? b.data : "", b.len,
+                           out, err);
     fo_buf_release(&b);
     return rc;
 }
@@ -661,8 +662,9 @@ int ledger_body_by_hash(struct ledger *l, const uint8_t hash[32], char **body,
         return rc;
     if (f.found < 0)
         return fo_err_set(err, FO_E_NOT_FOUND, "no entry has that payload");
-    return fo_err_set(err, FO_E_REDACTED, "every copy of that body was "
-                                          "redacted");
+    return fo_err_set(err, FO_E_REDACTED,
+                      "every copy of that body was "
+                      "redacted");
 }
 
 struct range_ctx {
@@ -788,9 +790,8 @@ int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
                         (long long)seq);
     char hex[65];
     fo_hex(target.payload, 32, hex);
-    if (rc == FO_OK &&
-        (!cJSON_AddStringToObject(payload, "payload", hex) ||
-         !cJSON_AddStringToObject(payload, "reason", reason)))
+    if (rc == FO_OK && (!cJSON_AddStringToObject(payload, "payload", hex) ||
+                        !cJSON_AddStringToObject(payload, "reason", reason)))
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
     if (rc == FO_OK)
         rc = fo_json_canon(payload, &body, err);

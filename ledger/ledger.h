@@ -39,9 +39,9 @@ struct ledger_entry {
 };
 
 struct ledger_config {
-    const char *origin;   /* at creation; NULL: "forum/<ledger id>" */
-    size_t max_body;      /* canonical body bytes; 0: 1 MiB */
-    int busy_timeout_ms;  /* 0: 10 s */
+    const char *origin;  /* at creation; NULL: "forum/<ledger id>" */
+    size_t max_body;     /* canonical body bytes; 0: 1 MiB */
+    int busy_timeout_ms; /* 0: 10 s */
 };
 
 enum {
@@ -88,8 +88,8 @@ struct ledger_append {
  * FO_OK once the transaction has committed durably (then each req's rc
  * tells), or an error for the whole batch, in which case nothing was written
  * and every req's rc is that error. Blocks on the write lock and fsync. */
-int ledger_append_batch(struct ledger *l, struct ledger_append *reqs,
-                        size_t n, struct fo_err *err);
+int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
+                        struct fo_err *err);
 
 /* Appends one entry: ledger_append_batch of one. out may be NULL. */
 int ledger_append(struct ledger *l, const char *actor, const char *kind,
@@ -142,12 +142,12 @@ int ledger_chain(struct ledger *l, int64_t seq, struct ledger_entry **out,
 enum { LEDGER_VERIFY_DEEP = 1 };
 
 struct ledger_verify_result {
-    int ok;                 /* chain ok, and bodies ok when deep */
-    int chain;              /* the chain and tree verified */
-    int64_t entries;        /* entries checked */
-    int64_t first_bad_seq;  /* -1 when ok; for a gap, the first missing */
-    const char *reason;     /* NULL when ok; one of the names below */
-    int deep;               /* -1 not asked, 1 bodies ok, 0 a bad body */
+    int ok;                /* chain ok, and bodies ok when deep */
+    int chain;             /* the chain and tree verified */
+    int64_t entries;       /* entries checked */
+    int64_t first_bad_seq; /* -1 when ok; for a gap, the first missing */
+    const char *reason;    /* NULL when ok; one of the names below */
+    int deep;              /* -1 not asked, 1 bodies ok, 0 a bad body */
     int64_t bodies_checked, bodies_redacted, bodies_bad;
     int64_t first_bad_body_seq; /* -1 when none */
 };
@@ -163,9 +163,9 @@ typedef void (*ledger_progress_fn)(void *ctx, int64_t done, int64_t total);
  * re-hashes every stored body. Streams: memory does not grow with the
  * ledger. Returns FO_OK when the check ran (res->ok tells the verdict), or
  * an I/O error. progress (may be NULL) is called now and then. */
-int ledger_verify(struct ledger *l, unsigned flags,
-                  ledger_progress_fn progress, void *pctx,
-                  struct ledger_verify_result *res, struct fo_err *err);
+int ledger_verify(struct ledger *l, unsigned flags, ledger_progress_fn progress,
+                  void *pctx, struct ledger_verify_result *res,
+                  struct fo_err *err);
 
 /* The verify object of DESIGN §2 as JSON. */
 cJSON *ledger_verify_json(const struct ledger_verify_result *res);

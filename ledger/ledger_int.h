@@ -25,7 +25,7 @@ int64_t ledger_node_pos(unsigned level, uint64_t index);
 
 /* A merkle_node_fn over the stored tree (ctx is the ledger): level 0 from
  * the entries, levels >= 1 from the tree table. */
-int ledger_tree_node(void *ctx, unsigned level, uint64_t index,
-                     uint8_t out[32], struct fo_err *err);
+int ledger_tree_node(void *ctx, unsigned level, uint64_t index, uint8_t out[32],
+                     struct fo_err *err);
 
 #endif

@@ -21,8 +21,7 @@
 /* Returns FO_OK and the hash of the complete subtree (level, index), or an
  * error code (with err set) that the proof functions pass up. */
 typedef int (*merkle_node_fn)(void *ctx, unsigned level, uint64_t index,
-                              uint8_t out[MERKLE_HASH_LEN],
-                              struct fo_err *err);
+                              uint8_t out[MERKLE_HASH_LEN], struct fo_err *err);
 
 /* Hashing primitives. sha may be NULL (a one-shot hash is used then). */
 void merkle_leaf_hash(struct fo_sha *sha, const void *data, size_t len,
@@ -73,7 +72,7 @@ int merkle_verify_consistency(uint64_t first, uint64_t second,
  * emit (level >= 1 only: leaves are the caller's) so storage can keep it. */
 struct merkle_frontier {
     uint64_t size;
-    unsigned count;                          /* popcount(size) */
+    unsigned count;                                 /* popcount(size) */
     uint8_t hash[MERKLE_MAX_PATH][MERKLE_HASH_LEN]; /* largest subtree first */
 };
 

@@ -68,8 +68,8 @@ int note_signer_format(const struct note_signer *s, struct fo_buf *out,
 /* Appends the verifier key text of the signer's public key to out:
  * "<name>+<8 hex key id>+<base64(0x01 || 32-byte public key)>", no
  * newline. This is what `forum ledger key` prints. */
-int note_signer_format_verifier(const struct note_signer *s,
-                                struct fo_buf *out, struct fo_err *err);
+int note_signer_format_verifier(const struct note_signer *s, struct fo_buf *out,
+                                struct fo_err *err);
 
 /* Creates the verifier for the signer's public key. *out is set on
  * success; free it with note_verifier_free(). */
@@ -132,8 +132,8 @@ struct note_checkpoint {
 
 /* Appends the checkpoint text of c to out. FO_E_INVALID when the origin is
  * empty, too long, not valid UTF-8 or holds a control character. */
-int note_checkpoint_format(const struct note_checkpoint *c,
-                           struct fo_buf *out, struct fo_err *err);
+int note_checkpoint_format(const struct note_checkpoint *c, struct fo_buf *out,
+                           struct fo_err *err);
 
 /* Parses a checkpoint text (as note_open() gives it): origin non-empty and
  * at most NOTE_NAME_MAX bytes, size in decimal with no sign or leading zero

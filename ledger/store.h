@@ -85,9 +85,8 @@ struct store_ops {
     /* Streams entries with seq in [from, from + limit) in seq order (limit
      * < 0: to the end); with_bodies joins the bodies. A non-zero return of
      * fn stops the scan and is returned. */
-    int (*scan)(struct store *s, int64_t from, int64_t limit,
-                int with_bodies, store_row_fn fn, void *ctx,
-                struct fo_err *err);
+    int (*scan)(struct store *s, int64_t from, int64_t limit, int with_bodies,
+                store_row_fn fn, void *ctx, struct fo_err *err);
     /* A cursor over tree nodes with pos >= from in pos order, stepped
      * while a scan runs (verify walks both side by side). next gives FO_OK
      * and a node, or FO_E_NOT_FOUND past the last; end releases it. */
@@ -102,8 +101,7 @@ struct store_ops {
     /* Deletes the stored body of entry seq (no error when absent). */
     int (*delete_body)(struct store *s, int64_t seq, struct fo_err *err);
     /* Counts of stored bodies, and entries by kind and by actor. */
-    int (*count_bodies)(struct store *s, int64_t *present,
-                        struct fo_err *err);
+    int (*count_bodies)(struct store *s, int64_t *present, struct fo_err *err);
     int (*group_counts)(struct store *s, const char *column,
                         int (*fn)(void *ctx, const char *key, int64_t n),
                         void *ctx, struct fo_err *err);
@@ -118,8 +116,7 @@ struct store_ops {
                           uint8_t root[32], char **note, struct fo_err *err);
     int (*scan_checkpoints)(struct store *s,
                             int (*fn)(void *ctx, int64_t size,
-                                      const uint8_t root[32],
-                                      const char *note),
+                                      const uint8_t root[32], const char *note),
                             void *ctx, struct fo_err *err);
 
     /* Moves the WAL into the database and truncates it, so deleted bytes

@@ -135,9 +135,9 @@ static int db_fail(struct store *s, int rc, const char *what,
 static sqlite3_stmt *stmt(struct store *s, enum stmt_id id, struct fo_err *err)
 {
     if (!s->st[id]) {
-        int rc = sqlite3_prepare_v3(s->db, sql_text[id], -1,
-                                    SQLITE_PREPARE_PERSISTENT, &s->st[id],
-                                    NULL);
+        int rc =
+            sqlite3_prepare_v3(s->db, sql_text[id], -1,
+                               SQLITE_PREPARE_PERSISTENT, &s->st[id], NULL);
         if (rc != SQLITE_OK) {
             db_fail(s, rc, "prepare", err);
             return NULL;
@@ -195,8 +195,7 @@ static int check_header(const char *path, struct fo_err *err)
     }
     if (n < 16 || memcmp(h, "SQLite format 3", 16) != 0) {
         rc = fo_err_set(err, FO_E_FOREIGN,
-                        "%s: not a forum ledger (not a SQLite database)",
-                        path);
+                        "%s: not a forum ledger (not a SQLite database)", path);
         goto out;
     }
     if (n < (ssize_t)sizeof(h)) {
@@ -207,8 +206,8 @@ static int check_header(const char *path, struct fo_err *err)
     uint32_t app = be32(h + 68), ver = be32(h + 60);
     if (app != FORUM_APPLICATION_ID) {
         rc = fo_err_set(err, FO_E_FOREIGN,
-                        "%s: not a forum ledger (application_id 0x%08x)",
-                        path, app);
+                        "%s: not a forum ledger (application_id 0x%08x)", path,
+                        app);
         goto out;
     }
     if (ver > FORUM_USER_VERSION) {
@@ -225,7 +224,14 @@ static int check_header(const char *path, struct fo_err *err)
         rc = fo_err_set(err, FO_E_CORRUPT, "%s: bad page size %u", path, page);
         goto out;
     }
-    if (be32(h + 92) == be32(h + 24) &&
+    /* A file shorter than its header says is truncated, unless a WAL is
+     * beside it: a checkpoint interrupted by a crash writes page 1 before
+     * the pages that extend the file, and the WAL still holds them all. */
+    char wal[PATH_MAX];
+    struct stat wst;
+    int has_wal = snprintf(wal, sizeof(wal), "%s-wal", path) > 0 &&
+                  stat(wal, &wst) == 0 && wst.st_size > 0;
+    if (!has_wal && be32(h + 92) == be32(h + 24) &&
         pages * page_size > (uint64_t)st.st_size) {
         rc = fo_err_set(err, FO_E_CORRUPT,
                         "%s: truncated: the header says %llu bytes, the "
@@ -268,10 +274,9 @@ static int create_db(const char *dir, const char *path, struct fo_err *err)
     unlink(tmp);
     sqlite3 *db = NULL;
     int rc = FO_OK;
-    int src = sqlite3_open_v2(tmp, &db,
-                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                  SQLITE_OPEN_NOMUTEX,
-                              NULL);
+    int src = sqlite3_open_v2(
+        tmp, &db,
+        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     char sql[256];
     snprintf(sql, sizeof(sql),
              "PRAGMA journal_mode=DELETE; PRAGMA application_id=%d;"
@@ -286,8 +291,8 @@ static int create_db(const char *dir, const char *path, struct fo_err *err)
     if (src == SQLITE_OK)
         src = sqlite3_exec(db, sql, NULL, NULL, NULL);
     if (src == SQLITE_OK)
-        src = sqlite3_exec(db, "COMMIT; PRAGMA journal_mode=WAL;", NULL,
-                           NULL, NULL);
+        src = sqlite3_exec(db, "COMMIT; PRAGMA journal_mode=WAL;", NULL, NULL,
+                           NULL);
     if (src != SQLITE_OK) {
         rc = fo_err_set(err, map_rc(src), "%s: create: %s", tmp,
                         db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
@@ -416,8 +421,7 @@ static int sq_commit(struct store *s, struct fo_err *err)
     if (s->fail_commit_in > 0 && --s->fail_commit_in == 0) {
         exec(s, "ROLLBACK", NULL);
         s->in_txn = 0;
-        return fo_err_set(err, FO_E_IO, "%s: commit: injected fault",
-                          s->path);
+        return fo_err_set(err, FO_E_IO, "%s: commit: injected fault", s->path);
     }
     int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
@@ -644,8 +648,8 @@ static int sq_get_node(struct store *s, int64_t pos, uint8_t hash[32],
     return out;
 }
 
-static int sq_get_body(struct store *s, int64_t seq, void **body,
-                       size_t *len, struct fo_err *err)
+static int sq_get_body(struct store *s, int64_t seq, void **body, size_t *len,
+                       struct fo_err *err)
 {
     sqlite3_stmt *q = stmt(s, ST_GET_BODY, err);
     if (!q)
@@ -849,8 +853,7 @@ static int read_checkpoint(sqlite3_stmt *q, int64_t *size, uint8_t root[32],
 }
 
 static int sq_get_checkpoint(struct store *s, int64_t max_size, int64_t *size,
-                             uint8_t root[32], char **note,
-                             struct fo_err *err)
+                             uint8_t root[32], char **note, struct fo_err *err)
 {
     sqlite3_stmt *q = stmt(s, ST_GET_CHECKPOINT, err);
     if (!q)

@@ -17,12 +17,12 @@ struct vctx {
     struct ledger_verify_result *res;
     struct fo_err *err;
     int deep;
-    int64_t expect;   /* the next seq */
-    int64_t total;    /* entries in the snapshot */
+    int64_t expect; /* the next seq */
+    int64_t total;  /* entries in the snapshot */
     int64_t last_ts;
     uint8_t prev[32];
     struct merkle_frontier tree;
-    int nodes_done;   /* the node cursor is exhausted */
+    int nodes_done; /* the node cursor is exhausted */
     ledger_progress_fn progress;
     void *pctx;
 };
@@ -137,9 +137,9 @@ static int check_row(void *ctx, const struct store_row *row)
     return FO_OK;
 }
 
-int ledger_verify(struct ledger *l, unsigned flags,
-                  ledger_progress_fn progress, void *pctx,
-                  struct ledger_verify_result *res, struct fo_err *err)
+int ledger_verify(struct ledger *l, unsigned flags, ledger_progress_fn progress,
+                  void *pctx, struct ledger_verify_result *res,
+                  struct fo_err *err)
 {
     memset(res, 0, sizeof(*res));
     res->chain = 1;
@@ -208,11 +208,11 @@ cJSON *ledger_verify_json(const struct ledger_verify_result *res)
              fo_json_add_int(o, "entries", res->entries);
     ok = ok && (res->first_bad_seq < 0
                     ? cJSON_AddNullToObject(o, "first_bad_seq") != NULL
-                    : fo_json_add_int(o, "first_bad_seq",
-                                      res->first_bad_seq) != NULL);
-    ok = ok && (res->reason ? cJSON_AddStringToObject(o, "reason",
-                                                      res->reason) != NULL
-                            : cJSON_AddNullToObject(o, "reason") != NULL);
+                    : fo_json_add_int(o, "first_bad_seq", res->first_bad_seq) !=
+                          NULL);
+    ok = ok && (res->reason
+                    ? cJSON_AddStringToObject(o, "reason", res->reason) != NULL
+                    : cJSON_AddNullToObject(o, "reason") != NULL);
     if (res->deep < 0) {
         ok = ok && cJSON_AddNullToObject(o, "deep");
     } else {

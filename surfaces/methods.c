@@ -69,10 +69,9 @@ static int h_status(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     int ok = fo_json_add_int(o, "entries", count) &&
              fo_json_add_int(o, "size", count) &&
              cJSON_AddStringToObject(o, "origin", ledger_origin(ctx->ledger)) &&
-             fo_json_add_int(o, "uptime_s",
-                             ctx->start_us
-                                 ? (now_us() - ctx->start_us) / 1000000
-                                 : 0);
+             fo_json_add_int(
+                 o, "uptime_s",
+                 ctx->start_us ? (now_us() - ctx->start_us) / 1000000 : 0);
     if (ok && ctx->status_extra)
         ctx->status_extra(ctx->status_hook, o);
     if (!ok) {
@@ -112,13 +111,13 @@ static int h_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 {
     struct ledger_entry e;
     int present = 0;
-    int rc = ledger_get(ctx->ledger, surf_in_int(in, "seq", 0), &e, &present,
-                        err);
+    int rc =
+        ledger_get(ctx->ledger, surf_in_int(in, "seq", 0), &e, &present, err);
     if (rc)
         return rc;
     cJSON *o = ledger_entry_json(&e);
-    if (!o || !cJSON_AddStringToObject(o, "body",
-                                       present ? "present" : "redacted")) {
+    if (!o ||
+        !cJSON_AddStringToObject(o, "body", present ? "present" : "redacted")) {
         cJSON_Delete(o);
         return nomem(err);
     }
@@ -178,9 +177,9 @@ static int entries_result(struct surf_ctx *ctx, int64_t from, int64_t limit,
         cJSON_Delete(o);
         return nomem(err);
     }
-    int rc = limit > 0 ? ledger_range(ctx->ledger, from, limit, add_entry,
-                                      arr, err)
-                       : FO_OK;
+    int rc = limit > 0
+                 ? ledger_range(ctx->ledger, from, limit, add_entry, arr, err)
+                 : FO_OK;
     if (rc) {
         cJSON_Delete(o);
         return rc == FO_E_NOMEM ? nomem(err) : rc;
@@ -303,12 +302,12 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 #define SEQ_PROP "\"seq\":{\"type\":\"integer\",\"minimum\":0}"
 
 static const struct surf_method table[] = {
-    {"health", "Liveness: {\"ok\": true}.", NO_INPUT, SURF_READ, 4 * KIB,
-     "GET", "/health", h_health},
+    {"health", "Liveness: {\"ok\": true}.", NO_INPUT, SURF_READ, 4 * KIB, "GET",
+     "/health", h_health},
     {"status", "Entry count, tree size, signed size and uptime.", NO_INPUT,
      SURF_READ, 4 * KIB, "GET", "/status", h_status},
-    {"methods", "The method table: names, summaries, input schemas.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/methods", h_methods},
+    {"methods", "The method table: names, summaries, input schemas.", NO_INPUT,
+     SURF_READ, 4 * KIB, "GET", "/methods", h_methods},
     {"ledger_verify",
      "Verify the chain and tree (deep: also every body); says where it "
      "breaks.",

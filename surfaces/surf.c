@@ -98,8 +98,8 @@ static int check_value(const char *name, const cJSON *v, const cJSON *schema,
     if (cJSON_IsArray(type)) {
         int any = 0;
         const cJSON *t;
-        cJSON_ArrayForEach(t, type) any |=
-            cJSON_IsString(t) && type_ok(v, t->valuestring);
+        cJSON_ArrayForEach (t, type)
+            any |= cJSON_IsString(t) && type_ok(v, t->valuestring);
         if (!any)
             return fo_err_set(err, FO_E_INVALID, "%s: wrong type (%s)", name,
                               type_name(v));
@@ -122,9 +122,8 @@ static int check_value(const char *name, const cJSON *v, const cJSON *schema,
             return fo_err_set(err, FO_E_INVALID, "%s: too short", name);
         lim = cJSON_GetObjectItemCaseSensitive(schema, "maxLength");
         if (cJSON_IsNumber(lim) && (double)len > lim->valuedouble)
-            return fo_err_set(err, FO_E_INVALID,
-                              "%s: longer than %.0f bytes", name,
-                              lim->valuedouble);
+            return fo_err_set(err, FO_E_INVALID, "%s: longer than %.0f bytes",
+                              name, lim->valuedouble);
     }
     return FO_OK;
 }
@@ -136,16 +135,14 @@ static int validate(const cJSON *in, const cJSON *schema, struct fo_err *err)
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(schema, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(schema, "required");
     const cJSON *r;
-    cJSON_ArrayForEach(r, req)
-    {
+    cJSON_ArrayForEach (r, req) {
         if (cJSON_IsString(r) &&
             !cJSON_GetObjectItemCaseSensitive(in, r->valuestring))
             return fo_err_set(err, FO_E_INVALID, "%s: required",
                               r->valuestring);
     }
     const cJSON *f;
-    cJSON_ArrayForEach(f, in)
-    {
+    cJSON_ArrayForEach (f, in) {
         const cJSON *ps = cJSON_GetObjectItemCaseSensitive(props, f->string);
         if (!ps)
             return fo_err_set(err, FO_E_INVALID, "%s: unknown field",
@@ -209,9 +206,8 @@ cJSON *surf_error_json(const struct fo_err *err)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    if (!cJSON_AddStringToObject(o, "error",
-                                 err->msg[0] ? err->msg
-                                             : fo_code_message(err->code)) ||
+    if (!cJSON_AddStringToObject(
+            o, "error", err->msg[0] ? err->msg : fo_code_message(err->code)) ||
         !cJSON_AddStringToObject(o, "code", fo_code_name(err->code))) {
         cJSON_Delete(o);
         return NULL;
@@ -238,8 +234,7 @@ cJSON *surf_methods_json(int include_admin)
                            : (t[i].flags & SURF_WRITE) ? "write"
                                                        : "read";
         char http[128];
-        snprintf(http, sizeof(http), "%s %s", t[i].http_method,
-                 t[i].http_path);
+        snprintf(http, sizeof(http), "%s %s", t[i].http_method, t[i].http_path);
         if (!m || !schema || !cJSON_AddStringToObject(m, "name", t[i].name) ||
             !cJSON_AddStringToObject(m, "summary", t[i].summary) ||
             !cJSON_AddStringToObject(m, "access", flag) ||

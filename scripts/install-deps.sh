@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages forum builds and tests with, when missing.
+# Idempotent and quick when everything is there. Needs root (or sudo).
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config ca-certificates
+      libevent-dev libsqlite3-dev libssl-dev libcjson-dev libcriterion-dev
+      clang-format golang-go golang-golang-x-mod-dev)
+[ "${FORUM_DEPS_BENCH:-0}" = 1 ] && pkgs+=(wrk)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+# node and npm drive the MCP client test; the machine's nodejs may already
+# bundle npm (nodesource), in which case Debian's npm package conflicts.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

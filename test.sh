@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every test: installs what is missing, then builds and runs the suite
+# twice (a -Werror build, and an AddressSanitizer + UBSan build), and checks
+# the formatting. Usage: ./test.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+
+./scripts/install-deps.sh
+
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== format check"
+git ls-files '*.c' '*.h' 2>/dev/null | xargs -r clang-format --dry-run --Werror
+
+run_suite() {
+  local dir=$1; shift
+  echo "== build $dir ($*)"
+  cmake -S . -B "$dir" -DFORUM_WERROR=ON "$@" >/dev/null
+  cmake --build "$dir" -j"$jobs"
+  echo "== test $dir"
+  (cd "$dir" && ctest --output-on-failure -j1)
+}
+
+run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DFORUM_SANITIZE=ON

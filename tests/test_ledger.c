@@ -1,0 +1,645 @@
+/* test_ledger: the ledger library: the chain, tampering done directly in
+ * ledger.db, redaction, several writers, crashes, and injected faults. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+
+#include "ledger/fo_json.h"
+#include "ledger/ledger.h"
+#include "tests/testutil.h"
+
+static struct ledger *open_new(const char *dir)
+{
+    struct ledger *l = NULL;
+    struct fo_err err;
+    int rc = ledger_open(dir, LEDGER_OPEN_CREATE, NULL, &l, &err);
+    cr_assert_eq(rc, FO_OK, "open: %s", err.msg);
+    return l;
+}
+
+static struct ledger_entry append(struct ledger *l, const char *kind,
+                                  int64_t parent, const char *body)
+{
+    struct ledger_entry e;
+    struct fo_err err;
+    int rc =
+        ledger_append(l, "tester", kind, parent, body, strlen(body), &e, &err);
+    cr_assert_eq(rc, FO_OK, "append: %s", err.msg);
+    return e;
+}
+
+static void fill(struct ledger *l, int n)
+{
+    char body[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(body, sizeof(body), "{\"i\":%d}", i);
+        append(l, "step", i > 0 ? i - 1 : LEDGER_NO_PARENT, body);
+    }
+}
+
+static struct ledger_verify_result verify(const char *dir, int deep)
+{
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK,
+                 "open: %s", err.msg);
+    struct ledger_verify_result res;
+    int rc =
+        ledger_verify(l, deep ? LEDGER_VERIFY_DEEP : 0, NULL, NULL, &res, &err);
+    cr_assert_eq(rc, FO_OK, "verify: %s", err.msg);
+    ledger_close(l);
+    return res;
+}
+
+static void sql(const char *dir, const char *stmt)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/ledger.db", dir);
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, stmt, NULL, NULL, &msg);
+    cr_assert_eq(rc, SQLITE_OK, "%s: %s", stmt, msg ? msg : "");
+    sqlite3_close(db);
+}
+
+static int64_t count(const char *dir)
+{
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK,
+                 "open: %s", err.msg);
+    int64_t n = -1;
+    cr_assert_eq(ledger_count(l, &n, &err), FO_OK);
+    ledger_close(l);
+    return n;
+}
+
+Test(ledger_chain, contiguous_linked_and_recomputable)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 50);
+    uint8_t prev[32] = {0};
+    int64_t last_ts = 0;
+    for (int64_t s = 0; s < 50; s++) {
+        struct ledger_entry e;
+        int present = 0;
+        struct fo_err err;
+        cr_assert_eq(ledger_get(l, s, &e, &present, &err), FO_OK);
+        cr_assert_eq(e.seq, s);
+        cr_assert_eq(present, 1);
+        cr_assert_eq(memcmp(e.prev, prev, 32), 0, "entry %lld prev",
+                     (long long)s);
+        cr_assert_geq(e.ts, last_ts);
+        /* the hash recomputes from the served JSON */
+        cJSON *j = ledger_entry_json(&e);
+        struct ledger_entry back;
+        cr_assert_eq(ledger_entry_from_json(j, &back, &err), FO_OK, "%s",
+                     err.msg);
+        cJSON_Delete(j);
+        uint8_t h[32];
+        cr_assert_eq(ledger_entry_hash(&back, h), FO_OK);
+        cr_assert_eq(memcmp(h, e.hash, 32), 0);
+        memcpy(prev, e.hash, 32);
+        last_ts = e.ts;
+    }
+    struct ledger_verify_result r;
+    struct fo_err err;
+    cr_assert_eq(ledger_verify(l, LEDGER_VERIFY_DEEP, NULL, NULL, &r, &err),
+                 FO_OK);
+    cr_assert(r.ok && r.chain && r.deep == 1);
+    cr_assert_eq(r.entries, 50);
+    cr_assert_eq(r.bodies_checked, 50);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+Test(ledger_chain, empty_ledger_verifies)
+{
+    char *dir = tu_tmpdir();
+    ledger_close(open_new(dir));
+    struct ledger_verify_result r = verify(dir, 1);
+    cr_assert(r.ok);
+    cr_assert_eq(r.entries, 0);
+    tu_rmrf(dir);
+}
+
+Test(ledger_chain, causal_chain_root_first)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    append(l, "request", LEDGER_NO_PARENT, "{}"); /* 0 */
+    append(l, "noise", LEDGER_NO_PARENT, "{}");   /* 1 */
+    append(l, "plan", 0, "{}");                   /* 2 */
+    append(l, "task", 2, "{}");                   /* 3 */
+    append(l, "noise", 1, "{}");                  /* 4 */
+    append(l, "result", 3, "{}");                 /* 5 */
+    struct ledger_entry *v = NULL;
+    size_t n = 0;
+    struct fo_err err;
+    cr_assert_eq(ledger_chain(l, 5, &v, &n, &err), FO_OK);
+    cr_assert_eq(n, 4);
+    const char *kinds[] = {"request", "plan", "task", "result"};
+    for (size_t i = 0; i < n; i++)
+        cr_assert_str_eq(v[i].kind, kinds[i]);
+    free(v);
+    cr_assert_eq(ledger_chain(l, 99, &v, &n, &err), FO_E_NOT_FOUND);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+Test(ledger_append, rejects_bad_fields_without_writing)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 3);
+    struct fo_err err;
+    char big[200];
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    cr_assert_eq(ledger_append(l, "", "k", -1, "{}", 2, NULL, &err),
+                 FO_E_INVALID);
+    cr_assert_eq(ledger_append(l, big, "k", -1, "{}", 2, NULL, &err),
+                 FO_E_INVALID);
+    cr_assert(strstr(err.msg, "actor"));
+    cr_assert_eq(ledger_append(l, "a", "Bad", -1, "{}", 2, NULL, &err),
+                 FO_E_INVALID);
+    cr_assert(strstr(err.msg, "kind"));
+    cr_assert_eq(ledger_append(l, "a", "k", 3, "{}", 2, NULL, &err),
+                 FO_E_INVALID);
+    cr_assert(strstr(err.msg, "parent"));
+    cr_assert_eq(ledger_append(l, "a", "k", -5, "{}", 2, NULL, &err),
+                 FO_E_INVALID);
+    cr_assert_eq(ledger_append(l, "a\xff", "k", -1, "{}", 2, NULL, &err),
+                 FO_E_INVALID);
+    int64_t n = 0;
+    cr_assert_eq(ledger_count(l, &n, &err), FO_OK);
+    cr_assert_eq(n, 3);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+Test(ledger_append, body_limit_is_configurable)
+{
+    char *dir = tu_tmpdir();
+    struct ledger_config cfg = {.max_body = 16};
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, &cfg, &l, &err), FO_OK);
+    const char *ok = "{\"a\":\"1234567\"}"; /* 15 bytes */
+    const char *big = "{\"a\":\"123456789\"}";
+    cr_assert_eq(ledger_append(l, "a", "k", -1, ok, strlen(ok), NULL, &err),
+                 FO_OK);
+    cr_assert_eq(ledger_append(l, "a", "k", -1, big, strlen(big), NULL, &err),
+                 FO_E_TOO_LARGE);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+Test(ledger_append, batch_skips_invalid_and_keeps_seqs_contiguous)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    struct ledger_append reqs[4] = {
+        {.actor = "a", .kind = "k", .parent = -1, .body = "{}", .body_len = 2},
+        {.actor = "a",
+         .kind = "BAD",
+         .parent = -1,
+         .body = "{}",
+         .body_len = 2},
+        {.actor = "a", .kind = "k", .parent = 0, .body = "{}", .body_len = 2},
+        {.actor = "a", .kind = "k", .parent = 2, .body = "{}", .body_len = 2},
+    };
+    struct fo_err err;
+    cr_assert_eq(ledger_append_batch(l, reqs, 4, &err), FO_OK);
+    cr_assert_eq(reqs[0].rc, FO_OK);
+    cr_assert_eq(reqs[1].rc, FO_E_INVALID);
+    cr_assert_eq(reqs[2].rc, FO_OK);
+    cr_assert_eq(reqs[2].entry.seq, 1);
+    /* parent 2 is not below seq 2 */
+    cr_assert_eq(reqs[3].rc, FO_E_INVALID);
+    int64_t n;
+    cr_assert_eq(ledger_count(l, &n, &err), FO_OK);
+    cr_assert_eq(n, 2);
+    ledger_close(l);
+    cr_assert(verify(dir, 1).ok);
+    tu_rmrf(dir);
+}
+
+Test(ledger_append, failed_commit_writes_nothing)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 5);
+    ledger_fail_commit_after(l, 1);
+    struct fo_err err;
+    cr_assert_eq(ledger_append(l, "a", "k", -1, "{}", 2, NULL, &err), FO_E_IO);
+    int64_t n;
+    cr_assert_eq(ledger_count(l, &n, &err), FO_OK);
+    cr_assert_eq(n, 5);
+    struct ledger_entry e = append(l, "k", -1, "{}");
+    cr_assert_eq(e.seq, 5);
+    ledger_close(l);
+    cr_assert(verify(dir, 1).ok);
+    tu_rmrf(dir);
+}
+
+/* ---- tampering -------------------------------------------------------- */
+
+Test(ledger_tamper, changed_field_is_named)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 20);
+    ledger_close(l);
+    sql(dir, "UPDATE entries SET actor = 'mallory' WHERE seq = 7");
+    struct ledger_verify_result r = verify(dir, 0);
+    cr_assert_not(r.ok);
+    cr_assert_eq(r.first_bad_seq, 7);
+    cr_assert_str_eq(r.reason, "hash_mismatch");
+    tu_rmrf(dir);
+}
+
+Test(ledger_tamper, deleted_middle_entry_is_a_gap)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 20);
+    ledger_close(l);
+    sql(dir, "DELETE FROM entries WHERE seq = 11");
+    struct ledger_verify_result r = verify(dir, 0);
+    cr_assert_not(r.ok);
+    cr_assert_eq(r.first_bad_seq, 11);
+    cr_assert_str_eq(r.reason, "seq_gap");
+    tu_rmrf(dir);
+}
+
+Test(ledger_tamper, swapped_entries_are_named)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 20);
+    ledger_close(l);
+    sql(dir,
+        "CREATE TEMP TABLE t AS SELECT * FROM entries WHERE seq IN (4, 5);"
+        "UPDATE entries SET (ts, actor, kind, parent, payload, prev, hash) ="
+        " (SELECT ts, actor, kind, parent, payload, prev, hash FROM t"
+        "  WHERE t.seq = 9 - entries.seq) WHERE seq IN (4, 5);");
+    struct ledger_verify_result r = verify(dir, 0);
+    cr_assert_not(r.ok);
+    cr_assert_eq(r.first_bad_seq, 4);
+    cr_assert_str_eq(r.reason, "prev_mismatch");
+    tu_rmrf(dir);
+}
+
+Test(ledger_tamper, changed_body_fails_only_deep)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 20);
+    ledger_close(l);
+    sql(dir,
+        "UPDATE bodies SET body = CAST('{\"i\":999}' AS BLOB) WHERE seq = 13");
+    struct ledger_verify_result r = verify(dir, 0);
+    cr_assert(r.ok, "plain verify does not read bodies");
+    r = verify(dir, 1);
+    cr_assert_not(r.ok);
+    cr_assert(r.chain);
+    cr_assert_eq(r.deep, 0);
+    cr_assert_eq(r.bodies_bad, 1);
+    cr_assert_eq(r.first_bad_body_seq, 13);
+    /* and a bad body is never served */
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK);
+    char *body = NULL;
+    size_t len = 0;
+    cr_assert_eq(ledger_body(l, 13, &body, &len, &err), FO_E_CORRUPT);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+Test(ledger_tamper, changed_tree_node_is_named)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 20);
+    ledger_close(l);
+    /* the level-2 node over leaves 8..11 completes at leaf 11 */
+    sql(dir, "UPDATE tree SET hash = zeroblob(32) WHERE pos = (11 << 6) | 2");
+    struct ledger_verify_result r = verify(dir, 0);
+    cr_assert_not(r.ok);
+    cr_assert_eq(r.first_bad_seq, 11);
+    cr_assert_str_eq(r.reason, "tree_mismatch");
+    tu_rmrf(dir);
+}
+
+Test(ledger_tamper, extra_tree_node_is_named)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 8);
+    ledger_close(l);
+    sql(dir, "INSERT INTO tree(pos, hash) VALUES ((9 << 6) | 1, zeroblob(32))");
+    struct ledger_verify_result r = verify(dir, 0);
+    cr_assert_not(r.ok);
+    cr_assert_str_eq(r.reason, "tree_mismatch");
+    tu_rmrf(dir);
+}
+
+Test(ledger_tamper, damaged_column_is_named_not_fatal)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 10);
+    ledger_close(l);
+    sql(dir, "UPDATE entries SET hash = x'00' WHERE seq = 3");
+    struct ledger_verify_result r = verify(dir, 0);
+    cr_assert_not(r.ok);
+    cr_assert_eq(r.first_bad_seq, 3);
+    tu_rmrf(dir);
+}
+
+/* Rewrites entries from seq on with valid hashes (a "clean" rewrite by
+ * someone with write access), after fix() changed something. */
+static void rewrite_chain(const char *dir, int64_t from)
+{
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, 0, NULL, &l, &err), FO_OK);
+    int64_t n;
+    cr_assert_eq(ledger_count(l, &n, &err), FO_OK);
+    struct ledger_entry prev;
+    if (from > 0)
+        cr_assert_eq(ledger_get(l, from - 1, &prev, NULL, &err), FO_OK);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/ledger.db", dir);
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    for (int64_t s = from; s < n; s++) {
+        struct ledger_entry e;
+        cr_assert_eq(ledger_get(l, s, &e, NULL, &err), FO_OK);
+        if (s > 0)
+            memcpy(e.prev, prev.hash, 32);
+        cr_assert_eq(ledger_entry_hash(&e, e.hash), FO_OK);
+        sqlite3_stmt *st;
+        sqlite3_prepare_v2(
+            db, "UPDATE entries SET prev = ?1, hash = ?2 WHERE seq = ?3", -1,
+            &st, NULL);
+        sqlite3_bind_blob(st, 1, e.prev, 32, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 2, e.hash, 32, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, s);
+        cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_finalize(st);
+        prev = e;
+    }
+    sqlite3_close(db);
+    ledger_close(l);
+}
+
+Test(ledger_tamper, ts_backwards_and_bad_parent_are_named)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 10);
+    ledger_close(l);
+    sql(dir, "UPDATE entries SET ts = 5 WHERE seq = 6");
+    rewrite_chain(dir, 6);
+    struct ledger_verify_result r = verify(dir, 0);
+    cr_assert_eq(r.first_bad_seq, 6);
+    cr_assert_str_eq(r.reason, "ts_backwards");
+
+    char *dir2 = tu_tmpdir();
+    l = open_new(dir2);
+    fill(l, 10);
+    ledger_close(l);
+    sql(dir2, "UPDATE entries SET parent = 8 WHERE seq = 8");
+    rewrite_chain(dir2, 8);
+    r = verify(dir2, 0);
+    cr_assert_eq(r.first_bad_seq, 8);
+    cr_assert_str_eq(r.reason, "bad_parent");
+    tu_rmrf(dir);
+    tu_rmrf(dir2);
+}
+
+Test(ledger_tamper, clean_rewrite_is_caught_by_the_tree)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 16);
+    ledger_close(l);
+    sql(dir, "UPDATE entries SET actor = 'mallory' WHERE seq = 9");
+    rewrite_chain(dir, 9);
+    struct ledger_verify_result r = verify(dir, 0);
+    cr_assert_not(r.ok);
+    cr_assert_str_eq(r.reason, "tree_mismatch");
+    cr_assert_eq(r.first_bad_seq, 9);
+    tu_rmrf(dir);
+}
+
+/* ---- redaction -------------------------------------------------------- */
+
+static int file_contains(const char *path, const char *needle)
+{
+    size_t len = 0;
+    char *data = tu_read_file(path, &len);
+    if (!data)
+        return 0;
+    size_t n = strlen(needle);
+    int found = 0;
+    for (size_t i = 0; i + n <= len && !found; i++)
+        found = memcmp(data + i, needle, n) == 0;
+    free(data);
+    return found;
+}
+
+Test(ledger_redact, body_gone_chain_and_deep_verify_ok)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 5);
+    const char *secret = "{\"ssn\":\"SECRET-4242-MARKER\"}";
+    struct ledger_entry s1 = append(l, "secret", 2, secret);
+    append(l, "other", -1, "{}");
+    struct ledger_entry s2 =
+        append(l, "secret", -1, secret); /* a second copy */
+    struct ledger_entry red;
+    struct fo_err err;
+    cr_assert_eq(ledger_redact(l, s1.seq, "pii", &red, &err), FO_OK, "%s",
+                 err.msg);
+    cr_assert_str_eq(red.kind, "redaction");
+    cr_assert_str_eq(red.actor, "admin");
+    cr_assert_eq(red.parent, s1.seq);
+    char *body = NULL;
+    size_t len;
+    cr_assert_eq(ledger_body(l, s1.seq, &body, &len, &err), FO_E_REDACTED);
+    cr_assert_eq(ledger_body(l, s2.seq, &body, &len, &err), FO_E_REDACTED,
+                 "every copy of the payload goes");
+    int present = 1;
+    struct ledger_entry e;
+    cr_assert_eq(ledger_get(l, s1.seq, &e, &present, &err), FO_OK);
+    cr_assert_eq(present, 0);
+    /* the redaction body names the payload hash and the reason */
+    cr_assert_eq(ledger_body(l, red.seq, &body, &len, &err), FO_OK);
+    char hex[65];
+    fo_hex(s1.payload, 32, hex);
+    cr_assert(strstr(body, hex));
+    cr_assert(strstr(body, "\"reason\":\"pii\""));
+    free(body);
+    cr_assert_eq(ledger_redact(l, s1.seq, "again", NULL, &err), FO_E_REDACTED);
+    ledger_close(l);
+
+    struct ledger_verify_result r = verify(dir, 1);
+    cr_assert(r.ok);
+    cr_assert_eq(r.bodies_redacted, 2);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/ledger.db", dir);
+    cr_assert_not(file_contains(path, "SECRET-4242-MARKER"),
+                  "redacted bytes left in ledger.db");
+    snprintf(path, sizeof(path), "%s/ledger.db-wal", dir);
+    cr_assert_not(file_contains(path, "SECRET-4242-MARKER"),
+                  "redacted bytes left in the WAL");
+    tu_rmrf(dir);
+}
+
+/* ---- several processes ------------------------------------------------ */
+
+Test(ledger_procs, two_writers_append_contiguously)
+{
+    char *dir = tu_tmpdir();
+    ledger_close(open_new(dir));
+    enum { PER = 150, WRITERS = 3 };
+    pid_t kids[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        kids[w] = fork();
+        cr_assert_neq(kids[w], -1);
+        if (kids[w] == 0) {
+            struct ledger *l = NULL;
+            struct fo_err err;
+            if (ledger_open(dir, 0, NULL, &l, &err) != FO_OK)
+                _exit(10);
+            char actor[16];
+            snprintf(actor, sizeof(actor), "w%d", w);
+            for (int i = 0; i < PER; i++) {
+                if (ledger_append(l, actor, "k", -1, "{}", 2, NULL, &err) !=
+                    FO_OK) {
+                    fprintf(stderr, "append: %s\n", err.msg);
+                    _exit(11);
+                }
+            }
+            ledger_close(l);
+            _exit(0);
+        }
+    }
+    for (int w = 0; w < WRITERS; w++) {
+        int st;
+        waitpid(kids[w], &st, 0);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "writer %d failed", w);
+    }
+    cr_assert_eq(count(dir), PER * WRITERS);
+    struct ledger_verify_result r = verify(dir, 1);
+    cr_assert(r.ok, "verify: %s at %lld", r.reason, (long long)r.first_bad_seq);
+    tu_rmrf(dir);
+}
+
+Test(ledger_crash, sigkill_loses_no_acknowledged_append, .timeout = 120)
+{
+    char *dir = tu_tmpdir();
+    ledger_close(open_new(dir));
+    srand((unsigned)time(NULL));
+    int64_t total_acked = 0;
+    for (int round = 0; round < 20; round++) {
+        int fds[2];
+        cr_assert_eq(pipe(fds), 0);
+        pid_t kid = fork();
+        cr_assert_neq(kid, -1);
+        if (kid == 0) {
+            close(fds[0]);
+            struct ledger *l = NULL;
+            struct fo_err err;
+            if (ledger_open(dir, 0, NULL, &l, &err) != FO_OK)
+                _exit(10);
+            for (int i = 0;; i++) {
+                struct ledger_entry e;
+                char body[64];
+                snprintf(body, sizeof(body), "{\"round\":%d,\"i\":%d}", round,
+                         i);
+                /* alternate single appends and batches */
+                if (i % 3 == 2) {
+                    struct ledger_append reqs[8];
+                    for (int k = 0; k < 8; k++)
+                        reqs[k] =
+                            (struct ledger_append){.actor = "crash",
+                                                   .kind = "batch",
+                                                   .parent = -1,
+                                                   .body = body,
+                                                   .body_len = strlen(body)};
+                    if (ledger_append_batch(l, reqs, 8, &err) != FO_OK)
+                        _exit(11);
+                    for (int k = 0; k < 8; k++)
+                        dprintf(fds[1], "%lld\n", (long long)reqs[k].entry.seq);
+                } else {
+                    if (ledger_append(l, "crash", "one", -1, body, strlen(body),
+                                      &e, &err) != FO_OK)
+                        _exit(11);
+                    dprintf(fds[1], "%lld\n", (long long)e.seq);
+                }
+            }
+        }
+        close(fds[1]);
+        usleep((useconds_t)(2000 + rand() % 40000));
+        kill(kid, SIGKILL);
+        int st;
+        waitpid(kid, &st, 0);
+        cr_assert(WIFSIGNALED(st), "child exited on its own: %d",
+                  WEXITSTATUS(st));
+        /* read every seq the child saw committed */
+        FILE *f = fdopen(fds[0], "r");
+        long long seq, max_acked = -1;
+        int64_t acked = 0;
+        while (fscanf(f, "%lld", &seq) == 1) {
+            if (seq > max_acked)
+                max_acked = seq;
+            acked++;
+        }
+        fclose(f);
+        total_acked += acked;
+        int64_t n = count(dir);
+        cr_assert_gt(n, max_acked,
+                     "round %d: acknowledged seq %lld missing (count %lld)",
+                     round, max_acked, (long long)n);
+        struct ledger_verify_result r = verify(dir, 1);
+        cr_assert(r.ok, "round %d: verify failed: %s at %lld", round,
+                  r.reason ? r.reason : "bodies", (long long)r.first_bad_seq);
+    }
+    cr_assert_gt(total_acked, 0);
+    tu_rmrf(dir);
+}
+
+Test(ledger_body, by_hash_and_json_helper)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    cJSON *v = cJSON_Parse("{\"b\":2,\"a\":[1,2]}");
+    struct ledger_entry e;
+    struct fo_err err;
+    cr_assert_eq(ledger_append_json(l, "a", "k", -1, v, &e, &err), FO_OK);
+    cJSON_Delete(v);
+    char *body = NULL;
+    size_t len = 0;
+    cr_assert_eq(ledger_body_by_hash(l, e.payload, &body, &len, &err), FO_OK);
+    cr_assert_str_eq(body, "{\"a\":[1,2],\"b\":2}");
+    free(body);
+    uint8_t none[32] = {1};
+    cr_assert_eq(ledger_body_by_hash(l, none, &body, &len, &err),
+                 FO_E_NOT_FOUND);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
