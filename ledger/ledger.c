@@ -203,37 +203,82 @@ static void rec_to_entry(const struct store_rec *r, struct ledger_entry *e)
     memcpy(e->hash, r->hash, 32);
 }
 
+/* Encoding the hashed fields is on the hot path of append and verify, so
+ * it writes bytes directly rather than through printf. */
+static char *put_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_lit(char *p, const char *lit, size_t n)
+{
+    memcpy(p, lit, n);
+    return p + n;
+}
+
+static char *put_hex(char *p, const uint8_t h[32])
+{
+    *p++ = '"';
+    fo_hex(h, 32, p);
+    p[64] = '"';
+    return p + 65;
+}
+
+/* Appends a JSON string: plain bytes copied, anything needing an escape
+ * through the JCS writer. */
+static int put_str(struct fo_buf *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == '"' || c == '\\')
+            return fo_json_string(s, n, b);
+    }
+    int rc = fo_buf_putc(b, '"');
+    if (!rc)
+        rc = fo_buf_append(b, s, n);
+    if (!rc)
+        rc = fo_buf_putc(b, '"');
+    return rc;
+}
+
 /* Writes the JCS form of the hashed fields. Keys in UTF-16 order: actor,
  * kind, parent, payload, prev, seq, ts, v. */
 static int entry_canon(const struct ledger_entry *e, size_t actor_len,
                        size_t kind_len, struct fo_buf *b)
 {
-    char hex[65];
+    char tail[256], *p = tail;
     int rc = fo_buf_append(b, "{\"actor\":", 9);
     if (!rc)
-        rc = fo_json_string(e->actor, actor_len, b);
+        rc = put_str(b, e->actor, actor_len);
     if (!rc)
         rc = fo_buf_append(b, ",\"kind\":", 8);
     if (!rc)
-        rc = fo_json_string(e->kind, kind_len, b);
-    if (!rc) {
-        if (e->parent < 0)
-            rc = fo_buf_append(b, ",\"parent\":null", 14);
-        else
-            rc = fo_buf_printf(b, ",\"parent\":%lld", (long long)e->parent);
-    }
-    if (!rc) {
-        fo_hex(e->payload, 32, hex);
-        rc = fo_buf_printf(b, ",\"payload\":\"%s\"", hex);
-    }
-    if (!rc) {
-        fo_hex(e->prev, 32, hex);
-        rc = fo_buf_printf(b,
-                           ",\"prev\":\"%s\",\"seq\":%lld,\"ts\":%lld,"
-                           "\"v\":1}",
-                           hex, (long long)e->seq, (long long)e->ts);
-    }
-    return rc;
+        rc = put_str(b, e->kind, kind_len);
+    if (rc)
+        return rc;
+    p = put_lit(p, ",\"parent\":", 10);
+    if (e->parent < 0)
+        p = put_lit(p, "null", 4);
+    else
+        p = put_u64(p, (uint64_t)e->parent);
+    p = put_lit(p, ",\"payload\":", 11);
+    p = put_hex(p, e->payload);
+    p = put_lit(p, ",\"prev\":", 8);
+    p = put_hex(p, e->prev);
+    p = put_lit(p, ",\"seq\":", 7);
+    p = put_u64(p, (uint64_t)e->seq);
+    p = put_lit(p, ",\"ts\":", 6);
+    p = put_u64(p, (uint64_t)e->ts);
+    p = put_lit(p, ",\"v\":1}", 7);
+    return fo_buf_append(b, tail, (size_t)(p - tail));
 }
 
 int ledger_entry_canon(const struct ledger_entry *e, struct fo_buf *out)
