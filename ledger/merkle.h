@@ -15,8 +15,9 @@
 #include "ledger/fo_sha.h"
 
 #define MERKLE_HASH_LEN 32
-/* The longest proof path for any tree size below 2^64. */
-#define MERKLE_MAX_PATH 64
+/* The longest proof path for any tree size below 2^64 (a consistency
+ * proof can take 65 hashes once the second size passes 2^63). */
+#define MERKLE_MAX_PATH 65
 
 /* Returns FO_OK and the hash of the complete subtree (level, index), or an
  * error code (with err set) that the proof functions pass up. */

@@ -12,7 +12,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-note= vkey= skey= out=
+note='' vkey='' skey='' out=''
 while getopts n:v:s:o: opt; do
     case $opt in
     n) note=$OPTARG ;;
@@ -38,7 +38,7 @@ if [ -z "${GOCACHE:-}" ] && [ -z "${HOME:-}" ] && [ -z "${XDG_CACHE_HOME:-}" ]; 
     GOCACHE=$tmp/cache
     export GOCACHE
 fi
-if ! (cd "$here" && GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= \
+if ! (cd "$here" && GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS='' \
         go build -o "$tmp/verify_note" verify_note.go); then
     echo "run.sh: cannot build verify_note.go (need golang-go and" \
          "golang-golang-x-mod-dev)" >&2

@@ -11,6 +11,9 @@
 //
 //	verify_note -vkey FILE -note FILE [-skey FILE] [-out DIR]
 //
+// -skey re-signs the text with that key and requires the bytes of the note:
+// give it only for a note signed by that one key.
+//
 // With -out it writes DIR/go.note (the text signed by a new key named
 // go.example/interop), DIR/go.vkey (that key's verifier key) and, with
 // -skey, DIR/go-cosigned.note (signed by the Go key and forum's key).
