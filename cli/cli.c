@@ -72,7 +72,7 @@ void cli_print_json(const cJSON *v, int pretty)
 
 long long cli_parse_seq(const char *s)
 {
-    if (!s || !*s || *s == '-' || *s == '+')
+    if (!s || *s < '0' || *s > '9') /* strtoll would skip spaces and signs */
         return -1;
     char *end;
     errno = 0;

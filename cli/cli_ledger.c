@@ -41,8 +41,10 @@ static int usage_error(struct cli *c, const char *fmt, ...)
     va_start(ap, fmt);
     fo_err_setv(&err, FO_E_USAGE, fmt, ap);
     va_end(ap);
-    cli_fail(c, &err);
+    /* The hint comes first: with --json the error object is the last line,
+     * for scripts that read `tail -n 1`. */
     fprintf(stderr, "run `forum ledger --help` for usage\n");
+    cli_fail(c, &err);
     return 2;
 }
 

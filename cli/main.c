@@ -71,6 +71,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        if (argc > 2 && cli_is_help(argv[2])) {
+            printf("usage: forum version\nPrints the version.\n");
+            return 0;
+        }
         printf("forum 0.1.0\n");
         return 0;
     }

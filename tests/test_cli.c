@@ -1,0 +1,1697 @@
+/* test_cli: the `forum` command run as a user runs it: bad input refused
+ * before anything is written, damaged files refused untouched, the exit codes
+ * of DESIGN §8, --help everywhere, and --json output anyone can recompute. */
+#include <dirent.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "tests/testutil.h"
+
+#define ZERO_HASH                                                              \
+    "0000000000000000000000000000000000000000000000000000000000000000"
+
+/* ------------------------------------------------------------ helpers */
+
+/* tu_forumv with stdin given as bytes and a length, so it may hold NUL. */
+static struct tu_run run_in(const char *in, size_t in_len, const char *arg, ...)
+{
+    const char *argv[64];
+    size_t n = 0;
+    va_list ap;
+
+    va_start(ap, arg);
+    for (const char *a = arg; a && n < 63; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    return tu_forum(in, in_len, argv);
+}
+
+/* Runs `forum --ledger DIR PRE... ARGS...` (both NULL-terminated lists). */
+static struct tu_run run_list(const char *dir, const char *in, size_t in_len,
+                              const char *const *pre, const char *const *args)
+{
+    const char *argv[64];
+    size_t n = 0;
+
+    argv[n++] = "--ledger";
+    argv[n++] = dir;
+    for (size_t i = 0; pre && pre[i]; i++) {
+        cr_assert_lt(n, 60);
+        argv[n++] = pre[i];
+    }
+    for (size_t i = 0; args && args[i]; i++) {
+        cr_assert_lt(n, 60);
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    return tu_forum(in, in_len, argv);
+}
+
+static void path_in(char *out, size_t cap, const char *dir, const char *name)
+{
+    int n = snprintf(out, cap, "%s/%s", dir, name);
+
+    cr_assert(n > 0 && (size_t)n < cap, "path too long: %s/%s", dir, name);
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0;
+}
+
+static void must_contain(const char *hay, const char *needle, const char *what)
+{
+    cr_assert_not_null(strstr(hay, needle), "%s does not mention [%s]: [%s]",
+                       what, needle, hay);
+}
+
+/* `forum ledger append --json` that must succeed; returns the entry. */
+static cJSON *append_ok(const char *dir, const char *actor, const char *kind,
+                        const char *payload)
+{
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--json",
+                  "--actor", actor, "--kind", kind, "--payload", payload, NULL);
+
+    cr_assert_eq(r.status, 0, "append %s failed (%d): %s", payload, r.status,
+                 r.err);
+    cJSON *e = tu_run_json(&r);
+    tu_run_free(&r);
+    return e;
+}
+
+/* A fresh temp dir holding a ledger with N entries {"n":i}. */
+static char *ledger_with(int n)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "init", NULL);
+
+    cr_assert_eq(r.status, 0, "init failed (%d): %s", r.status, r.err);
+    tu_run_free(&r);
+    for (int i = 0; i < n; i++) {
+        char payload[64];
+        snprintf(payload, sizeof(payload), "{\"n\":%d}", i);
+        cJSON_Delete(append_ok(dir, "alice", "note", payload));
+    }
+    return dir;
+}
+
+/* `ledger summary --json`: its text in *text (malloc'd), its entry count. */
+static int64_t summary(const char *dir, char **text)
+{
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "summary", "--json", NULL);
+
+    cr_assert_eq(r.status, 0, "summary failed (%d): %s", r.status, r.err);
+    cJSON *s = tu_run_json(&r);
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "entries");
+    cr_assert(cJSON_IsNumber(n), "summary has no entries: %s", r.out);
+    int64_t count = (int64_t)n->valuedouble;
+    cJSON_Delete(s);
+    if (text)
+        *text = strdup(r.out);
+    tu_run_free(&r);
+    return count;
+}
+
+/* The {"error","code"} object --json prints on stderr: the last stderr line
+ * that is a JSON object. */
+static cJSON *err_json(const struct tu_run *r)
+{
+    const char *last = NULL;
+
+    for (const char *p = r->err; *p;) {
+        if (*p == '{')
+            last = p;
+        const char *nl = strchr(p, '\n');
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    cr_assert_not_null(last, "no JSON error object on stderr: [%s]", r->err);
+    const char *end = strchr(last, '\n');
+    size_t len = end ? (size_t)(end - last) : strlen(last);
+    cJSON *v = cJSON_ParseWithLength(last, len);
+    cr_assert_not_null(v, "stderr line is not JSON: [%.*s]", (int)len, last);
+    cr_assert(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(v, "error")),
+              "no \"error\" string: [%.*s]", (int)len, last);
+    cr_assert(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(v, "code")),
+              "no \"code\" string: [%.*s]", (int)len, last);
+    return v;
+}
+
+static void expect_code(const struct tu_run *r, const char *code)
+{
+    cJSON *e = err_json(r);
+    const char *got = cJSON_GetObjectItemCaseSensitive(e, "code")->valuestring;
+
+    cr_assert_str_eq(got, code, "code %s, want %s; stderr: %s", got, code,
+                     r->err);
+    cJSON_Delete(e);
+}
+
+/* Runs `forum --ledger D ledger append --json ARGS...` (stdin IN) on a fresh
+ * ledger of two entries and requires exit 2, NEEDLE on stderr, the --json
+ * error CODE (NULL: "usage" or "invalid_input"), and the ledger exactly as
+ * before. */
+static void expect_append_refused(const char *in, size_t in_len,
+                                  const char *needle, const char *code,
+                                  const char *const *args)
+{
+    static const char *const pre[] = {"ledger", "append", "--json", NULL};
+    char *dir = ledger_with(2);
+    char *before = NULL, *after = NULL;
+
+    cr_assert_eq(summary(dir, &before), 2);
+    struct tu_run r = run_list(dir, in, in_len, pre, args);
+    cr_assert_eq(r.status, 2, "exit %d, want 2; stdout [%s] stderr [%s]",
+                 r.status, r.out, r.err);
+    cr_assert_eq(r.out_len, 0, "stdout not empty on error: %s", r.out);
+    must_contain(r.err, needle, "stderr");
+    if (code) {
+        expect_code(&r, code);
+    } else {
+        cJSON *e = err_json(&r);
+        const char *got =
+            cJSON_GetObjectItemCaseSensitive(e, "code")->valuestring;
+        cr_assert(strcmp(got, "usage") == 0 ||
+                      strcmp(got, "invalid_input") == 0,
+                  "code %s, want usage or invalid_input", got);
+        cJSON_Delete(e);
+    }
+    cr_assert_eq(summary(dir, &after), 2, "the refused append was written");
+    cr_assert_str_eq(after, before, "the ledger changed");
+    free(before);
+    free(after);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+#define REFUSE_ARGS(needle, code, ...)                                         \
+    expect_append_refused(NULL, 0, needle, code,                               \
+                          (const char *const[]){__VA_ARGS__, NULL})
+
+/* A payload given inline that must be refused as invalid JSON. */
+static void refuse_payload(const char *payload, const char *needle)
+{
+    REFUSE_ARGS(needle, "invalid_json", "--actor", "a", "--kind", "k",
+                "--payload", payload);
+}
+
+/* A payload given on stdin (`--payload -`) that must be refused. */
+static void refuse_stdin(const char *in, size_t len, const char *needle,
+                         const char *code)
+{
+    expect_append_refused(in, len, needle, code,
+                          (const char *const[]){"--actor", "a", "--kind", "k",
+                                                "--payload", "-", NULL});
+}
+
+/* N nested arrays: [[...[]...]] with N levels. */
+static char *nested_arrays(int n)
+{
+    char *s = malloc((size_t)n * 2 + 1);
+
+    cr_assert_not_null(s);
+    memset(s, '[', (size_t)n);
+    memset(s + n, ']', (size_t)n);
+    s[2 * n] = '\0';
+    return s;
+}
+
+/* {"x":"aaa..."} with N a's. */
+static char *big_body(size_t n, size_t *len)
+{
+    static const char head[] = "{\"x\":\"", tail[] = "\"}";
+    size_t total = sizeof(head) - 1 + n + sizeof(tail) - 1;
+    char *s = malloc(total + 1);
+
+    cr_assert_not_null(s);
+    memcpy(s, head, sizeof(head) - 1);
+    memset(s + sizeof(head) - 1, 'a', n);
+    memcpy(s + sizeof(head) - 1 + n, tail, sizeof(tail));
+    *len = total;
+    return s;
+}
+
+static void sha256_hex(const void *data, size_t len, char hex[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+
+    cr_assert_eq(EVP_Digest(data, len, md, &md_len, EVP_sha256(), NULL), 1);
+    cr_assert_eq(md_len, 32);
+    for (unsigned i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+static void sql_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    char *msg = NULL;
+    int rc = sqlite3_open_v2(path, &db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+
+    cr_assert_eq(rc, SQLITE_OK, "open %s: %s", path, sqlite3_errmsg(db));
+    rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    cr_assert_eq(rc, SQLITE_OK, "%s: %s", sql, msg ? msg : "?");
+    cr_assert_eq(sqlite3_close(db), SQLITE_OK);
+}
+
+/* ------------------------------------------------ a tiny JCS for entries */
+
+struct sbuf {
+    char *p;
+    size_t n, cap;
+};
+
+static void sb_add(struct sbuf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        b->cap = (b->n + n + 1) * 2;
+        b->p = realloc(b->p, b->cap);
+        cr_assert_not_null(b->p);
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void sb_puts(struct sbuf *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
+
+/* RFC 8785 string: only '"', '\\' and control characters are escaped. */
+static void sb_string(struct sbuf *b, const char *s)
+{
+    sb_puts(b, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        char esc[8];
+        switch (*c) {
+        case '"':
+            sb_puts(b, "\\\"");
+            break;
+        case '\\':
+            sb_puts(b, "\\\\");
+            break;
+        case '\b':
+            sb_puts(b, "\\b");
+            break;
+        case '\f':
+            sb_puts(b, "\\f");
+            break;
+        case '\n':
+            sb_puts(b, "\\n");
+            break;
+        case '\r':
+            sb_puts(b, "\\r");
+            break;
+        case '\t':
+            sb_puts(b, "\\t");
+            break;
+        default:
+            if (*c < 0x20) {
+                snprintf(esc, sizeof(esc), "\\u%04x", *c);
+                sb_puts(b, esc);
+            } else {
+                sb_add(b, (const char *)c, 1);
+            }
+        }
+    }
+    sb_puts(b, "\"");
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* JCS of a flat entry object (strings, integers, null), without "hash" and
+ * "body". Keys are ASCII, so byte order is UTF-16 order. Malloc'd. */
+static char *jcs_entry(const cJSON *e)
+{
+    const char *names[16];
+    size_t n = 0;
+    const cJSON *it;
+    struct sbuf b = {0};
+
+    cJSON_ArrayForEach (it, e) {
+        if (strcmp(it->string, "hash") == 0 || strcmp(it->string, "body") == 0)
+            continue;
+        cr_assert_lt(n, 16);
+        names[n++] = it->string;
+    }
+    cr_assert_eq(n, 8, "an entry hashes exactly 8 fields, got %zu", n);
+    qsort(names, n, sizeof(names[0]), cmp_names);
+    sb_puts(&b, "{");
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, names[i]);
+        if (i > 0)
+            sb_puts(&b, ",");
+        sb_string(&b, names[i]);
+        sb_puts(&b, ":");
+        if (cJSON_IsString(v)) {
+            sb_string(&b, v->valuestring);
+        } else if (cJSON_IsNull(v)) {
+            sb_puts(&b, "null");
+        } else {
+            cr_assert(cJSON_IsNumber(v), "field %s: unexpected type", names[i]);
+            long long x = (long long)v->valuedouble;
+            cr_assert((double)x == v->valuedouble && x >= 0 && x < (1LL << 53),
+                      "field %s: not a safe integer", names[i]);
+            char num[32];
+            snprintf(num, sizeof(num), "%lld", x);
+            sb_puts(&b, num);
+        }
+    }
+    sb_puts(&b, "}");
+    return b.p;
+}
+
+static const char *str_field(const cJSON *e, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, key);
+
+    cr_assert(cJSON_IsString(v), "field %s is not a string", key);
+    return v->valuestring;
+}
+
+static int64_t int_field(const cJSON *e, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, key);
+
+    cr_assert(cJSON_IsNumber(v), "field %s is not a number", key);
+    return (int64_t)v->valuedouble;
+}
+
+static void expect_hash_recomputes(const cJSON *e)
+{
+    char *canon = jcs_entry(e);
+    char hex[65];
+
+    sha256_hex(canon, strlen(canon), hex);
+    cr_assert_str_eq(hex, str_field(e, "hash"), "hash of %s", canon);
+    free(canon);
+}
+
+/* Every "ts": in raw output must be followed by plain digits. */
+static int count_plain_ts(const char *text)
+{
+    int n = 0;
+
+    for (const char *p = strstr(text, "\"ts\":"); p;
+         p = strstr(p + 1, "\"ts\":")) {
+        const char *d = p + 5;
+        const char *start = d;
+        while (*d >= '0' && *d <= '9')
+            d++;
+        cr_assert(d > start && (*d == ',' || *d == '}'),
+                  "ts not a plain integer in: %.60s", p);
+        n++;
+    }
+    return n;
+}
+
+/* ------------------------------------------------- 1. bad input, exit 2 */
+
+Test(cli_bad_input, rejects_invalid_json)
+{
+    refuse_payload("{", "invalid JSON");
+    refuse_payload("{\"a\":}", "invalid JSON");
+}
+
+Test(cli_bad_input, rejects_trailing_garbage)
+{
+    refuse_payload("{} x", "trailing");
+}
+
+Test(cli_bad_input, rejects_nan)
+{
+    refuse_payload("NaN", "NaN");
+}
+
+Test(cli_bad_input, rejects_infinity)
+{
+    refuse_payload("Infinity", "Infinity");
+    refuse_payload("-Infinity", "invalid JSON");
+}
+
+Test(cli_bad_input, rejects_number_overflowing_to_infinity)
+{
+    refuse_payload("1e400", "out of range");
+    refuse_payload("[-1E400]", "out of range");
+}
+
+Test(cli_bad_input, rejects_lone_surrogate)
+{
+    refuse_payload("\"\\ud800\"", "surrogate");
+    refuse_payload("\"\\udc00\"", "surrogate");
+    refuse_payload("\"\\ud800\\u0041\"", "surrogate");
+}
+
+Test(cli_bad_input, rejects_invalid_utf8_on_stdin)
+{
+    static const char ff[] = "{\"s\":\"a\xff"
+                             "b\"}";
+    static const char overlong[] = "\"\xc0\x80\"";
+    static const char cut[] = "\"\xe2\x82\"";
+
+    refuse_stdin(ff, sizeof(ff) - 1, "UTF-8", "invalid_json");
+    refuse_stdin(overlong, sizeof(overlong) - 1, "UTF-8", "invalid_json");
+    refuse_stdin(cut, sizeof(cut) - 1, "UTF-8", "invalid_json");
+}
+
+Test(cli_bad_input, rejects_raw_tab_in_string)
+{
+    refuse_payload("{\"s\":\"a\tb\"}", "control character");
+}
+
+Test(cli_bad_input, rejects_raw_control_byte_in_string)
+{
+    refuse_payload("{\"s\":\"a\x01"
+                   "b\"}",
+                   "control character");
+}
+
+Test(cli_bad_input, rejects_raw_nul_on_stdin)
+{
+    static const char in_string[] = "\"a\0b\"";
+    static const char after_value[] = "{\"a\":1}\0";
+
+    refuse_stdin(in_string, sizeof(in_string) - 1, "invalid JSON",
+                 "invalid_json");
+    /* a NUL must not silently end the input, as a C string would */
+    refuse_stdin(after_value, sizeof(after_value) - 1, "invalid JSON",
+                 "invalid_json");
+}
+
+Test(cli_bad_input, rejects_escaped_nul)
+{
+    refuse_payload("{\"s\":\"a\\u0000b\"}", "\\u0000");
+}
+
+Test(cli_bad_input, rejects_duplicate_keys)
+{
+    refuse_payload("{\"a\":1,\"a\":2}", "duplicate");
+    refuse_payload("{\"a\":1,\"\\u0061\":2}", "duplicate");
+    refuse_payload("{\"o\":{\"k\":1,\"k\":1}}", "duplicate");
+}
+
+Test(cli_bad_input, rejects_leading_zero)
+{
+    refuse_payload("01", "leading zero");
+    refuse_payload("{\"n\":-012}", "leading zero");
+}
+
+Test(cli_bad_input, rejects_empty_payload)
+{
+    refuse_payload("", "empty");
+    refuse_stdin(NULL, 0, "empty", "invalid_json");
+}
+
+Test(cli_bad_input, rejects_nesting_of_65)
+{
+    char *deep = nested_arrays(65);
+
+    refuse_payload(deep, "nesting");
+    free(deep);
+}
+
+Test(cli_bad_input, accepts_nesting_of_64)
+{
+    char *dir = ledger_with(2);
+    char *deep = nested_arrays(64);
+    cJSON *e = append_ok(dir, "a", "k", deep);
+
+    cr_assert_eq(int_field(e, "seq"), 2);
+    cr_assert_eq(summary(dir, NULL), 3);
+    cJSON_Delete(e);
+    free(deep);
+    tu_rmrf(dir);
+}
+
+Test(cli_bad_input, rejects_kind_with_capitals)
+{
+    REFUSE_ARGS("kind", "invalid_input", "--actor", "a", "--kind", "Note",
+                "--payload", "{}");
+}
+
+Test(cli_bad_input, rejects_kind_with_space)
+{
+    REFUSE_ARGS("kind", "invalid_input", "--actor", "a", "--kind", "a b",
+                "--payload", "{}");
+}
+
+Test(cli_bad_input, rejects_kind_over_64_bytes)
+{
+    char kind[66];
+
+    memset(kind, 'k', 65);
+    kind[65] = '\0';
+    REFUSE_ARGS("kind", "invalid_input", "--actor", "a", "--kind", kind,
+                "--payload", "{}");
+}
+
+Test(cli_bad_input, rejects_empty_kind)
+{
+    REFUSE_ARGS("kind", "invalid_input", "--actor", "a", "--kind", "",
+                "--payload", "{}");
+}
+
+Test(cli_bad_input, rejects_actor_of_129_bytes)
+{
+    char actor[130];
+
+    memset(actor, 'a', 129);
+    actor[129] = '\0';
+    REFUSE_ARGS("actor", "invalid_input", "--actor", actor, "--kind", "k",
+                "--payload", "{}");
+}
+
+Test(cli_bad_input, accepts_actor_of_128_bytes_and_kind_of_64)
+{
+    char actor[129], kind[65];
+    char *dir = ledger_with(0);
+
+    memset(actor, 'a', 128);
+    actor[128] = '\0';
+    memset(kind, 'k', 64);
+    kind[64] = '\0';
+    cJSON *e = append_ok(dir, actor, kind, "{}");
+    cr_assert_str_eq(str_field(e, "actor"), actor);
+    cr_assert_str_eq(str_field(e, "kind"), kind);
+    cJSON_Delete(e);
+    tu_rmrf(dir);
+}
+
+Test(cli_bad_input, rejects_empty_actor)
+{
+    REFUSE_ARGS("actor", "invalid_input", "--actor", "", "--kind", "k",
+                "--payload", "{}");
+}
+
+Test(cli_bad_input, rejects_actor_with_invalid_utf8)
+{
+    REFUSE_ARGS("actor", "invalid_input", "--actor", "a\xff", "--kind", "k",
+                "--payload", "{}");
+}
+
+Test(cli_bad_input, rejects_body_over_1mib_on_stdin)
+{
+    size_t len = 0;
+    char *body = big_body(1100000, &len);
+
+    refuse_stdin(body, len, "1048576", "body_too_large");
+    free(body);
+}
+
+Test(cli_bad_input, rejects_body_one_byte_over_1mib)
+{
+    size_t len = 0;
+    /* {"x":""} is 8 bytes: 1048569 a's make 1 MiB + 1 of canonical JSON */
+    char *body = big_body(1048569, &len);
+
+    refuse_stdin(body, len, "1048576", "body_too_large");
+    free(body);
+}
+
+Test(cli_bad_input, accepts_body_of_exactly_1mib)
+{
+    size_t len = 0;
+    char *body = big_body(1048568, &len);
+    char *dir = ledger_with(0);
+    struct tu_run r =
+        run_in(body, len, "--ledger", dir, "ledger", "append", "--json",
+               "--actor", "a", "--kind", "k", "--payload", "-", NULL);
+
+    cr_assert_eq(len, 1048576);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cJSON *e = tu_run_json(&r);
+    char hex[65];
+    sha256_hex(body, len, hex);
+    cr_assert_str_eq(str_field(e, "payload"), hex);
+    cJSON_Delete(e);
+    tu_run_free(&r);
+    free(body);
+    tu_rmrf(dir);
+}
+
+Test(cli_bad_input, limit_applies_to_canonical_form_not_raw_text)
+{
+    /* raw text over 1 MiB, canonical form under it: accepted */
+    size_t n = 1048560;
+    size_t len = 6 + n + 13;
+    char *raw = malloc(len + 1);
+    char *dir = ledger_with(0);
+
+    memcpy(raw, "{\"x\":\"", 6);
+    memset(raw + 6, 'a', n);
+    memcpy(raw + 6 + n, "\" , \"y\" : 1 }", 14);
+    cr_assert_gt(len, 1048576);
+    struct tu_run r =
+        run_in(raw, len, "--ledger", dir, "ledger", "append", "--json",
+               "--actor", "a", "--kind", "k", "--payload", "-", NULL);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    tu_run_free(&r);
+    cr_assert_eq(summary(dir, NULL), 1);
+    free(raw);
+    tu_rmrf(dir);
+}
+
+Test(cli_bad_input, rejects_stdin_over_the_read_limit)
+{
+    size_t len = 20u << 20;
+    char *in = malloc(len);
+
+    memset(in, ' ', len);
+    refuse_stdin(in, len, "payload", "body_too_large");
+    free(in);
+}
+
+Test(cli_bad_input, rejects_parent_equal_to_next_seq)
+{
+    REFUSE_ARGS("parent", "invalid_input", "--actor", "a", "--kind", "k",
+                "--payload", "{}", "--parent", "2");
+}
+
+Test(cli_bad_input, rejects_parent_beyond_next_seq)
+{
+    REFUSE_ARGS("parent", "invalid_input", "--actor", "a", "--kind", "k",
+                "--payload", "{}", "--parent", "1000");
+}
+
+Test(cli_bad_input, rejects_negative_parent)
+{
+    REFUSE_ARGS("parent", NULL, "--actor", "a", "--kind", "k", "--payload",
+                "{}", "--parent", "-1");
+}
+
+Test(cli_bad_input, rejects_non_numeric_parent)
+{
+    REFUSE_ARGS("parent", NULL, "--actor", "a", "--kind", "k", "--payload",
+                "{}", "--parent", "abc");
+    REFUSE_ARGS("parent", NULL, "--actor", "a", "--kind", "k", "--payload",
+                "{}", "--parent", "1x");
+    REFUSE_ARGS("parent", NULL, "--actor", "a", "--kind", "k", "--payload",
+                "{}", "--parent", "");
+    REFUSE_ARGS("parent", NULL, "--actor", "a", "--kind", "k", "--payload",
+                "{}", "--parent", "99999999999999999999999");
+}
+
+/* "+1" is refused as not a seq; " 1" must be too (strtoll skips blanks). */
+Test(cli_bad_input, rejects_parent_with_leading_space)
+{
+    REFUSE_ARGS("parent", NULL, "--actor", "a", "--kind", "k", "--payload",
+                "{}", "--parent", " 1");
+}
+
+Test(cli_bad_input, rejects_seq_with_leading_space)
+{
+    char *dir = ledger_with(2);
+    struct tu_run plus =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "get", "+1", NULL);
+    struct tu_run space =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "get", " 1", NULL);
+
+    cr_assert_eq(plus.status, 2, "get +1: exit %d", plus.status);
+    cr_assert_eq(space.status, 2, "get \" 1\": exit %d, stdout [%s]",
+                 space.status, space.out);
+    tu_run_free(&plus);
+    tu_run_free(&space);
+    tu_rmrf(dir);
+}
+
+Test(cli_bad_input, rejects_missing_payload_file)
+{
+    REFUSE_ARGS("/nonexistent-forum-test/p.json", NULL, "--actor", "a",
+                "--kind", "k", "--payload", "@/nonexistent-forum-test/p.json");
+}
+
+/* --------------------------------------------- 2. --json error objects */
+
+Test(cli_json_error, invalid_json_code)
+{
+    char *dir = ledger_with(0);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--json",
+                  "--actor", "a", "--kind", "k", "--payload", "[1,]", NULL);
+
+    cr_assert_eq(r.status, 2);
+    expect_code(&r, "invalid_json");
+    cJSON *e = err_json(&r);
+    must_contain(cJSON_GetObjectItemCaseSensitive(e, "error")->valuestring,
+                 "invalid JSON", "error");
+    cJSON_Delete(e);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_json_error, invalid_input_code)
+{
+    char *dir = ledger_with(0);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--json",
+                  "--actor", "a", "--kind", "BAD", "--payload", "{}", NULL);
+
+    cr_assert_eq(r.status, 2);
+    expect_code(&r, "invalid_input");
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_json_error, body_too_large_code)
+{
+    size_t len = 0;
+    char *body = big_body(1100000, &len);
+    char *dir = ledger_with(0);
+    struct tu_run r =
+        run_in(body, len, "--ledger", dir, "ledger", "append", "--json",
+               "--actor", "a", "--kind", "k", "--payload", "-", NULL);
+
+    cr_assert_eq(r.status, 2);
+    expect_code(&r, "body_too_large");
+    tu_run_free(&r);
+    free(body);
+    tu_rmrf(dir);
+}
+
+Test(cli_json_error, global_json_flag_also_prints_error_object)
+{
+    char *dir = ledger_with(1);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "--json", "ledger", "get", "7", NULL);
+
+    cr_assert_eq(r.status, 1);
+    expect_code(&r, "not_found");
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_json_error, no_error_object_without_json)
+{
+    char *dir = ledger_with(0);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "a",
+                  "--kind", "k", "--payload", "{", NULL);
+
+    cr_assert_eq(r.status, 2);
+    must_contain(r.err, "invalid JSON", "stderr");
+    cr_assert_null(strchr(r.err, '{'), "JSON on stderr without --json: %s",
+                   r.err);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* A script reading `tail -n1` of stderr gets the JSON object, for usage
+ * errors too (the hint line must come before it, or not at all). */
+Test(cli_json_error, error_object_is_last_stderr_line)
+{
+    char *dir = ledger_with(0);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "append",
+                                "--json", "--actor", "a", "--kind", "k",
+                                "--payload", "{}", "--parent", "abc", NULL);
+
+    cr_assert_eq(r.status, 2);
+    size_t n = r.err_len;
+    while (n > 0 && r.err[n - 1] == '\n')
+        n--;
+    size_t start = n;
+    while (start > 0 && r.err[start - 1] != '\n')
+        start--;
+    cJSON *v = cJSON_ParseWithLength(r.err + start, n - start);
+    cr_assert_not_null(v, "last stderr line is not JSON: [%.*s]",
+                       (int)(n - start), r.err + start);
+    cr_assert(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(v, "code")));
+    cJSON_Delete(v);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* --------------------------------------------- 3. damaged or foreign files */
+
+static const char *const file_cmds[][10] = {
+    {"ledger", "verify", NULL},
+    {"ledger", "verify", "--deep", NULL},
+    {"ledger", "show", NULL},
+    {"ledger", "summary", NULL},
+    {"ledger", "get", "0", NULL},
+    {"ledger", "body", "0", NULL},
+    {"ledger", "append", "--actor", "a", "--kind", "k", "--payload", "{}",
+     NULL},
+    {"ledger", "redact", "0", "--reason", "r", NULL},
+    {"ledger", "init", NULL},
+};
+
+/* Sorted names in DIR, one a line (malloc'd), to see what a command adds. */
+static char *dir_listing(const char *dir)
+{
+    char *names[64];
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    struct sbuf b = {0};
+
+    cr_assert_not_null(d, "opendir %s", dir);
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        cr_assert_lt(n, 64);
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof(names[0]), cmp_names);
+    sb_puts(&b, "");
+    for (size_t i = 0; i < n; i++) {
+        sb_puts(&b, names[i]);
+        sb_puts(&b, "\n");
+        free(names[i]);
+    }
+    return b.p;
+}
+
+static void expect_no_sidecars(const char *dir)
+{
+    static const char *const side[] = {"ledger.db-wal", "ledger.db-shm",
+                                       "ledger.db-journal"};
+    char path[PATH_MAX];
+
+    for (size_t i = 0; i < sizeof(side) / sizeof(side[0]); i++) {
+        path_in(path, sizeof(path), dir, side[i]);
+        cr_assert(!exists(path), "%s was created", side[i]);
+    }
+}
+
+/* Every command on DIR exits 3 with NEEDLE and CODE, never crashes, and
+ * leaves ledger.db byte for byte as it was, with nothing beside it. */
+static void expect_file_refused(const char *dir, const char *needle,
+                                const char *code)
+{
+    char db[PATH_MAX];
+    size_t len0 = 0, len1 = 0;
+
+    path_in(db, sizeof(db), dir, "ledger.db");
+    expect_no_sidecars(dir);
+    char *bytes0 = tu_read_file(db, &len0);
+    char *list0 = dir_listing(dir);
+    cr_assert_not_null(bytes0);
+    for (size_t i = 0; i < sizeof(file_cmds) / sizeof(file_cmds[0]); i++) {
+        static const char *const json[] = {"--json", NULL};
+        for (int with_json = 0; with_json < 2; with_json++) {
+            struct tu_run r =
+                run_list(dir, NULL, 0, with_json ? json : NULL, file_cmds[i]);
+            cr_assert_lt(r.status, 128, "`%s %s` crashed: %d: %s",
+                         file_cmds[i][0], file_cmds[i][1], r.status, r.err);
+            cr_assert_eq(r.status, 3, "`%s %s`: exit %d, want 3: %s",
+                         file_cmds[i][0], file_cmds[i][1], r.status, r.err);
+            must_contain(r.err, needle, file_cmds[i][1]);
+            if (with_json)
+                expect_code(&r, code);
+            tu_run_free(&r);
+            char *bytes1 = tu_read_file(db, &len1);
+            cr_assert_not_null(bytes1, "ledger.db vanished after %s",
+                               file_cmds[i][1]);
+            cr_assert(len1 == len0 && memcmp(bytes0, bytes1, len0) == 0,
+                      "`%s` changed ledger.db (%zu -> %zu bytes)",
+                      file_cmds[i][1], len0, len1);
+            free(bytes1);
+            expect_no_sidecars(dir);
+            char *list1 = dir_listing(dir);
+            cr_assert_str_eq(list1, list0, "`%s` created files",
+                             file_cmds[i][1]);
+            free(list1);
+        }
+    }
+    free(list0);
+    free(bytes0);
+}
+
+Test(cli_files, foreign_sqlite_database_is_refused_untouched)
+{
+    char *dir = tu_tmpdir();
+    char db[PATH_MAX];
+
+    path_in(db, sizeof(db), dir, "ledger.db");
+    sql_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES('mine');");
+    expect_file_refused(dir, "not a forum ledger", "foreign_database");
+    tu_rmrf(dir);
+}
+
+Test(cli_files, newer_format_is_refused_untouched)
+{
+    char *dir = ledger_with(3);
+    char db[PATH_MAX];
+
+    path_in(db, sizeof(db), dir, "ledger.db");
+    sql_exec(db, "PRAGMA user_version=99;");
+    expect_file_refused(dir, "newer", "newer_format");
+    tu_rmrf(dir);
+}
+
+Test(cli_files, truncated_file_is_refused_untouched)
+{
+    char *dir = tu_tmpdir();
+    char db[PATH_MAX];
+    char pad[401];
+    size_t len = 0;
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "init", NULL);
+
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    memset(pad, 'p', 400);
+    pad[400] = '\0';
+    for (int i = 0; i < 200; i++) {
+        char payload[500];
+        snprintf(payload, sizeof(payload), "{\"i\":%d,\"pad\":\"%s\"}", i, pad);
+        r = tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "a",
+                      "--kind", "k", "--payload", payload, NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        tu_run_free(&r);
+    }
+    path_in(db, sizeof(db), dir, "ledger.db");
+    sql_exec(db, "PRAGMA wal_checkpoint(TRUNCATE);");
+    expect_no_sidecars(dir);
+    char *bytes = tu_read_file(db, &len);
+    cr_assert_gt(len, 64 * 1024, "ledger.db has only %zu bytes", len);
+    cr_assert_eq(tu_write_file(db, bytes, len / 2), 0);
+    free(bytes);
+    expect_file_refused(dir, "truncated", "corrupt");
+    tu_rmrf(dir);
+}
+
+Test(cli_files, garbage_file_is_refused_untouched)
+{
+    char *dir = tu_tmpdir();
+    char db[PATH_MAX];
+    unsigned char junk[8192];
+    uint64_t x = 0x9e3779b97f4a7c15u;
+
+    for (size_t i = 0; i < sizeof(junk); i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        junk[i] = (unsigned char)(x >> 24);
+    }
+    path_in(db, sizeof(db), dir, "ledger.db");
+    cr_assert_eq(tu_write_file(db, junk, sizeof(junk)), 0);
+    expect_file_refused(dir, "not a forum ledger", "foreign_database");
+    tu_rmrf(dir);
+}
+
+Test(cli_files, empty_file_is_refused_untouched)
+{
+    char *dir = tu_tmpdir();
+    char db[PATH_MAX];
+
+    path_in(db, sizeof(db), dir, "ledger.db");
+    cr_assert_eq(tu_write_file(db, "", 0), 0);
+    expect_file_refused(dir, "empty", "corrupt");
+    tu_rmrf(dir);
+}
+
+/* ------------------------------------------------------- 4. exit codes */
+
+Test(cli_exit, get_of_missing_seq_is_1)
+{
+    char *dir = ledger_with(2);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "get", "999",
+                                "--json", NULL);
+
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    cr_assert_eq(r.out_len, 0, "stdout: %s", r.out);
+    must_contain(r.err, "999", "stderr");
+    expect_code(&r, "not_found");
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_exit, body_of_missing_seq_is_1)
+{
+    char *dir = ledger_with(2);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "body", "2", NULL);
+
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_exit, body_of_redacted_entry_is_1_with_code_redacted)
+{
+    char *dir = ledger_with(2);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "redact", "0",
+                                "--reason", "gdpr", "--json", NULL);
+
+    cr_assert_eq(r.status, 0, "redact: %d %s", r.status, r.err);
+    cJSON *red = tu_run_json(&r);
+    cr_assert_str_eq(str_field(red, "kind"), "redaction");
+    cr_assert_str_eq(str_field(red, "actor"), "admin");
+    cr_assert_eq(int_field(red, "parent"), 0);
+    cr_assert_eq(int_field(red, "seq"), 2);
+    cJSON_Delete(red);
+    tu_run_free(&r);
+
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "body", "0", NULL);
+    cr_assert_eq(r.status, 1, "body of redacted: exit %d", r.status);
+    cr_assert_eq(r.out_len, 0, "stdout: %s", r.out);
+    must_contain(r.err, "redacted", "stderr");
+    tu_run_free(&r);
+
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "body", "0", "--json", NULL);
+    cr_assert_eq(r.status, 1);
+    expect_code(&r, "redacted");
+    tu_run_free(&r);
+
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "get", "0", "--json", NULL);
+    cr_assert_eq(r.status, 0);
+    cJSON *e = tu_run_json(&r);
+    cr_assert_str_eq(str_field(e, "body"), "redacted");
+    expect_hash_recomputes(e);
+    cJSON_Delete(e);
+    tu_run_free(&r);
+
+    /* the other body is still there; a redacted body is not a failure */
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "body", "1", "--json", NULL);
+    cr_assert_eq(r.status, 0, "body 1: %s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--deep", "--json",
+                  NULL);
+    cr_assert_eq(r.status, 0, "deep verify after redact: %s %s", r.out, r.err);
+    cJSON *v = tu_run_json(&r);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "ok")));
+    cr_assert_eq(int_field(v, "bodies_redacted"), 1);
+    cJSON_Delete(v);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_exit, verify_of_good_ledger_is_0_with_ok_true)
+{
+    char *dir = ledger_with(3);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--json", NULL);
+
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cJSON *v = tu_run_json(&r);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "ok")), "%s",
+              r.out);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "chain")));
+    cr_assert_eq(int_field(v, "entries"), 3);
+    cr_assert(
+        cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(v, "first_bad_seq")));
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(v, "reason")));
+    cJSON_Delete(v);
+    tu_run_free(&r);
+
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--deep", "--json",
+                  NULL);
+    cr_assert_eq(r.status, 0, "deep: exit %d: %s", r.status, r.err);
+    v = tu_run_json(&r);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "ok")));
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "deep")));
+    cr_assert_eq(int_field(v, "bodies_checked"), 3);
+    cr_assert_eq(int_field(v, "bodies_bad"), 0);
+    cJSON_Delete(v);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* Internals: this edits the entries table behind forum's back. */
+Test(cli_exit, verify_of_tampered_entry_is_1)
+{
+    char *dir = ledger_with(3);
+    char db[PATH_MAX];
+
+    path_in(db, sizeof(db), dir, "ledger.db");
+    sql_exec(db, "UPDATE entries SET actor='mallory' WHERE seq=1;");
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--json", NULL);
+    cr_assert_eq(r.status, 1, "exit %d: %s %s", r.status, r.out, r.err);
+    cJSON *v = tu_run_json(&r);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "ok")));
+    cr_assert_eq(int_field(v, "first_bad_seq"), 1, "%s", r.out);
+    cr_assert_str_eq(str_field(v, "reason"), "hash_mismatch");
+    cJSON_Delete(v);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_exit, deep_verify_of_tampered_body_is_1)
+{
+    char *dir = ledger_with(3);
+    char db[PATH_MAX];
+
+    path_in(db, sizeof(db), dir, "ledger.db");
+    sql_exec(db, "UPDATE bodies SET body=CAST('{\"n\":666}' AS BLOB)"
+                 " WHERE seq=2;");
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--json", NULL);
+    cr_assert_eq(r.status, 0, "chain verify does not read bodies: %s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--deep", "--json",
+                  NULL);
+    cr_assert_eq(r.status, 1, "exit %d: %s %s", r.status, r.out, r.err);
+    cJSON *v = tu_run_json(&r);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "ok")));
+    cr_assert_eq(int_field(v, "bodies_bad"), 1, "%s", r.out);
+    cr_assert_eq(int_field(v, "first_bad_body_seq"), 2, "%s", r.out);
+    cJSON_Delete(v);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_exit, unknown_command_is_2)
+{
+    char *dir = ledger_with(0);
+    struct tu_run top = tu_forumv(NULL, "--ledger", dir, "frobnicate", NULL);
+    struct tu_run sub =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "frobnicate", NULL);
+    struct tu_run none = tu_forumv(NULL, "--ledger", dir, NULL);
+
+    cr_assert_eq(top.status, 2, "forum frobnicate: %d", top.status);
+    must_contain(top.err, "frobnicate", "stderr");
+    cr_assert_eq(sub.status, 2, "forum ledger frobnicate: %d", sub.status);
+    must_contain(sub.err, "frobnicate", "stderr");
+    cr_assert_eq(none.status, 2, "forum without a command: %d", none.status);
+    tu_run_free(&top);
+    tu_run_free(&sub);
+    tu_run_free(&none);
+    tu_rmrf(dir);
+}
+
+Test(cli_exit, unknown_option_is_2)
+{
+    char *dir = ledger_with(1);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--bogus", NULL);
+
+    cr_assert_eq(r.status, 2, "exit %d", r.status);
+    must_contain(r.err, "--bogus", "stderr");
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_exit, missing_required_option_is_2)
+{
+    char *dir = ledger_with(2);
+    struct tu_run no_payload =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "a",
+                  "--kind", "k", NULL);
+    struct tu_run no_reason =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "redact", "0", NULL);
+    struct tu_run no_seq =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "get", NULL);
+    struct tu_run no_value =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "a",
+                  "--kind", "k", "--payload", NULL);
+
+    cr_assert_eq(no_payload.status, 2, "append without --payload: %d",
+                 no_payload.status);
+    must_contain(no_payload.err, "--payload", "stderr");
+    cr_assert_eq(no_reason.status, 2, "redact without --reason: %d",
+                 no_reason.status);
+    must_contain(no_reason.err, "--reason", "stderr");
+    cr_assert_eq(no_seq.status, 2, "get without SEQ: %d", no_seq.status);
+    cr_assert_eq(no_value.status, 2, "--payload without value: %d",
+                 no_value.status);
+    cr_assert_eq(summary(dir, NULL), 2, "something was written");
+    tu_run_free(&no_payload);
+    tu_run_free(&no_reason);
+    tu_run_free(&no_seq);
+    tu_run_free(&no_value);
+    tu_rmrf(dir);
+}
+
+Test(cli_exit, verify_without_ledger_is_3_and_creates_nothing)
+{
+    char *dir = tu_tmpdir();
+    char missing[PATH_MAX], db[PATH_MAX];
+
+    path_in(missing, sizeof(missing), dir, "none");
+    path_in(db, sizeof(db), dir, "ledger.db");
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--json", NULL);
+    cr_assert_eq(r.status, 3, "exit %d, want 3: %s", r.status, r.err);
+    must_contain(r.err, "no ledger", "stderr");
+    expect_code(&r, "io_error");
+    cr_assert(!exists(db), "verify created ledger.db");
+    tu_run_free(&r);
+
+    static const char *const reads[][4] = {{"ledger", "verify", NULL},
+                                           {"ledger", "show", NULL},
+                                           {"ledger", "get", "0", NULL},
+                                           {"ledger", "summary", NULL}};
+    for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+        r = run_list(missing, NULL, 0, NULL, reads[i]);
+        cr_assert_eq(r.status, 3, "%s on a missing dir: exit %d: %s",
+                     reads[i][1], r.status, r.err);
+        cr_assert(!exists(missing), "%s created the dir", reads[i][1]);
+        tu_run_free(&r);
+    }
+    tu_rmrf(dir);
+}
+
+/* ------------------------------------------------------------- 5. --help */
+
+static void expect_usage(const char *const *argv, const char *what)
+{
+    struct tu_run r = tu_forum(NULL, 0, argv);
+
+    cr_assert_eq(r.status, 0, "%s: exit %d: %s", what, r.status, r.err);
+    int found = strncmp(r.out, "usage:", 6) == 0 || strstr(r.out, "\nusage:");
+    cr_assert(found, "%s: no line starting with usage: in [%s]", what, r.out);
+    tu_run_free(&r);
+}
+
+/* The command names of a help text: lines "  name ..." after "commands:". */
+static size_t help_commands(const char *text, char names[][32], size_t max)
+{
+    const char *p = strstr(text, "\ncommands:\n");
+    size_t n = 0;
+
+    cr_assert_not_null(p, "no commands: section in [%s]", text);
+    p = strchr(p + 1, '\n') + 1;
+    while (*p && *p != '\n') {
+        const char *nl = strchr(p, '\n');
+        if (p[0] == ' ' && p[1] == ' ' && p[2] >= 'a' && p[2] <= 'z') {
+            size_t len = strcspn(p + 2, " \n");
+            cr_assert_lt(len, 32);
+            cr_assert_lt(n, max);
+            memcpy(names[n], p + 2, len);
+            names[n][len] = '\0';
+            n++;
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return n;
+}
+
+Test(cli_help, forum_help)
+{
+    expect_usage((const char *const[]){"--help", NULL}, "forum --help");
+    expect_usage((const char *const[]){"-h", NULL}, "forum -h");
+}
+
+Test(cli_help, ledger_help)
+{
+    expect_usage((const char *const[]){"ledger", "--help", NULL},
+                 "forum ledger --help");
+}
+
+Test(cli_help, every_ledger_command_has_help)
+{
+    struct tu_run r = tu_forumv(NULL, "ledger", "--help", NULL);
+    char names[32][32];
+
+    cr_assert_eq(r.status, 0);
+    size_t n = help_commands(r.out, names, 32);
+    cr_assert_geq(n, 10, "only %zu commands listed in [%s]", n, r.out);
+    static const char *const want[] = {"init",  "append", "get",    "body",
+                                       "show",  "verify", "redact", "summary",
+                                       "chain", "replay"};
+    for (size_t w = 0; w < sizeof(want) / sizeof(want[0]); w++) {
+        int seen = 0;
+        for (size_t i = 0; i < n; i++)
+            seen |= strcmp(names[i], want[w]) == 0;
+        cr_assert(seen, "%s not listed in forum ledger --help", want[w]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char what[64];
+        snprintf(what, sizeof(what), "forum ledger %s --help", names[i]);
+        expect_usage((const char *const[]){"ledger", names[i], "--help", NULL},
+                     what);
+        /* help must not need a ledger, nor create one */
+        struct tu_run h = tu_forumv(NULL, "--ledger", "/nonexistent-forum-test",
+                                    "ledger", names[i], "--help", NULL);
+        cr_assert_eq(h.status, 0, "%s without a ledger: %d", what, h.status);
+        must_contain(h.out, names[i], what);
+        tu_run_free(&h);
+    }
+    tu_run_free(&r);
+}
+
+Test(cli_help, every_top_level_command_has_help)
+{
+    struct tu_run r = tu_forumv(NULL, "--help", NULL);
+    char names[32][32];
+
+    cr_assert_eq(r.status, 0);
+    size_t n = help_commands(r.out, names, 32);
+    cr_assert_geq(n, 1, "no commands listed in [%s]", r.out);
+    for (size_t i = 0; i < n; i++) {
+        char what[64];
+        snprintf(what, sizeof(what), "forum %s --help", names[i]);
+        expect_usage((const char *const[]){names[i], "--help", NULL}, what);
+    }
+    tu_run_free(&r);
+}
+
+/* ------------------------------------------------------ 6. --json output */
+
+static const char *const entry_keys[] = {
+    "v", "seq", "ts", "actor", "kind", "parent", "payload", "prev", "hash"};
+
+static void expect_keys(const cJSON *e, const char *extra)
+{
+    size_t want = sizeof(entry_keys) / sizeof(entry_keys[0]) + (extra ? 1 : 0);
+
+    cr_assert_eq((size_t)cJSON_GetArraySize(e), want, "%zu keys, want %zu",
+                 (size_t)cJSON_GetArraySize(e), want);
+    for (size_t i = 0; i < sizeof(entry_keys) / sizeof(entry_keys[0]); i++)
+        cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(e, entry_keys[i]),
+                           "no %s", entry_keys[i]);
+    if (extra)
+        cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(e, extra), "no %s",
+                           extra);
+}
+
+static int is_hex64(const char *s)
+{
+    if (strlen(s) != 64)
+        return 0;
+    for (const char *c = s; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+            return 0;
+    return 1;
+}
+
+Test(cli_json, append_prints_exactly_the_entry_fields)
+{
+    char *dir = ledger_with(0);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "append",
+                                "--json", "--actor", "client", "--kind",
+                                "request", "--payload", "{\"q\":1}", NULL);
+
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    /* one object, one line */
+    cr_assert_eq(r.out[r.out_len - 1], '\n');
+    cr_assert_null(memchr(r.out, '\n', r.out_len - 1), "more than one line");
+    cJSON *e = tu_run_json(&r);
+    expect_keys(e, NULL);
+    cr_assert_eq(int_field(e, "v"), 1);
+    cr_assert_eq(int_field(e, "seq"), 0);
+    cr_assert_str_eq(str_field(e, "actor"), "client");
+    cr_assert_str_eq(str_field(e, "kind"), "request");
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "parent")));
+    cr_assert_str_eq(str_field(e, "prev"), ZERO_HASH);
+    cr_assert(is_hex64(str_field(e, "payload")));
+    cr_assert(is_hex64(str_field(e, "hash")));
+    int64_t ts = int_field(e, "ts");
+    int64_t now = (int64_t)time(NULL) * 1000000;
+    cr_assert(ts > now - 3600LL * 1000000 && ts < now + 3600LL * 1000000,
+              "ts %lld is not microseconds near now", (long long)ts);
+    expect_hash_recomputes(e);
+    cJSON_Delete(e);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_json, get_adds_body_present)
+{
+    char *dir = ledger_with(0);
+    cJSON *a = append_ok(dir, "alice", "note", "{\"x\":[1,2]}");
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "get", "0", "--json", NULL);
+
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *g = tu_run_json(&r);
+    expect_keys(g, "body");
+    cr_assert_str_eq(str_field(g, "body"), "present");
+    for (size_t i = 0; i < sizeof(entry_keys) / sizeof(entry_keys[0]); i++)
+        cr_assert(cJSON_Compare(
+                      cJSON_GetObjectItemCaseSensitive(a, entry_keys[i]),
+                      cJSON_GetObjectItemCaseSensitive(g, entry_keys[i]), 1),
+                  "get and append differ on %s", entry_keys[i]);
+    cJSON_Delete(g);
+    cJSON_Delete(a);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_json, entry_hash_recomputes_with_escapes_and_parent)
+{
+    char *dir = ledger_with(2);
+    /* UTF-8, a quote, a backslash, a newline and a control byte */
+    cJSON *e = append_ok(dir, "Zo\xc3\xab \"q\" \\ \n\x01", "a.b-c_9", "[]");
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "append",
+                                "--json", "--actor", "bob", "--kind", "result",
+                                "--payload", "{}", "--parent", "1", NULL);
+
+    cr_assert_eq(int_field(e, "seq"), 2);
+    expect_hash_recomputes(e);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *c = tu_run_json(&r);
+    cr_assert_eq(int_field(c, "parent"), 1);
+    cr_assert_str_eq(str_field(c, "prev"), str_field(e, "hash"));
+    expect_hash_recomputes(c);
+    cJSON_Delete(c);
+    cJSON_Delete(e);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_json, show_entries_chain_and_recompute)
+{
+    char *dir = ledger_with(4);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "redact", "1",
+                                "--reason", "test", NULL);
+
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "show", "--json", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *doc = tu_run_json(&r);
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "entries");
+    cr_assert(cJSON_IsArray(list));
+    cr_assert_eq(cJSON_GetArraySize(list), 5);
+    const char *prev = ZERO_HASH;
+    int64_t seq = 0, ts = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach (e, list) {
+        cr_assert_eq(int_field(e, "seq"), seq);
+        cr_assert_str_eq(str_field(e, "prev"), prev, "seq %lld",
+                         (long long)seq);
+        cr_assert_geq(int_field(e, "ts"), ts, "ts went backwards");
+        expect_hash_recomputes(e);
+        prev = str_field(e, "hash");
+        ts = int_field(e, "ts");
+        seq++;
+    }
+    cr_assert_eq(count_plain_ts(r.out), 5);
+    cJSON_Delete(doc);
+    tu_run_free(&r);
+
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "show", "--limit", "2",
+                  "--json", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    doc = tu_run_json(&r);
+    list = cJSON_GetObjectItemCaseSensitive(doc, "entries");
+    cr_assert_eq(cJSON_GetArraySize(list), 2, "--limit 2: the last two");
+    cr_assert_eq(int_field(cJSON_GetArrayItem(list, 0), "seq"), 3);
+    cr_assert_eq(int_field(cJSON_GetArrayItem(list, 1), "seq"), 4);
+    cJSON_Delete(doc);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_json, payload_is_hash_of_canonical_body)
+{
+    static const char canon[] = "{\"a\":1,\"b\":2}";
+    char *dir = ledger_with(0);
+    cJSON *e = append_ok(dir, "a", "k", "{\"b\":2,\"a\":1}");
+    char hex[65];
+
+    sha256_hex(canon, sizeof(canon) - 1, hex);
+    cr_assert_str_eq(
+        hex,
+        "43258cff783fe7036d8a43033f830adfc60ec037382473548ac742b888292777");
+    cr_assert_str_eq(str_field(e, "payload"), hex);
+    cJSON_Delete(e);
+    tu_rmrf(dir);
+}
+
+Test(cli_json, payload_canonicalizes_numbers_and_strings)
+{
+    /* JCS: 1e2 -> 100, 2.50 -> 2.5, -0 -> 0, \u00e9 raw, \u000a -> \n,
+     * \/ -> /, nested keys sorted */
+    static const char in[] = "{\"z\":[1e2,2.50,-0,\"\\u00e9\\u000a\\/\"],"
+                             "\"a\":{\"y\":true,\"b\":null}}";
+    static const char canon[] = "{\"a\":{\"b\":null,\"y\":true},"
+                                "\"z\":[100,2.5,0,\"\xc3\xa9\\n/\"]}";
+    char *dir = ledger_with(0);
+    cJSON *e = append_ok(dir, "a", "k", in);
+    char hex[65];
+
+    sha256_hex(canon, sizeof(canon) - 1, hex);
+    cr_assert_str_eq(str_field(e, "payload"), hex);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "body", "0", "--json", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, canon, "body --json");
+    cJSON_Delete(e);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_json, ts_is_never_in_exponent_form)
+{
+    char *dir = ledger_with(0);
+    struct tu_run a =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--json",
+                  "--actor", "a", "--kind", "k", "--payload", "{}", NULL);
+    struct tu_run g =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "get", "0", "--json", NULL);
+    struct tu_run s =
+        tu_forumv(NULL, "--ledger", dir, "--json", "ledger", "show", NULL);
+    struct tu_run h = tu_forumv(NULL, "--ledger", dir, "ledger", "get", "0",
+                                NULL); /* the human form too */
+
+    cr_assert_eq(a.status, 0);
+    cr_assert_eq(count_plain_ts(a.out), 1, "append: %s", a.out);
+    cr_assert_eq(count_plain_ts(g.out), 1, "get: %s", g.out);
+    cr_assert_eq(count_plain_ts(s.out), 1, "show: %s", s.out);
+    cr_assert_null(strstr(h.out, "e+"), "exponent in: %s", h.out);
+    cr_assert_null(strstr(a.out, "e+"), "exponent in: %s", a.out);
+    tu_run_free(&a);
+    tu_run_free(&g);
+    tu_run_free(&s);
+    tu_run_free(&h);
+    tu_rmrf(dir);
+}
+
+/* ------------------------------------------ 7. payload sources, new dirs */
+
+static cJSON *body_of(const char *dir, const char *seq)
+{
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "body", seq, "--json", NULL);
+
+    cr_assert_eq(r.status, 0, "body %s: %s", seq, r.err);
+    cJSON *doc = tu_run_json(&r);
+    cJSON *b = cJSON_DetachItemFromObjectCaseSensitive(doc, "body");
+    cr_assert_not_null(b, "no body in %s", r.out);
+    cJSON_Delete(doc);
+    tu_run_free(&r);
+    return b;
+}
+
+Test(cli_payload, from_file_stdin_and_inline_agree)
+{
+    static const char text[] = "{ \"from\" : [\"somewhere\", 3] }\n";
+    char *dir = ledger_with(0);
+    char file[PATH_MAX], at[PATH_MAX + 1];
+
+    path_in(file, sizeof(file), dir, "payload.json");
+    cr_assert_eq(tu_write_file(file, text, sizeof(text) - 1), 0);
+    snprintf(at, sizeof(at), "@%s", file);
+    cJSON *f = append_ok(dir, "a", "k", at);
+    struct tu_run r =
+        run_in(text, sizeof(text) - 1, "--ledger", dir, "ledger", "append",
+               "--json", "--actor", "a", "--kind", "k", "--payload", "-", NULL);
+    cr_assert_eq(r.status, 0, "stdin: %s", r.err);
+    cJSON *s = tu_run_json(&r);
+    cJSON *i = append_ok(dir, "a", "k", "{\"from\":[\"somewhere\",3]}");
+    char hex[65];
+    static const char canon[] = "{\"from\":[\"somewhere\",3]}";
+
+    sha256_hex(canon, sizeof(canon) - 1, hex);
+    cr_assert_str_eq(str_field(f, "payload"), hex, "@FILE");
+    cr_assert_str_eq(str_field(s, "payload"), hex, "stdin");
+    cr_assert_str_eq(str_field(i, "payload"), hex, "inline");
+    cr_assert_eq(int_field(f, "seq"), 0);
+    cr_assert_eq(int_field(s, "seq"), 1);
+    cr_assert_eq(int_field(i, "seq"), 2);
+
+    cJSON *want = cJSON_Parse(canon);
+    for (int n = 0; n < 3; n++) {
+        char seq[4];
+        snprintf(seq, sizeof(seq), "%d", n);
+        cJSON *b = body_of(dir, seq);
+        cr_assert(cJSON_Compare(b, want, 1), "body %d differs", n);
+        cJSON_Delete(b);
+    }
+    cJSON_Delete(want);
+    cJSON_Delete(f);
+    cJSON_Delete(s);
+    cJSON_Delete(i);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(cli_payload, large_body_from_stdin_round_trips)
+{
+    size_t len = 0;
+    char *body = big_body(500000, &len);
+    char *dir = ledger_with(0);
+    struct tu_run r =
+        run_in(body, len, "--ledger", dir, "ledger", "append", "--json",
+               "--actor", "a", "--kind", "k", "--payload", "-", NULL);
+
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    cJSON *b = body_of(dir, "0");
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(b, "x");
+    cr_assert(cJSON_IsString(x));
+    cr_assert_eq(strlen(x->valuestring), 500000);
+    cJSON_Delete(b);
+    free(body);
+    tu_rmrf(dir);
+}
+
+Test(cli_payload, append_creates_missing_ledger_dir)
+{
+    char *tmp = tu_tmpdir();
+    char dir[PATH_MAX], db[PATH_MAX];
+
+    path_in(dir, sizeof(dir), tmp, "fresh");
+    path_in(db, sizeof(db), dir, "ledger.db");
+    cr_assert(!exists(dir));
+    cJSON *e = append_ok(dir, "a", "k", "{\"first\":true}");
+    cr_assert_eq(int_field(e, "seq"), 0);
+    cr_assert_str_eq(str_field(e, "prev"), ZERO_HASH);
+    cr_assert(exists(db), "no ledger.db after append");
+    cr_assert_eq(summary(dir, NULL), 1);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", NULL);
+    cr_assert_eq(r.status, 0, "verify: %s %s", r.out, r.err);
+    tu_run_free(&r);
+    cJSON_Delete(e);
+    tu_rmrf(tmp);
+}
+
+Test(cli_payload, ledger_env_names_the_dir)
+{
+    /* FORUM_LEDGER is inherited by the child */
+    char *dir = ledger_with(1);
+    char *old = getenv("FORUM_LEDGER") ? strdup(getenv("FORUM_LEDGER")) : NULL;
+
+    cr_assert_eq(setenv("FORUM_LEDGER", dir, 1), 0);
+    struct tu_run r = tu_forumv(NULL, "ledger", "summary", "--json", NULL);
+    if (old)
+        setenv("FORUM_LEDGER", old, 1);
+    else
+        unsetenv("FORUM_LEDGER");
+    free(old);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *s = tu_run_json(&r);
+    cr_assert_eq(int_field(s, "entries"), 1);
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
