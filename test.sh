@@ -9,9 +9,6 @@ cd "$(dirname "$0")"
 
 jobs=$(nproc 2>/dev/null || echo 2)
 
-echo "== format check"
-git ls-files '*.c' '*.h' 2>/dev/null | xargs -r clang-format --dry-run --Werror
-
 run_suite() {
   local dir=$1; shift
   echo "== build $dir ($*)"
@@ -25,3 +22,7 @@ run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DFORUM_SANITIZE=ON
+
+echo "== format check"
+git ls-files '*.c' '*.h' | xargs -r clang-format --dry-run --Werror
+echo "format ok"

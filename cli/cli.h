@@ -18,6 +18,18 @@ struct cli {
 /* Command groups: each returns the process exit code (DESIGN §8). */
 int cli_ledger(struct cli *c, int argc, char **argv);
 
+/* Proofs and checkpoints (cli_proof.c): `forum ledger checkpoint | prove |
+ * consistency | key | bundle`, `forum verify-bundle`, and the
+ * --checkpoint NOTE --vkey KEY path of `forum ledger verify`. */
+int cli_ledger_checkpoint(struct cli *c, int argc, char **argv);
+int cli_ledger_prove(struct cli *c, int argc, char **argv);
+int cli_ledger_consistency(struct cli *c, int argc, char **argv);
+int cli_ledger_key(struct cli *c, int argc, char **argv);
+int cli_ledger_bundle(struct cli *c, int argc, char **argv);
+int cli_verify_bundle(struct cli *c, int argc, char **argv);
+int cli_verify_checkpoint(struct cli *c, int deep, const char *note_file,
+                          const char *vkey_arg);
+
 /* Opens the ledger for a command; prints the error and returns the exit
  * code (non-zero) on failure, 0 on success. */
 int cli_open(struct cli *c, unsigned flags, struct ledger **out);

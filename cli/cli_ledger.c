@@ -23,7 +23,14 @@ static const char ledger_usage[] =
     "  replay SEQ [--from N] [--limit N]\n"
     "                               entries 0..SEQ (the log as it stood)\n"
     "  chain SEQ                    the causal chain of SEQ, root first\n"
-    "  verify [--deep]              verify chain and tree (deep: bodies)\n"
+    "  verify [--deep] [--checkpoint NOTE --vkey KEY]\n"
+    "                               verify chain and tree (deep: bodies;\n"
+    "                               checkpoint: against a signed one)\n"
+    "  checkpoint [--sign] [--size N]  the latest signed checkpoint\n"
+    "  prove SEQ [--size N]         inclusion proof of an entry\n"
+    "  consistency A [B]            consistency proof between tree sizes\n"
+    "  key                          the checkpoint verifier key\n"
+    "  bundle SEQ [-o FILE]         a self-contained proof of one entry\n"
     "  redact SEQ --reason R        delete a body, witnessed\n"
     "  summary                      counts by kind and actor\n"
     "\n"
@@ -361,10 +368,15 @@ static void progress(void *ctx, int64_t done, int64_t total)
 static int cmd_verify(struct cli *c, int argc, char **argv)
 {
     int deep = 0;
+    const char *cp_file = NULL, *vkey = NULL; /* --checkpoint (cli_proof.c) */
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return help(
-                "usage: forum ledger verify [--deep]\n"
+                "usage: forum ledger verify [--deep] [--checkpoint NOTE "
+                "--vkey KEY]\n"
+                "With --checkpoint: also checks the signed checkpoint NOTE "
+                "with KEY\n(the key text or @FILE) and that the log's root "
+                "at its size matches\n(reasons: docs/LEDGER.md).\n"
                 "Walks the whole ledger: seq continuity, prev links, entry\n"
                 "hashes, parents, timestamps and the Merkle tree; --deep "
                 "also\nre-hashes every stored body. Exit 0 when it "
@@ -372,8 +384,18 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
                 "breaks), 3 on I/O errors.\n");
         if (!strcmp(argv[i], "--deep"))
             deep = 1;
+        else if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc)
+            cp_file = argv[++i];
+        else if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
+            vkey = argv[++i];
         else
             return usage_error(c, "verify: unexpected argument %s", argv[i]);
+    }
+    if (cp_file || vkey) { /* proofs and checkpoints: cli_proof.c */
+        if (!cp_file || !vkey)
+            return usage_error(c, "verify: %s",
+                               "--checkpoint and --vkey go together");
+        return cli_verify_checkpoint(c, deep, cp_file, vkey);
     }
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
@@ -506,6 +528,17 @@ int cli_ledger(struct cli *c, int argc, char **argv)
         return cmd_verify(c, argc, argv);
     if (!strcmp(cmd, "redact"))
         return cmd_redact(c, argc, argv);
+    /* proofs and checkpoints: cli_proof.c */
+    if (!strcmp(cmd, "checkpoint"))
+        return cli_ledger_checkpoint(c, argc, argv);
+    if (!strcmp(cmd, "prove"))
+        return cli_ledger_prove(c, argc, argv);
+    if (!strcmp(cmd, "consistency"))
+        return cli_ledger_consistency(c, argc, argv);
+    if (!strcmp(cmd, "key"))
+        return cli_ledger_key(c, argc, argv);
+    if (!strcmp(cmd, "bundle"))
+        return cli_ledger_bundle(c, argc, argv);
     if (!strcmp(cmd, "summary"))
         return cmd_noarg(c, argc, argv, "ledger_summary",
                          "usage: forum ledger summary\nEntry count, counts "

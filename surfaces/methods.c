@@ -356,6 +356,24 @@ static const struct surf_method table[] = {
      "\"reason\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024}},"
      "\"required\":[\"seq\",\"reason\"]}",
      SURF_WRITE | SURF_ADMIN, 8 * KIB, "POST", "/redact", h_redact},
+    /* proofs and checkpoints: handlers in methods_proof.c */
+    {"ledger_checkpoint",
+     "The latest signed checkpoint: {checkpoint, size, root, note}.", NO_INPUT,
+     SURF_READ, 4 * KIB, "GET", "/checkpoint", surf_h_checkpoint},
+    {"ledger_prove",
+     "Inclusion proof of entry seq in the tree of size (default current).",
+     "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
+     "\"size\":{\"type\":\"integer\",\"minimum\":0}},"
+     "\"required\":[\"seq\"]}",
+     SURF_READ, 4 * KIB, "GET", "/proof/inclusion", surf_h_prove},
+    {"ledger_consistency",
+     "Consistency proof between tree sizes first and second (default "
+     "current).",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"first\":{\"type\":\"integer\",\"minimum\":1},"
+     "\"second\":{\"type\":\"integer\",\"minimum\":0}},"
+     "\"required\":[\"first\"]}",
+     SURF_READ, 4 * KIB, "GET", "/proof/consistency", surf_h_consistency},
 };
 
 const struct surf_method *surf_methods(size_t *n)

@@ -12,4 +12,13 @@ const char *surf_in_str(const cJSON *in, const char *name);
 /* A boolean input field, def when absent. */
 int surf_in_bool(const cJSON *in, const char *name, int def);
 
+/* Proof handlers (methods_proof.c): ledger_checkpoint, ledger_prove,
+ * ledger_consistency. */
+int surf_h_checkpoint(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                      struct fo_err *err);
+int surf_h_prove(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                 struct fo_err *err);
+int surf_h_consistency(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                       struct fo_err *err);
+
 #endif

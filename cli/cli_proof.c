@@ -1,0 +1,535 @@
+/* cli_proof: `forum ledger checkpoint | prove | consistency | key | bundle`,
+ * `forum ledger verify --checkpoint`, and `forum verify-bundle`. The data
+ * commands map onto the table's methods, so --json prints what HTTP and MCP
+ * serve; verify-bundle needs no ledger at all. */
+#include "cli/cli.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ledger/fo_json.h"
+#include "ledger/note.h"
+#include "ledger/proof.h"
+
+#define VKEY_MAX 4096
+#define BUNDLE_MAX (64u << 20) /* a 1 MiB body and its escaping fit well */
+
+static int usage_error(struct cli *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int usage_error(struct cli *c, const char *fmt, ...)
+{
+    struct fo_err err;
+    va_list ap;
+    va_start(ap, fmt);
+    fo_err_setv(&err, FO_E_USAGE, fmt, ap);
+    va_end(ap);
+    cli_fail(c, &err);
+    fprintf(stderr, "run the command with --help for usage\n");
+    return 2;
+}
+
+static int help(const char *text)
+{
+    fputs(text, stdout);
+    return 0;
+}
+
+static int fail_msg(struct cli *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail_msg(struct cli *c, int code, const char *fmt, ...)
+{
+    struct fo_err err;
+    va_list ap;
+    va_start(ap, fmt);
+    fo_err_setv(&err, code, fmt, ap);
+    va_end(ap);
+    return cli_fail(c, &err);
+}
+
+/* Reads a whole file of at most max bytes into out. */
+static int read_file(const char *path, size_t max, struct fo_buf *out,
+                     struct fo_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fo_err_set(err, FO_E_INVALID, "%s: cannot open", path);
+    char chunk[65536];
+    size_t n;
+    int rc = FO_OK;
+    fo_buf_init(out, max);
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        rc = fo_buf_append(out, chunk, n);
+        if (rc == FO_E_TOO_LARGE)
+            rc = fo_err_set(err, FO_E_INVALID, "%s: more than %zu bytes", path,
+                            max);
+        if (rc)
+            break;
+    }
+    if (rc == FO_OK && ferror(f))
+        rc = fo_err_set(err, FO_E_IO, "%s: read error", path);
+    fclose(f);
+    return rc;
+}
+
+/* A --vkey argument: the key text, or @FILE holding it (one trailing
+ * newline allowed). */
+static int read_vkey(const char *arg, struct fo_buf *out, struct fo_err *err)
+{
+    if (arg[0] != '@') {
+        fo_buf_init(out, VKEY_MAX);
+        int rc = fo_buf_puts(out, arg);
+        return rc ? fo_err_set(err, FO_E_INVALID, "--vkey: too long") : FO_OK;
+    }
+    int rc = read_file(arg + 1, VKEY_MAX, out, err);
+    if (rc == FO_OK && out->len > 0 && out->data[out->len - 1] == '\n')
+        out->data[--out->len] = '\0';
+    return rc;
+}
+
+/* Parses "--size N"-style values: a non-negative integer. */
+static int parse_num(struct cli *c, const char *opt, const char *v,
+                     long long *out)
+{
+    *out = cli_parse_seq(v);
+    if (*out < 0)
+        return usage_error(c, "%s: a non-negative integer is needed", opt);
+    return 0;
+}
+
+static void print_path(const cJSON *path)
+{
+    const cJSON *h;
+    printf("path (%d hashes):\n", cJSON_GetArraySize(path));
+    cJSON_ArrayForEach (h, path) {
+        printf("  %s\n", h->valuestring);
+    }
+}
+
+static const char *str_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double num_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* ---- checkpoint -------------------------------------------------------- */
+
+static void print_checkpoint(struct cli *c, const cJSON *o)
+{
+    if (c->json) {
+        cli_print_json(o, 0);
+        return;
+    }
+    const cJSON *note = cJSON_GetObjectItemCaseSensitive(o, "note");
+    printf("size %.0f\nroot %s\n", num_of(o, "size"), str_of(o, "root"));
+    if (cJSON_IsString(note))
+        printf("\n%s", note->valuestring);
+    else
+        printf("(unsigned: the live tree at that size)\n");
+}
+
+int cli_ledger_checkpoint(struct cli *c, int argc, char **argv)
+{
+    int sign = 0;
+    long long size = -1;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help(
+                "usage: forum ledger checkpoint [--sign] [--size N]\n"
+                "Without --sign: the latest signed checkpoint (one is signed "
+                "first when\nnone exists yet), or with --size N the live "
+                "tree root at size N,\nunsigned. With --sign: signs a C2SP "
+                "checkpoint at size N (default: the\ncurrent size) with the "
+                "ledger key, stores it and prints it. Signing a\nsize twice "
+                "gives the stored checkpoint. The key is made on first use\n"
+                "(DIR/checkpoint.key, DIR/checkpoint.vkey).\n"
+                "--json prints {\"checkpoint\", \"size\", \"root\", "
+                "\"note\"}.\n");
+        if (!strcmp(argv[i], "--sign"))
+            sign = 1;
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
+            int ex = parse_num(c, "--size", argv[++i], &size);
+            if (ex)
+                return ex;
+        } else
+            return usage_error(c, "checkpoint: unexpected argument %s",
+                               argv[i]);
+    }
+    struct ledger *l = NULL;
+    int ex = cli_open(c, sign || size < 0 ? 0 : LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    cJSON *out = NULL;
+    struct fo_err err;
+    fo_err_clear(&err);
+    if (!sign && size < 0) {
+        ex = cli_call(c, l, "ledger_checkpoint", NULL, &out);
+    } else {
+        struct ledger_checkpoint cp = {0};
+        int rc = sign ? ledger_checkpoint_sign(l, size, &cp, &err)
+                      : ledger_root(l, size, cp.root, &err);
+        cp.size = sign ? cp.size : size;
+        if (rc == FO_OK && !(out = ledger_checkpoint_json(&cp)))
+            rc = fo_err_set(&err, FO_E_NOMEM, NULL);
+        ledger_checkpoint_release(&cp);
+        if (rc)
+            ex = cli_fail(c, &err);
+    }
+    if (!ex)
+        print_checkpoint(c, out);
+    cJSON_Delete(out);
+    ledger_close(l);
+    return ex;
+}
+
+/* ---- prove, consistency ------------------------------------------------ */
+
+int cli_ledger_prove(struct cli *c, int argc, char **argv)
+{
+    long long seq = -1, size = -1;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help("usage: forum ledger prove SEQ [--size N]\n"
+                        "The RFC 6962 inclusion proof of entry SEQ in the "
+                        "tree of size N\n(default: the current size). "
+                        "--json prints {\"index\", \"size\",\n\"leaf_hash\", "
+                        "\"root\", \"path\"}.\n");
+        if (!strcmp(argv[i], "--size") && i + 1 < argc) {
+            int ex = parse_num(c, "--size", argv[++i], &size);
+            if (ex)
+                return ex;
+        } else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0) {
+            continue;
+        } else {
+            return usage_error(c, "prove: unexpected argument %s", argv[i]);
+        }
+    }
+    if (seq < 0)
+        return usage_error(c, "prove: a SEQ (a non-negative integer) is "
+                              "needed");
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    cJSON *in = cJSON_CreateObject(), *out = NULL;
+    fo_json_add_int(in, "seq", seq);
+    if (size >= 0)
+        fo_json_add_int(in, "size", size);
+    ex = cli_call(c, l, "ledger_prove", in, &out);
+    if (!ex && c->json) {
+        cli_print_json(out, 0);
+    } else if (!ex) {
+        printf("entry %.0f is in the tree of size %.0f\nleaf_hash %s\nroot "
+               "%s\n",
+               num_of(out, "index"), num_of(out, "size"),
+               str_of(out, "leaf_hash"), str_of(out, "root"));
+        print_path(cJSON_GetObjectItemCaseSensitive(out, "path"));
+    }
+    cJSON_Delete(out);
+    ledger_close(l);
+    return ex;
+}
+
+int cli_ledger_consistency(struct cli *c, int argc, char **argv)
+{
+    long long a = -1, b = -1;
+    int nargs = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help(
+                "usage: forum ledger consistency A [B]\n"
+                "The RFC 6962 consistency proof that the tree of size A is "
+                "a prefix of\nthe tree of size B (default: the current "
+                "size). A must be at least 1:\na proof from the empty tree "
+                "proves nothing. --json prints {\"first\",\n\"second\", "
+                "\"root1\", \"root2\", \"path\"}.\n");
+        long long v = cli_parse_seq(argv[i]);
+        if (v < 0 || nargs == 2)
+            return usage_error(c, "consistency: unexpected argument %s",
+                               argv[i]);
+        if (nargs++ == 0)
+            a = v;
+        else
+            b = v;
+    }
+    if (nargs == 0)
+        return usage_error(c, "consistency: the sizes A and B are needed");
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    cJSON *in = cJSON_CreateObject(), *out = NULL;
+    fo_json_add_int(in, "first", a);
+    if (b >= 0)
+        fo_json_add_int(in, "second", b);
+    ex = cli_call(c, l, "ledger_consistency", in, &out);
+    if (!ex && c->json) {
+        cli_print_json(out, 0);
+    } else if (!ex) {
+        printf("the tree of size %.0f is a prefix of the tree of size %.0f\n"
+               "root1 %s\nroot2 %s\n",
+               num_of(out, "first"), num_of(out, "second"),
+               str_of(out, "root1"), str_of(out, "root2"));
+        print_path(cJSON_GetObjectItemCaseSensitive(out, "path"));
+    }
+    cJSON_Delete(out);
+    ledger_close(l);
+    return ex;
+}
+
+/* ---- key --------------------------------------------------------------- */
+
+int cli_ledger_key(struct cli *c, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help("usage: forum ledger key\n"
+                        "Prints the verifier key of the ledger's checkpoints "
+                        "(<name>+<hex id>+<base64>),\nas Go's "
+                        "golang.org/x/mod/sumdb/note reads it; the key pair "
+                        "is made on\nfirst use. --json prints {\"vkey\", "
+                        "\"name\"}.\n");
+        return usage_error(c, "key: unexpected argument %s", argv[i]);
+    }
+    struct ledger *l = NULL;
+    int ex = cli_open(c, 0, &l);
+    if (ex)
+        return ex;
+    char *vkey = NULL;
+    struct fo_err err;
+    fo_err_clear(&err);
+    int rc = ledger_verifier_key(l, &vkey, &err);
+    if (rc) {
+        ex = cli_fail(c, &err);
+    } else if (c->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "vkey", vkey);
+        cJSON_AddStringToObject(o, "name", ledger_origin(l));
+        cli_print_json(o, 0);
+        cJSON_Delete(o);
+    } else {
+        printf("%s\n", vkey);
+    }
+    free(vkey);
+    ledger_close(l);
+    return ex;
+}
+
+/* ---- bundle ------------------------------------------------------------ */
+
+int cli_ledger_bundle(struct cli *c, int argc, char **argv)
+{
+    long long seq = -1;
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help(
+                "usage: forum ledger bundle SEQ [-o FILE]\n"
+                "Writes one JSON object proving entry SEQ on its own: "
+                "{\"entry\", \"body\"\n(null when redacted), \"checkpoint\" "
+                "(a signed note), \"proof\" (inclusion\nat the checkpoint's "
+                "size), \"vkey\" (informational)}. Signs a fresh\n"
+                "checkpoint when none covers SEQ. Check it anywhere with\n"
+                "`forum verify-bundle FILE --vkey KEY`.\n");
+        if (!strcmp(argv[i], "-o") && i + 1 < argc)
+            file = argv[++i];
+        else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0)
+            continue;
+        else
+            return usage_error(c, "bundle: unexpected argument %s", argv[i]);
+    }
+    if (seq < 0)
+        return usage_error(c, "bundle: a SEQ (a non-negative integer) is "
+                              "needed");
+    struct ledger *l = NULL;
+    int ex = cli_open(c, 0, &l);
+    if (ex)
+        return ex;
+    cJSON *out = NULL;
+    struct fo_err err;
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    fo_err_clear(&err);
+    int rc = ledger_bundle(l, seq, &out, &err);
+    if (rc == FO_OK)
+        rc = fo_json_canon(out, &b, &err);
+    if (rc == FO_OK)
+        rc = fo_buf_putc(&b, '\n');
+    if (rc) {
+        ex = cli_fail(c, &err);
+    } else if (file) {
+        FILE *f = fopen(file, "wb");
+        if (!f || fwrite(b.data, 1, b.len, f) != b.len || fflush(f) != 0 ||
+            fsync(fileno(f)) != 0)
+            ex = fail_msg(c, FO_E_IO, "%s: cannot write", file);
+        if (f && fclose(f) != 0 && !ex)
+            ex = fail_msg(c, FO_E_IO, "%s: cannot write", file);
+        if (!ex && !c->json)
+            printf("wrote the bundle of entry %lld to %s\n", seq, file);
+        else if (!ex)
+            fwrite(b.data, 1, b.len, stdout);
+    } else {
+        fwrite(b.data, 1, b.len, stdout);
+    }
+    fo_buf_release(&b);
+    cJSON_Delete(out);
+    ledger_close(l);
+    return ex;
+}
+
+/* ---- verify --checkpoint ------------------------------------------------ */
+
+int cli_verify_checkpoint(struct cli *c, int deep, const char *note_file,
+                          const char *vkey_arg)
+{
+    struct fo_buf note, vkey;
+    struct fo_err err;
+    fo_err_clear(&err);
+    fo_buf_init(&note, NOTE_MAX_LEN);
+    fo_buf_init(&vkey, VKEY_MAX);
+    int rc = read_file(note_file, NOTE_MAX_LEN, &note, &err);
+    if (rc == FO_OK)
+        rc = read_vkey(vkey_arg, &vkey, &err);
+    if (rc) {
+        fo_buf_release(&note);
+        fo_buf_release(&vkey);
+        return cli_fail(c, &err);
+    }
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        goto out;
+    struct ledger_checkpoint_result res;
+    rc = ledger_verify_checkpoint(
+        l, deep ? LEDGER_VERIFY_DEEP : 0, note.data ? note.data : "", note.len,
+        vkey.data ? vkey.data : "", vkey.len, NULL, NULL, &res, &err);
+    ledger_close(l);
+    if (rc) {
+        ex = cli_fail(c, &err);
+        goto out;
+    }
+    if (c->json) {
+        cJSON *o = ledger_checkpoint_result_json(&res);
+        cli_print_json(o, 0);
+        cJSON_Delete(o);
+    } else if (res.ok) {
+        char hex[65];
+        fo_hex(res.root, 32, hex);
+        printf("ok: %lld entries verified (chain and tree); the signed "
+               "checkpoint at size %lld (root %.16s...) matches, and %lld "
+               "stored checkpoints agree\n",
+               (long long)res.base.entries, (long long)res.size, hex,
+               (long long)res.stored_checked);
+    } else if (!res.base.ok) {
+        printf("FAILED: entry %lld: %s (%lld entries verified before it)\n",
+               (long long)res.base.first_bad_seq,
+               res.base.reason ? res.base.reason : "bad_body",
+               (long long)res.base.entries);
+        if (res.cp_reason)
+            printf("FAILED: checkpoint: %s: %s\n", res.cp_reason, res.detail);
+    } else {
+        printf("FAILED: checkpoint: %s: %s\n", res.cp_reason, res.detail);
+    }
+    ex = res.ok ? 0 : 1;
+out:
+    fo_buf_release(&note);
+    fo_buf_release(&vkey);
+    return ex;
+}
+
+/* ---- verify-bundle ----------------------------------------------------- */
+
+int cli_verify_bundle(struct cli *c, int argc, char **argv)
+{
+    const char *file = NULL, *vkey_arg = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return help(
+                "usage: forum verify-bundle FILE --vkey KEY\n"
+                "Checks a bundle from `forum ledger bundle` with no ledger: "
+                "the entry\nhash, the body against its payload hash, the "
+                "inclusion proof against\nthe checkpoint's root and size, "
+                "and the checkpoint's signature by KEY\n(the key text or "
+                "@FILE; never the bundle's own vkey). Exit 0 valid,\n1 "
+                "invalid (the message names what failed), 2 bad input.\n");
+        if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
+            vkey_arg = argv[++i];
+        else if (!file && argv[i][0] != '-')
+            file = argv[i];
+        else
+            return usage_error(c, "verify-bundle: unexpected argument %s",
+                               argv[i]);
+    }
+    if (!file || !vkey_arg)
+        return usage_error(c, "verify-bundle: FILE and --vkey KEY are "
+                              "required");
+    struct fo_buf text, vkey;
+    struct fo_err err;
+    cJSON *b = NULL;
+    fo_err_clear(&err);
+    fo_buf_init(&text, BUNDLE_MAX);
+    fo_buf_init(&vkey, VKEY_MAX);
+    int rc = read_file(file, BUNDLE_MAX, &text, &err);
+    if (rc == FO_OK)
+        rc = read_vkey(vkey_arg, &vkey, &err);
+    if (rc == FO_OK) {
+        rc = fo_json_parse(text.data ? text.data : "", text.len, &b, &err);
+        if (rc) {
+            fo_err_prefix(&err, "%s", file);
+            err.code = FO_E_INVALID;
+            rc = FO_E_INVALID;
+        }
+    }
+    if (rc == FO_OK)
+        rc =
+            ledger_bundle_verify(b, vkey.data ? vkey.data : "", vkey.len, &err);
+    int ex;
+    if (rc == FO_OK) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(b, "entry");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(b, "proof");
+        if (c->json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddTrueToObject(o, "ok");
+            fo_json_add_int(o, "seq", (long long)num_of(e, "seq"));
+            cJSON_AddStringToObject(o, "hash", str_of(e, "hash"));
+            fo_json_add_int(o, "size", (long long)num_of(p, "size"));
+            cJSON_AddStringToObject(o, "root", str_of(p, "root"));
+            cli_print_json(o, 0);
+            cJSON_Delete(o);
+        } else {
+            printf("ok: entry %.0f (hash %.16s...) is in the log at size "
+                   "%.0f, root %.16s..., signed by the given key\n",
+                   num_of(e, "seq"), str_of(e, "hash"), num_of(p, "size"),
+                   str_of(p, "root"));
+        }
+        ex = 0;
+    } else if (rc == FO_E_VERIFY) {
+        if (c->json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddFalseToObject(o, "ok");
+            cJSON_AddStringToObject(o, "error", err.msg);
+            cli_print_json(o, 0);
+            cJSON_Delete(o);
+        } else {
+            printf("INVALID: %s\n", err.msg);
+        }
+        ex = 1;
+    } else {
+        ex = cli_fail(c, &err);
+        if (ex == 1) /* a bundle that cannot be read is bad input */
+            ex = 2;
+    }
+    cJSON_Delete(b);
+    fo_buf_release(&text);
+    fo_buf_release(&vkey);
+    return ex;
+}

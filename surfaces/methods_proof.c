@@ -1,0 +1,55 @@
+/* methods_proof: the handlers of ledger_checkpoint, ledger_prove and
+ * ledger_consistency (rows in methods.c). They map the table's JSON onto
+ * ledger/proof.h and give the proof objects of DESIGN §2. */
+#include "surfaces/surf_int.h"
+
+#include <stdlib.h>
+
+#include "ledger/proof.h"
+
+int surf_h_checkpoint(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                      struct fo_err *err)
+{
+    (void)in;
+    struct ledger_checkpoint cp = {0};
+    int rc = ledger_checkpoint_get(ctx->ledger, &cp, err);
+    if (rc)
+        return rc;
+    *out = ledger_checkpoint_json(&cp);
+    ledger_checkpoint_release(&cp);
+    return *out ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
+}
+
+int surf_h_prove(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                 struct fo_err *err)
+{
+    struct ledger_inclusion *p = malloc(sizeof(*p));
+    if (!p)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = ledger_prove_inclusion(ctx->ledger, surf_in_int(in, "seq", 0),
+                                    surf_in_int(in, "size", -1), p, err);
+    if (rc == FO_OK) {
+        *out = ledger_inclusion_json(p);
+        if (!*out)
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    free(p);
+    return rc;
+}
+
+int surf_h_consistency(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                       struct fo_err *err)
+{
+    struct ledger_consistency *p = malloc(sizeof(*p));
+    if (!p)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = ledger_prove_consistency(ctx->ledger, surf_in_int(in, "first", 0),
+                                      surf_in_int(in, "second", -1), p, err);
+    if (rc == FO_OK) {
+        *out = ledger_consistency_json(p);
+        if (!*out)
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    free(p);
+    return rc;
+}
