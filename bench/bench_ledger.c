@@ -109,8 +109,8 @@ static struct verify_figures verify_child(const char *dir, int deep)
             _exit(3);
         struct ledger_verify_result r;
         double t0 = now();
-        int rc = ledger_verify(l, deep ? LEDGER_VERIFY_DEEP : 0, NULL, NULL,
-                               &r, &err);
+        int rc = ledger_verify(l, deep ? LEDGER_VERIFY_DEEP : 0, NULL, NULL, &r,
+                               &err);
         f.seconds = now() - t0;
         f.entries = r.entries;
         f.bodies = r.bodies_checked;
@@ -155,8 +155,7 @@ int main(int argc, char **argv)
     printf("forum ledger benchmark: %lld entries, 256-byte bodies, dir %s\n",
            entries, dir);
     double ceiling = fsync_ceiling(dir);
-    printf("%-44s %12.0f /s\n", "fsync ceiling (4 KiB write + fsync)",
-           ceiling);
+    printf("%-44s %12.0f /s\n", "fsync ceiling (4 KiB write + fsync)", ceiling);
 
     struct ledger *l = NULL;
     struct fo_err err;

@@ -1037,8 +1037,8 @@ Test(merkle_cost, sizes_near_2_64)
      * MERKLE_MAX_PATH array holds, and it matches the reference. */
     s = (struct src){&t, size, 0, 0};
     cr_assert_eq(
-        merkle_consistency_proof(src_get, &s, 3, size, path, &len, &err),
-        FO_OK, "%s", err.msg);
+        merkle_consistency_proof(src_get, &s, 3, size, path, &len, &err), FO_OK,
+        "%s", err.msg);
     cr_assert_eq(len, 65);
     ref_subproof(&t, 3, 0, size, 1, ref, &rlen);
     cr_assert_eq(rlen, 65);

@@ -25,10 +25,10 @@ cJSON *tu_vector(const char *name);
 
 /* The result of running a command. */
 struct tu_run {
-    int status;     /* exit code, or 128 + signal */
-    char *out;      /* captured stdout, NUL-terminated */
+    int status; /* exit code, or 128 + signal */
+    char *out;  /* captured stdout, NUL-terminated */
     size_t out_len;
-    char *err;      /* captured stderr */
+    char *err; /* captured stderr */
     size_t err_len;
 };
 
