@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "ledger/fo_json.h"
+#include "ledger/proof.h"
 #include "surfaces/surf_int.h"
 
 #define KIB 1024
@@ -59,15 +60,28 @@ static int h_status(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                     struct fo_err *err)
 {
     (void)in;
-    int64_t count = 0;
-    int rc = ledger_count(ctx->ledger, &count, err);
+    int64_t count = 0, signed_size = 0;
+    uint8_t root[32];
+    char hex[65];
+    int rc = ledger_tree_head(ctx->ledger, &count, root, err);
     if (rc)
         return rc;
+    struct ledger_checkpoint cp = {0};
+    rc = ledger_checkpoint_latest(ctx->ledger, &cp, err);
+    if (rc == FO_OK)
+        signed_size = cp.size;
+    else if (rc != FO_E_NOT_FOUND)
+        return rc;
+    ledger_checkpoint_release(&cp);
+    fo_hex(root, 32, hex);
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return nomem(err);
+    /* "checkpoint" is the live tree's root, as the reference served it. */
     int ok = fo_json_add_int(o, "entries", count) &&
+             cJSON_AddStringToObject(o, "checkpoint", hex) &&
              fo_json_add_int(o, "size", count) &&
+             fo_json_add_int(o, "signed_size", signed_size) &&
              cJSON_AddStringToObject(o, "origin", ledger_origin(ctx->ledger)) &&
              fo_json_add_int(
                  o, "uptime_s",
@@ -304,8 +318,8 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 static const struct surf_method table[] = {
     {"health", "Liveness: {\"ok\": true}.", NO_INPUT, SURF_READ, 4 * KIB, "GET",
      "/health", h_health},
-    {"status", "Entry count, tree size, signed size and uptime.", NO_INPUT,
-     SURF_READ, 4 * KIB, "GET", "/status", h_status},
+    {"status", "Entry count, live tree root and size, signed size, uptime.",
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/status", h_status},
     {"methods", "The method table: names, summaries, input schemas.", NO_INPUT,
      SURF_READ, 4 * KIB, "GET", "/methods", h_methods},
     {"ledger_verify",

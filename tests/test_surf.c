@@ -1,0 +1,134 @@
+/* test_surf: the handler table: every row well formed, the dispatcher's
+ * schema checks before any handler runs, and the shapes of a few results. */
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "ledger/fo_json.h"
+#include "surfaces/surf.h"
+#include "tests/testutil.h"
+
+static struct ledger *open_dir(const char *dir)
+{
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, NULL, &l, &err), FO_OK);
+    return l;
+}
+
+static int call(struct ledger *l, const char *method, const char *input,
+                cJSON **out, struct fo_err *err)
+{
+    const struct surf_method *m = surf_find(method);
+    cr_assert_not_null(m, "no method %s", method);
+    cJSON *in = NULL;
+    if (input)
+        cr_assert_eq(fo_json_parse(input, strlen(input), &in, err), FO_OK);
+    struct surf_ctx ctx = {.ledger = l};
+    *out = NULL;
+    int rc = surf_call(&ctx, m, in, out, err);
+    cJSON_Delete(in);
+    return rc;
+}
+
+Test(surf_table, rows_are_well_formed)
+{
+    size_t n;
+    const struct surf_method *t = surf_methods(&n);
+    cr_assert_gt(n, 10);
+    for (size_t i = 0; i < n; i++) {
+        for (const char *p = t[i].name; *p; p++)
+            cr_assert((*p >= 'a' && *p <= 'z') || *p == '_', "%s", t[i].name);
+        const cJSON *s = surf_schema(&t[i]);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
+        cr_assert(cJSON_IsString(type) && !strcmp(type->valuestring, "object"),
+                  "%s: input schema must be an object schema", t[i].name);
+        cr_assert(t[i].max_input > 0);
+        cr_assert(!strcmp(t[i].http_method, "GET") ||
+                  !strcmp(t[i].http_method, "POST"));
+        cr_assert_eq(t[i].http_path[0], '/');
+        cr_assert_eq(surf_find(t[i].name), &t[i], "duplicate %s", t[i].name);
+    }
+}
+
+Test(surf_table, validator_refuses_before_the_handler)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_dir(dir);
+    cJSON *out = NULL;
+    struct fo_err err;
+    cr_assert_eq(call(l, "ledger_get", "{}", &out, &err), FO_E_INVALID);
+    cr_assert(strstr(err.msg, "seq: required"), "%s", err.msg);
+    cr_assert_eq(call(l, "ledger_get", "{\"seq\":\"1\"}", &out, &err),
+                 FO_E_INVALID);
+    cr_assert(strstr(err.msg, "seq: must be integer"), "%s", err.msg);
+    cr_assert_eq(call(l, "ledger_get", "{\"seq\":1.5}", &out, &err),
+                 FO_E_INVALID);
+    cr_assert_eq(call(l, "ledger_get", "{\"seq\":-1}", &out, &err),
+                 FO_E_INVALID);
+    cr_assert_eq(call(l, "ledger_get", "{\"seq\":1,\"x\":1}", &out, &err),
+                 FO_E_INVALID);
+    cr_assert(strstr(err.msg, "x: unknown field"), "%s", err.msg);
+    cr_assert_eq(call(l, "ledger_range", "{\"limit\":1001}", &out, &err),
+                 FO_E_INVALID);
+    cr_assert_eq(call(l, "ledger_append",
+                      "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":1,"
+                      "\"parent\":\"0\"}",
+                      &out, &err),
+                 FO_E_INVALID);
+    int64_t count = -1;
+    cr_assert_eq(ledger_count(l, &count, &err), FO_OK);
+    cr_assert_eq(count, 0, "nothing was appended");
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+Test(surf_methods, status_and_append_shapes)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_dir(dir);
+    cJSON *out = NULL;
+    struct fo_err err;
+    cr_assert_eq(call(l, "ledger_append",
+                      "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":{\"x\":1},"
+                      "\"parent\":null}",
+                      &out, &err),
+                 FO_OK, "%s", err.msg);
+    cr_assert_eq(cJSON_GetArraySize(out), 9);
+    cJSON_Delete(out);
+    cr_assert_eq(call(l, "status", NULL, &out, &err), FO_OK, "%s", err.msg);
+    const char *keys[] = {"entries", "checkpoint", "size", "signed_size",
+                          "uptime_s"};
+    for (size_t i = 0; i < 5; i++)
+        cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(out, keys[i]),
+                           "status lacks %s", keys[i]);
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(out, "entries")->valuedouble,
+                 1);
+    cr_assert_eq(
+        strlen(
+            cJSON_GetObjectItemCaseSensitive(out, "checkpoint")->valuestring),
+        64);
+    cJSON_Delete(out);
+    cr_assert_eq(call(l, "health", NULL, &out, &err), FO_OK);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
+    cJSON_Delete(out);
+    cr_assert_eq(call(l, "ledger_verify", "{\"deep\":true}", &out, &err),
+                 FO_OK);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "deep")));
+    cJSON_Delete(out);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+Test(surf_methods, list_hides_admin_unless_asked)
+{
+    cJSON *pub = surf_methods_json(0), *all = surf_methods_json(1);
+    int n_pub =
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(pub, "methods"));
+    int n_all =
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(all, "methods"));
+    cr_assert_lt(n_pub, n_all, "ledger_redact is admin-only");
+    cJSON_Delete(pub);
+    cJSON_Delete(all);
+}
