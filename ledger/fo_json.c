@@ -1,16 +1,14 @@
 /* fo_json: the strict JSON reader and the RFC 8785 (JCS) writer. Every byte
  * the project hashes or serves is read and written here, never by cJSON's
  * own parser or printer (TRAPS.md). */
-/* System headers before our own: fo_json.h pulls in banned.h, and at -O2
- * glibc's stdlib.h defines an inline atoi that banned.h's macro breaks. */
+#include "ledger/fo_json.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "ledger/fo_json.h"
 
 /* ---------------------------------------------------------------- UTF-8 */
 
@@ -1184,15 +1182,21 @@ int fo_json_number(double d, char out[FO_JSON_NUM_MAX])
     if (fabs(d) < 9007199254740992.0 && d == trunc(d))
         return snprintf(out, FO_JSON_NUM_MAX, "%lld", (long long)d);
 
-    /* Shortest round-trip digits: 17 always suffice. */
+    /* Shortest round-trip digits by bisection; 17 always suffice. dec holds
+     * the answer for hi once a try has succeeded. */
+    int found = 0;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
-        if (decimal_try(d, mid, &dec))
+        struct decimal t;
+        if (decimal_try(d, mid, &t)) {
             hi = mid;
-        else
+            dec = t;
+            found = 1;
+        } else {
             lo = mid + 1;
+        }
     }
-    if (!decimal_try(d, lo, &dec))
+    if (!found)
         decimal_of(d, 17, &dec);
     while (dec.k > 1 && dec.dig[dec.k - 1] == '0')
         dec.k--;
