@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,4 +86,22 @@ long long cli_parse_seq(const char *s)
 int cli_is_help(const char *arg)
 {
     return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+int cli_usage_error(struct cli *c, const char *fmt, ...)
+{
+    struct fo_err err;
+    va_list ap;
+    va_start(ap, fmt);
+    fo_err_setv(&err, FO_E_USAGE, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "run the command with --help for usage\n");
+    cli_fail(c, &err);
+    return 2;
+}
+
+int cli_help(const char *text)
+{
+    fputs(text, stdout);
+    return 0;
 }

@@ -50,6 +50,14 @@ void cli_print_json(const cJSON *v, int pretty);
 /* Parses a non-negative integer argument; -1 when it is not one. */
 long long cli_parse_seq(const char *s);
 
+/* A usage error: a hint line, then the error (with --json the error object
+ * is the last line of stderr, for scripts). Returns 2. */
+int cli_usage_error(struct cli *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prints a command's help text on stdout; returns 0. */
+int cli_help(const char *text);
+
 /* True when argv[i] is -h or --help. */
 int cli_is_help(const char *arg);
 

@@ -38,29 +38,6 @@ static const char ledger_usage[] =
     "exit codes: 0 ok, 1 verification failed or not found, 2 bad input,\n"
     "            3 I/O or storage error\n";
 
-static int usage_error(struct cli *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int usage_error(struct cli *c, const char *fmt, ...)
-{
-    struct fo_err err;
-    va_list ap;
-    va_start(ap, fmt);
-    fo_err_setv(&err, FO_E_USAGE, fmt, ap);
-    va_end(ap);
-    /* The hint comes first: with --json the error object is the last line,
-     * for scripts that read `tail -n 1`. */
-    fprintf(stderr, "run `forum ledger --help` for usage\n");
-    cli_fail(c, &err);
-    return 2;
-}
-
-static int help(const char *text)
-{
-    fputs(text, stdout);
-    return 0;
-}
-
 /* Reads a payload argument: inline JSON, @FILE, or - for stdin. At most
  * max bytes of text are read. */
 static int read_payload(const char *arg, size_t max, struct fo_buf *out,
@@ -107,14 +84,14 @@ static int cmd_init(struct cli *c, int argc, char **argv)
     const char *origin = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help("usage: forum ledger init [--origin NAME]\n"
-                        "Creates the ledger in the data dir (--ledger DIR);"
-                        " the origin names\nits checkpoints (default "
-                        "forum/<ledger id>). Safe to run twice.\n");
+            return cli_help("usage: forum ledger init [--origin NAME]\n"
+                            "Creates the ledger in the data dir (--ledger DIR);"
+                            " the origin names\nits checkpoints (default "
+                            "forum/<ledger id>). Safe to run twice.\n");
         if (!strcmp(argv[i], "--origin") && i + 1 < argc)
             origin = argv[++i];
         else
-            return usage_error(c, "init: unexpected argument %s", argv[i]);
+            return cli_usage_error(c, "init: unexpected argument %s", argv[i]);
     }
     struct ledger_config cfg = {.origin = origin};
     struct ledger *l = NULL;
@@ -149,7 +126,7 @@ static int cmd_append(struct cli *c, int argc, char **argv)
     const char *actor = NULL, *kind = NULL, *payload = NULL, *parent = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help(
+            return cli_help(
                 "usage: forum ledger append --actor A --kind K "
                 "--payload JSON|@FILE|- [--parent N]\n"
                 "Appends one entry and prints it once it is durable.\n"
@@ -158,7 +135,7 @@ static int cmd_append(struct cli *c, int argc, char **argv)
                 "  --parent N       the seq that caused this entry\n");
         const char *o = argv[i];
         if (i + 1 >= argc)
-            return usage_error(c, "append: %s needs a value", o);
+            return cli_usage_error(c, "append: %s needs a value", o);
         if (!strcmp(o, "--actor"))
             actor = argv[++i];
         else if (!strcmp(o, "--kind"))
@@ -168,15 +145,15 @@ static int cmd_append(struct cli *c, int argc, char **argv)
         else if (!strcmp(o, "--parent"))
             parent = argv[++i];
         else
-            return usage_error(c, "append: unexpected argument %s", o);
+            return cli_usage_error(c, "append: unexpected argument %s", o);
     }
     if (!actor || !kind || !payload)
-        return usage_error(c, "append: %s",
-                           "--actor, --kind and --payload "
-                           "are required");
+        return cli_usage_error(c, "append: %s",
+                               "--actor, --kind and --payload "
+                               "are required");
     long long pseq = -1;
     if (parent && (pseq = cli_parse_seq(parent)) < 0)
-        return usage_error(c, "append: --parent %s: not a seq", parent);
+        return cli_usage_error(c, "append: --parent %s: not a seq", parent);
 
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_CREATE, &l);
@@ -219,15 +196,15 @@ static int cmd_seq(struct cli *c, int argc, char **argv, const char *method,
     const char *seq = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help(usage);
+            return cli_help(usage);
         if (seq)
-            return usage_error(c, "unexpected argument %s", argv[i]);
+            return cli_usage_error(c, "unexpected argument %s", argv[i]);
         seq = argv[i];
     }
     long long s = cli_parse_seq(seq);
     if (s < 0)
-        return usage_error(c, "%s: a SEQ (a non-negative integer) is needed",
-                           argv[0]);
+        return cli_usage_error(
+            c, "%s: a SEQ (a non-negative integer) is needed", argv[0]);
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)
@@ -269,14 +246,15 @@ static int cmd_show(struct cli *c, int argc, char **argv)
     long long limit = 20;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help("usage: forum ledger show [--limit N]\n"
-                        "The last N entries (default 20, at most 1000).\n");
+            return cli_help("usage: forum ledger show [--limit N]\n"
+                            "The last N entries (default 20, at most 1000).\n");
         if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
             limit = cli_parse_seq(argv[++i]);
             if (limit < 1 || limit > 1000)
-                return usage_error(c, "show: --limit %s: 1 to 1000", argv[i]);
+                return cli_usage_error(c, "show: --limit %s: 1 to 1000",
+                                       argv[i]);
         } else {
-            return usage_error(c, "show: unexpected argument %s", argv[i]);
+            return cli_usage_error(c, "show: unexpected argument %s", argv[i]);
         }
     }
     struct ledger *l = NULL;
@@ -313,25 +291,28 @@ static int cmd_replay(struct cli *c, int argc, char **argv)
     long long seq = -1, from = -1, limit = -1;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help("usage: forum ledger replay SEQ [--from N] "
-                        "[--limit N]\n"
-                        "The ledger as it stood at SEQ: entries 0..SEQ, in "
-                        "pages of at most 1000.\n");
+            return cli_help("usage: forum ledger replay SEQ [--from N] "
+                            "[--limit N]\n"
+                            "The ledger as it stood at SEQ: entries 0..SEQ, in "
+                            "pages of at most 1000.\n");
         if (!strcmp(argv[i], "--from") && i + 1 < argc) {
             if ((from = cli_parse_seq(argv[++i])) < 0)
-                return usage_error(c, "replay: --from %s: not a seq", argv[i]);
+                return cli_usage_error(c, "replay: --from %s: not a seq",
+                                       argv[i]);
         } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
             limit = cli_parse_seq(argv[++i]);
             if (limit < 1 || limit > 1000)
-                return usage_error(c, "replay: --limit %s: 1 to 1000", argv[i]);
+                return cli_usage_error(c, "replay: --limit %s: 1 to 1000",
+                                       argv[i]);
         } else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0) {
             continue;
         } else {
-            return usage_error(c, "replay: unexpected argument %s", argv[i]);
+            return cli_usage_error(c, "replay: unexpected argument %s",
+                                   argv[i]);
         }
     }
     if (seq < 0)
-        return usage_error(c, "replay: %s", "a SEQ is needed");
+        return cli_usage_error(c, "replay: %s", "a SEQ is needed");
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)
@@ -371,7 +352,7 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
     const char *cp_file = NULL, *vkey = NULL; /* --checkpoint (cli_proof.c) */
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help(
+            return cli_help(
                 "usage: forum ledger verify [--deep] [--checkpoint NOTE "
                 "--vkey KEY]\n"
                 "With --checkpoint: also checks the signed checkpoint NOTE "
@@ -389,12 +370,13 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
         else if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
             vkey = argv[++i];
         else
-            return usage_error(c, "verify: unexpected argument %s", argv[i]);
+            return cli_usage_error(c, "verify: unexpected argument %s",
+                                   argv[i]);
     }
     if (cp_file || vkey) { /* proofs and checkpoints: cli_proof.c */
         if (!cp_file || !vkey)
-            return usage_error(c, "verify: %s",
-                               "--checkpoint and --vkey go together");
+            return cli_usage_error(c, "verify: %s",
+                                   "--checkpoint and --vkey go together");
         return cli_verify_checkpoint(c, deep, cp_file, vkey);
     }
     struct ledger *l = NULL;
@@ -440,19 +422,21 @@ static int cmd_redact(struct cli *c, int argc, char **argv)
     const char *reason = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help("usage: forum ledger redact SEQ --reason R\n"
-                        "Deletes every stored copy of the entry's body; the"
-                        " chain and every\ncheckpoint still verify. "
-                        "Witnessed as a `redaction` entry.\n");
+            return cli_help("usage: forum ledger redact SEQ --reason R\n"
+                            "Deletes every stored copy of the entry's body; the"
+                            " chain and every\ncheckpoint still verify. "
+                            "Witnessed as a `redaction` entry.\n");
         if (!strcmp(argv[i], "--reason") && i + 1 < argc)
             reason = argv[++i];
         else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0)
             continue;
         else
-            return usage_error(c, "redact: unexpected argument %s", argv[i]);
+            return cli_usage_error(c, "redact: unexpected argument %s",
+                                   argv[i]);
     }
     if (seq < 0 || !reason)
-        return usage_error(c, "redact: %s", "SEQ and --reason are required");
+        return cli_usage_error(c, "redact: %s",
+                               "SEQ and --reason are required");
     struct ledger *l = NULL;
     int ex = cli_open(c, 0, &l);
     if (ex)
@@ -476,8 +460,8 @@ static int cmd_noarg(struct cli *c, int argc, char **argv, const char *method,
 {
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help(usage);
-        return usage_error(c, "unexpected argument %s", argv[i]);
+            return cli_help(usage);
+        return cli_usage_error(c, "unexpected argument %s", argv[i]);
     }
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
@@ -544,5 +528,5 @@ int cli_ledger(struct cli *c, int argc, char **argv)
                          "usage: forum ledger summary\nEntry count, counts "
                          "by kind and by actor, head hash, bodies present "
                          "and redacted.\n");
-    return usage_error(c, "ledger: unknown command %s", cmd);
+    return cli_usage_error(c, "ledger: unknown command %s", cmd);
 }

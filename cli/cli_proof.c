@@ -16,27 +16,6 @@
 #define VKEY_MAX 4096
 #define BUNDLE_MAX (64u << 20) /* a 1 MiB body and its escaping fit well */
 
-static int usage_error(struct cli *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int usage_error(struct cli *c, const char *fmt, ...)
-{
-    struct fo_err err;
-    va_list ap;
-    va_start(ap, fmt);
-    fo_err_setv(&err, FO_E_USAGE, fmt, ap);
-    va_end(ap);
-    cli_fail(c, &err);
-    fprintf(stderr, "run the command with --help for usage\n");
-    return 2;
-}
-
-static int help(const char *text)
-{
-    fputs(text, stdout);
-    return 0;
-}
-
 static int fail_msg(struct cli *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -96,7 +75,7 @@ static int parse_num(struct cli *c, const char *opt, const char *v,
 {
     *out = cli_parse_seq(v);
     if (*out < 0)
-        return usage_error(c, "%s: a non-negative integer is needed", opt);
+        return cli_usage_error(c, "%s: a non-negative integer is needed", opt);
     return 0;
 }
 
@@ -143,7 +122,7 @@ int cli_ledger_checkpoint(struct cli *c, int argc, char **argv)
     long long size = -1;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help(
+            return cli_help(
                 "usage: forum ledger checkpoint [--sign] [--size N]\n"
                 "Without --sign: the latest signed checkpoint (one is signed "
                 "first when\nnone exists yet), or with --size N the live "
@@ -161,8 +140,8 @@ int cli_ledger_checkpoint(struct cli *c, int argc, char **argv)
             if (ex)
                 return ex;
         } else
-            return usage_error(c, "checkpoint: unexpected argument %s",
-                               argv[i]);
+            return cli_usage_error(c, "checkpoint: unexpected argument %s",
+                                   argv[i]);
     }
     struct ledger *l = NULL;
     int ex = cli_open(c, sign || size < 0 ? 0 : LEDGER_OPEN_READONLY, &l);
@@ -198,11 +177,12 @@ int cli_ledger_prove(struct cli *c, int argc, char **argv)
     long long seq = -1, size = -1;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help("usage: forum ledger prove SEQ [--size N]\n"
-                        "The RFC 6962 inclusion proof of entry SEQ in the "
-                        "tree of size N\n(default: the current size). "
-                        "--json prints {\"index\", \"size\",\n\"leaf_hash\", "
-                        "\"root\", \"path\"}.\n");
+            return cli_help(
+                "usage: forum ledger prove SEQ [--size N]\n"
+                "The RFC 6962 inclusion proof of entry SEQ in the "
+                "tree of size N\n(default: the current size). "
+                "--json prints {\"index\", \"size\",\n\"leaf_hash\", "
+                "\"root\", \"path\"}.\n");
         if (!strcmp(argv[i], "--size") && i + 1 < argc) {
             int ex = parse_num(c, "--size", argv[++i], &size);
             if (ex)
@@ -210,12 +190,12 @@ int cli_ledger_prove(struct cli *c, int argc, char **argv)
         } else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0) {
             continue;
         } else {
-            return usage_error(c, "prove: unexpected argument %s", argv[i]);
+            return cli_usage_error(c, "prove: unexpected argument %s", argv[i]);
         }
     }
     if (seq < 0)
-        return usage_error(c, "prove: a SEQ (a non-negative integer) is "
-                              "needed");
+        return cli_usage_error(c, "prove: a SEQ (a non-negative integer) is "
+                                  "needed");
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)
@@ -245,7 +225,7 @@ int cli_ledger_consistency(struct cli *c, int argc, char **argv)
     int nargs = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help(
+            return cli_help(
                 "usage: forum ledger consistency A [B]\n"
                 "The RFC 6962 consistency proof that the tree of size A is "
                 "a prefix of\nthe tree of size B (default: the current "
@@ -254,15 +234,15 @@ int cli_ledger_consistency(struct cli *c, int argc, char **argv)
                 "\"root1\", \"root2\", \"path\"}.\n");
         long long v = cli_parse_seq(argv[i]);
         if (v < 0 || nargs == 2)
-            return usage_error(c, "consistency: unexpected argument %s",
-                               argv[i]);
+            return cli_usage_error(c, "consistency: unexpected argument %s",
+                                   argv[i]);
         if (nargs++ == 0)
             a = v;
         else
             b = v;
     }
     if (nargs == 0)
-        return usage_error(c, "consistency: the sizes A and B are needed");
+        return cli_usage_error(c, "consistency: the sizes A and B are needed");
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)
@@ -292,13 +272,14 @@ int cli_ledger_key(struct cli *c, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help("usage: forum ledger key\n"
-                        "Prints the verifier key of the ledger's checkpoints "
-                        "(<name>+<hex id>+<base64>),\nas Go's "
-                        "golang.org/x/mod/sumdb/note reads it; the key pair "
-                        "is made on\nfirst use. --json prints {\"vkey\", "
-                        "\"name\"}.\n");
-        return usage_error(c, "key: unexpected argument %s", argv[i]);
+            return cli_help(
+                "usage: forum ledger key\n"
+                "Prints the verifier key of the ledger's checkpoints "
+                "(<name>+<hex id>+<base64>),\nas Go's "
+                "golang.org/x/mod/sumdb/note reads it; the key pair "
+                "is made on\nfirst use. --json prints {\"vkey\", "
+                "\"name\"}.\n");
+        return cli_usage_error(c, "key: unexpected argument %s", argv[i]);
     }
     struct ledger *l = NULL;
     int ex = cli_open(c, 0, &l);
@@ -332,7 +313,7 @@ int cli_ledger_bundle(struct cli *c, int argc, char **argv)
     const char *file = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help(
+            return cli_help(
                 "usage: forum ledger bundle SEQ [-o FILE]\n"
                 "Writes one JSON object proving entry SEQ on its own: "
                 "{\"entry\", \"body\"\n(null when redacted), \"checkpoint\" "
@@ -345,11 +326,12 @@ int cli_ledger_bundle(struct cli *c, int argc, char **argv)
         else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0)
             continue;
         else
-            return usage_error(c, "bundle: unexpected argument %s", argv[i]);
+            return cli_usage_error(c, "bundle: unexpected argument %s",
+                                   argv[i]);
     }
     if (seq < 0)
-        return usage_error(c, "bundle: a SEQ (a non-negative integer) is "
-                              "needed");
+        return cli_usage_error(c, "bundle: a SEQ (a non-negative integer) is "
+                                  "needed");
     struct ledger *l = NULL;
     int ex = cli_open(c, 0, &l);
     if (ex)
@@ -453,7 +435,7 @@ int cli_verify_bundle(struct cli *c, int argc, char **argv)
     const char *file = NULL, *vkey_arg = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return help(
+            return cli_help(
                 "usage: forum verify-bundle FILE --vkey KEY\n"
                 "Checks a bundle from `forum ledger bundle` with no ledger: "
                 "the entry\nhash, the body against its payload hash, the "
@@ -466,12 +448,12 @@ int cli_verify_bundle(struct cli *c, int argc, char **argv)
         else if (!file && argv[i][0] != '-')
             file = argv[i];
         else
-            return usage_error(c, "verify-bundle: unexpected argument %s",
-                               argv[i]);
+            return cli_usage_error(c, "verify-bundle: unexpected argument %s",
+                                   argv[i]);
     }
     if (!file || !vkey_arg)
-        return usage_error(c, "verify-bundle: FILE and --vkey KEY are "
-                              "required");
+        return cli_usage_error(c, "verify-bundle: FILE and --vkey KEY are "
+                                  "required");
     struct fo_buf text, vkey;
     struct fo_err err;
     cJSON *b = NULL;
