@@ -18,7 +18,7 @@
 #include "ledger/merkle.h"
 #include "ledger/store.h"
 
-static int64_t now_us(void)
+int64_t ledger_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -508,7 +508,7 @@ static int append_one(struct ledger *l, struct head *h, struct ledger_append *r,
     struct ledger_entry *e = &r->entry;
     struct store_rec rec;
     e->seq = h->count;
-    int64_t ts = now_us();
+    int64_t ts = ledger_now_us();
     e->ts = ts > h->ts ? ts : h->ts;
     e->parent = r->parent;
     size_t an = strlen(r->actor), kn = strlen(r->kind);

@@ -193,6 +193,9 @@ int ledger_entry_from_json(const cJSON *obj, struct ledger_entry *e,
 /* SHA-256 of ledger_entry_canon(e). */
 int ledger_entry_hash(const struct ledger_entry *e, uint8_t out[32]);
 
+/* Microseconds since the Unix epoch (UTC), the clock of entry ts. */
+int64_t ledger_now_us(void);
+
 /* Test-only fault seam: the n-th commit from now fails with FO_E_IO. */
 void ledger_fail_commit_after(struct ledger *l, int n);
 

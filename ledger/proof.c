@@ -25,13 +25,6 @@
 
 #define KEY_FILE_MAX 4096
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static int nomem(struct fo_err *err)
 {
     return fo_err_set(err, FO_E_NOMEM, NULL);
@@ -568,8 +561,8 @@ int ledger_checkpoint_sign(struct ledger *l, int64_t size,
     if (!rc)
         rc = note_checkpoint_sign(s, &cp, &note, err);
     if (!rc)
-        rc = l->ops->put_checkpoint(l->store, n, now_us(), cp.root, note.data,
-                                    err);
+        rc = l->ops->put_checkpoint(l->store, n, ledger_now_us(), cp.root,
+                                    note.data, err);
     if (!rc)
         rc = l->ops->commit(l->store, err);
     else

@@ -31,13 +31,6 @@ int surf_in_bool(const cJSON *in, const char *name, int def)
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
 }
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static int nomem(struct fo_err *err)
 {
     return fo_err_set(err, FO_E_NOMEM, NULL);
@@ -83,9 +76,10 @@ static int h_status(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
              fo_json_add_int(o, "size", count) &&
              fo_json_add_int(o, "signed_size", signed_size) &&
              cJSON_AddStringToObject(o, "origin", ledger_origin(ctx->ledger)) &&
-             fo_json_add_int(
-                 o, "uptime_s",
-                 ctx->start_us ? (now_us() - ctx->start_us) / 1000000 : 0);
+             fo_json_add_int(o, "uptime_s",
+                             ctx->start_us
+                                 ? (ledger_now_us() - ctx->start_us) / 1000000
+                                 : 0);
     if (ok && ctx->status_extra)
         ctx->status_extra(ctx->status_hook, o);
     if (!ok) {
