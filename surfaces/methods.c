@@ -254,42 +254,59 @@ static int h_summary(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 
 /* ---- ledger writes ---------------------------------------------------- */
 
-static int h_append(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                    struct fo_err *err)
+int surf_append_prepare(struct surf_ctx *ctx, const cJSON *in,
+                        struct ledger_append *req, struct fo_buf *body,
+                        struct fo_err *err)
 {
     const cJSON *payload = cJSON_GetObjectItemCaseSensitive(in, "payload");
     const cJSON *parent = cJSON_GetObjectItemCaseSensitive(in, "parent");
-    struct fo_buf body;
     size_t max = ledger_max_body(ctx->ledger);
-    fo_buf_init(&body, max);
-    int rc = fo_json_canon(payload, &body, err);
+    fo_buf_init(body, max);
+    int rc = fo_json_canon(payload, body, err);
     if (rc == FO_E_TOO_LARGE)
         rc = fo_err_set(err, FO_E_TOO_LARGE,
                         "payload: over %zu bytes in canonical form", max);
     if (rc) {
-        fo_buf_release(&body);
+        fo_buf_release(body);
         return rc;
     }
-    struct ledger_append req = {
+    *req = (struct ledger_append){
         .actor = surf_in_str(in, "actor"),
         .kind = surf_in_str(in, "kind"),
         .parent = cJSON_IsNumber(parent) ? (int64_t)parent->valuedouble
                                          : LEDGER_NO_PARENT,
-        .body = body.data ? body.data : "",
-        .body_len = body.len,
+        .body = body->data ? body->data : "",
+        .body_len = body->len,
     };
-    rc = ctx->append ? ctx->append(ctx->append_hook, &req, err)
-                     : ledger_append_batch(ctx->ledger, &req, 1, err);
-    fo_buf_release(&body);
+    return FO_OK;
+}
+
+int surf_append_result(struct ledger_append *req, cJSON **out,
+                       struct fo_err *err)
+{
+    if (req->rc) {
+        if (err)
+            *err = req->err;
+        return req->rc;
+    }
+    *out = ledger_entry_json(&req->entry);
+    return *out ? FO_OK : nomem(err);
+}
+
+static int h_append(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    struct ledger_append req;
+    struct fo_buf body;
+    int rc = surf_append_prepare(ctx, in, &req, &body, err);
     if (rc)
         return rc;
-    if (req.rc) {
-        if (err)
-            *err = req.err;
-        return req.rc;
-    }
-    *out = ledger_entry_json(&req.entry);
-    return *out ? FO_OK : nomem(err);
+    rc = ctx->append ? ctx->append(ctx->append_hook, &req, err)
+                     : ledger_append_batch(ctx->ledger, &req, 1, err);
+    if (rc == FO_OK)
+        rc = surf_append_result(&req, out, err);
+    fo_buf_release(&body);
+    return rc;
 }
 
 static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,

@@ -154,6 +154,12 @@ static int validate(const cJSON *in, const cJSON *schema, struct fo_err *err)
     return FO_OK;
 }
 
+int surf_validate(const struct surf_method *m, const cJSON *in,
+                  struct fo_err *err)
+{
+    return validate(in, surf_schema(m), err);
+}
+
 int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
               const cJSON *in, cJSON **out, struct fo_err *err)
 {
@@ -164,7 +170,7 @@ int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
             return fo_err_set(err, FO_E_NOMEM, NULL);
         in = empty;
     }
-    int rc = validate(in, surf_schema(m), err);
+    int rc = surf_validate(m, in, err);
     if (rc == FO_OK) {
         *out = NULL;
         rc = m->handler(ctx, in, out, err);

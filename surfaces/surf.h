@@ -12,7 +12,10 @@
 #include <cJSON.h>
 
 #include "ledger/fo_err.h"
+#include "ledger/fo_buf.h"
 #include "ledger/ledger.h"
+
+struct orch; /* the orchestrator (daemon/orch.h); NULL where not built */
 
 /* What a handler may use. Owned by the caller (the daemon, `forum mcp` or
  * the CLI); a handler runs on one thread with its own ctx. */
@@ -27,6 +30,7 @@ struct surf_ctx {
     /* Extra status fields the hosting surface adds (may be NULL). */
     void (*status_extra)(void *hook, cJSON *status);
     void *status_hook;
+    struct orch *orch; /* roster, policy, executors (may be NULL) */
 };
 
 typedef int (*surf_handler_fn)(struct surf_ctx *ctx, const cJSON *in,
@@ -64,6 +68,23 @@ const cJSON *surf_schema(const struct surf_method *m);
  * failure err says what was wrong (FO_E_INVALID names the field). */
 int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
               const cJSON *in, cJSON **out, struct fo_err *err);
+
+/* Validates in (an object) against the method's schema without calling the
+ * handler: what surf_call does first. */
+int surf_validate(const struct surf_method *m, const cJSON *in,
+                  struct fo_err *err);
+
+/* ledger_append in two halves, so a surface that commits asynchronously
+ * (the daemon's group commit) runs the same code as the handler:
+ * surf_append_prepare turns a validated input into a request whose body
+ * (canonical JSON) lives in *body (the caller releases it after the
+ * commit); surf_append_result turns the committed request into the result
+ * object or the request's error. */
+int surf_append_prepare(struct surf_ctx *ctx, const cJSON *in,
+                        struct ledger_append *req, struct fo_buf *body,
+                        struct fo_err *err);
+int surf_append_result(struct ledger_append *req, cJSON **out,
+                       struct fo_err *err);
 
 /* Converts a string (an HTTP query parameter or path segment) to the JSON
  * type the schema gives field `name`, for GET routes. NULL when it does not
