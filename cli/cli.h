@@ -30,6 +30,18 @@ int cli_verify_bundle(struct cli *c, int argc, char **argv);
 int cli_verify_checkpoint(struct cli *c, int deep, const char *note_file,
                           const char *vkey_arg);
 
+/* `forum serve [start|stop|status|logs]` (cli_serve.c). */
+int cli_serve(struct cli *c, int argc, char **argv);
+
+/* One HTTP/1.1 request to host:port (Connection: close), for talking to our
+ * own daemon. body may be NULL (no body). timeout_ms covers connect and the
+ * whole reply. On FO_OK *status is the HTTP status and *out the body
+ * (malloc'd, NUL-terminated; the caller frees). */
+int cli_http_request(const char *host, int port, const char *method,
+                     const char *path, const char *token, const char *body,
+                     size_t body_len, int timeout_ms, int *status, char **out,
+                     size_t *out_len, struct fo_err *err);
+
 /* Opens the ledger for a command; prints the error and returns the exit
  * code (non-zero) on failure, 0 on success. */
 int cli_open(struct cli *c, unsigned flags, struct ledger **out);

@@ -16,6 +16,8 @@ static const char usage[] =
     "commands:\n"
     "  ledger ...     the ledger: init, append, get, body, show, replay,\n"
     "                 chain, verify, redact, summary (forum ledger --help)\n"
+    "  serve ...      the daemon: serve [start|stop|status|logs]\n"
+    "                 (forum serve --help)\n"
     "  verify-bundle FILE --vkey KEY\n"
     "                 check a bundle from `forum ledger bundle`, no ledger\n"
     "  version        print the version\n"
@@ -82,6 +84,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "ledger"))
         return cli_ledger(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return cli_serve(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "verify-bundle")) /* cli_proof.c */
         return cli_verify_bundle(&c, argc - 1, argv + 1);
     fprintf(stderr, "forum: unknown command %s (see forum --help)\n", cmd);

@@ -327,12 +327,12 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 #define SEQ_PROP "\"seq\":{\"type\":\"integer\",\"minimum\":0}"
 
 static const struct surf_method table[] = {
-    {"health", "Liveness: {\"ok\": true}.", NO_INPUT, SURF_READ, 4 * KIB, "GET",
-     "/health", h_health},
+    {"health", "Liveness: {\"ok\": true}.", NO_INPUT, SURF_READ | SURF_FAST,
+     4 * KIB, "GET", "/health", h_health},
     {"status", "Entry count, live tree root and size, signed size, uptime.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/status", h_status},
+     NO_INPUT, SURF_READ | SURF_FAST, 4 * KIB, "GET", "/status", h_status},
     {"methods", "The method table: names, summaries, input schemas.", NO_INPUT,
-     SURF_READ, 4 * KIB, "GET", "/methods", h_methods},
+     SURF_READ | SURF_FAST, 4 * KIB, "GET", "/methods", h_methods},
     {"ledger_verify",
      "Verify the chain and tree (deep: also every body); says where it "
      "breaks.",
@@ -341,27 +341,27 @@ static const struct surf_method table[] = {
     {"ledger_get", "One entry by seq, with body present or redacted.",
      "{\"type\":\"object\",\"properties\":{" SEQ_PROP "},"
      "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/ledger/{seq}", h_get},
+     SURF_READ | SURF_FAST, 4 * KIB, "GET", "/ledger/{seq}", h_get},
     {"ledger_body", "The JSON body (payload) of an entry.",
      "{\"type\":\"object\",\"properties\":{" SEQ_PROP "},"
      "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/ledger/{seq}/payload", h_body},
+     SURF_READ | SURF_FAST, 4 * KIB, "GET", "/ledger/{seq}/payload", h_body},
     {"ledger_range", "Entries from a seq, at most limit (<= 1000).",
      "{\"type\":\"object\",\"properties\":{"
      "\"from\":{\"type\":\"integer\",\"minimum\":0},"
      "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}}}",
-     SURF_READ, 4 * KIB, "GET", "/ledger", h_range},
+     SURF_READ | SURF_FAST, 4 * KIB, "GET", "/ledger", h_range},
     {"ledger_replay",
      "The ledger as it stood at seq: entries 0..seq, paged by from/limit.",
      "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
      "\"from\":{\"type\":\"integer\",\"minimum\":0},"
      "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}},"
      "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/replay/{seq}", h_replay},
+     SURF_READ | SURF_FAST, 4 * KIB, "GET", "/replay/{seq}", h_replay},
     {"ledger_chain", "The causal chain of an entry, root first.",
      "{\"type\":\"object\",\"properties\":{" SEQ_PROP "},"
      "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/chain/{seq}", h_chain},
+     SURF_READ | SURF_FAST, 4 * KIB, "GET", "/chain/{seq}", h_chain},
     {"ledger_summary",
      "Counts: entries, by kind, by actor, bodies present and redacted.",
      NO_INPUT, SURF_READ, 4 * KIB, "GET", "/summary", h_summary},
@@ -390,7 +390,7 @@ static const struct surf_method table[] = {
      "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
      "\"size\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/proof/inclusion", surf_h_prove},
+     SURF_READ | SURF_FAST, 4 * KIB, "GET", "/proof/inclusion", surf_h_prove},
     {"ledger_consistency",
      "Consistency proof between tree sizes first and second (default "
      "current).",
@@ -398,7 +398,8 @@ static const struct surf_method table[] = {
      "\"first\":{\"type\":\"integer\",\"minimum\":1},"
      "\"second\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"first\"]}",
-     SURF_READ, 4 * KIB, "GET", "/proof/consistency", surf_h_consistency},
+     SURF_READ | SURF_FAST, 4 * KIB, "GET", "/proof/consistency",
+     surf_h_consistency},
 };
 
 const struct surf_method *surf_methods(size_t *n)

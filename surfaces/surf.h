@@ -40,6 +40,10 @@ enum {
     SURF_READ = 1,
     SURF_WRITE = 2,
     SURF_ADMIN = 4, /* needs the token even under --no-auth; MCP --admin */
+    /* Answers in well under a millisecond and never waits on a lock or an
+     * fsync: the HTTP surface runs it on its event loop. Every other method
+     * runs on a worker thread (appends on the group committer). */
+    SURF_FAST = 8,
 };
 
 struct surf_method {

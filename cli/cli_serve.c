@@ -1,0 +1,585 @@
+/* cli_serve: `forum serve` (foreground), `serve start` (detached, returns
+ * once the port answers), `serve stop`, `serve status`, `serve logs`, and
+ * `serve --check`. The daemon itself is daemon/service.c. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon/service.h"
+#include "ledger/fo_buf.h"
+#include "ledger/fo_json.h"
+
+static const char help_serve[] =
+    "usage: forum serve [start|stop|status|logs] [options]\n"
+    "\n"
+    "  forum serve            run the daemon in the foreground (systemd,\n"
+    "                         containers); SIGTERM/SIGINT drain and exit 0\n"
+    "  forum serve start      start it in the background; returns once the\n"
+    "                         port answers (log: DIR/forum.log)\n"
+    "  forum serve stop       SIGTERM, wait, then SIGKILL after --timeout\n"
+    "  forum serve status     pid, address, uptime, entries, health\n"
+    "                         (exit 1 when not running)\n"
+    "  forum serve logs [-n N]  the last N lines of the log (default 50)\n"
+    "  forum serve --check    validate the configuration and exit\n"
+    "\n"
+    "options (also read from DIR/forum.json; flags win):\n"
+    "  --host H               listen address (default 127.0.0.1)\n"
+    "  --port P               port (default 8080; 0 = ephemeral, printed\n"
+    "                         and written to DIR/forum.state.json)\n"
+    "  --no-auth              no bearer token needed (admin methods still\n"
+    "                         need DIR/token)\n"
+    "  --timeout-s S          HTTP idle read/write timeout (default 30)\n"
+    "  --workers N            threads for slow methods (default 2)\n"
+    "  --checkpoint-ms MS     checkpoint signing cadence (default 1000;\n"
+    "                         0 = never)\n"
+    "  --log-file F           log to F instead of stderr\n"
+    "  --timeout S            stop: seconds before SIGKILL (default 10)\n";
+
+struct serve_opts {
+    struct daemon_config cfg;
+    int check;
+    int lines;
+    int stop_timeout_s;
+    /* the flags as given, passed on to the detached daemon */
+    char *pass[24];
+    int npass;
+};
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_opts(struct cli *c, int argc, char **argv, int start,
+                      struct serve_opts *o)
+{
+    for (int i = start; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x;
+        int takes = 1;
+        if (!strcmp(a, "--no-auth")) {
+            o->cfg.no_auth = 1;
+            takes = 0;
+        } else if (!strcmp(a, "--check")) {
+            o->check = 1;
+            continue;
+        } else if (!v) {
+            return cli_usage_error(c,
+                                   "serve: %s needs a value (or is "
+                                   "unknown)",
+                                   a);
+        } else if (!strcmp(a, "--host")) {
+            if (!*v)
+                return cli_usage_error(c, "serve: --host: empty");
+            o->cfg.host = v;
+        } else if (!strcmp(a, "--port")) {
+            if (parse_int(v, 0, 65535, &x))
+                return cli_usage_error(c,
+                                       "serve: --port: %s is not a port "
+                                       "(0-65535)",
+                                       v);
+            o->cfg.port = (int)x;
+        } else if (!strcmp(a, "--timeout-s")) {
+            if (parse_int(v, 1, 3600, &x))
+                return cli_usage_error(c, "serve: --timeout-s: 1-3600");
+            o->cfg.timeout_s = (int)x;
+        } else if (!strcmp(a, "--workers")) {
+            if (parse_int(v, 1, 64, &x))
+                return cli_usage_error(c, "serve: --workers: 1-64");
+            o->cfg.workers = (int)x;
+        } else if (!strcmp(a, "--checkpoint-ms")) {
+            if (parse_int(v, 0, 86400000, &x))
+                return cli_usage_error(c, "serve: --checkpoint-ms: 0-86400000");
+            o->cfg.sign_interval_ms = x == 0 ? -1 : (int)x;
+        } else if (!strcmp(a, "--log-file")) {
+            o->cfg.log_file = v;
+        } else if (!strcmp(a, "--ready-fd")) { /* internal: serve start */
+            if (parse_int(v, 3, 1 << 20, &x))
+                return cli_usage_error(c, "serve: --ready-fd: bad fd");
+            o->cfg.ready_fd = (int)x;
+            i++;
+            continue;
+        } else if (!strcmp(a, "--timeout")) {
+            if (parse_int(v, 1, 3600, &x))
+                return cli_usage_error(c, "serve: --timeout: 1-3600");
+            o->stop_timeout_s = (int)x;
+            i++;
+            continue;
+        } else if (!strcmp(a, "-n")) {
+            if (parse_int(v, 1, 1000000, &x))
+                return cli_usage_error(c, "serve logs: -n: 1-1000000");
+            o->lines = (int)x;
+            i++;
+            continue;
+        } else {
+            return cli_usage_error(c, "serve: unknown option %s", a);
+        }
+        if (o->npass + 2 < (int)(sizeof(o->pass) / sizeof(o->pass[0]))) {
+            o->pass[o->npass++] = argv[i];
+            if (takes)
+                o->pass[o->npass++] = argv[i + 1];
+        }
+        i += takes;
+    }
+    return 0;
+}
+
+/* Applies forum.json under the flags: load the file into a fresh config,
+ * then lay the flags given over it. */
+static int load_config(struct cli *c, struct serve_opts *o)
+{
+    struct daemon_config flags = o->cfg;
+    struct daemon_config file;
+    daemon_config_init(&file);
+    file.dir = c->ledger_dir;
+    struct fo_err err;
+    fo_err_clear(&err);
+    if (daemon_config_load(&file, &err) != FO_OK)
+        return cli_fail(c, &err);
+    struct daemon_config def;
+    daemon_config_init(&def);
+    if (flags.host)
+        file.host = flags.host;
+    if (flags.port != def.port)
+        file.port = flags.port;
+    if (flags.no_auth)
+        file.no_auth = 1;
+    if (flags.timeout_s)
+        file.timeout_s = flags.timeout_s;
+    if (flags.workers)
+        file.workers = flags.workers;
+    if (flags.sign_interval_ms)
+        file.sign_interval_ms = flags.sign_interval_ms;
+    file.log_file = flags.log_file;
+    file.ready_fd = flags.ready_fd;
+    o->cfg = file;
+    return 0;
+}
+
+static const char *state_path(struct cli *c, const char *name, char *buf,
+                              size_t n)
+{
+    snprintf(buf, n, "%s/%s", c->ledger_dir, name);
+    return buf;
+}
+
+/* Reads forum.state.json; NULL when absent or unreadable. */
+static cJSON *read_state(struct cli *c)
+{
+    char p[4096];
+    FILE *f = fopen(state_path(c, DAEMON_STATE_FILE, p, sizeof(p)), "rb");
+    if (!f)
+        return NULL;
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    cJSON *o = NULL;
+    struct fo_err err;
+    if (fo_json_parse(buf, n, &o, &err) != FO_OK)
+        return NULL;
+    return o;
+}
+
+static int check(struct cli *c, struct serve_opts *o)
+{
+    struct fo_err err;
+    fo_err_clear(&err);
+    struct stat st;
+    if (stat(c->ledger_dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        fo_err_set(&err, FO_E_INVALID, "%s: not a directory", c->ledger_dir);
+        return cli_fail(c, &err);
+    }
+    struct ledger *l = NULL;
+    if (stat(c->ledger_dir, &st) == 0) {
+        int rc =
+            ledger_open(c->ledger_dir, LEDGER_OPEN_READONLY, NULL, &l, &err);
+        if (rc && rc != FO_E_NOT_FOUND)
+            return cli_fail(c, &err);
+        ledger_close(l);
+        char tok[128];
+        rc = daemon_token(c->ledger_dir, 0, tok, sizeof(tok), &err);
+        if (rc && rc != FO_E_NOT_FOUND)
+            return cli_fail(c, &err);
+    }
+    int port = o->cfg.port < 0 ? 8080 : o->cfg.port;
+    const char *host = o->cfg.host ? o->cfg.host : "127.0.0.1";
+    if (c->json) {
+        cJSON *r = cJSON_CreateObject();
+        if (r) {
+            cJSON_AddTrueToObject(r, "ok");
+            cJSON_AddStringToObject(r, "host", host);
+            fo_json_add_int(r, "port", port);
+            cJSON_AddBoolToObject(r, "auth", !o->cfg.no_auth);
+            cli_print_json(r, 0);
+        }
+        cJSON_Delete(r);
+    } else {
+        printf("configuration ok: %s on %s:%d, auth %s\n", c->ledger_dir, host,
+               port, o->cfg.no_auth ? "off" : "on");
+    }
+    return 0;
+}
+
+static int foreground(struct cli *c, struct serve_opts *o)
+{
+    struct fo_err err;
+    fo_err_clear(&err);
+    o->cfg.dir = c->ledger_dir;
+    int rc = daemon_run(&o->cfg, &err);
+    daemon_config_release(&o->cfg);
+    if (rc)
+        return cli_fail(c, &err);
+    return 0;
+}
+
+static int start(struct cli *c, struct serve_opts *o, const char *self)
+{
+    long pid = 0;
+    if (daemon_running(c->ledger_dir, &pid) == 1) {
+        struct fo_err err;
+        fo_err_set(&err, FO_E_LOCKED,
+                   "another forum daemon (pid %ld) is serving %s", pid,
+                   c->ledger_dir);
+        return cli_fail(c, &err);
+    }
+    if (mkdir(c->ledger_dir, 0755) != 0 && errno != EEXIST) {
+        struct fo_err err;
+        fo_err_set(&err, FO_E_IO, "%s: %s", c->ledger_dir, strerror(errno));
+        return cli_fail(c, &err);
+    }
+    char logp[4096];
+    state_path(c, DAEMON_LOG_FILE, logp, sizeof(logp));
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        perror("forum: pipe");
+        return 3;
+    }
+    char fdbuf[16];
+    snprintf(fdbuf, sizeof(fdbuf), "%d", pfd[1]);
+    char *av[48];
+    int n = 0;
+    char a_forum[] = "forum", a_ledger[] = "--ledger", a_serve[] = "serve";
+    char a_log[] = "--log-file", a_ready[] = "--ready-fd";
+    char *dir = strdup(c->ledger_dir);
+    if (!dir) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return 3;
+    }
+    av[n++] = a_forum;
+    av[n++] = a_ledger;
+    av[n++] = dir;
+    av[n++] = a_serve;
+    for (int i = 0; i < o->npass; i++)
+        av[n++] = o->pass[i];
+    if (!o->cfg.log_file) {
+        av[n++] = a_log;
+        av[n++] = logp;
+    }
+    av[n++] = a_ready;
+    av[n++] = fdbuf;
+    av[n] = NULL;
+    pid_t child = fork();
+    if (child < 0) {
+        perror("forum: fork");
+        return 3;
+    }
+    if (child == 0) {
+        setsid();
+        int nul = open("/dev/null", O_RDWR);
+        if (nul >= 0) {
+            dup2(nul, 0);
+            dup2(nul, 1);
+            dup2(nul, 2);
+            if (nul > 2)
+                close(nul);
+        }
+        close(pfd[0]);
+        int fl = fcntl(pfd[1], F_GETFD);
+        fcntl(pfd[1], F_SETFD, fl & ~FD_CLOEXEC);
+        /* a grandchild, so the daemon is nobody's child but init's */
+        pid_t g = fork();
+        if (g != 0)
+            _exit(g < 0 ? 1 : 0);
+        execv(self, av);
+        _exit(127);
+    }
+    free(dir);
+    close(pfd[1]);
+    int st = 0;
+    waitpid(child, &st, 0);
+    char msg[600] = {0};
+    size_t got = 0;
+    int64_t deadline = ledger_now_us() + 30 * 1000000LL;
+    while (got < sizeof(msg) - 1 && !strchr(msg, '\n')) {
+        int64_t left = (deadline - ledger_now_us()) / 1000;
+        if (left <= 0)
+            break;
+        struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+        if (poll(&p, 1, (int)left) <= 0)
+            break;
+        ssize_t r = read(pfd[0], msg + got, sizeof(msg) - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(pfd[0]);
+    long port = -1;
+    if (strncmp(msg, "ok ", 3) == 0)
+        port = strtol(msg + 3, NULL, 10);
+    if (port <= 0) {
+        char *nl = strchr(msg, '\n');
+        if (nl)
+            *nl = '\0';
+        struct fo_err err;
+        fo_err_set(&err, FO_E_IO, "the daemon did not start: %s (log: %s)",
+                   !strncmp(msg, "error ", 6) ? msg + 6
+                   : got                      ? msg
+                                              : "it exited without a word",
+                   logp);
+        return cli_fail(c, &err);
+    }
+    /* It says it listens: check that the port answers. */
+    const char *host = o->cfg.host ? o->cfg.host : "127.0.0.1";
+    int status = 0;
+    char *body = NULL;
+    struct fo_err err;
+    fo_err_clear(&err);
+    if (cli_http_request(host, (int)port, "GET", "/health", NULL, NULL, 0, 5000,
+                         &status, &body, NULL, &err) != FO_OK ||
+        status != 200) {
+        free(body);
+        return cli_fail(c, &err);
+    }
+    free(body);
+    long dpid = 0;
+    daemon_running(c->ledger_dir, &dpid);
+    if (c->json) {
+        cJSON *r = cJSON_CreateObject();
+        char addr[300];
+        snprintf(addr, sizeof(addr), "http://%s:%ld", host, port);
+        if (r) {
+            fo_json_add_int(r, "pid", dpid);
+            fo_json_add_int(r, "port", port);
+            cJSON_AddStringToObject(r, "address", addr);
+            cJSON_AddStringToObject(r, "log", logp);
+            cli_print_json(r, 0);
+        }
+        cJSON_Delete(r);
+    } else {
+        printf("forum: started (pid %ld) on http://%s:%ld, log %s\n", dpid,
+               host, port, logp);
+    }
+    return 0;
+}
+
+static int not_running(struct cli *c)
+{
+    struct fo_err err;
+    fo_err_set(&err, FO_E_NOT_FOUND, "no forum daemon is running on %s",
+               c->ledger_dir);
+    return cli_fail(c, &err);
+}
+
+static int stop(struct cli *c, struct serve_opts *o)
+{
+    long pid = 0;
+    int r = daemon_running(c->ledger_dir, &pid);
+    if (r <= 0 || pid <= 0)
+        return not_running(c);
+    if (kill((pid_t)pid, SIGTERM) != 0)
+        return not_running(c);
+    int timeout = o->stop_timeout_s ? o->stop_timeout_s : 10;
+    int64_t deadline = ledger_now_us() + (int64_t)timeout * 1000000;
+    int killed = 0;
+    while (daemon_running(c->ledger_dir, NULL) == 1) {
+        if (!killed && ledger_now_us() > deadline) {
+            fprintf(stderr,
+                    "forum: pid %ld still running after %d s: SIGKILL\n", pid,
+                    timeout);
+            kill((pid_t)pid, SIGKILL);
+            killed = 1;
+            deadline = ledger_now_us() + 5 * 1000000LL;
+        } else if (killed && ledger_now_us() > deadline) {
+            struct fo_err err;
+            fo_err_set(&err, FO_E_IO, "pid %ld did not stop", pid);
+            return cli_fail(c, &err);
+        }
+        usleep(20000);
+    }
+    if (c->json) {
+        cJSON *j = cJSON_CreateObject();
+        if (j) {
+            fo_json_add_int(j, "pid", pid);
+            cJSON_AddBoolToObject(j, "killed", killed);
+            cli_print_json(j, 0);
+        }
+        cJSON_Delete(j);
+    } else {
+        printf("forum: stopped (pid %ld)%s\n", pid,
+               killed ? " with SIGKILL" : "");
+    }
+    return 0;
+}
+
+static int status(struct cli *c)
+{
+    long pid = 0;
+    if (daemon_running(c->ledger_dir, &pid) != 1)
+        return not_running(c);
+    cJSON *st = read_state(c);
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(st, "host");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(st, "port");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(st, "address");
+    if (!cJSON_IsString(h) || !cJSON_IsNumber(p) || !cJSON_IsString(a)) {
+        cJSON_Delete(st);
+        struct fo_err err;
+        fo_err_set(&err, FO_E_IO, "pid %ld holds %s but wrote no state yet",
+                   pid, c->ledger_dir);
+        return cli_fail(c, &err);
+    }
+    char tok[128];
+    struct fo_err err;
+    fo_err_clear(&err);
+    int have_tok =
+        daemon_token(c->ledger_dir, 0, tok, sizeof(tok), &err) == FO_OK;
+    int code = 0;
+    char *body = NULL;
+    cJSON *s = NULL;
+    int healthy = cli_http_request(h->valuestring, (int)p->valuedouble, "GET",
+                                   "/status", have_tok ? tok : NULL, NULL, 0,
+                                   5000, &code, &body, NULL, &err) == FO_OK &&
+                  code == 200 &&
+                  fo_json_parse(body, strlen(body), &s, &err) == FO_OK;
+    free(body);
+    cJSON *r = cJSON_CreateObject();
+    if (!r) {
+        cJSON_Delete(st);
+        cJSON_Delete(s);
+        return 3;
+    }
+    cJSON_AddTrueToObject(r, "running");
+    fo_json_add_int(r, "pid", pid);
+    cJSON_AddStringToObject(r, "address", a->valuestring);
+    fo_json_add_int(r, "port", (long long)p->valuedouble);
+    const cJSON *up = cJSON_GetObjectItemCaseSensitive(s, "uptime_s");
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "entries");
+    fo_json_add_int(r, "uptime_s",
+                    cJSON_IsNumber(up) ? (long long)up->valuedouble : -1);
+    fo_json_add_int(r, "entries",
+                    cJSON_IsNumber(en) ? (long long)en->valuedouble : -1);
+    cJSON_AddStringToObject(r, "health", healthy ? "ok" : "unhealthy");
+    if (c->json) {
+        cli_print_json(r, 0);
+    } else {
+        printf("running: pid %ld on %s\n", pid, a->valuestring);
+        if (healthy)
+            printf("uptime: %lld s\nentries: %lld\nhealth: ok\n",
+                   (long long)up->valuedouble, (long long)en->valuedouble);
+        else
+            printf("health: unhealthy (%s)\n", err.msg);
+    }
+    cJSON_Delete(r);
+    cJSON_Delete(st);
+    cJSON_Delete(s);
+    return healthy ? 0 : 1;
+}
+
+static int logs(struct cli *c, struct serve_opts *o)
+{
+    char p[4096];
+    state_path(c, DAEMON_LOG_FILE, p, sizeof(p));
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        struct fo_err err;
+        fo_err_set(&err, FO_E_NOT_FOUND, "%s: no log (%s)", p, strerror(errno));
+        return cli_fail(c, &err);
+    }
+    int want = o->lines ? o->lines : 50;
+    off_t end = lseek(fd, 0, SEEK_END);
+    off_t pos = end;
+    int lines = 0;
+    char buf[8192];
+    /* Walk back from the end until want+1 newlines (a trailing one aside). */
+    while (pos > 0 && lines <= want) {
+        size_t chunk = pos > (off_t)sizeof(buf) ? sizeof(buf) : (size_t)pos;
+        pos -= (off_t)chunk;
+        ssize_t r = pread(fd, buf, chunk, pos);
+        if (r <= 0)
+            break;
+        for (ssize_t i = r - 1; i >= 0; i--) {
+            if (buf[i] == '\n' && pos + i != end - 1 && ++lines > want) {
+                pos += i + 1;
+                break;
+            }
+        }
+    }
+    if (pos < 0)
+        pos = 0;
+    for (;;) {
+        ssize_t r = pread(fd, buf, sizeof(buf), pos);
+        if (r <= 0)
+            break;
+        fwrite(buf, 1, (size_t)r, stdout);
+        pos += r;
+    }
+    close(fd);
+    return 0;
+}
+
+int cli_serve(struct cli *c, int argc, char **argv)
+{
+    struct serve_opts o;
+    memset(&o, 0, sizeof(o));
+    daemon_config_init(&o.cfg);
+    const char *sub = NULL;
+    int first = 1;
+    if (argc > 1 && argv[1][0] != '-') {
+        sub = argv[1];
+        first = 2;
+        if (strcmp(sub, "start") && strcmp(sub, "stop") &&
+            strcmp(sub, "status") && strcmp(sub, "logs"))
+            return cli_usage_error(c, "serve: unknown subcommand %s", sub);
+    }
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i]))
+            return cli_help(help_serve);
+    int ex = parse_opts(c, argc, argv, first, &o);
+    if (ex)
+        return ex;
+    if (!sub || !strcmp(sub, "start")) {
+        ex = load_config(c, &o);
+        if (ex)
+            return ex;
+    }
+    if (o.check)
+        ex = check(c, &o);
+    else if (!sub)
+        ex = foreground(c, &o);
+    else if (!strcmp(sub, "start"))
+        ex = start(c, &o, "/proc/self/exe");
+    else if (!strcmp(sub, "stop"))
+        ex = stop(c, &o);
+    else if (!strcmp(sub, "status"))
+        ex = status(c);
+    else
+        ex = logs(c, &o);
+    if (sub || o.check)
+        daemon_config_release(&o.cfg);
+    return ex;
+}

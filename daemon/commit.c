@@ -1,0 +1,294 @@
+/* commit: the group committer. One thread, one ledger handle, a queue
+ * guarded by one mutex; see commit.h for the contract. */
+#include "daemon/commit.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ledger/proof.h"
+
+#define MAX_BATCH_DEFAULT 4096
+#define SIGN_INTERVAL_DEFAULT_MS 1000
+
+struct daemon_commit {
+    struct ledger *ledger;
+    struct daemon_commit_config cfg;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct daemon_commit_req *head, *tail;
+    size_t queued;
+    int stopping;
+    int stopped;
+    struct daemon_commit_stats stats;
+    /* committer-thread state */
+    struct ledger_append *scratch;
+    struct daemon_commit_req **taken;
+    int64_t signed_size;
+    int64_t last_sign_us;
+};
+
+static void logf_(struct daemon_commit *c, const char *what,
+                  const struct fo_err *err)
+{
+    if (c->cfg.log)
+        c->cfg.log(c->cfg.log_hook, "%s: %s", what, err->msg);
+}
+
+static int hist_bucket(size_t n)
+{
+    int b = 0;
+    while (n > 1 && b < 7) {
+        n >>= 1;
+        b++;
+    }
+    return b;
+}
+
+/* Signs a checkpoint when the tree grew and the interval has passed (or
+ * always, when force). Runs on the committer thread. */
+static void maybe_sign(struct daemon_commit *c, int force)
+{
+    if (c->cfg.sign_interval_ms < 0)
+        return;
+    int64_t now = ledger_now_us();
+    if (!force &&
+        now - c->last_sign_us < (int64_t)c->cfg.sign_interval_ms * 1000)
+        return;
+    struct fo_err err;
+    int64_t count = 0;
+    if (ledger_count(c->ledger, &count, &err) != FO_OK) {
+        logf_(c, "checkpoint", &err);
+        return;
+    }
+    if (count <= c->signed_size || count == 0)
+        return;
+    struct ledger_checkpoint cp = {0};
+    c->last_sign_us = now;
+    if (ledger_checkpoint_sign(c->ledger, -1, &cp, &err) != FO_OK) {
+        logf_(c, "checkpoint", &err);
+        return;
+    }
+    c->signed_size = cp.size;
+    ledger_checkpoint_release(&cp);
+    pthread_mutex_lock(&c->mu);
+    c->stats.checkpoints++;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void commit_batch(struct daemon_commit *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        c->scratch[i] = c->taken[i]->a;
+    struct fo_err err;
+    int rc = ledger_append_batch(c->ledger, c->scratch, n, &err);
+    size_t ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct daemon_commit_req *r = c->taken[i];
+        r->a.rc = c->scratch[i].rc;
+        r->a.err = c->scratch[i].err;
+        r->a.entry = c->scratch[i].entry;
+        ok += r->a.rc == FO_OK;
+    }
+    if (rc)
+        logf_(c, "commit failed", &err);
+    pthread_mutex_lock(&c->mu);
+    if (rc) {
+        c->stats.failed++;
+    } else {
+        c->stats.commits++;
+        c->stats.batch_hist[hist_bucket(n)]++;
+        c->stats.batch_sum += n;
+    }
+    c->stats.appends += ok;
+    c->stats.rejected += n - ok;
+    pthread_mutex_unlock(&c->mu);
+    /* Answer only now: the transaction has committed (or failed). */
+    for (size_t i = 0; i < n; i++)
+        c->taken[i]->done(c->taken[i]);
+}
+
+static void *run(void *arg)
+{
+    struct daemon_commit *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->head && !c->stopping) {
+            if (c->cfg.sign_interval_ms >= 0) {
+                pthread_mutex_unlock(&c->mu);
+                maybe_sign(c, 0);
+                pthread_mutex_lock(&c->mu);
+                if (c->head || c->stopping)
+                    break;
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                int ms = c->cfg.sign_interval_ms > 0 ? c->cfg.sign_interval_ms
+                                                     : 1000;
+                ts.tv_sec += ms / 1000;
+                ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+            } else {
+                pthread_cond_wait(&c->cv, &c->mu);
+            }
+        }
+        if (!c->head && c->stopping)
+            break;
+        size_t n = 0;
+        while (c->head && n < c->cfg.max_batch) {
+            c->taken[n++] = c->head;
+            c->head = c->head->next;
+        }
+        if (!c->head)
+            c->tail = NULL;
+        c->queued -= n;
+        pthread_mutex_unlock(&c->mu);
+        commit_batch(c, n);
+        maybe_sign(c, 0);
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    maybe_sign(c, 1); /* the last checkpoint, on shutdown */
+    return NULL;
+}
+
+int daemon_commit_create(const char *dir,
+                         const struct daemon_commit_config *cfg,
+                         struct daemon_commit **out, struct fo_err *err)
+{
+    int rc = FO_E_NOMEM;
+    struct daemon_commit *c = calloc(1, sizeof(*c));
+    if (!c)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    if (cfg)
+        c->cfg = *cfg;
+    if (!c->cfg.max_batch)
+        c->cfg.max_batch = MAX_BATCH_DEFAULT;
+    if (!c->cfg.sign_interval_ms)
+        c->cfg.sign_interval_ms = SIGN_INTERVAL_DEFAULT_MS;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->scratch = calloc(c->cfg.max_batch, sizeof(*c->scratch));
+    c->taken = calloc(c->cfg.max_batch, sizeof(*c->taken));
+    if (!c->scratch || !c->taken) {
+        fo_err_set(err, FO_E_NOMEM, NULL);
+        goto out;
+    }
+    rc = ledger_open(dir, 0, NULL, &c->ledger, err);
+    if (rc)
+        goto out;
+    struct ledger_checkpoint cp = {0};
+    struct fo_err e2;
+    if (ledger_checkpoint_latest(c->ledger, &cp, &e2) == FO_OK)
+        c->signed_size = cp.size;
+    ledger_checkpoint_release(&cp);
+    c->last_sign_us = 0;
+    if (pthread_create(&c->thread, NULL, run, c) != 0) {
+        rc = fo_err_set(err, FO_E_INTERNAL, "cannot start the commit thread");
+        goto out;
+    }
+    c->started = 1;
+    *out = c;
+    return FO_OK;
+out:
+    daemon_commit_free(c);
+    return rc;
+}
+
+int daemon_commit_submit(struct daemon_commit *c, struct daemon_commit_req *r,
+                         struct fo_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->stopping) {
+        pthread_mutex_unlock(&c->mu);
+        return fo_err_set(err, FO_E_DRAINING, "the daemon is shutting down");
+    }
+    r->next = NULL;
+    if (c->tail)
+        c->tail->next = r;
+    else
+        c->head = r;
+    c->tail = r;
+    c->queued++;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return FO_OK;
+}
+
+struct sync_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+};
+
+static void sync_done(struct daemon_commit_req *r)
+{
+    struct sync_wait *w = r->arg;
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int daemon_commit_append_sync(void *hook, struct ledger_append *req,
+                              struct fo_err *err)
+{
+    struct daemon_commit *c = hook;
+    struct sync_wait w = {.done = 0};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    struct daemon_commit_req r = {.a = *req, .done = sync_done, .arg = &w};
+    int rc = daemon_commit_submit(c, &r, err);
+    if (rc == FO_OK) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        *req = r.a;
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return rc;
+}
+
+void daemon_commit_stats(struct daemon_commit *c,
+                         struct daemon_commit_stats *out)
+{
+    pthread_mutex_lock(&c->mu);
+    *out = c->stats;
+    out->queued = c->queued;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void daemon_commit_stop(struct daemon_commit *c)
+{
+    if (!c || c->stopped)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->stopping = 1;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (c->started)
+        pthread_join(c->thread, NULL);
+    c->stopped = 1;
+}
+
+void daemon_commit_free(struct daemon_commit *c)
+{
+    if (!c)
+        return;
+    daemon_commit_stop(c);
+    ledger_close(c->ledger);
+    free(c->scratch);
+    free(c->taken);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}

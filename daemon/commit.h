@@ -1,0 +1,77 @@
+/* commit: the daemon's group commit. Appends submitted from any thread are
+ * queued; one committer thread writes everything queued in one transaction
+ * (one fsync) and only then reports each request done. A lone writer is
+ * never kept waiting: the committer starts a transaction as soon as the
+ * queue is non-empty, and what arrives during that fsync forms the next
+ * batch. The same thread signs checkpoints on the cadence of DESIGN §2. */
+#ifndef DAEMON_COMMIT_H
+#define DAEMON_COMMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ledger/fo_err.h"
+#include "ledger/ledger.h"
+
+struct daemon_commit;
+
+/* One queued append. The submitter owns it (and a's body) until done runs.
+ * done is called on the committer thread once the batch holding it has
+ * committed (a.rc FO_OK, a.entry set) or failed (a.rc, a.err say why). */
+struct daemon_commit_req {
+    struct ledger_append a;
+    void (*done)(struct daemon_commit_req *r);
+    void *arg;                      /* for done */
+    struct daemon_commit_req *next; /* private to the queue */
+};
+
+struct daemon_commit_config {
+    size_t max_batch;     /* appends per transaction; 0: 4096 */
+    int sign_interval_ms; /* checkpoint cadence; 0: 1000; < 0: never */
+    void (*log)(void *hook, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+    void *log_hook;
+};
+
+/* The counters served by /metrics (a snapshot). */
+struct daemon_commit_stats {
+    uint64_t appends;       /* appends committed */
+    uint64_t rejected;      /* appends refused (bad input, failed batch) */
+    uint64_t commits;       /* transactions committed */
+    uint64_t failed;        /* transactions that failed */
+    uint64_t checkpoints;   /* checkpoints signed */
+    uint64_t batch_hist[8]; /* batch sizes: 1, 2-3, 4-7, ..., 64-127, 128+ */
+    uint64_t batch_sum;     /* appends in committed batches */
+    uint64_t queued;        /* in the queue now */
+};
+
+/* Opens its own handle on the ledger in dir and starts the committer
+ * thread. cfg may be NULL. */
+int daemon_commit_create(const char *dir,
+                         const struct daemon_commit_config *cfg,
+                         struct daemon_commit **out, struct fo_err *err);
+
+/* Queues r (never blocks on I/O). FO_E_DRAINING once stopping: r is not
+ * queued and done is not called. */
+int daemon_commit_submit(struct daemon_commit *c, struct daemon_commit_req *r,
+                         struct fo_err *err);
+
+/* A surf_ctx append hook (hook = the daemon_commit): queues req and blocks
+ * the calling thread until its batch committed. Returns like
+ * ledger_append_batch for a batch of one. */
+int daemon_commit_append_sync(void *hook, struct ledger_append *req,
+                              struct fo_err *err);
+
+/* Snapshot of the counters. */
+void daemon_commit_stats(struct daemon_commit *c,
+                         struct daemon_commit_stats *out);
+
+/* Stops taking requests, commits everything already queued (calling each
+ * done), signs a last checkpoint when the tree grew, and joins the thread.
+ * Idempotent. */
+void daemon_commit_stop(struct daemon_commit *c);
+
+/* Stops (if not yet) and frees. NULL-safe. */
+void daemon_commit_free(struct daemon_commit *c);
+
+#endif

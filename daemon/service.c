@@ -1,0 +1,550 @@
+/* service: the daemon's composition root (see service.h). Files in the
+ * data dir: forum.pid (the pid; its flock is the one-daemon lock),
+ * forum.state.json (pid, address, port, start time), token (0600). */
+#include "daemon/service.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <openssl/rand.h>
+
+#include "daemon/commit.h"
+#include "ledger/fo_buf.h"
+#include "ledger/fo_json.h"
+#include "ledger/ledger.h"
+#include "surfaces/http.h"
+#include "surfaces/surf.h"
+
+#define FORUM_VERSION "0.1.0"
+
+struct daemon {
+    const struct daemon_config *cfg;
+    char path[4096]; /* scratch for file names */
+    pthread_mutex_t log_mu;
+    FILE *log;
+    int log_fd; /* the log file's fd when logging to a file, else -1 */
+    struct event_base *base;
+    struct ledger *ledger;
+    struct daemon_commit *commit;
+    struct surf_http *http;
+    struct surf_ctx loop_ctx;
+    char token[80];
+    int lock_fd;
+    int64_t start_us;
+    int ready_fd; /* until the starter is told: see ready() */
+};
+
+/* ---- logging ---------------------------------------------------------- */
+
+static void dlog(void *hook, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void dlog(void *hook, const char *fmt, ...)
+{
+    struct daemon *d = hook;
+    char ts[32];
+    struct timespec now;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&d->log_mu);
+    fprintf(d->log, "%s.%03ldZ forum[%ld]: ", ts, now.tv_nsec / 1000000L,
+            (long)getpid());
+    vfprintf(d->log, fmt, ap);
+    fputc('\n', d->log);
+    fflush(d->log);
+    pthread_mutex_unlock(&d->log_mu);
+    va_end(ap);
+}
+
+static int open_log(struct daemon *d, struct fo_err *err)
+{
+    d->log = stderr;
+    d->log_fd = -1;
+    if (!d->cfg->log_file)
+        return FO_OK;
+    int fd =
+        open(d->cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return fo_err_set(err, FO_E_IO, "%s: %s", d->cfg->log_file,
+                          strerror(errno));
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+        close(fd);
+        return fo_err_set(err, FO_E_IO, "%s: %s", d->cfg->log_file,
+                          strerror(errno));
+    }
+    d->log = f;
+    d->log_fd = fd;
+    dup2(fd, STDERR_FILENO); /* stray stderr lands in the log too */
+    return FO_OK;
+}
+
+/* SIGHUP: reopen the log file under the same FILE (after a rotation). */
+static void reopen_log(struct daemon *d)
+{
+    if (d->log_fd < 0)
+        return;
+    int fd =
+        open(d->cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        dlog(d, "SIGHUP: cannot reopen %s: %s", d->cfg->log_file,
+             strerror(errno));
+        return;
+    }
+    pthread_mutex_lock(&d->log_mu);
+    fflush(d->log);
+    dup3(fd, d->log_fd, O_CLOEXEC);
+    dup2(fd, STDERR_FILENO);
+    pthread_mutex_unlock(&d->log_mu);
+    close(fd);
+    dlog(d, "SIGHUP: log reopened");
+}
+
+/* ---- files in the data dir -------------------------------------------- */
+
+static const char *dpath(struct daemon *d, const char *name)
+{
+    snprintf(d->path, sizeof(d->path), "%s/%s", d->cfg->dir, name);
+    return d->path;
+}
+
+int daemon_token(const char *dir, int create, char *out, size_t outsz,
+                 struct fo_err *err)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/%s", dir, DAEMON_TOKEN_FILE) >=
+        (int)sizeof(path))
+        return fo_err_set(err, FO_E_INVALID, "data dir path too long");
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            char buf[128];
+            ssize_t n = read(fd, buf, sizeof(buf) - 1);
+            close(fd);
+            if (n < 0)
+                return fo_err_set(err, FO_E_IO, "%s: %s", path,
+                                  strerror(errno));
+            buf[n] = '\0';
+            while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
+                             buf[n - 1] == ' '))
+                buf[--n] = '\0';
+            if (n < 16 || (size_t)n >= outsz)
+                return fo_err_set(err, FO_E_INVALID,
+                                  "%s: a token of 16 to %zu characters, "
+                                  "please",
+                                  path, outsz - 1);
+            memcpy(out, buf, (size_t)n + 1);
+            return FO_OK;
+        }
+        if (errno != ENOENT || !create)
+            return fo_err_set(err, errno == ENOENT ? FO_E_NOT_FOUND : FO_E_IO,
+                              "%s: %s", path, strerror(errno));
+        unsigned char raw[32];
+        char hex[65];
+        if (RAND_bytes(raw, sizeof(raw)) != 1)
+            return fo_err_set(err, FO_E_INTERNAL, "no randomness");
+        fo_hex(raw, sizeof(raw), hex);
+        char tmp[4200];
+        snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0)
+            return fo_err_set(err, FO_E_IO, "%s: %s", tmp, strerror(errno));
+        int ok = write(fd, hex, 64) == 64 && write(fd, "\n", 1) == 1 &&
+                 fsync(fd) == 0;
+        close(fd);
+        /* link() fails when another process made the token first: then
+         * read theirs. */
+        if (ok && link(tmp, path) != 0 && errno != EEXIST)
+            ok = 0;
+        unlink(tmp);
+        if (!ok)
+            return fo_err_set(err, FO_E_IO, "%s: cannot create", path);
+    }
+    return fo_err_set(err, FO_E_IO, "%s: cannot read", path);
+}
+
+int daemon_running(const char *dir, long *pid)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, DAEMON_PID_FILE);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    if (pid) {
+        *pid = 0;
+        if (n > 0) {
+            buf[n] = '\0';
+            *pid = strtol(buf, NULL, 10);
+        }
+    }
+    int running = 0;
+    if (flock(fd, LOCK_SH | LOCK_NB) != 0)
+        running = errno == EWOULDBLOCK ? 1 : -1;
+    close(fd); /* releases the probe's shared lock */
+    return running;
+}
+
+/* Takes the one-daemon lock and writes the pid file. */
+static int take_lock(struct daemon *d, struct fo_err *err)
+{
+    const char *p = dpath(d, DAEMON_PID_FILE);
+    for (;;) {
+        int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return fo_err_set(err, FO_E_IO, "%s: %s", p, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            char buf[32] = {0};
+            ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+            close(fd);
+            if (e != EWOULDBLOCK)
+                return fo_err_set(err, FO_E_IO, "%s: %s", p, strerror(e));
+            return fo_err_set(err, FO_E_LOCKED,
+                              "another forum daemon (pid %ld) is serving %s",
+                              n > 0 ? strtol(buf, NULL, 10) : 0L, d->cfg->dir);
+        }
+        /* The file we locked may have been unlinked by a daemon that just
+         * stopped: lock the file that is there now. */
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(p, &b) == 0 && a.st_ino == b.st_ino &&
+            a.st_dev == b.st_dev) {
+            char buf[32];
+            int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+            if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+                close(fd);
+                return fo_err_set(err, FO_E_IO, "%s: %s", p, strerror(errno));
+            }
+            d->lock_fd = fd;
+            return FO_OK;
+        }
+        close(fd);
+    }
+}
+
+static int write_state(struct daemon *d, int port, struct fo_err *err)
+{
+    cJSON *o = cJSON_CreateObject();
+    char addr[300];
+    const char *host = d->cfg->host ? d->cfg->host : "127.0.0.1";
+    snprintf(addr, sizeof(addr), "http://%s:%d", host, port);
+    char cwd_dir[4096];
+    const char *dir = d->cfg->dir;
+    if (dir[0] != '/' && getcwd(cwd_dir, sizeof(cwd_dir))) {
+        size_t l = strlen(cwd_dir);
+        if (l + 1 + strlen(dir) < sizeof(cwd_dir)) {
+            cwd_dir[l] = '/';
+            memcpy(cwd_dir + l + 1, dir, strlen(dir) + 1);
+            dir = cwd_dir;
+        }
+    }
+    if (!o || !fo_json_add_int(o, "pid", getpid()) ||
+        !cJSON_AddStringToObject(o, "host", host) ||
+        !fo_json_add_int(o, "port", port) ||
+        !cJSON_AddStringToObject(o, "address", addr) ||
+        !fo_json_add_int(o, "started_us", d->start_us) ||
+        !cJSON_AddStringToObject(o, "ledger", dir) ||
+        !cJSON_AddStringToObject(o, "version", FORUM_VERSION) ||
+        !cJSON_AddBoolToObject(o, "auth", !d->cfg->no_auth)) {
+        cJSON_Delete(o);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    int rc = fo_json_canon(o, &b, err);
+    cJSON_Delete(o);
+    if (rc == FO_OK && fo_buf_putc(&b, '\n'))
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    char tmp[4200], final_[4096];
+    snprintf(final_, sizeof(final_), "%s", dpath(d, DAEMON_STATE_FILE));
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", final_) >= (int)sizeof(tmp))
+        rc = fo_err_set(err, FO_E_INVALID, "data dir path too long");
+    if (rc == FO_OK) {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || write(fd, b.data, b.len) != (ssize_t)b.len ||
+            close(fd) != 0 || rename(tmp, final_) != 0)
+            rc = fo_err_set(err, FO_E_IO, "%s: %s", final_, strerror(errno));
+    }
+    fo_buf_release(&b);
+    return rc;
+}
+
+/* ---- contexts --------------------------------------------------------- */
+
+static int ctx_open(void *hook, struct surf_ctx **out, struct fo_err *err)
+{
+    struct daemon *d = hook;
+    struct surf_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = ledger_open(d->cfg->dir, 0, NULL, &ctx->ledger, err);
+    if (rc) {
+        free(ctx);
+        return rc;
+    }
+    ctx->start_us = d->start_us;
+    ctx->append = daemon_commit_append_sync;
+    ctx->append_hook = d->commit;
+    *out = ctx;
+    return FO_OK;
+}
+
+static void ctx_close(void *hook, struct surf_ctx *ctx)
+{
+    (void)hook;
+    if (!ctx)
+        return;
+    ledger_close(ctx->ledger);
+    free(ctx);
+}
+
+/* ---- signals ---------------------------------------------------------- */
+
+static void drained(void *arg)
+{
+    struct daemon *d = arg;
+    dlog(d, "drained: every request answered");
+    event_base_loopexit(d->base, NULL);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    struct daemon *d = arg;
+    if (sig == SIGHUP) {
+        reopen_log(d);
+        return;
+    }
+    static const char *names[] = {[SIGINT] = "SIGINT", [SIGTERM] = "SIGTERM"};
+    dlog(d, "%s: draining (no new connections; finishing in-flight work)",
+         names[sig] ? names[sig] : "signal");
+    surf_http_drain(d->http, drained, d);
+}
+
+/* ---- run -------------------------------------------------------------- */
+
+void daemon_config_init(struct daemon_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->port = -1;
+    cfg->ready_fd = -1;
+}
+
+/* Tells `serve start` (when it waits on a pipe) how the start went; once. */
+static void ready(struct daemon *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void ready(struct daemon *d, const char *fmt, ...)
+{
+    if (d->ready_fd < 0)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof(buf) - 1)
+        n = (int)sizeof(buf) - 1;
+    if (write(d->ready_fd, buf, (size_t)n) < 0) {
+        /* the starter went away: nothing to tell */
+    }
+    close(d->ready_fd);
+    d->ready_fd = -1;
+}
+
+int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
+{
+    struct daemon *d = calloc(1, sizeof(*d));
+    if (!d)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = FO_OK;
+    struct event *sigs[3] = {0};
+    d->cfg = cfg;
+    d->lock_fd = -1;
+    d->ready_fd = cfg->ready_fd;
+    d->start_us = ledger_now_us();
+    pthread_mutex_init(&d->log_mu, NULL);
+    rc = open_log(d, err);
+    if (rc)
+        goto out;
+    signal(SIGPIPE, SIG_IGN);
+    rc = ledger_open(cfg->dir, LEDGER_OPEN_CREATE, NULL, &d->ledger, err);
+    if (rc)
+        goto out;
+    rc = take_lock(d, err);
+    if (rc)
+        goto out;
+    rc = daemon_token(cfg->dir, 1, d->token, sizeof(d->token), err);
+    if (rc)
+        goto out;
+    if (evthread_use_pthreads() != 0) {
+        rc = fo_err_set(err, FO_E_INTERNAL, "libevent without threads");
+        goto out;
+    }
+    d->base = event_base_new();
+    if (!d->base) {
+        rc = fo_err_set(err, FO_E_INTERNAL, "cannot create the event base");
+        goto out;
+    }
+    struct daemon_commit_config cc = {
+        .sign_interval_ms = cfg->sign_interval_ms, .log = dlog, .log_hook = d};
+    rc = daemon_commit_create(cfg->dir, &cc, &d->commit, err);
+    if (rc)
+        goto out;
+    d->loop_ctx = (struct surf_ctx){.ledger = d->ledger,
+                                    .start_us = d->start_us,
+                                    .append = daemon_commit_append_sync,
+                                    .append_hook = d->commit};
+    struct surf_http_config hc = {
+        .host = cfg->host,
+        .port = cfg->port < 0 ? 8080 : cfg->port,
+        .token = d->token,
+        .no_auth = cfg->no_auth,
+        .body_max = cfg->body_max,
+        .timeout_s = cfg->timeout_s,
+        .workers = cfg->workers,
+        .loop_ctx = &d->loop_ctx,
+        .ctx_open = ctx_open,
+        .ctx_close = ctx_close,
+        .hook = d,
+        .commit = d->commit,
+        .log = dlog,
+    };
+    rc = surf_http_create(d->base, &hc, &d->http, err);
+    if (rc)
+        goto out;
+    int port = surf_http_port(d->http);
+    rc = write_state(d, port, err);
+    if (rc)
+        goto out;
+    static const int signums[3] = {SIGTERM, SIGINT, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        sigs[i] = evsignal_new(d->base, signums[i], on_signal, d);
+        if (!sigs[i] || event_add(sigs[i], NULL) != 0) {
+            rc = fo_err_set(err, FO_E_INTERNAL, "cannot watch signals");
+            goto out;
+        }
+    }
+    const char *host = cfg->host ? cfg->host : "127.0.0.1";
+    dlog(d, "serving %s on http://%s:%d (pid %ld, auth %s)", cfg->dir, host,
+         port, (long)getpid(), cfg->no_auth ? "off" : "on");
+    if (!cfg->quiet) {
+        printf("forum: listening on http://%s:%d\n", host, port);
+        fflush(stdout);
+    }
+    ready(d, "ok %d\n", port);
+    if (event_base_dispatch(d->base) != 0)
+        rc = fo_err_set(err, FO_E_INTERNAL, "the event loop failed");
+    else
+        rc = FO_OK;
+    /* Drained: every request answered. Commit what is queued, sign the
+     * last checkpoint, then let go of the files. */
+    daemon_commit_stop(d->commit);
+    dlog(d, "stopped");
+out:
+    if (rc != FO_OK) {
+        ready(d, "error %s\n", err->msg);
+        if (d->log_fd >= 0) /* on stderr the CLI says it already */
+            dlog(d, "cannot serve: %s", err->msg);
+    }
+    surf_http_free(d->http);
+    daemon_commit_free(d->commit);
+    for (int i = 0; i < 3; i++)
+        if (sigs[i])
+            event_free(sigs[i]);
+    if (d->base)
+        event_base_free(d->base);
+    if (d->lock_fd >= 0) {
+        unlink(dpath(d, DAEMON_STATE_FILE));
+        unlink(dpath(d, DAEMON_PID_FILE));
+        close(d->lock_fd);
+    }
+    ledger_close(d->ledger);
+    if (d->log && d->log != stderr)
+        fclose(d->log);
+    pthread_mutex_destroy(&d->log_mu);
+    free(d);
+    return rc;
+}
+
+/* ---- forum.json ------------------------------------------------------- */
+
+int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", cfg->dir, DAEMON_CONFIG_FILE);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno == ENOENT
+                   ? FO_OK
+                   : fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    int big = !feof(f);
+    fclose(f);
+    if (big)
+        return fo_err_set(err, FO_E_INVALID, "%s: over 64 KiB", path);
+    cJSON *o = NULL;
+    int rc = fo_json_parse(buf, n, &o, err);
+    if (rc) {
+        fo_err_prefix(err, "%s", path);
+        return rc;
+    }
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return fo_err_set(err, FO_E_INVALID, "%s: must be a JSON object", path);
+    }
+    const cJSON *v;
+    cJSON_ArrayForEach (v, o) {
+        const char *k = v->string;
+        long long x = 0;
+        int is_int =
+            cJSON_IsNumber(v) && v->valuedouble == (long long)v->valuedouble;
+        x = is_int ? (long long)v->valuedouble : 0;
+        if (!strcmp(k, "host") && cJSON_IsString(v) && *v->valuestring)
+            cfg->host = v->valuestring;
+        else if (!strcmp(k, "port") && is_int && x >= 0 && x <= 65535)
+            cfg->port = (int)x;
+        else if (!strcmp(k, "no_auth") && cJSON_IsBool(v))
+            cfg->no_auth = cJSON_IsTrue(v);
+        else if (!strcmp(k, "timeout_s") && is_int && x >= 1 && x <= 3600)
+            cfg->timeout_s = (int)x;
+        else if (!strcmp(k, "workers") && is_int && x >= 1 && x <= 64)
+            cfg->workers = (int)x;
+        else if (!strcmp(k, "body_max") && is_int && x >= 1024 &&
+                 x <= (1LL << 30))
+            cfg->body_max = (size_t)x;
+        else if (!strcmp(k, "checkpoint_interval_ms") && is_int && x >= -1 &&
+                 x <= 86400000)
+            cfg->sign_interval_ms = x == 0 ? -1 : (int)x;
+        else {
+            rc = fo_err_set(err, FO_E_INVALID,
+                            "%s: field %s: unknown or out of range", path, k);
+            cJSON_Delete(o);
+            return rc;
+        }
+    }
+    cfg->owned = o;
+    return FO_OK;
+}
+
+void daemon_config_release(struct daemon_config *cfg)
+{
+    cJSON_Delete(cfg->owned);
+    cfg->owned = NULL;
+}

@@ -1,0 +1,58 @@
+/* service: `forum serve`, the composition root. It opens the ledger, takes
+ * the data dir's daemon lock, starts the group committer and the HTTP
+ * surface on one event loop, and owns signals: SIGTERM/SIGINT drain and
+ * exit 0, SIGHUP reopens the log. The only file in daemon/ that knows the
+ * surfaces. */
+#ifndef DAEMON_SERVICE_H
+#define DAEMON_SERVICE_H
+
+#include <stddef.h>
+
+#include "ledger/fo_err.h"
+
+#define DAEMON_PID_FILE "forum.pid"
+#define DAEMON_STATE_FILE "forum.state.json"
+#define DAEMON_LOG_FILE "forum.log"
+#define DAEMON_TOKEN_FILE "token"
+#define DAEMON_CONFIG_FILE "forum.json"
+
+struct daemon_config {
+    const char *dir;      /* the data dir (created when absent) */
+    const char *host;     /* NULL: 127.0.0.1 */
+    int port;             /* -1: 8080; 0: ephemeral */
+    int no_auth;          /* --no-auth */
+    int timeout_s;        /* HTTP idle read/write timeout; 0: 30 */
+    int workers;          /* worker threads; 0: 2 */
+    size_t body_max;      /* HTTP body cap; 0: 1 MiB + 64 KiB */
+    int sign_interval_ms; /* checkpoint cadence; 0: 1000; < 0: never */
+    const char *log_file; /* NULL: stderr */
+    int ready_fd;         /* -1, or a pipe told "ok <port>" or "error <msg>" */
+    int quiet;            /* no "listening on" line on stdout */
+    void *owned;          /* the parsed forum.json strings point into */
+};
+
+/* Defaults for every field (dir NULL). */
+void daemon_config_init(struct daemon_config *cfg);
+
+/* Reads DIR/forum.json when it exists into cfg (fields: host, port,
+ * no_auth, timeout_s, workers, body_max, checkpoint_interval_ms). Unknown
+ * fields and wrong types are FO_E_INVALID naming the field; a missing file
+ * is not an error. Strings stay valid until daemon_config_release. */
+int daemon_config_load(struct daemon_config *cfg, struct fo_err *err);
+void daemon_config_release(struct daemon_config *cfg);
+
+/* Runs the daemon in the foreground until SIGTERM/SIGINT, then drains and
+ * returns FO_OK (every acknowledged write committed). FO_E_LOCKED when
+ * another daemon serves the dir; FO_E_IO when the port cannot be bound. */
+int daemon_run(const struct daemon_config *cfg, struct fo_err *err);
+
+/* Reads (creating with 0600 on first use when create) DIR/token into out
+ * (NUL-terminated, at least 65 bytes). */
+int daemon_token(const char *dir, int create, char *out, size_t outsz,
+                 struct fo_err *err);
+
+/* Is a daemon holding DIR's lock? 1 yes (its pid in *pid when known), 0 no,
+ * < 0 on error. Never takes the lock for longer than the check. */
+int daemon_running(const char *dir, long *pid);
+
+#endif

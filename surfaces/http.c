@@ -1,0 +1,954 @@
+/* http: the HTTP surface. One generic evhttp callback routes every request
+ * through the handler table: transport checks, auth, input from the query,
+ * path or body, then the method on the loop, a worker or the committer.
+ * Replies, metrics and the drain all happen on the loop thread. */
+#include "surfaces/http.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/crypto.h>
+
+#include "ledger/fo_json.h"
+
+#define BODY_MAX_DEFAULT ((1u << 20) + 64 * 1024)
+#define HEADER_MAX_DEFAULT (16 * 1024)
+#define TIMEOUT_DEFAULT_S 30
+#define WORKERS_DEFAULT 2
+#define MAX_SEGMENTS 8
+
+/* Route labels for metrics: one per table row, then these. */
+enum { ROUTE_METRICS = 0, ROUTE_UNKNOWN = 1, ROUTE_EXTRA = 2 };
+static const int statuses[] = {200, 400, 401, 404, 405, 410,
+                               413, 500, 502, 503, 504, 0};
+#define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
+static const double lat_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                    0.05,   0.1,   0.5,    1.0,   5.0};
+#define NLAT (sizeof(lat_bounds) / sizeof(lat_bounds[0]))
+
+enum job_kind { JOB_CALL, JOB_APPEND };
+
+struct job {
+    struct surf_http *h;
+    enum job_kind kind;
+    struct evhttp_request *req;
+    const struct surf_method *m;
+    int route;
+    int64_t t0;
+    cJSON *in;
+    /* results of a call (set on the worker) */
+    int status;
+    char *body;
+    size_t body_len;
+    /* an append */
+    struct daemon_commit_req creq;
+    struct fo_buf cbody;
+    struct job *next;
+};
+
+struct queue {
+    struct job *head, *tail;
+};
+
+struct surf_http {
+    struct surf_http_config cfg;
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    int port;
+    const struct surf_method *table;
+    size_t nmethods;
+    const struct surf_method *append_m;
+    /* workers */
+    pthread_t *threads;
+    int nthreads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct queue work;
+    struct queue done;
+    int stopping;
+    struct event *done_ev;
+    /* loop-thread state */
+    long inflight;
+    int draining;
+    void (*drained)(void *arg);
+    void *drained_arg;
+    struct event *drain_ev;
+    /* metrics (loop thread only) */
+    unsigned long long *counts; /* [route][status] */
+    unsigned long long lat[NLAT + 1];
+    double lat_sum;
+    unsigned long long requests;
+    int64_t start_us;
+};
+
+static void logm(struct surf_http *h, const char *what, const char *detail)
+{
+    if (h->cfg.log)
+        h->cfg.log(h->cfg.hook, "%s: %s", what, detail);
+}
+
+static void q_push(struct queue *q, struct job *j)
+{
+    j->next = NULL;
+    if (q->tail)
+        q->tail->next = j;
+    else
+        q->head = j;
+    q->tail = j;
+}
+
+static struct job *q_pop(struct queue *q)
+{
+    struct job *j = q->head;
+    if (j) {
+        q->head = j->next;
+        if (!q->head)
+            q->tail = NULL;
+    }
+    return j;
+}
+
+static void job_free(struct job *j)
+{
+    if (!j)
+        return;
+    cJSON_Delete(j->in);
+    free(j->body);
+    fo_buf_release(&j->cbody);
+    free(j);
+}
+
+/* ---- replies ---------------------------------------------------------- */
+
+static void count(struct surf_http *h, int route, int status, int64_t t0)
+{
+    size_t si = NSTATUS - 1;
+    for (size_t i = 0; i + 1 < NSTATUS; i++)
+        if (statuses[i] == status)
+            si = i;
+    h->counts[(size_t)route * NSTATUS + si]++;
+    double secs = (double)(ledger_now_us() - t0) / 1e6;
+    size_t b = 0;
+    while (b < NLAT && secs > lat_bounds[b])
+        b++;
+    h->lat[b]++;
+    h->lat_sum += secs;
+    h->requests++;
+}
+
+static void free_ref(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    free(arg);
+}
+
+/* Sends data (malloc'd, taken) as the body; counts the request. */
+static void send_raw(struct surf_http *h, struct evhttp_request *req,
+                     int status, const char *ctype, char *data, size_t len,
+                     int close, int route, int64_t t0)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    evhttp_add_header(oh, "Content-Type", ctype);
+    if (close)
+        evhttp_add_header(oh, "Connection", "close");
+    struct evbuffer *buf = evbuffer_new();
+    if (buf && data && len &&
+        evbuffer_add_reference(buf, data, len, free_ref, data) == 0)
+        data = NULL; /* owned by buf now */
+    free(data);
+    const char *reason = NULL;
+    switch (status) {
+    case 200:
+        reason = "OK";
+        break;
+    case 400:
+        reason = "Bad Request";
+        break;
+    case 401:
+        reason = "Unauthorized";
+        break;
+    case 404:
+        reason = "Not Found";
+        break;
+    case 405:
+        reason = "Method Not Allowed";
+        break;
+    case 410:
+        reason = "Gone";
+        break;
+    case 413:
+        reason = "Payload Too Large";
+        break;
+    case 502:
+        reason = "Bad Gateway";
+        break;
+    case 503:
+        reason = "Service Unavailable";
+        break;
+    case 504:
+        reason = "Gateway Timeout";
+        break;
+    default:
+        reason = "Internal Server Error";
+        break;
+    }
+    evhttp_send_reply(req, status, reason, buf);
+    if (buf)
+        evbuffer_free(buf);
+    count(h, route, status, t0);
+}
+
+/* Serialises v (canonical, then a newline) into a malloc'd string. */
+static char *json_text(const cJSON *v, size_t *len)
+{
+    struct fo_buf b;
+    struct fo_err err;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    if (fo_json_canon(v, &b, &err) != FO_OK || fo_buf_putc(&b, '\n')) {
+        fo_buf_release(&b);
+        return NULL;
+    }
+    return fo_buf_detach(&b, len);
+}
+
+static char *error_text(const struct fo_err *err, size_t *len)
+{
+    cJSON *o = surf_error_json(err);
+    char *t = o ? json_text(o, len) : NULL;
+    cJSON_Delete(o);
+    return t;
+}
+
+static void send_error(struct surf_http *h, struct evhttp_request *req,
+                       const struct fo_err *err, int close, int route,
+                       int64_t t0)
+{
+    size_t len = 0;
+    char *t = error_text(err, &len);
+    send_raw(h, req, fo_code_http(err->code), "application/json", t, len, close,
+             route, t0);
+}
+
+static void send_errorf(struct surf_http *h, struct evhttp_request *req,
+                        int code, const char *msg, int close, int route,
+                        int64_t t0)
+{
+    struct fo_err err;
+    fo_err_set(&err, code, "%s", msg);
+    send_error(h, req, &err, close, route, t0);
+}
+
+/* The result of a method as status + body text (for any thread). */
+static void result_text(int rc, const cJSON *out, const struct fo_err *err,
+                        int *status, char **body, size_t *len)
+{
+    if (rc == FO_OK) {
+        *body = json_text(out, len);
+        *status = 200;
+        if (*body)
+            return;
+        struct fo_err e2;
+        fo_err_set(&e2, FO_E_NOMEM, NULL);
+        *body = error_text(&e2, len);
+        *status = 500;
+        return;
+    }
+    *body = error_text(err, len);
+    *status = fo_code_http(rc);
+}
+
+/* A request finished (replied): the drain may complete. */
+static void finished(struct surf_http *h)
+{
+    h->inflight--;
+    if (h->draining && h->inflight == 0 && h->drained)
+        event_active(h->drain_ev, 0, 0);
+}
+
+/* ---- workers ---------------------------------------------------------- */
+
+static void *worker(void *arg)
+{
+    struct surf_http *h = arg;
+    struct surf_ctx *ctx = NULL;
+    struct fo_err err;
+    if (h->cfg.ctx_open(h->cfg.hook, &ctx, &err) != FO_OK) {
+        logm(h, "worker: cannot open the ledger", err.msg);
+        ctx = NULL;
+    }
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->work.head && !h->stopping)
+            pthread_cond_wait(&h->cv, &h->mu);
+        struct job *j = q_pop(&h->work);
+        if (!j)
+            break;
+        pthread_mutex_unlock(&h->mu);
+        cJSON *out = NULL;
+        int rc = ctx ? surf_call(ctx, j->m, j->in, &out, &err)
+                     : fo_err_set(&err, FO_E_IO, "worker has no ledger");
+        result_text(rc, out, &err, &j->status, &j->body, &j->body_len);
+        cJSON_Delete(out);
+        pthread_mutex_lock(&h->mu);
+        q_push(&h->done, j);
+        event_active(h->done_ev, 0, 0);
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (ctx)
+        h->cfg.ctx_close(h->cfg.hook, ctx);
+    return NULL;
+}
+
+/* Committer thread: an append's transaction ended. */
+static void append_done(struct daemon_commit_req *r)
+{
+    struct job *j = r->arg;
+    struct surf_http *h = j->h;
+    pthread_mutex_lock(&h->mu);
+    q_push(&h->done, j);
+    event_active(h->done_ev, 0, 0);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Loop thread: answer every finished job. */
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct surf_http *h = arg;
+    for (;;) {
+        pthread_mutex_lock(&h->mu);
+        struct job *j = q_pop(&h->done);
+        pthread_mutex_unlock(&h->mu);
+        if (!j)
+            break;
+        if (j->kind == JOB_APPEND) {
+            cJSON *out = NULL;
+            struct fo_err err;
+            int rc = surf_append_result(&j->creq.a, &out, &err);
+            result_text(rc, out, &err, &j->status, &j->body, &j->body_len);
+            cJSON_Delete(out);
+        }
+        char *body = j->body;
+        j->body = NULL;
+        send_raw(h, j->req, j->status, "application/json", body, j->body_len, 0,
+                 j->route, j->t0);
+        job_free(j);
+        finished(h);
+    }
+}
+
+static void on_drained(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct surf_http *h = arg;
+    if (h->inflight == 0 && h->drained) {
+        void (*cb)(void *) = h->drained;
+        h->drained = NULL;
+        cb(h->drained_arg);
+    }
+}
+
+/* ---- metrics ---------------------------------------------------------- */
+
+static int metrics_text(struct surf_http *h, struct fo_buf *b)
+{
+    int64_t entries = -1;
+    struct fo_err err;
+    if (h->cfg.loop_ctx && h->cfg.loop_ctx->ledger)
+        ledger_count(h->cfg.loop_ctx->ledger, &entries, &err);
+    double up = (double)(ledger_now_us() - h->start_us) / 1e6;
+    int rc = 0;
+    rc |= fo_buf_printf(b,
+                        "# HELP forum_entries Entries in the ledger.\n"
+                        "# TYPE forum_entries gauge\n"
+                        "forum_entries %lld\n"
+                        "# HELP forum_uptime_seconds Seconds since start.\n"
+                        "# TYPE forum_uptime_seconds gauge\n"
+                        "forum_uptime_seconds %.3f\n"
+                        "# HELP forum_http_inflight Requests in progress.\n"
+                        "# TYPE forum_http_inflight gauge\n"
+                        "forum_http_inflight %ld\n",
+                        (long long)entries, up, h->inflight);
+    if (h->cfg.commit) {
+        struct daemon_commit_stats s;
+        daemon_commit_stats(h->cfg.commit, &s);
+        rc |= fo_buf_printf(
+            b,
+            "# HELP forum_appends_total Appends committed.\n"
+            "# TYPE forum_appends_total counter\n"
+            "forum_appends_total %llu\n"
+            "# HELP forum_appends_rejected_total Appends refused.\n"
+            "# TYPE forum_appends_rejected_total counter\n"
+            "forum_appends_rejected_total %llu\n"
+            "# HELP forum_commits_total Transactions committed.\n"
+            "# TYPE forum_commits_total counter\n"
+            "forum_commits_total %llu\n"
+            "# HELP forum_commit_failures_total Transactions that failed.\n"
+            "# TYPE forum_commit_failures_total counter\n"
+            "forum_commit_failures_total %llu\n"
+            "# HELP forum_checkpoints_signed_total Checkpoints signed.\n"
+            "# TYPE forum_checkpoints_signed_total counter\n"
+            "forum_checkpoints_signed_total %llu\n"
+            "# HELP forum_commit_queue Appends waiting for a commit.\n"
+            "# TYPE forum_commit_queue gauge\n"
+            "forum_commit_queue %llu\n"
+            "# HELP forum_commit_batch_size Appends per transaction.\n"
+            "# TYPE forum_commit_batch_size histogram\n",
+            (unsigned long long)s.appends, (unsigned long long)s.rejected,
+            (unsigned long long)s.commits, (unsigned long long)s.failed,
+            (unsigned long long)s.checkpoints, (unsigned long long)s.queued);
+        unsigned long long cum = 0;
+        for (int i = 0; i < 8; i++) {
+            cum += s.batch_hist[i];
+            if (i < 7)
+                rc |= fo_buf_printf(b,
+                                    "forum_commit_batch_size_bucket{le=\"%d\"} "
+                                    "%llu\n",
+                                    (2 << i) - 1, cum);
+        }
+        rc |= fo_buf_printf(b,
+                            "forum_commit_batch_size_bucket{le=\"+Inf\"} %llu\n"
+                            "forum_commit_batch_size_sum %llu\n"
+                            "forum_commit_batch_size_count %llu\n",
+                            cum, (unsigned long long)s.batch_sum, cum);
+    }
+    rc |= fo_buf_puts(b, "# HELP forum_http_requests_total Requests answered "
+                         "by route and status.\n"
+                         "# TYPE forum_http_requests_total counter\n");
+    for (size_t r = 0; r < h->nmethods + ROUTE_EXTRA; r++) {
+        const char *name = r == ROUTE_METRICS ? "metrics"
+                           : r == ROUTE_UNKNOWN
+                               ? "unknown"
+                               : h->table[r - ROUTE_EXTRA].name;
+        for (size_t s = 0; s < NSTATUS; s++) {
+            unsigned long long n = h->counts[r * NSTATUS + s];
+            if (!n)
+                continue;
+            if (statuses[s])
+                rc |= fo_buf_printf(b,
+                                    "forum_http_requests_total{route=\"%s\","
+                                    "status=\"%d\"} %llu\n",
+                                    name, statuses[s], n);
+            else
+                rc |= fo_buf_printf(b,
+                                    "forum_http_requests_total{route=\"%s\","
+                                    "status=\"other\"} %llu\n",
+                                    name, n);
+        }
+    }
+    rc |= fo_buf_puts(b, "# HELP forum_http_request_duration_seconds Time "
+                         "from request to reply.\n"
+                         "# TYPE forum_http_request_duration_seconds "
+                         "histogram\n");
+    unsigned long long cum = 0;
+    for (size_t i = 0; i < NLAT; i++) {
+        cum += h->lat[i];
+        rc |= fo_buf_printf(
+            b, "forum_http_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
+            lat_bounds[i], cum);
+    }
+    cum += h->lat[NLAT];
+    rc |= fo_buf_printf(
+        b,
+        "forum_http_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+        "forum_http_request_duration_seconds_sum %.6f\n"
+        "forum_http_request_duration_seconds_count %llu\n",
+        cum, h->lat_sum, cum);
+    return rc;
+}
+
+/* ---- routing ---------------------------------------------------------- */
+
+static int split_path(char *p, char **seg, int max)
+{
+    int n = 0;
+    if (*p != '/')
+        return -1;
+    p++;
+    if (!*p)
+        return 0; /* "/" */
+    for (;;) {
+        if (n == max)
+            return -1;
+        seg[n++] = p;
+        char *s = strchr(p, '/');
+        if (!s)
+            break;
+        *s = '\0';
+        p = s + 1;
+    }
+    return n;
+}
+
+/* Does pattern match the path segments? Binds {x} segments into in. Returns
+ * 1 on a match, 0 when not, -1 when a bound value is malformed (err set). */
+static int match(const struct surf_method *m, char **seg, int nseg, cJSON *in,
+                 struct fo_err *err)
+{
+    char pat[128];
+    if (snprintf(pat, sizeof(pat), "%s", m->http_path) >= (int)sizeof(pat))
+        return 0;
+    char *pseg[MAX_SEGMENTS];
+    int np = split_path(pat, pseg, MAX_SEGMENTS);
+    if (np != nseg)
+        return 0;
+    for (int i = 0; i < np; i++) {
+        if (pseg[i][0] == '{')
+            continue;
+        if (strcmp(pseg[i], seg[i]) != 0)
+            return 0;
+    }
+    if (!in)
+        return 1;
+    for (int i = 0; i < np; i++) {
+        if (pseg[i][0] != '{')
+            continue;
+        size_t l = strlen(pseg[i]);
+        pseg[i][l - 1] = '\0';
+        const char *name = pseg[i] + 1;
+        size_t dlen = 0;
+        char *dec = evhttp_uridecode(seg[i], 0, &dlen);
+        cJSON *v =
+            dec && strlen(dec) == dlen ? surf_param_value(m, name, dec) : NULL;
+        free(dec);
+        if (!v) {
+            fo_err_set(err, FO_E_INVALID, "%s: not a valid value", name);
+            return -1;
+        }
+        cJSON_AddItemToObject(in, name, v);
+    }
+    return 1;
+}
+
+/* Builds the input object of a GET from the query string. */
+static int query_input(const struct surf_method *m, const char *query,
+                       cJSON *in, struct fo_err *err)
+{
+    if (!query || !*query)
+        return FO_OK;
+    struct evkeyvalq kv;
+    kv.tqh_first = NULL;
+    kv.tqh_last = &kv.tqh_first;
+    if (evhttp_parse_query_str(query, &kv) != 0) {
+        evhttp_clear_headers(&kv);
+        return fo_err_set(err, FO_E_INVALID, "query: malformed");
+    }
+    int rc = FO_OK;
+    for (struct evkeyval *p = kv.tqh_first; p; p = p->next.tqe_next) {
+        if (cJSON_GetObjectItemCaseSensitive(in, p->key)) {
+            rc = fo_err_set(err, FO_E_INVALID, "%.64s: given twice", p->key);
+            break;
+        }
+        cJSON *v = surf_param_value(m, p->key, p->value);
+        if (!v) {
+            rc = fo_err_set(err, FO_E_INVALID, "%.64s: not a valid value",
+                            p->key);
+            break;
+        }
+        cJSON_AddItemToObject(in, p->key, v);
+    }
+    evhttp_clear_headers(&kv);
+    return rc;
+}
+
+/* Two Content-Length headers that disagree (libevent uses the first). */
+static int conflicting_length(struct evhttp_request *req)
+{
+    const char *first = NULL;
+    struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+    for (struct evkeyval *p = ih->tqh_first; p; p = p->next.tqe_next) {
+        if (strcasecmp(p->key, "Content-Length") != 0)
+            continue;
+        if (first && strcmp(first, p->value) != 0)
+            return 1;
+        first = p->value;
+    }
+    return 0;
+}
+
+static int token_ok(struct surf_http *h, struct evhttp_request *req)
+{
+    if (!h->cfg.token)
+        return 0;
+    const char *a = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                       "Authorization");
+    if (!a || strncasecmp(a, "Bearer ", 7) != 0)
+        return 0;
+    a += 7;
+    while (*a == ' ')
+        a++;
+    size_t la = strlen(a), lt = strlen(h->cfg.token);
+    /* Constant time over the token's length whatever was sent. */
+    int same = la == lt;
+    return CRYPTO_memcmp(same ? a : h->cfg.token, h->cfg.token, lt) == 0 &&
+           same;
+}
+
+static const char *method_name(enum evhttp_cmd_type c)
+{
+    switch (c) {
+    case EVHTTP_REQ_GET:
+        return "GET";
+    case EVHTTP_REQ_POST:
+        return "POST";
+    case EVHTTP_REQ_HEAD:
+        return "HEAD";
+    case EVHTTP_REQ_PUT:
+        return "PUT";
+    case EVHTTP_REQ_DELETE:
+        return "DELETE";
+    case EVHTTP_REQ_OPTIONS:
+        return "OPTIONS";
+    case EVHTTP_REQ_TRACE:
+        return "TRACE";
+    case EVHTTP_REQ_CONNECT:
+        return "CONNECT";
+    case EVHTTP_REQ_PATCH:
+        return "PATCH";
+    }
+    return "?";
+}
+
+static void handle(struct evhttp_request *req, void *arg)
+{
+    struct surf_http *h = arg;
+    int64_t t0 = ledger_now_us();
+    h->inflight++;
+    struct fo_err err;
+    cJSON *in = NULL;
+    char path[1024];
+    if (conflicting_length(req)) {
+        send_errorf(h, req, FO_E_INVALID, "conflicting Content-Length headers",
+                    1, ROUTE_UNKNOWN, t0);
+        goto done;
+    }
+    if (h->draining) {
+        send_errorf(h, req, FO_E_DRAINING, "the daemon is shutting down", 1,
+                    ROUTE_UNKNOWN, t0);
+        goto done;
+    }
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *upath = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!upath || !*upath)
+        upath = "/";
+    if (snprintf(path, sizeof(path), "%s", upath) >= (int)sizeof(path)) {
+        send_errorf(h, req, FO_E_NOT_FOUND, "no such route", 0, ROUTE_UNKNOWN,
+                    t0);
+        goto done;
+    }
+    const char *verb = method_name(evhttp_request_get_command(req));
+    int is_health = strcmp(path, "/health") == 0;
+    if (!is_health && !h->cfg.no_auth && !token_ok(h, req)) {
+        send_errorf(h, req, FO_E_UNAUTHORIZED,
+                    "missing or wrong bearer token (Authorization: Bearer "
+                    "<DIR/token>)",
+                    0, ROUTE_UNKNOWN, t0);
+        goto done;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        if (strcmp(verb, "GET") != 0) {
+            send_errorf(h, req, FO_E_METHOD, "/metrics: use GET", 0,
+                        ROUTE_METRICS, t0);
+            goto done;
+        }
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        if (metrics_text(h, &b) != 0) {
+            fo_buf_release(&b);
+            send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, ROUTE_METRICS,
+                        t0);
+            goto done;
+        }
+        size_t len = 0;
+        char *t = fo_buf_detach(&b, &len);
+        send_raw(h, req, 200, "text/plain; version=0.0.4", t, len, 0,
+                 ROUTE_METRICS, t0);
+        goto done;
+    }
+    char *seg[MAX_SEGMENTS];
+    int nseg = split_path(path, seg, MAX_SEGMENTS);
+    const struct surf_method *m = NULL;
+    const char *allow = NULL;
+    for (size_t i = 0; nseg >= 0 && i < h->nmethods; i++) {
+        if (match(&h->table[i], seg, nseg, NULL, NULL) != 1)
+            continue;
+        if (strcmp(h->table[i].http_method, verb) == 0) {
+            m = &h->table[i];
+            break;
+        }
+        allow = h->table[i].http_method;
+    }
+    if (!m) {
+        if (allow) {
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                              allow);
+            char msg[160];
+            snprintf(msg, sizeof(msg), "%s: use %s, not %s", upath, allow,
+                     verb);
+            send_errorf(h, req, FO_E_METHOD, msg, 0, ROUTE_UNKNOWN, t0);
+        } else {
+            send_errorf(h, req, FO_E_NOT_FOUND, "no such route", 0,
+                        ROUTE_UNKNOWN, t0);
+        }
+        goto done;
+    }
+    int route = (int)(m - h->table) + ROUTE_EXTRA;
+    if ((m->flags & SURF_ADMIN) && !token_ok(h, req)) {
+        send_errorf(h, req, FO_E_UNAUTHORIZED,
+                    "an admin method: the bearer token is required", 0, route,
+                    t0);
+        goto done;
+    }
+    /* The input object: path bindings, query (GET) or body (POST). */
+    struct evbuffer *ib = evhttp_request_get_input_buffer(req);
+    size_t blen = evbuffer_get_length(ib);
+    if (blen > m->max_input) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "request body over %zu bytes for %s",
+                 m->max_input, m->name);
+        send_errorf(h, req, FO_E_INPUT_TOO_LARGE, msg, 0, route, t0);
+        goto done;
+    }
+    if (strcmp(verb, "POST") == 0 && blen > 0) {
+        const char *data = (const char *)evbuffer_pullup(ib, -1);
+        if (!data || fo_json_parse(data, blen, &in, &err) != FO_OK) {
+            if (!data)
+                fo_err_set(&err, FO_E_NOMEM, NULL);
+            send_error(h, req, &err, 0, route, t0);
+            goto done;
+        }
+        if (!cJSON_IsObject(in)) {
+            send_errorf(h, req, FO_E_INVALID,
+                        "input: the body must be a JSON object", 0, route, t0);
+            goto done;
+        }
+    } else {
+        in = cJSON_CreateObject();
+        if (!in) {
+            send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, route, t0);
+            goto done;
+        }
+        if (strcmp(verb, "GET") == 0 &&
+            query_input(m, evhttp_uri_get_query(uri), in, &err) != FO_OK) {
+            send_error(h, req, &err, 0, route, t0);
+            goto done;
+        }
+    }
+    if (match(m, seg, nseg, in, &err) < 0) {
+        send_error(h, req, &err, 0, route, t0);
+        goto done;
+    }
+    if (m == h->append_m && h->cfg.commit) {
+        /* The group commit: validate and canonicalise here, answer when
+         * the committer has made it durable. */
+        if (surf_validate(m, in, &err) != FO_OK) {
+            send_error(h, req, &err, 0, route, t0);
+            goto done;
+        }
+        struct job *j = calloc(1, sizeof(*j));
+        if (!j) {
+            send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, route, t0);
+            goto done;
+        }
+        *j = (struct job){.h = h,
+                          .kind = JOB_APPEND,
+                          .req = req,
+                          .m = m,
+                          .route = route,
+                          .t0 = t0};
+        if (surf_append_prepare(h->cfg.loop_ctx, in, &j->creq.a, &j->cbody,
+                                &err) != FO_OK) {
+            free(j);
+            send_error(h, req, &err, 0, route, t0);
+            goto done;
+        }
+        j->creq.done = append_done;
+        j->creq.arg = j;
+        if (daemon_commit_submit(h->cfg.commit, &j->creq, &err) != FO_OK) {
+            job_free(j);
+            send_error(h, req, &err, 1, route, t0);
+            goto done;
+        }
+        j->in = in; /* actor and kind point into it until the reply */
+        return;     /* answered by on_done */
+    }
+    if (m->flags & SURF_FAST) {
+        cJSON *out = NULL;
+        int rc = surf_call(h->cfg.loop_ctx, m, in, &out, &err);
+        int status;
+        char *body;
+        size_t len;
+        result_text(rc, out, &err, &status, &body, &len);
+        cJSON_Delete(out);
+        send_raw(h, req, status, "application/json", body, len, 0, route, t0);
+        goto done;
+    }
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, route, t0);
+        goto done;
+    }
+    *j = (struct job){.h = h,
+                      .kind = JOB_CALL,
+                      .req = req,
+                      .m = m,
+                      .route = route,
+                      .t0 = t0,
+                      .in = in};
+    fo_buf_init(&j->cbody, 0);
+    pthread_mutex_lock(&h->mu);
+    q_push(&h->work, j);
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    return; /* answered by on_done */
+done:
+    cJSON_Delete(in);
+    finished(h);
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+int surf_http_create(struct event_base *base,
+                     const struct surf_http_config *cfg, struct surf_http **out,
+                     struct fo_err *err)
+{
+    struct surf_http *h = calloc(1, sizeof(*h));
+    if (!h)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = FO_E_NOMEM;
+    h->cfg = *cfg;
+    if (!h->cfg.host)
+        h->cfg.host = "127.0.0.1";
+    if (!h->cfg.body_max)
+        h->cfg.body_max = BODY_MAX_DEFAULT;
+    if (!h->cfg.header_max)
+        h->cfg.header_max = HEADER_MAX_DEFAULT;
+    if (h->cfg.timeout_s <= 0)
+        h->cfg.timeout_s = TIMEOUT_DEFAULT_S;
+    if (h->cfg.workers <= 0)
+        h->cfg.workers = WORKERS_DEFAULT;
+    h->base = base;
+    h->start_us = ledger_now_us();
+    h->table = surf_methods(&h->nmethods);
+    h->append_m = surf_find("ledger_append");
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    h->counts =
+        calloc((h->nmethods + ROUTE_EXTRA) * NSTATUS, sizeof(*h->counts));
+    h->threads = calloc((size_t)h->cfg.workers, sizeof(*h->threads));
+    h->done_ev = event_new(base, -1, 0, on_done, h);
+    h->drain_ev = event_new(base, -1, 0, on_drained, h);
+    h->http = evhttp_new(base);
+    if (!h->counts || !h->threads || !h->done_ev || !h->drain_ev || !h->http) {
+        fo_err_set(err, FO_E_NOMEM, NULL);
+        goto fail;
+    }
+    evhttp_set_max_body_size(h->http, (ev_ssize_t)h->cfg.body_max);
+    evhttp_set_max_headers_size(h->http, (ev_ssize_t)h->cfg.header_max);
+    evhttp_set_timeout(h->http, h->cfg.timeout_s);
+    /* Every method reaches us, so a wrong one is our 405, not a 501. */
+    evhttp_set_allowed_methods(
+        h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                     EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                     EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+    /* An early 413 must not reach the client as a reset. */
+    evhttp_set_flags(h->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    evhttp_set_gencb(h->http, handle, h);
+    h->bound = evhttp_bind_socket_with_handle(h->http, h->cfg.host,
+                                              (ev_uint16_t)h->cfg.port);
+    if (!h->bound) {
+        rc = fo_err_set(err, FO_E_IO, "cannot listen on %s:%d: %s", h->cfg.host,
+                        h->cfg.port, strerror(errno));
+        goto fail;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(evhttp_bound_socket_get_fd(h->bound),
+                    (struct sockaddr *)&ss, &sl) != 0) {
+        rc = fo_err_set(err, FO_E_IO, "getsockname: %s", strerror(errno));
+        goto fail;
+    }
+    if (ss.ss_family == AF_INET)
+        h->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    else if (ss.ss_family == AF_INET6)
+        h->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    for (int i = 0; i < h->cfg.workers; i++) {
+        if (pthread_create(&h->threads[i], NULL, worker, h) != 0) {
+            rc = fo_err_set(err, FO_E_INTERNAL, "cannot start a worker");
+            goto fail;
+        }
+        h->nthreads++;
+    }
+    *out = h;
+    return FO_OK;
+fail:
+    surf_http_free(h);
+    return rc;
+}
+
+int surf_http_port(const struct surf_http *h)
+{
+    return h->port;
+}
+
+unsigned long long surf_http_requests(const struct surf_http *h)
+{
+    return h->requests;
+}
+
+void surf_http_drain(struct surf_http *h, void (*done)(void *arg), void *arg)
+{
+    if (!h->draining && h->bound) {
+        evhttp_del_accept_socket(h->http, h->bound);
+        h->bound = NULL;
+    }
+    h->draining = 1;
+    h->drained = done;
+    h->drained_arg = arg;
+    event_active(h->drain_ev, 0, 0);
+}
+
+void surf_http_free(struct surf_http *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->stopping = 1;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    for (int i = 0; i < h->nthreads; i++)
+        pthread_join(h->threads[i], NULL);
+    /* Jobs never answered (free without a drain): drop them. */
+    struct job *j;
+    while ((j = q_pop(&h->work)) != NULL)
+        job_free(j);
+    while ((j = q_pop(&h->done)) != NULL)
+        job_free(j);
+    if (h->http)
+        evhttp_free(h->http);
+    if (h->done_ev)
+        event_free(h->done_ev);
+    if (h->drain_ev)
+        event_free(h->drain_ev);
+    free(h->threads);
+    free(h->counts);
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}

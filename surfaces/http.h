@@ -1,0 +1,64 @@
+/* http: the handler table served over HTTP on libevent's evhttp. Routes,
+ * auth, the error model and the transport limits of DESIGN §5. Fast
+ * methods (SURF_FAST) run on the event loop; appends go to the group
+ * committer; everything else runs on a small pool of worker threads, each
+ * with its own surf_ctx, and hands its reply back to the loop (evhttp is
+ * not thread-safe). Every request gets exactly one reply. */
+#ifndef SURF_HTTP_H
+#define SURF_HTTP_H
+
+#include <stddef.h>
+
+#include <event2/event.h>
+
+#include "daemon/commit.h"
+#include "surfaces/surf.h"
+
+struct surf_http;
+
+struct surf_http_config {
+    const char *host;  /* NULL: 127.0.0.1 */
+    int port;          /* 0: an ephemeral port (read it back) */
+    const char *token; /* the bearer token; NULL refuses admin methods */
+    int no_auth;       /* no token needed, except for admin methods */
+    size_t body_max;   /* the server's request body cap; 0: 1 MiB + 64 KiB */
+    size_t header_max; /* request header bytes; 0: 16 KiB */
+    int timeout_s;     /* idle read/write timeout; 0: 30 */
+    int workers;       /* threads for methods that may block; 0: 2 */
+    /* The context fast methods use on the loop thread. */
+    struct surf_ctx *loop_ctx;
+    /* Makes and frees one worker's context (its own ledger handle). */
+    int (*ctx_open)(void *hook, struct surf_ctx **out, struct fo_err *err);
+    void (*ctx_close)(void *hook, struct surf_ctx *ctx);
+    void *hook;
+    /* Group commit for POST /append; NULL: appends run on a worker. */
+    struct daemon_commit *commit;
+    /* Log lines (may be NULL). */
+    void (*log)(void *hook, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+};
+
+/* Binds host:port and starts the workers. The base must have been created
+ * after evthread_use_pthreads(). FO_E_IO when the address cannot be bound
+ * (the message says why). */
+int surf_http_create(struct event_base *base,
+                     const struct surf_http_config *cfg, struct surf_http **out,
+                     struct fo_err *err);
+
+/* The bound port (the ephemeral one when port 0 was asked). */
+int surf_http_port(const struct surf_http *h);
+
+/* Requests answered so far (for status). */
+unsigned long long surf_http_requests(const struct surf_http *h);
+
+/* Starts draining: the listener is closed, new requests on open keep-alive
+ * connections get 503 `draining`, in-flight work finishes and is answered;
+ * then done(arg) runs on the loop thread (at once when nothing is in
+ * flight). */
+void surf_http_drain(struct surf_http *h, void (*done)(void *arg), void *arg);
+
+/* Stops the workers and frees everything; open connections are closed.
+ * Drain first to lose no reply. NULL-safe. */
+void surf_http_free(struct surf_http *h);
+
+#endif

@@ -1,0 +1,327 @@
+/* test_http: the HTTP surface against the real daemon on 127.0.0.1 port 0:
+ * the transport table (each fault answered with the right status, the
+ * daemon still serving after), auth, routes and the error model. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "ledger/fo_json.h"
+#include "tests/testutil.h"
+#include "tests/tu_daemon.h"
+
+static char *dir;
+static struct tu_daemon d;
+
+static void start(void)
+{
+    dir = tu_tmpdir();
+    tu_daemon_start(&d, dir, "--timeout-s", "2", NULL);
+}
+
+static void stop(void)
+{
+    if (d.pid)
+        cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    tu_rmrf(dir);
+}
+
+static void still_serving(void)
+{
+    char *b = NULL;
+    cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, &b), 200,
+                 "the daemon stopped serving");
+    cr_assert_str_eq(b, "{\"ok\":true}\n");
+    free(b);
+}
+
+/* Checks status and, for JSON errors, the code. */
+static void expect(int status, char **bodyp, int want, const char *code)
+{
+    /* the body by pointer: tu_http sets it while computing status, and
+     * argument evaluation order is unspecified */
+    const char *body = *bodyp;
+    cr_assert_eq(status, want, "status %d, want %d: %s", status, want,
+                 body ? body : "");
+    if (code) {
+        cJSON *o = NULL;
+        struct fo_err err;
+        cr_assert_eq(fo_json_parse(body, strlen(body), &o, &err), FO_OK,
+                     "not JSON: %s", body);
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "code");
+        cr_assert(cJSON_IsString(c), "no code: %s", body);
+        cr_assert_str_eq(c->valuestring, code, "body: %s", body);
+        cr_assert(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "error")));
+        cJSON_Delete(o);
+    }
+}
+
+static void raw_case(const char *req, int want_status, int want_closed)
+{
+    int closed = 0;
+    char *reply = NULL;
+    int st = tu_http_raw(d.port, req, strlen(req), 3000, &closed, &reply);
+    cr_assert_eq(st, want_status, "request %.60s: status %d, want %d: %s", req,
+                 st, want_status, reply);
+    if (want_closed)
+        cr_assert(closed, "connection left open after: %.60s", req);
+    free(reply);
+    still_serving();
+}
+
+TestSuite(http, .init = start, .fini = stop, .timeout = 60);
+
+Test(http, health_needs_no_token_everything_else_does)
+{
+    still_serving();
+    char *b = NULL;
+    expect(tu_http(&d, "GET", "/status", NULL, 0, &b), &b, 401, "unauthorized");
+    free(b);
+    /* a wrong token of the same length, and one of another length */
+    struct tu_daemon wrong = d;
+    memset(wrong.token, 'a', strlen(d.token));
+    expect(tu_http(&wrong, "GET", "/status", NULL, 1, &b), &b, 401,
+           "unauthorized");
+    free(b);
+    snprintf(wrong.token, sizeof(wrong.token), "short");
+    expect(tu_http(&wrong, "GET", "/ledger/0", NULL, 1, &b), &b, 401,
+           "unauthorized");
+    free(b);
+    expect(tu_http(&d, "GET", "/status", NULL, 1, &b), &b, 200, NULL);
+    free(b);
+}
+
+Test(http, routes_and_the_error_model)
+{
+    char *b = NULL;
+    expect(tu_http(&d, "GET", "/nope", NULL, 1, &b), &b, 404, "not_found");
+    free(b);
+    expect(tu_http(&d, "GET", "/append", NULL, 1, &b), &b, 405,
+           "method_not_allowed");
+    free(b);
+    expect(tu_http(&d, "DELETE", "/ledger/0", NULL, 1, &b), &b, 405,
+           "method_not_allowed");
+    free(b);
+    expect(tu_http(&d, "GET", "/ledger/0", NULL, 1, &b), &b, 404, "not_found");
+    free(b);
+    expect(tu_http(&d, "GET", "/ledger/x", NULL, 1, &b), &b, 400,
+           "invalid_input");
+    free(b);
+    expect(tu_http(&d, "GET", "/ledger?limit=5000", NULL, 1, &b), &b, 400,
+           "invalid_input");
+    free(b);
+    expect(tu_http(&d, "GET", "/ledger?bogus=1", NULL, 1, &b), &b, 400,
+           "invalid_input");
+    free(b);
+    expect(tu_http(&d, "GET", "/ledger?limit=1&limit=2", NULL, 1, &b), &b, 400,
+           "invalid_input");
+    free(b);
+    /* bodies: not JSON, not an object, wrong types, missing fields */
+    expect(tu_http(&d, "POST", "/append", "{nope", 1, &b), &b, 400,
+           "invalid_json");
+    free(b);
+    expect(tu_http(&d, "POST", "/append", "[1,2]", 1, &b), &b, 400,
+           "invalid_input");
+    free(b);
+    expect(tu_http(&d, "POST", "/append",
+                   "{\"actor\":5,\"kind\":\"k\",\"payload\":1}", 1, &b),
+           &b, 400, "invalid_input");
+    cr_assert(strstr(b, "actor"), "%s", b);
+    free(b);
+    expect(tu_http(&d, "POST", "/append", "{\"actor\":\"a\"}", 1, &b), &b, 400,
+           "invalid_input");
+    free(b);
+    expect(tu_http(&d, "POST", "/append",
+                   "{\"actor\":\"a\",\"kind\":\"BAD KIND\",\"payload\":1}", 1,
+                   &b),
+           &b, 400, "invalid_input");
+    free(b);
+    expect(tu_http(&d, "POST", "/append",
+                   "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":1,"
+                   "\"parent\":7}",
+                   1, &b),
+           &b, 400, "invalid_input");
+    free(b);
+    /* and a good one, then it reads back */
+    expect(tu_http(&d, "POST", "/append",
+                   "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":{\"n\":1}}", 1,
+                   &b),
+           &b, 200, NULL);
+    cr_assert(strstr(b, "\"seq\":0"), "%s", b);
+    free(b);
+    expect(tu_http(&d, "GET", "/ledger/0/payload", NULL, 1, &b), &b, 200, NULL);
+    cr_assert(strstr(b, "\"body\":{\"n\":1}"), "%s", b);
+    free(b);
+    /* redact is admin: --no-auth does not apply here, the token does */
+    expect(
+        tu_http(&d, "POST", "/redact", "{\"seq\":0,\"reason\":\"r\"}", 0, &b),
+        &b, 401, "unauthorized");
+    free(b);
+    expect(
+        tu_http(&d, "POST", "/redact", "{\"seq\":0,\"reason\":\"r\"}", 1, &b),
+        &b, 200, NULL);
+    free(b);
+    expect(tu_http(&d, "GET", "/ledger/0/payload", NULL, 1, &b), &b, 410,
+           "redacted");
+    free(b);
+    expect(tu_http(&d, "GET", "/verify?deep=1", NULL, 1, &b), &b, 200, NULL);
+    cr_assert(strstr(b, "\"ok\":true"), "%s", b);
+    free(b);
+}
+
+Test(http, payload_over_the_body_limit_is_413_body_too_large)
+{
+    /* Canonical payload just over 1 MiB, request within the method cap. */
+    size_t n = (1u << 20) + 10;
+    char *req = malloc(n + 100);
+    cr_assert_not_null(req);
+    int k =
+        snprintf(req, 100, "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":\"");
+    memset(req + k, 'x', n);
+    memcpy(req + k + n, "\"}", 3);
+    char *b = NULL;
+    expect(tu_http(&d, "POST", "/append", req, 1, &b), &b, 413,
+           "body_too_large");
+    free(b);
+    free(req);
+    still_serving();
+}
+
+Test(http, transport_table)
+{
+    /* body over the server's cap: libevent's own 413 */
+    {
+        size_t n = 3u << 20;
+        char *big = malloc(n + 200);
+        cr_assert_not_null(big);
+        int k = snprintf(big, 200,
+                         "POST /append HTTP/1.1\r\nHost: x\r\n"
+                         "Authorization: Bearer %s\r\n"
+                         "Content-Length: %zu\r\n\r\n",
+                         d.token, n);
+        memset(big + k, 'x', n);
+        int closed = 0;
+        char *reply = NULL;
+        int st = tu_http_raw(d.port, big, (size_t)k + n, 5000, &closed, &reply);
+        cr_assert_eq(st, 413, "%s", reply);
+        free(reply);
+        free(big);
+        still_serving();
+    }
+    /* a method's own cap (4 KiB for reads) is our JSON 413 */
+    {
+        char *body = malloc(9000);
+        memset(body, ' ', 8998);
+        body[0] = '{';
+        body[8997] = '}';
+        body[8998] = '\0';
+        char *b = NULL;
+        expect(tu_http(&d, "POST", "/redact", body, 1, &b), &b, 413,
+               "input_too_large");
+        free(b);
+        free(body);
+    }
+    /* oversized header */
+    {
+        size_t n = 64 * 1024;
+        char *req = malloc(n + 200);
+        int k = snprintf(req, 200, "GET /health HTTP/1.1\r\nX-Big: ");
+        memset(req + k, 'a', n);
+        memcpy(req + k + n, "\r\n\r\n", 5);
+        int closed = 0;
+        int st = tu_http_raw(d.port, req, strlen(req), 3000, &closed, NULL);
+        cr_assert(st == 400 || st == 413 || st == 431 || (st == 0 && closed),
+                  "oversized header: status %d", st);
+        free(req);
+        still_serving();
+    }
+    raw_case("GARBAGE\r\n\r\n", 400, 1);
+    raw_case("GET /health HTTP/9.9 extra\r\n\r\n", 400, 1);
+    /* conflicting Content-Length: ours, 400 and the connection closed */
+    {
+        char req[512];
+        snprintf(req, sizeof(req),
+                 "POST /append HTTP/1.1\r\nHost: x\r\n"
+                 "Authorization: Bearer %s\r\nContent-Length: 2\r\n"
+                 "Content-Length: 40\r\n\r\n{}",
+                 d.token);
+        raw_case(req, 400, 1);
+    }
+    raw_case("POST /append HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+             400, 1);
+    /* a truncated body: the client gives up; no reply is possible, the
+     * daemon keeps serving */
+    {
+        char req[512];
+        snprintf(req, sizeof(req),
+                 "POST /append HTTP/1.1\r\nHost: x\r\n"
+                 "Authorization: Bearer %s\r\nContent-Length: 100\r\n\r\n"
+                 "{\"actor\":",
+                 d.token);
+        int closed = 0;
+        int st = tu_http_raw(d.port, req, strlen(req), 300, &closed, NULL);
+        cr_assert_eq(st, 0);
+        still_serving();
+        char *b = NULL;
+        expect(tu_http(&d, "GET", "/ledger/0", NULL, 1, &b), &b, 404,
+               "not_found");
+        free(b);
+    }
+    /* a slow client that never finishes: closed after the read timeout
+     * (2 s here; libevent 2.1 cannot send 408) */
+    {
+        int closed = 0;
+        int st = tu_http_raw(d.port, "GET /health HTTP/1.1\r\nHost: x\r\n", 31,
+                             6000, &closed, NULL);
+        cr_assert_eq(st, 0);
+        cr_assert(closed, "the stalled connection was not closed");
+        still_serving();
+    }
+}
+
+Test(http, keep_alive_serves_several_requests_on_one_connection)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof(req),
+                     "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                     "GET /status HTTP/1.1\r\nHost: x\r\n"
+                     "Authorization: Bearer %s\r\n\r\n"
+                     "GET /health HTTP/1.1\r\nHost: x\r\n"
+                     "Connection: close\r\n\r\n",
+                     d.token);
+    int closed = 0;
+    char *reply = NULL;
+    int st = tu_http_raw(d.port, req, (size_t)n, 3000, &closed, &reply);
+    cr_assert_eq(st, 200);
+    int replies = 0;
+    for (const char *p = reply; (p = strstr(p, "HTTP/1.1 200")); p++)
+        replies++;
+    cr_assert_eq(replies, 3, "%s", reply);
+    cr_assert(closed);
+    free(reply);
+}
+
+Test(http, metrics_in_prometheus_text)
+{
+    char *b = NULL;
+    cr_assert_eq(tu_http(&d, "POST", "/append",
+                         "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":1}", 1,
+                         NULL),
+                 200);
+    expect(tu_http(&d, "GET", "/metrics", NULL, 0, &b), &b, 401, NULL);
+    free(b);
+    cr_assert_eq(tu_http(&d, "GET", "/metrics", NULL, 1, &b), 200);
+    cr_assert(strstr(b, "forum_entries 1\n"), "%s", b);
+    cr_assert(strstr(b, "forum_appends_total 1\n"), "%s", b);
+    cr_assert(strstr(b, "forum_commits_total 1\n"), "%s", b);
+    cr_assert(strstr(b, "forum_http_requests_total{route=\"ledger_append\","
+                        "status=\"200\"} 1\n"),
+              "%s", b);
+    cr_assert(strstr(b, "forum_http_requests_total{route=\"unknown\","
+                        "status=\"401\"} 1\n"),
+              "%s", b);
+    cr_assert(strstr(b, "forum_http_request_duration_seconds_count"), "%s", b);
+    cr_assert(strstr(b, "forum_uptime_seconds"), "%s", b);
+    free(b);
+}

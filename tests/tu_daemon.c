@@ -1,0 +1,173 @@
+/* tu_daemon: helpers for tests against the running daemon. */
+#include "tests/tu_daemon.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "cli/cli.h"
+#include "tests/testutil.h"
+
+void tu_daemon_start(struct tu_daemon *d, const char *dir, ...)
+{
+    const char *argv[40];
+    int n = 0;
+    argv[n++] = FORUM_BIN;
+    argv[n++] = "--ledger";
+    argv[n++] = dir;
+    argv[n++] = "serve";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    va_list ap;
+    va_start(ap, dir);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) != NULL && n < 38)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    int out[2];
+    cr_assert_eq(pipe(out), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        /* the daemon dies with its test, even one that crashed */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        execv(FORUM_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    char line[256] = {0};
+    size_t got = 0;
+    while (got < sizeof(line) - 1 && !strchr(line, '\n')) {
+        struct pollfd p = {.fd = out[0], .events = POLLIN};
+        cr_assert_gt(poll(&p, 1, 10000), 0, "the daemon did not start");
+        ssize_t r = read(out[0], line + got, sizeof(line) - 1 - got);
+        cr_assert_gt(r, 0, "the daemon exited before listening");
+        got += (size_t)r;
+    }
+    close(out[0]);
+    const char *colon = strrchr(line, ':');
+    cr_assert_not_null(colon, "no port in: %s", line);
+    d->pid = pid;
+    d->port = (int)strtol(colon + 1, NULL, 10);
+    d->dir = dir;
+    cr_assert_gt(d->port, 0);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/token", dir);
+    char *tok = tu_read_file(path, NULL);
+    cr_assert_not_null(tok);
+    size_t tl = strcspn(tok, "\n");
+    cr_assert_lt(tl, sizeof(d->token));
+    memcpy(d->token, tok, tl);
+    d->token[tl] = '\0';
+    free(tok);
+}
+
+int tu_daemon_signal_wait(struct tu_daemon *d, int sig, int timeout_ms)
+{
+    if (sig)
+        kill(d->pid, sig);
+    for (int waited = 0;; waited += 10) {
+        int st = 0;
+        pid_t r = waitpid(d->pid, &st, WNOHANG);
+        if (r == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        if (waited >= timeout_ms) {
+            kill(d->pid, SIGKILL);
+            waitpid(d->pid, &st, 0);
+            d->pid = 0;
+            cr_assert_fail("the daemon did not exit within %d ms", timeout_ms);
+        }
+        usleep(10000);
+    }
+}
+
+int tu_http(const struct tu_daemon *d, const char *method, const char *path,
+            const char *json, int auth, char **body)
+{
+    int status = -1;
+    char *b = NULL;
+    struct fo_err err;
+    if (cli_http_request("127.0.0.1", d->port, method, path,
+                         auth ? d->token : NULL, json, json ? strlen(json) : 0,
+                         20000, &status, &b, NULL, &err) != FO_OK)
+        status = -1;
+    if (body)
+        *body = b;
+    else
+        free(b);
+    return status;
+}
+
+int tu_http_raw(int port, const char *data, size_t len, int wait_ms,
+                int *closed, char **reply)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, data + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break; /* the server may close early: read what it said */
+        off += (size_t)w;
+    }
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap + 1);
+    cr_assert_not_null(buf);
+    *closed = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long el =
+            (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        if (el >= wait_ms)
+            break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)(wait_ms - el)) <= 0)
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+            cr_assert_not_null(buf);
+        }
+        ssize_t r = recv(fd, buf + n, cap - n, 0);
+        if (r <= 0) {
+            *closed = 1;
+            break;
+        }
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    int status = 0;
+    if (n > 12 && strncmp(buf, "HTTP/1.", 7) == 0)
+        status = (int)strtol(buf + 9, NULL, 10);
+    if (reply)
+        *reply = buf;
+    else
+        free(buf);
+    return status;
+}

@@ -1,0 +1,39 @@
+/* tu_daemon: tests that run the real daemon: start `forum serve` on
+ * 127.0.0.1 port 0 in a temp data dir, talk HTTP to it (well formed or
+ * raw bytes), signal it, wait for it. */
+#ifndef TU_DAEMON_H
+#define TU_DAEMON_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct tu_daemon {
+    pid_t pid;
+    int port;
+    char token[128];
+    const char *dir;
+};
+
+/* Starts FORUM_BIN --ledger dir serve --port 0 [extra args...] (NULL-ended)
+ * in the foreground as a child, waits for its "listening on" line and reads
+ * the token. Aborts the test on failure. */
+void tu_daemon_start(struct tu_daemon *d, const char *dir, ...);
+
+/* Sends sig and waits for the exit; returns the exit code, or 128 + signal
+ * when it died of one. Aborts when it does not exit in timeout_ms. */
+int tu_daemon_signal_wait(struct tu_daemon *d, int sig, int timeout_ms);
+
+/* One request with the daemon's token (auth 0: none); returns the status,
+ * the body in *body (malloc'd; may be NULL). -1 when no reply came. */
+int tu_http(const struct tu_daemon *d, const char *method, const char *path,
+            const char *json, int auth, char **body);
+
+/* Sends raw bytes on a new connection, then reads until the server closes
+ * or wait_ms passes. Returns the status of the first reply line (0 when no
+ * reply, e.g. closed silently); *closed says whether the server closed the
+ * connection within wait_ms; *reply gets everything read (malloc'd, may be
+ * NULL). */
+int tu_http_raw(int port, const char *data, size_t len, int wait_ms,
+                int *closed, char **reply);
+
+#endif
