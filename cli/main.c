@@ -16,6 +16,8 @@ static const char usage[] =
     "commands:\n"
     "  ledger ...     the ledger: init, append, get, body, show, replay,\n"
     "                 chain, verify, redact, summary (forum ledger --help)\n"
+    "  mcp [--admin]  the MCP server on stdin/stdout (forum mcp --help)\n"
+    "  docs http|mcp  print the generated reference page (HTTP.md, MCP.md)\n"
     "  verify-bundle FILE --vkey KEY\n"
     "                 check a bundle from `forum ledger bundle`, no ledger\n"
     "  version        print the version\n"
@@ -82,6 +84,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "ledger"))
         return cli_ledger(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "mcp")) /* cli_mcp.c */
+        return cli_mcp(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "docs")) /* cli_docs.c */
+        return cli_docs(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "verify-bundle")) /* cli_proof.c */
         return cli_verify_bundle(&c, argc - 1, argv + 1);
     fprintf(stderr, "forum: unknown command %s (see forum --help)\n", cmd);
