@@ -232,6 +232,11 @@ static void run_table(const struct expect *t, size_t n, int admin)
     tu_rmrf(dir);
 }
 
+#define E10                                                                    \
+    "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9" \
+    "\xc3\xa9"
+#define E100 E10 E10 E10 E10 E10 E10 E10 E10 E10 E10
+
 Test(mcp, error_table)
 {
     static const struct expect t[] = {
@@ -283,6 +288,13 @@ Test(mcp, error_table)
         {"{\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{}}", NO_REPLY, NULL},
         {"", NO_REPLY, NULL},
         {"  \r", NO_REPLY, NULL},
+        /* Messages quoting long non-ASCII names stay valid UTF-8. */
+        {"{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"x" E100 "\"}", -32601,
+         "14"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"tools/call\","
+         "\"params\":{\"name\":\"ledger_verify\",\"arguments\":{\"" E100 E100
+             E100 "\":1}}}",
+         TOOL_ERR, "15"},
         {"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"ping\"}", RESULT, "0"},
         {"{\"jsonrpc\":\"2.0\",\"id\":-3,\"method\":\"ping\"}", RESULT, "-3"},
         {"{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"method\":\"ping\"}", RESULT,
