@@ -18,6 +18,13 @@ struct cli {
 /* Command groups: each returns the process exit code (DESIGN §8). */
 int cli_ledger(struct cli *c, int argc, char **argv);
 
+/* `forum mcp [--admin]` (cli_mcp.c): the MCP server on stdin/stdout. Exit 0
+ * at the end of input, 3 when the ledger cannot be opened. */
+int cli_mcp(struct cli *c, int argc, char **argv);
+
+/* `forum docs http|mcp` (cli_docs.c): prints the generated reference page. */
+int cli_docs(struct cli *c, int argc, char **argv);
+
 /* Proofs and checkpoints (cli_proof.c): `forum ledger checkpoint | prove |
  * consistency | key | bundle`, `forum verify-bundle`, and the
  * --checkpoint NOTE --vkey KEY path of `forum ledger verify`. */

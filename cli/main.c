@@ -18,6 +18,8 @@ static const char usage[] =
     "                 chain, verify, redact, summary (forum ledger --help)\n"
     "  serve ...      the daemon: serve [start|stop|status|logs]\n"
     "                 (forum serve --help)\n"
+    "  mcp [--admin]  the MCP server on stdin/stdout (forum mcp --help)\n"
+    "  docs http|mcp  print the generated reference page (HTTP.md, MCP.md)\n"
     "  verify-bundle FILE --vkey KEY\n"
     "                 check a bundle from `forum ledger bundle`, no ledger\n"
     "  version        print the version\n"
@@ -86,6 +88,10 @@ int main(int argc, char **argv)
         return cli_ledger(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))
         return cli_serve(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "mcp")) /* cli_mcp.c */
+        return cli_mcp(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "docs")) /* cli_docs.c */
+        return cli_docs(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "verify-bundle")) /* cli_proof.c */
         return cli_verify_bundle(&c, argc - 1, argv + 1);
     fprintf(stderr, "forum: unknown command %s (see forum --help)\n", cmd);

@@ -219,3 +219,44 @@ cJSON *tu_run_json(const struct tu_run *r)
                        r->status, r->out, r->err);
     return v;
 }
+
+struct tu_run tu_forum_file(const char *stdin_path, const char *const *argv)
+{
+    struct tu_run r = {0};
+    char *dir = tu_tmpdir();
+    char out_path[512], err_path[512];
+    snprintf(out_path, sizeof(out_path), "%s/stdout", dir);
+    snprintf(err_path, sizeof(err_path), "%s/stderr", dir);
+    size_t argc = 0;
+    while (argv[argc])
+        argc++;
+    const char **args = calloc(argc + 2, sizeof(*args));
+    cr_assert_not_null(args);
+    args[0] = FORUM_BIN;
+    for (size_t i = 0; i < argc; i++)
+        args[i + 1] = argv[i];
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int in = open(stdin_path, O_RDONLY);
+        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 ||
+            dup2(out, 1) < 0 || dup2(err, 2) < 0)
+            _exit(127);
+        execv(FORUM_BIN, (char *const *)args);
+        _exit(127);
+    }
+    free(args);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r.out = tu_read_file(out_path, &r.out_len);
+    r.err = tu_read_file(err_path, &r.err_len);
+    if (!r.out)
+        r.out = calloc(1, 1);
+    if (!r.err)
+        r.err = calloc(1, 1);
+    tu_rmrf(dir);
+    return r;
+}

@@ -45,4 +45,9 @@ void tu_run_free(struct tu_run *r);
 /* Parses r->out as JSON (aborting the test with the output when it is not). */
 cJSON *tu_run_json(const struct tu_run *r);
 
+/* Runs FORUM_BIN with argv (NULL-terminated, without argv[0]) with stdin
+ * the regular file at stdin_path (not a pipe: what `forum mcp < file`
+ * sees). stdout and stderr are captured through temp files. */
+struct tu_run tu_forum_file(const char *stdin_path, const char *const *argv);
+
 #endif

@@ -1,0 +1,52 @@
+/* cli_mcp: `forum mcp [--admin]`: the MCP server on stdin/stdout over the
+ * ledger in the data dir, opened directly (no daemon needed). */
+#include "cli/cli.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include "surfaces/mcp.h"
+#include "surfaces/surf.h"
+
+static const char mcp_usage[] =
+    "usage: forum [--ledger DIR] mcp [--admin]\n"
+    "\n"
+    "Serves the Model Context Protocol on stdin/stdout: JSON-RPC 2.0, one\n"
+    "message a line; stdout carries the protocol only, logs go to stderr.\n"
+    "Every method of the handler table is a tool (forum docs mcp). The\n"
+    "ledger is opened directly and created when absent. Exits 0 at the end\n"
+    "of input.\n"
+    "\n"
+    "  --admin      also offer the admin tools (ledger_redact)\n"
+    "\n"
+    "exit codes: 0 end of input, 2 usage, 3 the ledger cannot be opened or\n"
+    "            the output cannot be written\n";
+
+int cli_mcp(struct cli *c, int argc, char **argv)
+{
+    unsigned flags = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return cli_help(mcp_usage);
+        if (!strcmp(argv[i], "--admin"))
+            flags |= SURF_MCP_ADMIN;
+        else
+            return cli_usage_error(c, "mcp: unexpected argument %s", argv[i]);
+    }
+    struct ledger *l = NULL;
+    if (cli_open(c, LEDGER_OPEN_CREATE, &l))
+        return 3; /* any failure to open is a storage error (DESIGN §8) */
+    /* A client that goes away is a write error to report, not a signal. */
+    signal(SIGPIPE, SIG_IGN);
+    struct surf_ctx ctx = {.ledger = l, .start_us = ledger_now_us()};
+    struct fo_err err;
+    fo_err_clear(&err);
+    int rc = surf_mcp_run(&ctx, 0, 1, flags, &err);
+    ledger_close(l);
+    if (rc) {
+        fprintf(stderr, "forum mcp: %s\n",
+                err.msg[0] ? err.msg : fo_code_message(rc));
+        return 3;
+    }
+    return 0;
+}

@@ -1,0 +1,375 @@
+/* docs: writes docs/HTTP.md and docs/MCP.md from the handler table and the
+ * error table, with the prose for each page kept here beside the code it
+ * describes. scripts/gen-docs.sh runs it; tests/test_docs.c checks the
+ * committed files match. */
+#include "surfaces/docs.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "ledger/fo_json.h"
+#include "surfaces/mcp.h"
+#include "surfaces/surf.h"
+
+/* A page being written: the first failure sticks, later writes no-op. */
+struct page {
+    struct fo_buf *out;
+    int rc;
+};
+
+static void put(struct page *p, const char *s)
+{
+    if (p->rc == FO_OK)
+        p->rc = fo_buf_puts(p->out, s);
+}
+
+static void putf(struct page *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void putf(struct page *p, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(line)) {
+        if (p->rc == FO_OK)
+            p->rc = FO_E_INTERNAL; /* a line of ours too long: a bug */
+        return;
+    }
+    put(p, line);
+}
+
+#define GENERATED_NOTE                                                         \
+    "<!-- Generated from the handler table by `forum docs %s` "                \
+    "(surfaces/docs.c).\n"                                                     \
+    "     Do not edit: change the table or the prose in surfaces/docs.c, "     \
+    "then run\n"                                                               \
+    "     scripts/gen-docs.sh. tests/test_docs.c fails when this file is "     \
+    "stale. -->\n"
+
+static const char *const http_intro[] = {
+    "# HTTP API\n"
+    "\n"
+    "`forum serve` answers HTTP/1.1 on 127.0.0.1:8080 by default (`--host`,\n"
+    "`--port`). Every route is one method of the handler table\n"
+    "(`surfaces/methods.c`): `GET /methods` serves the same list as JSON, and\n"
+    "`forum mcp` offers the same methods as MCP tools (docs/MCP.md) with the\n"
+    "same inputs and results.\n"
+    "\n",
+    "## Requests and responses\n"
+    "\n"
+    "- JSON in and out. Responses are `Content-Type: application/json`, "
+    "written\n"
+    "  in the canonical form of RFC 8785 (sorted keys, no white space, "
+    "integers\n"
+    "  such as `ts` never in exponent form).\n"
+    "- `GET` routes take their input as query parameters and `{x}` path\n"
+    "  segments (`GET /ledger/42`, `GET /verify?deep=1`; booleans as `1`/`0` "
+    "or\n"
+    "  `true`/`false`). `POST` routes take a JSON object as the body.\n"
+    "- The input is checked against the method's schema before the method "
+    "runs:\n"
+    "  a missing field, an unknown field, a wrong type or a value out of "
+    "range is\n"
+    "  400 `invalid_input` with a message naming the field.\n"
+    "- Success is 200 with the method's result object: the same object the "
+    "MCP\n"
+    "  tool gives as `structuredContent` and the CLI prints with `--json`.\n"
+    "- Keep-alive is supported.\n"
+    "\n",
+    "## Authentication\n"
+    "\n"
+    "Every route but `/health` needs `Authorization: Bearer <token>`, where "
+    "the\n"
+    "token is the content of `DIR/token` in the data dir (mode 0600). A "
+    "daemon\n"
+    "started with `--no-auth` lifts this for every method but the admin "
+    "ones:\n"
+    "admin methods need the token always. A missing or wrong token is 401\n"
+    "`unauthorized`.\n"
+    "\n",
+    "## Errors\n"
+    "\n"
+    "Every error the application decides has a JSON body\n"
+    "`{\"error\": \"<message>\", \"code\": \"<stable_name>\"}`. The message "
+    "is for\n"
+    "people and may change; the code is stable.\n"
+    "\n"
+    "| status | when |\n"
+    "|---|---|\n"
+    "| 400 | bad input: not JSON, not an object, a field missing, unknown, "
+    "of the wrong type or out of range |\n"
+    "| 401 | no token, or a wrong one |\n"
+    "| 404 | no such entry, or no such route |\n"
+    "| 405 | the route exists, with another HTTP method |\n"
+    "| 410 | the body was redacted (`redacted`) |\n"
+    "| 413 | the input is over the method's cap (`input_too_large`), or a "
+    "`ledger_append` payload's canonical form is over the ledger's body "
+    "limit (`body_too_large`) |\n"
+    "| 500 | a storage or internal error |\n"
+    "| 502 | a model answered nonsense |\n"
+    "| 503 | draining during shutdown: requests on keep-alive connections "
+    "already open |\n"
+    "\n"
+    "Transport faults that libevent 2.1 answers itself keep libevent's "
+    "status\n"
+    "and its plain (HTML) body: a malformed request line, headers over the\n"
+    "size limit, a negative `Content-Length`, a body over the server's cap.\n"
+    "libevent 2.1 cannot send 408: a request that stalls past the read "
+    "timeout\n"
+    "is closed without an answer, and the daemon keeps serving.\n"
+    "\n",
+    NULL};
+
+static const char *const mcp_intro[] = {
+    "# MCP server\n"
+    "\n"
+    "`forum mcp` serves the Model Context Protocol on standard input and\n"
+    "output: JSON-RPC 2.0, one message a line. It is its own process and "
+    "opens\n"
+    "the ledger directly (creating it when absent): no daemon is needed, "
+    "and\n"
+    "appends from several processes at once stay correct. Every method of "
+    "the\n"
+    "handler table is a tool of the same name, with the same input schema "
+    "and\n"
+    "the same result object as its HTTP route (docs/HTTP.md).\n"
+    "\n",
+    "## Running\n"
+    "\n"
+    "    forum --ledger DIR mcp [--admin]\n"
+    "\n"
+    "The data dir comes from `--ledger`, else `FORUM_LEDGER`, else\n"
+    "`./forum-ledger`. stdout carries protocol messages only; logs go to\n"
+    "stderr. Standard input may be a pipe or a regular file\n"
+    "(`forum mcp < requests.jsonl`). Exit codes: 0 at the end of input (a "
+    "last\n"
+    "line without a newline is still served), 2 for a bad command line, 3 "
+    "when\n"
+    "the ledger cannot be opened or the output cannot be written.\n"
+    "\n"
+    "A client configuration (the shape Claude Desktop, Cursor and most\n"
+    "MCP clients read):\n"
+    "\n"
+    "```json\n"
+    "{\n"
+    "  \"mcpServers\": {\n"
+    "    \"forum\": {\n"
+    "      \"command\": \"forum\",\n"
+    "      \"args\": [\"--ledger\", \"/home/me/forum-ledger\", \"mcp\"]\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
+    "```\n"
+    "\n"
+    "Setting `FORUM_LEDGER` in the entry's `env` instead of `--ledger` works\n"
+    "as well. Add `\"--admin\"` to `args` to offer the admin tools.\n"
+    "\n",
+    "## Protocol\n"
+    "\n"
+    "- `initialize` echoes the client's `protocolVersion` when it is one of\n"
+    "  2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, and answers 2025-11-25\n"
+    "  otherwise; capabilities `{\"tools\": {\"listChanged\": false}}`, "
+    "serverInfo\n"
+    "  `{\"name\": \"forum\", \"version\": ...}`.\n"
+    "- `ping` answers `{}`.\n"
+    "- `tools/list` gives every tool as `{name, description, inputSchema}` "
+    "in one\n"
+    "  page; every `inputSchema` has `\"type\": \"object\"`.\n"
+    "- `tools/call` takes `{name, arguments}`.\n"
+    "- A message without an `id` is a notification "
+    "(`notifications/initialized`,\n"
+    "  `notifications/cancelled`, ...) and is never answered. An `id` may be "
+    "a\n"
+    "  number or a string and is echoed; `id` 0 is a request like any "
+    "other.\n"
+    "- Batches (a JSON array of messages) are accepted only once "
+    "`initialize`\n"
+    "  has negotiated 2025-03-26, the one version whose specification has "
+    "them:\n"
+    "  the answer is one array of the replies with notifications left out "
+    "(no\n"
+    "  line at all when every message was a notification), at most 1000\n"
+    "  messages a batch. Under every other version a batch is -32600, and an\n"
+    "  empty batch `[]` always is.\n"
+    "- A line holds at most 4 MiB (without its newline). A longer line is\n"
+    "  answered with -32600 (id null) and skipped; the next line is served.\n"
+    "- Every line is read with forum's strict JSON reader (valid UTF-8, no\n"
+    "  duplicate keys, nesting at most 64 deep) and every reply is written "
+    "in\n"
+    "  canonical JSON (RFC 8785) as one line with one write.\n"
+    "\n",
+    "## Errors\n"
+    "\n"
+    "Protocol errors are JSON-RPC errors `{\"code\", \"message\"}`:\n"
+    "\n"
+    "| code | when |\n"
+    "|---|---|\n"
+    "| -32700 | the line is not strict JSON (id null) |\n"
+    "| -32600 | not an object, `jsonrpc` not `\"2.0\"`, a missing or "
+    "non-string `method`, an `id` neither a number nor a string, a batch "
+    "(except under 2025-03-26), an empty batch, a line over 4 MiB |\n"
+    "| -32601 | an unknown method (`server/discover` included) |\n"
+    "| -32602 | `params` not an object, `tools/call` without a string "
+    "`name`, an unknown tool (admin tools are unknown without `--admin`) |\n"
+    "| -32603 | a reply that could not be written (over 64 MiB), or out of "
+    "memory |\n"
+    "\n"
+    "A tool that fails, or arguments that do not fit the tool's schema, give "
+    "a\n"
+    "result with `isError: true` rather than a protocol error, so the model "
+    "sees\n"
+    "what was wrong. Its text content is the error object "
+    "`{\"error\", \"code\"}`\n"
+    "as JSON, and `structuredContent` is the same object:\n"
+    "\n"
+    "```json\n"
+    "{\"content\":[{\"text\":\"{\\\"code\\\":\\\"invalid_input\\\","
+    "\\\"error\\\":\\\"seq: required\\\"}\",\"type\":\"text\"}],"
+    "\"isError\":true,\"structuredContent\":{\"code\":\"invalid_input\","
+    "\"error\":\"seq: required\"}}\n"
+    "```\n"
+    "\n"
+    "A successful call gives the method's result object twice: as the text\n"
+    "content (canonical JSON) and as `structuredContent`, with `isError:\n"
+    "false`. Arguments are held to the method's input cap, measured on "
+    "their\n"
+    "canonical JSON (`input_too_large`); a `ledger_append` payload whose\n"
+    "canonical form is over the ledger's body limit is `body_too_large`, as\n"
+    "over HTTP.\n"
+    "\n",
+    "## Admin tools\n"
+    "\n"
+    "Tools whose access is `admin` are listed and callable only when the "
+    "server\n"
+    "runs as `forum mcp --admin`; without it they are unknown tools "
+    "(-32602).\n"
+    "Whoever can start `forum mcp` can read the ledger's files anyway, so "
+    "the\n"
+    "flag guards against a model calling them, not against the user.\n"
+    "\n",
+    NULL};
+
+static const char *access_name(unsigned flags)
+{
+    return (flags & SURF_ADMIN)   ? "admin"
+           : (flags & SURF_WRITE) ? "write"
+                                  : "read";
+}
+
+static void put_cap(struct page *p, size_t cap)
+{
+    if (cap % (1024 * 1024) == 0)
+        putf(p, "%zu bytes (%zu MiB)", cap, cap / (1024 * 1024));
+    else if (cap % 1024 == 0)
+        putf(p, "%zu bytes (%zu KiB)", cap, cap / 1024);
+    else
+        putf(p, "%zu bytes", cap);
+}
+
+/* The code table, from fo_err: the stable names on the wire. */
+static void put_codes(struct page *p, int http)
+{
+    put(p, http ? "### Error codes\n\n| code | status | meaning |\n|---|---|"
+                  "---|\n"
+                : "### Error codes\n\nThe `code` of an `isError` result:\n\n"
+                  "| code | meaning |\n|---|---|\n");
+    for (int c = 1; c < FO_E__COUNT; c++) {
+        if (http)
+            putf(p, "| `%s` | %d | %s |\n", fo_code_name(c), fo_code_http(c),
+                 fo_code_message(c));
+        else
+            putf(p, "| `%s` | %s |\n", fo_code_name(c), fo_code_message(c));
+    }
+    put(p, "\n");
+}
+
+/* Where each input field of a GET route goes: path segment or query. */
+static void put_get_input(struct page *p, const struct surf_method *m)
+{
+    const cJSON *props =
+        cJSON_GetObjectItemCaseSensitive(surf_schema(m), "properties");
+    const cJSON *f;
+    int any = 0;
+    cJSON_ArrayForEach (f, props) {
+        char seg[128];
+        int n = snprintf(seg, sizeof(seg), "{%s}", f->string);
+        int in_path = n > 0 && (size_t)n < sizeof(seg) &&
+                      strstr(m->http_path, seg) != NULL;
+        putf(p, "%s`%s` (%s)", any ? ", " : "- input: ", f->string,
+             in_path ? "path" : "query");
+        any = 1;
+    }
+    put(p, any ? "\n" : "- input: none\n");
+}
+
+static void put_method(struct page *p, const struct surf_method *m, int http)
+{
+    struct fo_buf schema;
+    struct fo_err e;
+    fo_buf_init(&schema, FO_BUF_UNLIMITED);
+    putf(p, "### `%s`\n\n%s\n\n", m->name, m->summary);
+    if (http)
+        putf(p, "- route: `%s %s`\n", m->http_method, m->http_path);
+    else
+        putf(p, "- tool: `%s`\n", m->name);
+    putf(p, "- access: %s\n- input cap: ", access_name(m->flags));
+    put_cap(p, m->max_input);
+    put(p, "\n");
+    if (http && !strcmp(m->http_method, "GET"))
+        put_get_input(p, m);
+    else if (http)
+        put(p, "- input: a JSON object body\n");
+    if (p->rc == FO_OK)
+        p->rc = fo_json_write(surf_schema(m), FO_JSON_PRETTY, &schema, &e);
+    put(p, "\nInput schema:\n\n```json\n");
+    put(p, schema.data ? schema.data : "");
+    put(p, "\n```\n\n");
+    fo_buf_release(&schema);
+}
+
+int surf_docs_markdown(const char *which, struct fo_buf *out,
+                       struct fo_err *err)
+{
+    int http;
+    if (which && !strcmp(which, "http"))
+        http = 1;
+    else if (which && !strcmp(which, "mcp"))
+        http = 0;
+    else
+        return fo_err_set(err, FO_E_INVALID,
+                          "docs: %s: not a page (http or mcp)",
+                          which ? which : "(null)");
+    struct page p = {out, FO_OK};
+    size_t n;
+    const struct surf_method *t = surf_methods(&n);
+
+    for (const char *const *part = http ? http_intro : mcp_intro; *part; part++)
+        put(&p, *part);
+    put_codes(&p, http);
+    putf(&p, "## %s\n\n", http ? "Routes" : "Tools");
+    put(&p,
+        http ? "| method | route | access | input cap |\n|---|---|---|---|\n"
+             : "| tool | access | input cap | summary |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < n; i++) {
+        if (http)
+            putf(&p, "| `%s` | `%s %s` | %s | ", t[i].name, t[i].http_method,
+                 t[i].http_path, access_name(t[i].flags));
+        else
+            putf(&p, "| `%s` | %s | ", t[i].name, access_name(t[i].flags));
+        put_cap(&p, t[i].max_input);
+        if (http)
+            put(&p, " |\n");
+        else
+            putf(&p, " | %s |\n", t[i].summary);
+    }
+    put(&p, "\n");
+    for (size_t i = 0; i < n; i++)
+        put_method(&p, &t[i], http);
+    putf(&p, GENERATED_NOTE, http ? "http" : "mcp");
+    if (p.rc != FO_OK)
+        return fo_err_set(err, p.rc, "docs: cannot write the %s page",
+                          http ? "HTTP" : "MCP");
+    return FO_OK;
+}

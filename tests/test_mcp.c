@@ -1,0 +1,982 @@
+/* test_mcp: `forum mcp` driven as a client would, through the real binary:
+ * the JSON-RPC error table, version negotiation, batches, line limits,
+ * stdin as a pipe and as a regular file, and every tool of the table. */
+#include <stdarg.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "ledger/fo_json.h"
+#include "surfaces/mcp.h"
+#include "surfaces/surf.h"
+#include "tests/testutil.h"
+
+#define NO_REPLY 1 /* expect: no reply to this line */
+#define RESULT 0   /* expect: a result with isError absent or false */
+#define TOOL_ERR 2 /* expect: a result with isError true */
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* Canonical text of v (for comparing ids and objects). */
+static char *canon(const cJSON *v)
+{
+    struct fo_buf b;
+    struct fo_err err;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    cr_assert_eq(fo_json_canon(v, &b, &err), FO_OK, "%s", err.msg);
+    char *s = fo_buf_detach(&b, NULL);
+    cr_assert_not_null(s);
+    return s;
+}
+
+/* Checks one JSON-RPC reply object: jsonrpc 2.0, an id member, exactly one
+ * of result and error, an error with an integer code and a message. */
+static void check_reply_shape(const cJSON *r, const char *line)
+{
+    cr_assert(cJSON_IsObject(r), "not an object: %s", line);
+    const cJSON *jv = cJSON_GetObjectItemCaseSensitive(r, "jsonrpc");
+    cr_assert(cJSON_IsString(jv) && !strcmp(jv->valuestring, "2.0"), "%s",
+              line);
+    cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(r, "id"), "%s", line);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(r, "result");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
+    cr_assert((res != NULL) != (e != NULL), "result xor error: %s", line);
+    if (e) {
+        cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "code")));
+        cr_assert(
+            cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "message")));
+    } else {
+        cr_assert(cJSON_IsObject(res), "%s", line);
+    }
+    cr_assert_eq(cJSON_GetArraySize(r), 3, "extra members: %s", line);
+}
+
+/* Splits stdout into lines; each must be strict JSON and a JSON-RPC reply
+ * (or, for a batch, an array of them): stdout carries protocol only. */
+static cJSON **reply_lines(const struct tu_run *r, size_t *n)
+{
+    size_t cap = 16, count = 0;
+    cJSON **v = calloc(cap, sizeof(*v));
+    cr_assert_not_null(v);
+    if (r->out_len)
+        cr_assert_eq(r->out[r->out_len - 1], '\n',
+                     "stdout does not end a line");
+    const char *p = r->out;
+    const char *end = r->out + r->out_len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        cr_assert_not_null(nl);
+        cJSON *x = NULL;
+        struct fo_err err;
+        cr_assert_eq(fo_json_parse(p, (size_t)(nl - p), &x, &err), FO_OK,
+                     "stdout line is not strict JSON (%s): %.200s", err.msg, p);
+        char *c = canon(x); /* written with the canonical writer */
+        cr_assert(strlen(c) == (size_t)(nl - p) && !memcmp(c, p, strlen(c)),
+                  "stdout line is not canonical JSON: %.200s", p);
+        free(c);
+        if (cJSON_IsArray(x)) {
+            cr_assert_gt(cJSON_GetArraySize(x), 0, "empty batch reply");
+            const cJSON *it;
+            cJSON_ArrayForEach (it, x)
+                check_reply_shape(it, p);
+        } else {
+            check_reply_shape(x, p);
+        }
+        if (count == cap) {
+            cap *= 2;
+            v = realloc(v, cap * sizeof(*v));
+            cr_assert_not_null(v);
+        }
+        v[count++] = x;
+        p = nl + 1;
+    }
+    *n = count;
+    return v;
+}
+
+static void free_lines(cJSON **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cJSON_Delete(v[i]);
+    free(v);
+}
+
+/* Runs `forum --ledger dir mcp [--admin]` with input on a pipe. */
+static struct tu_run run_mcp(const char *dir, const char *input, size_t len,
+                             int admin)
+{
+    const char *argv[] = {"--ledger", dir, "mcp", admin ? "--admin" : NULL,
+                          NULL};
+    return tu_forum(input, len, argv);
+}
+
+/* Builds lines of input: each argument one line, NULL-terminated. */
+static char *lines(const char *first, ...)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    va_list ap;
+    va_start(ap, first);
+    for (const char *s = first; s; s = va_arg(ap, const char *)) {
+        cr_assert_eq(fo_buf_puts(&b, s), FO_OK);
+        cr_assert_eq(fo_buf_putc(&b, '\n'), FO_OK);
+    }
+    va_end(ap);
+    return fo_buf_detach(&b, NULL);
+}
+
+static int error_code(const cJSON *reply)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "code");
+    return cJSON_IsNumber(c) ? (int)c->valuedouble : 0;
+}
+
+static const cJSON *result_of(const cJSON *reply)
+{
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(reply, "result");
+    cr_assert_not_null(r, "not a result: %s", canon(reply));
+    return r;
+}
+
+static void assert_id(const cJSON *reply, const char *id_canon)
+{
+    char *got = canon(cJSON_GetObjectItemCaseSensitive(reply, "id"));
+    cr_assert_str_eq(got, id_canon);
+    free(got);
+}
+
+/* A tool result: content[0] is text holding the canonical JSON of
+ * structuredContent; isError as expected. Returns structuredContent. */
+static const cJSON *tool_content(const cJSON *reply, int is_error)
+{
+    const cJSON *r = result_of(reply);
+    const cJSON *ie = cJSON_GetObjectItemCaseSensitive(r, "isError");
+    cr_assert(cJSON_IsBool(ie), "no isError: %s", canon(reply));
+    cr_assert_eq(cJSON_IsTrue(ie), is_error, "isError: %s", canon(reply));
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
+    cr_assert(cJSON_IsArray(content) && cJSON_GetArraySize(content) == 1);
+    const cJSON *item = cJSON_GetArrayItem(content, 0);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(item, "type");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(item, "text");
+    cr_assert(cJSON_IsString(type) && !strcmp(type->valuestring, "text"));
+    cr_assert(cJSON_IsString(text));
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
+    cr_assert(cJSON_IsObject(sc), "structuredContent must be an object");
+    cJSON *parsed = NULL;
+    struct fo_err err;
+    cr_assert_eq(fo_json_parse(text->valuestring, strlen(text->valuestring),
+                               &parsed, &err),
+                 FO_OK, "text content is not JSON: %s", err.msg);
+    char *a = canon(parsed), *b = canon(sc);
+    cr_assert_str_eq(a, b, "text content and structuredContent differ");
+    cr_assert_str_eq(a, text->valuestring, "text content is not canonical");
+    free(a);
+    free(b);
+    cJSON_Delete(parsed);
+    return sc;
+}
+
+/* The string member `name` of obj, or "". */
+static const char *str_of(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* ---- the error table -------------------------------------------------- */
+
+struct expect {
+    const char *line;
+    int kind;       /* RESULT, TOOL_ERR, NO_REPLY, or a JSON-RPC error code */
+    const char *id; /* canonical id of the reply */
+};
+
+static void run_table(const struct expect *t, size_t n, int admin)
+{
+    char *dir = tu_tmpdir();
+    struct fo_buf in;
+    fo_buf_init(&in, FO_BUF_UNLIMITED);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(fo_buf_puts(&in, t[i].line), FO_OK);
+        cr_assert_eq(fo_buf_putc(&in, '\n'), FO_OK);
+    }
+    struct tu_run r = run_mcp(dir, in.data, in.len, admin);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    size_t nl;
+    cJSON **v = reply_lines(&r, &nl);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].kind == NO_REPLY)
+            continue;
+        cr_assert_lt(k, nl, "no reply to line %zu: %s", i, t[i].line);
+        const cJSON *rep = v[k++];
+        assert_id(rep, t[i].id);
+        if (t[i].kind == RESULT) {
+            cr_assert_eq(error_code(rep), 0, "line %zu: %s: %s", i, t[i].line,
+                         canon(rep));
+            const cJSON *ie =
+                cJSON_GetObjectItemCaseSensitive(result_of(rep), "isError");
+            cr_assert(!cJSON_IsTrue(ie), "line %zu: %s", i, canon(rep));
+        } else if (t[i].kind == TOOL_ERR) {
+            tool_content(rep, 1);
+        } else {
+            cr_assert_eq(error_code(rep), t[i].kind, "line %zu: %s: %s", i,
+                         t[i].line, canon(rep));
+        }
+    }
+    cr_assert_eq(k, nl, "more replies than requests");
+    free_lines(v, nl);
+    fo_buf_release(&in);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+#define E10                                                                    \
+    "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9" \
+    "\xc3\xa9"
+#define E100 E10 E10 E10 E10 E10 E10 E10 E10 E10 E10
+
+Test(mcp, error_table)
+{
+    static const struct expect t[] = {
+        {"garbage", -32700, "null"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"", -32700, "null"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"ping\"}", -32700,
+         "null"}, /* duplicate keys: the strict reader refuses */
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xffng\"}", -32700,
+         "null"},
+        {"[]", -32600, "null"},
+        {"3", -32600, "null"},
+        {"\"ping\"", -32600, "null"},
+        {"null", -32600, "null"},
+        {"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", -32600,
+         "null"}, /* a batch before initialize */
+        {"{\"jsonrpc\":\"2.0\",\"id\":1}", -32600, "1"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":7}", -32600, "2"},
+        {"{\"jsonrpc\":\"1.0\",\"id\":3,\"method\":\"ping\"}", -32600, "3"},
+        {"{\"id\":4,\"method\":\"ping\"}", -32600, "4"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", -32600, "null"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", -32600,
+         "null"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"nope\"}", -32601, "5"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"server/discover\"}",
+         -32601, "6"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\","
+         "\"params\":{\"name\":\"no_such_tool\",\"arguments\":{}}}",
+         -32602, "7"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\","
+         "\"params\":{\"name\":\"ledger_redact\",\"arguments\":{\"seq\":0,"
+         "\"reason\":\"x\"}}}",
+         -32602, "8"}, /* admin tool without --admin */
+        {"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\","
+         "\"params\":{\"arguments\":{}}}",
+         -32602, "9"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\","
+         "\"params\":[1]}",
+         -32602, "10"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\","
+         "\"params\":{\"name\":\"ledger_get\",\"arguments\":{}}}",
+         TOOL_ERR, "11"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\","
+         "\"params\":{\"name\":\"ledger_get\",\"arguments\":7}}",
+         TOOL_ERR, "12"},
+        {"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}",
+         NO_REPLY, NULL},
+        {"{\"jsonrpc\":\"2.0\",\"method\":\"tools/list\"}", NO_REPLY, NULL},
+        {"{\"jsonrpc\":\"2.0\",\"method\":\"no/such\"}", NO_REPLY, NULL},
+        {"{\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{}}", NO_REPLY, NULL},
+        {"", NO_REPLY, NULL},
+        {"  \r", NO_REPLY, NULL},
+        /* Messages quoting long non-ASCII names stay valid UTF-8. */
+        {"{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"x" E100 "\"}", -32601,
+         "14"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"tools/call\","
+         "\"params\":{\"name\":\"ledger_verify\",\"arguments\":{\"" E100 E100
+             E100 "\":1}}}",
+         TOOL_ERR, "15"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"ping\"}", RESULT, "0"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":-3,\"method\":\"ping\"}", RESULT, "-3"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"method\":\"ping\"}", RESULT,
+         "\"abc\""},
+        {"{\"jsonrpc\":\"2.0\",\"id\":\"\",\"method\":\"ping\"}", RESULT,
+         "\"\""},
+        {"{\"jsonrpc\":\"2.0\",\"id\":\"\xc3\xa9\\n\",\"method\":\"ping\"}",
+         RESULT, "\"\xc3\xa9\\n\""},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1234567890123,\"method\":\"ping\"}",
+         RESULT, "1234567890123"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tools/list\","
+         "\"params\":{\"cursor\":\"x\"}}",
+         RESULT, "13"},
+    };
+    run_table(t, sizeof(t) / sizeof(t[0]), 0);
+}
+
+Test(mcp, bad_arguments_name_the_field)
+{
+    char *dir = tu_tmpdir();
+    char *in = lines(
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+        "{\"name\":\"ledger_get\",\"arguments\":{\"seq\":\"x\"}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+        "{\"name\":\"ledger_range\",\"arguments\":{\"limit\":5000}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+        "{\"name\":\"ledger_verify\",\"arguments\":{\"bogus\":1}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":"
+        "{\"name\":\"ledger_get\",\"arguments\":{\"seq\":5}}}",
+        NULL);
+    struct tu_run r = run_mcp(dir, in, strlen(in), 0);
+    cr_assert_eq(r.status, 0);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 4);
+    const char *field[] = {"seq", "limit", "bogus"};
+    for (size_t i = 0; i < 3; i++) {
+        const cJSON *e = tool_content(v[i], 1);
+        cr_assert_str_eq(str_of(e, "code"), "invalid_input");
+        cr_assert_not_null(strstr(str_of(e, "error"), field[i]), "%s",
+                           str_of(e, "error"));
+    }
+    cr_assert_str_eq(str_of(tool_content(v[3], 1), "code"), "not_found");
+    free_lines(v, n);
+    free(in);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(mcp, client_responses_are_logged_not_answered)
+{
+    char *dir = tu_tmpdir();
+    char *in = lines("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+                     "{\"jsonrpc\":\"2.0\",\"id\":2,\"error\":{\"code\":1,"
+                     "\"message\":\"x\"}}",
+                     NULL);
+    struct tu_run r = run_mcp(dir, in, strlen(in), 0);
+    cr_assert_eq(r.status, 0);
+    cr_assert_eq(r.out_len, 0, "stdout: %s", r.out);
+    cr_assert_not_null(strstr(r.err, "forum mcp:"));
+    free(in);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* ---- lines and input -------------------------------------------------- */
+
+/* A ping with id `id`, padded with spaces to exactly len bytes. */
+static void padded_ping(struct fo_buf *b, int id, size_t len)
+{
+    char msg[64];
+    int n = snprintf(msg, sizeof(msg),
+                     "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}", id);
+    cr_assert(n > 0 && (size_t)n <= len);
+    cr_assert_eq(fo_buf_puts(b, msg), FO_OK);
+    for (size_t i = (size_t)n; i < len; i++)
+        cr_assert_eq(fo_buf_putc(b, ' '), FO_OK);
+    cr_assert_eq(fo_buf_putc(b, '\n'), FO_OK);
+}
+
+Test(mcp, over_long_line_is_answered_and_skipped)
+{
+    char *dir = tu_tmpdir();
+    struct fo_buf in;
+    fo_buf_init(&in, FO_BUF_UNLIMITED);
+    padded_ping(&in, 1, SURF_MCP_LINE_MAX);          /* at the cap: served */
+    padded_ping(&in, 2, SURF_MCP_LINE_MAX + 1);      /* one over: refused */
+    padded_ping(&in, 3, 10 + 3 * SURF_MCP_LINE_MAX); /* far over */
+    cr_assert_eq(fo_buf_puts(&in, "{\"jsonrpc\":\"2.0\",\"id\":4,"
+                                  "\"method\":\"ping\"}\n"),
+                 FO_OK);
+    struct tu_run r = run_mcp(dir, in.data, in.len, 0);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 4);
+    assert_id(v[0], "1");
+    cr_assert_eq(error_code(v[0]), 0);
+    assert_id(v[1], "null");
+    cr_assert_eq(error_code(v[1]), -32600);
+    assert_id(v[2], "null");
+    cr_assert_eq(error_code(v[2]), -32600);
+    assert_id(v[3], "4");
+    cr_assert_eq(error_code(v[3]), 0);
+    free_lines(v, n);
+    fo_buf_release(&in);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(mcp, over_long_last_line_without_newline)
+{
+    char *dir = tu_tmpdir();
+    struct fo_buf in;
+    fo_buf_init(&in, FO_BUF_UNLIMITED);
+    padded_ping(&in, 1, SURF_MCP_LINE_MAX + 100);
+    in.len--; /* no final newline */
+    struct tu_run r = run_mcp(dir, in.data, in.len, 0);
+    cr_assert_eq(r.status, 0);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(error_code(v[0]), -32600);
+    free_lines(v, n);
+    fo_buf_release(&in);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(mcp, eof_exits_zero_and_serves_a_last_line_without_newline)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r = run_mcp(dir, NULL, 0, 0);
+    cr_assert_eq(r.status, 0);
+    cr_assert_eq(r.out_len, 0);
+    tu_run_free(&r);
+    const char *in = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n"
+                     "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
+    r = run_mcp(dir, in, strlen(in), 0);
+    cr_assert_eq(r.status, 0);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 2);
+    assert_id(v[1], "2");
+    free_lines(v, n);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(mcp, stdin_may_be_a_regular_file)
+{
+    char *dir = tu_tmpdir();
+    char path[512];
+    snprintf(path, sizeof(path), "%s/in.jsonl", dir);
+    char *in = lines(
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+        "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+        "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+        "{\"name\":\"ledger_append\",\"arguments\":{\"actor\":\"a\","
+        "\"kind\":\"k\",\"payload\":{\"n\":1}}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+        "{\"name\":\"ledger_verify\"}}",
+        NULL);
+    cr_assert_eq(tu_write_file(path, in, strlen(in)), 0);
+    char ledger[512];
+    snprintf(ledger, sizeof(ledger), "%s/ledger", dir);
+    const char *argv[] = {"--ledger", ledger, "mcp", NULL};
+    struct tu_run r = tu_forum_file(path, argv);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 3, "stdout: %s stderr: %s", r.out, r.err);
+    cr_assert_str_eq(str_of(result_of(v[0]), "protocolVersion"), "2025-06-18");
+    cr_assert_eq(tool_content(v[1], 0) != NULL, 1);
+    const cJSON *ver = tool_content(v[2], 0);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ver, "ok")));
+    free_lines(v, n);
+    free(in);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(mcp, deep_and_hostile_lines_never_crash)
+{
+    char *dir = tu_tmpdir();
+    struct fo_buf in;
+    fo_buf_init(&in, FO_BUF_UNLIMITED);
+    for (int i = 0; i < 100000; i++)
+        cr_assert_eq(fo_buf_putc(&in, '['), FO_OK);
+    cr_assert_eq(fo_buf_puts(&in, "\n{\"a\":\"\\ud800\"}\n\x01\x02\n"
+                                  "{\"jsonrpc\":\"2.0\",\"id\":1e400,"
+                                  "\"method\":\"ping\"}\n"),
+                 FO_OK);
+    /* A payload as deep as a line may hold (the line is 64 deep) is
+     * appended; one level more and the line is refused. */
+    for (int depth = 61; depth <= 62; depth++) {
+        cr_assert_eq(fo_buf_puts(&in, "{\"jsonrpc\":\"2.0\",\"id\":2,"
+                                      "\"method\":\"tools/call\",\"params\":"
+                                      "{\"name\":\"ledger_append\","
+                                      "\"arguments\":{\"actor\":\"a\","
+                                      "\"kind\":\"k\",\"payload\":"),
+                     FO_OK);
+        for (int i = 0; i < depth; i++)
+            cr_assert_eq(fo_buf_putc(&in, '['), FO_OK);
+        for (int i = 0; i < depth; i++)
+            cr_assert_eq(fo_buf_putc(&in, ']'), FO_OK);
+        cr_assert_eq(fo_buf_puts(&in, "}}}\n"), FO_OK);
+    }
+    cr_assert_eq(fo_buf_puts(&in, "{\"jsonrpc\":\"2.0\",\"id\":3,"
+                                  "\"method\":\"tools/call\",\"params\":"
+                                  "{\"name\":\"ledger_body\","
+                                  "\"arguments\":{\"seq\":0}}}\n"),
+                 FO_OK);
+    /* Deterministic byte mutations of valid messages. */
+    const char *seed[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+        "{\"name\":\"ledger_get\",\"arguments\":{\"seq\":0}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"initialize\","
+        "\"params\":{\"protocolVersion\":\"2025-03-26\"}}",
+        "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},{\"jsonrpc\":"
+        "\"2.0\",\"method\":\"tools/list\"}]",
+    };
+    unsigned x = 12345;
+    for (int i = 0; i < 3000; i++) {
+        char m[256];
+        int len = snprintf(m, sizeof(m), "%s", seed[i % 3]);
+        for (int k = 0; k < 1 + i % 4; k++) {
+            x = x * 1103515245u + 12345u;
+            size_t at = (x >> 8) % (size_t)len;
+            x = x * 1103515245u + 12345u;
+            m[at] = (char)((x >> 16) & 0xff);
+            if (m[at] == '\n')
+                m[at] = ' ';
+        }
+        cr_assert_eq(fo_buf_append(&in, m, (size_t)len), FO_OK);
+        cr_assert_eq(fo_buf_putc(&in, '\n'), FO_OK);
+    }
+    /* Through a regular file: tu_forum writes stdin with blocking writes,
+     * which can deadlock with a child whose output fills its pipe. */
+    char path[512], ledger[512];
+    snprintf(path, sizeof(path), "%s/in.jsonl", dir);
+    snprintf(ledger, sizeof(ledger), "%s/ledger", dir);
+    cr_assert_eq(tu_write_file(path, in.data, in.len), 0);
+    const char *argv[] = {"--ledger", ledger, "mcp", NULL};
+    struct tu_run r = tu_forum_file(path, argv);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_geq(n, 7);
+    for (size_t i = 0; i < 4; i++)
+        cr_assert_eq(error_code(v[i]), -32700, "line %zu: %s", i, canon(v[i]));
+    tool_content(v[4], 0);
+    cr_assert_eq(error_code(v[5]), -32700);
+    const cJSON *body =
+        cJSON_GetObjectItemCaseSensitive(tool_content(v[6], 0), "body");
+    cr_assert(cJSON_IsArray(body));
+    free_lines(v, n);
+    fo_buf_release(&in);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* ---- initialize and batches ------------------------------------------- */
+
+static cJSON *initialize(const char *dir, const char *version)
+{
+    char line[256];
+    if (version)
+        snprintf(line, sizeof(line),
+                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+                 "\"params\":{\"protocolVersion\":\"%s\",\"capabilities\":{},"
+                 "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n",
+                 version);
+    else
+        snprintf(line, sizeof(line),
+                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}\n");
+    struct tu_run r = run_mcp(dir, line, strlen(line), 0);
+    cr_assert_eq(r.status, 0);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 1);
+    cJSON *res = cJSON_DetachItemFromObjectCaseSensitive(v[0], "result");
+    cr_assert_not_null(res, "%s", r.out);
+    free_lines(v, n);
+    tu_run_free(&r);
+    return res;
+}
+
+Test(mcp, initialize_negotiates_the_version)
+{
+    char *dir = tu_tmpdir();
+    const char *known[] = {"2024-11-05", "2025-03-26", "2025-06-18",
+                           "2025-11-25"};
+    for (size_t i = 0; i < 4; i++) {
+        cJSON *res = initialize(dir, known[i]);
+        cr_assert_str_eq(str_of(res, "protocolVersion"), known[i]);
+        const cJSON *caps =
+            cJSON_GetObjectItemCaseSensitive(res, "capabilities");
+        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(caps, "tools");
+        cr_assert(cJSON_IsFalse(
+            cJSON_GetObjectItemCaseSensitive(tools, "listChanged")));
+        const cJSON *info = cJSON_GetObjectItemCaseSensitive(res, "serverInfo");
+        cr_assert_str_eq(str_of(info, "name"), "forum");
+        cr_assert_str_eq(str_of(info, "version"), SURF_MCP_SERVER_VERSION);
+        cJSON_Delete(res);
+    }
+    const char *unknown[] = {"1999-01-01", "2025-11-26", "", NULL};
+    for (size_t i = 0; i < 4; i++) {
+        cJSON *res = initialize(dir, unknown[i]);
+        cr_assert_str_eq(str_of(res, "protocolVersion"), "2025-11-25");
+        cJSON_Delete(res);
+    }
+    tu_rmrf(dir);
+}
+
+static char *init_line(const char *version)
+{
+    char *s = malloc(256);
+    cr_assert_not_null(s);
+    snprintf(s, 256,
+             "{\"jsonrpc\":\"2.0\",\"id\":\"init\",\"method\":\"initialize\","
+             "\"params\":{\"protocolVersion\":\"%s\"}}",
+             version);
+    return s;
+}
+
+#define BATCH                                                                  \
+    "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},"                     \
+    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"},"          \
+    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"      \
+    "{\"name\":\"health\"}},"                                                  \
+    "3,"                                                                       \
+    "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"nope\"}]"
+#define ONLY_NOTIFICATIONS                                                     \
+    "[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"},"         \
+    "{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}]"
+#define PING9 "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}"
+
+Test(mcp, batches_only_under_2025_03_26)
+{
+    char *dir = tu_tmpdir();
+    char *init = init_line("2025-03-26");
+    char *in = lines(init, BATCH, ONLY_NOTIFICATIONS, "[]", PING9, NULL);
+    struct tu_run r = run_mcp(dir, in, strlen(in), 0);
+    cr_assert_eq(r.status, 0);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 4, "stdout: %s", r.out); /* init, batch, [], ping */
+    cr_assert_str_eq(str_of(result_of(v[0]), "protocolVersion"), "2025-03-26");
+    cr_assert(cJSON_IsArray(v[1]));
+    cr_assert_eq(cJSON_GetArraySize(v[1]), 4, "%s", canon(v[1]));
+    assert_id(cJSON_GetArrayItem(v[1], 0), "1");
+    cr_assert_eq(error_code(cJSON_GetArrayItem(v[1], 0)), 0);
+    assert_id(cJSON_GetArrayItem(v[1], 1), "2");
+    const cJSON *h = tool_content(cJSON_GetArrayItem(v[1], 1), 0);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(h, "ok")));
+    assert_id(cJSON_GetArrayItem(v[1], 2), "null");
+    cr_assert_eq(error_code(cJSON_GetArrayItem(v[1], 2)), -32600);
+    assert_id(cJSON_GetArrayItem(v[1], 3), "4");
+    cr_assert_eq(error_code(cJSON_GetArrayItem(v[1], 3)), -32601);
+    cr_assert(!cJSON_IsArray(v[2]));
+    cr_assert_eq(error_code(v[2]), -32600); /* [] always */
+    assert_id(v[3], "9");
+    free_lines(v, n);
+    free(in);
+    free(init);
+    tu_run_free(&r);
+
+    const char *others[] = {"2024-11-05", "2025-06-18", "2025-11-25",
+                            "1999-01-01"};
+    for (size_t i = 0; i < 4; i++) {
+        init = init_line(others[i]);
+        in = lines(init, BATCH, ONLY_NOTIFICATIONS, PING9, NULL);
+        r = run_mcp(dir, in, strlen(in), 0);
+        cr_assert_eq(r.status, 0);
+        v = reply_lines(&r, &n);
+        cr_assert_eq(n, 4, "%s: %s", others[i], r.out);
+        for (size_t k = 1; k <= 2; k++) {
+            cr_assert(!cJSON_IsArray(v[k]));
+            assert_id(v[k], "null");
+            cr_assert_eq(error_code(v[k]), -32600);
+        }
+        assert_id(v[3], "9");
+        free_lines(v, n);
+        free(in);
+        free(init);
+        tu_run_free(&r);
+    }
+    tu_rmrf(dir);
+}
+
+Test(mcp, batch_size_is_bounded)
+{
+    char *dir = tu_tmpdir();
+    char *init = init_line("2025-03-26");
+    struct fo_buf in;
+    fo_buf_init(&in, FO_BUF_UNLIMITED);
+    cr_assert_eq(fo_buf_puts(&in, init), FO_OK);
+    cr_assert_eq(fo_buf_puts(&in, "\n["), FO_OK);
+    for (int i = 0; i < 1001; i++)
+        cr_assert_eq(fo_buf_puts(&in, i ? ",{}" : "{}"), FO_OK);
+    cr_assert_eq(fo_buf_puts(&in, "]\n[{}]\n"), FO_OK);
+    struct tu_run r = run_mcp(dir, in.data, in.len, 0);
+    cr_assert_eq(r.status, 0);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(error_code(v[1]), -32600);
+    cr_assert(cJSON_IsArray(v[2]) && cJSON_GetArraySize(v[2]) == 1);
+    free_lines(v, n);
+    fo_buf_release(&in);
+    free(init);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* ---- tools ------------------------------------------------------------ */
+
+static cJSON *tools_list(const char *dir, int admin)
+{
+    const char *in =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n";
+    struct tu_run r = run_mcp(dir, in, strlen(in), admin);
+    cr_assert_eq(r.status, 0);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 1);
+    cJSON *tools = cJSON_DetachItemFromObjectCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(v[0], "result"), "tools");
+    cr_assert(cJSON_IsArray(tools), "%s", r.out);
+    free_lines(v, n);
+    tu_run_free(&r);
+    return tools;
+}
+
+static const cJSON *find_tool(const cJSON *tools, const char *name)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach (t, tools)
+        if (!strcmp(str_of(t, "name"), name))
+            return t;
+    return NULL;
+}
+
+Test(mcp, tools_list_is_the_table)
+{
+    char *dir = tu_tmpdir();
+    size_t n;
+    const struct surf_method *m = surf_methods(&n);
+    for (int admin = 0; admin <= 1; admin++) {
+        cJSON *tools = tools_list(dir, admin);
+        size_t expected = 0;
+        for (size_t i = 0; i < n; i++) {
+            const cJSON *t = find_tool(tools, m[i].name);
+            if ((m[i].flags & SURF_ADMIN) && !admin) {
+                cr_assert_null(t, "admin tool %s listed without --admin",
+                               m[i].name);
+                continue;
+            }
+            expected++;
+            cr_assert_not_null(t, "%s missing from tools/list", m[i].name);
+            cr_assert_str_eq(str_of(t, "description"), m[i].summary);
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(t, "inputSchema");
+            cr_assert_str_eq(str_of(s, "type"), "object", "%s", m[i].name);
+            char *a = canon(s), *b = canon(surf_schema(&m[i]));
+            cr_assert_str_eq(a, b);
+            free(a);
+            free(b);
+        }
+        cr_assert_eq((size_t)cJSON_GetArraySize(tools), expected);
+        const cJSON *t;
+        cJSON_ArrayForEach (t, tools) {
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(t, "inputSchema");
+            cr_assert_str_eq(str_of(s, "type"), "object");
+        }
+        cJSON_Delete(tools);
+    }
+    tu_rmrf(dir);
+}
+
+/* Arguments for the methods that need input, on the ledger made by
+ * make_ledger (entries 0..2, entry 2 for redaction, one signed checkpoint).
+ * A method with required input and no row here fails the test: add one. */
+static const char *const tool_args[][2] = {
+    {"ledger_get", "{\"seq\":0}"},
+    {"ledger_body", "{\"seq\":1}"},
+    {"ledger_range", "{\"from\":0,\"limit\":2}"},
+    {"ledger_replay", "{\"seq\":1}"},
+    {"ledger_chain", "{\"seq\":1}"},
+    {"ledger_verify", "{\"deep\":true}"},
+    {"ledger_append", "{\"actor\":\"mcp\",\"kind\":\"test\",\"payload\":"
+                      "{\"x\":[1,2.5,\"y\"]},\"parent\":1}"},
+    {"ledger_redact", "{\"seq\":2,\"reason\":\"test\"}"},
+    {"ledger_prove", "{\"seq\":1}"},
+    {"ledger_consistency", "{\"first\":1}"},
+};
+
+static const char *args_for(const struct surf_method *m)
+{
+    for (size_t i = 0; i < sizeof(tool_args) / sizeof(tool_args[0]); i++)
+        if (!strcmp(tool_args[i][0], m->name))
+            return tool_args[i][1];
+    const cJSON *req =
+        cJSON_GetObjectItemCaseSensitive(surf_schema(m), "required");
+    cr_assert(cJSON_GetArraySize(req) == 0,
+              "method %s needs input but has no row in tool_args of "
+              "tests/test_mcp.c: add one",
+              m->name);
+    return "{}";
+}
+
+static void cli_ok(const char *dir, const char *a, const char *b, const char *c,
+                   const char *d, const char *e, const char *f, const char *g)
+{
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", a, b, c, d, e, f, g, NULL);
+    cr_assert_eq(r.status, 0, "forum ledger %s: %s", a, r.err);
+    tu_run_free(&r);
+}
+
+static void make_ledger(const char *dir)
+{
+    cli_ok(dir, "append", "--actor", "a", "--kind", "request", "--payload",
+           "{\"text\":\"hi\"}");
+    cli_ok(dir, "append", "--actor", "b", "--kind", "result", "--payload",
+           "{\"answer\":42}");
+    cli_ok(dir, "append", "--actor", "c", "--kind", "secret", "--payload",
+           "{\"pin\":1234}");
+    cli_ok(dir, "checkpoint", "--sign", NULL, NULL, NULL, NULL, NULL);
+}
+
+Test(mcp, every_tool_of_the_table_answers)
+{
+    char *dir = tu_tmpdir();
+    make_ledger(dir);
+    size_t n;
+    const struct surf_method *m = surf_methods(&n);
+    struct fo_buf in;
+    fo_buf_init(&in, FO_BUF_UNLIMITED);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(fo_buf_printf(&in,
+                                   "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":"
+                                   "\"tools/call\",\"params\":{\"name\":\"%s\","
+                                   "\"arguments\":%s}}\n",
+                                   i, m[i].name, args_for(&m[i])),
+                     FO_OK);
+    struct tu_run r = run_mcp(dir, in.data, in.len, 1);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    size_t nl;
+    cJSON **v = reply_lines(&r, &nl);
+    cr_assert_eq(nl, n);
+    for (size_t i = 0; i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "%zu", i);
+        assert_id(v[i], id);
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(v[i], "result");
+        cr_assert_not_null(res, "%s: %s", m[i].name, canon(v[i]));
+        const cJSON *ie = cJSON_GetObjectItemCaseSensitive(res, "isError");
+        cr_assert(cJSON_IsFalse(ie), "%s failed: %s", m[i].name, canon(res));
+        tool_content(v[i], 0);
+    }
+    free_lines(v, nl);
+    fo_buf_release(&in);
+    tu_run_free(&r);
+    /* The redaction and the append left a ledger that still verifies. */
+    struct tu_run ver =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", NULL);
+    cr_assert_eq(ver.status, 0, "%s%s", ver.out, ver.err);
+    tu_run_free(&ver);
+    tu_rmrf(dir);
+}
+
+Test(mcp, append_then_verify)
+{
+    char *dir = tu_tmpdir();
+    char *in = lines(
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+        "{\"name\":\"ledger_append\",\"arguments\":{\"actor\":\"agent\","
+        "\"kind\":\"step\",\"payload\":{\"ts\":1732000000000000,\"f\":1e-7}}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+        "{\"name\":\"ledger_verify\",\"arguments\":{}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+        "{\"name\":\"ledger_body\",\"arguments\":{\"seq\":0}}}",
+        NULL);
+    struct tu_run r = run_mcp(dir, in, strlen(in), 0);
+    cr_assert_eq(r.status, 0);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 3);
+    const cJSON *e = tool_content(v[0], 0);
+    cr_assert_str_eq(str_of(e, "actor"), "agent");
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(e, "seq")->valuedouble, 0);
+    const cJSON *ver = tool_content(v[1], 0);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ver, "ok")));
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(ver, "entries")->valuedouble,
+                 1);
+    const cJSON *body =
+        cJSON_GetObjectItemCaseSensitive(tool_content(v[2], 0), "body");
+    char *b = canon(body);
+    cr_assert_str_eq(b, "{\"f\":1e-7,\"ts\":1732000000000000}");
+    cr_assert_not_null(strstr(r.out, "1732000000000000"),
+                       "integers never in exponent form");
+    free(b);
+    free_lines(v, n);
+    free(in);
+    tu_run_free(&r);
+    struct tu_run cv =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", NULL);
+    cr_assert_eq(cv.status, 0);
+    tu_run_free(&cv);
+    tu_rmrf(dir);
+}
+
+/* A ledger_append line whose payload is one string of len bytes. */
+static void append_line(struct fo_buf *b, int id, size_t len)
+{
+    cr_assert_eq(fo_buf_printf(b,
+                               "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":"
+                               "\"tools/call\",\"params\":{\"name\":"
+                               "\"ledger_append\",\"arguments\":{\"actor\":"
+                               "\"a\",\"kind\":\"k\",\"payload\":\"",
+                               id),
+                 FO_OK);
+    for (size_t i = 0; i < len; i++)
+        cr_assert_eq(fo_buf_putc(b, 'x'), FO_OK);
+    cr_assert_eq(fo_buf_puts(b, "\"}}}\n"), FO_OK);
+}
+
+Test(mcp, body_over_the_limit_is_a_tool_error)
+{
+    char *dir = tu_tmpdir();
+    struct fo_buf in;
+    fo_buf_init(&in, FO_BUF_UNLIMITED);
+    /* The canonical payload is len + 2 bytes (the quotes). */
+    append_line(&in, 1, (1u << 20) - 2);      /* exactly 1 MiB: accepted */
+    append_line(&in, 2, (1u << 20) - 1);      /* one byte over the body limit */
+    append_line(&in, 3, (1u << 20) + 200000); /* over the input cap */
+    cr_assert_eq(fo_buf_puts(&in, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":"
+                                  "\"tools/call\",\"params\":{\"name\":"
+                                  "\"ledger_verify\"}}\n"),
+                 FO_OK);
+    struct tu_run r = run_mcp(dir, in.data, in.len, 0);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 4);
+    tool_content(v[0], 0);
+    cr_assert_str_eq(str_of(tool_content(v[1], 1), "code"), "body_too_large");
+    cr_assert_str_eq(str_of(tool_content(v[2], 1), "code"), "input_too_large");
+    const cJSON *ver = tool_content(v[3], 0);
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(ver, "entries")->valuedouble,
+                 1, "only the first append went in");
+    free_lines(v, n);
+    fo_buf_release(&in);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* ---- the command ------------------------------------------------------ */
+
+Test(mcp, command_line)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r = tu_forumv(NULL, "mcp", "--help", NULL);
+    cr_assert_eq(r.status, 0);
+    cr_assert_not_null(strstr(r.out, "usage: forum"));
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "mcp", "--bogus", NULL);
+    cr_assert_eq(r.status, 2);
+    cr_assert_eq(r.out_len, 0);
+    tu_run_free(&r);
+    /* A data dir that is a regular file: the ledger cannot be opened. */
+    char file[512];
+    snprintf(file, sizeof(file), "%s/file", dir);
+    cr_assert_eq(tu_write_file(file, "x", 1), 0);
+    r = tu_forumv("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n",
+                  "--ledger", file, "mcp", NULL);
+    cr_assert_eq(r.status, 3, "exit %d: %s", r.status, r.err);
+    cr_assert_eq(r.out_len, 0);
+    cr_assert_gt(r.err_len, 0);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
