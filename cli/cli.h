@@ -30,6 +30,13 @@ int cli_verify_bundle(struct cli *c, int argc, char **argv);
 int cli_verify_checkpoint(struct cli *c, int deep, const char *note_file,
                           const char *vkey_arg);
 
+/* The orchestrator's commands (cli_orch.c): `forum roster`, `forum route`,
+ * `forum run-plan`, `forum bench A B`. */
+int cli_roster(struct cli *c, int argc, char **argv);
+int cli_route(struct cli *c, int argc, char **argv);
+int cli_run_plan(struct cli *c, int argc, char **argv);
+int cli_bench(struct cli *c, int argc, char **argv);
+
 /* Opens the ledger for a command; prints the error and returns the exit
  * code (non-zero) on failure, 0 on success. */
 int cli_open(struct cli *c, unsigned flags, struct ledger **out);
