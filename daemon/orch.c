@@ -120,7 +120,7 @@ static int check_config(const struct orch_config *c, struct fo_err *err)
 }
 
 /* "cmd:ollama run llama3", cut to ORCH_MODEL_MAX bytes on a character. */
-static void cmd_model(char *const *argv, char *out, size_t size)
+static void cmd_model(char **argv, char *out, size_t size)
 {
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
@@ -190,8 +190,8 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
         snprintf(o->model, sizeof(o->model), "stub");
     o->exec = (struct orch_exec_config){
         .kind = o->argv ? ORCH_EXEC_CLI : ORCH_EXEC_STUB,
-        .argv = o->argv,
-        .env = o->env,
+        .argv = (const char *const *)o->argv,
+        .env = (const char *const *)o->env,
         .timeout_ms = c->timeout_ms ? c->timeout_ms : ORCH_TIMEOUT_MS_DEFAULT,
         .output_max = c->output_max ? c->output_max : ORCH_OUTPUT_MAX_DEFAULT,
         .model = o->model,

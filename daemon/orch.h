@@ -226,8 +226,9 @@ cJSON *orch_plan_json(const struct orch_plan *p);
 
 struct orch_exec_config {
     int kind;         /* ORCH_EXEC_STUB or ORCH_EXEC_CLI */
-    char *const *argv; /* CLI: the command, NULL-terminated; prompt added */
-    char *const *env;  /* CLI: the whole environment, NULL-terminated */
+    const char *const *argv; /* CLI: the command, NULL-terminated; the
+                                prompt is added as the last argument */
+    const char *const *env;  /* CLI: the whole environment, NULL-terminated */
     int timeout_ms;    /* 0: ORCH_TIMEOUT_MS_DEFAULT */
     size_t output_max; /* per stream; 0: ORCH_OUTPUT_MAX_DEFAULT */
     const char *model; /* recorded in results */

@@ -326,8 +326,10 @@ static int spawn_child(struct orch_runner *r, struct job *j, const char *prompt,
     char **argv = calloc(argc + 2, sizeof(char *));
     if (!argv)
         return fo_err_set(err, FO_E_NOMEM, NULL);
-    memcpy(argv, r->cfg.argv, argc * sizeof(char *));
-    argv[argc] = (char *)(uintptr_t)prompt; /* spawn does not write it */
+    /* posix_spawn's argv is char *const[] but it never writes the strings */
+    for (size_t i = 0; i < argc; i++)
+        argv[i] = (char *)(uintptr_t)r->cfg.argv[i];
+    argv[argc] = (char *)(uintptr_t)prompt;
     argv[argc + 1] = NULL;
     if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
         rc = fo_err_set(err, FO_E_IO, "executor: pipe: %s", strerror(errno));
@@ -370,7 +372,8 @@ static int spawn_child(struct orch_runner *r, struct job *j, const char *prompt,
         goto out;
     }
     pid_t pid;
-    e = posix_spawnp(&pid, argv[0], &fa, &at, argv, r->cfg.env);
+    e = posix_spawnp(&pid, argv[0], &fa, &at, argv,
+                     (char *const *)(uintptr_t)r->cfg.env);
     if (e) {
         rc = fo_err_set(err,
                         e == ENOENT || e == EACCES || e == ENOEXEC
