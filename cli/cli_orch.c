@@ -123,7 +123,8 @@ int cli_route(struct cli *c, int argc, char **argv)
     cJSON *in = NULL, *out = NULL;
     if (!code) {
         in = cJSON_CreateObject();
-        if (!in || !cJSON_AddStringToObject(in, "text", text.data ? text.data : "")) {
+        if (!in ||
+            !cJSON_AddStringToObject(in, "text", text.data ? text.data : "")) {
             fprintf(stderr, "forum: out of memory\n");
             code = 3;
         }
@@ -151,8 +152,8 @@ int cli_route(struct cli *c, int argc, char **argv)
             printf("escalate: no lane is clear (margin %s)\n", num);
         const cJSON *cand;
         int shown = 0;
-        cJSON_ArrayForEach (cand, cJSON_GetObjectItemCaseSensitive(
-                                      out, "candidates")) {
+        cJSON_ArrayForEach (
+            cand, cJSON_GetObjectItemCaseSensitive(out, "candidates")) {
             const cJSON *s = cJSON_GetObjectItemCaseSensitive(cand, "score");
             if (shown++ == ROUTE_SHOW || s->valuedouble == 0)
                 break;
@@ -336,8 +337,7 @@ static void print_run(const cJSON *out)
     const cJSON *r;
     int ok = 0, failed = 0;
     cJSON_ArrayForEach (r, cJSON_GetObjectItemCaseSensitive(out, "results")) {
-        const char *id =
-            cJSON_GetObjectItemCaseSensitive(r, "id")->valuestring;
+        const char *id = cJSON_GetObjectItemCaseSensitive(r, "id")->valuestring;
         const char *agent =
             cJSON_GetObjectItemCaseSensitive(r, "agent")->valuestring;
         int tok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok"));
@@ -345,19 +345,21 @@ static void print_run(const cJSON *out)
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "refused"));
         const char *output =
             cJSON_GetObjectItemCaseSensitive(r, "output")->valuestring;
-        long long seq = (long long)cJSON_GetObjectItemCaseSensitive(r, "seq")
-                            ->valuedouble;
+        long long seq =
+            (long long)cJSON_GetObjectItemCaseSensitive(r, "seq")->valuedouble;
         int line = (int)strcspn(output, "\n");
         if (line > 100)
             line = 100;
         printf("%-12s %-20s %-7s seq %-6lld %.*s\n", id, agent,
-               refused ? "refused" : tok ? "ok" : "failed", seq, line,
-               output);
+               refused ? "refused"
+               : tok   ? "ok"
+                       : "failed",
+               seq, line, output);
         ok += tok;
         failed += !tok;
     }
-    printf("%d ok, %d failed or refused; request seq %lld, plan seq %lld\n",
-           ok, failed,
+    printf("%d ok, %d failed or refused; request seq %lld, plan seq %lld\n", ok,
+           failed,
            (long long)cJSON_GetObjectItemCaseSensitive(out, "request_seq")
                ->valuedouble,
            (long long)cJSON_GetObjectItemCaseSensitive(out, "plan_seq")
@@ -439,8 +441,8 @@ static int flatten(const cJSON *v, const char *prefix, cJSON *flat)
     const cJSON *m;
     cJSON_ArrayForEach (m, v) {
         char key[512];
-        int n = snprintf(key, sizeof(key), "%s%s%s", prefix,
-                         *prefix ? "." : "", m->string);
+        int n = snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "",
+                         m->string);
         if (n < 0 || (size_t)n >= sizeof(key))
             continue;
         if (cJSON_IsObject(m)) {
@@ -488,8 +490,7 @@ int cli_bench(struct cli *c, int argc, char **argv)
         if (cli_is_help(argv[i]))
             return cli_help(bench_usage);
         if (argv[i][0] == '-' || nd == 2)
-            return cli_usage_error(c, "bench: unexpected argument %s",
-                                   argv[i]);
+            return cli_usage_error(c, "bench: unexpected argument %s", argv[i]);
         dirs[nd++] = argv[i];
     }
     if (nd != 2)

@@ -113,8 +113,7 @@ static int check_config(const struct orch_config *c, struct fo_err *err)
             return fo_err_set(err, FO_E_INVALID,
                               "env: \"%s\": must be NAME=VALUE", c->env[n]);
         if (++n > ENV_MAX)
-            return fo_err_set(err, FO_E_INVALID, "env: more than %d",
-                              ENV_MAX);
+            return fo_err_set(err, FO_E_INVALID, "env: more than %d", ENV_MAX);
     }
     return FO_OK;
 }

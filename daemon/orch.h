@@ -21,13 +21,13 @@
 
 /* ---- limits and defaults ---------------------------------------------- */
 
-#define ORCH_NAME_MAX 64          /* lane and category names, task ids */
-#define ORCH_KEYWORD_MAX 64       /* one keyword */
-#define ORCH_KEYWORDS_MAX 256     /* keywords of one lane */
-#define ORCH_LANES_MAX 1024       /* lanes of one roster */
-#define ORCH_DOMAIN_MAX 256       /* one-line domain */
-#define ORCH_TASKS_MAX 10000      /* tasks of one plan */
-#define ORCH_DEPS_MAX 256         /* depends_on of one task */
+#define ORCH_NAME_MAX 64      /* lane and category names, task ids */
+#define ORCH_KEYWORD_MAX 64   /* one keyword */
+#define ORCH_KEYWORDS_MAX 256 /* keywords of one lane */
+#define ORCH_LANES_MAX 1024   /* lanes of one roster */
+#define ORCH_DOMAIN_MAX 256   /* one-line domain */
+#define ORCH_TASKS_MAX 10000  /* tasks of one plan */
+#define ORCH_DEPS_MAX 256     /* depends_on of one task */
 #define ORCH_INSTRUCTION_MAX (64u * 1024u)
 #define ORCH_ROUTE_TEXT_MAX (64u * 1024u)
 #define ORCH_MAX_PARALLEL_MAX 256
@@ -201,7 +201,7 @@ struct orch_task {
 struct orch_plan {
     struct orch_task *tasks; /* in the order given */
     size_t n;
-    size_t *order;     /* task indexes, wave after wave, each wave by id */
+    size_t *order;      /* task indexes, wave after wave, each wave by id */
     size_t *wave_start; /* wave w is order[wave_start[w] .. wave_start[w+1]) */
     size_t n_waves;
 };
@@ -225,13 +225,13 @@ cJSON *orch_plan_json(const struct orch_plan *p);
 /* ---- executors --------------------------------------------------------- */
 
 struct orch_exec_config {
-    int kind;         /* ORCH_EXEC_STUB or ORCH_EXEC_CLI */
+    int kind;                /* ORCH_EXEC_STUB or ORCH_EXEC_CLI */
     const char *const *argv; /* CLI: the command, NULL-terminated; the
                                 prompt is added as the last argument */
     const char *const *env;  /* CLI: the whole environment, NULL-terminated */
-    int timeout_ms;    /* 0: ORCH_TIMEOUT_MS_DEFAULT */
-    size_t output_max; /* per stream; 0: ORCH_OUTPUT_MAX_DEFAULT */
-    const char *model; /* recorded in results */
+    int timeout_ms;          /* 0: ORCH_TIMEOUT_MS_DEFAULT */
+    size_t output_max;       /* per stream; 0: ORCH_OUTPUT_MAX_DEFAULT */
+    const char *model;       /* recorded in results */
 };
 
 struct orch_result {

@@ -10,7 +10,7 @@
 #include "daemon/orch_int.h"
 #include "ledger/fo_json.h"
 
-#define STDERR_KEEP (8u * 1024u)    /* stderr kept in a result entry */
+#define STDERR_KEEP (8u * 1024u)      /* stderr kept in a result entry */
 #define RESPONSE_OUTPUT (64u * 1024u) /* output per task in the reply */
 
 enum { ST_PENDING, ST_RUNNING, ST_OK, ST_FAILED, ST_REFUSED };
@@ -48,8 +48,8 @@ static int witness(const struct orch_witness *w, const char *actor,
     int rc = fo_json_canon(payload, &body, err);
     if (rc == FO_E_TOO_LARGE)
         rc = fo_err_set(err, FO_E_TOO_LARGE,
-                        "%s entry: over the ledger's %zu-byte body limit",
-                        kind, ledger_max_body(w->ledger));
+                        "%s entry: over the ledger's %zu-byte body limit", kind,
+                        ledger_max_body(w->ledger));
     if (!rc) {
         struct ledger_append req = {
             .actor = actor,
@@ -146,7 +146,8 @@ static int witness_result(struct run *r, size_t t, struct orch_result *res,
             memcpy(errtail, res->errout, el);
             errtail[el] = '\0';
         }
-        int ok = o && cut && errtail && cJSON_AddStringToObject(o, "id", k->id) &&
+        int ok = o && cut && errtail &&
+                 cJSON_AddStringToObject(o, "id", k->id) &&
                  cJSON_AddBoolToObject(o, "ok", res->ok) &&
                  cJSON_AddStringToObject(o, "output", cut) &&
                  cJSON_AddStringToObject(o, "model", res->model) &&
@@ -155,8 +156,7 @@ static int witness_result(struct run *r, size_t t, struct orch_result *res,
                   (cJSON_AddStringToObject(o, "error", res->error) &&
                    cJSON_AddBoolToObject(o, "timed_out", res->timed_out) &&
                    fo_json_add_int(o, "exit_code", res->exit_code))) &&
-                 (!res->truncated ||
-                  cJSON_AddTrueToObject(o, "truncated")) &&
+                 (!res->truncated || cJSON_AddTrueToObject(o, "truncated")) &&
                  (el == 0 || cJSON_AddStringToObject(o, "stderr", errtail));
         free(cut);
         free(errtail);
@@ -201,14 +201,14 @@ static int refuse(struct run *r, size_t t, const struct orch_lane *l,
 {
     const struct orch_task *k = &r->p->tasks[t];
     cJSON *o = cJSON_CreateObject();
-    int rc = o && cJSON_AddStringToObject(o, "id", k->id) &&
-                     cJSON_AddStringToObject(o, "agent", k->agent) &&
-                     cJSON_AddStringToObject(o, "category", l->category) &&
-                     cJSON_AddStringToObject(o, "reason",
-                                             "category_not_allowed")
-                 ? witness(r->w, "policy", "refusal", r->plan_seq, o,
-                           &r->st[t].result_seq, err)
-                 : nomem(err);
+    int rc =
+        o && cJSON_AddStringToObject(o, "id", k->id) &&
+                cJSON_AddStringToObject(o, "agent", k->agent) &&
+                cJSON_AddStringToObject(o, "category", l->category) &&
+                cJSON_AddStringToObject(o, "reason", "category_not_allowed")
+            ? witness(r->w, "policy", "refusal", r->plan_seq, o,
+                      &r->st[t].result_seq, err)
+            : nomem(err);
     cJSON_Delete(o);
     if (!rc)
         r->st[t].status = ST_REFUSED;
@@ -238,9 +238,8 @@ static int start_task(struct run *r, size_t t, size_t wave,
              (!k->done_when ||
               cJSON_AddStringToObject(o, "done_when", k->done_when)) &&
              fo_json_add_int(o, "wave", (long long)wave) &&
-             cJSON_AddStringToObject(o, "executor",
-                                     ex->kind == ORCH_EXEC_STUB ? "stub"
-                                                                : "cli") &&
+             cJSON_AddStringToObject(
+                 o, "executor", ex->kind == ORCH_EXEC_STUB ? "stub" : "cli") &&
              cJSON_AddStringToObject(o, "model", ex->model);
     if (!ok) {
         rc = nomem(err);
@@ -323,8 +322,8 @@ static cJSON *reply(const struct run *r, int64_t request_seq)
     const struct orch_plan *p = r->p;
     cJSON *o = cJSON_CreateObject();
     cJSON *pj = orch_plan_json(p);
-    cJSON *waves = pj ? cJSON_DetachItemFromObjectCaseSensitive(pj, "waves")
-                      : NULL;
+    cJSON *waves =
+        pj ? cJSON_DetachItemFromObjectCaseSensitive(pj, "waves") : NULL;
     cJSON_Delete(pj);
     if (!o || !waves) {
         cJSON_Delete(o);

@@ -24,8 +24,8 @@
 #define SPLIT_WORDS_MAX 256
 #define SPLIT_BYTES_MAX (64u * 1024u)
 #define STUB_LINE_MAX 200
-#define TICK_MS 50       /* child-exit polling when pidfd_open is missing */
-#define DRAIN_MS 1000    /* after the child is gone, for pipes to close */
+#define TICK_MS 50    /* child-exit polling when pidfd_open is missing */
+#define DRAIN_MS 1000 /* after the child is gone, for pipes to close */
 #define READ_CHUNK 65536
 
 /* ---- UTF-8 helpers ----------------------------------------------------- */
@@ -183,7 +183,7 @@ struct job {
     size_t dropped[2];
     int exited, status, timed_out;
     int64_t start_us, deadline_us, drain_us;
-    int done;              /* the result is ready */
+    int done;               /* the result is ready */
     struct orch_result res; /* filled when done (the stub, a spawn error) */
 };
 
@@ -273,8 +273,8 @@ size_t orch_runner_active(const struct orch_runner *r)
 
 static void set_model(struct orch_result *res, const struct orch_exec_config *c)
 {
-    const char *m = c->model ? c->model
-                             : (c->kind == ORCH_EXEC_STUB ? "stub" : "cmd");
+    const char *m =
+        c->model ? c->model : (c->kind == ORCH_EXEC_STUB ? "stub" : "cmd");
     snprintf(res->model, sizeof(res->model), "%s", m);
 }
 
@@ -367,20 +367,18 @@ static int spawn_child(struct orch_runner *r, struct job *j, const char *prompt,
     if (!e)
         e = posix_spawnattr_setsigdefault(&at, &dfl);
     if (e) {
-        rc = fo_err_set(err, FO_E_IO, "executor: spawn setup: %s",
-                        strerror(e));
+        rc = fo_err_set(err, FO_E_IO, "executor: spawn setup: %s", strerror(e));
         goto out;
     }
     pid_t pid;
     e = posix_spawnp(&pid, argv[0], &fa, &at, argv,
                      (char *const *)(uintptr_t)r->cfg.env);
     if (e) {
-        rc = fo_err_set(err,
-                        e == ENOENT || e == EACCES || e == ENOEXEC
-                            ? FO_E_NOT_FOUND
-                            : FO_E_IO,
-                        "executor: cannot run \"%s\": %s", argv[0],
-                        strerror(e));
+        rc = fo_err_set(
+            err,
+            e == ENOENT || e == EACCES || e == ENOEXEC ? FO_E_NOT_FOUND
+                                                       : FO_E_IO,
+            "executor: cannot run \"%s\": %s", argv[0], strerror(e));
         goto out;
     }
     j->pid = pid;
@@ -600,8 +598,8 @@ int orch_runner_next(struct orch_runner *r, size_t *tag,
                 wait = ms;
             for (int k = 0; k < 2; k++)
                 if (j->fd[k] >= 0)
-                    pf[np++] = (struct pollfd){.fd = j->fd[k],
-                                               .events = POLLIN};
+                    pf[np++] =
+                        (struct pollfd){.fd = j->fd[k], .events = POLLIN};
             if (!j->exited && j->pidfd >= 0)
                 pf[np++] = (struct pollfd){.fd = j->pidfd, .events = POLLIN};
         }
@@ -609,8 +607,8 @@ int orch_runner_next(struct orch_runner *r, size_t *tag,
             wait = 60000;
         int p = poll(pf, (nfds_t)np, (int)(wait < 0 ? 0 : wait));
         if (p < 0 && errno != EINTR) {
-            rc = fo_err_set(err, FO_E_IO, "executor: poll: %s",
-                            strerror(errno));
+            rc =
+                fo_err_set(err, FO_E_IO, "executor: poll: %s", strerror(errno));
             goto out;
         }
         now = now_us();

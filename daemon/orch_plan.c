@@ -48,8 +48,8 @@ static int task_string(const cJSON *t, const char *label, const char *field,
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, field);
     if (!v || (!required && cJSON_IsNull(v)))
-        return required ? fo_err_set(err, FO_E_INVALID,
-                                     "plan: %s: %s: missing", label, field)
+        return required ? fo_err_set(err, FO_E_INVALID, "plan: %s: %s: missing",
+                                     label, field)
                         : FO_OK;
     if (!cJSON_IsString(v))
         return fo_err_set(err, FO_E_INVALID, "plan: %s: %s: must be a string",
@@ -88,9 +88,9 @@ static int task_deps(const cJSON *t, const char *label, struct orch_task *k,
         if (cJSON_IsObject(d)) {
             id = cJSON_GetObjectItemCaseSensitive(d, "id");
             const cJSON *ty = cJSON_GetObjectItemCaseSensitive(d, "type");
-            if (ty && !(cJSON_IsString(ty) &&
-                        (!strcmp(ty->valuestring, "data") ||
-                         !strcmp(ty->valuestring, "order"))))
+            if (ty &&
+                !(cJSON_IsString(ty) && (!strcmp(ty->valuestring, "data") ||
+                                         !strcmp(ty->valuestring, "order"))))
                 return fo_err_set(err, FO_E_INVALID,
                                   "plan: %s: depends_on[%zu]: type must be "
                                   "\"data\" or \"order\"",
@@ -128,8 +128,8 @@ static int parse_task(const cJSON *t, size_t i, struct orch_task *k,
                           label);
     int rc = task_string(t, label, "id", ORCH_NAME_MAX, 1, 1, &k->id, err);
     if (!rc)
-        rc = task_string(t, label, "agent", ORCH_NAME_MAX, 1, 1, &k->agent,
-                         err);
+        rc =
+            task_string(t, label, "agent", ORCH_NAME_MAX, 1, 1, &k->agent, err);
     if (!rc)
         rc = task_string(t, label, "instruction", ORCH_INSTRUCTION_MAX, 1, 0,
                          &k->instruction, err);
@@ -391,8 +391,7 @@ cJSON *orch_plan_json(const struct orch_plan *p)
     for (size_t w = 0; ok && w < p->n_waves; w++) {
         cJSON *wave = cJSON_CreateArray();
         ok = wave != NULL;
-        for (size_t k = p->wave_start[w]; ok && k < p->wave_start[w + 1];
-             k++) {
+        for (size_t k = p->wave_start[w]; ok && k < p->wave_start[w + 1]; k++) {
             cJSON *s = cJSON_CreateString(p->tasks[p->order[k]].id);
             ok = s != NULL;
             if (s)

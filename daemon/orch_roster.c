@@ -18,8 +18,8 @@ extern const size_t orch_roster_default_json_len;
 #define MAX_TURNS_MAX 1000
 
 static const char *const tier_names[] = {"cheap", "capable", "frontier"};
-static const char *const exec_names[] = {"default", "cli", "chat",
-                                         "anthropic", "stub"};
+static const char *const exec_names[] = {"default", "cli", "chat", "anthropic",
+                                         "stub"};
 
 const char *orch_tier_name(int tier)
 {
@@ -105,21 +105,19 @@ static void lane_label(const cJSON *lane, size_t i, char *out, size_t size)
 }
 
 static int lane_string(const cJSON *lane, const char *label, const char *field,
-                       size_t max, int one_line, char **out,
-                       struct fo_err *err)
+                       size_t max, int one_line, char **out, struct fo_err *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(lane, field);
     if (!v)
         return fo_err_set(err, FO_E_INVALID, "roster: %s: %s: missing", label,
                           field);
     if (!cJSON_IsString(v))
-        return fo_err_set(err, FO_E_INVALID,
-                          "roster: %s: %s: must be a string", label, field);
+        return fo_err_set(err, FO_E_INVALID, "roster: %s: %s: must be a string",
+                          label, field);
     if (!orch_name_valid(v->valuestring, max))
         return fo_err_set(err, FO_E_INVALID,
-                          "roster: %s: %s: must be 1-%zu bytes%s", label,
-                          field, max,
-                          one_line ? " on one line" : " without controls");
+                          "roster: %s: %s: must be 1-%zu bytes%s", label, field,
+                          max, one_line ? " on one line" : " without controls");
     *out = orch_strdup(v->valuestring);
     return *out ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
 }
@@ -129,8 +127,8 @@ static int lane_keywords(const cJSON *lane, const char *label,
 {
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(lane, "keywords");
     if (!kw)
-        return fo_err_set(err, FO_E_INVALID,
-                          "roster: %s: keywords: missing", label);
+        return fo_err_set(err, FO_E_INVALID, "roster: %s: keywords: missing",
+                          label);
     int n = cJSON_IsArray(kw) ? cJSON_GetArraySize(kw) : 0;
     if (n == 0)
         return fo_err_set(err, FO_E_INVALID,
@@ -174,8 +172,8 @@ static int lane_enum(const cJSON *lane, const char *label, const char *field,
                           field);
     int i = cJSON_IsString(v) ? lookup(v->valuestring, names, n) : -1;
     if (i < 0)
-        return fo_err_set(err, FO_E_INVALID, "roster: %s: %s: %s", label,
-                          field, what);
+        return fo_err_set(err, FO_E_INVALID, "roster: %s: %s: %s", label, field,
+                          what);
     *out = i;
     return FO_OK;
 }
@@ -297,8 +295,8 @@ int orch_roster_load(const char *path, struct orch_roster **out,
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
         rc = fo_buf_append(&b, chunk, n);
         if (rc == FO_E_TOO_LARGE)
-            rc = fo_err_set(err, FO_E_INVALID, "roster %s: over %u bytes",
-                            path, ROSTER_FILE_MAX);
+            rc = fo_err_set(err, FO_E_INVALID, "roster %s: over %u bytes", path,
+                            ROSTER_FILE_MAX);
         else if (rc)
             rc = fo_err_set(err, rc, NULL);
         if (rc)

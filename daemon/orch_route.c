@@ -64,8 +64,7 @@ static void tokens_release(struct tokens *t)
 
 static int has_token(const struct tokens *t, const char *kw)
 {
-    return t->n > 0 &&
-           bsearch(&kw, t->v, t->n, sizeof(*t->v), cmp_str) != NULL;
+    return t->n > 0 && bsearch(&kw, t->v, t->n, sizeof(*t->v), cmp_str) != NULL;
 }
 
 /* (score desc, name asc): names are unique, so the order is total and the
@@ -147,8 +146,7 @@ int orch_route(const struct orch_roster *r, const char *text, size_t len,
             to_head(c, i);
             out->decided = c[0].agent;
             out->confidence = fmax(c[0].score, TOP_MIN);
-        } else if (r->n > 0 &&
-                   hits_lead(c[0].hits, r->n > 1 ? c[1].hits : 0)) {
+        } else if (r->n > 0 && hits_lead(c[0].hits, r->n > 1 ? c[1].hits : 0)) {
             /* (3) the top-scored leads the second-scored on hits */
             out->decided = c[0].agent;
             out->confidence = fmax(top, TOP_MIN);
@@ -189,17 +187,17 @@ cJSON *orch_route_json(const struct orch_route *rt)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *arr = o ? cJSON_AddArrayToObject(o, "candidates") : NULL;
-    int ok = arr &&
-             (rt->decided ? cJSON_AddStringToObject(o, "decided", rt->decided)
-                                != NULL
-                          : cJSON_AddNullToObject(o, "decided") != NULL) &&
-             cJSON_AddNumberToObject(o, "confidence",
-                                     orch_round6(rt->confidence)) &&
-             cJSON_AddBoolToObject(o, "needs_escalation",
-                                   rt->needs_escalation);
+    int ok =
+        arr &&
+        (rt->decided
+             ? cJSON_AddStringToObject(o, "decided", rt->decided) != NULL
+             : cJSON_AddNullToObject(o, "decided") != NULL) &&
+        cJSON_AddNumberToObject(o, "confidence", orch_round6(rt->confidence)) &&
+        cJSON_AddBoolToObject(o, "needs_escalation", rt->needs_escalation);
     for (size_t i = 0; ok && i < rt->n; i++) {
         cJSON *c = cJSON_CreateObject();
-        ok = c && cJSON_AddStringToObject(c, "agent", rt->candidates[i].agent) &&
+        ok = c &&
+             cJSON_AddStringToObject(c, "agent", rt->candidates[i].agent) &&
              cJSON_AddNumberToObject(c, "score",
                                      orch_round6(rt->candidates[i].score));
         if (c)

@@ -21,8 +21,7 @@ static void setup(void)
 {
     dir = tu_tmpdir();
     struct fo_err err;
-    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, NULL, &led, &err),
-                 FO_OK);
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, NULL, &led, &err), FO_OK);
 }
 
 /* Every test ends with a ledger that verifies (deep). */
@@ -59,8 +58,8 @@ static int run(struct orch *o, const char *plan_json, cJSON **out,
                struct fo_err *err)
 {
     cJSON *plan = NULL;
-    cr_assert_eq(fo_json_parse(plan_json, strlen(plan_json), &plan, err),
-                 FO_OK, "%s", plan_json);
+    cr_assert_eq(fo_json_parse(plan_json, strlen(plan_json), &plan, err), FO_OK,
+                 "%s", plan_json);
     struct orch_witness w = {.ledger = led};
     *out = NULL;
     int rc = orch_run_plan(o, &w, plan, "the request", out, err);
@@ -72,8 +71,7 @@ static const cJSON *result_of(const cJSON *out, const char *id)
 {
     const cJSON *r;
     cJSON_ArrayForEach (r, cJSON_GetObjectItemCaseSensitive(out, "results"))
-        if (!strcmp(cJSON_GetObjectItemCaseSensitive(r, "id")->valuestring,
-                    id))
+        if (!strcmp(cJSON_GetObjectItemCaseSensitive(r, "id")->valuestring, id))
             return r;
     cr_assert_fail("no result for %s", id);
     return NULL;
@@ -119,11 +117,12 @@ Test(dispatch, causal_chain_reads_request_plan_task_result)
     struct orch *o = make(NULL);
     cJSON *out;
     struct fo_err err;
-    cr_assert_eq(run(o,
-                     "{\"tasks\":[" TASK("T1", "backend", "schema", "[]") "," TASK(
-                         "T2", "frontend", "ui", "[\"T1\"]") "]}",
-                     &out, &err),
-                 FO_OK, "%s", err.msg);
+    cr_assert_eq(
+        run(o,
+            "{\"tasks\":[" TASK("T1", "backend", "schema", "[]") "," TASK(
+                "T2", "frontend", "ui", "[\"T1\"]") "]}",
+            &out, &err),
+        FO_OK, "%s", err.msg);
     cr_assert(is_ok(out));
     const cJSON *r2 = result_of(out, "T2");
     struct ledger_entry *chain = NULL;
@@ -157,8 +156,8 @@ Test(dispatch, causal_chain_reads_request_plan_task_result)
     cJSON_Delete(plan);
     /* the result entry: {id, output, ok, model} */
     cJSON *res = body(num(r2, "seq"));
-    cr_assert_str_eq(
-        cJSON_GetObjectItemCaseSensitive(res, "id")->valuestring, "T2");
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(res, "id")->valuestring,
+                     "T2");
     cr_assert(is_ok(res));
     cr_assert_str_eq(
         cJSON_GetObjectItemCaseSensitive(res, "model")->valuestring, "stub");
@@ -204,9 +203,10 @@ Test(dispatch, tasks_of_a_wave_overlap)
             first_result_ts = e.ts;
         }
         char want[8];
-        snprintf(want, sizeof(want), "%s\n", ids[i][0] == 'A'   ? "a"
-                                             : ids[i][0] == 'B' ? "b"
-                                                                : "c");
+        snprintf(want, sizeof(want), "%s\n",
+                 ids[i][0] == 'A'   ? "a"
+                 : ids[i][0] == 'B' ? "b"
+                                    : "c");
         cr_assert_str_eq(
             cJSON_GetObjectItemCaseSensitive(r, "output")->valuestring, want);
     }
@@ -219,8 +219,7 @@ Test(dispatch, tasks_of_a_wave_overlap)
 
 Test(dispatch, max_parallel_is_enforced)
 {
-    struct orch_config cfg = {.cmd = "sh -c 'sleep 0.3' sh",
-                              .max_parallel = 1};
+    struct orch_config cfg = {.cmd = "sh -c 'sleep 0.3' sh", .max_parallel = 1};
     struct orch *o = make(&cfg);
     cJSON *out;
     struct fo_err err;
@@ -247,27 +246,29 @@ Test(dispatch, a_failure_does_not_stop_siblings_and_is_not_injected)
     struct orch *o = make(&cfg);
     cJSON *out;
     struct fo_err err;
-    cr_assert_eq(run(o,
-                     "{\"tasks\":[" TASK("F", "backend", "FAILME", "[]") "," TASK(
-                         "G", "frontend", "good", "[]") "," TASK(
-                         "D", "synthesis", "combine", "[\"F\",\"G\"]") "]}",
-                     &out, &err),
-                 FO_OK, "%s", err.msg);
+    cr_assert_eq(
+        run(o,
+            "{\"tasks\":[" TASK("F", "backend", "FAILME", "[]") "," TASK(
+                "G", "frontend", "good", "[]") "," TASK("D", "synthesis",
+                                                        "combine",
+                                                        "[\"F\",\"G\"]") "]}",
+            &out, &err),
+        FO_OK, "%s", err.msg);
     cr_assert_not(is_ok(out));
     cr_assert_not(is_ok(result_of(out, "F")));
     cr_assert(is_ok(result_of(out, "G")));
     const cJSON *d = result_of(out, "D");
     cr_assert(is_ok(d));
-    const char *dout = cJSON_GetObjectItemCaseSensitive(d, "output")->valuestring;
+    const char *dout =
+        cJSON_GetObjectItemCaseSensitive(d, "output")->valuestring;
     cr_assert_str_eq(dout, "combine\n\n--- upstream G output ---\ngood\n"
                            "--- end upstream G ---");
     cr_assert_null(strstr(dout, "FAILME"));
     /* the failed result is witnessed with ok:false and why */
     cJSON *fb = body(num(result_of(out, "F"), "seq"));
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(fb, "ok")));
-    cr_assert_str_eq(
-        cJSON_GetObjectItemCaseSensitive(fb, "error")->valuestring,
-        "exit status 1");
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(fb, "error")->valuestring,
+                     "exit status 1");
     cJSON_Delete(fb);
     /* D's task entry records what was injected, and the original text */
     cJSON *tb = body(num(d, "task_seq"));
@@ -316,12 +317,12 @@ Test(dispatch, injection_is_capped_with_a_marker)
     char plan[4096];
     snprintf(plan, sizeof(plan),
              "{\"tasks\":[" TASK("U", "backend", "%s", "[]") "," TASK(
-                 "O", "frontend", "order only", "[{\"id\":\"U\",\"type\":"
-                                                "\"order\"}]") "," TASK("V",
-                                                                       "synthesi"
-                                                                       "s",
-                                                                       "down",
-                                                                       "[\"U\"]") "]}",
+                 "O", "frontend", "order only",
+                 "[{\"id\":\"U\",\"type\":"
+                 "\"order\"}]") "," TASK("V",
+                                         "synthesi"
+                                         "s",
+                                         "down", "[\"U\"]") "]}",
              a1000);
     cJSON *out;
     struct fo_err err;
@@ -390,15 +391,16 @@ Test(dispatch, bad_plan_writes_nothing)
     struct orch *o = make(NULL);
     cJSON *out;
     struct fo_err err;
-    cr_assert_eq(run(o,
-                     "{\"tasks\":[" TASK("A", "backend", "x", "[\"B\"]") "," TASK(
-                         "B", "backend", "y", "[\"A\"]") "]}",
-                     &out, &err),
-                 FO_E_INVALID);
+    cr_assert_eq(
+        run(o,
+            "{\"tasks\":[" TASK("A", "backend", "x", "[\"B\"]") "," TASK(
+                "B", "backend", "y", "[\"A\"]") "]}",
+            &out, &err),
+        FO_E_INVALID);
     cr_assert(strstr(err.msg, "A, B"), "%s", err.msg);
-    cr_assert_eq(run(o, "{\"tasks\":[" TASK("A", "nobody", "x", "[]") "]}",
-                     &out, &err),
-                 FO_E_INVALID);
+    cr_assert_eq(
+        run(o, "{\"tasks\":[" TASK("A", "nobody", "x", "[]") "]}", &out, &err),
+        FO_E_INVALID);
     int64_t n = -1;
     cr_assert_eq(ledger_count(led, &n, NULL), FO_OK);
     cr_assert_eq(n, 0);
@@ -411,9 +413,9 @@ Test(dispatch, missing_binary_fails_each_task_not_the_run)
     struct orch *o = make(&cfg);
     cJSON *out;
     struct fo_err err;
-    cr_assert_eq(run(o, "{\"tasks\":[" TASK("A", "backend", "x", "[]") "]}",
-                     &out, &err),
-                 FO_OK, "%s", err.msg);
+    cr_assert_eq(
+        run(o, "{\"tasks\":[" TASK("A", "backend", "x", "[]") "]}", &out, &err),
+        FO_OK, "%s", err.msg);
     cJSON *rb = body(num(result_of(out, "A"), "seq"));
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(rb, "ok")));
     cr_assert(strstr(cJSON_GetObjectItemCaseSensitive(rb, "error")->valuestring,
@@ -429,9 +431,9 @@ Test(dispatch, ledger_error_stops_the_run)
     cJSON *out;
     struct fo_err err;
     ledger_fail_commit_after(led, 3); /* request, plan, then the task fails */
-    cr_assert_eq(run(o, "{\"tasks\":[" TASK("A", "backend", "x", "[]") "]}",
-                     &out, &err),
-                 FO_E_IO);
+    cr_assert_eq(
+        run(o, "{\"tasks\":[" TASK("A", "backend", "x", "[]") "]}", &out, &err),
+        FO_E_IO);
     ledger_fail_commit_after(led, 0);
     orch_free(o);
 }
@@ -483,8 +485,8 @@ Test(dispatch, methods_route_and_plan_run_through_the_table)
     const char *pin = "{\"plan\":{\"tasks\":[{\"id\":\"A\",\"agent\":"
                       "\"backend\",\"instruction\":\"x\"}]}}";
     cr_assert_eq(fo_json_parse(pin, strlen(pin), &in, &err), FO_OK);
-    cr_assert_eq(surf_call(&ctx, surf_find("plan_run"), in, &out, &err),
-                 FO_OK, "%s", err.msg);
+    cr_assert_eq(surf_call(&ctx, surf_find("plan_run"), in, &out, &err), FO_OK,
+                 "%s", err.msg);
     cr_assert(is_ok(out));
     cJSON_Delete(in);
     cJSON_Delete(out);
@@ -505,8 +507,8 @@ Test(dispatch, cli_run_plan_and_bench)
     const char *plan = "{\"tasks\":[" TASK("A", "backend", "x", "[]") "," TASK(
         "B", "frontend", "y", "[\"A\"]") "]}";
     cr_assert_eq(tu_write_file(path, plan, strlen(plan)), 0);
-    struct tu_run r = tu_forumv(NULL, "--ledger", other, "run-plan", path,
-                                "--json", NULL);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", other, "run-plan", path, "--json", NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cJSON *j = tu_run_json(&r);
     cr_assert(is_ok(j));
@@ -516,8 +518,8 @@ Test(dispatch, cli_run_plan_and_bench)
                   "sh -c 'exit 1'", NULL);
     cr_assert_eq(r.status, 1, "a failed task exits 1: %s", r.err);
     tu_run_free(&r);
-    r = tu_forumv(NULL, "--ledger", other, "run-plan", path, "--cmd",
-                  "a 'b", NULL);
+    r = tu_forumv(NULL, "--ledger", other, "run-plan", path, "--cmd", "a 'b",
+                  NULL);
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "unterminated"), "%s", r.err);
     tu_run_free(&r);

@@ -16,7 +16,7 @@
 #include "tests/testutil.h"
 
 static const char *env_default[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
-                              "LANG=C.UTF-8", NULL};
+                                    "LANG=C.UTF-8", NULL};
 
 static struct orch_exec_config cli(const char **argv, int timeout_ms)
 {
@@ -77,7 +77,7 @@ Test(exec_cli, metacharacters_arrive_literally_and_nothing_runs)
     const char *prompt = "; rm -rf x $(touch pwned) | & > < `touch pwned2` "
                          "&& touch pwned3 \"quoted\" 'single' \\ * ~ \n line2";
     const char *argv[] = {"sh", "-c", "printf '%s|' \"$#\"; printf '%s' \"$1\"",
-                    "sh", NULL};
+                          "sh", NULL};
     struct orch_exec_config cfg = cli(argv, 5000);
     struct orch_result res;
     struct fo_err err;
@@ -106,7 +106,7 @@ Test(exec_cli, metacharacters_arrive_literally_and_nothing_runs)
 Test(exec_cli, stdin_is_eof)
 {
     const char *argv[] = {"sh", "-c", "cat; wc -c </dev/stdin; echo done", "sh",
-                    NULL};
+                          NULL};
     struct orch_exec_config cfg = cli(argv, 5000);
     struct orch_result res;
     double t0 = now_s();
@@ -165,9 +165,9 @@ Test(exec_cli, timeout_kills_the_process_group)
 
 Test(exec_cli, output_over_100mb_is_capped_with_a_marker)
 {
-    const char *argv[] = {"sh", "-c",
-                    "head -c 104857600 /dev/zero | tr '\\0' a; echo err >&2",
-                    "sh", NULL};
+    const char *argv[] = {
+        "sh", "-c", "head -c 104857600 /dev/zero | tr '\\0' a; echo err >&2",
+        "sh", NULL};
     struct orch_exec_config cfg = cli(argv, 20000);
     cfg.output_max = 1u << 20;
     struct orch_result res;
@@ -200,7 +200,8 @@ Test(exec_cli, missing_binary_is_a_clear_error)
 
 Test(exec_cli, exit_status_signal_and_bad_utf8)
 {
-    const char *argv[] = {"sh", "-c", "printf 'a\\377b\\000c'; exit 3", "sh", NULL};
+    const char *argv[] = {"sh", "-c", "printf 'a\\377b\\000c'; exit 3", "sh",
+                          NULL};
     struct orch_exec_config cfg = cli(argv, 5000);
     struct orch_result res;
     cr_assert_eq(orch_exec_once(&cfg, "p", &res, NULL), FO_OK);
@@ -224,8 +225,8 @@ Test(exec_cli, environment_is_explicit)
 {
     setenv("FORUM_TEST_SECRET", "leak", 1);
     const char *env[] = {"PATH=/usr/bin:/bin", "FOO=bar", NULL};
-    const char *argv[] = {"sh", "-c", "echo \"$FOO|$FORUM_TEST_SECRET|$HOME\"", "sh",
-                    NULL};
+    const char *argv[] = {"sh", "-c", "echo \"$FOO|$FORUM_TEST_SECRET|$HOME\"",
+                          "sh", NULL};
     struct orch_exec_config cfg = cli(argv, 5000);
     cfg.env = env;
     struct orch_result res;
@@ -290,12 +291,9 @@ Test(exec_stub, deterministic_from_the_prompt)
 {
     struct orch_exec_config cfg = {.kind = ORCH_EXEC_STUB, .model = "stub"};
     struct orch_result a, b, c;
-    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nmore", &a, NULL),
-                 FO_OK);
-    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nmore", &b, NULL),
-                 FO_OK);
-    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nless", &c, NULL),
-                 FO_OK);
+    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nmore", &a, NULL), FO_OK);
+    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nmore", &b, NULL), FO_OK);
+    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nless", &c, NULL), FO_OK);
     cr_assert(a.ok);
     cr_assert_str_eq(a.output, b.output);
     cr_assert_str_neq(a.output, c.output);

@@ -62,8 +62,7 @@ static void expect_waves(const char *json, const char *want)
     orch_plan_free(p);
 }
 
-static void expect_error(const char *json, const char *want1,
-                         const char *want2)
+static void expect_error(const char *json, const char *want1, const char *want2)
 {
     struct orch_plan *p = NULL;
     struct fo_err err;
@@ -97,23 +96,26 @@ Test(planner, order_edges_and_typed_json)
 {
     struct orch_plan *p = NULL;
     struct fo_err err;
-    cr_assert_eq(compile("{\"tasks\":[" T("A", "[]") "," T(
-                             "B", "[{\"id\":\"A\",\"type\":\"order\"}]") "," T(
-                             "C", "[\"A\",{\"id\":\"B\"}]") "]}",
-                         &p, &err),
-                 FO_OK, "%s", err.msg);
+    cr_assert_eq(
+        compile(
+            "{\"tasks\":[" T("A", "[]") "," T("B", "[{\"id\":\"A\",\"type\":"
+                                                   "\"order\"}]") "," T(
+                "C", "[\"A\",{\"id\":\"B\"}]") "]}",
+            &p, &err),
+        FO_OK, "%s", err.msg);
     char got[256];
     waves_str(p, got, sizeof(got));
     cr_assert_str_eq(got, "[[A],[B],[C]]");
     cJSON *j = orch_plan_json(p);
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
-    cr_assert_eq(fo_json_canon(cJSON_GetObjectItemCaseSensitive(j, "edges"),
-                               &b, NULL),
-                 FO_OK);
-    cr_assert_str_eq(b.data, "[{\"from\":\"A\",\"to\":\"B\",\"type\":\"order\"},"
-                             "{\"from\":\"A\",\"to\":\"C\",\"type\":\"data\"},"
-                             "{\"from\":\"B\",\"to\":\"C\",\"type\":\"data\"}]");
+    cr_assert_eq(
+        fo_json_canon(cJSON_GetObjectItemCaseSensitive(j, "edges"), &b, NULL),
+        FO_OK);
+    cr_assert_str_eq(b.data,
+                     "[{\"from\":\"A\",\"to\":\"B\",\"type\":\"order\"},"
+                     "{\"from\":\"A\",\"to\":\"C\",\"type\":\"data\"},"
+                     "{\"from\":\"B\",\"to\":\"C\",\"type\":\"data\"}]");
     fo_buf_release(&b);
     cJSON_Delete(j);
     orch_plan_free(p);
@@ -122,9 +124,10 @@ Test(planner, order_edges_and_typed_json)
 Test(planner, cycles_are_named)
 {
     /* T3 only hangs below the cycle: it is not named */
-    expect_error("{\"tasks\":[" T("T1", "[\"T2\"]") "," T("T2", "[\"T1\"]") "," T(
-                     "T3", "[\"T1\"]") "," T("T0", "[]") "]}",
-                 "cycle among tasks T1, T2", NULL);
+    expect_error(
+        "{\"tasks\":[" T("T1", "[\"T2\"]") "," T("T2", "[\"T1\"]") "," T(
+            "T3", "[\"T1\"]") "," T("T0", "[]") "]}",
+        "cycle among tasks T1, T2", NULL);
     struct orch_plan *p = NULL;
     struct fo_err err;
     cr_assert_eq(compile("{\"tasks\":[" T("T1", "[\"T2\"]") "," T(
@@ -140,9 +143,9 @@ Test(planner, unknown_dependency_duplicate_id_unknown_agent)
 {
     expect_error("{\"tasks\":[" T("T1", "[]") "," T("T2", "[\"T9\"]") "]}",
                  "task \"T2\"", "unknown task \"T9\"");
-    expect_error("{\"tasks\":[" T("T1", "[]") "," T("T2", "[]") "," T(
-                     "T1", "[]") "]}",
-                 "duplicate task id \"T1\"", "#1 and #3");
+    expect_error(
+        "{\"tasks\":[" T("T1", "[]") "," T("T2", "[]") "," T("T1", "[]") "]}",
+        "duplicate task id \"T1\"", "#1 and #3");
     expect_error("{\"tasks\":[{\"id\":\"T1\",\"agent\":\"wizard\","
                  "\"instruction\":\"x\"}]}",
                  "task \"T1\"", "unknown agent \"wizard\"");

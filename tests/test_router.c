@@ -110,19 +110,20 @@ Test(router, tokens_are_lowercased_alnum_runs)
 }
 
 #define LANE(name, kws)                                                        \
-    "{\"name\":\"" name "\",\"category\":\"c\",\"domain\":\"d\","             \
+    "{\"name\":\"" name "\",\"category\":\"c\",\"domain\":\"d\","              \
     "\"keywords\":" kws ",\"model_tier\":\"cheap\",\"executor\":\"stub\"}"
 
 Test(router, margin_prints_rounded)
 {
     /* 0.4 - 0.1 is 0.30000000000000004 in doubles; it is served as 0.3 */
     struct fo_err err;
-    struct orch_roster *r = roster_from(
-        "{\"lanes\":[" LANE("a", "[\"a1\",\"a2\",\"a3\",\"a4\",\"a5\"]") "," LANE(
-            "b",
-            "[\"b1\",\"b2\",\"b3\",\"b4\",\"b5\",\"b6\",\"b7\",\"b8\",\"b9\","
-            "\"b10\"]") "]}",
-        &err);
+    struct orch_roster *r =
+        roster_from("{\"lanes\":[" LANE("a", "[\"a1\",\"a2\",\"a3\",\"a4\","
+                                             "\"a5\"]") "," LANE(
+                        "b", "[\"b1\",\"b2\",\"b3\",\"b4\",\"b5\",\"b6\","
+                             "\"b7\",\"b8\",\"b9\","
+                             "\"b10\"]") "]}",
+                    &err);
     cr_assert_not_null(r, "%s", err.msg);
     expect(r, "a1 a2 b1", NULL, "0.3");
     cr_assert_eq(orch_round6(0.6 - 0.4), 0.2);
@@ -136,11 +137,11 @@ Test(router, rule2_hit_count_moves_lane_to_head)
      * with max(0.3, 0.5) and moves to the head of the candidates. */
     struct fo_err err;
     struct orch_roster *r = roster_from(
-        "{\"lanes\":[" LANE("a", "[\"a1\",\"a2\",\"a3\",\"a4\",\"a5\",\"a6\","
-                                 "\"a7\",\"a8\",\"a9\",\"a10\"]") "," LANE("b",
-                                                                         "[\"b1\","
-                                                                         "\"b2\","
-                                                                         "\"b3\"]") "]}",
+        "{\"lanes\":[" LANE(
+            "a", "[\"a1\",\"a2\",\"a3\",\"a4\",\"a5\",\"a6\","
+                 "\"a7\",\"a8\",\"a9\",\"a10\"]") "," LANE("b", "[\"b1\","
+                                                                "\"b2\","
+                                                                "\"b3\"]") "]}",
         &err);
     cr_assert_not_null(r, "%s", err.msg);
     expect(r, "a1 a2 a3 b1", "a", "0.5");
@@ -159,16 +160,23 @@ Test(router, rule3_top_scored_leads_second_scored_on_hits)
     /* t: 4/10 = 0.4 (top score), s: 1/3 (second score), y: 3 hits of 100.
      * Rule 2 fails (t 4 hits, y 3: not 2 more); rule 3 holds (t 4 vs s 1). */
     char json[8192];
-    int n = snprintf(json, sizeof(json),
-                     "{\"lanes\":[" LANE("t", "[\"k1\",\"k2\",\"k3\",\"k4\","
-                                              "\"t5\",\"t6\",\"t7\",\"t8\","
-                                              "\"t9\",\"t10\"]") "," LANE("s",
-                                                                         "[\"s1\","
-                                                                         "\"s2\","
-                                                                         "\"s3\"]") ","
-                     "{\"name\":\"y\",\"category\":\"c\",\"domain\":\"d\","
-                     "\"model_tier\":\"cheap\",\"executor\":\"stub\","
-                     "\"keywords\":[\"k1\",\"k2\",\"k3\"");
+    int n = snprintf(
+        json, sizeof(json),
+        "{\"lanes\":[" LANE(
+            "t",
+            "[\"k1\",\"k2\",\"k3\",\"k4\","
+            "\"t5\",\"t6\",\"t7\",\"t8\","
+            "\"t9\",\"t10\"]") "," LANE("s",
+                                        "[\"s1\","
+                                        "\"s2\","
+                                        "\"s3\"]") ","
+                                                   "{\"name\":\"y\","
+                                                   "\"category\":\"c\","
+                                                   "\"domain\":\"d\","
+                                                   "\"model_tier\":\"cheap\","
+                                                   "\"executor\":\"stub\","
+                                                   "\"keywords\":[\"k1\","
+                                                   "\"k2\",\"k3\"");
     for (int i = 0; i < 97; i++)
         n += snprintf(json + n, sizeof(json) - (size_t)n, ",\"y%d\"", i);
     snprintf(json + n, sizeof(json) - (size_t)n, "]}]}");
@@ -182,13 +190,13 @@ Test(router, rule3_top_scored_leads_second_scored_on_hits)
 Test(router, rule1_needs_top_and_margin)
 {
     struct fo_err err;
-    struct orch_roster *r = roster_from(
-        "{\"lanes\":[" LANE("a", "[\"a1\",\"a2\"]") "," LANE(
-            "b", "[\"b1\",\"b2\",\"b3\",\"b4\",\"b5\"]") "]}",
-        &err);
+    struct orch_roster *r =
+        roster_from("{\"lanes\":[" LANE("a", "[\"a1\",\"a2\"]") "," LANE(
+                        "b", "[\"b1\",\"b2\",\"b3\",\"b4\",\"b5\"]") "]}",
+                    &err);
     cr_assert_not_null(r, "%s", err.msg);
     expect(r, "a1 a2", "a", "1");
-    expect(r, "a1", "a", "0.5"); /* 0.5 >= 0.5 and margin 0.5 */
+    expect(r, "a1", "a", "0.5");        /* 0.5 >= 0.5 and margin 0.5 */
     expect(r, "a1 b1 b2", NULL, "0.1"); /* 0.5 vs 0.4: margin too small */
     orch_roster_free(r);
     /* one lane: second = 0 */
@@ -312,8 +320,7 @@ static void bad_roster(const char *lane, const char *want1, const char *want2)
     cr_assert(strstr(err.msg, want2), "want %s in: %s", want2, err.msg);
 }
 
-#define OK_REST                                                                \
-    "\"domain\":\"d\",\"model_tier\":\"cheap\",\"executor\":\"cli\""
+#define OK_REST "\"domain\":\"d\",\"model_tier\":\"cheap\",\"executor\":\"cli\""
 
 Test(roster, validation_errors_name_lane_and_field)
 {
@@ -353,11 +360,10 @@ Test(roster, validation_errors_name_lane_and_field)
     bad_roster("{\"name\":\"x\",\"category\":\"c\"," OK_REST
                ",\"keywords\":[\"a\"],\"max_turns\":0}",
                "lane \"x\"", "max_turns");
-    bad_roster("{\"name\":\"x\",\"category\":\"c\"," OK_REST
-               ",\"keywords\":[\"a\"]},"
-               "{\"name\":\"x\",\"category\":\"c\"," OK_REST
-               ",\"keywords\":[\"b\"]}",
-               "lane \"x\"", "name: duplicate");
+    bad_roster(
+        "{\"name\":\"x\",\"category\":\"c\"," OK_REST ",\"keywords\":[\"a\"]},"
+        "{\"name\":\"x\",\"category\":\"c\"," OK_REST ",\"keywords\":[\"b\"]}",
+        "lane \"x\"", "name: duplicate");
     bad_roster("7", "lane #1", "must be an object");
     struct fo_err err;
     struct orch_roster *r = NULL;
