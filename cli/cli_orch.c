@@ -3,6 +3,7 @@
  * handler table, so --json prints exactly what HTTP and MCP serve. */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,19 +196,19 @@ static int read_text(const char *path, struct fo_buf *out, struct fo_err *err)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f)
-        return fo_err_set(err, FO_E_INVALID, "%s: cannot open", path);
+        return fo_err_set(err, FO_E_INVALID, "cannot open: %s",
+                          strerror(errno));
     char chunk[65536];
     size_t n;
     int rc = FO_OK;
     while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
         rc = fo_buf_append(out, chunk, n);
     if (rc == FO_E_TOO_LARGE)
-        rc = fo_err_set(err, FO_E_INVALID, "%s: over %u bytes", path,
-                        PLAN_FILE_MAX);
+        rc = fo_err_set(err, FO_E_INVALID, "over %u bytes", PLAN_FILE_MAX);
     else if (rc)
         rc = fo_err_set(err, rc, NULL);
     else if (ferror(f))
-        rc = fo_err_set(err, FO_E_IO, "%s: read error", path);
+        rc = fo_err_set(err, FO_E_IO, "read error");
     if (f != stdin)
         fclose(f);
     return rc;

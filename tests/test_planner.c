@@ -97,11 +97,11 @@ Test(planner, order_edges_and_typed_json)
     struct orch_plan *p = NULL;
     struct fo_err err;
     cr_assert_eq(
-        compile(
-            "{\"tasks\":[" T("A", "[]") "," T("B", "[{\"id\":\"A\",\"type\":"
-                                                   "\"order\"}]") "," T(
-                "C", "[\"A\",{\"id\":\"B\"}]") "]}",
-            &p, &err),
+        compile("{\"tasks\":[" T("A", "[]") "," T(
+                    "B",
+                    "[{\"id\":\"A\",\"type\":"
+                    "\"order\"}]") "," T("C", "[\"A\",{\"id\":\"B\"}]") "]}",
+                &p, &err),
         FO_OK, "%s", err.msg);
     char got[256];
     waves_str(p, got, sizeof(got));

@@ -117,13 +117,15 @@ Test(router, margin_prints_rounded)
 {
     /* 0.4 - 0.1 is 0.30000000000000004 in doubles; it is served as 0.3 */
     struct fo_err err;
-    struct orch_roster *r =
-        roster_from("{\"lanes\":[" LANE("a", "[\"a1\",\"a2\",\"a3\",\"a4\","
-                                             "\"a5\"]") "," LANE(
-                        "b", "[\"b1\",\"b2\",\"b3\",\"b4\",\"b5\",\"b6\","
-                             "\"b7\",\"b8\",\"b9\","
-                             "\"b10\"]") "]}",
-                    &err);
+    struct orch_roster *r = roster_from(
+        "{\"lanes\":[" LANE(
+            "a",
+            "[\"a1\",\"a2\",\"a3\",\"a4\","
+            "\"a5\"]") "," LANE("b",
+                                "[\"b1\",\"b2\",\"b3\",\"b4\",\"b5\",\"b6\","
+                                "\"b7\",\"b8\",\"b9\","
+                                "\"b10\"]") "]}",
+        &err);
     cr_assert_not_null(r, "%s", err.msg);
     expect(r, "a1 a2 b1", NULL, "0.3");
     cr_assert_eq(orch_round6(0.6 - 0.4), 0.2);
