@@ -49,6 +49,13 @@ int cli_http_request(const char *host, int port, const char *method,
                      size_t body_len, int timeout_ms, int *status, char **out,
                      size_t *out_len, struct fo_err *err);
 
+/* The orchestrator's commands (cli_orch.c): `forum roster`, `forum route`,
+ * `forum run-plan`, `forum bench A B`. */
+int cli_roster(struct cli *c, int argc, char **argv);
+int cli_route(struct cli *c, int argc, char **argv);
+int cli_run_plan(struct cli *c, int argc, char **argv);
+int cli_bench(struct cli *c, int argc, char **argv);
+
 /* Opens the ledger for a command; prints the error and returns the exit
  * code (non-zero) on failure, 0 on success. */
 int cli_open(struct cli *c, unsigned flags, struct ledger **out);

@@ -22,6 +22,12 @@ static const char usage[] =
     "  docs http|mcp  print the generated reference page (HTTP.md, MCP.md)\n"
     "  verify-bundle FILE --vkey KEY\n"
     "                 check a bundle from `forum ledger bundle`, no ledger\n"
+    "  roster [--roster FILE]\n"
+    "                 the lanes the router and planner use\n"
+    "  route TEXT     which lane a request goes to (no model)\n"
+    "  run-plan FILE [--cmd CMD]\n"
+    "                 run a plan wave by wave, every step witnessed\n"
+    "  bench A B      two ledgers' summaries side by side, with deltas\n"
     "  version        print the version\n"
     "\n"
     "global options:\n"
@@ -94,6 +100,14 @@ int main(int argc, char **argv)
         return cli_docs(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "verify-bundle")) /* cli_proof.c */
         return cli_verify_bundle(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "roster")) /* cli_orch.c */
+        return cli_roster(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "route"))
+        return cli_route(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "run-plan"))
+        return cli_run_plan(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench"))
+        return cli_bench(&c, argc - 1, argv + 1);
     fprintf(stderr, "forum: unknown command %s (see forum --help)\n", cmd);
     return 2;
 }

@@ -400,6 +400,20 @@ static const struct surf_method table[] = {
      "\"required\":[\"first\"]}",
      SURF_READ | SURF_FAST, 4 * KIB, "GET", "/proof/consistency",
      surf_h_consistency},
+    /* the orchestrator: handlers in methods_orch.c */
+    {"route",
+     "Route a request to a lane: {decided, confidence, needs_escalation, "
+     "candidates}.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"text\":{\"type\":\"string\",\"maxLength\":65536}},"
+     "\"required\":[\"text\"]}",
+     SURF_READ | SURF_FAST, 80 * KIB, "POST", "/route", surf_h_route},
+    {"plan_run", "Run a given plan {tasks} wave by wave; every step witnessed.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"plan\":{\"type\":\"object\"},"
+     "\"request\":{\"type\":\"string\",\"maxLength\":65536}},"
+     "\"required\":[\"plan\"]}",
+     SURF_WRITE, 4096 * KIB, "POST", "/plan/run", surf_h_plan_run},
 };
 
 const struct surf_method *surf_methods(size_t *n)

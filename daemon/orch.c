@@ -1,0 +1,209 @@
+/* orch: the orchestrator handle: its roster, policy and executor
+ * configuration, built once from a struct orch_config and read-only after
+ * that. */
+#include "daemon/orch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/orch_int.h"
+
+#define ENV_MAX 256
+#define CATEGORIES_MAX 64
+
+static char **copy_strings(const char *const *v, size_t n)
+{
+    char **c = calloc(n + 1, sizeof(char *));
+    for (size_t i = 0; c && i < n; i++) {
+        c[i] = orch_strdup(v[i]);
+        if (!c[i]) {
+            for (size_t k = 0; k < i; k++)
+                free(c[k]);
+            free(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+static void free_strings(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* PATH and HOME of this process, LANG=C.UTF-8: enough to find and run a
+ * model CLI, and no secrets that happen to sit in our environment. */
+static char **default_env(void)
+{
+    const char *path = getenv("PATH");
+    const char *home = getenv("HOME");
+    struct fo_buf b[2];
+    const char *v[3];
+    size_t n = 0;
+    fo_buf_init(&b[0], FO_BUF_UNLIMITED);
+    fo_buf_init(&b[1], FO_BUF_UNLIMITED);
+    char **env = NULL;
+    if (fo_buf_printf(&b[0], "PATH=%s",
+                      path && *path ? path : "/usr/local/bin:/usr/bin:/bin"))
+        goto out;
+    v[n++] = b[0].data;
+    if (home && *home) {
+        if (fo_buf_printf(&b[1], "HOME=%s", home))
+            goto out;
+        v[n++] = b[1].data;
+    }
+    v[n++] = "LANG=C.UTF-8";
+    env = copy_strings(v, n);
+out:
+    fo_buf_release(&b[0]);
+    fo_buf_release(&b[1]);
+    return env;
+}
+
+void orch_free(struct orch *o)
+{
+    if (!o)
+        return;
+    orch_roster_free(o->roster);
+    free_strings(o->allowed);
+    free(o->argv); /* one block */
+    free_strings(o->env);
+    free(o);
+}
+
+const struct orch_roster *orch_roster(const struct orch *o)
+{
+    return o->roster;
+}
+
+int orch_category_allowed(const struct orch *o, const char *category)
+{
+    if (o->n_allowed == 0)
+        return 1;
+    for (size_t i = 0; i < o->n_allowed; i++)
+        if (strcmp(o->allowed[i], category) == 0)
+            return 1;
+    return 0;
+}
+
+static int check_config(const struct orch_config *c, struct fo_err *err)
+{
+    if (c->max_parallel < 0 || c->max_parallel > ORCH_MAX_PARALLEL_MAX)
+        return fo_err_set(err, FO_E_INVALID, "max_parallel: must be 1..%d",
+                          ORCH_MAX_PARALLEL_MAX);
+    if (c->timeout_ms < 0)
+        return fo_err_set(err, FO_E_INVALID, "timeout: must be positive");
+    if (c->n_allowed_categories > CATEGORIES_MAX)
+        return fo_err_set(err, FO_E_INVALID, "categories: more than %d",
+                          CATEGORIES_MAX);
+    for (size_t i = 0; i < c->n_allowed_categories; i++)
+        if (!orch_name_valid(c->allowed_categories[i], ORCH_NAME_MAX))
+            return fo_err_set(err, FO_E_INVALID,
+                              "categories: \"%s\": not a category name",
+                              c->allowed_categories[i]);
+    if (c->model && !orch_name_valid(c->model, ORCH_MODEL_MAX))
+        return fo_err_set(err, FO_E_INVALID,
+                          "model: must be 1-%d bytes without controls",
+                          ORCH_MODEL_MAX);
+    size_t n = 0;
+    while (c->env && c->env[n]) {
+        if (!strchr(c->env[n], '=') || c->env[n][0] == '=')
+            return fo_err_set(err, FO_E_INVALID,
+                              "env: \"%s\": must be NAME=VALUE", c->env[n]);
+        if (++n > ENV_MAX)
+            return fo_err_set(err, FO_E_INVALID, "env: more than %d", ENV_MAX);
+    }
+    return FO_OK;
+}
+
+/* "cmd:ollama run llama3", cut to ORCH_MODEL_MAX bytes on a character. */
+static void cmd_model(char **argv, char *out, size_t size)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    int rc = fo_buf_puts(&b, "cmd:");
+    for (size_t i = 0; !rc && argv[i]; i++)
+        rc = fo_buf_printf(&b, "%s%s", i ? " " : "", argv[i]);
+    const char *s = !rc && b.data ? b.data : "cmd";
+    size_t len = orch_utf8_prefix(s, strlen(s), size - 1);
+    memcpy(out, s, len);
+    out[len] = '\0';
+    for (size_t i = 0; i < len; i++) /* a model id is one line */
+        if ((unsigned char)out[i] < 0x20)
+            out[i] = ' ';
+    fo_buf_release(&b);
+}
+
+int orch_create(const struct orch_config *cfg, struct orch **out,
+                struct fo_err *err)
+{
+    static const struct orch_config none = {0};
+    const struct orch_config *c = cfg ? cfg : &none;
+    struct orch *o = NULL;
+    int rc = check_config(c, err);
+    if (rc)
+        goto out;
+    o = calloc(1, sizeof(*o));
+    if (!o) {
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        goto out;
+    }
+    if (c->roster_path)
+        rc = orch_roster_load(c->roster_path, &o->roster, err);
+    else if (c->roster_json)
+        rc = orch_roster_parse(c->roster_json, c->roster_json_len, &o->roster,
+                               err);
+    else
+        rc = orch_roster_default(&o->roster, err);
+    if (rc)
+        goto out;
+    o->n_allowed = c->n_allowed_categories;
+    o->allowed = copy_strings(c->allowed_categories, o->n_allowed);
+    if (c->env) {
+        size_t n = 0;
+        while (c->env[n])
+            n++;
+        o->env = copy_strings(c->env, n);
+    } else {
+        o->env = default_env();
+    }
+    if (!o->allowed || !o->env) {
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        goto out;
+    }
+    o->max_parallel =
+        c->max_parallel ? c->max_parallel : ORCH_MAX_PARALLEL_DEFAULT;
+    o->inject_max = c->inject_max ? c->inject_max : ORCH_INJECT_MAX_DEFAULT;
+    if (c->cmd) {
+        rc = orch_split_argv(c->cmd, &o->argv, NULL, err);
+        if (rc)
+            goto out;
+    }
+    if (c->model)
+        snprintf(o->model, sizeof(o->model), "%s", c->model);
+    else if (o->argv)
+        cmd_model(o->argv, o->model, sizeof(o->model));
+    else
+        snprintf(o->model, sizeof(o->model), "stub");
+    o->exec = (struct orch_exec_config){
+        .kind = o->argv ? ORCH_EXEC_CLI : ORCH_EXEC_STUB,
+        .argv = (const char *const *)o->argv,
+        .env = (const char *const *)o->env,
+        .timeout_ms = c->timeout_ms ? c->timeout_ms : ORCH_TIMEOUT_MS_DEFAULT,
+        .output_max = c->output_max ? c->output_max : ORCH_OUTPUT_MAX_DEFAULT,
+        .model = o->model,
+    };
+    o->stub = (struct orch_exec_config){
+        .kind = ORCH_EXEC_STUB,
+        .timeout_ms = o->exec.timeout_ms,
+        .output_max = o->exec.output_max,
+        .model = "stub",
+    };
+    *out = o;
+    o = NULL;
+out:
+    orch_free(o);
+    return rc;
+}

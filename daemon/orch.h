@@ -1,0 +1,327 @@
+/* orch: the orchestrator's deterministic core (DESIGN §6): the roster of
+ * lanes, the lexical router, the planner (tasks into waves), the policy
+ * (allowed categories, max_parallel), the executors (stub, subprocess) and
+ * the witnessed dispatch of a plan. It writes to the ledger only through a
+ * struct orch_witness the caller gives; it never includes a surfaces header.
+ *
+ * A struct orch is immutable once created: several threads may route and
+ * run plans with one orch at the same time (each run owns its children and
+ * its buffers). The ledger handle in a witness belongs to the calling
+ * thread, and dispatch writes every entry on that thread. */
+#ifndef ORCH_H
+#define ORCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "ledger/fo_err.h"
+#include "ledger/ledger.h"
+
+/* ---- limits and defaults ---------------------------------------------- */
+
+#define ORCH_NAME_MAX 64      /* lane and category names, task ids */
+#define ORCH_KEYWORD_MAX 64   /* one keyword */
+#define ORCH_KEYWORDS_MAX 256 /* keywords of one lane */
+#define ORCH_LANES_MAX 1024   /* lanes of one roster */
+#define ORCH_DOMAIN_MAX 256   /* one-line domain */
+#define ORCH_TASKS_MAX 10000  /* tasks of one plan */
+#define ORCH_DEPS_MAX 256     /* depends_on of one task */
+#define ORCH_INSTRUCTION_MAX (64u * 1024u)
+#define ORCH_ROUTE_TEXT_MAX (64u * 1024u)
+#define ORCH_MAX_PARALLEL_MAX 256
+#define ORCH_MAX_PARALLEL_DEFAULT 4
+#define ORCH_TIMEOUT_MS_DEFAULT 300000
+#define ORCH_OUTPUT_MAX_DEFAULT (256u * 1024u) /* per stream of a child */
+#define ORCH_INJECT_MAX_DEFAULT (16u * 1024u)  /* per upstream output */
+#define ORCH_MAX_TURNS_DEFAULT 10
+#define ORCH_MODEL_MAX 128
+
+/* ---- the orchestrator handle ------------------------------------------ */
+
+struct orch;
+
+struct orch_config {
+    /* The roster: a JSON file, or JSON text, or (both NULL) the default
+     * roster compiled into the binary. */
+    const char *roster_path;
+    const char *roster_json;
+    size_t roster_json_len;
+    /* Policy: the lane categories a plan may dispatch to (NULL or none:
+     * every category) and the most tasks of a wave run at once (0: 4). */
+    const char *const *allowed_categories;
+    size_t n_allowed_categories;
+    int max_parallel;
+    /* Executor: cmd NULL runs the stub; else the subprocess executor runs
+     * cmd split into argv with shell-like quoting (never by a shell), the
+     * prompt appended as the last argument. */
+    const char *cmd;
+    /* The child's whole environment, "NAME=VALUE" strings, NULL-terminated;
+     * NULL: PATH and HOME of this process, LANG=C.UTF-8, nothing else. */
+    const char *const *env;
+    int timeout_ms;    /* per task; 0: ORCH_TIMEOUT_MS_DEFAULT */
+    size_t output_max; /* per stream; 0: ORCH_OUTPUT_MAX_DEFAULT */
+    size_t inject_max; /* per upstream; 0: ORCH_INJECT_MAX_DEFAULT */
+    const char *model; /* the model id results record; NULL: "stub" or
+                          "cmd:<argv joined>" */
+};
+
+/* Creates an orchestrator: loads and validates the roster, splits cmd,
+ * copies everything it keeps (cfg and its strings may go after the call).
+ * cfg may be NULL (default roster, stub, every category). Errors:
+ * FO_E_INVALID (a bad roster naming lane and field, a bad cmd, a bad
+ * limit), FO_E_NOT_FOUND / FO_E_IO (roster file), FO_E_NOMEM. Does not
+ * block beyond reading the roster file. */
+int orch_create(const struct orch_config *cfg, struct orch **out,
+                struct fo_err *err);
+
+/* Frees the orchestrator (NULL-safe). No run may be using it. */
+void orch_free(struct orch *o);
+
+/* ---- roster ------------------------------------------------------------ */
+
+enum orch_tier { ORCH_TIER_CHEAP, ORCH_TIER_CAPABLE, ORCH_TIER_FRONTIER };
+
+enum orch_exec_kind {
+    ORCH_EXEC_DEFAULT, /* "default": whatever the run was given */
+    ORCH_EXEC_CLI,     /* "cli": the subprocess executor */
+    ORCH_EXEC_CHAT,    /* "chat": OpenAI-compatible (not built yet) */
+    ORCH_EXEC_ANTHROPIC,
+    ORCH_EXEC_STUB,
+};
+
+struct orch_lane {
+    char *name;
+    char *category;
+    char *domain;
+    char **keywords;
+    size_t n_keywords;
+    int tier;     /* enum orch_tier */
+    int executor; /* enum orch_exec_kind */
+    int max_turns;
+};
+
+struct orch_roster {
+    struct orch_lane *lanes;
+    size_t n;
+};
+
+/* Parses and validates a roster: {"lanes": [{name, category, domain,
+ * keywords, model_tier, executor, max_turns?}]} (other top-level members
+ * are ignored). Every error is FO_E_INVALID (FO_E_JSON for text that is
+ * not strict JSON) and names the lane (by name, or by index when it has no
+ * name) and the field: missing field, empty or non-list keywords, a
+ * keyword that is not one [a-z0-9]+ token, a duplicate keyword, a bad
+ * tier, an unknown executor, a duplicate lane name, a multi-line domain.
+ * *out is freed with orch_roster_free. */
+int orch_roster_parse(const char *json, size_t len, struct orch_roster **out,
+                      struct fo_err *err);
+
+/* The roster compiled into the binary (daemon/roster-default.json). */
+int orch_roster_default(struct orch_roster **out, struct fo_err *err);
+
+/* Reads and parses a roster file (at most 4 MiB). */
+int orch_roster_load(const char *path, struct orch_roster **out,
+                     struct fo_err *err);
+
+void orch_roster_free(struct orch_roster *r);
+
+/* The lane called name, or NULL. */
+const struct orch_lane *orch_roster_find(const struct orch_roster *r,
+                                         const char *name);
+
+/* {"schema": "forum.roster/v1", "lanes": [...]} with every field explicit.
+ * NULL when out of memory. */
+cJSON *orch_roster_json(const struct orch_roster *r);
+
+/* Names for the enums ("capable", "cli"). */
+const char *orch_tier_name(int tier);
+const char *orch_exec_name(int kind);
+
+/* The orchestrator's roster (owned by o). */
+const struct orch_roster *orch_roster(const struct orch *o);
+
+/* ---- router ------------------------------------------------------------ */
+
+struct orch_candidate {
+    const char *agent; /* the lane name, owned by the roster */
+    double score;      /* hits / keywords */
+    size_t hits;
+};
+
+struct orch_route {
+    const char *decided; /* the lane, or NULL when it escalates */
+    double confidence;
+    int needs_escalation;
+    struct orch_candidate *candidates; /* every lane, in decision order */
+    size_t n;
+};
+
+/* Routes text by DESIGN §6, exactly as the reference: the tokens are the
+ * maximal [a-z0-9]+ runs of the ASCII-lowercased text; score = hits /
+ * keywords; candidates by (score desc, name asc); then the margin rule, the
+ * hit-count floor, and escalation with the margin as confidence. The
+ * decision compares the raw doubles (as the reference's Python floats do);
+ * the numbers are rounded to 6 decimals only when printed (orch_route_json),
+ * so a margin of 0.6 - 0.4 prints as 0.2. Never depends on roster order.
+ * out->candidates is malloc'd: release with orch_route_release. Errors:
+ * FO_E_INVALID (text over ORCH_ROUTE_TEXT_MAX), FO_E_NOMEM. */
+int orch_route(const struct orch_roster *r, const char *text, size_t len,
+               struct orch_route *out, struct fo_err *err);
+
+void orch_route_release(struct orch_route *rt);
+
+/* {"decided", "confidence", "needs_escalation", "candidates": [{"agent",
+ * "score"}]}, the reference's shape. NULL when out of memory. */
+cJSON *orch_route_json(const struct orch_route *rt);
+
+/* A double rounded to 6 decimals: the form every served score takes. */
+double orch_round6(double d);
+
+/* ---- planner ----------------------------------------------------------- */
+
+enum orch_edge { ORCH_EDGE_DATA, ORCH_EDGE_ORDER };
+
+struct orch_dep {
+    char *id;
+    int type; /* enum orch_edge */
+};
+
+struct orch_task {
+    char *id;
+    char *agent;
+    char *instruction;
+    char *done_when; /* may be NULL */
+    struct orch_dep *deps;
+    size_t n_deps;
+    size_t *dep_index; /* deps[i] is tasks[dep_index[i]] */
+};
+
+struct orch_plan {
+    struct orch_task *tasks; /* in the order given */
+    size_t n;
+    size_t *order;      /* task indexes, wave after wave, each wave by id */
+    size_t *wave_start; /* wave w is order[wave_start[w] .. wave_start[w+1]) */
+    size_t n_waves;
+};
+
+/* Compiles {"tasks": [{"id", "agent", "instruction", "depends_on"?: ["T1",
+ * {"id": "T2", "type": "order"|"data"}], "done_when"?}]} into waves by Kahn
+ * layering, each wave sorted by id in byte order. roster may be NULL (then
+ * agents are not checked). Errors, all FO_E_INVALID and naming the tasks:
+ * a malformed task or field, a duplicate id, an unknown dependency, an
+ * unknown agent, a cycle (every task left unscheduled is named). *out is
+ * freed with orch_plan_free. */
+int orch_plan_compile(const cJSON *plan, const struct orch_roster *roster,
+                      struct orch_plan **out, struct fo_err *err);
+
+void orch_plan_free(struct orch_plan *p);
+
+/* {"waves": [[ids]], "edges": [{"from", "to", "type"}]} plus the tasks as
+ * given. NULL when out of memory. */
+cJSON *orch_plan_json(const struct orch_plan *p);
+
+/* ---- executors --------------------------------------------------------- */
+
+struct orch_exec_config {
+    int kind;                /* ORCH_EXEC_STUB or ORCH_EXEC_CLI */
+    const char *const *argv; /* CLI: the command, NULL-terminated; the
+                                prompt is added as the last argument */
+    const char *const *env;  /* CLI: the whole environment, NULL-terminated */
+    int timeout_ms;          /* 0: ORCH_TIMEOUT_MS_DEFAULT */
+    size_t output_max;       /* per stream; 0: ORCH_OUTPUT_MAX_DEFAULT */
+    const char *model;       /* recorded in results */
+};
+
+struct orch_result {
+    int ok;        /* exit status 0 and no timeout */
+    int timed_out; /* killed (with its process group) at the timeout */
+    int exit_code; /* -1 when killed by a signal or never started */
+    int signal;    /* the signal that ended it, else 0 */
+    int truncated; /* an output stream hit the cap (a marker is appended) */
+    char *output;  /* stdout, valid UTF-8 (bad bytes become U+FFFD) */
+    size_t output_len;
+    char *errout; /* stderr, the same way */
+    size_t errout_len;
+    char error[FO_ERR_MSG_MAX]; /* why not ok, "" when ok */
+    char model[ORCH_MODEL_MAX + 1];
+    int64_t elapsed_us;
+};
+
+void orch_result_release(struct orch_result *res);
+
+/* A runner holds the jobs in flight of one dispatch. start never blocks on
+ * the child; next waits (poll) until some job ends. All on one thread. */
+struct orch_runner;
+
+int orch_runner_create(const struct orch_exec_config *cfg,
+                       struct orch_runner **out, struct fo_err *err);
+
+/* Kills (SIGKILL to the process group) and reaps every job still running,
+ * then frees (NULL-safe). */
+void orch_runner_free(struct orch_runner *r);
+
+/* Starts one job for prompt; tag comes back from next. The stub finishes
+ * at once (its output: a digest of the prompt and its first line; it fails
+ * when the prompt contains "#stub-fail", for tests). A subprocess is
+ * spawned with posix_spawnp (no shell): argv + prompt, stdin /dev/null,
+ * stdout/stderr to pipes, its own process group, cfg->env, no other fds.
+ * A binary that cannot be run is FO_E_NOT_FOUND naming it. */
+int orch_runner_start(struct orch_runner *r, size_t tag, const char *prompt,
+                      struct fo_err *err);
+
+/* Jobs started and not yet returned by next. */
+size_t orch_runner_active(const struct orch_runner *r);
+
+/* Waits until a job ends (exit, or its timeout: the group is killed) and
+ * fills *res (release it) and *tag. Output beyond cfg->output_max is read
+ * and dropped, and a marker line says so. FO_E_NOT_FOUND when no job is
+ * active; FO_E_IO when poll fails. */
+int orch_runner_next(struct orch_runner *r, size_t *tag,
+                     struct orch_result *res, struct fo_err *err);
+
+/* One job, start to end. */
+int orch_exec_once(const struct orch_exec_config *cfg, const char *prompt,
+                   struct orch_result *res, struct fo_err *err);
+
+/* Splits cmd into argv with shell-like quoting: blanks separate words;
+ * '...' is literal; "..." keeps \" \\ \$ \` and \newline escapes; a
+ * backslash outside quotes escapes the next byte. Nothing is expanded ($,
+ * *, ~ and the like stay literal). *argv is one malloc'd block, NULL-
+ * terminated, freed with free(). FO_E_INVALID for an unterminated quote, a
+ * trailing backslash or no words; at most 256 words of 64 KiB in all. */
+int orch_split_argv(const char *cmd, char ***argv, size_t *argc,
+                    struct fo_err *err);
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+/* Where the entries go. append (may be NULL) is the daemon's group-commit
+ * hook, called like ledger_append_batch for a batch of one; without it the
+ * entries go straight to ledger. Used only on the calling thread. */
+struct orch_witness {
+    struct ledger *ledger;
+    int (*append)(void *hook, struct ledger_append *req, struct fo_err *err);
+    void *hook;
+};
+
+/* Runs a plan: compiles it against the roster (a bad plan is FO_E_INVALID,
+ * and nothing is written), then witnesses `request` (actor "client",
+ * payload {"request", "via": "plan_run"}) → `plan` (actor "planner",
+ * {"tasks", "waves", "edges", "max_parallel"}) → for each task in wave
+ * order either a `refusal` (actor "policy": its lane's category is not
+ * allowed) or a `task` (actor the lane, the original instruction) and its
+ * `result` (actor the lane, {"id", "output", "ok", "model", ...}). Each
+ * entry's parent is the one that caused it. Tasks of a wave run at once up
+ * to max_parallel; a task's prompt is its instruction followed by the
+ * outputs of its ok data upstreams, each capped with a marker. A failing
+ * or timed-out task is an ok:false result; the rest still run. request
+ * may be NULL. On FO_OK *out is {"ok", "request_seq", "plan_seq", "waves",
+ * "results": [{"id", "agent", "ok", "model", "seq", "output"}],
+ * "refused": [ids]}. Blocks for the whole run (ledger fsyncs, children).
+ * A ledger error stops the run (children are killed) and is returned. */
+int orch_run_plan(const struct orch *o, const struct orch_witness *w,
+                  const cJSON *plan, const char *request, cJSON **out,
+                  struct fo_err *err);
+
+#endif

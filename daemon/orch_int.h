@@ -1,0 +1,43 @@
+/* orch_int: shared by the files of the orchestrator (daemon/orch*.c) and
+ * nothing else: the body of struct orch and small helpers. */
+#ifndef ORCH_INT_H
+#define ORCH_INT_H
+
+#include "daemon/orch.h"
+#include "ledger/fo_buf.h"
+
+struct orch {
+    struct orch_roster *roster;
+    char **allowed; /* allowed categories; n_allowed 0: every category */
+    size_t n_allowed;
+    int max_parallel;
+    size_t inject_max;
+    char **argv; /* one block from orch_split_argv; NULL for the stub */
+    char **env;  /* owned strings, NULL-terminated */
+    char model[ORCH_MODEL_MAX + 1];
+    struct orch_exec_config exec; /* points into the fields above */
+    struct orch_exec_config stub; /* for lanes whose executor is "stub" */
+};
+
+/* malloc'd copy of s, NULL when out of memory. */
+char *orch_strdup(const char *s);
+
+/* 1 when s is 1..max bytes of [a-z0-9]. */
+int orch_token_valid(const char *s, size_t max);
+
+/* 1 when s is 1..max bytes without control characters. */
+int orch_name_valid(const char *s, size_t max);
+
+/* Appends len bytes to out as valid UTF-8: each byte that does not start a
+ * well-formed sequence, and each NUL, becomes U+FFFD. FO_OK, or the
+ * buffer's FO_E_TOO_LARGE / FO_E_NOMEM. */
+int orch_utf8_clean(const char *in, size_t len, struct fo_buf *out);
+
+/* The longest prefix of s (len bytes of UTF-8) of at most max bytes that
+ * does not cut a character. */
+size_t orch_utf8_prefix(const char *s, size_t len, size_t max);
+
+/* The policy verdict for a lane: 1 when its category may run. */
+int orch_category_allowed(const struct orch *o, const char *category);
+
+#endif

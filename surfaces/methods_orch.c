@@ -1,0 +1,63 @@
+/* methods_orch: the orchestrator's handlers: route and plan_run. They use
+ * ctx->orch when the host built one, else a default orchestrator (default
+ * roster, stub executor) made for the call. */
+#include "surfaces/surf.h"
+
+#include <string.h>
+
+#include "daemon/orch.h"
+#include "surfaces/surf_int.h"
+
+/* ctx->orch, or a default one in *own (the caller frees it). */
+static int get_orch(struct surf_ctx *ctx, struct orch **own,
+                    const struct orch **out, struct fo_err *err)
+{
+    *own = NULL;
+    if (ctx->orch) {
+        *out = ctx->orch;
+        return FO_OK;
+    }
+    int rc = orch_create(NULL, own, err);
+    if (rc == FO_OK)
+        *out = *own;
+    return rc;
+}
+
+int surf_h_route(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                 struct fo_err *err)
+{
+    const char *text = surf_in_str(in, "text");
+    struct orch *own = NULL;
+    const struct orch *o = NULL;
+    struct orch_route rt = {0};
+    int rc = get_orch(ctx, &own, &o, err);
+    if (!rc)
+        rc = orch_route(orch_roster(o), text, strlen(text), &rt, err);
+    if (!rc) {
+        *out = orch_route_json(&rt);
+        if (!*out)
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    orch_route_release(&rt);
+    orch_free(own);
+    return rc;
+}
+
+int surf_h_plan_run(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    const cJSON *plan = cJSON_GetObjectItemCaseSensitive(in, "plan");
+    struct orch *own = NULL;
+    const struct orch *o = NULL;
+    int rc = get_orch(ctx, &own, &o, err);
+    if (!rc) {
+        struct orch_witness w = {
+            .ledger = ctx->ledger,
+            .append = ctx->append,
+            .hook = ctx->append_hook,
+        };
+        rc = orch_run_plan(o, &w, plan, surf_in_str(in, "request"), out, err);
+    }
+    orch_free(own);
+    return rc;
+}
