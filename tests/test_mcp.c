@@ -10,6 +10,7 @@
 #include "surfaces/mcp.h"
 #include "surfaces/surf.h"
 #include "tests/testutil.h"
+#include "tests/tu_daemon.h"
 
 #define NO_REPLY 1 /* expect: no reply to this line */
 #define RESULT 0   /* expect: a result with isError absent or false */
@@ -780,32 +781,9 @@ Test(mcp, tools_list_is_the_table)
 /* Arguments for the methods that need input, on the ledger made by
  * make_ledger (entries 0..2, entry 2 for redaction, one signed checkpoint).
  * A method with required input and no row here fails the test: add one. */
-static const char *const tool_args[][2] = {
-    {"ledger_get", "{\"seq\":0}"},
-    {"ledger_body", "{\"seq\":1}"},
-    {"ledger_range", "{\"from\":0,\"limit\":2}"},
-    {"ledger_replay", "{\"seq\":1}"},
-    {"ledger_chain", "{\"seq\":1}"},
-    {"ledger_verify", "{\"deep\":true}"},
-    {"ledger_append", "{\"actor\":\"mcp\",\"kind\":\"test\",\"payload\":"
-                      "{\"x\":[1,2.5,\"y\"]},\"parent\":1}"},
-    {"ledger_redact", "{\"seq\":2,\"reason\":\"test\"}"},
-    {"ledger_prove", "{\"seq\":1}"},
-    {"ledger_consistency", "{\"first\":1}"},
-};
-
 static const char *args_for(const struct surf_method *m)
 {
-    for (size_t i = 0; i < sizeof(tool_args) / sizeof(tool_args[0]); i++)
-        if (!strcmp(tool_args[i][0], m->name))
-            return tool_args[i][1];
-    const cJSON *req =
-        cJSON_GetObjectItemCaseSensitive(surf_schema(m), "required");
-    cr_assert(cJSON_GetArraySize(req) == 0,
-              "method %s needs input but has no row in tool_args of "
-              "tests/test_mcp.c: add one",
-              m->name);
-    return "{}";
+    return tu_method_args(m);
 }
 
 static void cli_ok(const char *dir, const char *a, const char *b, const char *c,

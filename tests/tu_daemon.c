@@ -19,6 +19,7 @@
 #include <criterion/criterion.h>
 
 #include "cli/cli.h"
+#include "surfaces/surf.h"
 #include "tests/testutil.h"
 
 void tu_daemon_start(struct tu_daemon *d, const char *dir, ...)
@@ -170,4 +171,36 @@ int tu_http_raw(int port, const char *data, size_t len, int wait_ms,
     else
         free(buf);
     return status;
+}
+
+static const char *const method_args[][2] = {
+    {"ledger_get", "{\"seq\":0}"},
+    {"ledger_body", "{\"seq\":1}"},
+    {"ledger_range", "{\"from\":0,\"limit\":2}"},
+    {"ledger_replay", "{\"seq\":1}"},
+    {"ledger_chain", "{\"seq\":1}"},
+    {"ledger_verify", "{\"deep\":true}"},
+    {"ledger_append", "{\"actor\":\"mcp\",\"kind\":\"test\",\"payload\":"
+                      "{\"x\":[1,2.5,\"y\"]},\"parent\":1}"},
+    {"ledger_redact", "{\"seq\":2,\"reason\":\"test\"}"},
+    {"ledger_prove", "{\"seq\":1}"},
+    {"ledger_consistency", "{\"first\":1}"},
+    {"route", "{\"text\":\"build the api database server endpoint\"}"},
+    {"plan_run", "{\"plan\":{\"tasks\":[{\"id\":\"T1\",\"agent\":"
+                 "\"backend\",\"instruction\":\"schema\",\"depends_on\":"
+                 "[]}]},\"request\":\"make a schema\"}"},
+};
+
+const char *tu_method_args(const struct surf_method *m)
+{
+    for (size_t i = 0; i < sizeof(method_args) / sizeof(method_args[0]); i++)
+        if (!strcmp(method_args[i][0], m->name))
+            return method_args[i][1];
+    const cJSON *req =
+        cJSON_GetObjectItemCaseSensitive(surf_schema(m), "required");
+    cr_assert(cJSON_GetArraySize(req) == 0,
+              "method %s needs input but has no row in method_args of "
+              "tests/tu_daemon.c: add one",
+              m->name);
+    return "{}";
 }

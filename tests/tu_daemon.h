@@ -36,4 +36,10 @@ int tu_http(const struct tu_daemon *d, const char *method, const char *path,
 int tu_http_raw(int port, const char *data, size_t len, int wait_ms,
                 int *closed, char **reply);
 
+/* Arguments that make method m succeed on the small ledger the parity and
+ * MCP tests build (three entries and a signed checkpoint). A method with
+ * required input and no row here fails the test: add the row. */
+struct surf_method;
+const char *tu_method_args(const struct surf_method *m);
+
 #endif

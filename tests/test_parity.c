@@ -1,0 +1,208 @@
+/* test_parity: the two surfaces cannot drift. Walks the handler table and
+ * calls every method over HTTP (the daemon) and over MCP (`forum mcp`) on
+ * the same ledger: reads give the same JSON object, writes the same shape;
+ * then the ledger still verifies. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "ledger/fo_json.h"
+#include "surfaces/surf.h"
+#include "tests/testutil.h"
+#include "tests/tu_daemon.h"
+
+static cJSON *parse(const char *text)
+{
+    cJSON *o = NULL;
+    struct fo_err err;
+    cr_assert_eq(fo_json_parse(text, strlen(text), &o, &err), FO_OK,
+                 "not JSON (%s): %s", err.msg, text);
+    return o;
+}
+
+static char *canon(const cJSON *v)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    cr_assert_eq(fo_json_canon(v, &b, NULL), FO_OK);
+    cr_assert_eq(fo_buf_putc(&b, '\0'), 0);
+    return b.data;
+}
+
+/* The method over HTTP: GET with {x} path bindings and the rest as query
+ * parameters, POST with the arguments as the body. */
+static cJSON *over_http(const struct tu_daemon *d, const struct surf_method *m,
+                        const cJSON *args)
+{
+    char path[1024];
+    size_t n = 0;
+    const char *p = m->http_path;
+    cJSON *rest = cJSON_Duplicate(args, 1);
+    while (*p && n < sizeof(path) - 64) {
+        if (*p == '{') {
+            const char *e = strchr(p, '}');
+            char name[64];
+            snprintf(name, sizeof(name), "%.*s", (int)(e - p - 1), p + 1);
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(rest, name);
+            cr_assert(cJSON_IsNumber(v), "%s: no %s", m->name, name);
+            n += (size_t)snprintf(path + n, sizeof(path) - n, "%lld",
+                                  (long long)v->valuedouble);
+            cJSON_DeleteItemFromObjectCaseSensitive(rest, name);
+            p = e + 1;
+        } else {
+            path[n++] = *p++;
+        }
+    }
+    path[n] = '\0';
+    char *body = NULL;
+    int status;
+    if (!strcmp(m->http_method, "GET")) {
+        char sep = '?';
+        const cJSON *v;
+        cJSON_ArrayForEach (v, rest) {
+            char val[64];
+            if (cJSON_IsBool(v))
+                snprintf(val, sizeof(val), "%s",
+                         cJSON_IsTrue(v) ? "true" : "false");
+            else
+                snprintf(val, sizeof(val), "%lld", (long long)v->valuedouble);
+            n += (size_t)snprintf(path + n, sizeof(path) - n, "%c%s=%s", sep,
+                                  v->string, val);
+            sep = '&';
+        }
+        status = tu_http(d, "GET", path, NULL, 1, &body);
+    } else {
+        char *text = canon(rest);
+        status = tu_http(d, "POST", path, text, 1, &body);
+        free(text);
+    }
+    cJSON_Delete(rest);
+    cr_assert_eq(status, 200, "%s over HTTP %s: %d %s", m->name, path, status,
+                 body);
+    cJSON *o = parse(body);
+    free(body);
+    return o;
+}
+
+/* The method over MCP: initialize, then tools/call; the structuredContent. */
+static cJSON *over_mcp(const char *dir, const struct surf_method *m,
+                       const cJSON *args)
+{
+    char *a = canon(args);
+    size_t cap = strlen(a) + 1024;
+    char *in = malloc(cap);
+    cr_assert_not_null(in);
+    snprintf(in, cap,
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+             "\"params\":{\"protocolVersion\":\"2025-11-25\","
+             "\"capabilities\":{},\"clientInfo\":{\"name\":\"t\","
+             "\"version\":\"1\"}}}\n"
+             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+             "\"params\":{\"name\":\"%s\",\"arguments\":%s}}\n",
+             m->name, a);
+    free(a);
+    struct tu_run r =
+        tu_forumv(in, "--ledger", dir, "mcp", "--admin", (char *)NULL);
+    free(in);
+    cr_assert_eq(r.status, 0, "forum mcp: %s", r.err);
+    const char *second = strchr(r.out, '\n');
+    cr_assert_not_null(second, "one reply only: %s", r.out);
+    cJSON *reply = parse(second + 1);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(res, "isError")),
+              "%s over MCP failed: %s", m->name, second + 1);
+    cJSON *sc = cJSON_DetachItemFromObjectCaseSensitive((cJSON *)res,
+                                                        "structuredContent");
+    cr_assert(cJSON_IsObject(sc), "%s: no structuredContent", m->name);
+    cJSON_Delete(reply);
+    tu_run_free(&r);
+    return sc;
+}
+
+/* The same member names, recursively through objects (values may differ:
+ * two appends get two seqs). */
+static void same_shape(const char *name, const cJSON *a, const cJSON *b)
+{
+    cr_assert_eq(cJSON_IsObject(a), cJSON_IsObject(b), "%s", name);
+    if (!cJSON_IsObject(a))
+        return;
+    cr_assert_eq(cJSON_GetArraySize(a), cJSON_GetArraySize(b),
+                 "%s: member count", name);
+    const cJSON *v;
+    cJSON_ArrayForEach (v, a) {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(b, v->string);
+        cr_assert_not_null(w, "%s: %s missing on MCP", name, v->string);
+        same_shape(name, v, w);
+    }
+}
+
+static void cli_ok(const char *const *argv)
+{
+    struct tu_run r = tu_forum(NULL, 0, argv);
+    cr_assert_eq(r.status, 0, "%s: %s", argv[3], r.err);
+    tu_run_free(&r);
+}
+
+Test(parity, every_method_gives_the_same_json_over_http_and_mcp, .timeout = 120)
+{
+    char *dir = tu_tmpdir();
+    const char *a1[] = {
+        "--ledger", dir,      "ledger",  "append",    "--actor",
+        "a",        "--kind", "request", "--payload", "{\"text\":\"hi\"}",
+        NULL};
+    const char *a2[] = {
+        "--ledger", dir,      "ledger",    "append",          "--actor", "b",
+        "--kind",   "result", "--payload", "{\"answer\":42}", NULL};
+    const char *a3[] = {
+        "--ledger", dir,      "ledger",    "append",         "--actor", "c",
+        "--kind",   "secret", "--payload", "{\"pin\":1234}", NULL};
+    const char *cp[] = {"--ledger",   dir,      "ledger",
+                        "checkpoint", "--sign", NULL};
+    cli_ok(a1);
+    cli_ok(a2);
+    cli_ok(a3);
+    cli_ok(cp);
+    struct tu_daemon d;
+    /* no signing while the test runs: the checkpoint method must agree */
+    tu_daemon_start(&d, dir, "--checkpoint-ms", "0", NULL);
+    size_t n;
+    const struct surf_method *t = surf_methods(&n);
+    int reads = 0, writes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct surf_method *m = &t[i];
+        cJSON *args = parse(tu_method_args(m));
+        cJSON *h = over_http(&d, m, args);
+        /* a write that names an entry (redact) names another one the
+         * second time: redacting twice is refused */
+        cJSON *seq = cJSON_GetObjectItemCaseSensitive(args, "seq");
+        if ((m->flags & SURF_WRITE) && cJSON_IsNumber(seq))
+            cJSON_SetNumberValue(seq, seq->valuedouble - 1);
+        cJSON *c = over_mcp(dir, m, args);
+        if (m->flags & SURF_WRITE) {
+            same_shape(m->name, h, c);
+            writes++;
+        } else {
+            /* uptime differs between two processes by design */
+            cJSON_DeleteItemFromObjectCaseSensitive(h, "uptime_s");
+            cJSON_DeleteItemFromObjectCaseSensitive(c, "uptime_s");
+            char *hs = canon(h), *cs = canon(c);
+            cr_assert_str_eq(hs, cs, "%s differs:\nHTTP %s\nMCP  %s", m->name,
+                             hs, cs);
+            free(hs);
+            free(cs);
+            reads++;
+        }
+        cJSON_Delete(h);
+        cJSON_Delete(c);
+        cJSON_Delete(args);
+    }
+    cr_assert_gt(reads, 10);
+    cr_assert_geq(writes, 2);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    const char *v[] = {"--ledger", dir, "ledger", "verify", "--deep", NULL};
+    cli_ok(v);
+    tu_rmrf(dir);
+}
