@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "daemon/orch.h"
 #include "daemon/service.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
@@ -41,6 +42,10 @@ static const char help_serve[] =
     "  --checkpoint-ms MS     checkpoint signing cadence (default 1000;\n"
     "                         0 = never)\n"
     "  --log-file F           log to F instead of stderr\n"
+    "  --cmd CMD              plan_run executor: CMD split into argv (never\n"
+    "                         a shell), the prompt as last argument; default\n"
+    "                         the stub executor\n"
+    "  --roster FILE          a roster JSON file instead of the built-in one\n"
     "  --timeout S            stop: seconds before SIGKILL (default 10)\n";
 
 struct serve_opts {
@@ -108,6 +113,10 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->cfg.sign_interval_ms = x == 0 ? -1 : (int)x;
         } else if (!strcmp(a, "--log-file")) {
             o->cfg.log_file = v;
+        } else if (!strcmp(a, "--cmd")) {
+            o->cfg.cmd = v;
+        } else if (!strcmp(a, "--roster")) {
+            o->cfg.roster = v;
         } else if (!strcmp(a, "--ready-fd")) { /* internal: serve start */
             if (parse_int(v, 3, 1 << 20, &x))
                 return cli_usage_error(c, "serve: --ready-fd: bad fd");
@@ -166,6 +175,8 @@ static int load_config(struct cli *c, struct serve_opts *o)
     if (flags.sign_interval_ms)
         file.sign_interval_ms = flags.sign_interval_ms;
     file.log_file = flags.log_file;
+    file.cmd = flags.cmd;
+    file.roster = flags.roster;
     file.ready_fd = flags.ready_fd;
     o->cfg = file;
     return 0;
@@ -216,6 +227,11 @@ static int check(struct cli *c, struct serve_opts *o)
         if (rc && rc != FO_E_NOT_FOUND)
             return cli_fail(c, &err);
     }
+    struct orch_config oc = {.roster_path = o->cfg.roster, .cmd = o->cfg.cmd};
+    struct orch *orch = NULL;
+    if (orch_create(&oc, &orch, &err) != FO_OK)
+        return cli_fail(c, &err);
+    orch_free(orch);
     int port = o->cfg.port < 0 ? 8080 : o->cfg.port;
     const char *host = o->cfg.host ? o->cfg.host : "127.0.0.1";
     if (c->json) {

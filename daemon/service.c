@@ -21,6 +21,7 @@
 #include <openssl/rand.h>
 
 #include "daemon/commit.h"
+#include "daemon/orch.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 #include "ledger/ledger.h"
@@ -40,6 +41,7 @@ struct daemon {
     struct daemon_commit *commit;
     struct surf_http *http;
     struct surf_ctx loop_ctx;
+    struct orch *orch; /* immutable once made: shared by every thread */
     char token[80];
     int lock_fd;
     int64_t start_us;
@@ -299,6 +301,7 @@ static int ctx_open(void *hook, struct surf_ctx **out, struct fo_err *err)
         return rc;
     }
     ctx->start_us = d->start_us;
+    ctx->orch = d->orch;
     ctx->append = daemon_commit_append_sync;
     ctx->append_hook = d->commit;
     *out = ctx;
@@ -392,6 +395,10 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     rc = daemon_token(cfg->dir, 1, d->token, sizeof(d->token), err);
     if (rc)
         goto out;
+    struct orch_config oc = {.roster_path = cfg->roster, .cmd = cfg->cmd};
+    rc = orch_create(&oc, &d->orch, err);
+    if (rc)
+        goto out;
     if (evthread_use_pthreads() != 0) {
         rc = fo_err_set(err, FO_E_INTERNAL, "libevent without threads");
         goto out;
@@ -408,6 +415,7 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         goto out;
     d->loop_ctx = (struct surf_ctx){.ledger = d->ledger,
                                     .start_us = d->start_us,
+                                    .orch = d->orch,
                                     .append = daemon_commit_append_sync,
                                     .append_hook = d->commit};
     struct surf_http_config hc = {
@@ -475,6 +483,7 @@ out:
         close(d->lock_fd);
     }
     ledger_close(d->ledger);
+    orch_free(d->orch);
     if (d->log && d->log != stderr)
         fclose(d->log);
     pthread_mutex_destroy(&d->log_mu);

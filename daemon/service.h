@@ -28,6 +28,8 @@ struct daemon_config {
     const char *log_file; /* NULL: stderr */
     int ready_fd;         /* -1, or a pipe told "ok <port>" or "error <msg>" */
     int quiet;            /* no "listening on" line on stdout */
+    const char *cmd;      /* plan executor command (NULL: the stub) */
+    const char *roster;   /* roster file (NULL: the built-in roster) */
     void *owned;          /* the parsed forum.json strings point into */
 };
 

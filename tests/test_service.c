@@ -1,0 +1,345 @@
+/* test_service: `forum serve` as a service against the real binary:
+ * start/stop/status/logs, one daemon per ledger, SIGHUP, and durability:
+ * SIGKILL during a burst of concurrent appends (every 200 survives, the
+ * ledger verifies) and SIGTERM during a burst (exit 0, nothing lost). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "ledger/fo_json.h"
+#include "ledger/ledger.h"
+#include "ledger/proof.h"
+#include "tests/testutil.h"
+#include "tests/tu_daemon.h"
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+Test(service, start_status_logs_stop, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "serve",
+                                "start", "--port", "0", (char *)NULL);
+    cr_assert_eq(r.status, 0, "start: %s", r.err);
+    cJSON *st = tu_run_json(&r);
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(st, "pid");
+    cr_assert(cJSON_IsNumber(pid) && pid->valuedouble > 0);
+    cJSON_Delete(st);
+    tu_run_free(&r);
+    /* a second one refuses, started or in the foreground */
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "start", "--port", "0",
+                  (char *)NULL);
+    cr_assert_eq(r.status, 3);
+    cr_assert(strstr(r.err, "another forum daemon"), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "--port", "0", (char *)NULL);
+    cr_assert_eq(r.status, 3);
+    cr_assert(strstr(r.err, "another forum daemon"), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "serve", "status",
+                  (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    st = tu_run_json(&r);
+    cr_assert_str_eq(
+        cJSON_GetObjectItemCaseSensitive(st, "health")->valuestring, "ok");
+    cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(st, "entries")));
+    cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(st, "uptime_s")));
+    cJSON_Delete(st);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "logs", "-n", "1",
+                  (char *)NULL);
+    cr_assert_eq(r.status, 0);
+    cr_assert(strstr(r.out, "serving"), "%s", r.out);
+    cr_assert_eq(strchr(r.out, '\n') - r.out + 1, (long)r.out_len,
+                 "more than one line: %s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "stop", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    /* stopped: the pid and state files are gone, status and stop say so */
+    char p[512];
+    snprintf(p, sizeof(p), "%s/forum.pid", dir);
+    cr_assert_neq(access(p, F_OK), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "status", (char *)NULL);
+    cr_assert_eq(r.status, 1);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "stop", (char *)NULL);
+    cr_assert_eq(r.status, 1);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "logs", (char *)NULL);
+    cr_assert(strstr(r.out, "drained"), "%s", r.out);
+    tu_run_free(&r);
+    /* the token was made 0600 */
+    struct stat sb;
+    snprintf(p, sizeof(p), "%s/token", dir);
+    cr_assert_eq(stat(p, &sb), 0);
+    cr_assert_eq(sb.st_mode & 0777, 0600);
+    tu_rmrf(dir);
+}
+
+Test(service, start_reports_why_it_cannot_start)
+{
+    char *dir = tu_tmpdir();
+    char p[512];
+    snprintf(p, sizeof(p), "%s/forum.json", dir);
+    cr_assert_eq(tu_write_file(p, "{\"port\":\"x\"}", 12), 0);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "serve", "--check", (char *)NULL);
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "port"), "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_eq(tu_write_file(p, "{\"port\":0}", 10), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "--check", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    /* a port taken by someone else: start fails with the reason */
+    struct tu_daemon d;
+    char *other = tu_tmpdir();
+    tu_daemon_start(&d, other, NULL);
+    char port[16];
+    snprintf(port, sizeof(port), "%d", d.port);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "start", "--port", port,
+                  (char *)NULL);
+    cr_assert_eq(r.status, 3);
+    cr_assert(strstr(r.err, "cannot listen"), "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    tu_rmrf(other);
+    tu_rmrf(dir);
+}
+
+Test(service, sighup_reopens_the_log)
+{
+    char *dir = tu_tmpdir();
+    char log[512], old[512];
+    snprintf(log, sizeof(log), "%s/forum.log", dir);
+    snprintf(old, sizeof(old), "%s/forum.log.1", dir);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--log-file", log, NULL);
+    cr_assert_eq(rename(log, old), 0);
+    kill(d.pid, SIGHUP);
+    char *text = NULL;
+    for (int i = 0; i < 200 && !(text && strstr(text, "reopened")); i++) {
+        free(text);
+        usleep(10000);
+        text = tu_read_file(log, NULL);
+    }
+    cr_assert(text && strstr(text, "log reopened"), "new log: %s", text);
+    free(text);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    tu_rmrf(dir);
+}
+
+/* ---- bursts ------------------------------------------------------------ */
+
+#define WRITERS 6
+#define MAX_ACKS 20000
+
+struct writer {
+    const struct tu_daemon *d;
+    int id;
+    int acked;
+    int refused;
+    int64_t seq[MAX_ACKS];
+    char hash[MAX_ACKS][65];
+};
+
+static void *write_loop(void *arg)
+{
+    struct writer *w = arg;
+    for (int i = 0; w->acked < MAX_ACKS; i++) {
+        char body[160];
+        snprintf(body, sizeof(body),
+                 "{\"actor\":\"w%d\",\"kind\":\"burst\",\"payload\":"
+                 "{\"w\":%d,\"i\":%d}}",
+                 w->id, w->id, i);
+        char *reply = NULL;
+        int st = tu_http(w->d, "POST", "/append", body, 1, &reply);
+        if (st == 200) {
+            cJSON *o = NULL;
+            struct fo_err err;
+            cr_assert_eq(fo_json_parse(reply, strlen(reply), &o, &err), FO_OK);
+            w->seq[w->acked] =
+                (int64_t)cJSON_GetObjectItemCaseSensitive(o, "seq")
+                    ->valuedouble;
+            snprintf(w->hash[w->acked], 65, "%s",
+                     cJSON_GetObjectItemCaseSensitive(o, "hash")->valuestring);
+            w->acked++;
+            cJSON_Delete(o);
+        } else {
+            /* killed or draining: 503, a reset, a refused connection */
+            cr_assert(st == 503 || st == -1, "status %d: %s", st, reply);
+            w->refused++;
+            free(reply);
+            return NULL;
+        }
+        free(reply);
+    }
+    return NULL;
+}
+
+/* Every acknowledged entry is there with its hash; the ledger verifies. */
+static int check_acked(const char *dir, struct writer *w, int n)
+{
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK,
+                 "%s", err.msg);
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < w[i].acked; k++) {
+            struct ledger_entry e;
+            cr_assert_eq(ledger_get(l, w[i].seq[k], &e, NULL, &err), FO_OK,
+                         "acknowledged seq %lld lost: %s",
+                         (long long)w[i].seq[k], err.msg);
+            char hex[65];
+            fo_hex(e.hash, 32, hex);
+            cr_assert_str_eq(hex, w[i].hash[k]);
+            total++;
+        }
+    }
+    struct ledger_verify_result res;
+    cr_assert_eq(ledger_verify(l, LEDGER_VERIFY_DEEP, NULL, NULL, &res, &err),
+                 FO_OK);
+    cr_assert(res.ok, "verify: %s at %lld", res.reason,
+              (long long)res.first_bad_seq);
+    ledger_close(l);
+    return total;
+}
+
+static struct writer *burst(const struct tu_daemon *d, pthread_t *th)
+{
+    struct writer *w = calloc(WRITERS, sizeof(*w));
+    cr_assert_not_null(w);
+    for (int i = 0; i < WRITERS; i++) {
+        w[i].d = d;
+        w[i].id = i;
+        cr_assert_eq(pthread_create(&th[i], NULL, write_loop, &w[i]), 0);
+    }
+    return w;
+}
+
+Test(service, sigkill_during_a_burst_loses_no_acknowledged_append,
+     .timeout = 240)
+{
+    char *dir = tu_tmpdir();
+    int total = 0;
+    for (int round = 0; round < 10; round++) {
+        struct tu_daemon d;
+        tu_daemon_start(&d, dir, "--checkpoint-ms", "50", NULL);
+        pthread_t th[WRITERS];
+        struct writer *w = burst(&d, th);
+        usleep((useconds_t)(150000 + 37000 * round));
+        cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
+        for (int i = 0; i < WRITERS; i++)
+            pthread_join(th[i], NULL);
+        int acked = check_acked(dir, w, WRITERS);
+        cr_assert_gt(acked, 0, "round %d: nothing acknowledged", round);
+        total += acked;
+        free(w);
+    }
+    cr_log_info("10 rounds, %d acknowledged appends all present", total);
+    /* and the CLI agrees */
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify",
+                                "--deep", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(service, sigterm_during_a_burst_drains_and_exits_0, .timeout = 120)
+{
+    char *dir = tu_tmpdir();
+    for (int round = 0; round < 3; round++) {
+        struct tu_daemon d;
+        tu_daemon_start(&d, dir, NULL);
+        pthread_t th[WRITERS];
+        struct writer *w = burst(&d, th);
+        usleep(200000);
+        cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0,
+                     "exit status after SIGTERM");
+        for (int i = 0; i < WRITERS; i++)
+            pthread_join(th[i], NULL);
+        int acked = check_acked(dir, w, WRITERS);
+        cr_assert_gt(acked, 0);
+        free(w);
+    }
+    /* a last checkpoint was signed on shutdown, covering everything */
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
+                                "summary", (char *)NULL);
+    cr_assert_eq(r.status, 0);
+    cJSON *s = tu_run_json(&r);
+    long long entries =
+        (long long)cJSON_GetObjectItemCaseSensitive(s, "entries")->valuedouble;
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK);
+    struct ledger_checkpoint cp = {0};
+    cr_assert_eq(ledger_checkpoint_latest(l, &cp, &err), FO_OK, "%s", err.msg);
+    cr_assert_eq(cp.size, entries);
+    ledger_checkpoint_release(&cp);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+struct plan_call {
+    const struct tu_daemon *d;
+    int status;
+    char *reply;
+};
+
+static void *plan_thread(void *arg)
+{
+    struct plan_call *pc = arg;
+    pc->status = tu_http(pc->d, "POST", "/plan/run",
+                         "{\"plan\":{\"tasks\":[{\"id\":\"T1\",\"agent\":"
+                         "\"backend\",\"instruction\":\"wait\","
+                         "\"depends_on\":[]}]}}",
+                         1, &pc->reply);
+    return NULL;
+}
+
+Test(service, health_answers_while_a_long_plan_runs, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--cmd", "sh -c 'sleep 5; echo done' x", NULL);
+    struct plan_call pc = {&d, 0, NULL};
+    pthread_t th;
+    int64_t t0 = now_ms();
+    cr_assert_eq(pthread_create(&th, NULL, plan_thread, &pc), 0);
+    usleep(300000);
+    int64_t worst = 0;
+    for (int i = 0; i < 20; i++) {
+        int64_t a = now_ms();
+        cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, NULL), 200);
+        cr_assert_eq(tu_http(&d, "GET", "/status", NULL, 1, NULL), 200);
+        int64_t took = now_ms() - a;
+        if (took > worst)
+            worst = took;
+        usleep(100000);
+    }
+    pthread_join(th, NULL);
+    int64_t plan_ms = now_ms() - t0;
+    cr_assert_eq(pc.status, 200, "%s", pc.reply);
+    cr_assert(strstr(pc.reply, "done"), "%s", pc.reply);
+    cr_assert_geq(plan_ms, 5000, "the plan did not take its 5 s");
+    /* 20 health+status pairs were answered while the plan ran */
+    cr_assert_lt(worst, 100, "health+status took %lld ms during the plan",
+                 (long long)worst);
+    free(pc.reply);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    tu_rmrf(dir);
+}
