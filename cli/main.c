@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "ledger/fo_buf.h"
+#include "ledger/fo_version.h"
 
 static const char usage[] =
     "usage: forum [--ledger DIR] [--json] <command> [args]\n"
@@ -87,7 +88,7 @@ int main(int argc, char **argv)
             printf("usage: forum version\nPrints the version.\n");
             return 0;
         }
-        printf("forum 0.1.0\n");
+        printf("forum %s\n", FO_VERSION);
         return 0;
     }
     if (!strcmp(cmd, "ledger"))

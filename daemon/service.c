@@ -24,11 +24,11 @@
 #include "daemon/orch.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
+#include "ledger/fo_version.h"
 #include "ledger/ledger.h"
 #include "surfaces/http.h"
 #include "surfaces/surf.h"
 
-#define FORUM_VERSION "0.1.0"
 
 struct daemon {
     const struct daemon_config *cfg;
@@ -262,7 +262,7 @@ static int write_state(struct daemon *d, int port, struct fo_err *err)
         !cJSON_AddStringToObject(o, "address", addr) ||
         !fo_json_add_int(o, "started_us", d->start_us) ||
         !cJSON_AddStringToObject(o, "ledger", dir) ||
-        !cJSON_AddStringToObject(o, "version", FORUM_VERSION) ||
+        !cJSON_AddStringToObject(o, "version", FO_VERSION) ||
         !cJSON_AddBoolToObject(o, "auth", !d->cfg->no_auth)) {
         cJSON_Delete(o);
         return fo_err_set(err, FO_E_NOMEM, NULL);

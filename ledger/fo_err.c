@@ -69,6 +69,24 @@ int fo_code_http(int code)
     return info(code)->http;
 }
 
+/* A message cut by the buffer may end inside a UTF-8 sequence: drop the
+ * partial character so the message stays valid UTF-8 (it goes on the wire
+ * as JSON). */
+static void trim_partial_utf8(char *s)
+{
+    size_t len = strlen(s);
+    size_t i = len;
+    /* back over continuation bytes to the lead byte of the last char */
+    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+        i--;
+    if (i == 0)
+        return;
+    unsigned char lead = (unsigned char)s[i - 1];
+    size_t need = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+    if (len - (i - 1) < need)
+        s[i - 1] = '\0';
+}
+
 int fo_err_setv(struct fo_err *err, int code, const char *fmt, va_list ap)
 {
     if (!err)
@@ -81,6 +99,8 @@ int fo_err_setv(struct fo_err *err, int code, const char *fmt, va_list ap)
     int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
     if (n < 0)
         snprintf(err->msg, sizeof(err->msg), "%s", fo_code_message(code));
+    else if ((size_t)n >= sizeof(err->msg))
+        trim_partial_utf8(err->msg);
     return code;
 }
 

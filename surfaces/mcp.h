@@ -4,6 +4,8 @@
 #ifndef SURF_MCP_H
 #define SURF_MCP_H
 
+#include "ledger/fo_version.h"
+
 #include "ledger/fo_err.h"
 #include "surfaces/surf.h"
 
@@ -16,7 +18,7 @@
 #define SURF_MCP_LATEST "2025-11-25"
 
 /* The version forum reports in serverInfo. */
-#define SURF_MCP_SERVER_VERSION "0.1.0"
+#define SURF_MCP_SERVER_VERSION FO_VERSION
 
 /* surf_mcp_run flags. */
 enum {

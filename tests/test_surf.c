@@ -132,3 +132,28 @@ Test(surf_methods, list_hides_admin_unless_asked)
     cJSON_Delete(pub);
     cJSON_Delete(all);
 }
+
+Test(surf_errors, a_message_cut_by_the_buffer_stays_valid_utf8)
+{
+    /* 300 copies of a 3-byte character: the 256-byte buffer cuts one */
+    char big[1024];
+    size_t n = 0;
+    for (int i = 0; i < 300; i++) {
+        memcpy(big + n, "\xe2\x82\xac", 3);
+        n += 3;
+    }
+    big[n] = '\0';
+    for (int shift = 0; shift < 3; shift++) {
+        struct fo_err err;
+        fo_err_set(&err, FO_E_INVALID, "%.*s%s", shift, "xx", big);
+        cr_assert(fo_utf8_valid(err.msg, strlen(err.msg)),
+                  "shift %d: invalid UTF-8 left", shift);
+        cr_assert_gt(strlen(err.msg), 250);
+        cJSON *o = surf_error_json(&err);
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        cr_assert_eq(fo_json_canon(o, &b, NULL), FO_OK);
+        fo_buf_release(&b);
+        cJSON_Delete(o);
+    }
+}
