@@ -86,6 +86,8 @@ struct surf_http {
     void (*drained)(void *arg);
     void *drained_arg;
     struct event *drain_ev;
+    struct event *drain_timer; /* gives up on unsent replies after a while */
+    long unsent;               /* replies handed to libevent, not yet written */
     /* metrics (loop thread only) */
     unsigned long long *counts; /* [route][status] */
     unsigned long long lat[NLAT + 1];
@@ -156,6 +158,17 @@ static void free_ref(const void *data, size_t len, void *arg)
     free(arg);
 }
 
+static void drain_check(struct surf_http *h);
+
+/* libevent wrote a whole reply to the socket. */
+static void reply_written(struct evhttp_request *req, void *arg)
+{
+    (void)req;
+    struct surf_http *h = arg;
+    h->unsent--;
+    drain_check(h);
+}
+
 /* Sends data (malloc'd, taken) as the body; counts the request. */
 static void send_raw(struct surf_http *h, struct evhttp_request *req,
                      int status, const char *ctype, char *data, size_t len,
@@ -206,6 +219,8 @@ static void send_raw(struct surf_http *h, struct evhttp_request *req,
         reason = "Internal Server Error";
         break;
     }
+    h->unsent++;
+    evhttp_request_set_on_complete_cb(req, reply_written, h);
     evhttp_send_reply(req, status, reason, buf);
     if (buf)
         evbuffer_free(buf);
@@ -271,12 +286,25 @@ static void result_text(int rc, const cJSON *out, const struct fo_err *err,
     *status = fo_code_http(rc);
 }
 
+/* The drain completes once nothing is in flight and every reply has been
+ * written out (or the grace period for slow readers has passed). */
+static void drain_check(struct surf_http *h)
+{
+    if (!h->draining || !h->drained || h->inflight != 0)
+        return;
+    if (h->unsent == 0) {
+        event_active(h->drain_ev, 0, 0);
+    } else if (!evtimer_pending(h->drain_timer, NULL)) {
+        struct timeval grace = {2, 0};
+        evtimer_add(h->drain_timer, &grace);
+    }
+}
+
 /* A request finished (replied): the drain may complete. */
 static void finished(struct surf_http *h)
 {
     h->inflight--;
-    if (h->draining && h->inflight == 0 && h->drained)
-        event_active(h->drain_ev, 0, 0);
+    drain_check(h);
 }
 
 /* ---- workers ---------------------------------------------------------- */
@@ -355,9 +383,14 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 static void on_drained(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
-    (void)what;
     struct surf_http *h = arg;
-    if (h->inflight == 0 && h->drained) {
+    int forced = what == EV_TIMEOUT;
+    if (forced && h->cfg.log && h->unsent)
+        h->cfg.log(h->cfg.hook,
+                   "drain: %ld replies still unwritten after the "
+                   "grace period",
+                   h->unsent);
+    if (h->inflight == 0 && (h->unsent == 0 || forced) && h->drained) {
         void (*cb)(void *) = h->drained;
         h->drained = NULL;
         cb(h->drained_arg);
@@ -854,8 +887,10 @@ int surf_http_create(struct event_base *base,
     h->threads = calloc((size_t)h->cfg.workers, sizeof(*h->threads));
     h->done_ev = event_new(base, -1, 0, on_done, h);
     h->drain_ev = event_new(base, -1, 0, on_drained, h);
+    h->drain_timer = evtimer_new(base, on_drained, h);
     h->http = evhttp_new(base);
-    if (!h->counts || !h->threads || !h->done_ev || !h->drain_ev || !h->http) {
+    if (!h->counts || !h->threads || !h->done_ev || !h->drain_ev ||
+        !h->drain_timer || !h->http) {
         fo_err_set(err, FO_E_NOMEM, NULL);
         goto fail;
     }
@@ -921,7 +956,7 @@ void surf_http_drain(struct surf_http *h, void (*done)(void *arg), void *arg)
     h->draining = 1;
     h->drained = done;
     h->drained_arg = arg;
-    event_active(h->drain_ev, 0, 0);
+    drain_check(h);
 }
 
 void surf_http_free(struct surf_http *h)
@@ -946,6 +981,8 @@ void surf_http_free(struct surf_http *h)
         event_free(h->done_ev);
     if (h->drain_ev)
         event_free(h->drain_ev);
+    if (h->drain_timer)
+        event_free(h->drain_timer);
     free(h->threads);
     free(h->counts);
     pthread_cond_destroy(&h->cv);

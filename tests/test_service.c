@@ -2,10 +2,14 @@
  * start/stop/status/logs, one daemon per ledger, SIGHUP, and durability:
  * SIGKILL during a burst of concurrent appends (every 200 survives, the
  * ledger verifies) and SIGTERM during a burst (exit 0, nothing lost). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -341,5 +345,67 @@ Test(service, health_answers_while_a_long_plan_runs, .timeout = 60)
                  (long long)worst);
     free(pc.reply);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    tu_rmrf(dir);
+}
+
+Test(service, draining_answers_503_on_open_connections, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--cmd", "sh -c 'sleep 2; echo done' x", NULL);
+    /* a keep-alive connection that has already been served once */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)d.port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    const char *get = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[4096];
+    cr_assert_eq(send(fd, get, strlen(get), 0), (ssize_t)strlen(get));
+    ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+    cr_assert_gt(n, 0);
+    buf[n] = '\0';
+    cr_assert(strstr(buf, "200 OK"), "%s", buf);
+    /* a plan in flight, then SIGTERM */
+    struct plan_call pc = {&d, 0, NULL};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, plan_thread, &pc), 0);
+    /* wait until the daemon has the plan in hand (in flight: it and the
+     * metrics request asking) */
+    int inflight = 0;
+    for (int i = 0; i < 500 && inflight < 2; i++) {
+        char *m = NULL;
+        cr_assert_eq(tu_http(&d, "GET", "/metrics", NULL, 1, &m), 200);
+        const char *p = strstr(m, "\nforum_http_inflight ");
+        inflight = p ? (int)strtol(p + 21, NULL, 10) : 0;
+        free(m);
+        if (inflight < 2)
+            usleep(10000);
+    }
+    cr_assert_geq(inflight, 2, "the plan never reached the daemon");
+    kill(d.pid, SIGTERM);
+    usleep(200000);
+    /* the open connection gets 503 draining and is closed */
+    cr_assert_eq(send(fd, get, strlen(get), MSG_NOSIGNAL),
+                 (ssize_t)strlen(get));
+    n = recv(fd, buf, sizeof(buf) - 1, 0);
+    cr_assert_gt(n, 0);
+    buf[n] = '\0';
+    cr_assert(strstr(buf, "HTTP/1.1 503"), "%s", buf);
+    cr_assert(strstr(buf, "\"code\":\"draining\""), "%s", buf);
+    close(fd);
+    /* a new connection is refused: the listener is closed */
+    int fd2 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_neq(connect(fd2, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(fd2);
+    /* the plan in flight still finishes, is answered, and then exit 0 */
+    pthread_join(th, NULL);
+    cr_assert_eq(pc.status, 200, "%s", pc.reply);
+    free(pc.reply);
+    cr_assert_eq(tu_daemon_signal_wait(&d, 0, 10000), 0);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    tu_run_free(&r);
     tu_rmrf(dir);
 }
