@@ -5,11 +5,12 @@
 #include <signal.h>
 #include <string.h>
 
+#include "daemon/orch.h"
 #include "surfaces/mcp.h"
 #include "surfaces/surf.h"
 
 static const char mcp_usage[] =
-    "usage: forum [--ledger DIR] mcp [--admin]\n"
+    "usage: forum [--ledger DIR] mcp [--admin] [--cmd CMD] [--roster FILE]\n"
     "\n"
     "Serves the Model Context Protocol on stdin/stdout: JSON-RPC 2.0, one\n"
     "message a line; stdout carries the protocol only, logs go to stderr.\n"
@@ -17,7 +18,10 @@ static const char mcp_usage[] =
     "ledger is opened directly and created when absent. Exits 0 at the end\n"
     "of input.\n"
     "\n"
-    "  --admin      also offer the admin tools (ledger_redact)\n"
+    "  --admin        also offer the admin tools (ledger_redact)\n"
+    "  --cmd CMD      plan_run executor: CMD split into argv (never a\n"
+    "                 shell), the prompt as last argument (default: stub)\n"
+    "  --roster FILE  a roster JSON file instead of the built-in one\n"
     "\n"
     "exit codes: 0 end of input, 2 usage, 3 the ledger cannot be opened or\n"
     "            the output cannot be written\n";
@@ -25,24 +29,36 @@ static const char mcp_usage[] =
 int cli_mcp(struct cli *c, int argc, char **argv)
 {
     unsigned flags = 0;
+    struct orch_config oc = {0};
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return cli_help(mcp_usage);
         if (!strcmp(argv[i], "--admin"))
             flags |= SURF_MCP_ADMIN;
+        else if (!strcmp(argv[i], "--cmd") && i + 1 < argc)
+            oc.cmd = argv[++i];
+        else if (!strcmp(argv[i], "--roster") && i + 1 < argc)
+            oc.roster_path = argv[++i];
         else
             return cli_usage_error(c, "mcp: unexpected argument %s", argv[i]);
     }
-    struct ledger *l = NULL;
-    if (cli_open(c, LEDGER_OPEN_CREATE, &l))
-        return 3; /* any failure to open is a storage error (DESIGN §8) */
-    /* A client that goes away is a write error to report, not a signal. */
-    signal(SIGPIPE, SIG_IGN);
-    struct surf_ctx ctx = {.ledger = l, .start_us = ledger_now_us()};
     struct fo_err err;
     fo_err_clear(&err);
+    struct orch *orch = NULL;
+    if (orch_create(&oc, &orch, &err) != FO_OK)
+        return cli_fail(c, &err);
+    struct ledger *l = NULL;
+    if (cli_open(c, LEDGER_OPEN_CREATE, &l)) {
+        orch_free(orch);
+        return 3; /* any failure to open is a storage error (DESIGN §8) */
+    }
+    /* A client that goes away is a write error to report, not a signal. */
+    signal(SIGPIPE, SIG_IGN);
+    struct surf_ctx ctx = {
+        .ledger = l, .start_us = ledger_now_us(), .orch = orch};
     int rc = surf_mcp_run(&ctx, 0, 1, flags, &err);
     ledger_close(l);
+    orch_free(orch);
     if (rc) {
         fprintf(stderr, "forum mcp: %s\n",
                 err.msg[0] ? err.msg : fo_code_message(rc));

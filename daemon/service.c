@@ -29,7 +29,6 @@
 #include "surfaces/http.h"
 #include "surfaces/surf.h"
 
-
 struct daemon {
     const struct daemon_config *cfg;
     char path[4096]; /* scratch for file names */

@@ -924,8 +924,8 @@ static int count_run_row(void *ctx, const struct store_row *row)
         c->results_failed++;
     int rc = FO_OK;
     if (cJSON_IsString(model)) {
-        cJSON *n = cJSON_GetObjectItemCaseSensitive(c->models,
-                                                    model->valuestring);
+        cJSON *n =
+            cJSON_GetObjectItemCaseSensitive(c->models, model->valuestring);
         if (n)
             cJSON_SetNumberValue(n, n->valuedouble + 1);
         else if (!fo_json_add_int(c->models, model->valuestring, 1))
