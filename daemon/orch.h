@@ -84,10 +84,10 @@ void orch_free(struct orch *o);
 enum orch_tier { ORCH_TIER_CHEAP, ORCH_TIER_CAPABLE, ORCH_TIER_FRONTIER };
 
 enum orch_exec_kind {
-    ORCH_EXEC_DEFAULT, /* "default": whatever the run was given */
-    ORCH_EXEC_CLI,     /* "cli": the subprocess executor */
-    ORCH_EXEC_CHAT,    /* "chat": OpenAI-compatible (not built yet) */
-    ORCH_EXEC_ANTHROPIC,
+    ORCH_EXEC_DEFAULT,   /* "default": whatever the run was given */
+    ORCH_EXEC_CLI,       /* "cli": the subprocess executor */
+    ORCH_EXEC_CHAT,      /* "chat": OpenAI-compatible chat completions */
+    ORCH_EXEC_ANTHROPIC, /* "anthropic": the Messages API */
     ORCH_EXEC_STUB,
 };
 
@@ -224,14 +224,24 @@ cJSON *orch_plan_json(const struct orch_plan *p);
 
 /* ---- executors --------------------------------------------------------- */
 
+struct orch_model; /* daemon/orch_model.h: the model client */
+
 struct orch_exec_config {
-    int kind;                /* ORCH_EXEC_STUB or ORCH_EXEC_CLI */
+    int kind;                /* ORCH_EXEC_STUB, _CLI, _CHAT or _ANTHROPIC */
     const char *const *argv; /* CLI: the command, NULL-terminated; the
                                 prompt is added as the last argument */
     const char *const *env;  /* CLI: the whole environment, NULL-terminated */
     int timeout_ms;          /* 0: ORCH_TIMEOUT_MS_DEFAULT */
     size_t output_max;       /* per stream; 0: ORCH_OUTPUT_MAX_DEFAULT */
     const char *model;       /* recorded in results */
+    /* CHAT, ANTHROPIC: the client (daemon/orch_model.h) and the tier that
+     * picks its provider (enum orch_tier, or ORCH_TIER_ANY = -1). A model
+     * job runs synchronously inside orch_runner_start (the calling thread
+     * blocks for the HTTP call), so model tasks of a wave run one after
+     * another; timeout_ms and output_max do not apply (the client has its
+     * own deadline and response cap). */
+    const struct orch_model *models;
+    int tier;
 };
 
 struct orch_result {
