@@ -734,9 +734,11 @@ static int post(const struct orch_model *m, const struct provider *p,
                         p->name, p->host,
                         X509_verify_cert_error_string(a->verify));
     } else if (a->req_error == EVREQ_HTTP_DATA_TOO_LONG || a->oversize) {
+        /* libevent 2.1 reports a corrupt chunked body the same way */
         rc = fo_err_set(err, FO_E_UPSTREAM,
-                        "provider %s: response over the %zu-byte cap", p->name,
-                        a->body_max);
+                        "provider %s: response over the %zu-byte cap%s",
+                        p->name, a->body_max,
+                        a->oversize ? "" : " (or a malformed chunked body)");
     } else if (a->status > 0) {
         rc = FO_OK;
     } else if (!a->connected) {
