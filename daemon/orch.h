@@ -41,6 +41,7 @@
 /* ---- the orchestrator handle ------------------------------------------ */
 
 struct orch;
+struct orch_model_config; /* daemon/orch_model.h */
 
 struct orch_config {
     /* The roster: a JSON file, or JSON text, or (both NULL) the default
@@ -65,6 +66,12 @@ struct orch_config {
     size_t inject_max; /* per upstream; 0: ORCH_INJECT_MAX_DEFAULT */
     const char *model; /* the model id results record; NULL: "stub" or
                           "cmd:<argv joined>" */
+    /* Model executors (daemon/orch_model.h; NULL: none). Lanes whose
+     * executor is "chat" or "anthropic" call a provider of that api chosen
+     * by the lane's tier; with cmd NULL, "default" lanes do too (the api of
+     * the first provider). Without models those lanes run on the run's
+     * executor, as before. Copied by orch_create. */
+    const struct orch_model_config *models;
 };
 
 /* Creates an orchestrator: loads and validates the roster, splits cmd,

@@ -23,6 +23,8 @@
 
 #include "daemon/orch.h"
 #include "daemon/orch_model.h"
+#include "ledger/fo_json.h"
+#include "ledger/ledger.h"
 #include "tests/testutil.h"
 
 #define KEY "sk-test-SECRET-0123456789"
@@ -1002,4 +1004,111 @@ Test(model_assert, malformed_items_are_errors)
         cr_assert(strstr(err.msg, "done_when[0]"), "%s", err.msg);
         cJSON_Delete(j);
     }
+}
+
+/* ---- lanes on model executors, witnessed ----------------------------------
+ */
+
+static int file_has(const char *path, const char *needle)
+{
+    size_t len = 0;
+    char *d = tu_read_file(path, &len);
+    int hit = d && memmem(d, len, needle, strlen(needle)) != NULL;
+    free(d);
+    return hit;
+}
+
+Test(model_dispatch, lanes_run_on_their_model_executor_by_tier, .init = setup)
+{
+    struct fake_resp s1[] = {{.status = 200, .body = chat_ok}};
+    struct fake_resp s2[] = {
+        {.status = 200,
+         .body = "{\"model\":\"claude-test-1\",\"content\":[{\"type\":"
+                 "\"text\",\"text\":\"deep thought\"}]}"}};
+    struct fake *a = fake_start(s1, 1, NULL);
+    struct fake *b = fake_start(s2, 1, NULL);
+    char ua[64], ub[64];
+    snprintf(ua, sizeof(ua), "http://127.0.0.1:%d", a->port);
+    snprintf(ub, sizeof(ub), "http://127.0.0.1:%d", b->port);
+    struct orch_model_provider p[] = {
+        {.api = ORCH_EXEC_CHAT,
+         .url = ua,
+         .model = "asked-model",
+         .api_key_env = KEY_ENV,
+         .tier = ORCH_TIER_CHEAP},
+        {.api = ORCH_EXEC_ANTHROPIC,
+         .url = ub,
+         .model = "claude-asked",
+         .api_key_env = KEY_ENV,
+         .tier = ORCH_TIER_ANY},
+    };
+    struct orch_model_config mc = {
+        .providers = p, .n_providers = 2, .attempts = 1, .timeout_ms = 5000};
+    const char *roster =
+        "{\"lanes\":["
+        "{\"name\":\"writer\",\"category\":\"c\",\"domain\":\"d\","
+        "\"keywords\":[\"write\"],\"model_tier\":\"cheap\","
+        "\"executor\":\"chat\"},"
+        "{\"name\":\"thinker\",\"category\":\"c\",\"domain\":\"d\","
+        "\"keywords\":[\"think\"],\"model_tier\":\"frontier\","
+        "\"executor\":\"anthropic\"},"
+        "{\"name\":\"echo\",\"category\":\"c\",\"domain\":\"d\","
+        "\"keywords\":[\"echo\"],\"model_tier\":\"cheap\","
+        "\"executor\":\"stub\"}]}";
+    struct orch_config cfg = {.roster_json = roster,
+                              .roster_json_len = strlen(roster),
+                              .models = &mc};
+    struct orch *o = NULL;
+    struct fo_err err;
+    cr_assert_eq(orch_create(&cfg, &o, &err), FO_OK, "%s", err.msg);
+    char *dir = tu_tmpdir();
+    struct ledger *led = NULL;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, NULL, &led, &err), FO_OK);
+    struct orch_witness w = {.ledger = led};
+    cJSON *plan = cJSON_Parse(
+        "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\",\"instruction\":"
+        "\"write it\"},{\"id\":\"T2\",\"agent\":\"thinker\",\"instruction\":"
+        "\"think\",\"depends_on\":[\"T1\"]},{\"id\":\"T3\",\"agent\":\"echo\","
+        "\"instruction\":\"echo\"}]}");
+    cJSON *out = NULL;
+    cr_assert_eq(orch_run_plan(o, &w, plan, "a request", &out, &err), FO_OK,
+                 "%s", err.msg);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(out, "results");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
+    const char *want[][3] = {{"T1", "served-7b", "hello there"},
+                             {"T3", "stub", NULL},
+                             {"T2", "claude-test-1", "deep thought"}};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *e = cJSON_GetArrayItem(res, i);
+        cr_assert_str_eq(str_of(e, "id"), want[i][0]);
+        cr_assert_str_eq(str_of(e, "model"), want[i][1]);
+        if (want[i][2])
+            cr_assert_str_eq(str_of(e, "output"), want[i][2]);
+    }
+    /* the task entry names the executor */
+    const cJSON *t1 = cJSON_GetArrayItem(res, 0);
+    long long tseq;
+    cr_assert_eq(fo_json_get_int(t1, "task_seq", 0, 1000, &tseq), FO_OK);
+    char *body = NULL;
+    size_t blen = 0;
+    cr_assert_eq(ledger_body(led, tseq, &body, &blen, &err), FO_OK, "%s",
+                 err.msg);
+    cr_assert(strstr(body, "\"executor\":\"chat\""), "%s", body);
+    cr_assert(strstr(body, "\"model\":\"asked-model\""), "%s", body);
+    free(body);
+    cJSON_Delete(out);
+    cJSON_Delete(plan);
+    ledger_close(led);
+    orch_free(o);
+    fake_stop(a);
+    fake_stop(b);
+    /* the upstream output reached the frontier lane; the key never hit disk */
+    cr_assert(strstr(b->seen, "hello there"), "%s", b->seen);
+    char path[600];
+    const char *files[] = {"ledger.db", "ledger.db-wal"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        cr_assert_not(file_has(path, "SECRET"), "key in %s", files[i]);
+    }
+    tu_rmrf(dir);
 }
