@@ -193,6 +193,11 @@ static struct fake *fake_start(const struct fake_resp *script, size_t n,
     return f;
 }
 
+/* Fakes stay readable after fake_stop (tests look at what they saw);
+ * teardown frees them. */
+static struct fake *fakes[8];
+static int n_fakes;
+
 static void fake_stop(struct fake *f)
 {
     atomic_store(&f->stop, 1);
@@ -201,7 +206,15 @@ static void fake_stop(struct fake *f)
         close(f->held[i]);
     close(f->lfd);
     pthread_mutex_destroy(&f->mu);
-    free(f);
+    if (n_fakes < 8)
+        fakes[n_fakes++] = f;
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < n_fakes; i++)
+        free(fakes[i]);
+    n_fakes = 0;
 }
 
 /* A port where nothing listens. */
@@ -328,7 +341,8 @@ static int ask(struct orch_model *m, int api, struct orch_model_reply *rep,
 
 /* ---- the client --------------------------------------------------------- */
 
-Test(model_chat, ok_records_served_model_and_sends_the_key, .init = setup)
+Test(model_chat, ok_records_served_model_and_sends_the_key, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s[] = {{.status = 200, .body = chat_ok}};
     struct fake *f = fake_start(s, 1, NULL);
@@ -352,7 +366,8 @@ Test(model_chat, ok_records_served_model_and_sends_the_key, .init = setup)
               "%s", f->seen);
 }
 
-Test(model_chat, model_id_falls_back_to_the_configured_one, .init = setup)
+Test(model_chat, model_id_falls_back_to_the_configured_one, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s[] = {
         {.status = 200,
@@ -371,7 +386,7 @@ Test(model_chat, model_id_falls_back_to_the_configured_one, .init = setup)
     cr_assert(strstr(f->seen, "POST /v1/chat/completions "), "%s", f->seen);
 }
 
-Test(model_chat, chunked_answer_is_read, .init = setup)
+Test(model_chat, chunked_answer_is_read, .init = setup, .fini = teardown)
 {
     static const char raw[] =
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
@@ -391,7 +406,8 @@ Test(model_chat, chunked_answer_is_read, .init = setup)
     fake_stop(f);
 }
 
-Test(model_anthropic, ok_joins_text_parts_and_sends_its_headers, .init = setup)
+Test(model_anthropic, ok_joins_text_parts_and_sends_its_headers, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s[] = {
         {.status = 200,
@@ -423,7 +439,8 @@ Test(model_anthropic, ok_joins_text_parts_and_sends_its_headers, .init = setup)
               "%s", f->seen);
 }
 
-Test(model_errors, silent_server_hits_the_deadline, .init = setup)
+Test(model_errors, silent_server_hits_the_deadline, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s[] = {{.status = 0}};
     struct fake *f = fake_start(s, 1, NULL);
@@ -445,7 +462,7 @@ Test(model_errors, silent_server_hits_the_deadline, .init = setup)
 }
 
 Test(model_errors, connection_refused_is_retried_then_unavailable,
-     .init = setup)
+     .init = setup, .fini = teardown)
 {
     struct orch_model *m =
         client(ORCH_EXEC_CHAT, url_of("http", dead_port()), 3, 5000, NULL);
@@ -461,7 +478,8 @@ Test(model_errors, connection_refused_is_retried_then_unavailable,
     orch_model_free(m);
 }
 
-Test(model_errors, status_429_then_200_succeeds_after_backoff, .init = setup)
+Test(model_errors, status_429_then_200_succeeds_after_backoff, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s[] = {
         {.status = 429, .body = "{\"error\":{\"message\":\"slow down\"}}"},
@@ -479,7 +497,8 @@ Test(model_errors, status_429_then_200_succeeds_after_backoff, .init = setup)
     fake_stop(f);
 }
 
-Test(model_errors, status_500_gives_up_after_bounded_attempts, .init = setup)
+Test(model_errors, status_500_gives_up_after_bounded_attempts, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s[] = {{.status = 500, .body = "{}"}};
     struct fake *f = fake_start(s, 1, NULL);
@@ -504,7 +523,7 @@ Test(model_errors, status_500_gives_up_after_bounded_attempts, .init = setup)
 }
 
 Test(model_errors, status_401_fails_at_once_and_the_key_stays_secret,
-     .init = setup)
+     .init = setup, .fini = teardown)
 {
     /* a server that echoes the key back in its error message */
     struct fake_resp s[] = {
@@ -529,7 +548,7 @@ Test(model_errors, status_401_fails_at_once_and_the_key_stays_secret,
     fake_stop(f);
 }
 
-Test(model_errors, status_400_fails_at_once, .init = setup)
+Test(model_errors, status_400_fails_at_once, .init = setup, .fini = teardown)
 {
     struct fake_resp s[] = {{.status = 400, .body = "{\"error\":\"bad\"}"}};
     struct fake *f = fake_start(s, 1, NULL);
@@ -546,7 +565,8 @@ Test(model_errors, status_400_fails_at_once, .init = setup)
     fake_stop(f);
 }
 
-Test(model_errors, wrong_shape_is_a_clear_error, .init = setup)
+Test(model_errors, wrong_shape_is_a_clear_error, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s[] = {{.status = 200, .body = "{\"choices\":[]}"},
                             {.status = 200, .body = "<html>hi</html>"}};
@@ -569,7 +589,7 @@ Test(model_errors, wrong_shape_is_a_clear_error, .init = setup)
     fake_stop(f);
 }
 
-Test(model_errors, oversize_body_is_capped, .init = setup)
+Test(model_errors, oversize_body_is_capped, .init = setup, .fini = teardown)
 {
     struct fake_resp s[] = {{.status = 200, .big = 200000}};
     struct fake *f = fake_start(s, 1, NULL);
@@ -595,7 +615,8 @@ Test(model_errors, oversize_body_is_capped, .init = setup)
     fake_stop(f);
 }
 
-Test(model_errors, missing_key_variable_sends_nothing, .init = setup)
+Test(model_errors, missing_key_variable_sends_nothing, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s[] = {{.status = 200, .body = chat_ok}};
     struct fake *f = fake_start(s, 1, NULL);
@@ -617,7 +638,8 @@ Test(model_errors, missing_key_variable_sends_nothing, .init = setup)
 /* ---- TLS ------------------------------------------------------------------
  */
 
-Test(model_tls, self_signed_certificate_is_refused, .init = setup)
+Test(model_tls, self_signed_certificate_is_refused, .init = setup,
+     .fini = teardown)
 {
     SSL_CTX *tls = tls_server("IP:127.0.0.1", NULL);
     struct fake_resp s[] = {{.status = 200, .body = chat_ok}};
@@ -637,7 +659,7 @@ Test(model_tls, self_signed_certificate_is_refused, .init = setup)
     SSL_CTX_free(tls);
 }
 
-Test(model_tls, trusted_certificate_works, .init = setup)
+Test(model_tls, trusted_certificate_works, .init = setup, .fini = teardown)
 {
     char *dir = tu_tmpdir();
     char pem[512];
@@ -658,7 +680,8 @@ Test(model_tls, trusted_certificate_works, .init = setup)
     tu_rmrf(dir);
 }
 
-Test(model_tls, trusted_certificate_for_another_host_is_refused, .init = setup)
+Test(model_tls, trusted_certificate_for_another_host_is_refused, .init = setup,
+     .fini = teardown)
 {
     char *dir = tu_tmpdir();
     char pem[512];
@@ -683,7 +706,8 @@ Test(model_tls, trusted_certificate_for_another_host_is_refused, .init = setup)
 
 /* ---- tiers, fallover, the executor -------------------------------------- */
 
-Test(model_select, tiers_pick_providers_and_fallover_moves_on, .init = setup)
+Test(model_select, tiers_pick_providers_and_fallover_moves_on, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s1[] = {
         {.status = 200,
@@ -756,7 +780,7 @@ Test(model_select, tiers_pick_providers_and_fallover_moves_on, .init = setup)
     fake_stop(b);
 }
 
-Test(model_select, config_parses_from_json, .init = setup)
+Test(model_select, config_parses_from_json, .init = setup, .fini = teardown)
 {
     const char *txt =
         "{\"providers\":[{\"api\":\"chat\",\"url\":\"http://127.0.0.1:1\","
@@ -794,7 +818,8 @@ Test(model_select, config_parses_from_json, .init = setup)
     cr_assert(strstr(err.msg, "url"), "%s", err.msg);
 }
 
-Test(model_exec, executor_interface_runs_a_chat_job, .init = setup)
+Test(model_exec, executor_interface_runs_a_chat_job, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s[] = {{.status = 200, .body = chat_ok},
                             {.status = 401, .body = "{}"}};
@@ -1018,7 +1043,8 @@ static int file_has(const char *path, const char *needle)
     return hit;
 }
 
-Test(model_dispatch, lanes_run_on_their_model_executor_by_tier, .init = setup)
+Test(model_dispatch, lanes_run_on_their_model_executor_by_tier, .init = setup,
+     .fini = teardown)
 {
     struct fake_resp s1[] = {{.status = 200, .body = chat_ok}};
     struct fake_resp s2[] = {
