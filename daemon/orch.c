@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon/orch_int.h"
+#include "daemon/orch_model.h"
 
 #define ENV_MAX 256
 #define CATEGORIES_MAX 64
@@ -70,12 +71,59 @@ void orch_free(struct orch *o)
     free_strings(o->allowed);
     free(o->argv); /* one block */
     free_strings(o->env);
+    orch_model_free(o->models);
     free(o);
 }
 
 const struct orch_roster *orch_roster(const struct orch *o)
 {
     return o->roster;
+}
+
+const struct orch_exec_config *orch_exec_for_lane(const struct orch *o,
+                                                  const struct orch_lane *l)
+{
+    int api = l->executor;
+    if (l->executor == ORCH_EXEC_STUB)
+        return &o->stub;
+    if (api == ORCH_EXEC_DEFAULT && !o->argv)
+        api = o->default_api;
+    if (o->models && (api == ORCH_EXEC_CHAT || api == ORCH_EXEC_ANTHROPIC) &&
+        l->tier >= ORCH_TIER_CHEAP && l->tier <= ORCH_TIER_FRONTIER)
+        return &o->model_exec[api == ORCH_EXEC_ANTHROPIC][l->tier];
+    return &o->exec;
+}
+
+/* The model executors, one per api and tier; each records the model of the
+ * first provider that would be asked (the reply records the served one). */
+static int setup_models(struct orch *o, const struct orch_model_config *mc,
+                        struct fo_err *err)
+{
+    int rc = orch_model_create(mc, &o->models, err);
+    if (rc)
+        return rc;
+    o->default_api = mc->providers[0].api;
+    for (int a = 0; a < 2; a++)
+        for (int t = ORCH_TIER_CHEAP; t <= ORCH_TIER_FRONTIER; t++) {
+            int api = a ? ORCH_EXEC_ANTHROPIC : ORCH_EXEC_CHAT;
+            const char *name = NULL;
+            for (int pass = 0; pass < 2 && !name; pass++)
+                for (size_t i = 0; i < mc->n_providers && !name; i++)
+                    if (mc->providers[i].api == api &&
+                        mc->providers[i].tier == (pass ? ORCH_TIER_ANY : t))
+                        name = mc->providers[i].model;
+            snprintf(o->model_names[a][t], sizeof(o->model_names[a][t]), "%s",
+                     name ? name : orch_exec_name(api));
+            o->model_exec[a][t] = (struct orch_exec_config){
+                .kind = api,
+                .timeout_ms = o->exec.timeout_ms,
+                .output_max = o->exec.output_max,
+                .model = o->model_names[a][t],
+                .models = o->models,
+                .tier = t,
+            };
+        }
+    return FO_OK;
 }
 
 int orch_category_allowed(const struct orch *o, const char *category)
@@ -201,6 +249,11 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
         .output_max = o->exec.output_max,
         .model = "stub",
     };
+    if (c->models) {
+        rc = setup_models(o, c->models, err);
+        if (rc)
+            goto out;
+    }
     *out = o;
     o = NULL;
 out:

@@ -41,6 +41,7 @@
 /* ---- the orchestrator handle ------------------------------------------ */
 
 struct orch;
+struct orch_model_config; /* daemon/orch_model.h */
 
 struct orch_config {
     /* The roster: a JSON file, or JSON text, or (both NULL) the default
@@ -65,6 +66,12 @@ struct orch_config {
     size_t inject_max; /* per upstream; 0: ORCH_INJECT_MAX_DEFAULT */
     const char *model; /* the model id results record; NULL: "stub" or
                           "cmd:<argv joined>" */
+    /* Model executors (daemon/orch_model.h; NULL: none). Lanes whose
+     * executor is "chat" or "anthropic" call a provider of that api chosen
+     * by the lane's tier; with cmd NULL, "default" lanes do too (the api of
+     * the first provider). Without models those lanes run on the run's
+     * executor, as before. Copied by orch_create. */
+    const struct orch_model_config *models;
 };
 
 /* Creates an orchestrator: loads and validates the roster, splits cmd,
@@ -84,10 +91,10 @@ void orch_free(struct orch *o);
 enum orch_tier { ORCH_TIER_CHEAP, ORCH_TIER_CAPABLE, ORCH_TIER_FRONTIER };
 
 enum orch_exec_kind {
-    ORCH_EXEC_DEFAULT, /* "default": whatever the run was given */
-    ORCH_EXEC_CLI,     /* "cli": the subprocess executor */
-    ORCH_EXEC_CHAT,    /* "chat": OpenAI-compatible (not built yet) */
-    ORCH_EXEC_ANTHROPIC,
+    ORCH_EXEC_DEFAULT,   /* "default": whatever the run was given */
+    ORCH_EXEC_CLI,       /* "cli": the subprocess executor */
+    ORCH_EXEC_CHAT,      /* "chat": OpenAI-compatible chat completions */
+    ORCH_EXEC_ANTHROPIC, /* "anthropic": the Messages API */
     ORCH_EXEC_STUB,
 };
 
@@ -224,14 +231,24 @@ cJSON *orch_plan_json(const struct orch_plan *p);
 
 /* ---- executors --------------------------------------------------------- */
 
+struct orch_model; /* daemon/orch_model.h: the model client */
+
 struct orch_exec_config {
-    int kind;                /* ORCH_EXEC_STUB or ORCH_EXEC_CLI */
+    int kind;                /* ORCH_EXEC_STUB, _CLI, _CHAT or _ANTHROPIC */
     const char *const *argv; /* CLI: the command, NULL-terminated; the
                                 prompt is added as the last argument */
     const char *const *env;  /* CLI: the whole environment, NULL-terminated */
     int timeout_ms;          /* 0: ORCH_TIMEOUT_MS_DEFAULT */
     size_t output_max;       /* per stream; 0: ORCH_OUTPUT_MAX_DEFAULT */
     const char *model;       /* recorded in results */
+    /* CHAT, ANTHROPIC: the client (daemon/orch_model.h) and the tier that
+     * picks its provider (enum orch_tier, or ORCH_TIER_ANY = -1). A model
+     * job runs synchronously inside orch_runner_start (the calling thread
+     * blocks for the HTTP call), so model tasks of a wave run one after
+     * another; timeout_ms and output_max do not apply (the client has its
+     * own deadline and response cap). */
+    const struct orch_model *models;
+    int tier;
 };
 
 struct orch_result {

@@ -111,9 +111,9 @@ static int build_prompt(struct run *r, size_t t, struct fo_buf *prompt,
 static const struct orch_exec_config *exec_for(const struct run *r,
                                                const struct orch_lane *l)
 {
-    /* A lane that asks for the stub gets it; every other lane runs on the
-     * executor the run was given (chat and anthropic are not built yet). */
-    return l->executor == ORCH_EXEC_STUB ? &r->o->stub : &r->o->exec;
+    /* the stub for "stub" lanes, a model executor by api and tier when
+     * models are configured, else the executor the run was given */
+    return orch_exec_for_lane(r->o, l);
 }
 
 /* A result entry {"id", "ok", "output", "model", ...}; when the canonical
@@ -223,11 +223,19 @@ static int start_task(struct run *r, size_t t, size_t wave,
     const struct orch_task *k = &r->p->tasks[t];
     const struct orch_exec_config *ex = exec_for(r, l);
     struct orch_runner *runner = ex == &r->o->stub ? r->stub : r->runner;
+    struct orch_runner *sync = NULL; /* a model job: done inside start */
+    int rc;
+    if (ex != &r->o->stub && ex != &r->o->exec) {
+        rc = orch_runner_create(ex, &sync, err);
+        if (rc)
+            return rc;
+        runner = sync;
+    }
     struct fo_buf prompt;
     fo_buf_init(&prompt, FO_BUF_UNLIMITED);
     cJSON *o = cJSON_CreateObject();
     cJSON *inj = o ? cJSON_AddArrayToObject(o, "injected") : NULL;
-    int rc = inj ? build_prompt(r, t, &prompt, inj) : FO_E_NOMEM;
+    rc = inj ? build_prompt(r, t, &prompt, inj) : FO_E_NOMEM;
     if (rc) {
         rc = nomem(err);
         goto out;
@@ -238,8 +246,7 @@ static int start_task(struct run *r, size_t t, size_t wave,
              (!k->done_when ||
               cJSON_AddStringToObject(o, "done_when", k->done_when)) &&
              fo_json_add_int(o, "wave", (long long)wave) &&
-             cJSON_AddStringToObject(
-                 o, "executor", ex->kind == ORCH_EXEC_STUB ? "stub" : "cli") &&
+             cJSON_AddStringToObject(o, "executor", orch_exec_name(ex->kind)) &&
              cJSON_AddStringToObject(o, "model", ex->model);
     if (!ok) {
         rc = nomem(err);
@@ -275,6 +282,7 @@ static int start_task(struct run *r, size_t t, size_t wave,
         orch_result_release(&res);
     }
 out:
+    orch_runner_free(sync);
     cJSON_Delete(o);
     fo_buf_release(&prompt);
     return rc;

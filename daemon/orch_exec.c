@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "daemon/orch_int.h"
+#include "daemon/orch_model.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_sha.h"
 
@@ -241,7 +242,12 @@ int orch_runner_create(const struct orch_exec_config *cfg,
 {
     if (cfg->kind == ORCH_EXEC_CLI && (!cfg->argv || !cfg->argv[0]))
         return fo_err_set(err, FO_E_INVALID, "executor: no command");
-    if (cfg->kind != ORCH_EXEC_CLI && cfg->kind != ORCH_EXEC_STUB)
+    if ((cfg->kind == ORCH_EXEC_CHAT || cfg->kind == ORCH_EXEC_ANTHROPIC) &&
+        !cfg->models)
+        return fo_err_set(err, FO_E_INVALID, "executor %s: no model configured",
+                          orch_exec_name(cfg->kind));
+    if (cfg->kind != ORCH_EXEC_CLI && cfg->kind != ORCH_EXEC_STUB &&
+        cfg->kind != ORCH_EXEC_CHAT && cfg->kind != ORCH_EXEC_ANTHROPIC)
         return fo_err_set(err, FO_E_INVALID, "executor %s: not built",
                           orch_exec_name(cfg->kind));
     struct orch_runner *r = calloc(1, sizeof(*r));
@@ -429,14 +435,18 @@ int orch_runner_start(struct orch_runner *r, size_t tag, const char *prompt,
     fo_buf_init(&j->buf[1], r->cfg.output_max);
     j->start_us = now_us();
     j->deadline_us = j->start_us + (int64_t)r->cfg.timeout_ms * 1000;
+    /* the stub and the model executors finish inside start: a model call
+     * blocks this thread for its HTTP exchange (see orch_exec_config) */
+    int sync = r->cfg.kind != ORCH_EXEC_CLI;
     int rc = r->cfg.kind == ORCH_EXEC_STUB
                  ? stub_run(&r->cfg, prompt, &j->res, err)
-                 : spawn_child(r, j, prompt, err);
+             : sync ? orch_model_exec(&r->cfg, prompt, &j->res, err)
+                    : spawn_child(r, j, prompt, err);
     if (rc) {
         job_free(j);
         return rc;
     }
-    j->done = r->cfg.kind == ORCH_EXEC_STUB;
+    j->done = sync;
     r->jobs[r->n++] = j;
     return FO_OK;
 }

@@ -17,7 +17,19 @@ struct orch {
     char model[ORCH_MODEL_MAX + 1];
     struct orch_exec_config exec; /* points into the fields above */
     struct orch_exec_config stub; /* for lanes whose executor is "stub" */
+    struct orch_model *models;    /* NULL: no model executors */
+    /* [0] chat, [1] anthropic, by tier; kind 0 where no provider */
+    struct orch_exec_config model_exec[2][3];
+    char model_names[2][3][ORCH_MODEL_MAX + 1];
+    int default_api; /* ORCH_EXEC_CHAT/_ANTHROPIC for "default" lanes, or 0 */
 };
+
+/* The executor a lane runs on: the stub for "stub" lanes; the model
+ * executor of the lane's api (or, for "default" lanes without a cmd, the
+ * first provider's api) and tier when models are configured; else the
+ * run's executor. Never NULL. */
+const struct orch_exec_config *orch_exec_for_lane(const struct orch *o,
+                                                  const struct orch_lane *l);
 
 /* malloc'd copy of s, NULL when out of memory. */
 char *orch_strdup(const char *s);

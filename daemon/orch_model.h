@@ -1,0 +1,207 @@
+/* orch_model: the model executors (DESIGN §6) and the pure helpers the
+ * control roles need: an HTTP(S) client for OpenAI-compatible chat
+ * completions and the Anthropic Messages API with timeouts, retries and
+ * fallover; lenient JSON extraction from model text; prompt templates;
+ * machine-checkable done_when assertions. */
+#ifndef ORCH_MODEL_H
+#define ORCH_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "daemon/orch.h"
+#include "ledger/fo_err.h"
+
+/* ---- the model client --------------------------------------------------- */
+
+#define ORCH_MODEL_PROVIDERS_MAX 32
+#define ORCH_MODEL_URL_MAX 2048
+#define ORCH_MODEL_CONNECT_MS_DEFAULT 10000
+#define ORCH_MODEL_RESPONSE_MAX_DEFAULT (4u * 1024u * 1024u)
+#define ORCH_MODEL_ATTEMPTS_DEFAULT 3
+#define ORCH_MODEL_ATTEMPTS_MAX 10
+#define ORCH_MODEL_BACKOFF_MS_DEFAULT 500
+#define ORCH_MODEL_BACKOFF_MAX_MS_DEFAULT 8000
+#define ORCH_MODEL_MAX_TOKENS_DEFAULT 1024
+#define ORCH_TIER_ANY (-1) /* a provider that serves every tier */
+
+/* One configured model endpoint. */
+struct orch_model_provider {
+    const char *name; /* a label in results and errors; NULL: the model */
+    int api;          /* ORCH_EXEC_CHAT or ORCH_EXEC_ANTHROPIC */
+    /* http:// or https:// URL. chat: a URL ending in /chat/completions is
+     * used as is, one ending in /v1 gets /chat/completions, any other gets
+     * /v1/chat/completions. anthropic: the same with /v1/messages; NULL
+     * means https://api.anthropic.com. */
+    const char *url;
+    const char *model;       /* the model asked for; required */
+    const char *api_key_env; /* the NAME of the environment variable that
+                                holds the key; NULL: no key is sent */
+    int tier;                /* enum orch_tier, or ORCH_TIER_ANY */
+    int max_tokens;          /* anthropic; 0: ORCH_MODEL_MAX_TOKENS_DEFAULT */
+};
+
+struct orch_model_config {
+    const struct orch_model_provider *providers; /* in fallover order */
+    size_t n_providers;
+    int connect_timeout_ms; /* TCP connect, per request; 0: default 10 s */
+    int timeout_ms;         /* the whole call with its retries, backoff and
+                               fallover; 0: ORCH_TIMEOUT_MS_DEFAULT */
+    size_t response_max;    /* body bytes; 0: 4 MiB */
+    int attempts;           /* requests per provider; 0: 3 */
+    int backoff_ms;         /* first retry delay, doubled each time; 0: 500 */
+    int backoff_max_ms;     /* cap of one delay; 0: 8000 */
+    int fallover; /* 1: after a provider's retriable failures, the next
+                     provider that serves the tier is tried */
+    /* PEM file of trusted CAs instead of the system store (tests, private
+     * CAs); NULL: the system store. Peers are always verified. */
+    const char *ca_file;
+};
+
+/* A client: the providers (copied) and the TLS context. Immutable once
+ * created, so several threads may call with one client at the same time. */
+struct orch_model;
+
+/* Checks and copies cfg, loads the CA store. Errors: FO_E_INVALID naming
+ * the provider and field (no model, a bad URL or api, a bad tier, a limit
+ * out of range), FO_E_IO (the CA store cannot be loaded), FO_E_NOMEM. The
+ * API key variables are read at each call, never here. */
+int orch_model_create(const struct orch_model_config *cfg,
+                      struct orch_model **out, struct fo_err *err);
+
+/* NULL-safe. */
+void orch_model_free(struct orch_model *m);
+
+/* Parses the "models" object of forum.json into a config:
+ * {"providers": [{"name"?, "api": "chat"|"anthropic", "url"?, "model",
+ * "api_key_env"?, "tier"?: "cheap"|"capable"|"frontier"|"any",
+ * "max_tokens"?}], "connect_timeout_ms"?, "timeout_ms"?, "response_max"?,
+ * "attempts"?, "backoff_ms"?, "backoff_max_ms"?, "fallover"?, "ca_file"?}.
+ * The strings point into j, which must outlive cfg; cfg->providers is
+ * malloc'd (free it). FO_E_INVALID naming the field. */
+int orch_model_config_parse(const cJSON *j, struct orch_model_config *cfg,
+                            struct orch_model_provider **providers,
+                            struct fo_err *err);
+
+/* One message of a conversation. role: "system", "user" or "assistant".
+ * For Anthropic, system messages become the top-level "system" text. */
+struct orch_model_msg {
+    const char *role;
+    const char *content;
+};
+
+/* What a call did. Filled on success and on failure (text NULL then), so a
+ * failed call still says which model and how many requests. */
+struct orch_model_reply {
+    char *text; /* the answer, malloc'd valid UTF-8; NULL on failure */
+    size_t text_len;
+    char model[ORCH_MODEL_MAX + 1];   /* reported by the server, else asked */
+    char provider[ORCH_NAME_MAX + 1]; /* the provider that answered last */
+    int api;                          /* its api */
+    int http_status;                  /* of the last response, 0 when none */
+    int attempts;                     /* requests made, over all providers */
+    int retriable; /* on failure: the last error was of the retriable kind */
+    int64_t elapsed_us;
+};
+
+void orch_model_reply_release(struct orch_model_reply *r);
+
+/* Asks a model. The candidates are the providers whose api matches (api
+ * ORCH_EXEC_DEFAULT: any) and whose tier is tier, then those with
+ * ORCH_TIER_ANY, in configuration order; without fallover only the first
+ * is asked. Each request POSTs JSON over a fresh connection on an
+ * event_base of its own, so this runs on any thread and blocks it until
+ * the answer, the failure or the deadline.
+ *
+ * Retriable failures (cannot connect, connect or read timeout, a dropped
+ * connection, 429, 5xx) are retried up to attempts times per provider with
+ * exponential backoff (backoff_ms, doubling, at most backoff_max_ms; a
+ * Retry-After of a few seconds is honoured within the cap); the whole call
+ * never outlives timeout_ms. Non-retriable failures end the call at once:
+ * 400, 401, 403 and other 4xx, a body that is not the API's JSON shape, a
+ * body over response_max, a TLS certificate or host name that does not
+ * verify, a missing API key variable.
+ *
+ * Returns FO_OK (out->text set), FO_E_TIMEOUT (the deadline passed),
+ * FO_E_UNAVAILABLE (retriable failures exhausted), FO_E_UPSTREAM (a
+ * non-retriable answer: 4xx, bad shape, oversize, TLS), FO_E_INVALID (no
+ * provider for api and tier, bad messages, a missing key variable),
+ * FO_E_NOMEM. The API key is sent in a header and appears in no error,
+ * reply or log. Release out with orch_model_reply_release either way. */
+int orch_model_call(const struct orch_model *m, int api, int tier,
+                    const struct orch_model_msg *msgs, size_t n_msgs,
+                    struct orch_model_reply *out, struct fo_err *err);
+
+/* ---- lenient JSON from model text -------------------------------------- */
+
+/* Finds the JSON object a model meant in text (len bytes), trying in
+ * order: the whole text; each ```json (or bare ```) fenced block; the
+ * first balanced {...} in the prose (braces inside strings and escapes do
+ * not count). Each candidate is parsed strictly (fo_json_parse); when that
+ * fails, one repair is tried: // and / * * / comments outside strings
+ * removed and commas before } or ] dropped. Only an object is accepted.
+ * On FO_OK *out is the object (cJSON_Delete it). Else FO_E_JSON with a
+ * message saying what was wrong, fit to put in a corrective prompt ("no
+ * JSON object found", "unbalanced braces: the object is not closed", the
+ * parser's message). Text over 1 MiB is FO_E_INVALID. */
+int orch_json_extract(const char *text, size_t len, cJSON **out,
+                      struct fo_err *err);
+
+/* ---- prompt templates -------------------------------------------------- */
+
+struct orch_tmpl_var {
+    const char *name;
+    const char *value;
+};
+
+/* Substitutes each {{name}} in tmpl (names: [a-z0-9_]+, no spaces) with
+ * its value in one pass from left to right: a value is copied verbatim and
+ * never scanned again, so a value holding "{{x}}" stays literal. "{{" not
+ * followed by a name and "}}" is literal text. An unknown name is
+ * FO_E_INVALID naming it. *out is malloc'd (free it), output at most
+ * max bytes (0: unlimited) or FO_E_TOO_LARGE. */
+int orch_template_render(const char *tmpl, const struct orch_tmpl_var *vars,
+                         size_t n_vars, size_t max, char **out,
+                         struct fo_err *err);
+
+/* ---- done_when assertions ---------------------------------------------- */
+
+#define ORCH_REGEX_MAX 1024 /* bytes of one regex */
+#define ORCH_ASSERT_MAX 64  /* items of one done_when */
+
+struct orch_verdict {
+    int pass;         /* every assertion held (needs_validator aside) */
+    cJSON *failed;    /* array of strings, one per failed assertion */
+    cJSON *validator; /* array of the plain-text items a model must judge */
+};
+
+void orch_verdict_release(struct orch_verdict *v);
+
+/* Checks output (len bytes) and exit_code against done_when: an array
+ * (or one item) of plain strings (for the validator) and assertion objects
+ * of exactly one member: {"contains": s}, {"not_contains": s}, {"regex":
+ * r} (POSIX ERE, at most ORCH_REGEX_MAX bytes, matched against the output
+ * up to its first NUL), {"json": true} (orch_json_extract finds an object;
+ * false: it must not), {"max_words": n} (blank-separated words),
+ * {"exit_code": n}. Each failure is described in one line ("contains
+ * \"ok\": not found in the output"). A malformed item (unknown key, wrong
+ * type, a regex that does not compile) is FO_E_INVALID naming it, and
+ * nothing is judged. done_when NULL passes. */
+int orch_assert_check(const cJSON *done_when, const char *output, size_t len,
+                      int exit_code, struct orch_verdict *out,
+                      struct fo_err *err);
+
+/* ---- the executor hook ------------------------------------------------- */
+
+/* Runs one model job for the executor interface (orch_exec.c): cfg->kind
+ * ORCH_EXEC_CHAT or ORCH_EXEC_ANTHROPIC with cfg->models set; the prompt
+ * is the one user message; cfg->tier picks the provider. Synchronous.
+ * Fills res as the other executors do: ok, output, error, timed_out,
+ * model. Returns FO_OK unless out of memory (a failed call is a result
+ * with ok 0). */
+int orch_model_exec(const struct orch_exec_config *cfg, const char *prompt,
+                    struct orch_result *res, struct fo_err *err);
+
+#endif
