@@ -199,4 +199,9 @@ int64_t ledger_now_us(void);
 /* Test-only fault seam: the n-th commit from now fails with FO_E_IO. */
 void ledger_fail_commit_after(struct ledger *l, int n);
 
+/* Benchmark seam (bench/bench_tree.c): with on set, appends skip the
+ * Merkle tree upkeep, to measure what the tree costs. A ledger written so
+ * does not verify (tree_mismatch); never use it outside a benchmark. */
+void ledger_bench_skip_tree(struct ledger *l, int on);
+
 #endif

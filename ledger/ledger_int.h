@@ -18,6 +18,7 @@ struct ledger {
     char *origin;
     size_t max_body;
     int readonly;
+    int skip_tree; /* ledger_bench_skip_tree: benchmarks only */
 };
 
 /* The storage key of tree node (level >= 1, index): see ledger.c. */

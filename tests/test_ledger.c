@@ -643,3 +643,26 @@ Test(ledger_body, by_hash_and_json_helper)
     ledger_close(l);
     tu_rmrf(dir);
 }
+
+Test(ledger_verify, the_bench_seam_without_a_tree_fails_verify)
+{
+    /* ledger_bench_skip_tree exists to price the tree; what it writes must
+     * never pass for a ledger */
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    struct fo_err err;
+    cr_assert_eq(
+        ledger_append(l, "a", "k", LEDGER_NO_PARENT, "1", 1, NULL, &err),
+        FO_OK);
+    ledger_bench_skip_tree(l, 1);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(
+            ledger_append(l, "a", "k", LEDGER_NO_PARENT, "2", 1, NULL, &err),
+            FO_OK, "%s", err.msg);
+    struct ledger_verify_result res;
+    cr_assert_eq(ledger_verify(l, 0, NULL, NULL, &res, &err), FO_OK);
+    cr_assert(!res.ok);
+    cr_assert_str_eq(res.reason, "tree_mismatch");
+    ledger_close(l);
+    tu_rmrf(dir);
+}

@@ -747,3 +747,35 @@ Test(proof_cli, json_shapes_and_exit_codes)
     free(note);
     tu_rmrf(dir);
 }
+
+Test(checkpoint_key, processes_racing_to_create_it_agree_on_one_key)
+{
+    for (int round = 0; round < 5; round++) {
+        char *dir = tu_tmpdir();
+        struct tu_run r =
+            tu_forumv(NULL, "--ledger", dir, "ledger", "init", (char *)NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        tu_run_free(&r);
+        /* eight processes ask for the key at once; none exists yet */
+        char cmd[2048];
+        snprintf(cmd, sizeof(cmd),
+                 "for i in 1 2 3 4 5 6 7 8; do '%s' --ledger '%s' ledger key "
+                 "> '%s'/key.$i 2>&1 & done; wait",
+                 FORUM_BIN, dir, dir);
+        cr_assert_eq(system(cmd), 0);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/key.1", dir);
+        char *first = tu_read_file(path, NULL);
+        cr_assert_not_null(first);
+        cr_assert(strncmp(first, "forum/", 6) == 0, "key.1: %s", first);
+        for (int i = 2; i <= 8; i++) {
+            snprintf(path, sizeof(path), "%s/key.%d", dir, i);
+            char *k = tu_read_file(path, NULL);
+            cr_assert_not_null(k);
+            cr_assert_str_eq(k, first, "process %d saw another key", i);
+            free(k);
+        }
+        free(first);
+        tu_rmrf(dir);
+    }
+}
