@@ -779,3 +779,26 @@ Test(checkpoint_key, processes_racing_to_create_it_agree_on_one_key)
         tu_rmrf(dir);
     }
 }
+
+Test(checkpoint_key, a_lost_key_is_not_silently_replaced)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "init", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "checkpoint", "--sign",
+                  (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    char key[512];
+    snprintf(key, sizeof(key), "%s/checkpoint.key", dir);
+    cr_assert_eq(unlink(key), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "checkpoint", "--sign",
+                  (char *)NULL);
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "checkpoint.vkey exists"), "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_neq(access(key, F_OK), 0, "a new key was made");
+    tu_rmrf(dir);
+}
