@@ -409,13 +409,21 @@ static int load_signer(struct ledger *l, struct note_signer **out,
          * a new one would silently sign checkpoints nobody can check with
          * the published key. Refuse. */
         char vpath[4096];
-        if (dir_path(l, LEDGER_VKEY_FILE, vpath, sizeof(vpath), err) == FO_OK &&
-            access(vpath, F_OK) == 0)
+        rc = dir_path(l, LEDGER_VKEY_FILE, vpath, sizeof(vpath), err);
+        if (rc)
+            return rc;
+        if (access(vpath, F_OK) == 0) {
+            /* A writer that just made the key links the key before it
+             * writes the vkey: read the key once more before refusing. */
+            rc = read_key_file(path, &text, &len, err);
+            if (rc != FO_E_NOT_FOUND)
+                break;
             return fo_err_set(err, FO_E_EXISTS,
                               "%s is missing but %s exists: restore the "
                               "key, or move %s away to start a new key "
                               "(see docs/OPERATIONS.md)",
                               path, LEDGER_VKEY_FILE, LEDGER_VKEY_FILE);
+        }
         struct fo_buf b;
         fo_buf_init(&b, KEY_FILE_MAX);
         rc = note_signer_generate(l->origin, &s, err);
