@@ -61,10 +61,10 @@ static const char *const sql_text[ST__COUNT] = {
     [ST_GET_BODY] = "SELECT body FROM bodies WHERE seq = ?1",
     [ST_SCAN] = "SELECT " ENTRY_COLS " FROM entries WHERE seq >= ?1"
                 " ORDER BY seq LIMIT ?2",
-    /* Deep scans merge this with ST_SCAN: two sequential cursors instead of
-     * a B-tree lookup into bodies per entry. */
     [ST_SCAN_BODIES] =
-        "SELECT seq, body FROM bodies WHERE seq >= ?1 ORDER BY seq",
+        "SELECT e.seq, e.ts, e.actor, e.kind, e.parent, e.payload, e.prev,"
+        " e.hash, b.body FROM entries e LEFT JOIN bodies b ON b.seq = e.seq"
+        " WHERE e.seq >= ?1 ORDER BY e.seq LIMIT ?2",
     [ST_SCAN_NODES] = "SELECT pos, hash FROM tree WHERE pos >= ?1 ORDER BY pos",
     [ST_FIND_PAYLOAD] = "SELECT seq FROM entries WHERE payload = ?1",
     [ST_DELETE_BODY] = "DELETE FROM bodies WHERE seq = ?1",
@@ -684,30 +684,20 @@ static int sq_scan(struct store *s, int64_t from, int64_t limit,
                    int with_bodies, store_row_fn fn, void *ctx,
                    struct fo_err *err)
 {
-    sqlite3_stmt *q = stmt(s, ST_SCAN, err);
-    sqlite3_stmt *bq = with_bodies ? stmt(s, ST_SCAN_BODIES, err) : NULL;
-    if (!q || (with_bodies && !bq))
+    sqlite3_stmt *q = stmt(s, with_bodies ? ST_SCAN_BODIES : ST_SCAN, err);
+    if (!q)
         return err ? err->code : FO_E_IO;
     sqlite3_bind_int64(q, 1, from);
     sqlite3_bind_int64(q, 2, limit < 0 ? -1 : limit);
-    int brc = SQLITE_DONE;
-    if (bq) {
-        sqlite3_bind_int64(bq, 1, from);
-        brc = sqlite3_step(bq);
-    }
     int out = FO_OK, rc;
     struct store_row row;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         int bad = read_rec(q, &row.rec);
         row.body = NULL;
         row.body_len = 0;
-        /* the body cursor catches up to this entry's seq */
-        while (brc == SQLITE_ROW && sqlite3_column_int64(bq, 0) < row.rec.seq)
-            brc = sqlite3_step(bq);
-        if (brc == SQLITE_ROW && sqlite3_column_int64(bq, 0) == row.rec.seq &&
-            sqlite3_column_type(bq, 1) != SQLITE_NULL) {
-            row.body = sqlite3_column_blob(bq, 1);
-            row.body_len = (size_t)sqlite3_column_bytes(bq, 1);
+        if (with_bodies && sqlite3_column_type(q, 8) != SQLITE_NULL) {
+            row.body = sqlite3_column_blob(q, 8);
+            row.body_len = (size_t)sqlite3_column_bytes(q, 8);
             if (!row.body)
                 row.body = "";
         }
@@ -722,11 +712,7 @@ static int sq_scan(struct store *s, int64_t from, int64_t limit,
     }
     if (out == FO_OK && rc != SQLITE_DONE)
         out = db_fail(s, rc, "scan", err);
-    if (out == FO_OK && bq && brc != SQLITE_ROW && brc != SQLITE_DONE)
-        out = db_fail(s, brc, "scan bodies", err);
     done(q);
-    if (bq)
-        done(bq);
     return out;
 }
 
