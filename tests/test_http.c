@@ -325,3 +325,30 @@ Test(http, metrics_in_prometheus_text)
     cr_assert(strstr(b, "forum_uptime_seconds"), "%s", b);
     free(b);
 }
+
+Test(http_noauth, no_auth_opens_everything_but_admin_methods, .timeout = 30)
+{
+    char *dir2 = tu_tmpdir();
+    struct tu_daemon n;
+    tu_daemon_start(&n, dir2, "--no-auth", NULL);
+    char *b = NULL;
+    expect(tu_http(&n, "GET", "/status", NULL, 0, &b), &b, 200, NULL);
+    free(b);
+    expect(tu_http(&n, "POST", "/append",
+                   "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":1}", 0, &b),
+           &b, 200, NULL);
+    free(b);
+    expect(tu_http(&n, "GET", "/metrics", NULL, 0, &b), &b, 200, NULL);
+    free(b);
+    /* admin needs the token all the same */
+    expect(
+        tu_http(&n, "POST", "/redact", "{\"seq\":0,\"reason\":\"r\"}", 0, &b),
+        &b, 401, "unauthorized");
+    free(b);
+    expect(
+        tu_http(&n, "POST", "/redact", "{\"seq\":0,\"reason\":\"r\"}", 1, &b),
+        &b, 200, NULL);
+    free(b);
+    cr_assert_eq(tu_daemon_signal_wait(&n, SIGTERM, 10000), 0);
+    tu_rmrf(dir2);
+}
