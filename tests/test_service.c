@@ -270,6 +270,21 @@ Test(service, sigterm_during_a_burst_drains_and_exits_0, .timeout = 120)
         pthread_t th[WRITERS];
         struct writer *w = burst(&d, th);
         usleep(200000);
+        /* six writers at once share transactions: fewer commits than
+         * appends (the group commit at work) */
+        char *m = NULL;
+        cr_assert_eq(tu_http(&d, "GET", "/metrics", NULL, 1, &m), 200);
+        const char *pa = strstr(m, "\nforum_appends_total ");
+        const char *pc = strstr(m, "\nforum_commits_total ");
+        cr_assert(pa && pc, "%s", m);
+        long long appends = strtoll(pa + 21, NULL, 10);
+        long long commits = strtoll(pc + 21, NULL, 10);
+        cr_assert_gt(appends, 100, "%s", m);
+        cr_assert_lt(commits, appends,
+                     "no batching: %lld commits for %lld "
+                     "appends",
+                     commits, appends);
+        free(m);
         cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0,
                      "exit status after SIGTERM");
         for (int i = 0; i < WRITERS; i++)
