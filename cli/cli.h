@@ -56,6 +56,11 @@ int cli_route(struct cli *c, int argc, char **argv);
 int cli_run_plan(struct cli *c, int argc, char **argv);
 int cli_bench(struct cli *c, int argc, char **argv);
 
+/* The control loop (cli_submit.c): `forum submit REQUEST` and `forum plan
+ * REQUEST`, in this process on the ledger dir. */
+int cli_submit(struct cli *c, int argc, char **argv);
+int cli_plan(struct cli *c, int argc, char **argv);
+
 /* Opens the ledger for a command; prints the error and returns the exit
  * code (non-zero) on failure, 0 on success. */
 int cli_open(struct cli *c, unsigned flags, struct ledger **out);

@@ -28,6 +28,9 @@ static const char usage[] =
     "  route TEXT     which lane a request goes to (no model)\n"
     "  run-plan FILE [--cmd CMD]\n"
     "                 run a plan wave by wave, every step witnessed\n"
+    "  plan REQUEST   the coordinator's plan for a request, not run\n"
+    "  submit REQUEST [--cmd CMD | --chat-url URL --model M | --api]\n"
+    "                 answer a request end to end, every step witnessed\n"
     "  bench A B      two ledgers' summaries side by side, with deltas\n"
     "  version        print the version\n"
     "\n"
@@ -107,6 +110,10 @@ int main(int argc, char **argv)
         return cli_route(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "run-plan"))
         return cli_run_plan(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "submit")) /* cli_submit.c */
+        return cli_submit(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "plan"))
+        return cli_plan(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cli_bench(&c, argc - 1, argv + 1);
     fprintf(stderr, "forum: unknown command %s (see forum --help)\n", cmd);

@@ -112,6 +112,7 @@ static int setup_models(struct orch *o, const struct orch_model_config *mc,
                     if (mc->providers[i].api == api &&
                         mc->providers[i].tier == (pass ? ORCH_TIER_ANY : t))
                         name = mc->providers[i].model;
+            o->model_has[a][t] = name != NULL;
             snprintf(o->model_names[a][t], sizeof(o->model_names[a][t]), "%s",
                      name ? name : orch_exec_name(api));
             o->model_exec[a][t] = (struct orch_exec_config){

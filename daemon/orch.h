@@ -199,7 +199,9 @@ struct orch_task {
     char *id;
     char *agent;
     char *instruction;
-    char *done_when; /* may be NULL */
+    char *done_when; /* a plain-text done_when, else NULL */
+    cJSON *done;     /* done_when as given (string, assertion object or a
+                        list of them), NULL when none */
     struct orch_dep *deps;
     size_t n_deps;
     size_t *dep_index; /* deps[i] is tasks[dep_index[i]] */
@@ -215,7 +217,9 @@ struct orch_plan {
 
 /* Compiles {"tasks": [{"id", "agent", "instruction", "depends_on"?: ["T1",
  * {"id": "T2", "type": "order"|"data"}], "done_when"?}]} into waves by Kahn
- * layering, each wave sorted by id in byte order. roster may be NULL (then
+ * layering, each wave sorted by id in byte order (done_when: text, an
+ * assertion object of orch_assert_check, or a list of them; a malformed
+ * assertion is an error naming the task). roster may be NULL (then
  * agents are not checked). Errors, all FO_E_INVALID and naming the tasks:
  * a malformed task or field, a duplicate id, an unknown dependency, an
  * unknown agent, a cycle (every task left unscheduled is named). *out is
@@ -340,5 +344,74 @@ struct orch_witness {
 int orch_run_plan(const struct orch *o, const struct orch_witness *w,
                   const cJSON *plan, const char *request, cJSON **out,
                   struct fo_err *err);
+
+/* ---- the control loop (orch_loop.c) ------------------------------------ */
+
+#define ORCH_SUBMIT_CALLS_DEFAULT 32 /* the ceiling when no budget is given */
+#define ORCH_SUBMIT_CALLS_MAX 1000   /* the most a budget may allow */
+#define ORCH_SUBMIT_SECONDS_MAX 86400
+#define ORCH_JSON_ATTEMPTS 3  /* a role's JSON reply: 1 + 2 corrective */
+#define ORCH_COVERAGE_MIN 0.5 /* answers covering less are flagged */
+#define ORCH_REQUEST_MAX (64u * 1024u)
+
+/* The answer of a run whose budget was spent: fixed, so clients can tell. */
+#define ORCH_BUDGET_ANSWER                                                     \
+    "forum: the run stopped because its budget was spent before an answer "    \
+    "was synthesized; the steps it took are in the ledger."
+
+struct orch_submit_opts {
+    /* Model calls the run may make: coordinator attempts, classifier,
+     * validator, synthesizer (each counts, stub model or not) and every
+     * task dispatched on a cli, chat or anthropic executor (stub lanes do
+     * not count). 0: ORCH_SUBMIT_CALLS_DEFAULT; at most _MAX. */
+    int max_model_calls;
+    /* Wall-clock seconds, checked before each model call (a call in flight
+     * is not cut short). 0: no limit but the calls. */
+    int max_seconds;
+};
+
+/* Answers a request end to end (DESIGN §6), witnessing every step on w:
+ * `request` (actor "client", {"request", "via": "submit"}) → `route`
+ * (actor "router": the router's frame and the lane taken; when the router
+ * escalates the classifier model picks, without models the top candidate)
+ * → `plan` (actor "coordinator": the coordinator model's plan, parsed
+ * leniently; each rejected reply is a `plan_attempt` entry and the next
+ * attempt is told what was wrong) → per task in wave order `task` and
+ * `result` (actor the lane) or a `refusal` (policy) or a `skip` (the same
+ * agent, instruction and executor already ran in this run) → `verdict`
+ * (actor "validator": done_when assertions first, a failed task or a
+ * failed assertion fails without a model, then the validator model for
+ * plain-text criteria) → on a failed verdict `tier_escalation` and the
+ * task again on the next stronger tier of its api (cheap → capable →
+ * frontier, with the failures named in the prompt) until one passes →
+ * `answer` (actor "synthesizer": the synthesizer's answer and the intent
+ * coverage of the request by it, flagged below ORCH_COVERAGE_MIN). A spent
+ * budget writes a `budget` entry and an `answer` with ORCH_BUDGET_ANSWER,
+ * and the run ends FO_OK. The causal chain of a verdict reads request →
+ * plan → task → result → verdict.
+ *
+ * Without model providers every role is a deterministic stub: the
+ * coordinator plans one task on the routed lane with the request as its
+ * instruction, the validator passes, the synthesizer joins the outputs.
+ *
+ * On FO_OK *out is {"answer", "checkpoint" (the live root hex after the
+ * run), "request_seq", "answer_seq", "plan_seq", "ok", "budget_spent",
+ * "model_calls", "escalations", "coverage", "tasks": [...]}. Errors:
+ * FO_E_INVALID (an empty or oversize request, bad opts), FO_E_UPSTREAM
+ * (the coordinator gave no valid plan after ORCH_JSON_ATTEMPTS, or a model
+ * answered nonsense: HTTP 502), FO_E_UNAVAILABLE / FO_E_TIMEOUT (a model
+ * could not be reached), ledger errors; each after an `error` entry when
+ * the ledger still takes one. Blocks for the whole run. */
+int orch_submit(const struct orch *o, const struct orch_witness *w,
+                const char *request, const struct orch_submit_opts *opts,
+                cJSON **out, struct fo_err *err);
+
+/* The coordinator's plan for a request, not run: witnesses `request`
+ * ({"via": "plan"}), `route` and `plan` (with its rejected attempts) as
+ * orch_submit does, so the model call is on record. *out is {"plan":
+ * {"tasks", "waves", "edges"}, "lane", "model", "request_seq",
+ * "plan_seq"}. Errors as orch_submit. */
+int orch_plan_request(const struct orch *o, const struct orch_witness *w,
+                      const char *request, cJSON **out, struct fo_err *err);
 
 #endif

@@ -38,10 +38,9 @@ static int nomem(struct fo_err *err)
     return fo_err_set(err, FO_E_NOMEM, NULL);
 }
 
-/* Canonicalises payload and appends it; *seq is the new entry's seq. */
-static int witness(const struct orch_witness *w, const char *actor,
-                   const char *kind, int64_t parent, const cJSON *payload,
-                   int64_t *seq, struct fo_err *err)
+int orch_witness_json(const struct orch_witness *w, const char *actor,
+                      const char *kind, int64_t parent, const cJSON *payload,
+                      int64_t *seq, struct fo_err *err)
 {
     struct fo_buf body;
     fo_buf_init(&body, ledger_max_body(w->ledger));
@@ -71,6 +70,8 @@ static int witness(const struct orch_witness *w, const char *actor,
     fo_buf_release(&body);
     return rc;
 }
+
+#define witness orch_witness_json
 
 /* The prompt: the instruction, then each ok data upstream's output, capped
  * at inject_max with a marker. Failed and refused upstreams add nothing.
@@ -116,14 +117,11 @@ static const struct orch_exec_config *exec_for(const struct run *r,
     return orch_exec_for_lane(r->o, l);
 }
 
-/* A result entry {"id", "ok", "output", "model", ...}; when the canonical
- * body would exceed the ledger's limit the output is cut (with a marker)
- * until it fits. */
-static int witness_result(struct run *r, size_t t, struct orch_result *res,
-                          struct fo_err *err)
+int orch_witness_result(const struct orch_witness *w, const char *id,
+                        const char *agent, int64_t parent,
+                        const struct orch_result *res, int64_t *seq,
+                        struct fo_err *err)
 {
-    const struct orch_task *k = &r->p->tasks[t];
-    struct task_state *s = &r->st[t];
     size_t out_len = res->output_len;
     int rc;
     for (;;) {
@@ -143,11 +141,11 @@ static int witness_result(struct run *r, size_t t, struct orch_result *res,
         size_t el = orch_utf8_prefix(res->errout, res->errout_len, STDERR_KEEP);
         char *errtail = malloc(el + 1);
         if (errtail) {
-            memcpy(errtail, res->errout, el);
+            if (el)
+                memcpy(errtail, res->errout, el);
             errtail[el] = '\0';
         }
-        int ok = o && cut && errtail &&
-                 cJSON_AddStringToObject(o, "id", k->id) &&
+        int ok = o && cut && errtail && cJSON_AddStringToObject(o, "id", id) &&
                  cJSON_AddBoolToObject(o, "ok", res->ok) &&
                  cJSON_AddStringToObject(o, "output", cut) &&
                  cJSON_AddStringToObject(o, "model", res->model) &&
@@ -160,14 +158,23 @@ static int witness_result(struct run *r, size_t t, struct orch_result *res,
                  (el == 0 || cJSON_AddStringToObject(o, "stderr", errtail));
         free(cut);
         free(errtail);
-        rc = ok ? witness(r->w, k->agent, "result", s->task_seq, o,
-                          &s->result_seq, err)
-                : nomem(err);
+        rc = ok ? witness(w, agent, "result", parent, o, seq, err) : nomem(err);
         cJSON_Delete(o);
         if (rc != FO_E_TOO_LARGE || out_len == 0)
             break;
         out_len /= 2;
     }
+    return rc;
+}
+
+/* Witnesses a result and keeps an ok output for downstream tasks. */
+static int witness_result(struct run *r, size_t t, struct orch_result *res,
+                          struct fo_err *err)
+{
+    const struct orch_task *k = &r->p->tasks[t];
+    struct task_state *s = &r->st[t];
+    int rc = orch_witness_result(r->w, k->id, k->agent, s->task_seq, res,
+                                 &s->result_seq, err);
     if (rc)
         return rc;
     s->status = res->ok ? ST_OK : ST_FAILED;
@@ -243,8 +250,8 @@ static int start_task(struct run *r, size_t t, size_t wave,
     int ok = cJSON_AddStringToObject(o, "id", k->id) &&
              cJSON_AddStringToObject(o, "agent", k->agent) &&
              cJSON_AddStringToObject(o, "instruction", k->instruction) &&
-             (!k->done_when ||
-              cJSON_AddStringToObject(o, "done_when", k->done_when)) &&
+             (!k->done || cJSON_AddItemToObject(o, "done_when",
+                                                cJSON_Duplicate(k->done, 1))) &&
              fo_json_add_int(o, "wave", (long long)wave) &&
              cJSON_AddStringToObject(o, "executor", orch_exec_name(ex->kind)) &&
              cJSON_AddStringToObject(o, "model", ex->model);

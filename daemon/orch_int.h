@@ -22,6 +22,7 @@ struct orch {
     struct orch_exec_config model_exec[2][3];
     char model_names[2][3][ORCH_MODEL_MAX + 1];
     int default_api; /* ORCH_EXEC_CHAT/_ANTHROPIC for "default" lanes, or 0 */
+    unsigned char model_has[2][3]; /* a provider serves that api and tier */
 };
 
 /* The executor a lane runs on: the stub for "stub" lanes; the model
@@ -30,6 +31,21 @@ struct orch {
  * run's executor. Never NULL. */
 const struct orch_exec_config *orch_exec_for_lane(const struct orch *o,
                                                   const struct orch_lane *l);
+
+/* Canonicalises payload and appends it as one entry (through w->append
+ * when set); *seq (may be NULL) is the new entry's seq. A body over the
+ * ledger's limit is FO_E_TOO_LARGE naming the kind. Blocks on the commit. */
+int orch_witness_json(const struct orch_witness *w, const char *actor,
+                      const char *kind, int64_t parent, const cJSON *payload,
+                      int64_t *seq, struct fo_err *err);
+
+/* Witnesses a `result` entry (actor agent) {"id", "ok", "output", "model",
+ * "elapsed_ms", ...}: the output is cut (with a marker) until the body fits
+ * the ledger's limit; a failed result adds error, timed_out, exit_code. */
+int orch_witness_result(const struct orch_witness *w, const char *id,
+                        const char *agent, int64_t parent,
+                        const struct orch_result *res, int64_t *seq,
+                        struct fo_err *err);
 
 /* malloc'd copy of s, NULL when out of memory. */
 char *orch_strdup(const char *s);

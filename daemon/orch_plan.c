@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon/orch_int.h"
+#include "daemon/orch_model.h"
 #include "ledger/fo_json.h"
 
 static void task_release(struct orch_task *t)
@@ -15,6 +16,7 @@ static void task_release(struct orch_task *t)
     free(t->agent);
     free(t->instruction);
     free(t->done_when);
+    cJSON_Delete(t->done);
     for (size_t i = 0; t->deps && i < t->n_deps; i++)
         free(t->deps[i].id);
     free(t->deps);
@@ -118,6 +120,39 @@ static int task_deps(const cJSON *t, const char *label, struct orch_task *k,
     return FO_OK;
 }
 
+/* done_when: a string (for the validator), or an assertion object, or a
+ * list of both; checked here (orch_assert_check on an empty output) so a
+ * malformed item is a bad plan, never a failure in the middle of a run. */
+static int task_done(const cJSON *t, const char *label, struct orch_task *k,
+                     struct fo_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, "done_when");
+    if (!v || cJSON_IsNull(v))
+        return FO_OK;
+    if (cJSON_IsString(v)) {
+        int rc = task_string(t, label, "done_when", ORCH_INSTRUCTION_MAX, 0, 0,
+                             &k->done_when, err);
+        if (rc)
+            return rc;
+    } else if (!cJSON_IsArray(v) && !cJSON_IsObject(v)) {
+        return fo_err_set(err, FO_E_INVALID,
+                          "plan: %s: done_when: must be a string, an "
+                          "assertion object or a list of them",
+                          label);
+    }
+    struct orch_verdict vd = {0};
+    struct fo_err aerr;
+    fo_err_clear(&aerr);
+    int rc = orch_assert_check(v, "", 0, 0, &vd, &aerr);
+    orch_verdict_release(&vd);
+    if (rc == FO_E_NOMEM)
+        return fo_err_set(err, rc, NULL);
+    if (rc)
+        return fo_err_set(err, FO_E_INVALID, "plan: %s: %s", label, aerr.msg);
+    k->done = cJSON_Duplicate(v, 1);
+    return k->done ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
+}
+
 static int parse_task(const cJSON *t, size_t i, struct orch_task *k,
                       struct fo_err *err)
 {
@@ -134,8 +169,7 @@ static int parse_task(const cJSON *t, size_t i, struct orch_task *k,
         rc = task_string(t, label, "instruction", ORCH_INSTRUCTION_MAX, 1, 0,
                          &k->instruction, err);
     if (!rc)
-        rc = task_string(t, label, "done_when", ORCH_INSTRUCTION_MAX, 0, 0,
-                         &k->done_when, err);
+        rc = task_done(t, label, k, err);
     if (!rc)
         rc = task_deps(t, label, k, err);
     return rc;
@@ -369,8 +403,8 @@ cJSON *orch_plan_json(const struct orch_plan *p)
         ok = deps && cJSON_AddStringToObject(t, "id", k->id) &&
              cJSON_AddStringToObject(t, "agent", k->agent) &&
              cJSON_AddStringToObject(t, "instruction", k->instruction) &&
-             (!k->done_when ||
-              cJSON_AddStringToObject(t, "done_when", k->done_when));
+             (!k->done || cJSON_AddItemToObject(t, "done_when",
+                                                cJSON_Duplicate(k->done, 1)));
         if (t)
             cJSON_AddItemToArray(tasks, t);
         for (size_t d = 0; ok && d < k->n_deps; d++) {

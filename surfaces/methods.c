@@ -414,6 +414,28 @@ static const struct surf_method table[] = {
      "\"request\":{\"type\":\"string\",\"maxLength\":65536}},"
      "\"required\":[\"plan\"]}",
      SURF_WRITE, 4096 * KIB, "POST", "/plan/run", surf_h_plan_run},
+    {"plan",
+     "The coordinator's plan for a request, not run (request, route and plan "
+     "witnessed); without a model provider the stub plans one task on the "
+     "routed lane.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"request\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":65536}},"
+     "\"required\":[\"request\"]}",
+     SURF_WRITE, 80 * KIB, "POST", "/plan", surf_h_plan},
+    {"submit",
+     "Answer a request end to end: route, plan, tasks, verdicts, escalation, "
+     "synthesis, every step witnessed: {answer, checkpoint, request_seq}. "
+     "Blocks; without a model provider every role is a deterministic stub.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"request\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":65536},"
+     "\"max_model_calls\":{\"type\":\"integer\",\"minimum\":1,"
+     "\"maximum\":1000},"
+     "\"max_seconds\":{\"type\":\"integer\",\"minimum\":1,"
+     "\"maximum\":86400}},"
+     "\"required\":[\"request\"]}",
+     SURF_WRITE, 80 * KIB, "POST", "/submit", surf_h_submit},
 };
 
 const struct surf_method *surf_methods(size_t *n)

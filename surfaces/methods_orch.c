@@ -1,4 +1,5 @@
-/* methods_orch: the orchestrator's handlers: route and plan_run. They use
+/* methods_orch: the orchestrator's handlers: route, plan, plan_run and
+ * submit. They use
  * ctx->orch when the host built one, else a default orchestrator (default
  * roster, stub executor) made for the call. */
 #include "surfaces/surf.h"
@@ -57,6 +58,47 @@ int surf_h_plan_run(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
             .hook = ctx->append_hook,
         };
         rc = orch_run_plan(o, &w, plan, surf_in_str(in, "request"), out, err);
+    }
+    orch_free(own);
+    return rc;
+}
+
+static struct orch_witness ctx_witness(const struct surf_ctx *ctx)
+{
+    return (struct orch_witness){
+        .ledger = ctx->ledger,
+        .append = ctx->append,
+        .hook = ctx->append_hook,
+    };
+}
+
+int surf_h_plan(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                struct fo_err *err)
+{
+    struct orch *own = NULL;
+    const struct orch *o = NULL;
+    int rc = get_orch(ctx, &own, &o, err);
+    if (!rc) {
+        struct orch_witness w = ctx_witness(ctx);
+        rc = orch_plan_request(o, &w, surf_in_str(in, "request"), out, err);
+    }
+    orch_free(own);
+    return rc;
+}
+
+int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                  struct fo_err *err)
+{
+    struct orch *own = NULL;
+    const struct orch *o = NULL;
+    struct orch_submit_opts opts = {
+        .max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
+        .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
+    };
+    int rc = get_orch(ctx, &own, &o, err);
+    if (!rc) {
+        struct orch_witness w = ctx_witness(ctx);
+        rc = orch_submit(o, &w, surf_in_str(in, "request"), &opts, out, err);
     }
     orch_free(own);
     return rc;

@@ -21,10 +21,14 @@ int surf_h_prove(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 int surf_h_consistency(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                        struct fo_err *err);
 
-/* Orchestrator handlers (methods_orch.c): route, plan_run. */
+/* Orchestrator handlers (methods_orch.c): route, plan_run, plan, submit. */
 int surf_h_route(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                  struct fo_err *err);
 int surf_h_plan_run(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                     struct fo_err *err);
+int surf_h_plan(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                struct fo_err *err);
+int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                  struct fo_err *err);
 
 #endif

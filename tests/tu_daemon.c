@@ -189,6 +189,9 @@ static const char *const method_args[][2] = {
     {"plan_run", "{\"plan\":{\"tasks\":[{\"id\":\"T1\",\"agent\":"
                  "\"backend\",\"instruction\":\"schema\",\"depends_on\":"
                  "[]}]},\"request\":\"make a schema\"}"},
+    {"plan", "{\"request\":\"build the api database server endpoint\"}"},
+    {"submit", "{\"request\":\"build the api database server endpoint\","
+               "\"max_model_calls\":8}"},
 };
 
 const char *tu_method_args(const struct surf_method *m)

@@ -1,0 +1,218 @@
+/* cli_submit: `forum submit REQUEST` and `forum plan REQUEST`: the control
+ * loop in this process on the ledger dir, through the handler table (so
+ * --json prints exactly what POST /submit and POST /plan serve). */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/orch.h"
+#include "daemon/orch_model.h"
+#include "ledger/fo_json.h"
+#include "surfaces/surf.h"
+
+#define ANTHROPIC_MODEL_DEFAULT "claude-sonnet-4-5"
+#define ANTHROPIC_KEY_ENV_DEFAULT "ANTHROPIC_API_KEY"
+
+static const char submit_usage[] =
+    "usage: forum submit REQUEST... [executor] [options]\n"
+    "Answers a request end to end and witnesses every step: route, plan\n"
+    "(the coordinator model), tasks and results, verdicts (done_when\n"
+    "assertions, then the validator model), escalation up the model tiers\n"
+    "on a failed verdict, synthesis and the answer. Words are joined with\n"
+    "spaces. Without a model provider every role is a deterministic stub:\n"
+    "one task on the routed lane, verdicts pass, the answer joins the\n"
+    "outputs.\n"
+    "executor (at most one):\n"
+    "  --cmd CMD            tasks run as CMD PROMPT (never through a shell)\n"
+    "  --chat-url URL --model M [--api-key-env VAR]\n"
+    "                       an OpenAI-compatible server (Ollama, llama.cpp,\n"
+    "                       vLLM, OpenRouter, OpenAI) for roles and tasks;\n"
+    "                       the key is read from $VAR, never written down\n"
+    "  --api [--model M] [--api-key-env VAR]\n"
+    "                       the Anthropic Messages API (default model\n"
+    "                       " ANTHROPIC_MODEL_DEFAULT
+    ", key $" ANTHROPIC_KEY_ENV_DEFAULT ")\n"
+    "options:\n"
+    "  --max-model-calls N  the run's model calls (default and ceiling 32;\n"
+    "                       at most 1000); when spent the run stops with a\n"
+    "                       `budget` entry and a fixed answer\n"
+    "  --max-seconds S      the run's wall-clock budget\n"
+    "  --roster FILE        the roster (default: the built-in one)\n"
+    "  --timeout SECONDS    per task and per model call (default 300)\n"
+    "  --json               print {answer, checkpoint, request_seq, ...}\n"
+    "exit codes: 0 answered (also when the budget stopped the run: see\n"
+    "budget_spent), 2 usage, 3 I/O, storage, a model that cannot be\n"
+    "reached or that answered nonsense (no valid plan: code bad_upstream)\n";
+
+static const char plan_usage[] =
+    "usage: forum plan REQUEST... [executor] [--roster FILE] [--json]\n"
+    "Asks the coordinator for a plan and prints it without running it. The\n"
+    "request, route and plan are witnessed. Executor flags as forum submit.\n";
+
+struct submit_opts {
+    struct fo_buf text;
+    int words;
+    struct orch_config cfg;
+    struct orch_model_provider prov;
+    struct orch_model_config models;
+    const char *chat_url, *model, *key_env;
+    int api, max_calls, max_seconds;
+};
+
+static int parse(struct cli *c, const char *name, const char *usage, int argc,
+                 char **argv, struct submit_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (cli_is_help(a))
+            return cli_help(usage) - 1; /* -1: stop, exit 0 */
+        if (!strcmp(a, "--cmd") && has) {
+            o->cfg.cmd = argv[++i];
+        } else if (!strcmp(a, "--chat-url") && has) {
+            o->chat_url = argv[++i];
+        } else if (!strcmp(a, "--model") && has) {
+            o->model = argv[++i];
+        } else if (!strcmp(a, "--api-key-env") && has) {
+            o->key_env = argv[++i];
+        } else if (!strcmp(a, "--api")) {
+            o->api = 1;
+        } else if (!strcmp(a, "--roster") && has) {
+            o->cfg.roster_path = argv[++i];
+        } else if (!strcmp(a, "--timeout") && has) {
+            long long s = cli_parse_seq(argv[++i]);
+            if (s < 1 || s > 86400)
+                return cli_usage_error(c, "%s: --timeout: seconds in 1..86400",
+                                       name);
+            o->cfg.timeout_ms = (int)(s * 1000);
+        } else if (!strcmp(a, "--max-model-calls") && has) {
+            long long n = cli_parse_seq(argv[++i]);
+            if (n < 1 || n > ORCH_SUBMIT_CALLS_MAX)
+                return cli_usage_error(c, "%s: --max-model-calls: 1..%d", name,
+                                       ORCH_SUBMIT_CALLS_MAX);
+            o->max_calls = (int)n;
+        } else if (!strcmp(a, "--max-seconds") && has) {
+            long long n = cli_parse_seq(argv[++i]);
+            if (n < 1 || n > ORCH_SUBMIT_SECONDS_MAX)
+                return cli_usage_error(c, "%s: --max-seconds: 1..%d", name,
+                                       ORCH_SUBMIT_SECONDS_MAX);
+            o->max_seconds = (int)n;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(c, "%s: unexpected argument %s", name, a);
+        } else if ((o->words++ && fo_buf_putc(&o->text, ' ')) ||
+                   fo_buf_puts(&o->text, a)) {
+            return cli_usage_error(c, "%s: request over %u bytes", name,
+                                   ORCH_REQUEST_MAX);
+        }
+    }
+    if (!o->words)
+        return cli_usage_error(c, "%s: no REQUEST", name);
+    if ((o->cfg.cmd != NULL) + (o->chat_url != NULL) + o->api > 1)
+        return cli_usage_error(c, "%s: give one of --cmd, --chat-url, --api",
+                               name);
+    if (o->chat_url && !o->model)
+        return cli_usage_error(c, "%s: --chat-url needs --model", name);
+    if (o->model && !o->chat_url && !o->api)
+        return cli_usage_error(c, "%s: --model goes with --chat-url or --api",
+                               name);
+    if (o->key_env && !o->chat_url && !o->api)
+        return cli_usage_error(
+            c, "%s: --api-key-env goes with --chat-url or --api", name);
+    if (o->chat_url || o->api) {
+        o->prov = (struct orch_model_provider){
+            .api = o->api ? ORCH_EXEC_ANTHROPIC : ORCH_EXEC_CHAT,
+            .url = o->chat_url,
+            .model = o->model ? o->model : ANTHROPIC_MODEL_DEFAULT,
+            .api_key_env = o->key_env ? o->key_env
+                           : o->api   ? ANTHROPIC_KEY_ENV_DEFAULT
+                                      : NULL,
+            .tier = ORCH_TIER_ANY,
+        };
+        o->models = (struct orch_model_config){
+            .providers = &o->prov,
+            .n_providers = 1,
+            .timeout_ms = o->cfg.timeout_ms,
+        };
+        o->cfg.models = &o->models;
+    }
+    return 0;
+}
+
+static int run(struct cli *c, const char *name, const char *method,
+               const char *usage, int argc, char **argv)
+{
+    struct submit_opts o = {0};
+    fo_buf_init(&o.text, ORCH_REQUEST_MAX);
+    struct orch *orch = NULL;
+    struct ledger *l = NULL;
+    cJSON *in = NULL, *out = NULL;
+    struct fo_err err;
+    fo_err_clear(&err);
+    int code = parse(c, name, usage, argc, argv, &o);
+    if (code) {
+        code = code < 0 ? 0 : code;
+        goto out;
+    }
+    int rc = orch_create(&o.cfg, &orch, &err);
+    if (rc) {
+        if (rc == FO_E_NOT_FOUND) /* a roster file that is not there */
+            err.code = FO_E_INVALID;
+        code = cli_fail(c, &err);
+        goto out;
+    }
+    code = cli_open(c, LEDGER_OPEN_CREATE, &l);
+    if (code)
+        goto out;
+    in = cJSON_CreateObject();
+    if (!in || !cJSON_AddStringToObject(in, "request", o.text.data) ||
+        (o.max_calls && !fo_json_add_int(in, "max_model_calls", o.max_calls)) ||
+        (o.max_seconds && !fo_json_add_int(in, "max_seconds", o.max_seconds))) {
+        code = cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
+        goto out;
+    }
+    struct surf_ctx ctx = {.ledger = l, .orch = orch};
+    const struct surf_method *m = surf_find(method);
+    rc = m ? surf_call(&ctx, m, in, &out, &err)
+           : fo_err_set(&err, FO_E_INTERNAL, "no method %s", method);
+    if (rc) {
+        code = cli_fail(c, &err);
+        goto out;
+    }
+    if (c->json) {
+        cli_print_json(out, 0);
+    } else if (!strcmp(method, "submit")) {
+        const cJSON *ans = cJSON_GetObjectItemCaseSensitive(out, "answer");
+        printf("%s\n", ans->valuestring);
+        long long rs = 0, as = 0;
+        fo_json_get_int(out, "request_seq", 0, INT64_MAX, &rs);
+        fo_json_get_int(out, "answer_seq", 0, INT64_MAX, &as);
+        fprintf(
+            stderr, "forum: request seq %lld, answer seq %lld, %s%s\n", rs, as,
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok"))
+                ? "every task passed"
+                : "not every task passed",
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "budget_spent"))
+                ? "; the budget was spent"
+                : "");
+    } else {
+        cli_print_json(cJSON_GetObjectItemCaseSensitive(out, "plan"), 1);
+    }
+out:
+    cJSON_Delete(in);
+    cJSON_Delete(out);
+    ledger_close(l);
+    orch_free(orch);
+    fo_buf_release(&o.text);
+    return code;
+}
+
+int cli_submit(struct cli *c, int argc, char **argv)
+{
+    return run(c, "submit", "submit", submit_usage, argc, argv);
+}
+
+int cli_plan(struct cli *c, int argc, char **argv)
+{
+    return run(c, "plan", "plan", plan_usage, argc, argv);
+}

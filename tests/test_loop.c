@@ -1,0 +1,857 @@
+/* test_loop: the control loop (orch_submit) end to end against a scripted
+ * fake OpenAI-compatible server on 127.0.0.1: entry kinds and parents,
+ * lenient plans and corrective retries, assertions, escalation up the
+ * tiers, budgets, the stub models, the methods and the CLI. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "daemon/orch.h"
+#include "daemon/orch_model.h"
+#include "ledger/fo_json.h"
+#include "ledger/ledger.h"
+#include "surfaces/surf.h"
+#include "tests/testutil.h"
+
+#define KEY "sk-test-SECRET-loop-0123456789"
+#define KEY_ENV "FORUM_TEST_LOOP_KEY"
+
+/* ---- the fake chat server, scripted by role ------------------------------ */
+
+struct fake;
+/* The reply text for one request: role is "coordinator", "classifier",
+ * "validator", "synthesizer" or "task"; n is that role's 0-based count. */
+typedef const char *(*fake_fn)(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt);
+
+enum { R_COORD, R_CLASS, R_VALID, R_SYNTH, R_TASK, R_N };
+static const char *const roles[R_N] = {"coordinator", "classifier", "validator",
+                                       "synthesizer", "task"};
+
+struct fake {
+    int lfd, port;
+    pthread_t th;
+    atomic_int stop;
+    fake_fn fn;
+    int count[R_N];
+    char log[4096]; /* "role:model " for each request, in order */
+    char *seen;     /* every request body, appended */
+    size_t seen_len;
+    char *prompts[64]; /* the last user message of each request */
+    int n_prompts;
+};
+
+static int read_req(int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    long want = -1;
+    while (len < cap - 1) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 3000) <= 0)
+            break;
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        buf[len] = '\0';
+        char *h = strstr(buf, "\r\n\r\n");
+        if (h && want < 0) {
+            char *cl = strcasestr(buf, "content-length:");
+            want = (long)(h + 4 - buf) + (cl ? strtol(cl + 15, NULL, 10) : 0);
+        }
+        if (want >= 0 && (long)len >= want)
+            break;
+    }
+    buf[len] = '\0';
+    return (int)len;
+}
+
+static void answer(struct fake *f, int fd, const char *req)
+{
+    const char *body = strstr(req, "\r\n\r\n");
+    cJSON *j = body ? cJSON_Parse(body + 4) : NULL;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(j, "messages");
+    const cJSON *first = cJSON_GetArrayItem(msgs, 0);
+    const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    const char *sys =
+        cJSON_GetObjectItemCaseSensitive(first, "role") &&
+                !strcmp(cJSON_GetObjectItemCaseSensitive(first, "role")
+                            ->valuestring,
+                        "system")
+            ? cJSON_GetObjectItemCaseSensitive(first, "content")->valuestring
+            : "";
+    int r = R_TASK;
+    for (int i = 0; i < R_TASK; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "You are the %s", roles[i]);
+        if (!strncmp(sys, want, strlen(want)))
+            r = i;
+    }
+    const char *m = cJSON_IsString(model) ? model->valuestring : "?";
+    const char *prompt =
+        cJSON_GetObjectItemCaseSensitive(last, "content")->valuestring;
+    size_t ll = strlen(f->log);
+    snprintf(f->log + ll, sizeof(f->log) - ll, "%s:%s ", roles[r], m);
+    if (f->n_prompts < 64)
+        f->prompts[f->n_prompts++] = strdup(prompt);
+    size_t bl = strlen(body ? body : "");
+    f->seen = realloc(f->seen, f->seen_len + bl + 1);
+    memcpy(f->seen + f->seen_len, body ? body : "", bl + 1);
+    f->seen_len += bl;
+    const char *text = f->fn(f, roles[r], f->count[r]++, m, prompt);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", m);
+    cJSON *ch = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c0 = cJSON_CreateObject();
+    cJSON *msg = cJSON_AddObjectToObject(c0, "message");
+    cJSON_AddStringToObject(msg, "role", "assistant");
+    cJSON_AddStringToObject(msg, "content", text);
+    cJSON_AddItemToArray(ch, c0);
+    char *out = cJSON_PrintUnformatted(o);
+    char head[256];
+    int hl = snprintf(head, sizeof(head),
+                      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                      strlen(out));
+    (void)!write(fd, head, (size_t)hl);
+    (void)!write(fd, out, strlen(out));
+    free(out);
+    cJSON_Delete(o);
+    cJSON_Delete(j);
+}
+
+static void *serve(void *arg)
+{
+    struct fake *f = arg;
+    static __thread char buf[1 << 20];
+    while (!atomic_load(&f->stop)) {
+        struct pollfd pf = {.fd = f->lfd, .events = POLLIN};
+        if (poll(&pf, 1, 20) <= 0)
+            continue;
+        int c = accept(f->lfd, NULL, NULL);
+        if (c < 0)
+            continue;
+        if (read_req(c, buf, sizeof(buf)) > 0)
+            answer(f, c, buf);
+        shutdown(c, SHUT_WR);
+        close(c);
+    }
+    return NULL;
+}
+
+static struct fake *fake_start(fake_fn fn)
+{
+    struct fake *f = calloc(1, sizeof(*f));
+    cr_assert_not_null(f);
+    f->fn = fn;
+    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    cr_assert_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(f->lfd, 16), 0);
+    getsockname(f->lfd, (struct sockaddr *)&sa, &sl);
+    f->port = ntohs(sa.sin_port);
+    cr_assert_eq(pthread_create(&f->th, NULL, serve, f), 0);
+    return f;
+}
+
+static void fake_stop(struct fake *f)
+{
+    atomic_store(&f->stop, 1);
+    pthread_join(f->th, NULL);
+    close(f->lfd);
+}
+
+static void fake_free(struct fake *f)
+{
+    for (int i = 0; i < f->n_prompts; i++)
+        free(f->prompts[i]);
+    free(f->seen);
+    free(f);
+}
+
+/* ---- the orchestrator and ledger of a test ------------------------------- */
+
+static const char roster[] =
+    "{\"lanes\":["
+    "{\"name\":\"writer\",\"category\":\"c\",\"domain\":\"writes prose\","
+    "\"keywords\":[\"write\",\"essay\"],\"model_tier\":\"cheap\","
+    "\"executor\":\"chat\"},"
+    "{\"name\":\"coder\",\"category\":\"c\",\"domain\":\"writes code\","
+    "\"keywords\":[\"code\",\"function\"],\"model_tier\":\"cheap\","
+    "\"executor\":\"chat\"},"
+    "{\"name\":\"echo\",\"category\":\"c\",\"domain\":\"echoes\","
+    "\"keywords\":[\"echo\"],\"model_tier\":\"cheap\","
+    "\"executor\":\"stub\"}]}";
+
+struct env {
+    struct fake *f;
+    char url[64];
+    struct orch_model_provider p[3];
+    struct orch_model_config mc;
+    struct orch *o;
+    char *dir;
+    struct ledger *l;
+    struct orch_witness w;
+};
+
+static void env_open(struct env *e, fake_fn fn)
+{
+    memset(e, 0, sizeof(*e));
+    setenv(KEY_ENV, KEY, 1);
+    struct fo_err err;
+    struct orch_config cfg = {.roster_json = roster,
+                              .roster_json_len = strlen(roster)};
+    if (fn) {
+        e->f = fake_start(fn);
+        snprintf(e->url, sizeof(e->url), "http://127.0.0.1:%d", e->f->port);
+        const char *names[3] = {"m-cheap", "m-capable", "m-frontier"};
+        for (int t = 0; t < 3; t++)
+            e->p[t] = (struct orch_model_provider){.api = ORCH_EXEC_CHAT,
+                                                   .url = e->url,
+                                                   .model = names[t],
+                                                   .api_key_env = KEY_ENV,
+                                                   .tier = t};
+        e->mc = (struct orch_model_config){.providers = e->p,
+                                           .n_providers = 3,
+                                           .attempts = 1,
+                                           .timeout_ms = 10000};
+        cfg.models = &e->mc;
+    }
+    cr_assert_eq(orch_create(&cfg, &e->o, &err), FO_OK, "%s", err.msg);
+    e->dir = tu_tmpdir();
+    cr_assert_eq(ledger_open(e->dir, LEDGER_OPEN_CREATE, NULL, &e->l, &err),
+                 FO_OK, "%s", err.msg);
+    e->w = (struct orch_witness){.ledger = e->l};
+}
+
+static int file_has(const char *path, const char *needle)
+{
+    size_t len = 0;
+    char *d = tu_read_file(path, &len);
+    int found = 0;
+    for (size_t i = 0; d && i + strlen(needle) <= len && !found; i++)
+        found = !memcmp(d + i, needle, strlen(needle));
+    free(d);
+    return found;
+}
+
+/* Verifies deeply, checks the key is nowhere on disk, frees everything. */
+static void env_close(struct env *e)
+{
+    struct fo_err err;
+    struct ledger_verify_result v;
+    cr_assert_eq(ledger_verify(e->l, LEDGER_VERIFY_DEEP, NULL, NULL, &v, &err),
+                 FO_OK, "%s", err.msg);
+    cr_assert(v.ok && v.deep == 1 && v.bodies_bad == 0);
+    ledger_close(e->l);
+    orch_free(e->o);
+    if (e->f) {
+        fake_stop(e->f);
+        fake_free(e->f);
+    }
+    const char *files[] = {"ledger.db", "ledger.db-wal", "ledger.db-shm"};
+    for (int i = 0; i < 3; i++) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", e->dir, files[i]);
+        cr_assert_not(file_has(path, "SECRET"), "key in %s", files[i]);
+    }
+    tu_rmrf(e->dir);
+}
+
+/* "kind kind kind " of entries from..end. */
+static void kinds(struct env *e, int64_t from, char *out, size_t size)
+{
+    struct fo_err err;
+    out[0] = '\0';
+    for (int64_t s = from;; s++) {
+        struct ledger_entry en;
+        if (ledger_get(e->l, s, &en, NULL, &err) != FO_OK)
+            break;
+        size_t n = strlen(out);
+        snprintf(out + n, size - n, "%s ", en.kind);
+    }
+}
+
+static cJSON *body_of(struct env *e, int64_t seq)
+{
+    struct fo_err err;
+    char *b = NULL;
+    size_t bl = 0;
+    cr_assert_eq(ledger_body(e->l, seq, &b, &bl, &err), FO_OK, "%s", err.msg);
+    cJSON *j = cJSON_Parse(b);
+    free(b);
+    return j;
+}
+
+static int64_t num(const cJSON *j, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+    cr_assert(cJSON_IsNumber(v), "no number %s", k);
+    return (int64_t)v->valuedouble;
+}
+
+static const char *str(const cJSON *j, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+    cr_assert(cJSON_IsString(v), "no string %s", k);
+    return v->valuestring;
+}
+
+/* The kinds along the causal chain of seq, root first. */
+static void chain(struct env *e, int64_t seq, char *out, size_t size)
+{
+    struct fo_err err;
+    char tmp[64][LEDGER_KIND_MAX + 1];
+    int n = 0;
+    while (seq >= 0 && n < 64) {
+        struct ledger_entry en;
+        cr_assert_eq(ledger_get(e->l, seq, &en, NULL, &err), FO_OK);
+        snprintf(tmp[n++], sizeof(tmp[0]), "%s", en.kind);
+        seq = en.parent;
+    }
+    out[0] = '\0';
+    while (n-- > 0) {
+        size_t l = strlen(out);
+        snprintf(out + l, size - l, "%s ", tmp[n]);
+    }
+}
+
+static cJSON *submit(struct env *e, const char *request, int max_calls,
+                     int want_rc)
+{
+    struct fo_err err;
+    fo_err_clear(&err);
+    cJSON *out = NULL;
+    struct orch_submit_opts opts = {.max_model_calls = max_calls};
+    int rc = orch_submit(e->o, &e->w, request, &opts, &out, &err);
+    cr_assert_eq(rc, want_rc, "rc %d: %s", rc, err.msg);
+    return out;
+}
+
+/* ---- scripts ------------------------------------------------------------- */
+
+static const char *one_task(struct fake *f, const char *role, int n,
+                            const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\","
+               "\"instruction\":\"write a haiku about ledgers\","
+               "\"done_when\":[\"it is a haiku\"]}]}";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"three lines\"}";
+    if (!strcmp(role, "synthesizer"))
+        return "A haiku about ledgers: entries chained in hash.";
+    return "entries chained in hash";
+}
+
+Test(loop, one_task_submit_end_to_end)
+{
+    struct env e;
+    env_open(&e, one_task);
+    cJSON *out = submit(&e, "write a haiku about ledgers", 0, FO_OK);
+    cr_assert_str_eq(str(out, "answer"),
+                     "A haiku about ledgers: entries chained in hash.");
+    cr_assert_eq(num(out, "request_seq"), 0);
+    cr_assert_eq(strlen(str(out, "checkpoint")), 64);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
+    cr_assert_eq(num(out, "model_calls"), 4);
+    char k[512];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict answer ");
+    chain(&e, 5, k, sizeof(k));
+    cr_assert_str_eq(k, "request plan task result verdict ");
+    cJSON *v = body_of(&e, 5);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "pass")));
+    cr_assert_str_eq(str(v, "by"), "validator");
+    cr_assert_str_eq(str(v, "model"), "m-cheap");
+    cJSON_Delete(v);
+    cJSON *a = body_of(&e, 6);
+    const cJSON *cov = cJSON_GetObjectItemCaseSensitive(a, "coverage");
+    cr_assert_not_null(cov);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cov, "flagged")));
+    cJSON_Delete(a);
+    cr_assert_str_eq(e.f->log, "coordinator:m-capable task:m-cheap "
+                               "validator:m-cheap synthesizer:m-capable ");
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+static const char *three_tasks(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":["
+               "{\"id\":\"T1\",\"agent\":\"coder\",\"instruction\":\"code "
+               "the parser\",\"done_when\":{\"contains\":\"parser\"}},"
+               "{\"id\":\"T2\",\"agent\":\"writer\",\"instruction\":\"write "
+               "the docs\",\"depends_on\":[\"T1\"]},"
+               "{\"id\":\"T3\",\"agent\":\"echo\",\"instruction\":\"echo "
+               "hello\"}]}";
+    if (!strcmp(role, "classifier"))
+        return "The best agent: {\"lane\": \"coder\"}";
+    if (!strcmp(role, "synthesizer"))
+        return "parser coded, docs written, hello echoed";
+    if (strstr(prompt, "code the parser"))
+        return "int parser(void);";
+    cr_assert(strstr(prompt, "int parser(void);"), "no upstream: %s", prompt);
+    return "the docs of the parser";
+}
+
+Test(loop, three_task_submit_end_to_end)
+{
+    struct env e;
+    env_open(&e, three_tasks);
+    cJSON *out = submit(&e, "code a parser and write its docs", 0, FO_OK);
+    cr_assert_str_eq(str(out, "answer"),
+                     "parser coded, docs written, hello echoed");
+    char k[512];
+    kinds(&e, 0, k, sizeof(k));
+    /* wave 1 by id: T1, T3; wave 2: T2 */
+    cr_assert_str_eq(k, "request route plan task result verdict task result "
+                        "verdict task result verdict answer ");
+    for (int64_t v = 5; v <= 11; v += 3) {
+        chain(&e, v, k, sizeof(k));
+        cr_assert_str_eq(k, "request plan task result verdict ");
+    }
+    cJSON *v = body_of(&e, 5);
+    cr_assert_str_eq(str(v, "id"), "T1");
+    cr_assert_str_eq(str(v, "by"), "assertions");
+    cJSON_Delete(v);
+    cr_assert_eq(e.f->count[R_VALID], 0); /* no plain-text criteria */
+    cJSON *rt = body_of(&e, 1);           /* the router escalated: a tie */
+    cr_assert(
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rt, "needs_escalation")));
+    cr_assert_str_eq(str(rt, "lane"), "coder");
+    cr_assert_str_eq(str(rt, "by"), "classifier");
+    cJSON_Delete(rt);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+/* ---- lenient plans, corrective retries ---------------------------------- */
+
+static const char *lenient_reply;
+
+static const char *lenient(struct fake *f, const char *role, int n,
+                           const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    cr_assert_str_eq(role, "coordinator");
+    return lenient_reply;
+}
+
+Test(loop, plans_parse_leniently)
+{
+    const char *replies[] = {
+        "Sure! Here is the plan you asked for: {\"tasks\":[{\"id\":\"T1\","
+        "\"agent\":\"writer\",\"instruction\":\"write it\"}]} Hope it helps.",
+        "```json\n{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\","
+        "\"instruction\":\"write it\"}]}\n```",
+        "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\",\"instruction\":"
+        "\"write it\"} // the only task\n]}",
+    };
+    for (int i = 0; i < 3; i++) {
+        lenient_reply = replies[i];
+        struct env e;
+        env_open(&e, lenient);
+        struct fo_err err;
+        cJSON *out = NULL;
+        cr_assert_eq(orch_plan_request(e.o, &e.w, "write an essay", &out, &err),
+                     FO_OK, "%d: %s", i, err.msg);
+        cr_assert_eq(num(out, "attempts"), 1);
+        const cJSON *plan = cJSON_GetObjectItemCaseSensitive(out, "plan");
+        cr_assert_eq(
+            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(plan, "tasks")),
+            1);
+        char k[256];
+        kinds(&e, 0, k, sizeof(k));
+        cr_assert_str_eq(k, "request route plan ");
+        cJSON_Delete(out);
+        env_close(&e);
+    }
+}
+
+static const char *bad_then_good(struct fake *f, const char *role, int n,
+                                 const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return n == 0 ? "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"nobody\","
+                        "\"instruction\":\"x\"}]}"
+                      : "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\","
+                        "\"instruction\":\"write\"}]}";
+    return "done";
+}
+
+Test(loop, a_bad_plan_is_retried_with_what_was_wrong)
+{
+    struct env e;
+    env_open(&e, bad_then_good);
+    cJSON *out = submit(&e, "write an essay", 0, FO_OK);
+    char k[512];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route coordinator_attempt plan task result "
+                        "verdict answer ");
+    cJSON *a = body_of(&e, 2);
+    cr_assert(strstr(str(a, "error"), "unknown agent \"nobody\""), "%s",
+              str(a, "error"));
+    cJSON_Delete(a);
+    /* the second coordinator request names the fault */
+    cr_assert(strstr(e.f->prompts[1], "unknown agent \"nobody\""), "%s",
+              e.f->prompts[1]);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+static const char *never_valid(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    cr_assert_str_eq(role, "coordinator");
+    return "I would rather not make a plan { today";
+}
+
+Test(loop, no_valid_plan_after_retries_is_upstream_and_witnessed)
+{
+    struct env e;
+    env_open(&e, never_valid);
+    struct fo_err err;
+    cJSON *out = NULL;
+    struct orch_submit_opts opts = {0};
+    cr_assert_eq(orch_submit(e.o, &e.w, "write an essay", &opts, &out, &err),
+                 FO_E_UPSTREAM);
+    cr_assert_null(out);
+    cr_assert(strstr(err.msg, "coordinator"), "%s", err.msg);
+    cr_assert_eq(e.f->count[R_COORD], ORCH_JSON_ATTEMPTS);
+    char k[512];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route coordinator_attempt coordinator_attempt "
+                        "coordinator_attempt error ");
+    cJSON *er = body_of(&e, 5);
+    cr_assert_str_eq(str(er, "code"), "bad_upstream");
+    cJSON_Delete(er);
+    env_close(&e);
+}
+
+/* ---- assertions and escalation ------------------------------------------- */
+
+static const char *contains_fails_on_cheap(struct fake *f, const char *role,
+                                           int n, const char *model,
+                                           const char *prompt)
+{
+    (void)f, (void)n, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\","
+               "\"instruction\":\"write the token\",\"done_when\":"
+               "[{\"contains\":\"OK-DONE\"}]}]}";
+    if (!strcmp(role, "synthesizer"))
+        return "the token is OK-DONE";
+    cr_assert_str_eq(role, "task");
+    return !strcmp(model, "m-cheap") ? "nope" : "OK-DONE";
+}
+
+Test(loop, failed_assertion_fails_without_validator_and_names_it)
+{
+    struct env e;
+    env_open(&e, contains_fails_on_cheap);
+    cJSON *out = submit(&e, "write the token", 0, FO_OK);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
+    cr_assert_eq(num(out, "escalations"), 1);
+    char k[512];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict "
+                        "tier_escalation task result verdict answer ");
+    cr_assert_eq(e.f->count[R_VALID], 0);
+    cJSON *v = body_of(&e, 5);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "pass")));
+    cr_assert_str_eq(str(v, "by"), "assertions");
+    const cJSON *failed = cJSON_GetObjectItemCaseSensitive(v, "failed");
+    cr_assert(strstr(cJSON_GetArrayItem(failed, 0)->valuestring, "OK-DONE"));
+    cJSON_Delete(v);
+    /* the escalated task's prompt names the failed assertion */
+    cr_assert_str_eq(e.f->log, "coordinator:m-capable task:m-cheap "
+                               "task:m-capable synthesizer:m-capable ");
+    const char *p = e.f->prompts[2];
+    cr_assert(strstr(p, "contains \"OK-DONE\"") &&
+                  strstr(p, "not found in the output"),
+              "%s", p);
+    cJSON *esc = body_of(&e, 6);
+    cr_assert_str_eq(str(esc, "from"), "cheap");
+    cr_assert_str_eq(str(esc, "to"), "capable");
+    cJSON_Delete(esc);
+    cJSON *last = body_of(&e, 9);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(last, "pass")));
+    cr_assert_str_eq(str(last, "tier"), "capable");
+    cJSON_Delete(last);
+    chain(&e, 9, k, sizeof(k));
+    cr_assert_str_eq(k, "request plan task result verdict tier_escalation "
+                        "task result verdict ");
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+static const char *only_frontier_passes(struct fake *f, const char *role, int n,
+                                        const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\","
+               "\"instruction\":\"write well\",\"done_when\":\"it is "
+               "good\"}]}";
+    if (!strcmp(role, "validator"))
+        return strstr(prompt, "frontier work") ? "{\"pass\":true}"
+                                               : "{\"pass\":false,\"reason\":"
+                                                 "\"too weak\"}";
+    if (!strcmp(role, "synthesizer"))
+        return "frontier work";
+    return !strcmp(model, "m-frontier") ? "frontier work" : "weak work";
+}
+
+Test(loop, escalation_climbs_the_ladder_and_stops_at_the_first_pass)
+{
+    struct env e;
+    env_open(&e, only_frontier_passes);
+    cJSON *out = submit(&e, "write well", 0, FO_OK);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
+    cr_assert_eq(num(out, "escalations"), 2);
+    cr_assert_str_eq(e.f->log,
+                     "coordinator:m-capable task:m-cheap validator:m-cheap "
+                     "task:m-capable validator:m-cheap task:m-frontier "
+                     "validator:m-cheap synthesizer:m-capable ");
+    char k[512];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict "
+                        "tier_escalation task result verdict tier_escalation "
+                        "task result verdict answer ");
+    cJSON *esc = body_of(&e, 10);
+    cr_assert_str_eq(str(esc, "from"), "capable");
+    cr_assert_str_eq(str(esc, "to"), "frontier");
+    char *escs = cJSON_PrintUnformatted(esc);
+    cr_assert(strstr(escs, "too weak") != NULL, "%s", escs);
+    free(escs);
+    cJSON_Delete(esc);
+    /* the validator's reason reached the next attempt */
+    cr_assert(strstr(e.f->prompts[3], "validator: too weak"), "%s",
+              e.f->prompts[3]);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+static const char *never_passes(struct fake *f, const char *role, int n,
+                                const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\","
+               "\"instruction\":\"write\",\"done_when\":[{\"contains\":"
+               "\"never\"}]}]}";
+    return "no";
+}
+
+Test(loop, escalation_stops_when_the_budget_is_spent)
+{
+    struct env e;
+    env_open(&e, never_passes);
+    /* coordinator, task, escalated task: the third escalation has no call */
+    cJSON *out = submit(&e, "write", 3, FO_OK);
+    cr_assert(
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "budget_spent")));
+    char k[512];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict "
+                        "tier_escalation task result verdict budget answer ");
+    cJSON *b = body_of(&e, 10);
+    cr_assert_str_eq(str(b, "stopped_before"), "escalation of T1");
+    cJSON_Delete(b);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+/* ---- budgets --------------------------------------------------------------
+ */
+
+Test(loop, budget_of_one_call_stops_after_planning)
+{
+    struct env e;
+    env_open(&e, one_task);
+    cJSON *out = submit(&e, "write a haiku about ledgers", 1, FO_OK);
+    cr_assert_str_eq(str(out, "answer"), ORCH_BUDGET_ANSWER);
+    cr_assert(
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "budget_spent")));
+    cr_assert_str_eq(str(out, "budget_reason"), "max_model_calls");
+    char k[256];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan budget answer ");
+    cr_assert_eq(e.f->count[R_COORD], 1);
+    cr_assert_eq(e.f->count[R_TASK], 0);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+Test(loop, budget_of_three_calls_stops_before_synthesis)
+{
+    struct env e;
+    env_open(&e, one_task);
+    cJSON *out = submit(&e, "write a haiku about ledgers", 3, FO_OK);
+    cr_assert_str_eq(str(out, "answer"), ORCH_BUDGET_ANSWER);
+    char k[256];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k,
+                     "request route plan task result verdict budget answer ");
+    cJSON *b = body_of(&e, 6);
+    cr_assert_str_eq(str(b, "stopped_before"), "synthesizer");
+    cr_assert_eq(num(b, "model_calls"), 3);
+    cJSON_Delete(b);
+    cr_assert_eq(e.f->count[R_SYNTH], 0);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+/* ---- the same dispatch never twice ----------------------------------------
+ */
+
+static const char *repeated_task(struct fake *f, const char *role, int n,
+                                 const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\","
+               "\"instruction\":\"write\"},{\"id\":\"T2\",\"agent\":"
+               "\"writer\",\"instruction\":\"write\"}]}";
+    return "text";
+}
+
+Test(loop, the_same_dispatch_runs_once)
+{
+    struct env e;
+    env_open(&e, repeated_task);
+    cJSON *out = submit(&e, "write", 0, FO_OK);
+    char k[256];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict skip answer ");
+    cr_assert_eq(e.f->count[R_TASK], 1);
+    cJSON *s = body_of(&e, 6);
+    cr_assert_str_eq(str(s, "duplicate_of"), "T1");
+    cJSON_Delete(s);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+/* ---- stub models, methods, CLI ------------------------------------------- */
+
+Test(loop, stub_models_answer_without_a_provider)
+{
+    struct env e;
+    env_open(&e, NULL);
+    cJSON *out = submit(&e, "echo this back", 0, FO_OK);
+    char k[256];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict answer ");
+    cJSON *plan = body_of(&e, 2);
+    const cJSON *t0 =
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(plan, "tasks"), 0);
+    cr_assert_str_eq(str(t0, "agent"), "echo");
+    cr_assert_str_eq(str(t0, "instruction"), "echo this back");
+    cr_assert_str_eq(str(plan, "model"), "stub");
+    cJSON_Delete(plan);
+    cr_assert(strstr(str(out, "answer"), "echo this back"), "%s",
+              str(out, "answer"));
+    /* stub roles count: coordinator and synthesizer */
+    cr_assert_eq(num(out, "model_calls"), 2);
+    cJSON_Delete(out);
+    /* a budget of one stops a stub run after planning too */
+    out = submit(&e, "echo this back", 1, FO_OK);
+    cr_assert(
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "budget_spent")));
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+Test(loop, methods_plan_and_submit_through_the_table)
+{
+    struct env e;
+    env_open(&e, NULL);
+    struct surf_ctx ctx = {.ledger = e.l, .orch = e.o};
+    struct fo_err err;
+    cJSON *in = cJSON_Parse("{\"request\":\"echo it\",\"max_model_calls\":5}");
+    cJSON *out = NULL;
+    cr_assert_eq(surf_call(&ctx, surf_find("submit"), in, &out, &err), FO_OK,
+                 "%s", err.msg);
+    cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(out, "answer"));
+    cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(out, "checkpoint"));
+    cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(out, "request_seq"));
+    cJSON_Delete(out);
+    cJSON_Delete(in);
+    in = cJSON_Parse("{\"request\":\"echo it\"}");
+    cr_assert_eq(surf_call(&ctx, surf_find("plan"), in, &out, &err), FO_OK,
+                 "%s", err.msg);
+    cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(out, "plan"));
+    cJSON_Delete(out);
+    cJSON_Delete(in);
+    in = cJSON_Parse("{\"request\":\"\"}");
+    cr_assert_eq(surf_call(&ctx, surf_find("submit"), in, &out, &err),
+                 FO_E_INVALID);
+    cJSON_Delete(in);
+    in = cJSON_Parse("{\"request\":\"x\",\"max_model_calls\":0}");
+    cr_assert_eq(surf_call(&ctx, surf_find("submit"), in, &out, &err),
+                 FO_E_INVALID);
+    cJSON_Delete(in);
+    env_close(&e);
+}
+
+Test(loop, cli_submit_and_plan_with_a_chat_server)
+{
+    struct env e;
+    env_open(&e, one_task);
+    char url[80], rpath[600];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", e.f->port);
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", e.dir);
+    cr_assert_eq(tu_write_file(rpath, roster, strlen(roster)), 0);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", e.dir, "--json", "submit", "write", "a",
+                  "haiku", "--chat-url", url, "--model", "m-any",
+                  "--api-key-env", KEY_ENV, "--roster", rpath, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *out = tu_run_json(&r);
+    cr_assert_str_eq(str(out, "answer"),
+                     "A haiku about ledgers: entries chained in hash.");
+    cJSON_Delete(out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", e.dir, "plan", "write", "a", "haiku",
+                  "--chat-url", url, "--model", "m-any", "--roster", rpath,
+                  NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "write a haiku about ledgers"), "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", e.dir, "submit", "x", "--model", "m", NULL);
+    cr_assert_eq(r.status, 2);
+    tu_run_free(&r);
+    /* a stub run from the CLI with a budget */
+    r = tu_forumv(NULL, "--ledger", e.dir, "--json", "submit", "echo", "it",
+                  "--max-model-calls", "1", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    out = tu_run_json(&r);
+    cr_assert_str_eq(str(out, "answer"), ORCH_BUDGET_ANSWER);
+    cJSON_Delete(out);
+    tu_run_free(&r);
+    /* the fake saw the key in a header, the ledger never did */
+    cr_assert(strstr(e.f->log, "coordinator:m-any"), "%s", e.f->log);
+    ledger_close(e.l);
+    struct fo_err err;
+    cr_assert_eq(ledger_open(e.dir, 0, NULL, &e.l, &err), FO_OK, "%s", err.msg);
+    env_close(&e);
+}
