@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon/orch.h"
+#include "daemon/service.h"
 #include "surfaces/mcp.h"
 #include "surfaces/surf.h"
 
@@ -22,6 +23,9 @@ static const char mcp_usage[] =
     "  --cmd CMD      plan_run executor: CMD split into argv (never a\n"
     "                 shell), the prompt as last argument (default: stub)\n"
     "  --roster FILE  a roster JSON file instead of the built-in one\n"
+    "  --chat-url URL --model M [--api-key-env VAR] | --api [--model M]\n"
+    "                 model provider for submit/plan, as forum serve (else\n"
+    "                 DIR/forum.json \"models\", else stub roles)\n"
     "\n"
     "exit codes: 0 end of input, 2 usage, 3 the ledger cannot be opened or\n"
     "            the output cannot be written\n";
@@ -30,6 +34,8 @@ int cli_mcp(struct cli *c, int argc, char **argv)
 {
     unsigned flags = 0;
     struct orch_config oc = {0};
+    const char *chat_url = NULL, *model = NULL, *key_env = NULL;
+    int api = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return cli_help(mcp_usage);
@@ -39,17 +45,42 @@ int cli_mcp(struct cli *c, int argc, char **argv)
             oc.cmd = argv[++i];
         else if (!strcmp(argv[i], "--roster") && i + 1 < argc)
             oc.roster_path = argv[++i];
+        else if (!strcmp(argv[i], "--chat-url") && i + 1 < argc)
+            chat_url = argv[++i];
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            model = argv[++i];
+        else if (!strcmp(argv[i], "--api-key-env") && i + 1 < argc)
+            key_env = argv[++i];
+        else if (!strcmp(argv[i], "--api"))
+            api = 1;
         else
             return cli_usage_error(c, "mcp: unexpected argument %s", argv[i]);
     }
+    if ((chat_url && api) || (chat_url && !model) ||
+        ((model || key_env) && !chat_url && !api))
+        return cli_usage_error(c, "mcp: --chat-url URL --model M, or --api "
+                                  "[--model M]; --api-key-env with either");
     struct fo_err err;
     fo_err_clear(&err);
-    struct orch *orch = NULL;
-    if (orch_create(&oc, &orch, &err) != FO_OK)
+    /* model providers: the flags, else DIR/forum.json's "models" */
+    struct daemon_config dc;
+    daemon_config_init(&dc);
+    dc.dir = c->ledger_dir;
+    if (daemon_config_load(&dc, &err) != FO_OK)
         return cli_fail(c, &err);
+    if (chat_url || api)
+        daemon_config_set_provider(&dc, api, chat_url, model, key_env);
+    oc.models = dc.has_models ? &dc.models : NULL;
+    struct orch *orch = NULL;
+    int orc = orch_create(&oc, &orch, &err);
+    if (orc != FO_OK) {
+        daemon_config_release(&dc);
+        return cli_fail(c, &err);
+    }
     struct ledger *l = NULL;
     if (cli_open(c, LEDGER_OPEN_CREATE, &l)) {
         orch_free(orch);
+        daemon_config_release(&dc);
         return 3; /* any failure to open is a storage error (DESIGN §8) */
     }
     /* A client that goes away is a write error to report, not a signal. */
@@ -59,6 +90,7 @@ int cli_mcp(struct cli *c, int argc, char **argv)
     int rc = surf_mcp_run(&ctx, 0, 1, flags, &err);
     ledger_close(l);
     orch_free(orch);
+    daemon_config_release(&dc);
     if (rc) {
         fprintf(stderr, "forum mcp: %s\n",
                 err.msg[0] ? err.msg : fo_code_message(rc));

@@ -46,15 +46,24 @@ static const char help_serve[] =
     "                         a shell), the prompt as last argument; default\n"
     "                         the stub executor\n"
     "  --roster FILE          a roster JSON file instead of the built-in one\n"
+    "  --chat-url URL --model M [--api-key-env VAR]\n"
+    "                         submit/plan roles on an OpenAI-compatible\n"
+    "                         server (forum.json \"models\" configures tiers)\n"
+    "  --api [--model M] [--api-key-env VAR]\n"
+    "                         the same on the Anthropic API (key from\n"
+    "                         $ANTHROPIC_API_KEY by default)\n"
+    "                         (no model: every role is a deterministic stub)\n"
     "  --timeout S            stop: seconds before SIGKILL (default 10)\n";
 
 struct serve_opts {
     struct daemon_config cfg;
+    const char *chat_url, *model, *key_env;
+    int api;
     int check;
     int lines;
     int stop_timeout_s;
     /* the flags as given, passed on to the detached daemon */
-    char *pass[24];
+    char *pass[40];
     int npass;
 };
 
@@ -79,6 +88,9 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
         int takes = 1;
         if (!strcmp(a, "--no-auth")) {
             o->cfg.no_auth = 1;
+            takes = 0;
+        } else if (!strcmp(a, "--api")) {
+            o->api = 1;
             takes = 0;
         } else if (!strcmp(a, "--check")) {
             o->check = 1;
@@ -115,6 +127,12 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->cfg.log_file = v;
         } else if (!strcmp(a, "--cmd")) {
             o->cfg.cmd = v;
+        } else if (!strcmp(a, "--chat-url")) {
+            o->chat_url = v;
+        } else if (!strcmp(a, "--model")) {
+            o->model = v;
+        } else if (!strcmp(a, "--api-key-env")) {
+            o->key_env = v;
         } else if (!strcmp(a, "--roster")) {
             o->cfg.roster = v;
         } else if (!strcmp(a, "--ready-fd")) { /* internal: serve start */
@@ -179,6 +197,16 @@ static int load_config(struct cli *c, struct serve_opts *o)
     file.roster = flags.roster;
     file.ready_fd = flags.ready_fd;
     o->cfg = file;
+    if (o->chat_url && o->api)
+        return cli_usage_error(c, "serve: give --chat-url or --api, not both");
+    if ((o->model || o->key_env) && !o->chat_url && !o->api)
+        return cli_usage_error(c, "serve: --model and --api-key-env go with "
+                                  "--chat-url or --api");
+    if (o->chat_url && !o->model)
+        return cli_usage_error(c, "serve: --chat-url needs --model");
+    if (o->chat_url || o->api) /* flags win over forum.json's models */
+        daemon_config_set_provider(&o->cfg, o->api, o->chat_url, o->model,
+                                   o->key_env);
     return 0;
 }
 
@@ -227,7 +255,10 @@ static int check(struct cli *c, struct serve_opts *o)
         if (rc && rc != FO_E_NOT_FOUND)
             return cli_fail(c, &err);
     }
-    struct orch_config oc = {.roster_path = o->cfg.roster, .cmd = o->cfg.cmd};
+    struct orch_config oc = {.roster_path = o->cfg.roster,
+                             .cmd = o->cfg.cmd,
+                             .models =
+                                 o->cfg.has_models ? &o->cfg.models : NULL};
     struct orch *orch = NULL;
     if (orch_create(&oc, &orch, &err) != FO_OK)
         return cli_fail(c, &err);
@@ -287,7 +318,7 @@ static int start(struct cli *c, struct serve_opts *o, const char *self)
     }
     char fdbuf[16];
     snprintf(fdbuf, sizeof(fdbuf), "%d", pfd[1]);
-    char *av[48];
+    char *av[64];
     int n = 0;
     char a_forum[] = "forum", a_ledger[] = "--ledger", a_serve[] = "serve";
     char a_log[] = "--log-file", a_ready[] = "--ready-fd";

@@ -11,9 +11,6 @@
 #include "ledger/fo_json.h"
 #include "surfaces/surf.h"
 
-#define ANTHROPIC_MODEL_DEFAULT "claude-sonnet-4-5"
-#define ANTHROPIC_KEY_ENV_DEFAULT "ANTHROPIC_API_KEY"
-
 static const char submit_usage[] =
     "usage: forum submit REQUEST... [executor] [options]\n"
     "Answers a request end to end and witnesses every step: route, plan\n"
@@ -31,8 +28,8 @@ static const char submit_usage[] =
     "                       the key is read from $VAR, never written down\n"
     "  --api [--model M] [--api-key-env VAR]\n"
     "                       the Anthropic Messages API (default model\n"
-    "                       " ANTHROPIC_MODEL_DEFAULT
-    ", key $" ANTHROPIC_KEY_ENV_DEFAULT ")\n"
+    "                       " ORCH_ANTHROPIC_MODEL_DEFAULT
+    ", key $" ORCH_ANTHROPIC_KEY_ENV_DEFAULT ")\n"
     "options:\n"
     "  --max-model-calls N  the run's model calls (default and ceiling 32;\n"
     "                       at most 1000); when spent the run stops with a\n"
@@ -123,9 +120,9 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
         o->prov = (struct orch_model_provider){
             .api = o->api ? ORCH_EXEC_ANTHROPIC : ORCH_EXEC_CHAT,
             .url = o->chat_url,
-            .model = o->model ? o->model : ANTHROPIC_MODEL_DEFAULT,
+            .model = o->model ? o->model : ORCH_ANTHROPIC_MODEL_DEFAULT,
             .api_key_env = o->key_env ? o->key_env
-                           : o->api   ? ANTHROPIC_KEY_ENV_DEFAULT
+                           : o->api   ? ORCH_ANTHROPIC_KEY_ENV_DEFAULT
                                       : NULL,
             .tier = ORCH_TIER_ANY,
         };

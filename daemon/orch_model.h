@@ -43,6 +43,10 @@ struct orch_model_provider {
     int max_tokens;          /* anthropic; 0: ORCH_MODEL_MAX_TOKENS_DEFAULT */
 };
 
+/* The Anthropic model and key variable used when the user names none. */
+#define ORCH_ANTHROPIC_MODEL_DEFAULT "claude-sonnet-4-5"
+#define ORCH_ANTHROPIC_KEY_ENV_DEFAULT "ANTHROPIC_API_KEY"
+
 struct orch_model_config {
     const struct orch_model_provider *providers; /* in fallover order */
     size_t n_providers;

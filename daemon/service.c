@@ -394,7 +394,9 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     rc = daemon_token(cfg->dir, 1, d->token, sizeof(d->token), err);
     if (rc)
         goto out;
-    struct orch_config oc = {.roster_path = cfg->roster, .cmd = cfg->cmd};
+    struct orch_config oc = {.roster_path = cfg->roster,
+                             .cmd = cfg->cmd,
+                             .models = cfg->has_models ? &cfg->models : NULL};
     rc = orch_create(&oc, &d->orch, err);
     if (rc)
         goto out;
@@ -537,8 +539,19 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
         else if (!strcmp(k, "body_max") && is_int && x >= 1024 &&
                  x <= (1LL << 30))
             cfg->body_max = (size_t)x;
-        else if (!strcmp(k, "checkpoint_interval_ms") && is_int && x >= -1 &&
-                 x <= 86400000)
+        else if (!strcmp(k, "models") && cJSON_IsObject(v)) {
+            free(cfg->providers_owned);
+            cfg->providers_owned = NULL;
+            rc = orch_model_config_parse(v, &cfg->models, &cfg->providers_owned,
+                                         err);
+            if (rc) {
+                fo_err_prefix(err, "%s: models", path);
+                cJSON_Delete(o);
+                return rc;
+            }
+            cfg->has_models = 1;
+        } else if (!strcmp(k, "checkpoint_interval_ms") && is_int && x >= -1 &&
+                   x <= 86400000)
             cfg->sign_interval_ms = x == 0 ? -1 : (int)x;
         else {
             rc = fo_err_set(err, FO_E_INVALID,
@@ -555,4 +568,25 @@ void daemon_config_release(struct daemon_config *cfg)
 {
     cJSON_Delete(cfg->owned);
     cfg->owned = NULL;
+    free(cfg->providers_owned);
+    cfg->providers_owned = NULL;
+    cfg->has_models = 0;
+}
+
+void daemon_config_set_provider(struct daemon_config *cfg, int anthropic,
+                                const char *url, const char *model,
+                                const char *key_env)
+{
+    cfg->flag_provider = (struct orch_model_provider){
+        .api = anthropic ? ORCH_EXEC_ANTHROPIC : ORCH_EXEC_CHAT,
+        .url = url,
+        .model = model ? model : ORCH_ANTHROPIC_MODEL_DEFAULT,
+        .api_key_env = key_env     ? key_env
+                       : anthropic ? ORCH_ANTHROPIC_KEY_ENV_DEFAULT
+                                   : NULL,
+        .tier = ORCH_TIER_ANY,
+    };
+    cfg->models = (struct orch_model_config){.providers = &cfg->flag_provider,
+                                             .n_providers = 1};
+    cfg->has_models = 1;
 }

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "daemon/orch_model.h"
 #include "ledger/fo_err.h"
 
 #define DAEMON_PID_FILE "forum.pid"
@@ -31,13 +32,28 @@ struct daemon_config {
     const char *cmd;      /* plan executor command (NULL: the stub) */
     const char *roster;   /* roster file (NULL: the built-in roster) */
     void *owned;          /* the parsed forum.json strings point into */
+    /* Model providers for the control loop (submit, plan): forum.json's
+     * "models", or one provider from the serve flags. has_models 0: every
+     * role is the deterministic stub. */
+    int has_models;
+    struct orch_model_config models;
+    struct orch_model_provider *providers_owned; /* from forum.json */
+    struct orch_model_provider flag_provider;    /* from --chat-url/--api */
 };
+
+/* One provider from command-line flags (--chat-url URL --model M
+ * [--api-key-env VAR], or --api [--model M] [--api-key-env VAR]) into
+ * cfg->models, replacing forum.json's. */
+void daemon_config_set_provider(struct daemon_config *cfg, int anthropic,
+                                const char *url, const char *model,
+                                const char *key_env);
 
 /* Defaults for every field (dir NULL). */
 void daemon_config_init(struct daemon_config *cfg);
 
 /* Reads DIR/forum.json when it exists into cfg (fields: host, port,
- * no_auth, timeout_s, workers, body_max, checkpoint_interval_ms). Unknown
+ * no_auth, timeout_s, workers, body_max, checkpoint_interval_ms, models
+ * (orch_model_config_parse)). Unknown
  * fields and wrong types are FO_E_INVALID naming the field; a missing file
  * is not an error. Strings stay valid until daemon_config_release. */
 int daemon_config_load(struct daemon_config *cfg, struct fo_err *err);

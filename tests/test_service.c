@@ -21,6 +21,7 @@
 #include "ledger/proof.h"
 #include "tests/testutil.h"
 #include "tests/tu_daemon.h"
+#include "tests/tu_model.h"
 
 static int64_t now_ms(void)
 {
@@ -422,5 +423,116 @@ Test(service, draining_answers_503_on_open_connections, .timeout = 60)
         tu_forumv(NULL, "--ledger", dir, "ledger", "verify", (char *)NULL);
     cr_assert_eq(r.status, 0, "%s", r.out);
     tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* ---- the control loop through the daemon and MCP, with a fake model ---- */
+
+static const char *widget_script(struct fake *f, const char *role, int n,
+                                 const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "Here is the plan:\n```json\n{\"tasks\":[{\"id\":\"T1\","
+               "\"agent\":\"backend\",\"instruction\":\"design the widget "
+               "endpoint\",\"done_when\":[\"it names the endpoint\"]}]}\n```";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"named\"}";
+    if (!strcmp(role, "synthesizer"))
+        return "The endpoint is POST /v1/widgets.";
+    if (!strcmp(role, "classifier"))
+        return "{\"lane\": \"backend\"}";
+    return "POST /v1/widgets";
+}
+
+static cJSON *submit_over_mcp(const char *dir, const char *request)
+{
+    char in[2048];
+    snprintf(in, sizeof(in),
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+             "\"params\":{\"protocolVersion\":\"2025-11-25\","
+             "\"capabilities\":{},\"clientInfo\":{\"name\":\"t\","
+             "\"version\":\"1\"}}}\n"
+             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+             "\"params\":{\"name\":\"submit\",\"arguments\":{\"request\":"
+             "\"%s\"}}}\n",
+             request);
+    struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *second = strchr(r.out, '\n');
+    cr_assert_not_null(second, "%s", r.out);
+    cJSON *reply = NULL;
+    struct fo_err err;
+    cr_assert_eq(fo_json_parse(second + 1, strlen(second + 1), &reply, &err),
+                 FO_OK, "%s", second + 1);
+    cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(res, "isError")),
+              "%s", second + 1);
+    cJSON *sc =
+        cJSON_DetachItemFromObjectCaseSensitive(res, "structuredContent");
+    cJSON_Delete(reply);
+    tu_run_free(&r);
+    return sc;
+}
+
+Test(service, submit_uses_the_configured_model_over_http_and_mcp, .timeout = 60)
+{
+    struct fake *f = fake_start(widget_script);
+    char *dir = tu_tmpdir();
+    char p[512], cfg[512];
+    snprintf(p, sizeof(p), "%s/forum.json", dir);
+    int n = snprintf(cfg, sizeof(cfg),
+                     "{\"models\":{\"providers\":[{\"api\":\"chat\","
+                     "\"url\":\"http://127.0.0.1:%d\",\"model\":\"fake-1\"}],"
+                     "\"backoff_ms\":10}}",
+                     f->port);
+    cr_assert_eq(tu_write_file(p, cfg, (size_t)n), 0);
+    const char *req = "build the api database server endpoint";
+    /* over HTTP, the providers from forum.json */
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    char *b = NULL;
+    char body[256];
+    snprintf(body, sizeof(body), "{\"request\":\"%s\"}", req);
+    cr_assert_eq(tu_http(&d, "POST", "/submit", body, 1, &b), 200, "%s", b);
+    cr_assert(strstr(b, "\"answer\":\"The endpoint is POST /v1/widgets.\""),
+              "%s", b);
+    cr_assert(strstr(b, "\"request_seq\":0"), "%s", b);
+    free(b);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    cr_assert(strstr(f->log, "coordinator:fake-1"), "%s", f->log);
+    cr_assert(strstr(f->log, "synthesizer:fake-1"), "%s", f->log);
+    /* over MCP, the same configuration */
+    cJSON *sc = submit_over_mcp(dir, req);
+    const cJSON *ans = cJSON_GetObjectItemCaseSensitive(sc, "answer");
+    cr_assert(cJSON_IsString(ans));
+    cr_assert_str_eq(ans->valuestring, "The endpoint is POST /v1/widgets.");
+    cJSON_Delete(sc);
+    /* serve flags win over forum.json */
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    tu_daemon_start(&d, dir, "--chat-url", url, "--model", "fake-2", NULL);
+    cr_assert_eq(tu_http(&d, "POST", "/submit", body, 1, &b), 200, "%s", b);
+    free(b);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    cr_assert(strstr(f->log, "coordinator:fake-2"), "%s", f->log);
+    /* every step witnessed: request .. answer, three runs, all verify */
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
+                                "verify", "--deep", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger", "summary",
+                  (char *)NULL);
+    cJSON *s = tu_run_json(&r);
+    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(s, "kinds");
+    if (!kinds)
+        kinds = cJSON_GetObjectItemCaseSensitive(s, "by_kind");
+    const cJSON *answers = cJSON_GetObjectItemCaseSensitive(kinds, "answer");
+    cr_assert(cJSON_IsNumber(answers) && answers->valuedouble == 3, "%s",
+              r.out);
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    fake_stop(f);
+    fake_free(f);
     tu_rmrf(dir);
 }

@@ -1,0 +1,145 @@
+/* tu_model: the fake chat server of tu_model.h. */
+#include "tests/tu_model.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+#include <criterion/criterion.h>
+
+static int read_req(int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    long want = -1;
+    while (len < cap - 1) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 3000) <= 0)
+            break;
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        buf[len] = '\0';
+        char *h = strstr(buf, "\r\n\r\n");
+        if (h && want < 0) {
+            char *cl = strcasestr(buf, "content-length:");
+            want = (long)(h + 4 - buf) + (cl ? strtol(cl + 15, NULL, 10) : 0);
+        }
+        if (want >= 0 && (long)len >= want)
+            break;
+    }
+    buf[len] = '\0';
+    return (int)len;
+}
+
+static void answer(struct fake *f, int fd, const char *req)
+{
+    const char *body = strstr(req, "\r\n\r\n");
+    cJSON *j = body ? cJSON_Parse(body + 4) : NULL;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(j, "messages");
+    const cJSON *first = cJSON_GetArrayItem(msgs, 0);
+    const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    const char *sys =
+        cJSON_GetObjectItemCaseSensitive(first, "role") &&
+                !strcmp(cJSON_GetObjectItemCaseSensitive(first, "role")
+                            ->valuestring,
+                        "system")
+            ? cJSON_GetObjectItemCaseSensitive(first, "content")->valuestring
+            : "";
+    int r = R_TASK;
+    for (int i = 0; i < R_TASK; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "You are the %s", roles[i]);
+        if (!strncmp(sys, want, strlen(want)))
+            r = i;
+    }
+    const char *m = cJSON_IsString(model) ? model->valuestring : "?";
+    const char *prompt =
+        cJSON_GetObjectItemCaseSensitive(last, "content")->valuestring;
+    size_t ll = strlen(f->log);
+    snprintf(f->log + ll, sizeof(f->log) - ll, "%s:%s ", roles[r], m);
+    if (f->n_prompts < 64)
+        f->prompts[f->n_prompts++] = strdup(prompt);
+    size_t bl = strlen(body ? body : "");
+    f->seen = realloc(f->seen, f->seen_len + bl + 1);
+    memcpy(f->seen + f->seen_len, body ? body : "", bl + 1);
+    f->seen_len += bl;
+    const char *text = f->fn(f, roles[r], f->count[r]++, m, prompt);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", m);
+    cJSON *ch = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c0 = cJSON_CreateObject();
+    cJSON *msg = cJSON_AddObjectToObject(c0, "message");
+    cJSON_AddStringToObject(msg, "role", "assistant");
+    cJSON_AddStringToObject(msg, "content", text);
+    cJSON_AddItemToArray(ch, c0);
+    char *out = cJSON_PrintUnformatted(o);
+    char head[256];
+    int hl = snprintf(head, sizeof(head),
+                      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                      strlen(out));
+    (void)!write(fd, head, (size_t)hl);
+    (void)!write(fd, out, strlen(out));
+    free(out);
+    cJSON_Delete(o);
+    cJSON_Delete(j);
+}
+
+static void *serve(void *arg)
+{
+    struct fake *f = arg;
+    static __thread char buf[1 << 20];
+    while (!atomic_load(&f->stop)) {
+        struct pollfd pf = {.fd = f->lfd, .events = POLLIN};
+        if (poll(&pf, 1, 20) <= 0)
+            continue;
+        int c = accept(f->lfd, NULL, NULL);
+        if (c < 0)
+            continue;
+        if (read_req(c, buf, sizeof(buf)) > 0)
+            answer(f, c, buf);
+        shutdown(c, SHUT_WR);
+        close(c);
+    }
+    return NULL;
+}
+
+struct fake *fake_start(fake_fn fn)
+{
+    struct fake *f = calloc(1, sizeof(*f));
+    cr_assert_not_null(f);
+    f->fn = fn;
+    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    cr_assert_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(f->lfd, 16), 0);
+    getsockname(f->lfd, (struct sockaddr *)&sa, &sl);
+    f->port = ntohs(sa.sin_port);
+    cr_assert_eq(pthread_create(&f->th, NULL, serve, f), 0);
+    return f;
+}
+
+void fake_stop(struct fake *f)
+{
+    atomic_store(&f->stop, 1);
+    pthread_join(f->th, NULL);
+    close(f->lfd);
+}
+
+void fake_free(struct fake *f)
+{
+    for (int i = 0; i < f->n_prompts; i++)
+        free(f->prompts[i]);
+    free(f->seen);
+    free(f);
+}

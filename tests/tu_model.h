@@ -1,0 +1,42 @@
+/* tu_model: a scripted fake OpenAI-compatible chat server on 127.0.0.1
+ * for tests of the control loop: it tells the role of each request from
+ * the system prompt ("You are the coordinator", ...) and answers with what
+ * the test's script returns. One thread, one request per connection. */
+#ifndef TU_MODEL_H
+#define TU_MODEL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+struct fake;
+/* The reply text for one request: role is "coordinator", "classifier",
+ * "validator", "synthesizer" or "task"; n is that role's 0-based count. */
+typedef const char *(*fake_fn)(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt);
+
+enum { R_COORD, R_CLASS, R_VALID, R_SYNTH, R_TASK, R_N };
+static const char *const roles[R_N] = {"coordinator", "classifier", "validator",
+                                       "synthesizer", "task"};
+
+struct fake {
+    int lfd, port;
+    pthread_t th;
+    atomic_int stop;
+    fake_fn fn;
+    int count[R_N];
+    char log[4096]; /* "role:model " for each request, in order */
+    char *seen;     /* every request body, appended */
+    size_t seen_len;
+    char *prompts[64]; /* the last user message of each request */
+    int n_prompts;
+};
+
+/* Starts the server on an ephemeral port (f->port); aborts on failure. */
+struct fake *fake_start(fake_fn fn);
+/* Stops the server thread and closes the socket. */
+void fake_stop(struct fake *f);
+/* Frees what the server recorded (after fake_stop). */
+void fake_free(struct fake *f);
+
+#endif
