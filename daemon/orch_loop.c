@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 
 #include "daemon/orch_int.h"
@@ -555,16 +556,38 @@ static int build_prompt(const struct loop *l, size_t t, const cJSON *failed,
     return rc;
 }
 
-/* Witnesses a task (parent: the plan, or the escalation that re-runs it),
- * runs it to the end on ex and witnesses its result. */
-static int run_task(struct loop *l, size_t t, size_t wave, int64_t parent,
-                    const struct orch_exec_config *ex, const cJSON *failed,
-                    struct fo_err *err)
+/* One run of a task in three steps, so the tasks of a wave can run at once
+ * while every ledger write stays on the calling thread: begin (budget,
+ * prompt, the task entry), exec (the executor only: any thread), end (the
+ * result entry and the task's state). */
+struct attempt {
+    size_t t;
+    const struct orch_exec_config *ex;
+    int tier;
+    struct fo_buf prompt;
+    struct orch_result res;
+    int xrc;
+    struct fo_err xerr;
+};
+
+static void attempt_release(struct attempt *a)
 {
-    const struct orch_task *k = &l->p->tasks[t];
-    struct tstate *s = &l->st[t];
+    fo_buf_release(&a->prompt);
+    orch_result_release(&a->res);
+}
+
+/* Witnesses a task (parent: the plan, or the escalation that re-runs it). */
+static int task_begin(struct loop *l, struct attempt *a, size_t wave,
+                      int64_t parent, const cJSON *failed, struct fo_err *err)
+{
+    const struct orch_task *k = &l->p->tasks[a->t];
+    struct tstate *s = &l->st[a->t];
+    const struct orch_exec_config *ex = a->ex;
     int api = -1, tier = -1;
     model_slot(l->o, ex, &api, &tier);
+    a->tier = tier;
+    a->res = (struct orch_result){.exit_code = -1};
+    fo_buf_init(&a->prompt, FO_BUF_UNLIMITED);
     if (ex->kind != ORCH_EXEC_STUB) {
         char what[ORCH_NAME_MAX + 8];
         snprintf(what, sizeof(what), "task %s", k->id);
@@ -572,12 +595,9 @@ static int run_task(struct loop *l, size_t t, size_t wave, int64_t parent,
         if (rc)
             return rc;
     }
-    struct fo_buf prompt;
-    fo_buf_init(&prompt, FO_BUF_UNLIMITED);
-    struct orch_result res = {.exit_code = -1};
     cJSON *o = cJSON_CreateObject();
     cJSON *inj = o ? cJSON_AddArrayToObject(o, "injected") : NULL;
-    int rc = inj ? build_prompt(l, t, failed, &prompt, inj) : FO_E_NOMEM;
+    int rc = inj ? build_prompt(l, a->t, failed, &a->prompt, inj) : FO_E_NOMEM;
     if (rc) {
         rc = nomem(err);
         goto out;
@@ -597,48 +617,96 @@ static int run_task(struct loop *l, size_t t, size_t wave, int64_t parent,
         goto out;
     }
     rc = wit(l, k->agent, "task", parent, o, &s->task_seq, err);
-    if (rc)
-        goto out;
-    struct fo_err xerr;
-    fo_err_clear(&xerr);
-    int xrc = orch_exec_once(ex, prompt.data, &res, &xerr);
-    if (xrc == FO_E_NOMEM) {
-        rc = nomem(err);
-        goto out;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* Runs the executor (no ledger, no loop state: safe on any thread). */
+static void task_exec(struct attempt *a)
+{
+    fo_err_clear(&a->xerr);
+    a->xrc = orch_exec_once(a->ex, a->prompt.data ? a->prompt.data : "",
+                            &a->res, &a->xerr);
+}
+
+static void *task_thread(void *arg)
+{
+    task_exec(arg);
+    return NULL;
+}
+
+/* Witnesses the result of an attempt and records it in the task's state. */
+static int task_end(struct loop *l, struct attempt *a, struct fo_err *err)
+{
+    const struct orch_task *k = &l->p->tasks[a->t];
+    struct tstate *s = &l->st[a->t];
+    if (a->xrc == FO_E_NOMEM)
+        return nomem(err);
+    if (a->xrc) { /* could not start: an ok:false result */
+        orch_result_release(&a->res);
+        a->res = (struct orch_result){.exit_code = -1};
+        snprintf(a->res.error, sizeof(a->res.error), "%s", a->xerr.msg);
+        snprintf(a->res.model, sizeof(a->res.model), "%s", a->ex->model);
+        a->res.output = calloc(1, 1);
+        a->res.errout = calloc(1, 1);
+        if (!a->res.output || !a->res.errout)
+            return nomem(err);
     }
-    if (xrc) { /* could not start: an ok:false result */
-        orch_result_release(&res);
-        res = (struct orch_result){.exit_code = -1};
-        snprintf(res.error, sizeof(res.error), "%s", xerr.msg);
-        snprintf(res.model, sizeof(res.model), "%s", ex->model);
-        res.output = calloc(1, 1);
-        res.errout = calloc(1, 1);
-        if (!res.output || !res.errout) {
-            rc = nomem(err);
-            goto out;
-        }
-    }
-    rc = orch_witness_result(l->w, k->id, k->agent, s->task_seq, &res,
-                             &s->result_seq, err);
+    int rc = orch_witness_result(l->w, k->id, k->agent, s->task_seq, &a->res,
+                                 &s->result_seq, err);
     if (rc)
-        goto out;
+        return rc;
     l->last_seq = s->result_seq;
     s->status = ST_DONE;
-    s->ran_ok = res.ok;
-    s->tier = tier;
-    s->exit_code = res.exit_code;
-    snprintf(s->model, sizeof(s->model), "%s", res.model);
-    if (res.ok) {
+    s->ran_ok = a->res.ok;
+    s->tier = a->tier;
+    s->exit_code = a->res.exit_code;
+    snprintf(s->model, sizeof(s->model), "%s", a->res.model);
+    if (a->res.ok) {
         free(s->output);
-        s->output = res.output;
-        s->output_len = res.output_len;
-        res.output = NULL;
+        s->output = a->res.output;
+        s->output_len = a->res.output_len;
+        a->res.output = NULL;
     }
-out:
-    orch_result_release(&res);
-    cJSON_Delete(o);
-    fo_buf_release(&prompt);
+    return FO_OK;
+}
+
+/* A task run to the end on ex, on this thread (escalations). */
+static int run_task(struct loop *l, size_t t, size_t wave, int64_t parent,
+                    const struct orch_exec_config *ex, const cJSON *failed,
+                    struct fo_err *err)
+{
+    struct attempt a = {.t = t, .ex = ex};
+    int rc = task_begin(l, &a, wave, parent, failed, err);
+    if (!rc) {
+        task_exec(&a);
+        rc = task_end(l, &a, err);
+    }
+    attempt_release(&a);
     return rc;
+}
+
+/* Runs the executors of n attempts, at most max_parallel at once. Threads
+ * that cannot be started run on this thread. */
+static void exec_all(struct attempt *v, size_t n, int max_parallel)
+{
+    size_t lim = max_parallel > 0 ? (size_t)max_parallel : 1;
+    for (size_t i = 0; i < n; i += lim) {
+        size_t m = n - i < lim ? n - i : lim;
+        pthread_t th[ORCH_MAX_PARALLEL_MAX];
+        int started[ORCH_MAX_PARALLEL_MAX] = {0};
+        for (size_t j = 1; j < m; j++)
+            started[j] =
+                pthread_create(&th[j], NULL, task_thread, &v[i + j]) == 0;
+        task_exec(&v[i]);
+        for (size_t j = 1; j < m; j++) {
+            if (started[j])
+                pthread_join(th[j], NULL);
+            else
+                task_exec(&v[i + j]);
+        }
+    }
 }
 
 /* ---- verdicts and escalation ------------------------------------------ */
@@ -894,57 +962,102 @@ static int skip(struct loop *l, size_t t, size_t of, struct fo_err *err)
     return rc;
 }
 
-/* Tasks wave by wave (one at a time: model jobs block anyway), each judged
- * and escalated before the next wave reads its output. */
+/* Copies what the original of a skipped repeat gave. */
+static int copy_dup(struct loop *l, size_t t, size_t dup, struct fo_err *err)
+{
+    struct tstate *s = &l->st[t], *d = &l->st[dup];
+    s->pass = d->pass;
+    if (d->output) {
+        s->output = malloc(d->output_len + 1);
+        if (!s->output)
+            return nomem(err);
+        memcpy(s->output, d->output, d->output_len + 1);
+        s->output_len = d->output_len;
+    }
+    return FO_OK;
+}
+
+/* Tasks wave by wave. The tasks of a wave are witnessed, then their
+ * executors run at once (up to max_parallel threads; nothing but the
+ * executor runs off this thread), then their results are witnessed and
+ * each is judged and escalated in plan order, before the next wave reads
+ * their output. */
 static int dispatch(struct loop *l, struct fo_err *err)
 {
     const struct orch_plan *p = l->p;
-    for (size_t w = 0; w < p->n_waves; w++) {
+    struct attempt *v = calloc(p->n ? p->n : 1, sizeof(*v));
+    size_t *dups = calloc(2 * (p->n ? p->n : 1), sizeof(*dups));
+    int rc = FO_OK;
+    if (!v || !dups) {
+        rc = nomem(err);
+        goto out;
+    }
+    for (size_t w = 0; w < p->n_waves && !rc; w++) {
+        size_t n = 0, nd = 0;
+        int stop = FO_OK; /* a task that could not begin (the budget) */
         for (size_t i = p->wave_start[w]; i < p->wave_start[w + 1]; i++) {
             size_t t = p->order[i];
             const struct orch_task *k = &p->tasks[t];
             const struct orch_lane *ln =
                 orch_roster_find(orch_roster(l->o), k->agent);
-            int rc;
-            if (!ln)
-                return fo_err_set(err, FO_E_INTERNAL, "no lane %s", k->agent);
+            if (!ln) {
+                stop = fo_err_set(err, FO_E_INTERNAL, "no lane %s", k->agent);
+                break;
+            }
             if (!orch_category_allowed(l->o, ln->category)) {
-                rc = refuse(l, t, ln, err);
-                if (rc)
-                    return rc;
+                stop = refuse(l, t, ln, err);
+                if (stop)
+                    break;
                 continue;
             }
             const struct orch_exec_config *ex = orch_exec_for_lane(l->o, ln);
             char *key = dispatch_key(k, ex);
-            if (!key)
-                return nomem(err);
+            if (!key) {
+                stop = nomem(err);
+                break;
+            }
             long dup = key_seen(l, key);
             if (dup >= 0) {
                 free(key);
-                rc = skip(l, t, (size_t)dup, err);
-                if (rc)
-                    return rc;
-                struct tstate *s = &l->st[t], *d = &l->st[dup];
-                s->pass = d->pass;
-                if (d->output) {
-                    s->output = malloc(d->output_len + 1);
-                    if (!s->output)
-                        return nomem(err);
-                    memcpy(s->output, d->output, d->output_len + 1);
-                    s->output_len = d->output_len;
-                }
+                stop = skip(l, t, (size_t)dup, err);
+                if (stop)
+                    break;
+                dups[2 * nd] = t;
+                dups[2 * nd + 1] = (size_t)dup;
+                nd++;
                 continue;
             }
-            if (key_add(l, key, t))
-                return nomem(err);
-            rc = run_task(l, t, w, l->plan_seq, ex, NULL, err);
-            if (!rc)
-                rc = judge_and_escalate(l, t, w, err);
-            if (rc)
-                return rc;
+            if (key_add(l, key, t)) {
+                stop = nomem(err);
+                break;
+            }
+            v[n] = (struct attempt){.t = t, .ex = ex};
+            stop = task_begin(l, &v[n], w, l->plan_seq, NULL, err);
+            n++; /* released below whatever happened */
+            if (stop) {
+                /* not witnessed: nothing to run for it */
+                n--;
+                attempt_release(&v[n]);
+                break;
+            }
         }
+        /* Every task witnessed gets its result, budget or not. */
+        exec_all(v, n, l->o->max_parallel);
+        for (size_t j = 0; j < n && !rc; j++)
+            rc = task_end(l, &v[j], err);
+        if (!rc)
+            rc = stop;
+        for (size_t j = 0; j < n && !rc; j++)
+            rc = judge_and_escalate(l, v[j].t, w, err);
+        for (size_t d = 0; d < nd && !rc; d++)
+            rc = copy_dup(l, dups[2 * d], dups[2 * d + 1], err);
+        for (size_t j = 0; j < n; j++)
+            attempt_release(&v[j]);
     }
-    return FO_OK;
+out:
+    free(v);
+    free(dups);
+    return rc;
 }
 
 /* ---- synthesis, coverage, answer ---------------------------------------- */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -265,14 +266,16 @@ Test(loop, three_task_submit_end_to_end)
                      "parser coded, docs written, hello echoed");
     char k[512];
     kinds(&e, 0, k, sizeof(k));
-    /* wave 1 by id: T1, T3; wave 2: T2 */
-    cr_assert_str_eq(k, "request route plan task result verdict task result "
+    /* wave 1 by id: T1, T3 (both witnessed, run at once, then their
+     * results and verdicts); wave 2: T2, which reads T1's output */
+    cr_assert_str_eq(k, "request route plan task task result result verdict "
                         "verdict task result verdict answer ");
-    for (int64_t v = 5; v <= 11; v += 3) {
-        chain(&e, v, k, sizeof(k));
+    static const int64_t verdicts[] = {7, 8, 11};
+    for (size_t i = 0; i < 3; i++) {
+        chain(&e, verdicts[i], k, sizeof(k));
         cr_assert_str_eq(k, "request plan task result verdict ");
     }
-    cJSON *v = body_of(&e, 5);
+    cJSON *v = body_of(&e, 7);
     cr_assert_str_eq(str(v, "id"), "T1");
     cr_assert_str_eq(str(v, "by"), "assertions");
     cJSON_Delete(v);
@@ -587,9 +590,9 @@ Test(loop, the_same_dispatch_runs_once)
     cJSON *out = submit(&e, "write", 0, FO_OK);
     char k[256];
     kinds(&e, 0, k, sizeof(k));
-    cr_assert_str_eq(k, "request route plan task result verdict skip answer ");
+    cr_assert_str_eq(k, "request route plan task skip result verdict answer ");
     cr_assert_eq(e.f->count[R_TASK], 1);
-    cJSON *s = body_of(&e, 6);
+    cJSON *s = body_of(&e, 4);
     cr_assert_str_eq(str(s, "duplicate_of"), "T1");
     cJSON_Delete(s);
     cJSON_Delete(out);
@@ -698,5 +701,61 @@ Test(loop, cli_submit_and_plan_with_a_chat_server)
     ledger_close(e.l);
     struct fo_err err;
     cr_assert_eq(ledger_open(e.dir, 0, NULL, &e.l, &err), FO_OK, "%s", err.msg);
+    env_close(&e);
+}
+
+/* ---- the tasks of a wave run at once ------------------------------------ */
+
+static const char *three_sleepers(struct fake *f, const char *role, int n,
+                                  const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":["
+               "{\"id\":\"A\",\"agent\":\"sleeper\",\"instruction\":\"a\"},"
+               "{\"id\":\"B\",\"agent\":\"sleeper\",\"instruction\":\"b\"},"
+               "{\"id\":\"C\",\"agent\":\"sleeper\",\"instruction\":\"c\"}]}";
+    if (!strcmp(role, "classifier"))
+        return "{\"lane\": \"sleeper\"}";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    return "all three slept";
+}
+
+Test(loop, the_tasks_of_a_wave_run_at_once)
+{
+    struct env e;
+    env_open(&e, three_sleepers);
+    static const char r[] =
+        "{\"lanes\":[{\"name\":\"sleeper\",\"category\":\"c\",\"domain\":"
+        "\"sleeps\",\"keywords\":[\"sleep\"],\"model_tier\":\"cheap\","
+        "\"executor\":\"cli\"}]}";
+    struct orch_config cfg = {.roster_json = r,
+                              .roster_json_len = strlen(r),
+                              .cmd = "sh -c 'sleep 0.4; echo done' x",
+                              .models = &e.mc,
+                              .max_parallel = 4};
+    struct orch *o = NULL;
+    struct fo_err err;
+    cr_assert_eq(orch_create(&cfg, &o, &err), FO_OK, "%s", err.msg);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    cJSON *out = NULL;
+    cr_assert_eq(orch_submit(o, &e.w, "sleep three times", NULL, &out, &err),
+                 FO_OK, "%s", err.msg);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double secs =
+        (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    /* one after another they take 1.2 s */
+    cr_assert_lt(secs, 1.0, "three 0.4 s tasks of one wave took %.2f s", secs);
+    char k[512];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task task task result result "
+                        "result verdict verdict verdict answer ");
+    cJSON *r0 = body_of(&e, 6);
+    cr_assert(strstr(str(r0, "output"), "done"), "%s", str(r0, "output"));
+    cJSON_Delete(r0);
+    cJSON_Delete(out);
+    orch_free(o);
     env_close(&e);
 }
