@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include "daemon/orch.h"
+#include "daemon/orch_model.h"
 #include "ledger/fo_json.h"
 #include "ledger/ledger.h"
 #include "surfaces/surf.h"
@@ -226,6 +227,35 @@ Test(runs, a_spent_budget_reads_as_budget)
     entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k,
                      "request route plan task result verdict budget answer ");
+    cJSON_Delete(g);
+    cJSON_Delete(s);
+    env_close(&e);
+}
+
+Test(runs, a_run_whose_model_is_unreachable_reads_as_failed)
+{
+    struct env e;
+    e.dir = tu_tmpdir();
+    struct fo_err err;
+    cr_assert_eq(ledger_open(e.dir, LEDGER_OPEN_CREATE, NULL, &e.l, &err),
+                 FO_OK, "%s", err.msg);
+    /* a chat provider on a port nobody listens on: refused at once */
+    struct orch_model_provider p = {.api = ORCH_EXEC_CHAT,
+                                    .url = "http://127.0.0.1:1/v1",
+                                    .model = "m",
+                                    .tier = ORCH_TIER_ANY};
+    struct orch_model_config mc = {
+        .providers = &p, .n_providers = 1, .attempts = 1, .backoff_ms = 1};
+    struct orch_config oc = {.models = &mc};
+    cr_assert_eq(orch_create(&oc, &e.o, &err), FO_OK, "%s", err.msg);
+    e.ctx = (struct surf_ctx){.ledger = e.l, .orch = e.o};
+    cJSON *s = call(&e, "run_start", "{\"request\":\"echo it\"}", FO_OK);
+    cJSON *g = wait_run(&e, num(s, "run"), 20000);
+    cr_assert_str_eq(str(g, "state"), "failed");
+    const cJSON *er = cJSON_GetObjectItemCaseSensitive(g, "error");
+    cr_assert_str_eq(str(er, "code"), fo_code_name(FO_E_UNAVAILABLE), "%s",
+                     str(er, "error"));
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(g, "answer")));
     cJSON_Delete(g);
     cJSON_Delete(s);
     env_close(&e);
