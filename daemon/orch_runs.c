@@ -223,8 +223,8 @@ out:
 
 /* ---- run_get ------------------------------------------------------------ */
 
-#define SCAN_END 1000 /* a private return of the scan callback: the run ended  \
-                       */
+/* A private return of the scan callback: the run ended. */
+#define SCAN_END 1000
 
 struct scan {
     int64_t run;
