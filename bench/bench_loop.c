@@ -150,7 +150,7 @@ static int one(const char *dir, const struct orch *o, int group, int threads,
 int main(int argc, char **argv)
 {
     char tmpl[] = "/tmp/forum-bench-loop-XXXXXX";
-    const char *dir = argc > 1 ? argv[1] : mkdtemp(tmpl);
+    const char *dir = argc > 1 && *argv[1] ? argv[1] : mkdtemp(tmpl);
     int threads = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 100;
     int runs = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 20;
     if (!dir || threads < 1 || threads > THREADS_MAX || runs < 1) {
