@@ -67,6 +67,7 @@ void orch_free(struct orch *o)
 {
     if (!o)
         return;
+    orch_runs_free(o); /* waits for background runs: they use the rest */
     orch_roster_free(o->roster);
     free_strings(o->allowed);
     free(o->argv); /* one block */
@@ -199,6 +200,9 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
         goto out;
     }
+    rc = orch_runs_init(o, err);
+    if (rc)
+        goto out;
     if (c->roster_path)
         rc = orch_roster_load(c->roster_path, &o->roster, err);
     else if (c->roster_json)

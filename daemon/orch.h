@@ -4,10 +4,11 @@
  * the witnessed dispatch of a plan. It writes to the ledger only through a
  * struct orch_witness the caller gives; it never includes a surfaces header.
  *
- * A struct orch is immutable once created: several threads may route and
- * run plans with one orch at the same time (each run owns its children and
- * its buffers). The ledger handle in a witness belongs to the calling
- * thread, and dispatch writes every entry on that thread. */
+ * A struct orch is immutable once created, but for the registry of its
+ * background runs (orch_run_start), which has its own lock: several threads
+ * may route and run plans with one orch at the same time (each run owns its
+ * children and its buffers). The ledger handle in a witness belongs to the
+ * calling thread, and dispatch writes every entry on that thread. */
 #ifndef ORCH_H
 #define ORCH_H
 
@@ -83,7 +84,8 @@ struct orch_config {
 int orch_create(const struct orch_config *cfg, struct orch **out,
                 struct fo_err *err);
 
-/* Frees the orchestrator (NULL-safe). No run may be using it. */
+/* Frees the orchestrator (NULL-safe). First waits for every background
+ * run (orch_run_start) to end; no other run may be using it. */
 void orch_free(struct orch *o);
 
 /* ---- roster ------------------------------------------------------------ */
@@ -354,6 +356,11 @@ int orch_run_plan(const struct orch *o, const struct orch_witness *w,
 #define ORCH_COVERAGE_MIN 0.5 /* answers covering less are flagged */
 #define ORCH_REQUEST_MAX (64u * 1024u)
 
+/* The answer of a run stopped by orch_runs_stop (daemon shutdown). */
+#define ORCH_STOPPED_ANSWER                                                    \
+    "forum: the run stopped because the daemon shut down before an answer "    \
+    "was synthesized; the steps it took are in the ledger."
+
 /* The answer of a run whose budget was spent: fixed, so clients can tell. */
 #define ORCH_BUDGET_ANSWER                                                     \
     "forum: the run stopped because its budget was spent before an answer "    \
@@ -406,6 +413,14 @@ int orch_submit(const struct orch *o, const struct orch_witness *w,
                 const char *request, const struct orch_submit_opts *opts,
                 cJSON **out, struct fo_err *err);
 
+/* orch_submit for a request already on record: request_seq is its
+ * `request` entry (written by the caller, e.g. orch_run_start), and the run
+ * goes on from the route frame, every step a descendant of it. */
+int orch_submit_from(const struct orch *o, const struct orch_witness *w,
+                     int64_t request_seq, const char *request,
+                     const struct orch_submit_opts *opts, cJSON **out,
+                     struct fo_err *err);
+
 /* The coordinator's plan for a request, not run: witnesses `request`
  * ({"via": "plan"}), `route` and `plan` (with its rejected attempts) as
  * orch_submit does, so the model call is on record. *out is {"plan":
@@ -413,5 +428,53 @@ int orch_submit(const struct orch *o, const struct orch_witness *w,
  * "plan_seq"}. Errors as orch_submit. */
 int orch_plan_request(const struct orch *o, const struct orch_witness *w,
                       const char *request, cJSON **out, struct fo_err *err);
+
+/* ---- background runs (orch_runs.c) ------------------------------------ */
+
+#define ORCH_RUNS_MAX 8           /* background runs at once */
+#define ORCH_RUN_ENTRIES_MAX 1000 /* entries orch_run_get shows (last) */
+#define ORCH_RUN_SCAN_MAX 1000000 /* entries orch_run_get reads */
+
+/* Starts a run that goes on without the caller: checks request and opts as
+ * orch_submit does, opens its own handle on the ledger of w->ledger (a
+ * ledger handle is single-threaded), witnesses the `request` entry (actor
+ * "client", {"request", "via": "run_start"}) through w on the calling
+ * thread, and runs the rest of orch_submit on a new thread that writes
+ * through w->append / w->hook when set (they must be thread-safe and
+ * outlive the run: see orch_runs_stop) or its own handle. *run is the
+ * request's seq: the run id orch_run_get takes. Errors: FO_E_INVALID (bad
+ * request or opts; nothing written), FO_E_BUSY (ORCH_RUNS_MAX runs in
+ * progress), FO_E_DRAINING (orch_runs_stop was called), ledger errors,
+ * FO_E_INTERNAL (no thread: the run then ends with an `error` entry).
+ * Blocks only for the request entry's commit. */
+int orch_run_start(struct orch *o, const struct orch_witness *w,
+                   const char *request, const struct orch_submit_opts *opts,
+                   int64_t *run, struct fo_err *err);
+
+/* Background runs not yet finished. */
+size_t orch_runs_active(struct orch *o);
+
+/* Stops background runs cleanly and waits for them: new runs are refused
+ * (FO_E_DRAINING), and each run in progress stops before its next model
+ * call or task, as if its budget were spent: a `budget` entry with reason
+ * "shutdown" and an `answer` of ORCH_STOPPED_ANSWER (a task or model call
+ * in flight finishes first, within its timeout). Synchronous orch_submit
+ * calls of this orch stop the same way. Idempotent; blocks until every
+ * run thread is joined. orch_free, by contrast, lets runs finish. */
+void orch_runs_stop(struct orch *o);
+
+/* The state of run (a `request` entry's seq), from the ledger alone (so it
+ * answers in any process and after a restart): {"run", "state", "request",
+ * "via", "entries" (the run's entries, flat, in seq order: the request and
+ * every entry whose parent chain reaches it, the last
+ * ORCH_RUN_ENTRIES_MAX of them), "count" (all of them), "truncated",
+ * "answer", "answer_seq", "error"}. state is "running" (no end on record
+ * yet; also a run whose process died), "done" (an `answer`), "budget" (the
+ * budget stopped it), "stopped" (a shutdown stopped it) or "failed" (an
+ * `error` entry; error is then {"error", "code"}). Reads at most
+ * ORCH_RUN_SCAN_MAX entries after the request. Errors: FO_E_NOT_FOUND (no
+ * such entry, or not a `request`), ledger errors. */
+int orch_run_get(struct ledger *l, int64_t run, cJSON **out,
+                 struct fo_err *err);
 
 #endif

@@ -3,8 +3,22 @@
 #ifndef ORCH_INT_H
 #define ORCH_INT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "daemon/orch.h"
 #include "ledger/fo_buf.h"
+
+struct orch_run_thread; /* orch_runs.c */
+
+/* The background runs of an orchestrator (orch_run_start): the one part of
+ * struct orch that changes after orch_create, behind its own mutex. */
+struct orch_runs {
+    pthread_mutex_t mu;
+    atomic_int stopping;          /* orch_runs_stop: runs end at next step */
+    size_t active;                /* threads not yet finished (under mu) */
+    struct orch_run_thread *list; /* threads not yet joined (under mu) */
+};
 
 struct orch {
     struct orch_roster *roster;
@@ -23,7 +37,21 @@ struct orch {
     char model_names[2][3][ORCH_MODEL_MAX + 1];
     int default_api; /* ORCH_EXEC_CHAT/_ANTHROPIC for "default" lanes, or 0 */
     unsigned char model_has[2][3]; /* a provider serves that api and tier */
+    struct orch_runs *runs;        /* never NULL once created */
 };
+
+/* orch_runs.c: allocates o->runs (FO_E_NOMEM) and, on free, waits for
+ * every background run to end, then frees it. */
+int orch_runs_init(struct orch *o, struct fo_err *err);
+void orch_runs_free(struct orch *o);
+
+/* 1 once orch_runs_stop was called: a run in progress stops at its next
+ * step as if its budget were spent (reason "shutdown"). */
+int orch_runs_stopping(const struct orch *o);
+
+/* Checks a request and its options as orch_submit does, writing nothing. */
+int orch_submit_check(const char *request, const struct orch_submit_opts *opts,
+                      struct fo_err *err);
 
 /* The executor a lane runs on: the stub for "stub" lanes; the model
  * executor of the lane's api (or, for "default" lanes without a cmd, the

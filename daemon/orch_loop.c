@@ -134,7 +134,9 @@ static int wit(struct loop *l, const char *actor, const char *kind,
  * or the time is up; else FO_OK. */
 static int budget_check(struct loop *l, const char *before, struct fo_err *err)
 {
-    if (l->calls >= l->max_calls)
+    if (orch_runs_stopping(l->o))
+        l->budget_reason = "shutdown";
+    else if (l->calls >= l->max_calls)
         l->budget_reason = "max_model_calls";
     else if (l->max_seconds && elapsed_ms(l) >= (int64_t)l->max_seconds * 1000)
         l->budget_reason = "max_seconds";
@@ -1224,6 +1226,14 @@ static int answer_entry(struct loop *l, const char *answer, const char *model,
     return rc;
 }
 
+/* The fixed answer of a run the budget or a shutdown stopped. */
+static const char *stop_answer(const struct loop *l)
+{
+    return l->budget_reason && !strcmp(l->budget_reason, "shutdown")
+               ? ORCH_STOPPED_ANSWER
+               : ORCH_BUDGET_ANSWER;
+}
+
 static int budget_entry(struct loop *l, struct fo_err *err)
 {
     cJSON *e = cJSON_CreateObject();
@@ -1253,18 +1263,9 @@ static void error_entry(struct loop *l, const struct fo_err *e)
     cJSON_Delete(o);
 }
 
-static int loop_init(struct loop *l, const struct orch *o,
-                     const struct orch_witness *w, const char *request,
-                     const struct orch_submit_opts *opts, struct fo_err *err)
+int orch_submit_check(const char *request, const struct orch_submit_opts *opts,
+                      struct fo_err *err)
 {
-    *l = (struct loop){.o = o,
-                       .w = w,
-                       .request = request,
-                       .request_seq = -1,
-                       .route_seq = -1,
-                       .plan_seq = -1,
-                       .last_seq = -1};
-    clock_gettime(CLOCK_MONOTONIC, &l->t0);
     if (!request || !*request || strlen(request) > ORCH_REQUEST_MAX)
         return fo_err_set(err, FO_E_INVALID, "request: must be 1-%u bytes",
                           ORCH_REQUEST_MAX);
@@ -1278,8 +1279,27 @@ static int loop_init(struct loop *l, const struct orch *o,
     if (secs < 0 || secs > ORCH_SUBMIT_SECONDS_MAX)
         return fo_err_set(err, FO_E_INVALID, "max_seconds: must be 1..%d",
                           ORCH_SUBMIT_SECONDS_MAX);
+    return FO_OK;
+}
+
+static int loop_init(struct loop *l, const struct orch *o,
+                     const struct orch_witness *w, const char *request,
+                     const struct orch_submit_opts *opts, struct fo_err *err)
+{
+    *l = (struct loop){.o = o,
+                       .w = w,
+                       .request = request,
+                       .request_seq = -1,
+                       .route_seq = -1,
+                       .plan_seq = -1,
+                       .last_seq = -1};
+    clock_gettime(CLOCK_MONOTONIC, &l->t0);
+    int rc = orch_submit_check(request, opts, err);
+    if (rc)
+        return rc;
+    int calls = opts ? opts->max_model_calls : 0;
     l->max_calls = calls ? calls : ORCH_SUBMIT_CALLS_DEFAULT;
-    l->max_seconds = secs;
+    l->max_seconds = opts ? opts->max_seconds : 0;
     return FO_OK;
 }
 
@@ -1337,9 +1357,12 @@ static cJSON *tasks_json(const struct loop *l, int *all_pass)
     return a;
 }
 
-int orch_submit(const struct orch *o, const struct orch_witness *w,
-                const char *request, const struct orch_submit_opts *opts,
-                cJSON **out, struct fo_err *err)
+/* The run from its request on: request_seq < 0 writes the request entry
+ * first (orch_submit), else that entry is already on record. */
+static int submit_run(const struct orch *o, const struct orch_witness *w,
+                      int64_t request_seq, const char *request,
+                      const struct orch_submit_opts *opts, cJSON **out,
+                      struct fo_err *err)
 {
     struct loop l;
     char *answer = NULL;
@@ -1350,7 +1373,12 @@ int orch_submit(const struct orch *o, const struct orch_witness *w,
     int rc = loop_init(&l, o, w, request, opts, err);
     if (rc)
         return rc;
-    rc = request_entry(&l, "submit", err);
+    if (request_seq < 0) {
+        rc = request_entry(&l, "submit", err);
+    } else {
+        l.request_seq = request_seq;
+        l.last_seq = request_seq;
+    }
     if (!rc)
         rc = route_frame(&l, err);
     if (!rc)
@@ -1373,8 +1401,8 @@ int orch_submit(const struct orch *o, const struct orch_witness *w,
         budget = 1;
         rc = budget_entry(&l, err);
         if (!rc)
-            rc = answer_entry(&l, ORCH_BUDGET_ANSWER, NULL, NULL, 1,
-                              &answer_seq, err);
+            rc = answer_entry(&l, stop_answer(&l), NULL, NULL, 1, &answer_seq,
+                              err);
     } else if (!rc) {
         cov = coverage(request, answer);
         rc = cov ? answer_entry(&l, answer, model, cov, 0, &answer_seq, err)
@@ -1388,8 +1416,8 @@ int orch_submit(const struct orch *o, const struct orch_witness *w,
         cJSON *tasks = tasks_json(&l, &all_pass);
         res = cJSON_CreateObject();
         int ok = res && tasks &&
-                 cJSON_AddStringToObject(
-                     res, "answer", budget ? ORCH_BUDGET_ANSWER : answer) &&
+                 cJSON_AddStringToObject(res, "answer",
+                                         budget ? stop_answer(&l) : answer) &&
                  cJSON_AddStringToObject(res, "checkpoint", hex) &&
                  fo_json_add_int(res, "request_seq", l.request_seq) &&
                  fo_json_add_int(res, "answer_seq", answer_seq) &&
@@ -1425,6 +1453,23 @@ int orch_submit(const struct orch *o, const struct orch_witness *w,
     return rc;
 }
 
+int orch_submit(const struct orch *o, const struct orch_witness *w,
+                const char *request, const struct orch_submit_opts *opts,
+                cJSON **out, struct fo_err *err)
+{
+    return submit_run(o, w, -1, request, opts, out, err);
+}
+
+int orch_submit_from(const struct orch *o, const struct orch_witness *w,
+                     int64_t request_seq, const char *request,
+                     const struct orch_submit_opts *opts, cJSON **out,
+                     struct fo_err *err)
+{
+    if (request_seq < 0)
+        return fo_err_set(err, FO_E_INVALID, "request_seq: must be >= 0");
+    return submit_run(o, w, request_seq, request, opts, out, err);
+}
+
 int orch_plan_request(const struct orch *o, const struct orch_witness *w,
                       const char *request, cJSON **out, struct fo_err *err)
 {
@@ -1437,7 +1482,9 @@ int orch_plan_request(const struct orch *o, const struct orch_witness *w,
         rc = route_frame(&l, err);
     if (!rc)
         rc = make_plan(&l, err);
-    if (rc == FO_E_BUDGET) /* cannot happen: the default ceiling is > 3 */
+    if (rc == FO_E_BUDGET && orch_runs_stopping(o))
+        rc = fo_err_set(err, FO_E_DRAINING, "plan: the daemon is stopping");
+    else if (rc == FO_E_BUDGET) /* cannot be: the default ceiling is > 3 */
         rc = fo_err_set(err, FO_E_INTERNAL, "plan: budget spent");
     cJSON *res = NULL;
     if (!rc) {

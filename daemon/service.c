@@ -461,8 +461,13 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         rc = fo_err_set(err, FO_E_INTERNAL, "the event loop failed");
     else
         rc = FO_OK;
-    /* Drained: every request answered. Commit what is queued, sign the
-     * last checkpoint, then let go of the files. */
+    /* Drained: every request answered. Background runs (POST /runs) stop
+     * at their next step, witnessed as stopped by the shutdown; then commit
+     * what is queued, sign the last checkpoint, let go of the files. */
+    size_t runs = orch_runs_active(d->orch);
+    if (runs)
+        dlog(d, "stopping %zu background run%s", runs, runs == 1 ? "" : "s");
+    orch_runs_stop(d->orch);
     daemon_commit_stop(d->commit);
     dlog(d, "stopped");
 out:
@@ -472,6 +477,7 @@ out:
             dlog(d, "cannot serve: %s", err->msg);
     }
     surf_http_free(d->http);
+    orch_runs_stop(d->orch); /* they write through the committer */
     daemon_commit_free(d->commit);
     for (int i = 0; i < 3; i++)
         if (sigs[i])

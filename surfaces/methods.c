@@ -436,6 +436,25 @@ static const struct surf_method table[] = {
      "\"maximum\":86400}},"
      "\"required\":[\"request\"]}",
      SURF_WRITE, 80 * KIB, "POST", "/submit", surf_h_submit},
+    {"run_start",
+     "Start a run of a request (as submit) and answer at once with its id, "
+     "the request entry's seq: {run, state}. At most 8 at once (503 busy).",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"request\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":65536},"
+     "\"max_model_calls\":{\"type\":\"integer\",\"minimum\":1,"
+     "\"maximum\":1000},"
+     "\"max_seconds\":{\"type\":\"integer\",\"minimum\":1,"
+     "\"maximum\":86400}},"
+     "\"required\":[\"request\"]}",
+     SURF_WRITE, 80 * KIB, "POST", "/runs", surf_h_run_start},
+    {"run_get",
+     "A run's state from the ledger: running, done, budget, stopped or "
+     "failed; its entries so far; the answer when done.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
+     "\"required\":[\"run\"]}",
+     SURF_READ, 4 * KIB, "GET", "/runs/{run}", surf_h_run_get},
 };
 
 const struct surf_method *surf_methods(size_t *n)

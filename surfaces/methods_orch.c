@@ -1,12 +1,12 @@
-/* methods_orch: the orchestrator's handlers: route, plan, plan_run and
- * submit. They use
- * ctx->orch when the host built one, else a default orchestrator (default
- * roster, stub executor) made for the call. */
+/* methods_orch: the orchestrator's handlers: route, plan, plan_run, submit,
+ * run_start and run_get. They use ctx->orch when the host built one, else a
+ * default orchestrator (default roster, stub executor) made for the call. */
 #include "surfaces/surf.h"
 
 #include <string.h>
 
 #include "daemon/orch.h"
+#include "ledger/fo_json.h"
 #include "surfaces/surf_int.h"
 
 /* ctx->orch, or a default one in *own (the caller frees it). */
@@ -102,4 +102,42 @@ int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     }
     orch_free(own);
     return rc;
+}
+
+int surf_h_run_start(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                     struct fo_err *err)
+{
+    struct orch *own = NULL;
+    struct orch *o = ctx->orch;
+    struct orch_submit_opts opts = {
+        .max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
+        .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
+    };
+    int64_t run = -1;
+    int rc = o ? FO_OK : orch_create(NULL, &own, err);
+    if (!o)
+        o = own;
+    if (!rc) {
+        struct orch_witness w = ctx_witness(ctx);
+        rc =
+            orch_run_start(o, &w, surf_in_str(in, "request"), &opts, &run, err);
+    }
+    /* an orchestrator made for this call waits for its run as it goes */
+    orch_free(own);
+    if (rc)
+        return rc;
+    *out = cJSON_CreateObject();
+    if (!*out || !fo_json_add_int(*out, "run", run) ||
+        !cJSON_AddStringToObject(*out, "state", "running")) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    return FO_OK;
+}
+
+int surf_h_run_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                   struct fo_err *err)
+{
+    return orch_run_get(ctx->ledger, surf_in_int(in, "run", 0), out, err);
 }

@@ -192,6 +192,10 @@ static const char *const method_args[][2] = {
     {"plan", "{\"request\":\"build the api database server endpoint\"}"},
     {"submit", "{\"request\":\"build the api database server endpoint\","
                "\"max_model_calls\":8}"},
+    {"run_start", "{\"request\":\"build the api database server endpoint\","
+                  "\"max_model_calls\":8}"},
+    /* entry 0 of the test ledger is a `request` (with no run under it) */
+    {"run_get", "{\"run\":0}"},
 };
 
 const char *tu_method_args(const struct surf_method *m)

@@ -1,0 +1,484 @@
+/* test_runs: background runs. run_start answers at once with the request
+ * entry's seq; run_get reads the run's state, entries and answer back from
+ * the ledger alone. In process with the stub, with slow subprocess tasks
+ * (the bound on runs at once, a clean stop), and against the real daemon:
+ * POST /runs is quick, /health stays quick, GET /runs/{id} shows progress,
+ * SIGTERM with a run in flight exits 0 and the run is witnessed stopped. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "daemon/orch.h"
+#include "daemon/orch_model.h"
+#include "ledger/fo_json.h"
+#include "ledger/ledger.h"
+#include "surfaces/surf.h"
+#include "tests/testutil.h"
+#include "tests/tu_daemon.h"
+
+#define SLOW_CMD "sh -c 'sleep 2; echo done' x"
+#define SLOWER_CMD "sh -c 'sleep 4; echo done' x" /* room for slow starts */
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+struct env {
+    char *dir;
+    struct ledger *l;
+    struct orch *o;
+    struct surf_ctx ctx;
+};
+
+static void env_open(struct env *e, const char *cmd)
+{
+    struct fo_err err;
+    e->dir = tu_tmpdir();
+    cr_assert_eq(ledger_open(e->dir, LEDGER_OPEN_CREATE, NULL, &e->l, &err),
+                 FO_OK, "%s", err.msg);
+    struct orch_config oc = {.cmd = cmd};
+    cr_assert_eq(orch_create(&oc, &e->o, &err), FO_OK, "%s", err.msg);
+    e->ctx = (struct surf_ctx){.ledger = e->l, .orch = e->o};
+}
+
+static void env_close(struct env *e)
+{
+    orch_free(e->o);
+    ledger_close(e->l);
+    tu_rmrf(e->dir);
+}
+
+static cJSON *call(struct env *e, const char *method, const char *json,
+                   int want)
+{
+    struct fo_err err;
+    fo_err_clear(&err);
+    cJSON *in = cJSON_Parse(json);
+    cr_assert_not_null(in);
+    cJSON *out = NULL;
+    int rc = surf_call(&e->ctx, surf_find(method), in, &out, &err);
+    cJSON_Delete(in);
+    cr_assert_eq(rc, want, "%s %s: rc %d: %s", method, json, rc, err.msg);
+    return out;
+}
+
+static int64_t num(const cJSON *j, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+    cr_assert(cJSON_IsNumber(v), "no number %s", k);
+    return (int64_t)v->valuedouble;
+}
+
+static const char *str(const cJSON *j, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+    cr_assert(cJSON_IsString(v), "no string %s", k);
+    return v->valuestring;
+}
+
+static cJSON *get_run(struct env *e, int64_t run)
+{
+    char in[64];
+    snprintf(in, sizeof(in), "{\"run\":%lld}", (long long)run);
+    return call(e, "run_get", in, FO_OK);
+}
+
+/* Polls run_get until the run leaves "running" (at most ms). */
+static cJSON *wait_run(struct env *e, int64_t run, int ms)
+{
+    int64_t t0 = now_ms();
+    for (;;) {
+        cJSON *g = get_run(e, run);
+        if (strcmp(str(g, "state"), "running") != 0)
+            return g;
+        cJSON_Delete(g);
+        cr_assert_lt(now_ms() - t0, ms, "run %lld still running",
+                     (long long)run);
+        usleep(10000);
+    }
+}
+
+/* "request route plan ..." from a run_get result's entries. */
+static void entry_kinds(const cJSON *g, char *out, size_t size)
+{
+    const cJSON *v;
+    out[0] = '\0';
+    cJSON_ArrayForEach (v, cJSON_GetObjectItemCaseSensitive(g, "entries")) {
+        size_t n = strlen(out);
+        snprintf(out + n, size - n, "%s ", str(v, "kind"));
+    }
+}
+
+static void verify_deep(struct ledger *l)
+{
+    struct ledger_verify_result res;
+    struct fo_err err;
+    cr_assert_eq(ledger_verify(l, LEDGER_VERIFY_DEEP, NULL, NULL, &res, &err),
+                 FO_OK, "%s", err.msg);
+    cr_assert(res.ok);
+}
+
+Test(runs, start_answers_at_once_and_get_reads_the_run_back)
+{
+    struct env e;
+    env_open(&e, NULL);
+    const char *req = "{\"request\":\"echo this back\"}";
+    cJSON *s = call(&e, "run_start", req, FO_OK);
+    cr_assert_str_eq(str(s, "state"), "running");
+    int64_t run = num(s, "run");
+    cJSON_Delete(s);
+    struct ledger_entry en;
+    struct fo_err err;
+    cr_assert_eq(ledger_get(e.l, run, &en, NULL, &err), FO_OK);
+    cr_assert_str_eq(en.kind, "request");
+    cJSON *g = wait_run(&e, run, 10000);
+    cr_assert_str_eq(str(g, "state"), "done");
+    cr_assert_str_eq(str(g, "via"), "run_start");
+    cr_assert_str_eq(str(g, "request"), "echo this back");
+    char k[256];
+    entry_kinds(g, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict answer ");
+    cr_assert_eq(num(g, "count"), 7);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(g, "truncated")));
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(g, "error")));
+    /* every entry of the run descends from the request, in seq order */
+    const cJSON *v;
+    int64_t prev = -1;
+    cJSON_ArrayForEach (v, cJSON_GetObjectItemCaseSensitive(g, "entries")) {
+        cr_assert_gt(num(v, "seq"), prev);
+        prev = num(v, "seq");
+        if (prev != run)
+            cr_assert_geq(num(v, "parent"), run);
+    }
+    cr_assert_eq(num(g, "answer_seq"), prev);
+    /* the same answer as a blocking submit of the same request */
+    cJSON *sub = call(&e, "submit", req, FO_OK);
+    cr_assert_str_eq(str(g, "answer"), str(sub, "answer"));
+    /* and run_get reads a submit's run too */
+    cJSON *g2 = get_run(&e, num(sub, "request_seq"));
+    cr_assert_str_eq(str(g2, "state"), "done");
+    cr_assert_str_eq(str(g2, "via"), "submit");
+    cr_assert_str_eq(str(g2, "answer"), str(sub, "answer"));
+    char k2[256];
+    entry_kinds(g2, k2, sizeof(k2));
+    cr_assert_str_eq(k2, k);
+    cJSON_Delete(g2);
+    cJSON_Delete(sub);
+    cJSON_Delete(g);
+    verify_deep(e.l);
+    env_close(&e);
+}
+
+Test(runs, get_refuses_what_is_not_a_run)
+{
+    struct env e;
+    env_open(&e, NULL);
+    cJSON_Delete(call(&e, "run_get", "{\"run\":0}", FO_E_NOT_FOUND));
+    cJSON *s = call(&e, "run_start", "{\"request\":\"echo it\"}", FO_OK);
+    int64_t run = num(s, "run");
+    cJSON_Delete(s);
+    cJSON_Delete(wait_run(&e, run, 10000));
+    char in[64];
+    snprintf(in, sizeof(in), "{\"run\":%lld}", (long long)run + 1); /* route */
+    cJSON_Delete(call(&e, "run_get", in, FO_E_NOT_FOUND));
+    cJSON_Delete(call(&e, "run_get", "{\"run\":999999}", FO_E_NOT_FOUND));
+    cJSON_Delete(call(&e, "run_get", "{\"run\":-1}", FO_E_INVALID));
+    env_close(&e);
+}
+
+Test(runs, bad_input_writes_nothing)
+{
+    struct env e;
+    env_open(&e, NULL);
+    cJSON_Delete(call(&e, "run_start", "{\"request\":\"\"}", FO_E_INVALID));
+    cJSON_Delete(call(&e, "run_start",
+                      "{\"request\":\"x\",\"max_model_calls\":0}",
+                      FO_E_INVALID));
+    struct orch_witness w = {.ledger = e.l};
+    struct orch_submit_opts bad = {.max_seconds = -1};
+    struct fo_err err;
+    int64_t run = -1;
+    cr_assert_eq(orch_run_start(e.o, &w, "x", &bad, &run, &err), FO_E_INVALID);
+    cr_assert_eq(orch_run_start(e.o, &w, "", NULL, &run, &err), FO_E_INVALID);
+    cr_assert_eq(run, -1);
+    int64_t n = -1;
+    cr_assert_eq(ledger_count(e.l, &n, &err), FO_OK);
+    cr_assert_eq(n, 0);
+    env_close(&e);
+}
+
+Test(runs, a_spent_budget_reads_as_budget)
+{
+    struct env e;
+    env_open(&e, NULL);
+    cJSON *s = call(&e, "run_start",
+                    "{\"request\":\"echo it\",\"max_model_calls\":1}", FO_OK);
+    cJSON *g = wait_run(&e, num(s, "run"), 10000);
+    cr_assert_str_eq(str(g, "state"), "budget");
+    cr_assert_str_eq(str(g, "answer"), ORCH_BUDGET_ANSWER);
+    char k[256];
+    entry_kinds(g, k, sizeof(k));
+    cr_assert_str_eq(k,
+                     "request route plan task result verdict budget answer ");
+    cJSON_Delete(g);
+    cJSON_Delete(s);
+    env_close(&e);
+}
+
+Test(runs, a_run_whose_model_is_unreachable_reads_as_failed)
+{
+    struct env e;
+    e.dir = tu_tmpdir();
+    struct fo_err err;
+    cr_assert_eq(ledger_open(e.dir, LEDGER_OPEN_CREATE, NULL, &e.l, &err),
+                 FO_OK, "%s", err.msg);
+    /* a chat provider on a port nobody listens on: refused at once */
+    struct orch_model_provider p = {.api = ORCH_EXEC_CHAT,
+                                    .url = "http://127.0.0.1:1/v1",
+                                    .model = "m",
+                                    .tier = ORCH_TIER_ANY};
+    struct orch_model_config mc = {
+        .providers = &p, .n_providers = 1, .attempts = 1, .backoff_ms = 1};
+    struct orch_config oc = {.models = &mc};
+    cr_assert_eq(orch_create(&oc, &e.o, &err), FO_OK, "%s", err.msg);
+    e.ctx = (struct surf_ctx){.ledger = e.l, .orch = e.o};
+    cJSON *s = call(&e, "run_start", "{\"request\":\"echo it\"}", FO_OK);
+    cJSON *g = wait_run(&e, num(s, "run"), 20000);
+    cr_assert_str_eq(str(g, "state"), "failed");
+    const cJSON *er = cJSON_GetObjectItemCaseSensitive(g, "error");
+    cr_assert_str_eq(str(er, "code"), fo_code_name(FO_E_UNAVAILABLE), "%s",
+                     str(er, "error"));
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(g, "answer")));
+    cJSON_Delete(g);
+    cJSON_Delete(s);
+    env_close(&e);
+}
+
+Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
+{
+    struct env e;
+    env_open(&e, SLOWER_CMD);
+    int64_t runs[ORCH_RUNS_MAX];
+    int64_t t0 = now_ms();
+    for (int i = 0; i < ORCH_RUNS_MAX; i++) {
+        cJSON *s =
+            call(&e, "run_start",
+                 "{\"request\":\"build the api database server\"}", FO_OK);
+        runs[i] = num(s, "run");
+        cJSON_Delete(s);
+    }
+    cr_assert_lt(now_ms() - t0, 1500, "run_start waited for its runs");
+    cr_assert_eq(orch_runs_active(e.o), ORCH_RUNS_MAX);
+    cJSON_Delete(
+        call(&e, "run_start", "{\"request\":\"one too many\"}", FO_E_BUSY));
+    /* progress: every run gets to its task (request route plan task), and
+     * the task takes its 4 s */
+    cJSON *g = NULL;
+    for (int i = 0; i < ORCH_RUNS_MAX; i++) {
+        for (;;) {
+            g = get_run(&e, runs[i]);
+            cr_assert_str_eq(str(g, "state"), "running");
+            int64_t c = num(g, "count");
+            cJSON_Delete(g);
+            if (c == 4)
+                break;
+            cr_assert_lt(now_ms() - t0, 3500, "run %d has no task yet", i);
+            usleep(5000);
+        }
+    }
+    orch_runs_stop(e.o);
+    cr_assert_eq(orch_runs_active(e.o), 0);
+    cJSON_Delete(call(&e, "run_start", "{\"request\":\"after the stop\"}",
+                      FO_E_DRAINING));
+    for (int i = 0; i < ORCH_RUNS_MAX; i++) {
+        g = get_run(&e, runs[i]);
+        cr_assert_str_eq(str(g, "state"), "stopped", "run %d", i);
+        cr_assert_str_eq(str(g, "answer"), ORCH_STOPPED_ANSWER);
+        char k[256];
+        entry_kinds(g, k, sizeof(k));
+        /* the task in flight finished and was judged (no model call);
+         * the run stopped before the synthesizer */
+        cr_assert_str_eq(
+            k, "request route plan task result verdict budget answer ",
+            "run %d", i);
+        cJSON_Delete(g);
+    }
+    verify_deep(e.l);
+    env_close(&e);
+}
+
+Test(runs, freeing_the_orchestrator_lets_runs_finish, .timeout = 60)
+{
+    struct env e;
+    env_open(&e, SLOW_CMD);
+    cJSON *s = call(&e, "run_start",
+                    "{\"request\":\"build the api database server\"}", FO_OK);
+    int64_t run = num(s, "run");
+    cJSON_Delete(s);
+    int64_t t0 = now_ms();
+    orch_free(e.o);
+    e.o = NULL;
+    e.ctx.orch = NULL;
+    cr_assert_geq(now_ms() - t0, 1000, "orch_free did not wait for the run");
+    cJSON *g = get_run(&e, run);
+    cr_assert_str_eq(str(g, "state"), "done");
+    cr_assert(strstr(str(g, "answer"), "done"), "%s", str(g, "answer"));
+    cJSON_Delete(g);
+    env_close(&e);
+}
+
+/* ---- against the real daemon --------------------------------------------- */
+
+static cJSON *parse(const char *text)
+{
+    cJSON *o = NULL;
+    struct fo_err err;
+    cr_assert_not_null(text);
+    cr_assert_eq(fo_json_parse(text, strlen(text), &o, &err), FO_OK,
+                 "not JSON (%s): %s", err.msg, text);
+    return o;
+}
+
+static cJSON *http_json(const struct tu_daemon *d, const char *method,
+                        const char *path, const char *json, int want)
+{
+    char *body = NULL;
+    int st = tu_http(d, method, path, json, 1, &body);
+    cr_assert_eq(st, want, "%s %s: %d %s", method, path, st, body);
+    cJSON *o = parse(body);
+    free(body);
+    return o;
+}
+
+/* run_get over MCP (`forum mcp`, another process on the same ledger). */
+static cJSON *mcp_run_get(const char *dir, int64_t run)
+{
+    char in[1024];
+    snprintf(in, sizeof(in),
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+             "\"params\":{\"name\":\"run_get\",\"arguments\":{\"run\":%lld}}}"
+             "\n",
+             (long long)run);
+    struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", (char *)NULL);
+    cr_assert_eq(r.status, 0, "forum mcp: %s", r.err);
+    cJSON *reply = parse(r.out);
+    cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(res, "isError")),
+              "%s", r.out);
+    cJSON *sc =
+        cJSON_DetachItemFromObjectCaseSensitive(res, "structuredContent");
+    cJSON_Delete(reply);
+    tu_run_free(&r);
+    return sc;
+}
+
+Test(runs, daemon_stays_responsive_and_get_shows_progress, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--cmd", SLOW_CMD, NULL);
+    int64_t t0 = now_ms();
+    cJSON *s =
+        http_json(&d, "POST", "/runs",
+                  "{\"request\":\"build the api database server\"}", 200);
+    cr_assert_lt(now_ms() - t0, 1000, "POST /runs took too long");
+    cr_assert_str_eq(str(s, "state"), "running");
+    int64_t run = num(s, "run");
+    cJSON_Delete(s);
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld", (long long)run);
+    int64_t first = -1, last = -1, worst = 0;
+    int polls = 0;
+    cJSON *g = NULL;
+    for (;;) {
+        int64_t a = now_ms();
+        cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, NULL), 200);
+        int64_t took = now_ms() - a;
+        if (took > worst)
+            worst = took;
+        g = http_json(&d, "GET", path, NULL, 200);
+        polls++;
+        int64_t c = num(g, "count");
+        if (first < 0)
+            first = c;
+        cr_assert_geq(c, last, "entries went back");
+        last = c;
+        if (strcmp(str(g, "state"), "running") != 0)
+            break;
+        cJSON_Delete(g);
+        cr_assert_lt(now_ms() - t0, 20000, "the run did not end");
+        usleep(100000);
+    }
+    cr_assert_str_eq(str(g, "state"), "done", "%s", cJSON_Print(g));
+    cr_assert(strstr(str(g, "answer"), "done"), "%s", str(g, "answer"));
+    cr_assert_geq(now_ms() - t0, 2000, "the task did not take its 2 s");
+    cr_assert_gt(polls, 5);
+    cr_assert_lt(first, last, "GET /runs showed no progress");
+    cr_assert_lt(worst, 200, "/health took %lld ms during the run",
+                 (long long)worst);
+    char k[256];
+    entry_kinds(g, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict answer ");
+    /* the same object over MCP, from another process */
+    cJSON *m = mcp_run_get(dir, run);
+    cr_assert(cJSON_Compare(g, m, 1), "MCP differs");
+    cJSON_Delete(m);
+    cJSON_Delete(g);
+    /* an unknown run is a 404 */
+    cJSON_Delete(http_json(&d, "GET", "/runs/999999", NULL, 404));
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    tu_rmrf(dir);
+}
+
+Test(runs, sigterm_with_a_run_in_flight_stops_it_and_exits_0, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--cmd", SLOW_CMD, NULL);
+    cJSON *s =
+        http_json(&d, "POST", "/runs",
+                  "{\"request\":\"build the api database server\"}", 200);
+    int64_t run = num(s, "run");
+    cJSON_Delete(s);
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld", (long long)run);
+    for (;;) { /* until its task is running: request route plan task */
+        cJSON *g = http_json(&d, "GET", path, NULL, 200);
+        int64_t c = num(g, "count");
+        cJSON_Delete(g);
+        if (c == 4)
+            break;
+        cr_assert_lt(c, 4, "the task ended before the test saw it");
+        usleep(20000);
+    }
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, 0, NULL, &l, &err), FO_OK, "%s", err.msg);
+    cJSON *g = NULL;
+    cr_assert_eq(orch_run_get(l, run, &g, &err), FO_OK, "%s", err.msg);
+    cr_assert_str_eq(str(g, "state"), "stopped");
+    char k[256];
+    entry_kinds(g, k, sizeof(k));
+    cr_assert_str_eq(k,
+                     "request route plan task result verdict budget answer ");
+    cJSON_Delete(g);
+    verify_deep(l);
+    ledger_close(l);
+    /* the run id outlives the daemon: a new one reads the same state */
+    tu_daemon_start(&d, dir, NULL);
+    g = http_json(&d, "GET", path, NULL, 200);
+    cr_assert_str_eq(str(g, "state"), "stopped");
+    cr_assert_str_eq(str(g, "answer"), ORCH_STOPPED_ANSWER);
+    cJSON_Delete(g);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    tu_rmrf(dir);
+}
