@@ -89,7 +89,17 @@ static int init_identity(struct ledger *l, const struct ledger_config *cfg,
                             origin);
             goto fail;
         }
+        unsigned tml = cfg && cfg->tree_min_level ? cfg->tree_min_level
+                                                  : LEDGER_TREE_MIN_LEVEL;
+        if (tml < 1 || tml > 8) {
+            rc = fo_err_set(err, FO_E_INVALID, "tree_min_level: 1 to 8");
+            goto fail;
+        }
+        char tmls[4];
+        snprintf(tmls, sizeof(tmls), "%u", tml);
         rc = ops->meta_set(l->store, "ledger_id", hex, err);
+        if (!rc)
+            rc = ops->meta_set(l->store, "tree_min_level", tmls, err);
         if (!rc)
             rc = ops->meta_set(l->store, "origin", origin, err);
         if (!rc)
@@ -139,6 +149,24 @@ int ledger_open(const char *dir, unsigned flags,
     if (rc)
         goto fail;
     rc = init_identity(l, cfg, err);
+    if (rc)
+        goto fail;
+    /* Which tree levels are stored: ledgers from before the key kept all. */
+    char *tml = NULL;
+    rc = l->ops->meta_get(l->store, "tree_min_level", &tml, err);
+    if (rc == FO_E_NOT_FOUND) {
+        l->tree_min_level = 1;
+        rc = FO_OK;
+    } else if (rc == FO_OK) {
+        char *end = NULL;
+        unsigned long v = strtoul(tml, &end, 10);
+        if (end == tml || *end || v < 1 || v > 8)
+            rc = fo_err_set(err, FO_E_CORRUPT,
+                            "%s: meta tree_min_level \"%.16s\" is not 1-8", dir,
+                            tml);
+        l->tree_min_level = (unsigned)v;
+        free(tml);
+    }
     if (rc)
         goto fail;
     *out = l;
@@ -429,6 +457,17 @@ int ledger_tree_node(void *ctx, unsigned level, uint64_t index, uint8_t out[32],
                      struct fo_err *err)
 {
     struct ledger *l = ctx;
+    if (level > 0 && level < l->tree_min_level) {
+        /* not stored: recompute from the two halves (at most 2^level
+         * entry reads) */
+        uint8_t left[32], right[32];
+        int rc = ledger_tree_node(ctx, level - 1, index * 2, left, err);
+        if (!rc)
+            rc = ledger_tree_node(ctx, level - 1, index * 2 + 1, right, err);
+        if (!rc)
+            merkle_node_hash(l->sha, left, right, out);
+        return rc;
+    }
     if (level > 0)
         return l->ops->get_node(l->store, ledger_node_pos(level, index), out,
                                 err);
@@ -482,6 +521,8 @@ static int emit_node(void *ctx, unsigned level, uint64_t index,
                      const uint8_t hash[32])
 {
     struct emit_ctx *e = ctx;
+    if (level < e->l->tree_min_level)
+        return FO_OK; /* recomputed from the entries when needed */
     return e->l->ops->put_node(e->l->store, ledger_node_pos(level, index), hash,
                                e->err);
 }

@@ -42,7 +42,14 @@ struct ledger_config {
     const char *origin;  /* at creation; NULL: "forum/<ledger id>" */
     size_t max_body;     /* canonical body bytes; 0: 1 MiB */
     int busy_timeout_ms; /* 0: 10 s */
+    /* At creation: the lowest tree level stored (1-8; 0:
+     * LEDGER_TREE_MIN_LEVEL). Lower levels are recomputed from at most
+     * 2^(level-1) entry hashes when a proof or an append needs them. Fixed for
+     * the ledger's life. */
+    unsigned tree_min_level;
 };
+
+#define LEDGER_TREE_MIN_LEVEL 4
 
 enum {
     LEDGER_OPEN_CREATE = 1,   /* create the dir and database if absent */

@@ -19,6 +19,10 @@ struct ledger {
     size_t max_body;
     int readonly;
     int skip_tree; /* ledger_bench_skip_tree: benchmarks only */
+    /* Tree nodes below this height are not stored but recomputed from the
+     * entries under them (meta "tree_min_level"; 1, every node stored, for
+     * ledgers made before it existed). */
+    unsigned tree_min_level;
 };
 
 /* The storage key of tree node (level >= 1, index): see ledger.c. */

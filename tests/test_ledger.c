@@ -13,6 +13,8 @@
 
 #include "ledger/fo_json.h"
 #include "ledger/ledger.h"
+#include "ledger/merkle.h"
+#include "ledger/proof.h"
 #include "tests/testutil.h"
 
 static struct ledger *open_new(const char *dir)
@@ -332,11 +334,12 @@ Test(ledger_tamper, changed_tree_node_is_named)
     struct ledger *l = open_new(dir);
     fill(l, 20);
     ledger_close(l);
-    /* the level-2 node over leaves 8..11 completes at leaf 11 */
-    sql(dir, "UPDATE tree SET hash = zeroblob(32) WHERE pos = (11 << 6) | 2");
+    /* the lowest stored level is LEDGER_TREE_MIN_LEVEL (4): the node over
+     * leaves 0..15 completes at leaf 15 */
+    sql(dir, "UPDATE tree SET hash = zeroblob(32) WHERE pos = (15 << 6) | 4");
     struct ledger_verify_result r = verify(dir, 0);
     cr_assert_not(r.ok);
-    cr_assert_eq(r.first_bad_seq, 11);
+    cr_assert_eq(r.first_bad_seq, 15);
     cr_assert_str_eq(r.reason, "tree_mismatch");
     tu_rmrf(dir);
 }
@@ -440,7 +443,8 @@ Test(ledger_tamper, clean_rewrite_is_caught_by_the_tree)
     struct ledger_verify_result r = verify(dir, 0);
     cr_assert_not(r.ok);
     cr_assert_str_eq(r.reason, "tree_mismatch");
-    cr_assert_eq(r.first_bad_seq, 9);
+    /* named at the first stored subtree over it: leaves 0..15 */
+    cr_assert_eq(r.first_bad_seq, 15);
     tu_rmrf(dir);
 }
 
@@ -655,7 +659,7 @@ Test(ledger_verify, the_bench_seam_without_a_tree_fails_verify)
         ledger_append(l, "a", "k", LEDGER_NO_PARENT, "1", 1, NULL, &err),
         FO_OK);
     ledger_bench_skip_tree(l, 1);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 20; i++) /* past a stored subtree of 16 */
         cr_assert_eq(
             ledger_append(l, "a", "k", LEDGER_NO_PARENT, "2", 1, NULL, &err),
             FO_OK, "%s", err.msg);
@@ -665,4 +669,65 @@ Test(ledger_verify, the_bench_seam_without_a_tree_fails_verify)
     cr_assert_str_eq(res.reason, "tree_mismatch");
     ledger_close(l);
     tu_rmrf(dir);
+}
+
+/* Ledgers made before tree_min_level existed store every level (the meta
+ * key is absent): they still append and verify, and a low node is still
+ * checked. */
+Test(ledger_tree, a_ledger_storing_every_level_still_works)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = NULL;
+    struct fo_err err;
+    struct ledger_config cfg = {.tree_min_level = 1};
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, &cfg, &l, &err), FO_OK);
+    fill(l, 20);
+    ledger_close(l);
+    sql(dir, "DELETE FROM meta WHERE key = 'tree_min_level'");
+    l = open_new(dir);
+    fill(l, 5);
+    ledger_close(l);
+    struct ledger_verify_result r = verify(dir, 0);
+    cr_assert(r.ok, "%s at %lld", r.reason, (long long)r.first_bad_seq);
+    sql(dir, "UPDATE tree SET hash = zeroblob(32) WHERE pos = (11 << 6) | 2");
+    r = verify(dir, 0);
+    cr_assert_not(r.ok);
+    cr_assert_eq(r.first_bad_seq, 11);
+    tu_rmrf(dir);
+}
+
+/* Proofs hold whatever level is stored: every inclusion proof of a ledger
+ * storing only level 8 and up verifies against its root. */
+Test(ledger_tree, proofs_hold_whatever_level_is_stored)
+{
+    for (unsigned lvl = 1; lvl <= 8; lvl += 7) {
+        char *dir = tu_tmpdir();
+        struct ledger *l = NULL;
+        struct fo_err err;
+        struct ledger_config c = {.tree_min_level = lvl};
+        cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, &c, &l, &err), FO_OK);
+        fill(l, 300);
+        struct ledger_verify_result r;
+        cr_assert_eq(ledger_verify(l, 0, NULL, NULL, &r, &err), FO_OK);
+        cr_assert(r.ok);
+        for (int64_t size = 1; size <= 300; size += 37) {
+            uint8_t root[32];
+            cr_assert_eq(ledger_root(l, size, root, &err), FO_OK, "%s",
+                         err.msg);
+            for (int64_t i = 0; i < size; i += 5) {
+                struct ledger_inclusion p;
+                cr_assert_eq(ledger_prove_inclusion(l, i, size, &p, &err),
+                             FO_OK);
+                cr_assert_eq(memcmp(p.root, root, 32), 0);
+                cr_assert_eq(merkle_verify_inclusion(
+                                 p.leaf_hash, (uint64_t)i, (uint64_t)size,
+                                 (const uint8_t(*)[32])p.path, p.path_len, root,
+                                 &err),
+                             FO_OK, "level %u index %lld size %lld: %s", lvl,
+                             (long long)i, (long long)size, err.msg);
+            }
+        }
+        ledger_close(l);
+        tu_rmrf(dir);
+    }
 }
