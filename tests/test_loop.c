@@ -759,3 +759,53 @@ Test(loop, the_tasks_of_a_wave_run_at_once)
     orch_free(o);
     env_close(&e);
 }
+
+/* ---- the same loop on the Anthropic Messages API ------------------------ */
+
+Test(loop, one_task_submit_on_the_anthropic_api)
+{
+    struct env e;
+    env_open(&e, one_task);
+    /* the same fake, now asked in Anthropic's shape for every tier */
+    struct orch_model_provider p = {.api = ORCH_EXEC_ANTHROPIC,
+                                    .url = e.url,
+                                    .model = "claude-fake",
+                                    .api_key_env = KEY_ENV,
+                                    .tier = ORCH_TIER_ANY,
+                                    .max_tokens = 256};
+    struct orch_model_config mc = {
+        .providers = &p, .n_providers = 1, .attempts = 1, .timeout_ms = 10000};
+    static const char r[] =
+        "{\"lanes\":[{\"name\":\"writer\",\"category\":\"c\",\"domain\":"
+        "\"writes prose\",\"keywords\":[\"write\",\"haiku\"],"
+        "\"model_tier\":\"cheap\",\"executor\":\"anthropic\"}]}";
+    struct orch_config cfg = {
+        .roster_json = r, .roster_json_len = strlen(r), .models = &mc};
+    struct orch *o = NULL;
+    struct fo_err err;
+    cr_assert_eq(orch_create(&cfg, &o, &err), FO_OK, "%s", err.msg);
+    cJSON *out = NULL;
+    cr_assert_eq(
+        orch_submit(o, &e.w, "write a haiku about ledgers", NULL, &out, &err),
+        FO_OK, "%s", err.msg);
+    cr_assert_str_eq(str(out, "answer"),
+                     "A haiku about ledgers: entries chained in hash.");
+    char k[512];
+    kinds(&e, 0, k, sizeof(k));
+    cJSON *vd = body_of(&e, 5);
+    char *vt = cJSON_PrintUnformatted(vd);
+    cr_assert_str_eq(k, "request route plan task result verdict answer ",
+                     "verdict: %s; log: %s", vt, e.f->log);
+    free(vt);
+    cJSON_Delete(vd);
+    /* coordinator, task, validator, synthesizer: all in Anthropic's shape,
+     * the key in a header only */
+    cr_assert_geq(e.f->anthropic, 4, "%d", e.f->anthropic);
+    cr_assert(strstr(e.f->log, "coordinator:claude-fake"), "%s", e.f->log);
+    cJSON *res = body_of(&e, 4);
+    cr_assert_str_eq(str(res, "model"), "claude-fake");
+    cJSON_Delete(res);
+    cJSON_Delete(out);
+    orch_free(o);
+    env_close(&e);
+}

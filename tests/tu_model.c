@@ -46,8 +46,12 @@ static void answer(struct fake *f, int fd, const char *req)
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(j, "messages");
     const cJSON *first = cJSON_GetArrayItem(msgs, 0);
     const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    /* Anthropic's Messages API carries the system prompt at the top */
+    const cJSON *top_sys = cJSON_GetObjectItemCaseSensitive(j, "system");
+    int anthropic = !strncmp(req, "POST /v1/messages ", 18);
     const char *sys =
-        cJSON_GetObjectItemCaseSensitive(first, "role") &&
+        cJSON_IsString(top_sys) ? top_sys->valuestring
+        : cJSON_GetObjectItemCaseSensitive(first, "role") &&
                 !strcmp(cJSON_GetObjectItemCaseSensitive(first, "role")
                             ->valuestring,
                         "system")
@@ -74,12 +78,24 @@ static void answer(struct fake *f, int fd, const char *req)
     const char *text = f->fn(f, roles[r], f->count[r]++, m, prompt);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", m);
-    cJSON *ch = cJSON_AddArrayToObject(o, "choices");
-    cJSON *c0 = cJSON_CreateObject();
-    cJSON *msg = cJSON_AddObjectToObject(c0, "message");
-    cJSON_AddStringToObject(msg, "role", "assistant");
-    cJSON_AddStringToObject(msg, "content", text);
-    cJSON_AddItemToArray(ch, c0);
+    if (anthropic) {
+        f->anthropic++;
+        cJSON_AddStringToObject(o, "type", "message");
+        cJSON_AddStringToObject(o, "role", "assistant");
+        cJSON *content = cJSON_AddArrayToObject(o, "content");
+        cJSON *c0 = cJSON_CreateObject();
+        cJSON_AddStringToObject(c0, "type", "text");
+        cJSON_AddStringToObject(c0, "text", text);
+        cJSON_AddItemToArray(content, c0);
+        cJSON_AddStringToObject(o, "stop_reason", "end_turn");
+    } else {
+        cJSON *ch = cJSON_AddArrayToObject(o, "choices");
+        cJSON *c0 = cJSON_CreateObject();
+        cJSON *msg = cJSON_AddObjectToObject(c0, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", text);
+        cJSON_AddItemToArray(ch, c0);
+    }
     char *out = cJSON_PrintUnformatted(o);
     char head[256];
     int hl = snprintf(head, sizeof(head),

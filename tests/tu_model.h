@@ -1,7 +1,9 @@
-/* tu_model: a scripted fake OpenAI-compatible chat server on 127.0.0.1
- * for tests of the control loop: it tells the role of each request from
- * the system prompt ("You are the coordinator", ...) and answers with what
- * the test's script returns. One thread, one request per connection. */
+/* tu_model: a scripted fake model server on 127.0.0.1 for tests of the
+ * control loop. It answers in the OpenAI-compatible chat shape, or in the
+ * Anthropic Messages shape when asked at /v1/messages. It
+ * tells the role of each request from the system prompt ("You are the
+ * coordinator", ...) and answers with what the test's script returns. One
+ * thread, one request per connection. */
 #ifndef TU_MODEL_H
 #define TU_MODEL_H
 
@@ -30,6 +32,7 @@ struct fake {
     size_t seen_len;
     char *prompts[64]; /* the last user message of each request */
     int n_prompts;
+    int anthropic; /* requests answered in Anthropic's shape */
 };
 
 /* Starts the server on an ephemeral port (f->port); aborts on failure. */
