@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon/orch.h"
+#include "daemon/service.h"
 #include "daemon/orch_model.h"
 #include "ledger/fo_json.h"
 #include "surfaces/surf.h"
@@ -30,6 +31,9 @@ static const char submit_usage[] =
     "                       the Anthropic Messages API (default model\n"
     "                       " ORCH_ANTHROPIC_MODEL_DEFAULT
     ", key $" ORCH_ANTHROPIC_KEY_ENV_DEFAULT ")\n"
+    "Without --chat-url or --api, the model providers of DIR/forum.json\n"
+    "\"models\" (one per tier, as forum serve reads them) serve the roles\n"
+    "and the chat/anthropic lanes; with none there, the stubs.\n"
     "options:\n"
     "  --max-model-calls N  the run's model calls (default and ceiling 32;\n"
     "                       at most 1000); when spent the run stops with a\n"
@@ -142,6 +146,9 @@ static int run(struct cli *c, const char *name, const char *method,
     struct submit_opts o = {0};
     fo_buf_init(&o.text, ORCH_REQUEST_MAX);
     struct orch *orch = NULL;
+    struct daemon_config dc; /* DIR/forum.json, for its "models" */
+    daemon_config_init(&dc);
+    dc.dir = c->ledger_dir;
     struct ledger *l = NULL;
     cJSON *in = NULL, *out = NULL;
     struct fo_err err;
@@ -150,6 +157,19 @@ static int run(struct cli *c, const char *name, const char *method,
     if (code) {
         code = code < 0 ? 0 : code;
         goto out;
+    }
+    /* Without --chat-url/--api, the providers (with their tiers) of the
+     * data dir's forum.json "models", as `forum serve` uses them. */
+    if (!o.cfg.models) {
+        if (daemon_config_load(&dc, &err) != FO_OK) {
+            code = cli_fail(c, &err);
+            goto out;
+        }
+        if (dc.has_models) {
+            if (o.cfg.timeout_ms && !dc.models.timeout_ms)
+                dc.models.timeout_ms = o.cfg.timeout_ms;
+            o.cfg.models = &dc.models;
+        }
     }
     int rc = orch_create(&o.cfg, &orch, &err);
     if (rc) {
@@ -200,6 +220,7 @@ out:
     cJSON_Delete(out);
     ledger_close(l);
     orch_free(orch);
+    daemon_config_release(&dc);
     fo_buf_release(&o.text);
     return code;
 }

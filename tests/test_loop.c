@@ -809,3 +809,36 @@ Test(loop, one_task_submit_on_the_anthropic_api)
     orch_free(o);
     env_close(&e);
 }
+
+/* `forum submit` without provider flags uses the tiers of the data dir's
+ * forum.json "models", as the daemon does. */
+Test(loop, cli_submit_uses_the_tiers_of_forum_json)
+{
+    struct env e;
+    env_open(&e, one_task);
+    char rpath[600], cpath[600], cfg[1024];
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", e.dir);
+    cr_assert_eq(tu_write_file(rpath, roster, strlen(roster)), 0);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", e.dir);
+    int n = snprintf(
+        cfg, sizeof(cfg),
+        "{\"models\":{\"providers\":["
+        "{\"api\":\"chat\",\"url\":\"%s\",\"model\":\"cfg-cheap\","
+        "\"tier\":\"cheap\",\"api_key_env\":\"%s\"},"
+        "{\"api\":\"chat\",\"url\":\"%s\",\"model\":\"cfg-capable\","
+        "\"tier\":\"capable\",\"api_key_env\":\"%s\"}],\"attempts\":1}}",
+        e.url, KEY_ENV, e.url, KEY_ENV);
+    cr_assert_eq(tu_write_file(cpath, cfg, (size_t)n), 0);
+    struct tu_run r = tu_forumv(NULL, "--ledger", e.dir, "--json", "submit",
+                                "write", "a", "haiku", "--roster", rpath, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *out = tu_run_json(&r);
+    cr_assert_str_eq(str(out, "answer"),
+                     "A haiku about ledgers: entries chained in hash.");
+    cJSON_Delete(out);
+    tu_run_free(&r);
+    /* the coordinator asks the capable tier, the writer lane the cheap one */
+    cr_assert(strstr(e.f->log, "coordinator:cfg-capable"), "%s", e.f->log);
+    cr_assert(strstr(e.f->log, "task:cfg-cheap"), "%s", e.f->log);
+    env_close(&e);
+}
