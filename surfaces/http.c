@@ -70,6 +70,7 @@ struct surf_http {
     int port;
     const struct surf_method *table;
     size_t nmethods;
+    struct route *routes; /* one per method, split at start */
     const struct surf_method *append_m;
     /* workers */
     pthread_t *threads;
@@ -183,45 +184,9 @@ static void send_raw(struct surf_http *h, struct evhttp_request *req,
         evbuffer_add_reference(buf, data, len, free_ref, data) == 0)
         data = NULL; /* owned by buf now */
     free(data);
-    const char *reason = NULL;
-    switch (status) {
-    case 200:
-        reason = "OK";
-        break;
-    case 400:
-        reason = "Bad Request";
-        break;
-    case 401:
-        reason = "Unauthorized";
-        break;
-    case 404:
-        reason = "Not Found";
-        break;
-    case 405:
-        reason = "Method Not Allowed";
-        break;
-    case 410:
-        reason = "Gone";
-        break;
-    case 413:
-        reason = "Payload Too Large";
-        break;
-    case 502:
-        reason = "Bad Gateway";
-        break;
-    case 503:
-        reason = "Service Unavailable";
-        break;
-    case 504:
-        reason = "Gateway Timeout";
-        break;
-    default:
-        reason = "Internal Server Error";
-        break;
-    }
     h->unsent++;
     evhttp_request_set_on_complete_cb(req, reply_written, h);
-    evhttp_send_reply(req, status, reason, buf);
+    evhttp_send_reply(req, status, NULL, buf); /* the standard phrase */
     if (buf)
         evbuffer_free(buf);
     count(h, route, status, t0);
@@ -529,42 +494,56 @@ static int split_path(char *p, char **seg, int max)
     return n;
 }
 
-/* Does pattern match the path segments? Binds {x} segments into in. Returns
- * 1 on a match, 0 when not, -1 when a bound value is malformed (err set). */
-static int match(const struct surf_method *m, char **seg, int nseg, cJSON *in,
-                 struct fo_err *err)
+/* A method's route, split once at start: literal segments, and the input
+ * field each {x} segment binds (NULL for a literal). */
+struct route {
+    char buf[128];
+    char *seg[MAX_SEGMENTS];
+    const char *bind[MAX_SEGMENTS];
+    int nseg;
+};
+
+static int route_compile(struct route *r, const char *pattern)
 {
-    char pat[128];
-    if (snprintf(pat, sizeof(pat), "%s", m->http_path) >= (int)sizeof(pat))
-        return 0;
-    char *pseg[MAX_SEGMENTS];
-    int np = split_path(pat, pseg, MAX_SEGMENTS);
-    if (np != nseg)
-        return 0;
-    for (int i = 0; i < np; i++) {
-        if (pseg[i][0] == '{')
-            continue;
-        if (strcmp(pseg[i], seg[i]) != 0)
-            return 0;
+    if (snprintf(r->buf, sizeof(r->buf), "%s", pattern) >= (int)sizeof(r->buf))
+        return -1;
+    r->nseg = split_path(r->buf, r->seg, MAX_SEGMENTS);
+    for (int i = 0; i < r->nseg; i++) {
+        size_t l = strlen(r->seg[i]);
+        r->bind[i] = NULL;
+        if (r->seg[i][0] == '{' && l > 2 && r->seg[i][l - 1] == '}') {
+            r->seg[i][l - 1] = '\0';
+            r->bind[i] = r->seg[i] + 1;
+        }
     }
-    if (!in)
-        return 1;
-    for (int i = 0; i < np; i++) {
-        if (pseg[i][0] != '{')
+    return r->nseg < 0 ? -1 : 0;
+}
+
+/* Does the route match the path segments? Binds {x} segments into in.
+ * Returns 1 on a match, 0 when not, -1 when a bound value is malformed (err
+ * set). */
+static int match(const struct surf_method *m, const struct route *r, char **seg,
+                 int nseg, cJSON *in, struct fo_err *err)
+{
+    if (r->nseg != nseg)
+        return 0;
+    for (int i = 0; i < nseg; i++)
+        if (!r->bind[i] && strcmp(r->seg[i], seg[i]) != 0)
+            return 0;
+    for (int i = 0; in && i < nseg; i++) {
+        if (!r->bind[i])
             continue;
-        size_t l = strlen(pseg[i]);
-        pseg[i][l - 1] = '\0';
-        const char *name = pseg[i] + 1;
         size_t dlen = 0;
         char *dec = evhttp_uridecode(seg[i], 0, &dlen);
-        cJSON *v =
-            dec && strlen(dec) == dlen ? surf_param_value(m, name, dec) : NULL;
+        cJSON *v = dec && strlen(dec) == dlen
+                       ? surf_param_value(m, r->bind[i], dec)
+                       : NULL;
         free(dec);
         if (!v) {
-            fo_err_set(err, FO_E_INVALID, "%s: not a valid value", name);
+            fo_err_set(err, FO_E_INVALID, "%s: not a valid value", r->bind[i]);
             return -1;
         }
-        cJSON_AddItemToObject(in, name, v);
+        cJSON_AddItemToObject(in, r->bind[i], v);
     }
     return 1;
 }
@@ -719,7 +698,7 @@ static void handle(struct evhttp_request *req, void *arg)
     const struct surf_method *m = NULL;
     const char *allow = NULL;
     for (size_t i = 0; nseg >= 0 && i < h->nmethods; i++) {
-        if (match(&h->table[i], seg, nseg, NULL, NULL) != 1)
+        if (match(&h->table[i], &h->routes[i], seg, nseg, NULL, NULL) != 1)
             continue;
         if (strcmp(h->table[i].http_method, verb) == 0) {
             m = &h->table[i];
@@ -783,7 +762,7 @@ static void handle(struct evhttp_request *req, void *arg)
             goto done;
         }
     }
-    if (match(m, seg, nseg, in, &err) < 0) {
+    if (match(m, &h->routes[m - h->table], seg, nseg, in, &err) < 0) {
         send_error(h, req, &err, 0, route, t0);
         goto done;
     }
@@ -882,6 +861,18 @@ int surf_http_create(struct event_base *base,
     h->append_m = surf_find("ledger_append");
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
+    h->routes = calloc(h->nmethods, sizeof(*h->routes));
+    if (!h->routes) {
+        fo_err_set(err, FO_E_NOMEM, NULL);
+        goto fail;
+    }
+    for (size_t i = 0; i < h->nmethods; i++) {
+        if (route_compile(&h->routes[i], h->table[i].http_path) != 0) {
+            rc = fo_err_set(err, FO_E_INTERNAL, "method %s: bad route %s",
+                            h->table[i].name, h->table[i].http_path);
+            goto fail;
+        }
+    }
     h->counts =
         calloc((h->nmethods + ROUTE_EXTRA) * NSTATUS, sizeof(*h->counts));
     h->threads = calloc((size_t)h->cfg.workers, sizeof(*h->threads));
@@ -985,6 +976,7 @@ void surf_http_free(struct surf_http *h)
         event_free(h->drain_timer);
     free(h->threads);
     free(h->counts);
+    free(h->routes);
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
     free(h);
