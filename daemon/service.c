@@ -23,6 +23,7 @@
 #include "daemon/commit.h"
 #include "daemon/orch.h"
 #include "ledger/fo_buf.h"
+#include "ledger/fo_file.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_version.h"
 #include "ledger/ledger.h"
@@ -160,21 +161,10 @@ int daemon_token(const char *dir, int create, char *out, size_t outsz,
         if (RAND_bytes(raw, sizeof(raw)) != 1)
             return fo_err_set(err, FO_E_INTERNAL, "no randomness");
         fo_hex(raw, sizeof(raw), hex);
-        char tmp[4200];
-        snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0)
-            return fo_err_set(err, FO_E_IO, "%s: %s", tmp, strerror(errno));
-        int ok = write(fd, hex, 64) == 64 && write(fd, "\n", 1) == 1 &&
-                 fsync(fd) == 0;
-        close(fd);
-        /* link() fails when another process made the token first: then
-         * read theirs. */
-        if (ok && link(tmp, path) != 0 && errno != EEXIST)
-            ok = 0;
-        unlink(tmp);
-        if (!ok)
-            return fo_err_set(err, FO_E_IO, "%s: cannot create", path);
+        /* FO_E_EXISTS: another process made the token first; read theirs */
+        int rc = fo_file_create(dir, path, hex, 64, 0600, err);
+        if (rc && rc != FO_E_EXISTS)
+            return rc;
     }
     return fo_err_set(err, FO_E_IO, "%s: cannot read", path);
 }

@@ -17,6 +17,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "ledger/fo_file.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_sha.h"
 #include "ledger/ledger_int.h"
@@ -322,68 +323,6 @@ static int read_key_file(const char *path, char **out, size_t *len,
     return FO_OK;
 }
 
-/* Creates path holding data + "\n" atomically: a temp file made with
- * O_EXCL, written and fsynced, then link()ed into place, so readers never
- * see a partial key and two processes racing keep one key. FO_E_EXISTS when
- * path already exists (the caller reads it then). */
-static int create_file_atomic(const char *dir, const char *path,
-                              const char *data, size_t len, mode_t mode,
-                              struct fo_err *err)
-{
-    char tmp[4096];
-    unsigned char rnd[8];
-    char rhex[17];
-    if (RAND_bytes(rnd, sizeof(rnd)) != 1)
-        return fo_err_set(err, FO_E_INTERNAL, "no randomness");
-    fo_hex(rnd, sizeof(rnd), rhex);
-    int n =
-        snprintf(tmp, sizeof(tmp), "%s.tmp-%ld-%s", path, (long)getpid(), rhex);
-    if (n < 0 || (size_t)n >= sizeof(tmp))
-        return fo_err_set(err, FO_E_INVALID, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    if (fd < 0)
-        return fo_err_set(err, FO_E_IO, "%s: %s", tmp, strerror(errno));
-    int rc = FO_OK;
-    if (fchmod(fd, mode) != 0) /* the umask must not widen nor narrow it */
-        rc = fo_err_set(err, FO_E_IO, "%s: chmod: %s", tmp, strerror(errno));
-    size_t off = 0;
-    while (!rc && off <= len) {
-        const char *p = off < len ? data + off : "\n";
-        size_t want = off < len ? len - off : 1;
-        ssize_t w = write(fd, p, want);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            rc =
-                fo_err_set(err, FO_E_IO, "%s: write: %s", tmp, strerror(errno));
-            break;
-        }
-        off += (size_t)w;
-    }
-    if (!rc && fsync(fd) != 0)
-        rc = fo_err_set(err, FO_E_IO, "%s: fsync: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && !rc)
-        rc = fo_err_set(err, FO_E_IO, "%s: close: %s", tmp, strerror(errno));
-    if (!rc && link(tmp, path) != 0) {
-        if (errno == EEXIST)
-            rc = fo_err_set(err, FO_E_EXISTS, "%s: exists", path);
-        else
-            rc =
-                fo_err_set(err, FO_E_IO, "%s: link: %s", path, strerror(errno));
-    }
-    unlink(tmp);
-    if (!rc) {
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            if (fsync(dfd) != 0)
-                rc = fo_err_set(err, FO_E_IO, "%s: fsync: %s", dir,
-                                strerror(errno));
-            close(dfd);
-        }
-    }
-    return rc;
-}
-
 /* Reads the signer key from DIR/checkpoint.key, creating the pair on first
  * use when the ledger is writable. The key name must be the origin. */
 static int load_signer(struct ledger *l, struct note_signer **out,
@@ -430,7 +369,7 @@ static int load_signer(struct ledger *l, struct note_signer **out,
         if (!rc)
             rc = note_signer_format(s, &b, err);
         if (!rc)
-            rc = create_file_atomic(l->dir, path, b.data, b.len, 0600, err);
+            rc = fo_file_create(l->dir, path, b.data, b.len, 0600, err);
         if (b.data)
             OPENSSL_cleanse(b.data, b.len);
         fo_buf_release(&b);
@@ -479,7 +418,7 @@ static int ensure_vkey_file(struct ledger *l, const char *vkey, size_t len,
         return rc;
     if (access(path, F_OK) == 0)
         return FO_OK;
-    rc = create_file_atomic(l->dir, path, vkey, len, 0644, err);
+    rc = fo_file_create(l->dir, path, vkey, len, 0644, err);
     return rc == FO_E_EXISTS ? FO_OK : rc;
 }
 

@@ -1,0 +1,70 @@
+/* fo_file: atomic creation of small files (see fo_file.h). */
+#include "ledger/fo_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#include "ledger/fo_buf.h"
+
+int fo_file_create(const char *dir, const char *path, const void *data,
+                   size_t len, mode_t mode, struct fo_err *err)
+{
+    char tmp[4096];
+    unsigned char rnd[8];
+    char rhex[17];
+    if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+        return fo_err_set(err, FO_E_INTERNAL, "no randomness");
+    fo_hex(rnd, sizeof(rnd), rhex);
+    int n =
+        snprintf(tmp, sizeof(tmp), "%s.tmp-%ld-%s", path, (long)getpid(), rhex);
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        return fo_err_set(err, FO_E_INVALID, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0)
+        return fo_err_set(err, FO_E_IO, "%s: %s", tmp, strerror(errno));
+    int rc = FO_OK;
+    if (fchmod(fd, mode) != 0) /* the umask must not widen nor narrow it */
+        rc = fo_err_set(err, FO_E_IO, "%s: chmod: %s", tmp, strerror(errno));
+    size_t off = 0;
+    while (!rc && off <= len) {
+        const char *p = off < len ? (const char *)data + off : "\n";
+        size_t want = off < len ? len - off : 1;
+        ssize_t w = write(fd, p, want);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            rc =
+                fo_err_set(err, FO_E_IO, "%s: write: %s", tmp, strerror(errno));
+            break;
+        }
+        off += (size_t)w;
+    }
+    if (!rc && fsync(fd) != 0)
+        rc = fo_err_set(err, FO_E_IO, "%s: fsync: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && !rc)
+        rc = fo_err_set(err, FO_E_IO, "%s: close: %s", tmp, strerror(errno));
+    if (!rc && link(tmp, path) != 0) {
+        if (errno == EEXIST)
+            rc = fo_err_set(err, FO_E_EXISTS, "%s: exists", path);
+        else
+            rc =
+                fo_err_set(err, FO_E_IO, "%s: link: %s", path, strerror(errno));
+    }
+    unlink(tmp);
+    if (!rc) {
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            if (fsync(dfd) != 0)
+                rc = fo_err_set(err, FO_E_IO, "%s: fsync: %s", dir,
+                                strerror(errno));
+            close(dfd);
+        }
+    }
+    return rc;
+}
