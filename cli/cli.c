@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/service.h"
 #include "ledger/fo_json.h"
 #include "surfaces/surf.h"
 
@@ -103,5 +104,20 @@ int cli_usage_error(struct cli *c, const char *fmt, ...)
 int cli_help(const char *text)
 {
     fputs(text, stdout);
+    return 0;
+}
+
+int cli_provider_apply(struct cli *c, const char *cmd,
+                       const struct cli_provider *p, struct daemon_config *cfg)
+{
+    if ((p->chat_url && p->api) || (p->chat_url && !p->model) ||
+        ((p->model || p->key_env) && !p->chat_url && !p->api))
+        return cli_usage_error(c,
+                               "%s: --chat-url URL --model M, or --api "
+                               "[--model M]; --api-key-env goes with either",
+                               cmd);
+    if (p->chat_url || p->api)
+        daemon_config_set_provider(cfg, p->api, p->chat_url, p->model,
+                                   p->key_env);
     return 0;
 }

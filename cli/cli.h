@@ -61,6 +61,22 @@ int cli_bench(struct cli *c, int argc, char **argv);
 int cli_submit(struct cli *c, int argc, char **argv);
 int cli_plan(struct cli *c, int argc, char **argv);
 
+/* The model-provider flags of serve, mcp, submit and plan:
+ * --chat-url URL --model M [--api-key-env VAR], or --api [--model M]
+ * [--api-key-env VAR]. */
+struct cli_provider {
+    const char *chat_url, *model, *key_env;
+    int api;
+};
+
+struct daemon_config;
+
+/* Checks that the provider flags go together (a usage error, exit 2, when
+ * not) and, when any were given, makes them cfg's one provider for every
+ * tier (daemon_config_set_provider). Returns 0 or the exit code. */
+int cli_provider_apply(struct cli *c, const char *cmd,
+                       const struct cli_provider *p, struct daemon_config *cfg);
+
 /* Opens the ledger for a command; prints the error and returns the exit
  * code (non-zero) on failure, 0 on success. */
 int cli_open(struct cli *c, unsigned flags, struct ledger **out);

@@ -34,8 +34,7 @@ int cli_mcp(struct cli *c, int argc, char **argv)
 {
     unsigned flags = 0;
     struct orch_config oc = {0};
-    const char *chat_url = NULL, *model = NULL, *key_env = NULL;
-    int api = 0;
+    struct cli_provider prov = {0};
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return cli_help(mcp_usage);
@@ -46,20 +45,16 @@ int cli_mcp(struct cli *c, int argc, char **argv)
         else if (!strcmp(argv[i], "--roster") && i + 1 < argc)
             oc.roster_path = argv[++i];
         else if (!strcmp(argv[i], "--chat-url") && i + 1 < argc)
-            chat_url = argv[++i];
+            prov.chat_url = argv[++i];
         else if (!strcmp(argv[i], "--model") && i + 1 < argc)
-            model = argv[++i];
+            prov.model = argv[++i];
         else if (!strcmp(argv[i], "--api-key-env") && i + 1 < argc)
-            key_env = argv[++i];
+            prov.key_env = argv[++i];
         else if (!strcmp(argv[i], "--api"))
-            api = 1;
+            prov.api = 1;
         else
             return cli_usage_error(c, "mcp: unexpected argument %s", argv[i]);
     }
-    if ((chat_url && api) || (chat_url && !model) ||
-        ((model || key_env) && !chat_url && !api))
-        return cli_usage_error(c, "mcp: --chat-url URL --model M, or --api "
-                                  "[--model M]; --api-key-env with either");
     struct fo_err err;
     fo_err_clear(&err);
     /* model providers: the flags, else DIR/forum.json's "models" */
@@ -68,8 +63,11 @@ int cli_mcp(struct cli *c, int argc, char **argv)
     dc.dir = c->ledger_dir;
     if (daemon_config_load(&dc, &err) != FO_OK)
         return cli_fail(c, &err);
-    if (chat_url || api)
-        daemon_config_set_provider(&dc, api, chat_url, model, key_env);
+    int ex = cli_provider_apply(c, "mcp", &prov, &dc);
+    if (ex) {
+        daemon_config_release(&dc);
+        return ex;
+    }
     oc.models = dc.has_models ? &dc.models : NULL;
     struct orch *orch = NULL;
     int orc = orch_create(&oc, &orch, &err);

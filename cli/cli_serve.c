@@ -57,8 +57,7 @@ static const char help_serve[] =
 
 struct serve_opts {
     struct daemon_config cfg;
-    const char *chat_url, *model, *key_env;
-    int api;
+    struct cli_provider prov;
     int check;
     int lines;
     int stop_timeout_s;
@@ -90,7 +89,7 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->cfg.no_auth = 1;
             takes = 0;
         } else if (!strcmp(a, "--api")) {
-            o->api = 1;
+            o->prov.api = 1;
             takes = 0;
         } else if (!strcmp(a, "--check")) {
             o->check = 1;
@@ -128,11 +127,11 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
         } else if (!strcmp(a, "--cmd")) {
             o->cfg.cmd = v;
         } else if (!strcmp(a, "--chat-url")) {
-            o->chat_url = v;
+            o->prov.chat_url = v;
         } else if (!strcmp(a, "--model")) {
-            o->model = v;
+            o->prov.model = v;
         } else if (!strcmp(a, "--api-key-env")) {
-            o->key_env = v;
+            o->prov.key_env = v;
         } else if (!strcmp(a, "--roster")) {
             o->cfg.roster = v;
         } else if (!strcmp(a, "--ready-fd")) { /* internal: serve start */
@@ -197,17 +196,8 @@ static int load_config(struct cli *c, struct serve_opts *o)
     file.roster = flags.roster;
     file.ready_fd = flags.ready_fd;
     o->cfg = file;
-    if (o->chat_url && o->api)
-        return cli_usage_error(c, "serve: give --chat-url or --api, not both");
-    if ((o->model || o->key_env) && !o->chat_url && !o->api)
-        return cli_usage_error(c, "serve: --model and --api-key-env go with "
-                                  "--chat-url or --api");
-    if (o->chat_url && !o->model)
-        return cli_usage_error(c, "serve: --chat-url needs --model");
-    if (o->chat_url || o->api) /* flags win over forum.json's models */
-        daemon_config_set_provider(&o->cfg, o->api, o->chat_url, o->model,
-                                   o->key_env);
-    return 0;
+    /* flags win over forum.json's models */
+    return cli_provider_apply(c, "serve", &o->prov, &o->cfg);
 }
 
 static const char *state_path(struct cli *c, const char *name, char *buf,

@@ -55,10 +55,8 @@ struct submit_opts {
     struct fo_buf text;
     int words;
     struct orch_config cfg;
-    struct orch_model_provider prov;
-    struct orch_model_config models;
-    const char *chat_url, *model, *key_env;
-    int api, max_calls, max_seconds;
+    struct cli_provider prov;
+    int max_calls, max_seconds;
 };
 
 static int parse(struct cli *c, const char *name, const char *usage, int argc,
@@ -72,13 +70,13 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
         if (!strcmp(a, "--cmd") && has) {
             o->cfg.cmd = argv[++i];
         } else if (!strcmp(a, "--chat-url") && has) {
-            o->chat_url = argv[++i];
+            o->prov.chat_url = argv[++i];
         } else if (!strcmp(a, "--model") && has) {
-            o->model = argv[++i];
+            o->prov.model = argv[++i];
         } else if (!strcmp(a, "--api-key-env") && has) {
-            o->key_env = argv[++i];
+            o->prov.key_env = argv[++i];
         } else if (!strcmp(a, "--api")) {
-            o->api = 1;
+            o->prov.api = 1;
         } else if (!strcmp(a, "--roster") && has) {
             o->cfg.roster_path = argv[++i];
         } else if (!strcmp(a, "--timeout") && has) {
@@ -109,34 +107,9 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
     }
     if (!o->words)
         return cli_usage_error(c, "%s: no REQUEST", name);
-    if ((o->cfg.cmd != NULL) + (o->chat_url != NULL) + o->api > 1)
+    if ((o->cfg.cmd != NULL) + (o->prov.chat_url != NULL) + o->prov.api > 1)
         return cli_usage_error(c, "%s: give one of --cmd, --chat-url, --api",
                                name);
-    if (o->chat_url && !o->model)
-        return cli_usage_error(c, "%s: --chat-url needs --model", name);
-    if (o->model && !o->chat_url && !o->api)
-        return cli_usage_error(c, "%s: --model goes with --chat-url or --api",
-                               name);
-    if (o->key_env && !o->chat_url && !o->api)
-        return cli_usage_error(
-            c, "%s: --api-key-env goes with --chat-url or --api", name);
-    if (o->chat_url || o->api) {
-        o->prov = (struct orch_model_provider){
-            .api = o->api ? ORCH_EXEC_ANTHROPIC : ORCH_EXEC_CHAT,
-            .url = o->chat_url,
-            .model = o->model ? o->model : ORCH_ANTHROPIC_MODEL_DEFAULT,
-            .api_key_env = o->key_env ? o->key_env
-                           : o->api   ? ORCH_ANTHROPIC_KEY_ENV_DEFAULT
-                                      : NULL,
-            .tier = ORCH_TIER_ANY,
-        };
-        o->models = (struct orch_model_config){
-            .providers = &o->prov,
-            .n_providers = 1,
-            .timeout_ms = o->cfg.timeout_ms,
-        };
-        o->cfg.models = &o->models;
-    }
     return 0;
 }
 
@@ -158,18 +131,19 @@ static int run(struct cli *c, const char *name, const char *method,
         code = code < 0 ? 0 : code;
         goto out;
     }
-    /* Without --chat-url/--api, the providers (with their tiers) of the
-     * data dir's forum.json "models", as `forum serve` uses them. */
-    if (!o.cfg.models) {
-        if (daemon_config_load(&dc, &err) != FO_OK) {
-            code = cli_fail(c, &err);
-            goto out;
-        }
-        if (dc.has_models) {
-            if (o.cfg.timeout_ms && !dc.models.timeout_ms)
-                dc.models.timeout_ms = o.cfg.timeout_ms;
-            o.cfg.models = &dc.models;
-        }
+    /* The provider flags, else the providers (with their tiers) of the data
+     * dir's forum.json "models", as `forum serve` uses them. */
+    code = cli_provider_apply(c, name, &o.prov, &dc);
+    if (code)
+        goto out;
+    if (!dc.has_models && daemon_config_load(&dc, &err) != FO_OK) {
+        code = cli_fail(c, &err);
+        goto out;
+    }
+    if (dc.has_models) {
+        if (o.cfg.timeout_ms && !dc.models.timeout_ms)
+            dc.models.timeout_ms = o.cfg.timeout_ms;
+        o.cfg.models = &dc.models;
     }
     int rc = orch_create(&o.cfg, &orch, &err);
     if (rc) {
