@@ -66,14 +66,13 @@ struct serve_opts {
     int npass;
 };
 
+/* A decimal integer in lo..hi (lo >= 0) into *out; -1 when not one. */
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
+    long long v = cli_parse_seq(s);
+    if (v < lo || v > hi)
         return -1;
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 
