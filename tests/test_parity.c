@@ -86,39 +86,13 @@ static cJSON *over_http(const struct tu_daemon *d, const struct surf_method *m,
     return o;
 }
 
-/* The method over MCP: initialize, then tools/call; the structuredContent. */
+/* The method over MCP, as an admin client: the structuredContent. */
 static cJSON *over_mcp(const char *dir, const struct surf_method *m,
                        const cJSON *args)
 {
     char *a = canon(args);
-    size_t cap = strlen(a) + 1024;
-    char *in = malloc(cap);
-    cr_assert_not_null(in);
-    snprintf(in, cap,
-             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
-             "\"params\":{\"protocolVersion\":\"2025-11-25\","
-             "\"capabilities\":{},\"clientInfo\":{\"name\":\"t\","
-             "\"version\":\"1\"}}}\n"
-             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
-             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
-             "\"params\":{\"name\":\"%s\",\"arguments\":%s}}\n",
-             m->name, a);
+    cJSON *sc = tu_mcp_call(dir, 1, m->name, a);
     free(a);
-    struct tu_run r =
-        tu_forumv(in, "--ledger", dir, "mcp", "--admin", (char *)NULL);
-    free(in);
-    cr_assert_eq(r.status, 0, "forum mcp: %s", r.err);
-    const char *second = strchr(r.out, '\n');
-    cr_assert_not_null(second, "one reply only: %s", r.out);
-    cJSON *reply = parse(second + 1);
-    const cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");
-    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(res, "isError")),
-              "%s over MCP failed: %s", m->name, second + 1);
-    cJSON *sc = cJSON_DetachItemFromObjectCaseSensitive((cJSON *)res,
-                                                        "structuredContent");
-    cr_assert(cJSON_IsObject(sc), "%s: no structuredContent", m->name);
-    cJSON_Delete(reply);
-    tu_run_free(&r);
     return sc;
 }
 

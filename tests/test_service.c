@@ -445,36 +445,6 @@ static const char *widget_script(struct fake *f, const char *role, int n,
     return "POST /v1/widgets";
 }
 
-static cJSON *submit_over_mcp(const char *dir, const char *request)
-{
-    char in[2048];
-    snprintf(in, sizeof(in),
-             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
-             "\"params\":{\"protocolVersion\":\"2025-11-25\","
-             "\"capabilities\":{},\"clientInfo\":{\"name\":\"t\","
-             "\"version\":\"1\"}}}\n"
-             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
-             "\"params\":{\"name\":\"submit\",\"arguments\":{\"request\":"
-             "\"%s\"}}}\n",
-             request);
-    struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", (char *)NULL);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    const char *second = strchr(r.out, '\n');
-    cr_assert_not_null(second, "%s", r.out);
-    cJSON *reply = NULL;
-    struct fo_err err;
-    cr_assert_eq(fo_json_parse(second + 1, strlen(second + 1), &reply, &err),
-                 FO_OK, "%s", second + 1);
-    cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");
-    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(res, "isError")),
-              "%s", second + 1);
-    cJSON *sc =
-        cJSON_DetachItemFromObjectCaseSensitive(res, "structuredContent");
-    cJSON_Delete(reply);
-    tu_run_free(&r);
-    return sc;
-}
-
 Test(service, submit_uses_the_configured_model_over_http_and_mcp, .timeout = 60)
 {
     struct fake *f = fake_start(widget_script);
@@ -503,7 +473,8 @@ Test(service, submit_uses_the_configured_model_over_http_and_mcp, .timeout = 60)
     cr_assert(strstr(f->log, "coordinator:fake-1"), "%s", f->log);
     cr_assert(strstr(f->log, "synthesizer:fake-1"), "%s", f->log);
     /* over MCP, the same configuration */
-    cJSON *sc = submit_over_mcp(dir, req);
+    snprintf(body, sizeof(body), "{\"request\":\"%s\"}", req);
+    cJSON *sc = tu_mcp_call(dir, 0, "submit", body);
     const cJSON *ans = cJSON_GetObjectItemCaseSensitive(sc, "answer");
     cr_assert(cJSON_IsString(ans));
     cr_assert_str_eq(ans->valuestring, "The endpoint is POST /v1/widgets.");

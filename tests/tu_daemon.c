@@ -19,6 +19,7 @@
 #include <criterion/criterion.h>
 
 #include "cli/cli.h"
+#include "ledger/fo_json.h"
 #include "surfaces/surf.h"
 #include "tests/testutil.h"
 
@@ -210,4 +211,41 @@ const char *tu_method_args(const struct surf_method *m)
               "tests/tu_daemon.c: add one",
               m->name);
     return "{}";
+}
+
+cJSON *tu_mcp_call(const char *dir, int admin, const char *tool,
+                   const char *args)
+{
+    size_t cap = strlen(args) + strlen(tool) + 1024;
+    char *in = malloc(cap);
+    cr_assert_not_null(in);
+    snprintf(in, cap,
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+             "\"params\":{\"protocolVersion\":\"2025-11-25\","
+             "\"capabilities\":{},\"clientInfo\":{\"name\":\"t\","
+             "\"version\":\"1\"}}}\n"
+             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+             "\"params\":{\"name\":\"%s\",\"arguments\":%s}}\n",
+             tool, args);
+    struct tu_run r =
+        admin ? tu_forumv(in, "--ledger", dir, "mcp", "--admin", (char *)NULL)
+              : tu_forumv(in, "--ledger", dir, "mcp", (char *)NULL);
+    free(in);
+    cr_assert_eq(r.status, 0, "forum mcp: %s", r.err);
+    const char *second = strchr(r.out, '\n');
+    cr_assert_not_null(second, "one reply only: %s", r.out);
+    cJSON *reply = NULL;
+    struct fo_err err;
+    cr_assert_eq(fo_json_parse(second + 1, strlen(second + 1), &reply, &err),
+                 FO_OK, "not JSON (%s): %s", err.msg, second + 1);
+    cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(res, "isError")),
+              "%s over MCP failed: %s", tool, second + 1);
+    cJSON *sc =
+        cJSON_DetachItemFromObjectCaseSensitive(res, "structuredContent");
+    cr_assert(cJSON_IsObject(sc), "%s: no structuredContent", tool);
+    cJSON_Delete(reply);
+    tu_run_free(&r);
+    return sc;
 }

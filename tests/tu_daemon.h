@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include <cJSON.h>
+
 struct tu_daemon {
     pid_t pid;
     int port;
@@ -35,6 +37,13 @@ int tu_http(const struct tu_daemon *d, const char *method, const char *path,
  * NULL). */
 int tu_http_raw(int port, const char *data, size_t len, int wait_ms,
                 int *closed, char **reply);
+
+/* Calls tool over MCP: runs `forum --ledger dir mcp [--admin]` with an
+ * initialize and a tools/call of tool with args (JSON object text), and
+ * returns the call's structuredContent (the caller frees it). Aborts the
+ * test when the process fails or the result is an error. */
+cJSON *tu_mcp_call(const char *dir, int admin, const char *tool,
+                   const char *args);
 
 /* Arguments that make method m succeed on the small ledger the parity and
  * MCP tests build (three entries and a signed checkpoint). A method with
