@@ -141,20 +141,6 @@ static cJSON *body_of(struct env *e, int64_t seq)
     return j;
 }
 
-static int64_t num(const cJSON *j, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
-    cr_assert(cJSON_IsNumber(v), "no number %s", k);
-    return (int64_t)v->valuedouble;
-}
-
-static const char *str(const cJSON *j, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
-    cr_assert(cJSON_IsString(v), "no string %s", k);
-    return v->valuestring;
-}
-
 /* The kinds along the causal chain of seq, root first. */
 static void chain(struct env *e, int64_t seq, char *out, size_t size)
 {
@@ -208,12 +194,12 @@ Test(loop, one_task_submit_end_to_end)
     struct env e;
     env_open(&e, one_task);
     cJSON *out = submit(&e, "write a haiku about ledgers", 0, FO_OK);
-    cr_assert_str_eq(str(out, "answer"),
+    cr_assert_str_eq(tu_str(out, "answer"),
                      "A haiku about ledgers: entries chained in hash.");
-    cr_assert_eq(num(out, "request_seq"), 0);
-    cr_assert_eq(strlen(str(out, "checkpoint")), 64);
+    cr_assert_eq(tu_num(out, "request_seq"), 0);
+    cr_assert_eq(strlen(tu_str(out, "checkpoint")), 64);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
-    cr_assert_eq(num(out, "model_calls"), 4);
+    cr_assert_eq(tu_num(out, "model_calls"), 4);
     char k[512];
     kinds(&e, 0, k, sizeof(k));
     cr_assert_str_eq(k, "request route plan task result verdict answer ");
@@ -221,8 +207,8 @@ Test(loop, one_task_submit_end_to_end)
     cr_assert_str_eq(k, "request plan task result verdict ");
     cJSON *v = body_of(&e, 5);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "pass")));
-    cr_assert_str_eq(str(v, "by"), "validator");
-    cr_assert_str_eq(str(v, "model"), "m-cheap");
+    cr_assert_str_eq(tu_str(v, "by"), "validator");
+    cr_assert_str_eq(tu_str(v, "model"), "m-cheap");
     cJSON_Delete(v);
     cJSON *a = body_of(&e, 6);
     const cJSON *cov = cJSON_GetObjectItemCaseSensitive(a, "coverage");
@@ -262,7 +248,7 @@ Test(loop, three_task_submit_end_to_end)
     struct env e;
     env_open(&e, three_tasks);
     cJSON *out = submit(&e, "code a parser and write its docs", 0, FO_OK);
-    cr_assert_str_eq(str(out, "answer"),
+    cr_assert_str_eq(tu_str(out, "answer"),
                      "parser coded, docs written, hello echoed");
     char k[512];
     kinds(&e, 0, k, sizeof(k));
@@ -276,15 +262,15 @@ Test(loop, three_task_submit_end_to_end)
         cr_assert_str_eq(k, "request plan task result verdict ");
     }
     cJSON *v = body_of(&e, 7);
-    cr_assert_str_eq(str(v, "id"), "T1");
-    cr_assert_str_eq(str(v, "by"), "assertions");
+    cr_assert_str_eq(tu_str(v, "id"), "T1");
+    cr_assert_str_eq(tu_str(v, "by"), "assertions");
     cJSON_Delete(v);
     cr_assert_eq(e.f->count[R_VALID], 0); /* no plain-text criteria */
     cJSON *rt = body_of(&e, 1);           /* the router escalated: a tie */
     cr_assert(
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rt, "needs_escalation")));
-    cr_assert_str_eq(str(rt, "lane"), "coder");
-    cr_assert_str_eq(str(rt, "by"), "classifier");
+    cr_assert_str_eq(tu_str(rt, "lane"), "coder");
+    cr_assert_str_eq(tu_str(rt, "by"), "classifier");
     cJSON_Delete(rt);
     cJSON_Delete(out);
     env_close(&e);
@@ -320,7 +306,7 @@ Test(loop, plans_parse_leniently)
         cJSON *out = NULL;
         cr_assert_eq(orch_plan_request(e.o, &e.w, "write an essay", &out, &err),
                      FO_OK, "%d: %s", i, err.msg);
-        cr_assert_eq(num(out, "attempts"), 1);
+        cr_assert_eq(tu_num(out, "attempts"), 1);
         const cJSON *plan = cJSON_GetObjectItemCaseSensitive(out, "plan");
         cr_assert_eq(
             cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(plan, "tasks")),
@@ -355,8 +341,8 @@ Test(loop, a_bad_plan_is_retried_with_what_was_wrong)
     cr_assert_str_eq(k, "request route coordinator_attempt plan task result "
                         "verdict answer ");
     cJSON *a = body_of(&e, 2);
-    cr_assert(strstr(str(a, "error"), "unknown agent \"nobody\""), "%s",
-              str(a, "error"));
+    cr_assert(strstr(tu_str(a, "error"), "unknown agent \"nobody\""), "%s",
+              tu_str(a, "error"));
     cJSON_Delete(a);
     /* the second coordinator request names the fault */
     cr_assert(strstr(e.f->prompts[1], "unknown agent \"nobody\""), "%s",
@@ -390,7 +376,7 @@ Test(loop, no_valid_plan_after_retries_is_upstream_and_witnessed)
     cr_assert_str_eq(k, "request route coordinator_attempt coordinator_attempt "
                         "coordinator_attempt error ");
     cJSON *er = body_of(&e, 5);
-    cr_assert_str_eq(str(er, "code"), "bad_upstream");
+    cr_assert_str_eq(tu_str(er, "code"), "bad_upstream");
     cJSON_Delete(er);
     env_close(&e);
 }
@@ -418,7 +404,7 @@ Test(loop, failed_assertion_fails_without_validator_and_names_it)
     env_open(&e, contains_fails_on_cheap);
     cJSON *out = submit(&e, "write the token", 0, FO_OK);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
-    cr_assert_eq(num(out, "escalations"), 1);
+    cr_assert_eq(tu_num(out, "escalations"), 1);
     char k[512];
     kinds(&e, 0, k, sizeof(k));
     cr_assert_str_eq(k, "request route plan task result verdict "
@@ -426,7 +412,7 @@ Test(loop, failed_assertion_fails_without_validator_and_names_it)
     cr_assert_eq(e.f->count[R_VALID], 0);
     cJSON *v = body_of(&e, 5);
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "pass")));
-    cr_assert_str_eq(str(v, "by"), "assertions");
+    cr_assert_str_eq(tu_str(v, "by"), "assertions");
     const cJSON *failed = cJSON_GetObjectItemCaseSensitive(v, "failed");
     cr_assert(strstr(cJSON_GetArrayItem(failed, 0)->valuestring, "OK-DONE"));
     cJSON_Delete(v);
@@ -438,12 +424,12 @@ Test(loop, failed_assertion_fails_without_validator_and_names_it)
                   strstr(p, "not found in the output"),
               "%s", p);
     cJSON *esc = body_of(&e, 6);
-    cr_assert_str_eq(str(esc, "from"), "cheap");
-    cr_assert_str_eq(str(esc, "to"), "capable");
+    cr_assert_str_eq(tu_str(esc, "from"), "cheap");
+    cr_assert_str_eq(tu_str(esc, "to"), "capable");
     cJSON_Delete(esc);
     cJSON *last = body_of(&e, 9);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(last, "pass")));
-    cr_assert_str_eq(str(last, "tier"), "capable");
+    cr_assert_str_eq(tu_str(last, "tier"), "capable");
     cJSON_Delete(last);
     chain(&e, 9, k, sizeof(k));
     cr_assert_str_eq(k, "request plan task result verdict tier_escalation "
@@ -475,7 +461,7 @@ Test(loop, escalation_climbs_the_ladder_and_stops_at_the_first_pass)
     env_open(&e, only_frontier_passes);
     cJSON *out = submit(&e, "write well", 0, FO_OK);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
-    cr_assert_eq(num(out, "escalations"), 2);
+    cr_assert_eq(tu_num(out, "escalations"), 2);
     cr_assert_str_eq(e.f->log,
                      "coordinator:m-capable task:m-cheap validator:m-cheap "
                      "task:m-capable validator:m-cheap task:m-frontier "
@@ -486,8 +472,8 @@ Test(loop, escalation_climbs_the_ladder_and_stops_at_the_first_pass)
                         "tier_escalation task result verdict tier_escalation "
                         "task result verdict answer ");
     cJSON *esc = body_of(&e, 10);
-    cr_assert_str_eq(str(esc, "from"), "capable");
-    cr_assert_str_eq(str(esc, "to"), "frontier");
+    cr_assert_str_eq(tu_str(esc, "from"), "capable");
+    cr_assert_str_eq(tu_str(esc, "to"), "frontier");
     char *escs = cJSON_PrintUnformatted(esc);
     cr_assert(strstr(escs, "too weak") != NULL, "%s", escs);
     free(escs);
@@ -523,7 +509,7 @@ Test(loop, escalation_stops_when_the_budget_is_spent)
     cr_assert_str_eq(k, "request route plan task result verdict "
                         "tier_escalation task result verdict budget answer ");
     cJSON *b = body_of(&e, 10);
-    cr_assert_str_eq(str(b, "stopped_before"), "escalation of T1");
+    cr_assert_str_eq(tu_str(b, "stopped_before"), "escalation of T1");
     cJSON_Delete(b);
     cJSON_Delete(out);
     env_close(&e);
@@ -537,10 +523,10 @@ Test(loop, budget_of_one_call_stops_after_planning)
     struct env e;
     env_open(&e, one_task);
     cJSON *out = submit(&e, "write a haiku about ledgers", 1, FO_OK);
-    cr_assert_str_eq(str(out, "answer"), ORCH_BUDGET_ANSWER);
+    cr_assert_str_eq(tu_str(out, "answer"), ORCH_BUDGET_ANSWER);
     cr_assert(
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "budget_spent")));
-    cr_assert_str_eq(str(out, "budget_reason"), "max_model_calls");
+    cr_assert_str_eq(tu_str(out, "budget_reason"), "max_model_calls");
     char k[256];
     kinds(&e, 0, k, sizeof(k));
     cr_assert_str_eq(k, "request route plan budget answer ");
@@ -555,14 +541,14 @@ Test(loop, budget_of_three_calls_stops_before_synthesis)
     struct env e;
     env_open(&e, one_task);
     cJSON *out = submit(&e, "write a haiku about ledgers", 3, FO_OK);
-    cr_assert_str_eq(str(out, "answer"), ORCH_BUDGET_ANSWER);
+    cr_assert_str_eq(tu_str(out, "answer"), ORCH_BUDGET_ANSWER);
     char k[256];
     kinds(&e, 0, k, sizeof(k));
     cr_assert_str_eq(k,
                      "request route plan task result verdict budget answer ");
     cJSON *b = body_of(&e, 6);
-    cr_assert_str_eq(str(b, "stopped_before"), "synthesizer");
-    cr_assert_eq(num(b, "model_calls"), 3);
+    cr_assert_str_eq(tu_str(b, "stopped_before"), "synthesizer");
+    cr_assert_eq(tu_num(b, "model_calls"), 3);
     cJSON_Delete(b);
     cr_assert_eq(e.f->count[R_SYNTH], 0);
     cJSON_Delete(out);
@@ -593,7 +579,7 @@ Test(loop, the_same_dispatch_runs_once)
     cr_assert_str_eq(k, "request route plan task skip result verdict answer ");
     cr_assert_eq(e.f->count[R_TASK], 1);
     cJSON *s = body_of(&e, 4);
-    cr_assert_str_eq(str(s, "duplicate_of"), "T1");
+    cr_assert_str_eq(tu_str(s, "duplicate_of"), "T1");
     cJSON_Delete(s);
     cJSON_Delete(out);
     env_close(&e);
@@ -612,14 +598,14 @@ Test(loop, stub_models_answer_without_a_provider)
     cJSON *plan = body_of(&e, 2);
     const cJSON *t0 =
         cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(plan, "tasks"), 0);
-    cr_assert_str_eq(str(t0, "agent"), "echo");
-    cr_assert_str_eq(str(t0, "instruction"), "echo this back");
-    cr_assert_str_eq(str(plan, "model"), "stub");
+    cr_assert_str_eq(tu_str(t0, "agent"), "echo");
+    cr_assert_str_eq(tu_str(t0, "instruction"), "echo this back");
+    cr_assert_str_eq(tu_str(plan, "model"), "stub");
     cJSON_Delete(plan);
-    cr_assert(strstr(str(out, "answer"), "echo this back"), "%s",
-              str(out, "answer"));
+    cr_assert(strstr(tu_str(out, "answer"), "echo this back"), "%s",
+              tu_str(out, "answer"));
     /* stub roles count: coordinator and synthesizer */
-    cr_assert_eq(num(out, "model_calls"), 2);
+    cr_assert_eq(tu_num(out, "model_calls"), 2);
     cJSON_Delete(out);
     /* a budget of one stops a stub run after planning too */
     out = submit(&e, "echo this back", 1, FO_OK);
@@ -675,7 +661,7 @@ Test(loop, cli_submit_and_plan_with_a_chat_server)
                   "--api-key-env", KEY_ENV, "--roster", rpath, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cJSON *out = tu_run_json(&r);
-    cr_assert_str_eq(str(out, "answer"),
+    cr_assert_str_eq(tu_str(out, "answer"),
                      "A haiku about ledgers: entries chained in hash.");
     cJSON_Delete(out);
     tu_run_free(&r);
@@ -693,7 +679,7 @@ Test(loop, cli_submit_and_plan_with_a_chat_server)
                   "--max-model-calls", "1", NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     out = tu_run_json(&r);
-    cr_assert_str_eq(str(out, "answer"), ORCH_BUDGET_ANSWER);
+    cr_assert_str_eq(tu_str(out, "answer"), ORCH_BUDGET_ANSWER);
     cJSON_Delete(out);
     tu_run_free(&r);
     /* the fake saw the key in a header, the ledger never did */
@@ -753,7 +739,7 @@ Test(loop, the_tasks_of_a_wave_run_at_once)
     cr_assert_str_eq(k, "request route plan task task task result result "
                         "result verdict verdict verdict answer ");
     cJSON *r0 = body_of(&e, 6);
-    cr_assert(strstr(str(r0, "output"), "done"), "%s", str(r0, "output"));
+    cr_assert(strstr(tu_str(r0, "output"), "done"), "%s", tu_str(r0, "output"));
     cJSON_Delete(r0);
     cJSON_Delete(out);
     orch_free(o);
@@ -788,7 +774,7 @@ Test(loop, one_task_submit_on_the_anthropic_api)
     cr_assert_eq(
         orch_submit(o, &e.w, "write a haiku about ledgers", NULL, &out, &err),
         FO_OK, "%s", err.msg);
-    cr_assert_str_eq(str(out, "answer"),
+    cr_assert_str_eq(tu_str(out, "answer"),
                      "A haiku about ledgers: entries chained in hash.");
     char k[512];
     kinds(&e, 0, k, sizeof(k));
@@ -803,7 +789,7 @@ Test(loop, one_task_submit_on_the_anthropic_api)
     cr_assert_geq(e.f->anthropic, 4, "%d", e.f->anthropic);
     cr_assert(strstr(e.f->log, "coordinator:claude-fake"), "%s", e.f->log);
     cJSON *res = body_of(&e, 4);
-    cr_assert_str_eq(str(res, "model"), "claude-fake");
+    cr_assert_str_eq(tu_str(res, "model"), "claude-fake");
     cJSON_Delete(res);
     cJSON_Delete(out);
     orch_free(o);
@@ -833,7 +819,7 @@ Test(loop, cli_submit_uses_the_tiers_of_forum_json)
                                 "write", "a", "haiku", "--roster", rpath, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cJSON *out = tu_run_json(&r);
-    cr_assert_str_eq(str(out, "answer"),
+    cr_assert_str_eq(tu_str(out, "answer"),
                      "A haiku about ledgers: entries chained in hash.");
     cJSON_Delete(out);
     tu_run_free(&r);

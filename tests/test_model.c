@@ -181,14 +181,7 @@ static struct fake *fake_start(const struct fake_resp *script, size_t n,
     f->n = n;
     f->tls = tls;
     pthread_mutex_init(&f->mu, NULL);
-    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    cr_assert_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    cr_assert_eq(listen(f->lfd, 16), 0);
-    getsockname(f->lfd, (struct sockaddr *)&sa, &sl);
-    f->port = ntohs(sa.sin_port);
+    f->lfd = tu_listen_loopback(&f->port);
     cr_assert_eq(pthread_create(&f->th, NULL, serve, f), 0);
     return f;
 }

@@ -70,20 +70,6 @@ static cJSON *call(struct env *e, const char *method, const char *json,
     return out;
 }
 
-static int64_t num(const cJSON *j, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
-    cr_assert(cJSON_IsNumber(v), "no number %s", k);
-    return (int64_t)v->valuedouble;
-}
-
-static const char *str(const cJSON *j, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
-    cr_assert(cJSON_IsString(v), "no string %s", k);
-    return v->valuestring;
-}
-
 static cJSON *get_run(struct env *e, int64_t run)
 {
     char in[64];
@@ -97,7 +83,7 @@ static cJSON *wait_run(struct env *e, int64_t run, int ms)
     int64_t t0 = now_ms();
     for (;;) {
         cJSON *g = get_run(e, run);
-        if (strcmp(str(g, "state"), "running") != 0)
+        if (strcmp(tu_str(g, "state"), "running") != 0)
             return g;
         cJSON_Delete(g);
         cr_assert_lt(now_ms() - t0, ms, "run %lld still running",
@@ -113,7 +99,7 @@ static void entry_kinds(const cJSON *g, char *out, size_t size)
     out[0] = '\0';
     cJSON_ArrayForEach (v, cJSON_GetObjectItemCaseSensitive(g, "entries")) {
         size_t n = strlen(out);
-        snprintf(out + n, size - n, "%s ", str(v, "kind"));
+        snprintf(out + n, size - n, "%s ", tu_str(v, "kind"));
     }
 }
 
@@ -132,41 +118,41 @@ Test(runs, start_answers_at_once_and_get_reads_the_run_back)
     env_open(&e, NULL);
     const char *req = "{\"request\":\"echo this back\"}";
     cJSON *s = call(&e, "run_start", req, FO_OK);
-    cr_assert_str_eq(str(s, "state"), "running");
-    int64_t run = num(s, "run");
+    cr_assert_str_eq(tu_str(s, "state"), "running");
+    int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
     struct ledger_entry en;
     struct fo_err err;
     cr_assert_eq(ledger_get(e.l, run, &en, NULL, &err), FO_OK);
     cr_assert_str_eq(en.kind, "request");
     cJSON *g = wait_run(&e, run, 10000);
-    cr_assert_str_eq(str(g, "state"), "done");
-    cr_assert_str_eq(str(g, "via"), "run_start");
-    cr_assert_str_eq(str(g, "request"), "echo this back");
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cr_assert_str_eq(tu_str(g, "via"), "run_start");
+    cr_assert_str_eq(tu_str(g, "request"), "echo this back");
     char k[256];
     entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k, "request route plan task result verdict answer ");
-    cr_assert_eq(num(g, "count"), 7);
+    cr_assert_eq(tu_num(g, "count"), 7);
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(g, "truncated")));
     cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(g, "error")));
     /* every entry of the run descends from the request, in seq order */
     const cJSON *v;
     int64_t prev = -1;
     cJSON_ArrayForEach (v, cJSON_GetObjectItemCaseSensitive(g, "entries")) {
-        cr_assert_gt(num(v, "seq"), prev);
-        prev = num(v, "seq");
+        cr_assert_gt(tu_num(v, "seq"), prev);
+        prev = tu_num(v, "seq");
         if (prev != run)
-            cr_assert_geq(num(v, "parent"), run);
+            cr_assert_geq(tu_num(v, "parent"), run);
     }
-    cr_assert_eq(num(g, "answer_seq"), prev);
+    cr_assert_eq(tu_num(g, "answer_seq"), prev);
     /* the same answer as a blocking submit of the same request */
     cJSON *sub = call(&e, "submit", req, FO_OK);
-    cr_assert_str_eq(str(g, "answer"), str(sub, "answer"));
+    cr_assert_str_eq(tu_str(g, "answer"), tu_str(sub, "answer"));
     /* and run_get reads a submit's run too */
-    cJSON *g2 = get_run(&e, num(sub, "request_seq"));
-    cr_assert_str_eq(str(g2, "state"), "done");
-    cr_assert_str_eq(str(g2, "via"), "submit");
-    cr_assert_str_eq(str(g2, "answer"), str(sub, "answer"));
+    cJSON *g2 = get_run(&e, tu_num(sub, "request_seq"));
+    cr_assert_str_eq(tu_str(g2, "state"), "done");
+    cr_assert_str_eq(tu_str(g2, "via"), "submit");
+    cr_assert_str_eq(tu_str(g2, "answer"), tu_str(sub, "answer"));
     char k2[256];
     entry_kinds(g2, k2, sizeof(k2));
     cr_assert_str_eq(k2, k);
@@ -183,7 +169,7 @@ Test(runs, get_refuses_what_is_not_a_run)
     env_open(&e, NULL);
     cJSON_Delete(call(&e, "run_get", "{\"run\":0}", FO_E_NOT_FOUND));
     cJSON *s = call(&e, "run_start", "{\"request\":\"echo it\"}", FO_OK);
-    int64_t run = num(s, "run");
+    int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
     cJSON_Delete(wait_run(&e, run, 10000));
     char in[64];
@@ -221,9 +207,9 @@ Test(runs, a_spent_budget_reads_as_budget)
     env_open(&e, NULL);
     cJSON *s = call(&e, "run_start",
                     "{\"request\":\"echo it\",\"max_model_calls\":1}", FO_OK);
-    cJSON *g = wait_run(&e, num(s, "run"), 10000);
-    cr_assert_str_eq(str(g, "state"), "budget");
-    cr_assert_str_eq(str(g, "answer"), ORCH_BUDGET_ANSWER);
+    cJSON *g = wait_run(&e, tu_num(s, "run"), 10000);
+    cr_assert_str_eq(tu_str(g, "state"), "budget");
+    cr_assert_str_eq(tu_str(g, "answer"), ORCH_BUDGET_ANSWER);
     char k[256];
     entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k,
@@ -251,11 +237,11 @@ Test(runs, a_run_whose_model_is_unreachable_reads_as_failed)
     cr_assert_eq(orch_create(&oc, &e.o, &err), FO_OK, "%s", err.msg);
     e.ctx = (struct surf_ctx){.ledger = e.l, .orch = e.o};
     cJSON *s = call(&e, "run_start", "{\"request\":\"echo it\"}", FO_OK);
-    cJSON *g = wait_run(&e, num(s, "run"), 20000);
-    cr_assert_str_eq(str(g, "state"), "failed");
+    cJSON *g = wait_run(&e, tu_num(s, "run"), 20000);
+    cr_assert_str_eq(tu_str(g, "state"), "failed");
     const cJSON *er = cJSON_GetObjectItemCaseSensitive(g, "error");
-    cr_assert_str_eq(str(er, "code"), fo_code_name(FO_E_UNAVAILABLE), "%s",
-                     str(er, "error"));
+    cr_assert_str_eq(tu_str(er, "code"), fo_code_name(FO_E_UNAVAILABLE), "%s",
+                     tu_str(er, "error"));
     cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(g, "answer")));
     cJSON_Delete(g);
     cJSON_Delete(s);
@@ -272,7 +258,7 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
         cJSON *s =
             call(&e, "run_start",
                  "{\"request\":\"build the api database server\"}", FO_OK);
-        runs[i] = num(s, "run");
+        runs[i] = tu_num(s, "run");
         cJSON_Delete(s);
     }
     cr_assert_lt(now_ms() - t0, 1500, "run_start waited for its runs");
@@ -285,8 +271,8 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
     for (int i = 0; i < ORCH_RUNS_MAX; i++) {
         for (;;) {
             g = get_run(&e, runs[i]);
-            cr_assert_str_eq(str(g, "state"), "running");
-            int64_t c = num(g, "count");
+            cr_assert_str_eq(tu_str(g, "state"), "running");
+            int64_t c = tu_num(g, "count");
             cJSON_Delete(g);
             if (c == 4)
                 break;
@@ -300,8 +286,8 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
                       FO_E_DRAINING));
     for (int i = 0; i < ORCH_RUNS_MAX; i++) {
         g = get_run(&e, runs[i]);
-        cr_assert_str_eq(str(g, "state"), "stopped", "run %d", i);
-        cr_assert_str_eq(str(g, "answer"), ORCH_STOPPED_ANSWER);
+        cr_assert_str_eq(tu_str(g, "state"), "stopped", "run %d", i);
+        cr_assert_str_eq(tu_str(g, "answer"), ORCH_STOPPED_ANSWER);
         char k[256];
         entry_kinds(g, k, sizeof(k));
         /* the task in flight finished and was judged (no model call);
@@ -321,7 +307,7 @@ Test(runs, freeing_the_orchestrator_lets_runs_finish, .timeout = 60)
     env_open(&e, SLOW_CMD);
     cJSON *s = call(&e, "run_start",
                     "{\"request\":\"build the api database server\"}", FO_OK);
-    int64_t run = num(s, "run");
+    int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
     int64_t t0 = now_ms();
     orch_free(e.o);
@@ -329,8 +315,8 @@ Test(runs, freeing_the_orchestrator_lets_runs_finish, .timeout = 60)
     e.ctx.orch = NULL;
     cr_assert_geq(now_ms() - t0, 1000, "orch_free did not wait for the run");
     cJSON *g = get_run(&e, run);
-    cr_assert_str_eq(str(g, "state"), "done");
-    cr_assert(strstr(str(g, "answer"), "done"), "%s", str(g, "answer"));
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cr_assert(strstr(tu_str(g, "answer"), "done"), "%s", tu_str(g, "answer"));
     cJSON_Delete(g);
     env_close(&e);
 }
@@ -390,8 +376,8 @@ Test(runs, daemon_stays_responsive_and_get_shows_progress, .timeout = 60)
         http_json(&d, "POST", "/runs",
                   "{\"request\":\"build the api database server\"}", 200);
     cr_assert_lt(now_ms() - t0, 1000, "POST /runs took too long");
-    cr_assert_str_eq(str(s, "state"), "running");
-    int64_t run = num(s, "run");
+    cr_assert_str_eq(tu_str(s, "state"), "running");
+    int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
     char path[64];
     snprintf(path, sizeof(path), "/runs/%lld", (long long)run);
@@ -406,19 +392,19 @@ Test(runs, daemon_stays_responsive_and_get_shows_progress, .timeout = 60)
             worst = took;
         g = http_json(&d, "GET", path, NULL, 200);
         polls++;
-        int64_t c = num(g, "count");
+        int64_t c = tu_num(g, "count");
         if (first < 0)
             first = c;
         cr_assert_geq(c, last, "entries went back");
         last = c;
-        if (strcmp(str(g, "state"), "running") != 0)
+        if (strcmp(tu_str(g, "state"), "running") != 0)
             break;
         cJSON_Delete(g);
         cr_assert_lt(now_ms() - t0, 20000, "the run did not end");
         usleep(100000);
     }
-    cr_assert_str_eq(str(g, "state"), "done", "%s", cJSON_Print(g));
-    cr_assert(strstr(str(g, "answer"), "done"), "%s", str(g, "answer"));
+    cr_assert_str_eq(tu_str(g, "state"), "done", "%s", cJSON_Print(g));
+    cr_assert(strstr(tu_str(g, "answer"), "done"), "%s", tu_str(g, "answer"));
     cr_assert_geq(now_ms() - t0, 2000, "the task did not take its 2 s");
     cr_assert_gt(polls, 5);
     cr_assert_lt(first, last, "GET /runs showed no progress");
@@ -446,13 +432,13 @@ Test(runs, sigterm_with_a_run_in_flight_stops_it_and_exits_0, .timeout = 60)
     cJSON *s =
         http_json(&d, "POST", "/runs",
                   "{\"request\":\"build the api database server\"}", 200);
-    int64_t run = num(s, "run");
+    int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
     char path[64];
     snprintf(path, sizeof(path), "/runs/%lld", (long long)run);
     for (;;) { /* until its task is running: request route plan task */
         cJSON *g = http_json(&d, "GET", path, NULL, 200);
-        int64_t c = num(g, "count");
+        int64_t c = tu_num(g, "count");
         cJSON_Delete(g);
         if (c == 4)
             break;
@@ -465,7 +451,7 @@ Test(runs, sigterm_with_a_run_in_flight_stops_it_and_exits_0, .timeout = 60)
     cr_assert_eq(ledger_open(dir, 0, NULL, &l, &err), FO_OK, "%s", err.msg);
     cJSON *g = NULL;
     cr_assert_eq(orch_run_get(l, run, &g, &err), FO_OK, "%s", err.msg);
-    cr_assert_str_eq(str(g, "state"), "stopped");
+    cr_assert_str_eq(tu_str(g, "state"), "stopped");
     char k[256];
     entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k,
@@ -476,8 +462,8 @@ Test(runs, sigterm_with_a_run_in_flight_stops_it_and_exits_0, .timeout = 60)
     /* the run id outlives the daemon: a new one reads the same state */
     tu_daemon_start(&d, dir, NULL);
     g = http_json(&d, "GET", path, NULL, 200);
-    cr_assert_str_eq(str(g, "state"), "stopped");
-    cr_assert_str_eq(str(g, "answer"), ORCH_STOPPED_ANSWER);
+    cr_assert_str_eq(tu_str(g, "state"), "stopped");
+    cr_assert_str_eq(tu_str(g, "answer"), ORCH_STOPPED_ANSWER);
     cJSON_Delete(g);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     tu_rmrf(dir);

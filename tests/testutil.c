@@ -1,6 +1,9 @@
 /* testutil: shared helpers for the Criterion tests. */
 #include "tests/testutil.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -259,4 +262,32 @@ struct tu_run tu_forum_file(const char *stdin_path, const char *const *argv)
         r.err = calloc(1, 1);
     tu_rmrf(dir);
     return r;
+}
+
+long long tu_num(const cJSON *j, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+    cr_assert(cJSON_IsNumber(v), "no number %s", k);
+    return (long long)v->valuedouble;
+}
+
+const char *tu_str(const cJSON *j, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+    cr_assert(cJSON_IsString(v), "no string %s", k);
+    return v->valuestring;
+}
+
+int tu_listen_loopback(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(fd, 16), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    *port = ntohs(sa.sin_port);
+    return fd;
 }

@@ -50,4 +50,13 @@ cJSON *tu_run_json(const struct tu_run *r);
  * sees). stdout and stderr are captured through temp files. */
 struct tu_run tu_forum_file(const char *stdin_path, const char *const *argv);
 
+/* Member k of object j, which must be a number (an integer) or a string;
+ * aborts the test naming k when it is not. */
+long long tu_num(const cJSON *j, const char *k);
+const char *tu_str(const cJSON *j, const char *k);
+
+/* A TCP socket listening on 127.0.0.1 at an ephemeral port (in *port);
+ * aborts the test on failure. */
+int tu_listen_loopback(int *port);
+
 #endif

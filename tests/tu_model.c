@@ -1,4 +1,5 @@
 /* tu_model: the fake chat server of tu_model.h. */
+#include "tests/testutil.h"
 #include "tests/tu_model.h"
 
 #include <arpa/inet.h>
@@ -133,14 +134,7 @@ struct fake *fake_start(fake_fn fn)
     struct fake *f = calloc(1, sizeof(*f));
     cr_assert_not_null(f);
     f->fn = fn;
-    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    cr_assert_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    cr_assert_eq(listen(f->lfd, 16), 0);
-    getsockname(f->lfd, (struct sockaddr *)&sa, &sl);
-    f->port = ntohs(sa.sin_port);
+    f->lfd = tu_listen_loopback(&f->port);
     cr_assert_eq(pthread_create(&f->th, NULL, serve, f), 0);
     return f;
 }
