@@ -1,18 +1,25 @@
 /* bench_ledger: ledger write and verify throughput, printed as a table.
  * Usage: bench_ledger [--entries N] [--dir DIR]
- * Measures, in one run: the disk's fsync ceiling (write+fsync loop), durable
- * appends with one transaction each and in batches of 10, 100 and 1000
- * (the last one filling the ledger to N entries with 256-byte bodies), then
+ * Measures, in one run: durable appends with one transaction each, in five
+ * rounds that each also measure the disk's fsync ceiling (write+fsync loop)
+ * and a bare SQLite writer (the same pragmas, an entry row and a body row
+ * per transaction, no hashing), so the ratios compare like with like on a
+ * disk whose rate drifts; then appends in batches of 10, 100 and 1000 (the
+ * last one filling the ledger to N entries with 256-byte bodies), then
  * verify and deep verify of all N, each in a child process so its peak RSS
  * is its own. Not a test: it asserts nothing. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sqlite3.h>
 
 #include "ledger/ledger.h"
 
@@ -23,7 +30,7 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static double fsync_ceiling(const char *dir)
+static double fsync_ceiling(const char *dir, double seconds)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s/fsync-probe", dir);
@@ -34,7 +41,7 @@ static double fsync_ceiling(const char *dir)
     memset(block, 'x', sizeof(block));
     int n = 0;
     double t0 = now();
-    while (now() - t0 < 2.0) {
+    while (now() - t0 < seconds) {
         if (pwrite(fd, block, sizeof(block), (off_t)(n % 64) * 4096) < 0 ||
             fsync(fd) != 0)
             break;
@@ -44,6 +51,81 @@ static double fsync_ceiling(const char *dir)
     close(fd);
     unlink(path);
     return rate;
+}
+
+/* A bare SQLite writer with the ledger's pragmas: one transaction per
+ * append writing a 150-byte entry row and a 256-byte body row, no hashing.
+ * What SQLite itself allows on this disk, for comparison. */
+struct probe {
+    sqlite3 *db;
+    sqlite3_stmt *q[4]; /* begin, entry, body, commit */
+    char path[4096];
+    int next;
+};
+
+static void probe_close(struct probe *p)
+{
+    for (int i = 0; i < 4; i++)
+        sqlite3_finalize(p->q[i]);
+    sqlite3_close(p->db);
+    static const char *const sfx[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char f[4200];
+        snprintf(f, sizeof(f), "%s%s", p->path, sfx[i]);
+        unlink(f);
+    }
+}
+
+static int probe_open(struct probe *p, const char *dir)
+{
+    static const char *const sql[4] = {
+        "BEGIN IMMEDIATE", "INSERT INTO e VALUES(?1, ?2)",
+        "INSERT INTO b VALUES(?1, ?2)", "COMMIT"};
+    memset(p, 0, sizeof(*p));
+    snprintf(p->path, sizeof(p->path), "%s/sqlite-probe.db", dir);
+    if (sqlite3_open(p->path, &p->db) != SQLITE_OK ||
+        sqlite3_exec(p->db,
+                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                     " CREATE TABLE e(seq INTEGER PRIMARY KEY, row BLOB);"
+                     " CREATE TABLE b(seq INTEGER PRIMARY KEY, body BLOB);",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        return -1;
+    for (int i = 0; i < 4; i++)
+        if (sqlite3_prepare_v2(p->db, sql[i], -1, &p->q[i], NULL) != SQLITE_OK)
+            return -1;
+    return 0;
+}
+
+/* Returns transactions per second, 0 on an error. */
+static double probe_rate(struct probe *p, int n)
+{
+    static const char row[150] = {1};
+    static const char bodyb[256] = {2};
+    double t0 = now();
+    for (int i = 0; i < n; i++, p->next++) {
+        sqlite3_bind_int(p->q[1], 1, p->next);
+        sqlite3_bind_blob(p->q[1], 2, row, sizeof(row), SQLITE_STATIC);
+        sqlite3_bind_int(p->q[2], 1, p->next);
+        sqlite3_bind_blob(p->q[2], 2, bodyb, sizeof(bodyb), SQLITE_STATIC);
+        for (int k = 0; k < 4; k++) {
+            if (sqlite3_step(p->q[k]) != SQLITE_DONE)
+                return 0;
+            sqlite3_reset(p->q[k]);
+        }
+    }
+    return n / (now() - t0);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static char body[257];
@@ -150,12 +232,14 @@ int main(int argc, char **argv)
         perror("mkdtemp");
         return 3;
     }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bench_ledger: %s: %s\n", dir, strerror(errno));
+        return 3;
+    }
     char ldir[4096];
     snprintf(ldir, sizeof(ldir), "%s/ledger", dir);
     printf("forum ledger benchmark: %lld entries, 256-byte bodies, dir %s\n",
            entries, dir);
-    double ceiling = fsync_ceiling(dir);
-    printf("%-44s %12.0f /s\n", "fsync ceiling (4 KiB write + fsync)", ceiling);
 
     struct ledger *l = NULL;
     struct fo_err err;
@@ -163,14 +247,47 @@ int main(int argc, char **argv)
         fprintf(stderr, "open: %s\n", err.msg);
         return 3;
     }
-    double r1 = append_rate(l, 3000, 1);
-    printf("%-44s %12.0f /s  (%.0f%% of the fsync ceiling)\n",
-           "appends, one transaction each", r1, 100 * r1 / ceiling);
+    enum { ROUNDS = 5, SINGLE = 1000 };
+    double ceil_r[ROUNDS], led_r[ROUNDS], sql_r[ROUNDS];
+    double led_ratio[ROUNDS], sql_ratio[ROUNDS];
+    struct probe probe;
+    if (probe_open(&probe, dir) != 0) {
+        fprintf(stderr, "sqlite probe: %s\n", sqlite3_errmsg(probe.db));
+        return 3;
+    }
+    /* A first round, not counted, takes both WAL files past their first
+     * growth (appends that extend a file cost more than overwrites). */
+    append_rate(l, 2 * SINGLE, 1);
+    probe_rate(&probe, 2 * SINGLE);
+    printf("one transaction per append, %d rounds of %d after %d of warm-up:"
+           "\n",
+           ROUNDS, SINGLE, 2 * SINGLE);
+    printf("  %-5s %14s %14s %14s %9s %9s\n", "round", "fsync/s", "ledger/s",
+           "sqlite/s", "ledger%", "sqlite%");
+    for (int r = 0; r < ROUNDS; r++) {
+        ceil_r[r] = fsync_ceiling(dir, 1.0);
+        led_r[r] = append_rate(l, SINGLE, 1);
+        sql_r[r] = probe_rate(&probe, SINGLE);
+        led_ratio[r] = 100 * led_r[r] / ceil_r[r];
+        sql_ratio[r] = 100 * sql_r[r] / ceil_r[r];
+        printf("  %-5d %14.0f %14.0f %14.0f %8.0f%% %8.0f%%\n", r + 1,
+               ceil_r[r], led_r[r], sql_r[r], led_ratio[r], sql_ratio[r]);
+    }
+    probe_close(&probe);
+    double ceiling = median(ceil_r, ROUNDS);
+    printf("%-44s %12.0f /s\n", "fsync ceiling (4 KiB write + fsync), median",
+           ceiling);
+    printf("%-44s %12.0f /s  (median %.0f%% of the fsync ceiling)\n",
+           "appends, one transaction each", median(led_r, ROUNDS),
+           median(led_ratio, ROUNDS));
+    printf("%-44s %12.0f /s  (median %.0f%% of the fsync ceiling)\n",
+           "bare SQLite, one transaction each", median(sql_r, ROUNDS),
+           median(sql_ratio, ROUNDS));
     double r10 = append_rate(l, 20000, 10);
     printf("%-44s %12.0f /s\n", "appends, batches of 10", r10);
     double r100 = append_rate(l, 100000, 100);
     printf("%-44s %12.0f /s\n", "appends, batches of 100", r100);
-    long long so_far = 3000 + 20000 + 100000;
+    long long so_far = (ROUNDS + 2) * SINGLE + 20000 + 100000;
     long long rest = entries > so_far ? entries - so_far : 0;
     double r1000 = append_rate(l, rest, 1000);
     printf("%-44s %12.0f /s  (to %lld entries)\n", "appends, batches of 1000",

@@ -218,6 +218,7 @@ void ledger_fail_commit_after(struct ledger *l, int n)
 void ledger_bench_skip_tree(struct ledger *l, int on)
 {
     l->skip_tree = on;
+    l->head_cached = 0;
 }
 
 /* ---- entries ---------------------------------------------------------- */
@@ -484,20 +485,20 @@ int ledger_tree_node(void *ctx, unsigned level, uint64_t index, uint8_t out[32],
 
 /* ---- appends ---------------------------------------------------------- */
 
-/* The state of the log's head inside a write transaction. */
-struct head {
-    int64_t count;
-    int64_t ts;
-    uint8_t prev[32];
-    struct merkle_frontier tree;
-};
-
-static int load_head(struct ledger *l, struct head *h, struct fo_err *err)
+/* Loads the head inside a write transaction; from this handle's cache when
+ * the stored head is the one the cache was taken at. */
+static int load_head(struct ledger *l, struct ledger_head *h,
+                     struct fo_err *err)
 {
     struct store_rec last;
     int rc = l->ops->head(l->store, &h->count, &last, err);
     if (rc)
         return rc;
+    if (l->head_cached && h->count > 0 && l->head_cache.count == h->count &&
+        memcmp(l->head_cache.prev, last.hash, 32) == 0) {
+        *h = l->head_cache;
+        return FO_OK;
+    }
     if (h->count == 0) {
         h->ts = 0;
         memset(h->prev, 0, 32);
@@ -510,6 +511,15 @@ static int load_head(struct ledger *l, struct head *h, struct fo_err *err)
         return FO_OK;
     return merkle_frontier_load(&h->tree, ledger_tree_node, l,
                                 (uint64_t)h->count, err);
+}
+
+/* After a write transaction: keeps the committed head, or forgets the cache
+ * (h NULL) when the transaction did not commit. */
+static void head_keep(struct ledger *l, const struct ledger_head *h)
+{
+    l->head_cached = h && h->count > 0;
+    if (l->head_cached)
+        l->head_cache = *h;
 }
 
 struct emit_ctx {
@@ -550,8 +560,8 @@ static int check_req(struct ledger *l, const struct ledger_append *r,
 }
 
 /* Appends one checked request at the head, inside the transaction. */
-static int append_one(struct ledger *l, struct head *h, struct ledger_append *r,
-                      struct fo_err *err)
+static int append_one(struct ledger *l, struct ledger_head *h,
+                      struct ledger_append *r, struct fo_err *err)
 {
     struct ledger_entry *e = &r->entry;
     struct store_rec rec;
@@ -599,7 +609,7 @@ int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
 {
     if (l->readonly)
         return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", l->dir);
-    struct head *h = malloc(sizeof(*h));
+    struct ledger_head *h = malloc(sizeof(*h));
     if (!h)
         return fo_err_set(err, FO_E_NOMEM, NULL);
     int rc = l->ops->begin_write(l->store, err);
@@ -616,6 +626,7 @@ int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
         rc = l->ops->commit(l->store, err);
     else
         l->ops->rollback(l->store);
+    head_keep(l, rc == FO_OK ? h : NULL);
 out:
     free(h);
     if (rc) {
@@ -865,7 +876,7 @@ int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
         !fo_utf8_valid(reason, strlen(reason)))
         return fo_err_set(err, FO_E_INVALID,
                           "reason: 1-1024 bytes of UTF-8 required");
-    struct head *h = malloc(sizeof(*h));
+    struct ledger_head *h = malloc(sizeof(*h));
     cJSON *payload = cJSON_CreateObject();
     struct fo_buf body;
     fo_buf_init(&body, FO_BUF_UNLIMITED);
@@ -913,6 +924,7 @@ int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
         rc = l->ops->commit(l->store, err);
     else
         l->ops->rollback(l->store);
+    head_keep(l, rc == FO_OK ? h : NULL);
     if (rc == FO_OK) {
         if (out)
             *out = req.entry;

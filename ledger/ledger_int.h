@@ -6,7 +6,16 @@
 #include "ledger/fo_buf.h"
 #include "ledger/fo_sha.h"
 #include "ledger/ledger.h"
+#include "ledger/merkle.h"
 #include "ledger/store.h"
+
+/* The state of the log's head inside a write transaction. */
+struct ledger_head {
+    int64_t count;
+    int64_t ts;
+    uint8_t prev[32];
+    struct merkle_frontier tree;
+};
 
 struct ledger {
     const struct store_ops *ops;
@@ -23,6 +32,12 @@ struct ledger {
      * entries under them (meta "tree_min_level"; 1, every node stored, for
      * ledgers made before it existed). */
     unsigned tree_min_level;
+    /* The head as this handle's last committed append left it. A write
+     * transaction reuses it when the stored head still has the same count
+     * and hash (no other writer came between), instead of reloading the
+     * tree frontier (up to 15 entry reads below tree_min_level). */
+    struct ledger_head head_cache;
+    int head_cached;
 };
 
 /* The storage key of tree node (level >= 1, index): see ledger.c. */

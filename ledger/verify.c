@@ -4,6 +4,7 @@
 #include "ledger/ledger.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,10 +79,13 @@ static int check_node(void *ctx, unsigned level, uint64_t index,
 }
 
 /* Rows are read in batches. While the main thread reads batch k+1 from
- * SQLite, a worker thread computes the hashes of batch k (entry, leaf and
- * body hashes are independent per row); then the main thread runs the
- * checks that depend on order (seq, prev, ts, tree). Two cores, one pass. */
+ * SQLite, a worker thread hashes the rows of batch k (entry, leaf and body
+ * hashes are independent per row); the main thread joins the hashing when
+ * its read is done, both claiming rows from one counter, so neither core
+ * waits on the other. Then the main thread runs the checks that depend on
+ * order (seq, prev, ts, tree). Two cores, one pass. */
 #define BATCH 4096
+#define CLAIM 64 /* rows a hasher claims at a time */
 
 struct vrow {
     struct store_rec rec;
@@ -95,8 +99,14 @@ struct vbatch {
     struct vrow row[BATCH];
     size_t n;
     struct fo_buf bodies;
-    struct fo_sha *sha; /* the worker's hasher */
+    atomic_size_t claimed; /* rows handed to a hasher */
+};
+
+/* One thread's hashing state. */
+struct hasher {
+    struct fo_sha *sha;
     struct fo_buf scratch;
+    struct vbatch *b;
     int rc;
 };
 
@@ -113,34 +123,47 @@ static int collect_row(void *ctx, const struct store_row *row)
     return FO_OK;
 }
 
-static void *hash_batch(void *arg)
+static int hash_row(struct hasher *h, const struct vbatch *b, struct vrow *r)
 {
-    struct vbatch *b = arg;
-    for (size_t i = 0; i < b->n; i++) {
-        struct vrow *r = &b->row[i];
-        const struct store_rec *rec = &r->rec;
-        r->fields_ok = valid_fields(rec);
-        struct ledger_entry e;
-        e.seq = rec->seq;
-        e.ts = rec->ts;
-        e.parent = rec->parent;
-        memcpy(e.actor, rec->actor, rec->actor_len);
-        e.actor[rec->actor_len] = '\0';
-        memcpy(e.kind, rec->kind, rec->kind_len);
-        e.kind[rec->kind_len] = '\0';
-        memcpy(e.payload, rec->payload, 32);
-        memcpy(e.prev, rec->prev, 32);
-        fo_buf_reset(&b->scratch);
-        int rc = ledger_entry_canon(&e, &b->scratch);
-        if (rc) {
-            b->rc = rc;
-            return NULL;
+    const struct store_rec *rec = &r->rec;
+    r->fields_ok = valid_fields(rec);
+    struct ledger_entry e;
+    e.seq = rec->seq;
+    e.ts = rec->ts;
+    e.parent = rec->parent;
+    memcpy(e.actor, rec->actor, rec->actor_len);
+    e.actor[rec->actor_len] = '\0';
+    memcpy(e.kind, rec->kind, rec->kind_len);
+    e.kind[rec->kind_len] = '\0';
+    memcpy(e.payload, rec->payload, 32);
+    memcpy(e.prev, rec->prev, 32);
+    fo_buf_reset(&h->scratch);
+    int rc = ledger_entry_canon(&e, &h->scratch);
+    if (rc)
+        return rc;
+    fo_sha_digest(h->sha, h->scratch.data, h->scratch.len, r->ehash);
+    merkle_leaf_hash(h->sha, r->ehash, 32, r->leaf);
+    if (r->has_body)
+        fo_sha_digest(h->sha, b->bodies.data + r->body_off, r->body_len,
+                      r->bhash);
+    return FO_OK;
+}
+
+/* Hashes rows of h->b until none is left to claim. */
+static void *hash_rows(void *arg)
+{
+    struct hasher *h = arg;
+    struct vbatch *b = h->b;
+    for (;;) {
+        size_t i = atomic_fetch_add(&b->claimed, CLAIM);
+        if (i >= b->n)
+            break;
+        size_t end = i + CLAIM < b->n ? i + CLAIM : b->n;
+        for (; i < end; i++) {
+            int rc = hash_row(h, b, &b->row[i]);
+            if (rc && !h->rc)
+                h->rc = rc;
         }
-        fo_sha_digest(b->sha, b->scratch.data, b->scratch.len, r->ehash);
-        merkle_leaf_hash(b->sha, r->ehash, 32, r->leaf);
-        if (r->has_body)
-            fo_sha_digest(b->sha, b->bodies.data + r->body_off, r->body_len,
-                          r->bhash);
     }
     return NULL;
 }
@@ -187,15 +210,8 @@ static int check_row(struct vctx *v, const struct vrow *r)
 static struct vbatch *batch_new(void)
 {
     struct vbatch *b = calloc(1, sizeof(*b));
-    if (!b)
-        return NULL;
-    fo_buf_init(&b->bodies, FO_BUF_UNLIMITED);
-    fo_buf_init(&b->scratch, FO_BUF_UNLIMITED);
-    b->sha = fo_sha_create();
-    if (!b->sha) {
-        free(b);
-        return NULL;
-    }
+    if (b)
+        fo_buf_init(&b->bodies, FO_BUF_UNLIMITED);
     return b;
 }
 
@@ -204,39 +220,56 @@ static void batch_free(struct vbatch *b)
     if (!b)
         return;
     fo_buf_release(&b->bodies);
-    fo_buf_release(&b->scratch);
-    fo_sha_free(b->sha);
     free(b);
+}
+
+static int hasher_init(struct hasher *h)
+{
+    memset(h, 0, sizeof(*h));
+    fo_buf_init(&h->scratch, FO_BUF_UNLIMITED);
+    h->sha = fo_sha_create();
+    return h->sha != NULL;
+}
+
+static void hasher_release(struct hasher *h)
+{
+    fo_buf_release(&h->scratch);
+    fo_sha_free(h->sha);
 }
 
 static int read_batch(struct vctx *v, int64_t from, struct vbatch *b)
 {
     b->n = 0;
-    b->rc = FO_OK;
     fo_buf_reset(&b->bodies);
     return v->l->ops->scan(v->l->store, from, BATCH, v->deep, collect_row, b,
                            v->err);
 }
 
-/* Reads, hashes (on a second thread) and checks every row. */
+/* Reads, hashes (on both threads) and checks every row. */
 static int check_all(struct vctx *v)
 {
     struct vbatch *cur = batch_new(), *next = batch_new();
-    int rc = cur && next ? FO_OK : fo_err_set(v->err, FO_E_NOMEM, NULL);
+    struct hasher hw, hm; /* the worker's and the main thread's */
+    int hw_ok = hasher_init(&hw), hm_ok = hasher_init(&hm);
+    int rc = cur && next && hw_ok && hm_ok
+                 ? FO_OK
+                 : fo_err_set(v->err, FO_E_NOMEM, NULL);
     int64_t from = 0;
     if (!rc)
         rc = read_batch(v, from, cur);
     while (!rc && cur->n > 0) {
         from = cur->row[cur->n - 1].rec.seq + 1;
+        atomic_store(&cur->claimed, 0);
+        hw.b = hm.b = cur;
         pthread_t worker;
-        int threaded = pthread_create(&worker, NULL, hash_batch, cur) == 0;
-        if (!threaded)
-            hash_batch(cur);
+        int threaded = pthread_create(&worker, NULL, hash_rows, &hw) == 0;
         rc = read_batch(v, from, next);
+        hash_rows(&hm); /* the rest of the rows the worker has not claimed */
         if (threaded)
             pthread_join(worker, NULL);
-        if (!rc && cur->rc)
-            rc = fo_err_set(v->err, cur->rc, "verify: cannot encode entry");
+        int hrc = hw.rc ? hw.rc : hm.rc;
+        if (!rc && hrc)
+            rc = fo_err_set(v->err, hrc, "verify: cannot encode entry");
         for (size_t i = 0; !rc && i < cur->n; i++)
             rc = check_row(v, &cur->row[i]);
         struct vbatch *t = cur;
@@ -245,6 +278,8 @@ static int check_all(struct vctx *v)
     }
     batch_free(cur);
     batch_free(next);
+    hasher_release(&hw);
+    hasher_release(&hm);
     return rc;
 }
 

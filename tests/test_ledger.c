@@ -731,3 +731,29 @@ Test(ledger_tree, proofs_hold_whatever_level_is_stored)
         tu_rmrf(dir);
     }
 }
+
+/* Each handle keeps the head of its last append; two handles taking turns
+ * on one ledger (as two processes would) must each notice the other's
+ * appends, so every leaf lands in the tree exactly once. */
+Test(ledger_tree, two_handles_taking_turns_keep_one_tree)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *a = open_new(dir), *b = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, 0, NULL, &b, &err), FO_OK, "%s", err.msg);
+    unsigned seed = 7;
+    for (int i = 0; i < 300; i++) {
+        seed = seed * 1103515245u + 12345u;
+        /* runs of 1 to 4 on one handle, then a switch */
+        struct ledger *l = (seed >> 16) % 5 < 2 ? a : b;
+        struct ledger_entry e = append(l, "k", -1, "{}");
+        cr_assert_eq(e.seq, i);
+    }
+    struct ledger_verify_result r;
+    cr_assert_eq(ledger_verify(a, 0, NULL, NULL, &r, &err), FO_OK);
+    cr_assert(r.ok, "%s at %lld", r.reason, (long long)r.first_bad_seq);
+    cr_assert_eq(r.entries, 300);
+    ledger_close(a);
+    ledger_close(b);
+    tu_rmrf(dir);
+}
