@@ -394,7 +394,14 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         rc = fo_err_set(err, FO_E_INTERNAL, "libevent without threads");
         goto out;
     }
-    d->base = event_base_new();
+    /* The changelist folds the EV_READ/EV_WRITE toggles evhttp makes per
+     * request into one epoll_ctl per descriptor and loop iteration. */
+    struct event_config *ecfg = event_config_new();
+    if (ecfg)
+        event_config_set_flag(ecfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    d->base = ecfg ? event_base_new_with_config(ecfg) : NULL;
+    if (ecfg)
+        event_config_free(ecfg);
     if (!d->base) {
         rc = fo_err_set(err, FO_E_INTERNAL, "cannot create the event base");
         goto out;

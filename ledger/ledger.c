@@ -283,15 +283,21 @@ static int put_str(struct fo_buf *b, const char *s, size_t n)
     return rc;
 }
 
-/* Writes the JCS form of the hashed fields. Keys in UTF-16 order: actor,
- * kind, parent, payload, prev, seq, ts, v. */
-static int entry_canon(const struct ledger_entry *e, size_t actor_len,
-                       size_t kind_len, struct fo_buf *b)
+/* Writes the JCS form of the hashed fields, and of "hash" too when hash is
+ * not NULL (the served form). Keys in UTF-16 order: actor, [hash,] kind,
+ * parent, payload, prev, seq, ts, v. */
+static int entry_write(const struct ledger_entry *e, size_t actor_len,
+                       size_t kind_len, const uint8_t *hash, struct fo_buf *b)
 {
     char tail[256], *p = tail;
     int rc = fo_buf_append(b, "{\"actor\":", 9);
     if (!rc)
         rc = put_str(b, e->actor, actor_len);
+    if (!rc && hash) {
+        char h[80], *q = put_lit(h, ",\"hash\":", 8);
+        q = put_hex(q, hash);
+        rc = fo_buf_append(b, h, (size_t)(q - h));
+    }
     if (!rc)
         rc = fo_buf_append(b, ",\"kind\":", 8);
     if (!rc)
@@ -313,6 +319,17 @@ static int entry_canon(const struct ledger_entry *e, size_t actor_len,
     p = put_u64(p, (uint64_t)e->ts);
     p = put_lit(p, ",\"v\":1}", 7);
     return fo_buf_append(b, tail, (size_t)(p - tail));
+}
+
+static int entry_canon(const struct ledger_entry *e, size_t actor_len,
+                       size_t kind_len, struct fo_buf *b)
+{
+    return entry_write(e, actor_len, kind_len, NULL, b);
+}
+
+int ledger_entry_text(const struct ledger_entry *e, struct fo_buf *out)
+{
+    return entry_write(e, strlen(e->actor), strlen(e->kind), e->hash, out);
 }
 
 int ledger_entry_canon(const struct ledger_entry *e, struct fo_buf *out)

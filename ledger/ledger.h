@@ -193,6 +193,9 @@ int ledger_summary(struct ledger *l, cJSON **out, struct fo_err *err);
 int ledger_entry_canon(const struct ledger_entry *e, struct fo_buf *out);
 /* The served form: the 8 fields plus "hash" (hex). NULL on no memory. */
 cJSON *ledger_entry_json(const struct ledger_entry *e);
+/* The JCS form of the served form, written directly (what fo_json_canon
+ * makes of ledger_entry_json, without building the object). */
+int ledger_entry_text(const struct ledger_entry *e, struct fo_buf *out);
 /* Reads a served entry object back (the 8 fields; "hash" when present is
  * read into e->hash, else e->hash is left zero). */
 int ledger_entry_from_json(const cJSON *obj, struct ledger_entry *e,

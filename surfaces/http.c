@@ -306,11 +306,30 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* Committer thread: an append's transaction ended. */
+/* Committer thread: an append's transaction ended. The reply is written
+ * here, off the loop thread: the served entry directly in its canonical
+ * form (ledger_entry_text), or the error. */
 static void append_done(struct daemon_commit_req *r)
 {
     struct job *j = r->arg;
     struct surf_http *h = j->h;
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    if (j->creq.a.rc == FO_OK && ledger_entry_text(&j->creq.a.entry, &b) == 0 &&
+        fo_buf_putc(&b, '\n') == 0) {
+        j->body = fo_buf_detach(&b, &j->body_len);
+        j->status = 200;
+    } else {
+        fo_buf_release(&b);
+        struct fo_err e2;
+        const struct fo_err *err = &j->creq.a.err;
+        int rc = j->creq.a.rc;
+        if (rc == FO_OK) {
+            rc = fo_err_set(&e2, FO_E_NOMEM, NULL);
+            err = &e2;
+        }
+        result_text(rc, NULL, err, &j->status, &j->body, &j->body_len);
+    }
     pthread_mutex_lock(&h->mu);
     q_push(&h->done, j);
     event_active(h->done_ev, 0, 0);
@@ -329,13 +348,6 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         pthread_mutex_unlock(&h->mu);
         if (!j)
             break;
-        if (j->kind == JOB_APPEND) {
-            cJSON *out = NULL;
-            struct fo_err err;
-            int rc = surf_append_result(&j->creq.a, &out, &err);
-            result_text(rc, out, &err, &j->status, &j->body, &j->body_len);
-            cJSON_Delete(out);
-        }
         char *body = j->body;
         j->body = NULL;
         send_raw(h, j->req, j->status, "application/json", body, j->body_len, 0,

@@ -757,3 +757,42 @@ Test(ledger_tree, two_handles_taking_turns_keep_one_tree)
     ledger_close(b);
     tu_rmrf(dir);
 }
+
+/* The served form written directly must be byte for byte what the
+ * canonical printer makes of the object form. */
+Test(ledger_body, entry_text_is_the_canonical_served_form)
+{
+    static const char *const actors[] = {
+        "a", "quote\"back\\slash", "ctl\x01\x1f tab\t", "\xc3\xa9t\xc3\xa9",
+        "\xf0\x9f\x98\x80 \xe2\x80\xa8 del\x7f"};
+    for (size_t i = 0; i < sizeof(actors) / sizeof(*actors); i++) {
+        struct ledger_entry e;
+        memset(&e, 0, sizeof(e));
+        snprintf(e.actor, sizeof(e.actor), "%s", actors[i]);
+        snprintf(e.kind, sizeof(e.kind), "kind.%zu-x_y", i);
+        e.seq = (int64_t)(i * 1000003);
+        e.ts = 1795000000000000 + (int64_t)i;
+        e.parent = i % 2 ? LEDGER_NO_PARENT : (int64_t)i * 7;
+        for (int k = 0; k < 32; k++) {
+            e.payload[k] = (uint8_t)(k * 3 + i);
+            e.prev[k] = (uint8_t)(255 - k);
+            e.hash[k] = (uint8_t)(k ^ 0x5a);
+        }
+        struct fo_buf direct, canon;
+        fo_buf_init(&direct, FO_BUF_UNLIMITED);
+        fo_buf_init(&canon, FO_BUF_UNLIMITED);
+        cr_assert_eq(ledger_entry_text(&e, &direct), 0);
+        cJSON *j = ledger_entry_json(&e);
+        cr_assert_not_null(j);
+        struct fo_err err;
+        cr_assert_eq(fo_json_canon(j, &canon, &err), FO_OK);
+        cr_assert_eq(direct.len, canon.len, "actor %zu: %.*s vs %.*s", i,
+                     (int)direct.len, direct.data, (int)canon.len, canon.data);
+        cr_assert_eq(memcmp(direct.data, canon.data, canon.len), 0,
+                     "actor %zu: %.*s vs %.*s", i, (int)direct.len, direct.data,
+                     (int)canon.len, canon.data);
+        cJSON_Delete(j);
+        fo_buf_release(&direct);
+        fo_buf_release(&canon);
+    }
+}
