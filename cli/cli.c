@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/orch.h"
+#include "daemon/orch_model.h"
 #include "daemon/service.h"
 #include "ledger/fo_json.h"
 #include "surfaces/surf.h"
@@ -107,17 +109,152 @@ int cli_help(const char *text)
     return 0;
 }
 
-int cli_provider_apply(struct cli *c, const char *cmd,
-                       const struct cli_provider *p, struct daemon_config *cfg)
+_Static_assert(CLI_TIER_GROUPS_MAX == ORCH_MODEL_PROVIDERS_MAX,
+               "one provider per --tier group");
+
+/* The group the next provider flag goes to: the last one opened. */
+static struct cli_provider_group *group(struct cli_providers *p)
 {
-    if ((p->chat_url && p->api) || (p->chat_url && !p->model) ||
-        ((p->model || p->key_env) && !p->chat_url && !p->api))
-        return cli_usage_error(c,
-                               "%s: --chat-url URL --model M, or --api "
-                               "[--model M]; --api-key-env goes with either",
-                               cmd);
-    if (p->chat_url || p->api)
-        daemon_config_set_provider(cfg, p->api, p->chat_url, p->model,
-                                   p->key_env);
+    if (p->n == 0)
+        p->n = 1; /* g[0], the flags before any --tier */
+    return &p->g[p->n - 1];
+}
+
+/* Sets *field to value, or notes that flag came twice in the group. */
+static void set_once(struct cli_provider_group *g, const char **field,
+                     const char *flag, const char *value)
+{
+    if (*field && !g->twice)
+        g->twice = flag;
+    *field = value;
+}
+
+int cli_provider_arg(struct cli_providers *p, const char *flag,
+                     const char *value)
+{
+    static const char *const with_value[] = {"--tier", "--chat-url", "--model",
+                                             "--api-key-env"};
+    if (!strcmp(flag, "--api")) {
+        p->given++;
+        if (p->overflow)
+            return 1;
+        struct cli_provider_group *g = group(p);
+        if (g->api && !g->twice)
+            g->twice = "--api";
+        g->api = 1;
+        return 1;
+    }
+    size_t k = 0;
+    while (k < 4 && strcmp(flag, with_value[k]))
+        k++;
+    if (k == 4)
+        return 0;
+    if (!value)
+        return -1;
+    p->given++;
+    if (p->overflow)
+        return 2;
+    if (k == 0) {
+        group(p);
+        if (p->n > CLI_TIER_GROUPS_MAX) { /* g[0] and 32 groups are full */
+            p->overflow = 1;
+            return 2;
+        }
+        p->g[p->n++] = (struct cli_provider_group){.tier = value};
+        return 2;
+    }
+    struct cli_provider_group *g = group(p);
+    set_once(g,
+             k == 1   ? &g->chat_url
+             : k == 2 ? &g->model
+                      : &g->key_env,
+             flag, value);
+    return 2;
+}
+
+/* The tier named s, ORCH_TIER_ANY for "any", or -2. */
+static int tier_of(const char *s)
+{
+    if (!strcmp(s, "any"))
+        return ORCH_TIER_ANY;
+    for (int t = ORCH_TIER_CHEAP; t <= ORCH_TIER_FRONTIER; t++)
+        if (!strcmp(s, orch_tier_name(t)))
+            return t;
+    return -2;
+}
+
+int cli_provider_apply(struct cli *c, const char *cmd,
+                       const struct cli_providers *p, struct daemon_config *cfg)
+{
+    struct orch_model_provider pv[CLI_TIER_GROUPS_MAX + 1];
+    size_t n = 0;
+    if (!p->given)
+        return 0;
+    if (p->overflow)
+        return cli_usage_error(c, "%s: more than %d model providers", cmd,
+                               ORCH_MODEL_PROVIDERS_MAX);
+    for (int i = 0; i < p->n; i++) {
+        const struct cli_provider_group *g = &p->g[i];
+        /* "--tier cheap: " names the group in every message */
+        char where[80] = "";
+        if (g->tier)
+            snprintf(where, sizeof(where), "--tier %.60s: ", g->tier);
+        int tier = g->tier ? tier_of(g->tier) : ORCH_TIER_ANY;
+        int empty = !g->chat_url && !g->model && !g->key_env && !g->api;
+        if (tier == -2)
+            return cli_usage_error(c,
+                                   "%s: %snot a tier (cheap, capable, "
+                                   "frontier or any)",
+                                   cmd, where);
+        if (empty && !g->tier)
+            continue; /* no flags before the first --tier */
+        if (empty)
+            return cli_usage_error(c,
+                                   "%s: %sno provider flags after it "
+                                   "(--chat-url URL --model M, or --api)",
+                                   cmd, where);
+        if (g->twice)
+            return cli_usage_error(c,
+                                   "%s: %s%s given twice for one provider "
+                                   "(start the next with --tier TIER)",
+                                   cmd, where, g->twice);
+        if (g->chat_url && g->api)
+            return cli_usage_error(c,
+                                   "%s: %s--chat-url and --api in one "
+                                   "provider (give each its own --tier)",
+                                   cmd, where);
+        if (g->chat_url && !g->model)
+            return cli_usage_error(c, "%s: %s--chat-url needs --model M", cmd,
+                                   where);
+        if (!g->chat_url && !g->api)
+            return cli_usage_error(c, "%s: %s%s needs --chat-url URL or --api",
+                                   cmd, where,
+                                   g->model ? "--model" : "--api-key-env");
+        const char *key_env = g->key_env ? g->key_env
+                              : g->api   ? ORCH_ANTHROPIC_KEY_ENV_DEFAULT
+                                         : NULL;
+        /* The key is read at each call (orch_model_call); a variable that
+         * is not set would fail the first call after the request was
+         * witnessed, so it is refused here, before anything is written. */
+        const char *key = key_env ? secure_getenv(key_env) : NULL;
+        if (key_env && (!key || !*key))
+            return cli_usage_error(c,
+                                   "%s: %sthe API key variable %s is not set",
+                                   cmd, where, key_env);
+        if (n == ORCH_MODEL_PROVIDERS_MAX)
+            return cli_usage_error(c, "%s: more than %d model providers", cmd,
+                                   ORCH_MODEL_PROVIDERS_MAX);
+        pv[n++] = (struct orch_model_provider){
+            .api = g->api ? ORCH_EXEC_ANTHROPIC : ORCH_EXEC_CHAT,
+            .url = g->chat_url,
+            .model = g->model ? g->model : ORCH_ANTHROPIC_MODEL_DEFAULT,
+            .api_key_env = key_env,
+            .tier = tier,
+        };
+    }
+    struct fo_err err;
+    fo_err_clear(&err);
+    if (daemon_config_set_providers(cfg, pv, n, &err) != FO_OK)
+        return cli_fail(c, &err);
     return 0;
 }

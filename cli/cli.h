@@ -61,21 +61,80 @@ int cli_bench(struct cli *c, int argc, char **argv);
 int cli_submit(struct cli *c, int argc, char **argv);
 int cli_plan(struct cli *c, int argc, char **argv);
 
-/* The model-provider flags of serve, mcp, submit and plan:
+/* The model-provider flags of serve, mcp, submit and plan. A provider is
  * --chat-url URL --model M [--api-key-env VAR], or --api [--model M]
- * [--api-key-env VAR]. */
-struct cli_provider {
+ * [--api-key-env VAR]. The flags before any --tier make the provider of
+ * tier "any"; each --tier TIER (cheap, capable, frontier, any) opens a
+ * group whose flags make one provider of that tier. A tier may be given
+ * more than once: the order on the line is the fallback order within it.
+ * Collect them with cli_provider_arg, check and apply them with
+ * cli_provider_apply. */
+#define CLI_TIER_GROUPS_MAX 32 /* --tier groups (ORCH_MODEL_PROVIDERS_MAX) */
+
+struct cli_provider_group {
+    const char *tier; /* as given; NULL: the flags before any --tier */
     const char *chat_url, *model, *key_env;
     int api;
+    const char *twice; /* the first flag given twice in the group */
 };
+
+struct cli_providers {
+    /* g[0]: the flags before any --tier (maybe none); g[1..n-1]: --tier */
+    struct cli_provider_group g[CLI_TIER_GROUPS_MAX + 1];
+    int n;        /* groups in g; 0 counts as 1 */
+    int given;    /* provider flags taken */
+    int overflow; /* more --tier groups than fit */
+};
+
+/* Takes flag (with value, the next argument or NULL) into p when it is a
+ * provider flag (--tier, --chat-url, --model, --api-key-env, --api).
+ * Returns 0 when it is not one, 1 when only the flag was taken (--api), 2
+ * when the value was taken too, -1 when it needs a value and value is
+ * NULL. Mistakes within the groups wait for cli_provider_apply. */
+int cli_provider_arg(struct cli_providers *p, const char *flag,
+                     const char *value);
+
+/* The help text of the provider flags, the same in serve, mcp, submit and
+ * plan. */
+#define CLI_PROVIDER_HELP                                                      \
+    "model providers (the roles, and the lanes on chat or anthropic):\n"       \
+    "  --chat-url URL --model M [--api-key-env VAR]\n"                         \
+    "                   an OpenAI-compatible server (Ollama, llama.cpp,\n"     \
+    "                   vLLM, OpenRouter, OpenAI); the key is read from\n"     \
+    "                   $VAR at each call, never printed or written down\n"    \
+    "  --api [--model M] [--api-key-env VAR]\n"                                \
+    "                   the Anthropic Messages API (default model\n"           \
+    "                   " ORCH_ANTHROPIC_MODEL_DEFAULT                         \
+    ", key $" ORCH_ANTHROPIC_KEY_ENV_DEFAULT ")\n"                             \
+    "  --tier TIER      the provider flags after it, up to the next --tier,\n" \
+    "                   make one provider of TIER (cheap, capable, frontier\n" \
+    "                   or any); those before any --tier serve every tier.\n"  \
+    "                   Lanes ask for their model_tier, the coordinator and\n" \
+    "                   synthesizer for capable, the classifier and\n"         \
+    "                   validator for cheap; a failed verdict escalates\n"     \
+    "                   cheap -> capable -> frontier. A tier given twice\n"    \
+    "                   falls back in the order given, then to \"any\".\n"     \
+    "  e.g. --tier cheap --chat-url http://127.0.0.1:11434 --model qwen3:8b\n" \
+    "       --tier capable --api --model " ORCH_ANTHROPIC_MODEL_DEFAULT "\n"   \
+    "  Provider flags replace DIR/forum.json \"models\" as a whole; without\n" \
+    "  them its providers serve, with neither every role is a stub. A key\n"   \
+    "  variable that is not set is a usage error (exit 2).\n"
 
 struct daemon_config;
 
-/* Checks that the provider flags go together (a usage error, exit 2, when
- * not) and, when any were given, makes them cfg's one provider for every
- * tier (daemon_config_set_provider). Returns 0 or the exit code. */
+/* Checks the provider flags and, when any were given, makes them cfg's
+ * providers in the order given (daemon_config_set_providers), replacing
+ * forum.json's "models" as a whole. Usage errors (exit 2, nothing done):
+ * an unknown tier, a --tier with no provider flags after it, --model or
+ * --api-key-env without --chat-url or --api, --chat-url without --model,
+ * --chat-url and --api in one group, a flag given twice in one group,
+ * more than CLI_TIER_GROUPS_MAX groups, and an API key variable (the one
+ * named, or $ANTHROPIC_API_KEY for --api) that is not set: the key is
+ * never read here beyond that check, nor printed. Returns 0 or the exit
+ * code. */
 int cli_provider_apply(struct cli *c, const char *cmd,
-                       const struct cli_provider *p, struct daemon_config *cfg);
+                       const struct cli_providers *p,
+                       struct daemon_config *cfg);
 
 /* Opens the ledger for a command; prints the error and returns the exit
  * code (non-zero) on failure, 0 on success. */

@@ -12,6 +12,7 @@
 
 static const char mcp_usage[] =
     "usage: forum [--ledger DIR] mcp [--admin] [--cmd CMD] [--roster FILE]\n"
+    "                                 [providers]\n"
     "\n"
     "Serves the Model Context Protocol on stdin/stdout: JSON-RPC 2.0, one\n"
     "message a line; stdout carries the protocol only, logs go to stderr.\n"
@@ -23,10 +24,7 @@ static const char mcp_usage[] =
     "  --cmd CMD      plan_run executor: CMD split into argv (never a\n"
     "                 shell), the prompt as last argument (default: stub)\n"
     "  --roster FILE  a roster JSON file instead of the built-in one\n"
-    "  --chat-url URL --model M [--api-key-env VAR] | --api [--model M]\n"
-    "                 model provider for submit/plan, as forum serve (else\n"
-    "                 DIR/forum.json \"models\", else stub roles)\n"
-    "\n"
+    "\n" CLI_PROVIDER_HELP "\n"
     "exit codes: 0 end of input, 2 usage, 3 the ledger cannot be opened or\n"
     "            the output cannot be written\n";
 
@@ -34,24 +32,22 @@ int cli_mcp(struct cli *c, int argc, char **argv)
 {
     unsigned flags = 0;
     struct orch_config oc = {0};
-    struct cli_provider prov = {0};
+    struct cli_providers prov = {0};
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return cli_help(mcp_usage);
-        if (!strcmp(argv[i], "--admin"))
+        int pv =
+            cli_provider_arg(&prov, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
+        if (pv < 0)
+            return cli_usage_error(c, "mcp: %s needs a value", argv[i]);
+        if (pv)
+            i += pv - 1;
+        else if (!strcmp(argv[i], "--admin"))
             flags |= SURF_MCP_ADMIN;
         else if (!strcmp(argv[i], "--cmd") && i + 1 < argc)
             oc.cmd = argv[++i];
         else if (!strcmp(argv[i], "--roster") && i + 1 < argc)
             oc.roster_path = argv[++i];
-        else if (!strcmp(argv[i], "--chat-url") && i + 1 < argc)
-            prov.chat_url = argv[++i];
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc)
-            prov.model = argv[++i];
-        else if (!strcmp(argv[i], "--api-key-env") && i + 1 < argc)
-            prov.key_env = argv[++i];
-        else if (!strcmp(argv[i], "--api"))
-            prov.api = 1;
         else
             return cli_usage_error(c, "mcp: unexpected argument %s", argv[i]);
     }

@@ -46,23 +46,18 @@ static const char help_serve[] =
     "                         a shell), the prompt as last argument; default\n"
     "                         the stub executor\n"
     "  --roster FILE          a roster JSON file instead of the built-in one\n"
-    "  --chat-url URL --model M [--api-key-env VAR]\n"
-    "                         submit/plan roles on an OpenAI-compatible\n"
-    "                         server (forum.json \"models\" configures tiers)\n"
-    "  --api [--model M] [--api-key-env VAR]\n"
-    "                         the same on the Anthropic API (key from\n"
-    "                         $ANTHROPIC_API_KEY by default)\n"
-    "                         (no model: every role is a deterministic stub)\n"
-    "  --timeout S            stop: seconds before SIGKILL (default 10)\n";
+    "  --timeout S            stop: seconds before SIGKILL (default 10)\n"
+    "\n" CLI_PROVIDER_HELP;
 
 struct serve_opts {
     struct daemon_config cfg;
-    struct cli_provider prov;
+    struct cli_providers prov;
     int check;
     int lines;
     int stop_timeout_s;
-    /* the flags as given, passed on to the detached daemon */
-    char *pass[40];
+    /* the flags as given, passed on to the detached daemon: room for the
+     * other options and 32 provider groups of 4 flags with their values */
+    char *pass[320];
     int npass;
 };
 
@@ -84,11 +79,11 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
         int takes = 1;
-        if (!strcmp(a, "--no-auth")) {
+        int pv = cli_provider_arg(&o->prov, a, v);
+        if (pv > 0) {
+            takes = pv - 1;
+        } else if (!strcmp(a, "--no-auth")) {
             o->cfg.no_auth = 1;
-            takes = 0;
-        } else if (!strcmp(a, "--api")) {
-            o->prov.api = 1;
             takes = 0;
         } else if (!strcmp(a, "--check")) {
             o->check = 1;
@@ -125,12 +120,6 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->cfg.log_file = v;
         } else if (!strcmp(a, "--cmd")) {
             o->cfg.cmd = v;
-        } else if (!strcmp(a, "--chat-url")) {
-            o->prov.chat_url = v;
-        } else if (!strcmp(a, "--model")) {
-            o->prov.model = v;
-        } else if (!strcmp(a, "--api-key-env")) {
-            o->prov.key_env = v;
         } else if (!strcmp(a, "--roster")) {
             o->cfg.roster = v;
         } else if (!strcmp(a, "--ready-fd")) { /* internal: serve start */
@@ -154,11 +143,11 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
         } else {
             return cli_usage_error(c, "serve: unknown option %s", a);
         }
-        if (o->npass + 2 < (int)(sizeof(o->pass) / sizeof(o->pass[0]))) {
-            o->pass[o->npass++] = argv[i];
-            if (takes)
-                o->pass[o->npass++] = argv[i + 1];
-        }
+        if (o->npass + 2 >= (int)(sizeof(o->pass) / sizeof(o->pass[0])))
+            return cli_usage_error(c, "serve: too many options");
+        o->pass[o->npass++] = argv[i];
+        if (takes)
+            o->pass[o->npass++] = argv[i + 1];
         i += takes;
     }
     return 0;
@@ -307,7 +296,7 @@ static int start(struct cli *c, struct serve_opts *o, const char *self)
     }
     char fdbuf[16];
     snprintf(fdbuf, sizeof(fdbuf), "%d", pfd[1]);
-    char *av[64];
+    char *av[sizeof(o->pass) / sizeof(o->pass[0]) + 16];
     int n = 0;
     char a_forum[] = "forum", a_ledger[] = "--ledger", a_serve[] = "serve";
     char a_log[] = "--log-file", a_ready[] = "--ready-fd";

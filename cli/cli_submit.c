@@ -13,7 +13,7 @@
 #include "surfaces/surf.h"
 
 static const char submit_usage[] =
-    "usage: forum submit REQUEST... [executor] [options]\n"
+    "usage: forum submit REQUEST... [--cmd CMD | providers] [options]\n"
     "Answers a request end to end and witnesses every step: route, plan\n"
     "(the coordinator model), tasks and results, verdicts (done_when\n"
     "assertions, then the validator model), escalation up the model tiers\n"
@@ -21,19 +21,9 @@ static const char submit_usage[] =
     "spaces. Without a model provider every role is a deterministic stub:\n"
     "one task on the routed lane, verdicts pass, the answer joins the\n"
     "outputs.\n"
-    "executor (at most one):\n"
-    "  --cmd CMD            tasks run as CMD PROMPT (never through a shell)\n"
-    "  --chat-url URL --model M [--api-key-env VAR]\n"
-    "                       an OpenAI-compatible server (Ollama, llama.cpp,\n"
-    "                       vLLM, OpenRouter, OpenAI) for roles and tasks;\n"
-    "                       the key is read from $VAR, never written down\n"
-    "  --api [--model M] [--api-key-env VAR]\n"
-    "                       the Anthropic Messages API (default model\n"
-    "                       " ORCH_ANTHROPIC_MODEL_DEFAULT
-    ", key $" ORCH_ANTHROPIC_KEY_ENV_DEFAULT ")\n"
-    "Without --chat-url or --api, the model providers of DIR/forum.json\n"
-    "\"models\" (one per tier, as forum serve reads them) serve the roles\n"
-    "and the chat/anthropic lanes; with none there, the stubs.\n"
+    "tasks on the cli and default lanes:\n"
+    "  --cmd CMD          tasks run as CMD PROMPT (never through a shell);\n"
+    "                     not with model providers\n" CLI_PROVIDER_HELP
     "options:\n"
     "  --max-model-calls N  the run's model calls (default and ceiling 32;\n"
     "                       at most 1000); when spent the run stops with a\n"
@@ -47,15 +37,19 @@ static const char submit_usage[] =
     "reached or that answered nonsense (no valid plan: code bad_upstream)\n";
 
 static const char plan_usage[] =
-    "usage: forum plan REQUEST... [executor] [--roster FILE] [--json]\n"
-    "Asks the coordinator for a plan and prints it without running it. The\n"
-    "request, route and plan are witnessed. Executor flags as forum submit.\n";
+    "usage: forum plan REQUEST... [providers] [--roster FILE] [--json]\n"
+    "Asks the coordinator (a capable-tier model) for a plan and prints it\n"
+    "without running it. The request, route and plan are "
+    "witnessed.\n" CLI_PROVIDER_HELP "options:\n"
+    "  --roster FILE      the roster (default: the built-in one)\n"
+    "  --timeout SECONDS  per model call (default 300)\n"
+    "  --json             print {plan, ...} as POST /plan does\n";
 
 struct submit_opts {
     struct fo_buf text;
     int words;
     struct orch_config cfg;
-    struct cli_provider prov;
+    struct cli_providers prov;
     int max_calls, max_seconds;
 };
 
@@ -67,16 +61,13 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
         int has = i + 1 < argc;
         if (cli_is_help(a))
             return cli_help(usage) - 1; /* -1: stop, exit 0 */
-        if (!strcmp(a, "--cmd") && has) {
+        int pv = cli_provider_arg(&o->prov, a, has ? argv[i + 1] : NULL);
+        if (pv < 0)
+            return cli_usage_error(c, "%s: %s needs a value", name, a);
+        if (pv) {
+            i += pv - 1;
+        } else if (!strcmp(a, "--cmd") && has) {
             o->cfg.cmd = argv[++i];
-        } else if (!strcmp(a, "--chat-url") && has) {
-            o->prov.chat_url = argv[++i];
-        } else if (!strcmp(a, "--model") && has) {
-            o->prov.model = argv[++i];
-        } else if (!strcmp(a, "--api-key-env") && has) {
-            o->prov.key_env = argv[++i];
-        } else if (!strcmp(a, "--api")) {
-            o->prov.api = 1;
         } else if (!strcmp(a, "--roster") && has) {
             o->cfg.roster_path = argv[++i];
         } else if (!strcmp(a, "--timeout") && has) {
@@ -107,8 +98,10 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
     }
     if (!o->words)
         return cli_usage_error(c, "%s: no REQUEST", name);
-    if ((o->cfg.cmd != NULL) + (o->prov.chat_url != NULL) + o->prov.api > 1)
-        return cli_usage_error(c, "%s: give one of --cmd, --chat-url, --api",
+    if (o->cfg.cmd && o->prov.given)
+        return cli_usage_error(c,
+                               "%s: give --cmd or model providers "
+                               "(--chat-url, --api), not both",
                                name);
     return 0;
 }

@@ -576,20 +576,21 @@ void daemon_config_release(struct daemon_config *cfg)
     cfg->has_models = 0;
 }
 
-void daemon_config_set_provider(struct daemon_config *cfg, int anthropic,
-                                const char *url, const char *model,
-                                const char *key_env)
+int daemon_config_set_providers(struct daemon_config *cfg,
+                                const struct orch_model_provider *p, size_t n,
+                                struct fo_err *err)
 {
-    cfg->flag_provider = (struct orch_model_provider){
-        .api = anthropic ? ORCH_EXEC_ANTHROPIC : ORCH_EXEC_CHAT,
-        .url = url,
-        .model = model ? model : ORCH_ANTHROPIC_MODEL_DEFAULT,
-        .api_key_env = key_env     ? key_env
-                       : anthropic ? ORCH_ANTHROPIC_KEY_ENV_DEFAULT
-                                   : NULL,
-        .tier = ORCH_TIER_ANY,
-    };
-    cfg->models = (struct orch_model_config){.providers = &cfg->flag_provider,
-                                             .n_providers = 1};
+    if (n < 1 || n > ORCH_MODEL_PROVIDERS_MAX)
+        return fo_err_set(err, FO_E_INVALID, "models: 1-%d providers",
+                          ORCH_MODEL_PROVIDERS_MAX);
+    struct orch_model_provider *copy = calloc(n, sizeof(*copy));
+    if (!copy)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    memcpy(copy, p, n * sizeof(*copy));
+    free(cfg->providers_owned);
+    cfg->providers_owned = copy;
+    cfg->models = (struct orch_model_config){
+        .providers = copy, .n_providers = n, .fallover = 1};
     cfg->has_models = 1;
+    return FO_OK;
 }

@@ -33,20 +33,22 @@ struct daemon_config {
     const char *roster;   /* roster file (NULL: the built-in roster) */
     void *owned;          /* the parsed forum.json strings point into */
     /* Model providers for the control loop (submit, plan): forum.json's
-     * "models", or one provider from the serve flags. has_models 0: every
+     * "models", or the providers of the model flags. has_models 0: every
      * role is the deterministic stub. */
     int has_models;
     struct orch_model_config models;
-    struct orch_model_provider *providers_owned; /* from forum.json */
-    struct orch_model_provider flag_provider;    /* from --chat-url/--api */
+    struct orch_model_provider *providers_owned; /* models.providers */
 };
 
-/* One provider from command-line flags (--chat-url URL --model M
- * [--api-key-env VAR], or --api [--model M] [--api-key-env VAR]) into
- * cfg->models, replacing forum.json's. */
-void daemon_config_set_provider(struct daemon_config *cfg, int anthropic,
-                                const char *url, const char *model,
-                                const char *key_env);
+/* The providers of the command-line model flags (cli_provider_apply), n of
+ * them in the order given, into cfg->models: they replace forum.json's
+ * "models" as a whole (its attempts, timeouts and ca_file too). The array
+ * is copied; its strings must outlive cfg. Within a tier they fall over in
+ * the order given (fallover on). FO_OK, or FO_E_INVALID for n outside
+ * 1..ORCH_MODEL_PROVIDERS_MAX, FO_E_NOMEM. */
+int daemon_config_set_providers(struct daemon_config *cfg,
+                                const struct orch_model_provider *p, size_t n,
+                                struct fo_err *err);
 
 /* Defaults for every field (dir NULL). */
 void daemon_config_init(struct daemon_config *cfg);

@@ -216,6 +216,13 @@ const char *tu_method_args(const struct surf_method *m)
 cJSON *tu_mcp_call(const char *dir, int admin, const char *tool,
                    const char *args)
 {
+    static const char *const adm[] = {"--admin", NULL};
+    return tu_mcp_callv(dir, admin ? adm : NULL, tool, args);
+}
+
+cJSON *tu_mcp_callv(const char *dir, const char *const *extra, const char *tool,
+                    const char *args)
+{
     size_t cap = strlen(args) + strlen(tool) + 1024;
     char *in = malloc(cap);
     cr_assert_not_null(in);
@@ -228,9 +235,14 @@ cJSON *tu_mcp_call(const char *dir, int admin, const char *tool,
              "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
              "\"params\":{\"name\":\"%s\",\"arguments\":%s}}\n",
              tool, args);
-    struct tu_run r =
-        admin ? tu_forumv(in, "--ledger", dir, "mcp", "--admin", (char *)NULL)
-              : tu_forumv(in, "--ledger", dir, "mcp", (char *)NULL);
+    const char *argv[64] = {"--ledger", dir, "mcp"};
+    size_t n = 3;
+    for (size_t i = 0; extra && extra[i]; i++) {
+        cr_assert_lt(n, 63, "tu_mcp_callv: too many arguments");
+        argv[n++] = extra[i];
+    }
+    argv[n] = NULL;
+    struct tu_run r = tu_forum(in, strlen(in), argv);
     free(in);
     cr_assert_eq(r.status, 0, "forum mcp: %s", r.err);
     const char *second = strchr(r.out, '\n');

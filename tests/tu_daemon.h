@@ -44,6 +44,10 @@ int tu_http_raw(int port, const char *data, size_t len, int wait_ms,
  * test when the process fails or the result is an error. */
 cJSON *tu_mcp_call(const char *dir, int admin, const char *tool,
                    const char *args);
+/* The same with more arguments after `mcp` (extra: NULL-ended, may be NULL;
+ * at most 60), e.g. model provider flags. */
+cJSON *tu_mcp_callv(const char *dir, const char *const *extra, const char *tool,
+                    const char *args);
 
 /* Arguments that make method m succeed on the small ledger the parity and
  * MCP tests build (three entries and a signed checkpoint). A method with
