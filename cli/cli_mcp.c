@@ -65,6 +65,7 @@ int cli_mcp(struct cli *c, int argc, char **argv)
         return ex;
     }
     oc.models = dc.has_models ? &dc.models : NULL;
+    oc.max_runs = dc.max_runs; /* forum.json's max_runs (run_start) */
     struct orch *orch = NULL;
     int orc = orch_create(&oc, &orch, &err);
     if (orc != FO_OK) {

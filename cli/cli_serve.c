@@ -46,6 +46,8 @@ static const char help_serve[] =
     "                         a shell), the prompt as last argument; default\n"
     "                         the stub executor\n"
     "  --roster FILE          a roster JSON file instead of the built-in one\n"
+    "  --max-runs N           background runs (POST /runs) at once, 1-1024\n"
+    "                         (default 8; one more is 503 busy)\n"
     "  --timeout S            stop: seconds before SIGKILL (default 10)\n"
     "\n" CLI_PROVIDER_HELP;
 
@@ -122,6 +124,11 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->cfg.cmd = v;
         } else if (!strcmp(a, "--roster")) {
             o->cfg.roster = v;
+        } else if (!strcmp(a, "--max-runs")) {
+            if (parse_int(v, 1, ORCH_RUNS_MAX, &x))
+                return cli_usage_error(c, "serve: --max-runs: 1-%d",
+                                       ORCH_RUNS_MAX);
+            o->cfg.max_runs = (int)x;
         } else if (!strcmp(a, "--ready-fd")) { /* internal: serve start */
             if (parse_int(v, 3, 1 << 20, &x))
                 return cli_usage_error(c, "serve: --ready-fd: bad fd");
@@ -179,6 +186,8 @@ static int load_config(struct cli *c, struct serve_opts *o)
         file.workers = flags.workers;
     if (flags.sign_interval_ms)
         file.sign_interval_ms = flags.sign_interval_ms;
+    if (flags.max_runs)
+        file.max_runs = flags.max_runs;
     file.log_file = flags.log_file;
     file.cmd = flags.cmd;
     file.roster = flags.roster;
@@ -236,7 +245,8 @@ static int check(struct cli *c, struct serve_opts *o)
     struct orch_config oc = {.roster_path = o->cfg.roster,
                              .cmd = o->cfg.cmd,
                              .models =
-                                 o->cfg.has_models ? &o->cfg.models : NULL};
+                                 o->cfg.has_models ? &o->cfg.models : NULL,
+                             .max_runs = o->cfg.max_runs};
     struct orch *orch = NULL;
     if (orch_create(&oc, &orch, &err) != FO_OK)
         return cli_fail(c, &err);

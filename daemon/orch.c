@@ -145,6 +145,9 @@ static int check_config(const struct orch_config *c, struct fo_err *err)
                           ORCH_MAX_PARALLEL_MAX);
     if (c->timeout_ms < 0)
         return fo_err_set(err, FO_E_INVALID, "timeout: must be positive");
+    if (c->max_runs < 0 || c->max_runs > ORCH_RUNS_MAX)
+        return fo_err_set(err, FO_E_INVALID, "max_runs: must be 1..%d",
+                          ORCH_RUNS_MAX);
     if (c->n_allowed_categories > CATEGORIES_MAX)
         return fo_err_set(err, FO_E_INVALID, "categories: more than %d",
                           CATEGORIES_MAX);
@@ -200,7 +203,8 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
         goto out;
     }
-    rc = orch_runs_init(o, err);
+    rc = orch_runs_init(
+        o, (size_t)(c->max_runs ? c->max_runs : ORCH_RUNS_DEFAULT), err);
     if (rc)
         goto out;
     if (c->roster_path)

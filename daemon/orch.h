@@ -73,6 +73,9 @@ struct orch_config {
      * the first provider). Without models those lanes run on the run's
      * executor, as before. Copied by orch_create. */
     const struct orch_model_config *models;
+    /* Background runs (orch_run_start) at once: 1..ORCH_RUNS_MAX; 0:
+     * ORCH_RUNS_DEFAULT. */
+    int max_runs;
 };
 
 /* Creates an orchestrator: loads and validates the roster, splits cmd,
@@ -361,6 +364,11 @@ int orch_run_plan(const struct orch *o, const struct orch_witness *w,
     "forum: the run stopped because the daemon shut down before an answer "    \
     "was synthesized; the steps it took are in the ledger."
 
+/* The answer of a run stopped by orch_run_cancel. */
+#define ORCH_CANCELLED_ANSWER                                                  \
+    "forum: the run stopped because it was cancelled before an answer was "    \
+    "synthesized; the steps it took are in the ledger."
+
 /* The answer of a run whose budget was spent: fixed, so clients can tell. */
 #define ORCH_BUDGET_ANSWER                                                     \
     "forum: the run stopped because its budget was spent before an answer "    \
@@ -378,7 +386,8 @@ struct orch_submit_opts {
 };
 
 /* Answers a request end to end (DESIGN §6), witnessing every step on w:
- * `request` (actor "client", {"request", "via": "submit"}) → `route`
+ * `request` (actor "client", {"request", "via": "submit", "instance"}: see
+ * orch_run_get for the instance and its lock file) → `route`
  * (actor "router": the router's frame and the lane taken; when the router
  * escalates the classifier model picks, without models the top candidate)
  * → `plan` (actor "coordinator": the coordinator model's plan, parsed
@@ -394,7 +403,9 @@ struct orch_submit_opts {
  * `answer` (actor "synthesizer": the synthesizer's answer and the intent
  * coverage of the request by it, flagged below ORCH_COVERAGE_MIN). A spent
  * budget writes a `budget` entry and an `answer` with ORCH_BUDGET_ANSWER,
- * and the run ends FO_OK. The causal chain of a verdict reads request →
+ * and the run ends FO_OK; so does orch_run_cancel (reason "cancelled",
+ * ORCH_CANCELLED_ANSWER) and orch_runs_stop (reason "shutdown",
+ * ORCH_STOPPED_ANSWER). The causal chain of a verdict reads request →
  * plan → task → result → verdict.
  *
  * Without model providers every role is a deterministic stub: the
@@ -408,7 +419,8 @@ struct orch_submit_opts {
  * (the coordinator gave no valid plan after ORCH_JSON_ATTEMPTS, or a model
  * answered nonsense: HTTP 502), FO_E_UNAVAILABLE / FO_E_TIMEOUT (a model
  * could not be reached), ledger errors; each after an `error` entry when
- * the ledger still takes one. Blocks for the whole run. */
+ * the ledger still takes one; FO_E_IO when the run's lock file (DIR/runs/)
+ * cannot be made, before anything is written. Blocks for the whole run. */
 int orch_submit(const struct orch *o, const struct orch_witness *w,
                 const char *request, const struct orch_submit_opts *opts,
                 cJSON **out, struct fo_err *err);
@@ -431,20 +443,24 @@ int orch_plan_request(const struct orch *o, const struct orch_witness *w,
 
 /* ---- background runs (orch_runs.c) ------------------------------------ */
 
-#define ORCH_RUNS_MAX 8           /* background runs at once */
+#define ORCH_RUNS_DEFAULT 8       /* background runs at once (max_runs) */
+#define ORCH_RUNS_MAX 1024        /* the most max_runs may allow */
 #define ORCH_RUN_ENTRIES_MAX 1000 /* entries orch_run_get shows (last) */
 #define ORCH_RUN_SCAN_MAX 1000000 /* entries orch_run_get reads */
+#define ORCH_RUNS_DIR "runs"      /* DIR/runs/<instance>.lock */
+#define ORCH_INSTANCE_HEX 32      /* an instance: 32 lowercase hex digits */
 
 /* Starts a run that goes on without the caller: checks request and opts as
  * orch_submit does, opens its own handle on the ledger of w->ledger (a
  * ledger handle is single-threaded), witnesses the `request` entry (actor
- * "client", {"request", "via": "run_start"}) through w on the calling
- * thread, and runs the rest of orch_submit on a new thread that writes
- * through w->append / w->hook when set (they must be thread-safe and
+ * "client", {"request", "via": "run_start", "instance"}) through w on the
+ * calling thread, and runs the rest of orch_submit on a new thread that
+ * writes through w->append / w->hook when set (they must be thread-safe and
  * outlive the run: see orch_runs_stop) or its own handle. *run is the
  * request's seq: the run id orch_run_get takes. Errors: FO_E_INVALID (bad
- * request or opts; nothing written), FO_E_BUSY (ORCH_RUNS_MAX runs in
- * progress), FO_E_DRAINING (orch_runs_stop was called), ledger errors,
+ * request or opts; nothing written), FO_E_BUSY (max_runs runs in
+ * progress), FO_E_DRAINING (orch_runs_stop was called), FO_E_IO (the lock
+ * file, DIR/runs/, cannot be made; nothing written), ledger errors,
  * FO_E_INTERNAL (no thread: the run then ends with an `error` entry).
  * Blocks only for the request entry's commit. */
 int orch_run_start(struct orch *o, const struct orch_witness *w,
@@ -463,18 +479,47 @@ size_t orch_runs_active(struct orch *o);
  * run thread is joined. orch_free, by contrast, lets runs finish. */
 void orch_runs_stop(struct orch *o);
 
-/* The state of run (a `request` entry's seq), from the ledger alone (so it
- * answers in any process and after a restart): {"run", "state", "request",
- * "via", "entries" (the run's entries, flat, in seq order: the request and
- * every entry whose parent chain reaches it, the last
- * ORCH_RUN_ENTRIES_MAX of them), "count" (all of them), "truncated",
- * "answer", "answer_seq", "error"}. state is "running" (no end on record
- * yet; also a run whose process died), "done" (an `answer`), "budget" (the
- * budget stopped it), "stopped" (a shutdown stopped it) or "failed" (an
- * `error` entry; error is then {"error", "code"}). Reads at most
- * ORCH_RUN_SCAN_MAX entries after the request. Errors: FO_E_NOT_FOUND (no
- * such entry, or not a `request`), ledger errors. */
+/* The state of run (the seq of a run's `request` entry), from the ledger
+ * and the run's lock file alone (so it answers in any process and after a
+ * restart): {"run", "state", "request", "via", "instance", "entries" (the
+ * run's entries, flat, in seq order: the request and every entry whose
+ * parent chain reaches it, the last ORCH_RUN_ENTRIES_MAX of them), "count"
+ * (all of them), "truncated", "answer", "answer_seq", "error"}.
+ *
+ * A run is a `request` whose body says "via": "submit" or "run_start" (or
+ * whose body was redacted). Every process that starts runs holds an
+ * exclusive flock on DIR/runs/<instance>.lock for as long as it may write
+ * them (made on its first run, removed by orch_free) and records that
+ * instance in the request. With no end on record, the state is "running"
+ * while that lock is held (a fresh open file description cannot take a
+ * shared lock on it), "interrupted" when it is not (its process died: a
+ * stale lock file, or none), and "unknown" when the request names no
+ * instance (a run written before instances were recorded, or a redacted
+ * request) or the lock file cannot be read. The lock is probed before the
+ * ledger is read, so a run that ended as its process exited is never read
+ * as interrupted. Ended states: "done" (an `answer`), "budget" (the budget
+ * stopped it), "stopped" (a shutdown stopped it), "cancelled"
+ * (orch_run_cancel), "failed" (an `error` entry; error is then {"error",
+ * "code"}). Reads at most ORCH_RUN_SCAN_MAX entries after the request.
+ * Errors: FO_E_NOT_FOUND (no such entry), FO_E_NOT_A_RUN (an entry of
+ * another kind, or a request of plan, plan_run or a client: they have no
+ * end on record to wait for), ledger errors. */
 int orch_run_get(struct ledger *l, int64_t run, cJSON **out,
                  struct fo_err *err);
+
+/* Cancels run (the seq of a run's `request` entry on l). When this
+ * process runs it (o may be NULL: no runs), it stops at its next step (each
+ * model call, each task, each wave) as a spent budget does: a `budget`
+ * entry with reason "cancelled" (parent: the plan, or the request when no
+ * plan was made yet) and an `answer` of ORCH_CANCELLED_ANSWER; a task or
+ * model call in flight finishes first. *out is {"run", "state", "cancel"}:
+ * cancel "requested" (state "running": the stop is under way; orch_run_get
+ * reads "cancelled" once it is witnessed) or "ended" (the run had ended:
+ * its state, unchanged). Never blocks on the run. Errors: FO_E_NOT_FOUND,
+ * FO_E_NOT_A_RUN (as orch_run_get), FO_E_RUN_ELSEWHERE (in progress in
+ * another live process, or its state "unknown": cancel it where it runs),
+ * ledger errors. */
+int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
+                    struct fo_err *err);
 
 #endif

@@ -5,19 +5,38 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/types.h>
 
 #include "daemon/orch.h"
 #include "ledger/fo_buf.h"
 
 struct orch_run_thread; /* orch_runs.c */
+struct orch_run_lock;   /* orch_runs.c: DIR/runs/<instance>.lock, held */
 
-/* The background runs of an orchestrator (orch_run_start): the one part of
- * struct orch that changes after orch_create, behind its own mutex. */
+/* A run in progress in this process (a background run or a blocking
+ * submit), from its request entry on: what orch_run_cancel finds. */
+struct orch_live {
+    dev_t dev; /* the ledger's dir */
+    ino_t ino;
+    int64_t seq;       /* the run's request entry */
+    atomic_int cancel; /* orch_run_cancel: stop at the next step */
+    struct orch_live *next;
+};
+
+/* The runs of an orchestrator: the one part of struct orch that changes
+ * after orch_create, behind its own mutex. */
 struct orch_runs {
     pthread_mutex_t mu;
     atomic_int stopping;          /* orch_runs_stop: runs end at next step */
+    size_t max;                   /* background runs at once (max_runs) */
     size_t active;                /* threads not yet finished (under mu) */
     struct orch_run_thread *list; /* threads not yet joined (under mu) */
+    struct orch_live *live;       /* runs in progress (under mu) */
+    /* this orchestrator's instance: ORCH_INSTANCE_HEX digits, made with
+     * its first lock (under mu), and the lock files it holds, one per
+     * ledger dir */
+    char instance[ORCH_INSTANCE_HEX + 1];
+    struct orch_run_lock *locks;
 };
 
 struct orch {
@@ -40,14 +59,37 @@ struct orch {
     struct orch_runs *runs;        /* never NULL once created */
 };
 
-/* orch_runs.c: allocates o->runs (FO_E_NOMEM) and, on free, waits for
- * every background run to end, then frees it. */
-int orch_runs_init(struct orch *o, struct fo_err *err);
+/* orch_runs.c: allocates o->runs (FO_E_NOMEM) with room for max_runs
+ * background runs and, on free, waits for every background run to end,
+ * then lets go of (and removes) its lock files, then frees it. */
+int orch_runs_init(struct orch *o, size_t max_runs, struct fo_err *err);
 void orch_runs_free(struct orch *o);
 
 /* 1 once orch_runs_stop was called: a run in progress stops at its next
  * step as if its budget were spent (reason "shutdown"). */
 int orch_runs_stopping(const struct orch *o);
+
+/* Before a run's request is written: makes sure this orchestrator holds
+ * its lock file in dir (DIR/runs/<instance>.lock, made on first use; the
+ * stale lock files of dead processes found there are removed), copies the
+ * instance into inst and fills live (dev, ino; seq -1, cancel 0).
+ * FO_E_IO naming the file when it cannot be made. */
+int orch_runs_hold(const struct orch *o, const char *dir,
+                   char inst[ORCH_INSTANCE_HEX + 1], struct orch_live *live,
+                   struct fo_err *err);
+
+/* Once the request is on record (live->seq set): orch_run_cancel can find
+ * the run until orch_runs_leave (which must come before live goes). */
+void orch_runs_enter(const struct orch *o, struct orch_live *live);
+void orch_runs_leave(const struct orch *o, struct orch_live *live);
+
+/* The run from its request entry (request_seq, written by the caller with
+ * the instance) on, as orch_submit_from; live (may be NULL) is its entry in
+ * the registry, whose cancel flag stops it at its next step. */
+int orch_submit_live(const struct orch *o, const struct orch_witness *w,
+                     int64_t request_seq, const char *request,
+                     const struct orch_submit_opts *opts,
+                     struct orch_live *live, cJSON **out, struct fo_err *err);
 
 /* Checks a request and its options as orch_submit does, writing nothing. */
 int orch_submit_check(const char *request, const struct orch_submit_opts *opts,

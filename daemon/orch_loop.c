@@ -90,6 +90,7 @@ struct loop {
     int max_calls, max_seconds;
     int calls, escalations;
     struct timespec t0;
+    struct orch_live *live;    /* the run in the registry, or NULL */
     const char *budget_reason; /* set when the budget stopped the run */
     char stopped_before[ORCH_NAME_MAX + 32];
     int64_t request_seq, route_seq, plan_seq, last_seq;
@@ -130,12 +131,18 @@ static int wit(struct loop *l, const char *actor, const char *kind,
     return rc;
 }
 
-/* FO_E_BUDGET (the reason and the step noted) when no model call is left
- * or the time is up; else FO_OK. */
-static int budget_check(struct loop *l, const char *before, struct fo_err *err)
+/* FO_E_BUDGET (the reason and the step noted) when the run was cancelled,
+ * the daemon is stopping or, unless halt_only, no model call is left or
+ * the time is up; else FO_OK. */
+static int stop_check(struct loop *l, const char *before, int halt_only,
+                      struct fo_err *err)
 {
-    if (orch_runs_stopping(l->o))
+    if (l->live && atomic_load(&l->live->cancel))
+        l->budget_reason = "cancelled";
+    else if (orch_runs_stopping(l->o))
         l->budget_reason = "shutdown";
+    else if (halt_only)
+        return FO_OK;
     else if (l->calls >= l->max_calls)
         l->budget_reason = "max_model_calls";
     else if (l->max_seconds && elapsed_ms(l) >= (int64_t)l->max_seconds * 1000)
@@ -145,6 +152,11 @@ static int budget_check(struct loop *l, const char *before, struct fo_err *err)
     snprintf(l->stopped_before, sizeof(l->stopped_before), "%s", before);
     return fo_err_set(err, FO_E_BUDGET, "run budget spent (%s)",
                       l->budget_reason);
+}
+
+static int budget_check(struct loop *l, const char *before, struct fo_err *err)
+{
+    return stop_check(l, before, 0, err);
 }
 
 /* Takes one model call from the budget, or FO_E_BUDGET. */
@@ -316,14 +328,19 @@ static int check_lane(struct loop *l, cJSON *j, void *ctx, struct fo_err *err)
     return FO_OK;
 }
 
-static int request_entry(struct loop *l, const char *via, struct fo_err *err)
+/* The request entry; instance (may be NULL: not a run) names the process
+ * that runs it (orch_run_get). */
+static int request_entry(struct loop *l, const char *via, const char *instance,
+                         struct fo_err *err)
 {
     cJSON *e = cJSON_CreateObject();
-    int rc = e && cJSON_AddStringToObject(e, "request", l->request) &&
-                     cJSON_AddStringToObject(e, "via", via)
-                 ? wit(l, "client", "request", LEDGER_NO_PARENT, e,
-                       &l->request_seq, err)
-                 : nomem(err);
+    int rc =
+        e && cJSON_AddStringToObject(e, "request", l->request) &&
+                cJSON_AddStringToObject(e, "via", via) &&
+                (!instance || cJSON_AddStringToObject(e, "instance", instance))
+            ? wit(l, "client", "request", LEDGER_NO_PARENT, e, &l->request_seq,
+                  err)
+            : nomem(err);
     cJSON_Delete(e);
     return rc;
 }
@@ -590,10 +607,12 @@ static int task_begin(struct loop *l, struct attempt *a, size_t wave,
     a->tier = tier;
     a->res = (struct orch_result){.exit_code = -1};
     fo_buf_init(&a->prompt, FO_BUF_UNLIMITED);
-    if (ex->kind != ORCH_EXEC_STUB) {
+    {
+        /* a stub task is free, but a cancel or a shutdown stops before it */
         char what[ORCH_NAME_MAX + 8];
         snprintf(what, sizeof(what), "task %s", k->id);
-        int rc = spend(l, what, err);
+        int rc = ex->kind != ORCH_EXEC_STUB ? spend(l, what, err)
+                                            : stop_check(l, what, 1, err);
         if (rc)
             return rc;
     }
@@ -997,6 +1016,11 @@ static int dispatch(struct loop *l, struct fo_err *err)
     for (size_t w = 0; w < p->n_waves && !rc; w++) {
         size_t n = 0, nd = 0;
         int stop = FO_OK; /* a task that could not begin (the budget) */
+        char what[32];
+        snprintf(what, sizeof(what), "wave %zu", w);
+        rc = stop_check(l, what, 1, err);
+        if (rc)
+            break;
         for (size_t i = p->wave_start[w]; i < p->wave_start[w + 1]; i++) {
             size_t t = p->order[i];
             const struct orch_task *k = &p->tasks[t];
@@ -1229,9 +1253,10 @@ static int answer_entry(struct loop *l, const char *answer, const char *model,
 /* The fixed answer of a run the budget or a shutdown stopped. */
 static const char *stop_answer(const struct loop *l)
 {
-    return l->budget_reason && !strcmp(l->budget_reason, "shutdown")
-               ? ORCH_STOPPED_ANSWER
-               : ORCH_BUDGET_ANSWER;
+    const char *r = l->budget_reason ? l->budget_reason : "";
+    return !strcmp(r, "shutdown")    ? ORCH_STOPPED_ANSWER
+           : !strcmp(r, "cancelled") ? ORCH_CANCELLED_ANSWER
+                                     : ORCH_BUDGET_ANSWER;
 }
 
 static int budget_entry(struct loop *l, struct fo_err *err)
@@ -1357,12 +1382,14 @@ static cJSON *tasks_json(const struct loop *l, int *all_pass)
     return a;
 }
 
-/* The run from its request on: request_seq < 0 writes the request entry
- * first (orch_submit), else that entry is already on record. */
+/* The run from its request on: request_seq < 0 holds this process's lock
+ * file, writes the request entry with the instance and registers the run
+ * (orch_submit), else that entry is already on record and live (may be
+ * NULL) is the run in the registry. */
 static int submit_run(const struct orch *o, const struct orch_witness *w,
                       int64_t request_seq, const char *request,
-                      const struct orch_submit_opts *opts, cJSON **out,
-                      struct fo_err *err)
+                      const struct orch_submit_opts *opts,
+                      struct orch_live *live, cJSON **out, struct fo_err *err)
 {
     struct loop l;
     char *answer = NULL;
@@ -1370,14 +1397,29 @@ static int submit_run(const struct orch *o, const struct orch_witness *w,
     char model[ORCH_MODEL_MAX + 1] = "";
     int64_t answer_seq = -1;
     int budget = 0;
+    struct orch_live own;
+    int entered = 0;
     int rc = loop_init(&l, o, w, request, opts, err);
     if (rc)
         return rc;
     if (request_seq < 0) {
-        rc = request_entry(&l, "submit", err);
+        char inst[ORCH_INSTANCE_HEX + 1];
+        rc = orch_runs_hold(o, ledger_dir(w->ledger), inst, &own, err);
+        if (rc) {
+            loop_release(&l);
+            return rc;
+        }
+        rc = request_entry(&l, "submit", inst, err);
+        if (!rc) {
+            own.seq = l.request_seq;
+            orch_runs_enter(o, &own);
+            entered = 1;
+            l.live = &own;
+        }
     } else {
         l.request_seq = request_seq;
         l.last_seq = request_seq;
+        l.live = live;
     }
     if (!rc)
         rc = route_frame(&l, err);
@@ -1446,6 +1488,8 @@ static int submit_run(const struct orch *o, const struct orch_witness *w,
     }
     if (rc)
         error_entry(&l, err);
+    if (entered) /* its end is on record (or could not be written) */
+        orch_runs_leave(o, &own);
     cJSON_Delete(res);
     cJSON_Delete(cov);
     free(answer);
@@ -1457,7 +1501,17 @@ int orch_submit(const struct orch *o, const struct orch_witness *w,
                 const char *request, const struct orch_submit_opts *opts,
                 cJSON **out, struct fo_err *err)
 {
-    return submit_run(o, w, -1, request, opts, out, err);
+    return submit_run(o, w, -1, request, opts, NULL, out, err);
+}
+
+int orch_submit_live(const struct orch *o, const struct orch_witness *w,
+                     int64_t request_seq, const char *request,
+                     const struct orch_submit_opts *opts,
+                     struct orch_live *live, cJSON **out, struct fo_err *err)
+{
+    if (request_seq < 0)
+        return fo_err_set(err, FO_E_INVALID, "request_seq: must be >= 0");
+    return submit_run(o, w, request_seq, request, opts, live, out, err);
 }
 
 int orch_submit_from(const struct orch *o, const struct orch_witness *w,
@@ -1465,9 +1519,7 @@ int orch_submit_from(const struct orch *o, const struct orch_witness *w,
                      const struct orch_submit_opts *opts, cJSON **out,
                      struct fo_err *err)
 {
-    if (request_seq < 0)
-        return fo_err_set(err, FO_E_INVALID, "request_seq: must be >= 0");
-    return submit_run(o, w, request_seq, request, opts, out, err);
+    return orch_submit_live(o, w, request_seq, request, opts, NULL, out, err);
 }
 
 int orch_plan_request(const struct orch *o, const struct orch_witness *w,
@@ -1477,7 +1529,7 @@ int orch_plan_request(const struct orch *o, const struct orch_witness *w,
     int rc = loop_init(&l, o, w, request, NULL, err);
     if (rc)
         return rc;
-    rc = request_entry(&l, "plan", err);
+    rc = request_entry(&l, "plan", NULL, err);
     if (!rc)
         rc = route_frame(&l, err);
     if (!rc)

@@ -1,13 +1,29 @@
 /* orch_runs: runs that go on without their caller (orch_run_start: POST
- * /runs) and their state read back from the ledger alone (orch_run_get: GET
- * /runs/{id}). The run id is the seq of the run's `request` entry. */
+ * /runs), their state read back from the ledger and the runs' lock files
+ * (orch_run_get: GET /runs/{id}), and their cancellation (orch_run_cancel:
+ * POST /runs/{id}/cancel). The run id is the seq of the run's `request`
+ * entry. */
 #include "daemon/orch.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
 
 #include "daemon/orch_int.h"
+#include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
+
+#define PATH_MAX_LEN 4096
+#define LOCK_SUFFIX ".lock"
+#define LOCK_TRIES 8 /* a lock file removed under us by a cleaner: again */
 
 struct orch_run_thread {
     struct orch *o;
@@ -19,10 +35,20 @@ struct orch_run_thread {
     int64_t request_seq;
     char *request;
     struct orch_submit_opts opts;
+    struct orch_live live; /* in runs->live while the run goes on */
     struct orch_run_thread *next;
 };
 
-int orch_runs_init(struct orch *o, struct fo_err *err)
+/* A lock file this orchestrator holds: an exclusive flock for its life. */
+struct orch_run_lock {
+    dev_t dev; /* the ledger's dir */
+    ino_t ino;
+    int fd;
+    char path[PATH_MAX_LEN];
+    struct orch_run_lock *next;
+};
+
+int orch_runs_init(struct orch *o, size_t max_runs, struct fo_err *err)
 {
     struct orch_runs *r = calloc(1, sizeof(*r));
     if (!r)
@@ -32,6 +58,7 @@ int orch_runs_init(struct orch *o, struct fo_err *err)
         return fo_err_set(err, FO_E_INTERNAL, "runs: no mutex");
     }
     atomic_init(&r->stopping, 0);
+    r->max = max_runs;
     o->runs = r;
     return FO_OK;
 }
@@ -101,6 +128,17 @@ void orch_runs_free(struct orch *o)
     if (!o->runs)
         return;
     wait_all(o->runs);
+    /* Every run of this orchestrator has its end on record: let go of the
+     * locks. The file goes first, while still locked, so a reader sees it
+     * held or sees none. */
+    struct orch_run_lock *k = o->runs->locks;
+    while (k) {
+        struct orch_run_lock *next = k->next;
+        unlink(k->path);
+        close(k->fd);
+        free(k);
+        k = next;
+    }
     pthread_mutex_destroy(&o->runs->mu);
     free(o->runs);
     o->runs = NULL;
@@ -114,6 +152,194 @@ size_t orch_runs_active(struct orch *o)
     return n;
 }
 
+/* ---- the lock files --------------------------------------------------- */
+
+static int is_instance(const char *s, size_t len)
+{
+    if (len != ORCH_INSTANCE_HEX)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+static int lock_path(char *out, size_t size, const char *dir, const char *inst)
+{
+    int n = inst ? snprintf(out, size, "%s/%s/%s%s", dir, ORCH_RUNS_DIR, inst,
+                            LOCK_SUFFIX)
+                 : snprintf(out, size, "%s/%s", dir, ORCH_RUNS_DIR);
+    return n > 0 && (size_t)n < size ? 0 : -1;
+}
+
+/* Removes the lock files of processes that are gone (nobody holds them).
+ * A shared lock is enough to tell, and never makes a reader (who takes a
+ * shared lock too) see a dead process alive. Best effort. */
+static void clean_stale(const char *runs_dir, const char *own)
+{
+    DIR *d = opendir(runs_dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    size_t sl = strlen(LOCK_SUFFIX);
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n != ORCH_INSTANCE_HEX + sl || !is_instance(e->d_name, n - sl) ||
+            strcmp(e->d_name + n - sl, LOCK_SUFFIX) != 0 ||
+            !strncmp(e->d_name, own, ORCH_INSTANCE_HEX))
+            continue;
+        int fd = openat(dirfd(d), e->d_name,
+                        O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0)
+            continue;
+        if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* Makes and locks dir's lock file for r->instance (under r->mu). */
+static int lock_create(struct orch_runs *r, const char *dir,
+                       const struct stat *st, struct fo_err *err)
+{
+    struct orch_run_lock *k = calloc(1, sizeof(*k));
+    char runs[PATH_MAX_LEN];
+    if (!k)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    k->fd = -1;
+    k->dev = st->st_dev;
+    k->ino = st->st_ino;
+    if (lock_path(runs, sizeof(runs), dir, NULL) ||
+        lock_path(k->path, sizeof(k->path), dir, r->instance)) {
+        free(k);
+        return fo_err_set(err, FO_E_IO, "%s: path too long", dir);
+    }
+    if (mkdir(runs, 0755) != 0 && errno != EEXIST) {
+        int e = errno;
+        free(k);
+        return fo_err_set(err, FO_E_IO, "%s: %s", runs, strerror(e));
+    }
+    clean_stale(runs, r->instance);
+    int e = EIO;
+    for (int i = 0; i < LOCK_TRIES; i++) {
+        k->fd = open(k->path,
+                     O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (k->fd < 0) {
+            e = errno;
+            break;
+        }
+        int rc;
+        while ((rc = flock(k->fd, LOCK_EX)) != 0 && errno == EINTR)
+            ;
+        struct stat fs;
+        if (rc != 0 || fstat(k->fd, &fs) != 0) {
+            e = errno;
+            close(k->fd);
+            break;
+        }
+        if (fs.st_nlink > 0) {
+            k->next = r->locks;
+            r->locks = k;
+            return FO_OK;
+        }
+        /* another process's cleaner removed it between our create and our
+         * lock: make it again */
+        close(k->fd);
+    }
+    int rc = fo_err_set(err, FO_E_IO, "%s: %s", k->path, strerror(e));
+    free(k);
+    return rc;
+}
+
+int orch_runs_hold(const struct orch *o, const char *dir,
+                   char inst[ORCH_INSTANCE_HEX + 1], struct orch_live *live,
+                   struct fo_err *err)
+{
+    struct orch_runs *r = o->runs;
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return fo_err_set(err, FO_E_IO, "%s: %s", dir, strerror(errno));
+    int rc = FO_OK;
+    pthread_mutex_lock(&r->mu);
+    if (!r->instance[0]) {
+        unsigned char raw[ORCH_INSTANCE_HEX / 2];
+        if (RAND_bytes(raw, sizeof(raw)) != 1)
+            rc = fo_err_set(err, FO_E_INTERNAL, "runs: no random bytes");
+        else
+            fo_hex(raw, sizeof(raw), r->instance);
+    }
+    struct orch_run_lock *k = r->locks;
+    while (k && !(k->dev == st.st_dev && k->ino == st.st_ino))
+        k = k->next;
+    if (!rc && !k)
+        rc = lock_create(r, dir, &st, err);
+    if (!rc)
+        memcpy(inst, r->instance, ORCH_INSTANCE_HEX + 1);
+    pthread_mutex_unlock(&r->mu);
+    if (rc)
+        return rc;
+    live->dev = st.st_dev;
+    live->ino = st.st_ino;
+    live->seq = -1;
+    atomic_init(&live->cancel, 0);
+    live->next = NULL;
+    return FO_OK;
+}
+
+static void live_add(struct orch_runs *r, struct orch_live *live)
+{
+    live->next = r->live;
+    r->live = live;
+}
+
+static void live_remove(struct orch_runs *r, struct orch_live *live)
+{
+    for (struct orch_live **p = &r->live; *p; p = &(*p)->next)
+        if (*p == live) {
+            *p = live->next;
+            return;
+        }
+}
+
+void orch_runs_enter(const struct orch *o, struct orch_live *live)
+{
+    pthread_mutex_lock(&o->runs->mu);
+    live_add(o->runs, live);
+    pthread_mutex_unlock(&o->runs->mu);
+}
+
+void orch_runs_leave(const struct orch *o, struct orch_live *live)
+{
+    pthread_mutex_lock(&o->runs->mu);
+    live_remove(o->runs, live);
+    pthread_mutex_unlock(&o->runs->mu);
+}
+
+enum { LIVE_NO, LIVE_YES, LIVE_UNKNOWN };
+
+/* Is the process of instance inst alive? Its lock file is held (a shared
+ * lock on a fresh open file description is refused: flock conflicts even
+ * within one process). No file, or a file nobody holds: it is gone. */
+static int probe(const char *dir, const char *inst)
+{
+    char path[PATH_MAX_LEN];
+    if (lock_path(path, sizeof(path), dir, inst))
+        return LIVE_UNKNOWN;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return errno == ENOENT ? LIVE_NO : LIVE_UNKNOWN;
+    int live = LIVE_UNKNOWN;
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+        live = LIVE_NO;
+    else if (errno == EWOULDBLOCK)
+        live = LIVE_YES;
+    close(fd);
+    return live;
+}
+
+/* ---- run_start ---------------------------------------------------------- */
+
 static void *run_main(void *arg)
 {
     struct orch_run_thread *t = arg;
@@ -123,13 +349,14 @@ static void *run_main(void *arg)
     struct fo_err err;
     fo_err_clear(&err);
     /* an error is on record as the run's `error` entry: nothing to return */
-    orch_submit_from(t->o, &w, t->request_seq, t->request, &t->opts, &out,
-                     &err);
+    orch_submit_live(t->o, &w, t->request_seq, t->request, &t->opts, &t->live,
+                     &out, &err);
     cJSON_Delete(out);
     ledger_close(t->ledger);
     t->ledger = NULL;
     struct orch_runs *r = t->o->runs;
     pthread_mutex_lock(&r->mu);
+    live_remove(r, &t->live);
     t->done = 1;
     r->active--;
     pthread_mutex_unlock(&r->mu);
@@ -156,6 +383,7 @@ int orch_run_start(struct orch *o, const struct orch_witness *w,
     struct orch_run_thread *t = NULL;
     cJSON *e = NULL;
     int reserved = 0;
+    char inst[ORCH_INSTANCE_HEX + 1];
     int rc = orch_submit_check(request, opts, err);
     if (rc)
         return rc;
@@ -163,10 +391,11 @@ int orch_run_start(struct orch *o, const struct orch_witness *w,
     struct orch_run_thread *done = take_done(r);
     if (atomic_load(&r->stopping))
         rc = fo_err_set(err, FO_E_DRAINING, "runs: shutting down");
-    else if (r->active >= ORCH_RUNS_MAX)
+    else if (r->active >= r->max)
         rc = fo_err_set(err, FO_E_BUSY,
-                        "runs: %d already in progress; try again later",
-                        ORCH_RUNS_MAX);
+                        "runs: %zu already in progress (max_runs); try again "
+                        "later",
+                        r->max);
     else
         r->active++;
     pthread_mutex_unlock(&r->mu);
@@ -184,12 +413,16 @@ int orch_run_start(struct orch *o, const struct orch_witness *w,
     t->hook = w->hook;
     if (opts)
         t->opts = *opts;
+    rc = orch_runs_hold(o, ledger_dir(w->ledger), inst, &t->live, err);
+    if (rc)
+        goto out;
     rc = ledger_open(ledger_dir(w->ledger), 0, NULL, &t->ledger, err);
     if (rc)
         goto out;
     e = cJSON_CreateObject();
     if (!e || !cJSON_AddStringToObject(e, "request", request) ||
-        !cJSON_AddStringToObject(e, "via", "run_start")) {
+        !cJSON_AddStringToObject(e, "via", "run_start") ||
+        !cJSON_AddStringToObject(e, "instance", inst)) {
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
         goto out;
     }
@@ -197,6 +430,7 @@ int orch_run_start(struct orch *o, const struct orch_witness *w,
                            &t->request_seq, err);
     if (rc)
         goto out;
+    t->live.seq = t->request_seq;
     pthread_mutex_lock(&r->mu);
     if (pthread_create(&t->tid, NULL, run_main, t) != 0) {
         pthread_mutex_unlock(&r->mu);
@@ -204,8 +438,10 @@ int orch_run_start(struct orch *o, const struct orch_witness *w,
         start_failed(w, t->request_seq, err);
         goto out;
     }
+    /* the thread takes the lock before it ends: it finds both here */
     t->next = r->list;
     r->list = t;
+    live_add(r, &t->live);
     pthread_mutex_unlock(&r->mu);
     *run = t->request_seq;
     t = NULL;
@@ -288,16 +524,21 @@ static int scan_entry(void *ctx, const struct ledger_entry *e)
     return FO_OK;
 }
 
-/* The body of seq as JSON; NULL when redacted or not an object. */
-static cJSON *body_of(struct ledger *l, int64_t seq, int *rc,
+/* The body of seq as JSON; NULL when redacted (*redacted set) or not an
+ * object. */
+static cJSON *body_of(struct ledger *l, int64_t seq, int *redacted, int *rc,
                       struct fo_err *err)
 {
     char *body = NULL;
     size_t len = 0;
     cJSON *j = NULL;
+    if (redacted)
+        *redacted = 0;
     *rc = ledger_body(l, seq, &body, &len, err);
     if (*rc == FO_E_REDACTED) {
         *rc = FO_OK;
+        if (redacted)
+            *redacted = 1;
         return NULL;
     }
     if (*rc)
@@ -320,19 +561,69 @@ static int add_str_or_null(cJSON *o, const char *name, const cJSON *from,
                : cJSON_AddNullToObject(o, name) != NULL;
 }
 
-int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
+/* The request entry of a run: FO_OK and its body in *req (NULL when it was
+ * redacted: then it counts as a run), FO_E_NOT_FOUND, or FO_E_NOT_A_RUN
+ * for an entry of another kind and for a request that submit or run_start
+ * did not write (plan and plan_run write requests too, and so may any
+ * client through ledger_append). */
+static int run_request(struct ledger *l, int64_t run, cJSON **req,
+                       struct fo_err *err)
 {
     struct ledger_entry e;
-    struct scan s = {
-        .run = run, .answer_seq = -1, .budget_seq = -1, .error_seq = -1};
-    cJSON *req = NULL, *ans = NULL, *bud = NULL, *fail = NULL, *o = NULL;
+    int redacted = 0;
     int rc = ledger_get(l, run, &e, NULL, err);
     if (rc)
         return rc;
     if (strcmp(e.kind, "request") != 0)
-        return fo_err_set(err, FO_E_NOT_FOUND,
-                          "run %lld: not a run (entry of kind \"%s\")",
+        return fo_err_set(err, FO_E_NOT_A_RUN,
+                          "run %lld: not a run (an entry of kind \"%s\")",
                           (long long)run, e.kind);
+    cJSON *b = body_of(l, run, &redacted, &rc, err);
+    if (rc)
+        return rc;
+    const cJSON *via = cJSON_GetObjectItemCaseSensitive(b, "via");
+    if (!redacted && (!cJSON_IsString(via) ||
+                      (strcmp(via->valuestring, "submit") != 0 &&
+                       strcmp(via->valuestring, "run_start") != 0))) {
+        rc = cJSON_IsString(via)
+                 ? fo_err_set(err, FO_E_NOT_A_RUN,
+                              "run %lld: not a run (a request via \"%.64s\"; "
+                              "runs are made by submit and run_start)",
+                              (long long)run, via->valuestring)
+                 : fo_err_set(err, FO_E_NOT_A_RUN,
+                              "run %lld: not a run (a request that names no "
+                              "\"via\"; runs are made by submit and "
+                              "run_start)",
+                              (long long)run);
+        cJSON_Delete(b);
+        return rc;
+    }
+    *req = b;
+    return FO_OK;
+}
+
+/* The instance a run's request names, when well formed. */
+static const char *request_instance(const cJSON *req)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, "instance");
+    return cJSON_IsString(v) &&
+                   is_instance(v->valuestring, strlen(v->valuestring))
+               ? v->valuestring
+               : NULL;
+}
+
+int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
+{
+    struct scan s = {
+        .run = run, .answer_seq = -1, .budget_seq = -1, .error_seq = -1};
+    cJSON *req = NULL, *ans = NULL, *bud = NULL, *fail = NULL, *o = NULL;
+    int rc = run_request(l, run, &req, err);
+    if (rc)
+        return rc;
+    /* Liveness first: a process seen gone has every entry it will ever
+     * write on record, so the scan below cannot miss its end. */
+    const char *inst = request_instance(req);
+    int live = inst ? probe(ledger_dir(l), inst) : LIVE_UNKNOWN;
     s.entries = cJSON_CreateArray();
     if (!s.entries) {
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
@@ -345,28 +636,32 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
     if (rc)
         goto out;
-    req = body_of(l, run, &rc, err);
-    if (!rc && s.answer_seq >= 0)
-        ans = body_of(l, s.answer_seq, &rc, err);
+    if (s.answer_seq >= 0)
+        ans = body_of(l, s.answer_seq, NULL, &rc, err);
     if (!rc && s.budget_seq >= 0)
-        bud = body_of(l, s.budget_seq, &rc, err);
+        bud = body_of(l, s.budget_seq, NULL, &rc, err);
     if (!rc && s.error_seq >= 0)
-        fail = body_of(l, s.error_seq, &rc, err);
+        fail = body_of(l, s.error_seq, NULL, &rc, err);
     if (rc)
         goto out;
     const cJSON *reason = cJSON_GetObjectItemCaseSensitive(bud, "reason");
-    const char *state =
-        s.error_seq >= 0   ? "failed"
-        : s.answer_seq < 0 ? "running"
-        : s.budget_seq < 0 ? "done"
-        : cJSON_IsString(reason) && !strcmp(reason->valuestring, "shutdown")
-            ? "stopped"
-            : "budget";
+    const char *why = cJSON_IsString(reason) ? reason->valuestring : "";
+    const char *state = s.error_seq >= 0 ? "failed"
+                        : s.answer_seq >= 0
+                            ? s.budget_seq < 0            ? "done"
+                              : !strcmp(why, "shutdown")  ? "stopped"
+                              : !strcmp(why, "cancelled") ? "cancelled"
+                                                          : "budget"
+                        : live == LIVE_YES ? "running"
+                        : live == LIVE_NO  ? "interrupted"
+                                           : "unknown";
     o = cJSON_CreateObject();
     int ok = o && fo_json_add_int(o, "run", run) &&
              cJSON_AddStringToObject(o, "state", state) &&
              add_str_or_null(o, "request", req, "request") &&
              add_str_or_null(o, "via", req, "via") &&
+             (inst ? cJSON_AddStringToObject(o, "instance", inst) != NULL
+                   : cJSON_AddNullToObject(o, "instance") != NULL) &&
              fo_json_add_int(o, "count", (long long)s.n) &&
              cJSON_AddBoolToObject(o, "truncated", s.n > s.shown) &&
              add_str_or_null(o, "answer", ans, "answer") &&
@@ -396,5 +691,88 @@ out:
     cJSON_Delete(fail);
     cJSON_Delete(s.entries);
     free(s.members);
+    return rc;
+}
+
+/* ---- run_cancel --------------------------------------------------------- */
+
+/* Sets the cancel flag of run seq of the ledger in dir st when it is in
+ * progress in this process; 1 when it was. */
+static int cancel_live(struct orch_runs *r, const struct stat *st, int64_t seq)
+{
+    int found = 0;
+    pthread_mutex_lock(&r->mu);
+    for (struct orch_live *v = r->live; v && !found; v = v->next)
+        if (v->seq == seq && v->dev == st->st_dev && v->ino == st->st_ino) {
+            atomic_store(&v->cancel, 1);
+            found = 1;
+        }
+    pthread_mutex_unlock(&r->mu);
+    return found;
+}
+
+static int is_ours(struct orch_runs *r, const char *inst)
+{
+    pthread_mutex_lock(&r->mu);
+    int ours = inst && r->instance[0] && !strcmp(r->instance, inst);
+    pthread_mutex_unlock(&r->mu);
+    return ours;
+}
+
+int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
+                    struct fo_err *err)
+{
+    cJSON *req = NULL, *g = NULL;
+    int rc = run_request(l, run, &req, err);
+    cJSON_Delete(req);
+    if (rc)
+        return rc;
+    struct stat st;
+    int here = o && stat(ledger_dir(l), &st) == 0;
+    const char *state = "running", *cancel = "requested";
+    if (!here || !cancel_live(o->runs, &st, run)) {
+        rc = orch_run_get(l, run, &g, err);
+        if (rc)
+            return rc;
+        const cJSON *sv = cJSON_GetObjectItemCaseSensitive(g, "state");
+        const cJSON *iv = cJSON_GetObjectItemCaseSensitive(g, "instance");
+        const char *inst = cJSON_IsString(iv) ? iv->valuestring : NULL;
+        state = sv->valuestring;
+        cancel = "ended";
+        int ours = o && is_ours(o->runs, inst);
+        if (!strcmp(state, "running") && ours && here &&
+            cancel_live(o->runs, &st, run)) {
+            /* its request was on record before it was registered */
+            state = "running";
+            cancel = "requested";
+        } else if (!strcmp(state, "running")) {
+            rc = ours ? fo_err_set(err, FO_E_RUN_ELSEWHERE,
+                                   "run %lld: no longer in progress in this "
+                                   "process, and no end on record",
+                                   (long long)run)
+                      : fo_err_set(err, FO_E_RUN_ELSEWHERE,
+                                   "run %lld: in progress in another process "
+                                   "(instance %s): cancel it there",
+                                   (long long)run, inst ? inst : "?");
+        } else if (!strcmp(state, "unknown")) {
+            rc = fo_err_set(err, FO_E_RUN_ELSEWHERE,
+                            "run %lld: no end on record, and no process "
+                            "known to run it (state unknown): nothing here "
+                            "can cancel it",
+                            (long long)run);
+        }
+    }
+    if (!rc) {
+        cJSON *r = cJSON_CreateObject();
+        if (r && fo_json_add_int(r, "run", run) &&
+            cJSON_AddStringToObject(r, "state", state) &&
+            cJSON_AddStringToObject(r, "cancel", cancel)) {
+            *out = r;
+        } else {
+            cJSON_Delete(r);
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        }
+    }
+    cJSON_Delete(g);
     return rc;
 }

@@ -386,7 +386,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         goto out;
     struct orch_config oc = {.roster_path = cfg->roster,
                              .cmd = cfg->cmd,
-                             .models = cfg->has_models ? &cfg->models : NULL};
+                             .models = cfg->has_models ? &cfg->models : NULL,
+                             .max_runs = cfg->max_runs};
     rc = orch_create(&oc, &d->orch, err);
     if (rc)
         goto out;
@@ -542,6 +543,9 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
         else if (!strcmp(k, "body_max") && is_int && x >= 1024 &&
                  x <= (1LL << 30))
             cfg->body_max = (size_t)x;
+        else if (!strcmp(k, "max_runs") && is_int && x >= 1 &&
+                 x <= ORCH_RUNS_MAX)
+            cfg->max_runs = (int)x;
         else if (!strcmp(k, "models") && cJSON_IsObject(v)) {
             free(cfg->providers_owned);
             cfg->providers_owned = NULL;

@@ -31,6 +31,7 @@ struct daemon_config {
     int quiet;            /* no "listening on" line on stdout */
     const char *cmd;      /* plan executor command (NULL: the stub) */
     const char *roster;   /* roster file (NULL: the built-in roster) */
+    int max_runs;         /* background runs at once; 0: 8 (1..1024) */
     void *owned;          /* the parsed forum.json strings point into */
     /* Model providers for the control loop (submit, plan): forum.json's
      * "models", or the providers of the model flags. has_models 0: every
@@ -54,8 +55,8 @@ int daemon_config_set_providers(struct daemon_config *cfg,
 void daemon_config_init(struct daemon_config *cfg);
 
 /* Reads DIR/forum.json when it exists into cfg (fields: host, port,
- * no_auth, timeout_s, workers, body_max, checkpoint_interval_ms, models
- * (orch_model_config_parse)). Unknown
+ * no_auth, timeout_s, workers, body_max, checkpoint_interval_ms, max_runs
+ * (1..ORCH_RUNS_MAX), models (orch_model_config_parse)). Unknown
  * fields and wrong types are FO_E_INVALID naming the field; a missing file
  * is not an error. Strings stay valid until daemon_config_release. */
 int daemon_config_load(struct daemon_config *cfg, struct fo_err *err);

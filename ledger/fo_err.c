@@ -40,6 +40,10 @@ static const struct code_info codes[FO_E__COUNT] = {
     [FO_E_TIMEOUT] = {"timeout", "timed out", 3, 504},
     [FO_E_UNAVAILABLE] = {"unavailable", "upstream unavailable", 3, 502},
     [FO_E_BUDGET] = {"budget_exhausted", "run budget exhausted", 1, 200},
+    [FO_E_NOT_A_RUN] = {"not_a_run", "not a run", 1, 404},
+    [FO_E_RUN_ELSEWHERE] = {"run_elsewhere",
+                            "the run is not in progress in this process", 1,
+                            409},
 };
 
 static const struct code_info *info(int code)

@@ -32,6 +32,8 @@ enum fo_code {
     FO_E_TIMEOUT = 22,         /* an operation ran past its deadline */
     FO_E_UNAVAILABLE = 23,     /* an upstream could not be reached */
     FO_E_BUDGET = 24,          /* a run budget was spent */
+    FO_E_NOT_A_RUN = 25,       /* an entry that is not a run's request */
+    FO_E_RUN_ELSEWHERE = 26,   /* a run this process does not run */
     FO_E__COUNT
 };
 

@@ -545,6 +545,13 @@ static int match(const struct surf_method *m, const struct route *r, char **seg,
     for (int i = 0; in && i < nseg; i++) {
         if (!r->bind[i])
             continue;
+        if (cJSON_GetObjectItemCaseSensitive(in, r->bind[i])) {
+            /* a POST body naming what the path binds */
+            fo_err_set(err, FO_E_INVALID,
+                       "%s: given by the path; leave it out of the body",
+                       r->bind[i]);
+            return -1;
+        }
         size_t dlen = 0;
         char *dec = evhttp_uridecode(seg[i], 0, &dlen);
         cJSON *v = dec && strlen(dec) == dlen

@@ -438,7 +438,8 @@ static const struct surf_method table[] = {
      SURF_WRITE, 80 * KIB, "POST", "/submit", surf_h_submit},
     {"run_start",
      "Start a run of a request (as submit) and answer at once with its id, "
-     "the request entry's seq: {run, state}. At most 8 at once (503 busy).",
+     "the request entry's seq: {run, state}. At most max_runs at once "
+     "(default 8; else 503 busy).",
      "{\"type\":\"object\",\"properties\":{"
      "\"request\":{\"type\":\"string\",\"minLength\":1,"
      "\"maxLength\":65536},"
@@ -449,12 +450,23 @@ static const struct surf_method table[] = {
      "\"required\":[\"request\"]}",
      SURF_WRITE, 80 * KIB, "POST", "/runs", surf_h_run_start},
     {"run_get",
-     "A run's state from the ledger: running, done, budget, stopped or "
-     "failed; its entries so far; the answer when done.",
+     "A run's state from the ledger: running, done, budget, stopped, "
+     "cancelled, failed, interrupted (its process died) or unknown; its "
+     "entries so far; the answer when done. 404 not_a_run for a request "
+     "that is not a run (plan, plan_run).",
      "{\"type\":\"object\",\"properties\":{"
      "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"run\"]}",
      SURF_READ, 4 * KIB, "GET", "/runs/{run}", surf_h_run_get},
+    {"run_cancel",
+     "Cancel a run in progress in this process: it stops at its next step, "
+     "witnessed (budget reason cancelled, then a fixed answer): {run, state, "
+     "cancel: requested}. A run that already ended: its state unchanged, "
+     "cancel: ended. A run of another process: 409 run_elsewhere.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
+     "\"required\":[\"run\"]}",
+     SURF_WRITE, 4 * KIB, "POST", "/runs/{run}/cancel", surf_h_run_cancel},
 };
 
 const struct surf_method *surf_methods(size_t *n)

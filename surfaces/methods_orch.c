@@ -1,6 +1,7 @@
 /* methods_orch: the orchestrator's handlers: route, plan, plan_run, submit,
- * run_start and run_get. They use ctx->orch when the host built one, else a
- * default orchestrator (default roster, stub executor) made for the call. */
+ * run_start, run_get and run_cancel. They use ctx->orch when the host built
+ * one, else a default orchestrator (default roster, stub executor) made for
+ * the call. */
 #include "surfaces/surf.h"
 
 #include <string.h>
@@ -140,4 +141,12 @@ int surf_h_run_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                    struct fo_err *err)
 {
     return orch_run_get(ctx->ledger, surf_in_int(in, "run", 0), out, err);
+}
+
+int surf_h_run_cancel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                      struct fo_err *err)
+{
+    /* without an orchestrator of the host no run is in progress here */
+    return orch_run_cancel(ctx->orch, ctx->ledger, surf_in_int(in, "run", 0),
+                           out, err);
 }

@@ -30,10 +30,12 @@ int surf_h_plan(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                 struct fo_err *err);
 int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                   struct fo_err *err);
-/* run_start, run_get (methods_orch.c): background runs. */
+/* run_start, run_get, run_cancel (methods_orch.c): background runs. */
 int surf_h_run_start(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                      struct fo_err *err);
 int surf_h_run_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                    struct fo_err *err);
+int surf_h_run_cancel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                      struct fo_err *err);
 
 #endif

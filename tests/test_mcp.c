@@ -797,10 +797,15 @@ static void cli_ok(const char *dir, const char *a, const char *b, const char *c,
 
 static void make_ledger(const char *dir)
 {
+    /* entries 0 and 1 read as a run that ended (run_get, run_cancel) */
     cli_ok(dir, "append", "--actor", "a", "--kind", "request", "--payload",
-           "{\"text\":\"hi\"}");
-    cli_ok(dir, "append", "--actor", "b", "--kind", "result", "--payload",
-           "{\"answer\":42}");
+           "{\"request\":\"hi\",\"via\":\"submit\"}");
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "b",
+                  "--kind", "answer", "--parent", "0", "--payload",
+                  "{\"answer\":42}", (char *)NULL);
+    cr_assert_eq(r.status, 0, "forum ledger append: %s", r.err);
+    tu_run_free(&r);
     cli_ok(dir, "append", "--actor", "c", "--kind", "secret", "--payload",
            "{\"pin\":1234}");
     cli_ok(dir, "checkpoint", "--sign", NULL, NULL, NULL, NULL, NULL);

@@ -123,13 +123,17 @@ static void cli_ok(const char *const *argv)
 Test(parity, every_method_gives_the_same_json_over_http_and_mcp, .timeout = 120)
 {
     char *dir = tu_tmpdir();
-    const char *a1[] = {
-        "--ledger", dir,      "ledger",  "append",    "--actor",
-        "a",        "--kind", "request", "--payload", "{\"text\":\"hi\"}",
-        NULL};
-    const char *a2[] = {
-        "--ledger", dir,      "ledger",    "append",          "--actor", "b",
-        "--kind",   "result", "--payload", "{\"answer\":42}", NULL};
+    /* entries 0 and 1 read as a run that ended (run_get, run_cancel) */
+    const char *a1[] = {"--ledger",  dir,
+                        "ledger",    "append",
+                        "--actor",   "a",
+                        "--kind",    "request",
+                        "--payload", "{\"request\":\"hi\",\"via\":\"submit\"}",
+                        NULL};
+    const char *a2[] = {"--ledger", dir, "ledger",    "append",
+                        "--actor",  "b", "--kind",    "answer",
+                        "--parent", "0", "--payload", "{\"answer\":42}",
+                        NULL};
     const char *a3[] = {
         "--ledger", dir,      "ledger",    "append",         "--actor", "c",
         "--kind",   "secret", "--payload", "{\"pin\":1234}", NULL};

@@ -174,9 +174,40 @@ Test(runs, get_refuses_what_is_not_a_run)
     cJSON_Delete(wait_run(&e, run, 10000));
     char in[64];
     snprintf(in, sizeof(in), "{\"run\":%lld}", (long long)run + 1); /* route */
-    cJSON_Delete(call(&e, "run_get", in, FO_E_NOT_FOUND));
+    cJSON_Delete(call(&e, "run_get", in, FO_E_NOT_A_RUN));
     cJSON_Delete(call(&e, "run_get", "{\"run\":999999}", FO_E_NOT_FOUND));
     cJSON_Delete(call(&e, "run_get", "{\"run\":-1}", FO_E_INVALID));
+    /* plan and plan_run write `request` entries too, and so may a client:
+     * none of them is a run (they have no end to wait for) */
+    cJSON *p =
+        call(&e, "plan", "{\"request\":\"build the api server\"}", FO_OK);
+    cJSON *pr = call(&e, "plan_run",
+                     "{\"plan\":{\"tasks\":[{\"id\":\"T1\",\"agent\":"
+                     "\"backend\",\"instruction\":\"schema\"}]}}",
+                     FO_OK);
+    cJSON *a = call(&e, "ledger_append",
+                    "{\"actor\":\"c\",\"kind\":\"request\",\"payload\":"
+                    "{\"text\":\"hi\"}}",
+                    FO_OK);
+    int64_t seqs[] = {tu_num(p, "request_seq"), tu_num(pr, "request_seq"),
+                      tu_num(a, "seq")};
+    for (int i = 0; i < 3; i++) {
+        struct ledger_entry en;
+        struct fo_err err;
+        cr_assert_eq(ledger_get(e.l, seqs[i], &en, NULL, &err), FO_OK);
+        cr_assert_str_eq(en.kind, "request");
+        snprintf(in, sizeof(in), "{\"run\":%lld}", (long long)seqs[i]);
+        cJSON_Delete(call(&e, "run_get", in, FO_E_NOT_A_RUN));
+        cJSON_Delete(call(&e, "run_cancel", in, FO_E_NOT_A_RUN));
+        cJSON *none = NULL;
+        cr_assert_eq(orch_run_get(e.l, seqs[i], &none, &err), FO_E_NOT_A_RUN);
+        cr_assert_null(none);
+        cr_assert(strstr(err.msg, "not a run"), "%s", err.msg);
+    }
+    cJSON_Delete(call(&e, "run_cancel", "{\"run\":999999}", FO_E_NOT_FOUND));
+    cJSON_Delete(a);
+    cJSON_Delete(pr);
+    cJSON_Delete(p);
     env_close(&e);
 }
 
@@ -252,9 +283,9 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
 {
     struct env e;
     env_open(&e, SLOWER_CMD);
-    int64_t runs[ORCH_RUNS_MAX];
+    int64_t runs[ORCH_RUNS_DEFAULT];
     int64_t t0 = now_ms();
-    for (int i = 0; i < ORCH_RUNS_MAX; i++) {
+    for (int i = 0; i < ORCH_RUNS_DEFAULT; i++) {
         cJSON *s =
             call(&e, "run_start",
                  "{\"request\":\"build the api database server\"}", FO_OK);
@@ -262,13 +293,13 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
         cJSON_Delete(s);
     }
     cr_assert_lt(now_ms() - t0, 1500, "run_start waited for its runs");
-    cr_assert_eq(orch_runs_active(e.o), ORCH_RUNS_MAX);
+    cr_assert_eq(orch_runs_active(e.o), ORCH_RUNS_DEFAULT);
     cJSON_Delete(
         call(&e, "run_start", "{\"request\":\"one too many\"}", FO_E_BUSY));
     /* progress: every run gets to its task (request route plan task), and
      * the task takes its 4 s */
     cJSON *g = NULL;
-    for (int i = 0; i < ORCH_RUNS_MAX; i++) {
+    for (int i = 0; i < ORCH_RUNS_DEFAULT; i++) {
         for (;;) {
             g = get_run(&e, runs[i]);
             cr_assert_str_eq(tu_str(g, "state"), "running");
@@ -284,7 +315,7 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
     cr_assert_eq(orch_runs_active(e.o), 0);
     cJSON_Delete(call(&e, "run_start", "{\"request\":\"after the stop\"}",
                       FO_E_DRAINING));
-    for (int i = 0; i < ORCH_RUNS_MAX; i++) {
+    for (int i = 0; i < ORCH_RUNS_DEFAULT; i++) {
         g = get_run(&e, runs[i]);
         cr_assert_str_eq(tu_str(g, "state"), "stopped", "run %d", i);
         cr_assert_str_eq(tu_str(g, "answer"), ORCH_STOPPED_ANSWER);

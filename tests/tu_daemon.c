@@ -195,8 +195,10 @@ static const char *const method_args[][2] = {
                "\"max_model_calls\":8}"},
     {"run_start", "{\"request\":\"build the api database server endpoint\","
                   "\"max_model_calls\":8}"},
-    /* entry 0 of the test ledger is a `request` (with no run under it) */
+    /* entries 0 and 1 of the test ledger are a run's request (via
+     * submit) and its answer: a run that ended */
     {"run_get", "{\"run\":0}"},
+    {"run_cancel", "{\"run\":0}"},
 };
 
 const char *tu_method_args(const struct surf_method *m)
