@@ -169,28 +169,67 @@ static uint32_t be32(const unsigned char *p)
 /* Reads the 100-byte header of an existing file and refuses, without
  * opening it through SQLite, anything that is not a forum ledger this
  * version can read. */
-static int check_header(const char *path, struct fo_err *err)
+/* Reads the first bytes of the database file through SQLite's own VFS, not
+ * a raw open(): closing a raw descriptor of a file would drop every POSIX
+ * lock this process holds on it, those of the ledger's open connections
+ * included (the lock that tells another process it is not the last
+ * connection, which would then reset the WAL under us). The VFS keeps such
+ * a descriptor open until the locks are gone. Sets *n to the bytes read
+ * (fewer than len when the file is shorter) and *size to the file size. */
+static int read_head(const char *path, unsigned char *h, size_t len, ssize_t *n,
+                     int64_t *size, struct fo_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    unsigned char h[100];
-    ssize_t n = -1;
+    sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+    if (!vfs)
+        return fo_err_set(err, FO_E_INTERNAL, "sqlite: no default VFS");
+    sqlite3_filename name = sqlite3_create_filename(path, "", "", 0, NULL);
+    sqlite3_file *f = calloc(1, (size_t)vfs->szOsFile);
     int rc = FO_OK;
-    if (fstat(fd, &st) != 0) {
-        rc = fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
+    if (!name || !f) {
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
         goto out;
     }
-    if (st.st_size == 0) {
+    int oflags = 0;
+    int src = vfs->xOpen(vfs, name, f,
+                         SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB, &oflags);
+    if (src != SQLITE_OK) {
+        rc = fo_err_set(err, FO_E_IO, "%s: cannot open (%s)", path,
+                        sqlite3_errstr(src));
+        if (f->pMethods)
+            f->pMethods->xClose(f);
+        goto out;
+    }
+    sqlite3_int64 sz = 0;
+    src = f->pMethods->xFileSize(f, &sz);
+    if (src == SQLITE_OK) {
+        size_t want = (uint64_t)sz < len ? (size_t)sz : len;
+        memset(h, 0, len);
+        src = want ? f->pMethods->xRead(f, h, (int)want, 0) : SQLITE_OK;
+        *n = (ssize_t)want;
+        *size = sz;
+    }
+    if (src != SQLITE_OK)
+        rc = fo_err_set(err, FO_E_IO, "%s: cannot read (%s)", path,
+                        sqlite3_errstr(src));
+    f->pMethods->xClose(f);
+out:
+    free(f);
+    sqlite3_free_filename(name);
+    return rc;
+}
+
+static int check_header(const char *path, struct fo_err *err)
+{
+    unsigned char h[100];
+    ssize_t n = -1;
+    int64_t size = 0;
+    int rc = read_head(path, h, sizeof(h), &n, &size, err);
+    if (rc)
+        return rc;
+    if (size == 0) {
         rc = fo_err_set(err, FO_E_CORRUPT,
                         "%s: empty file (not a forum ledger; move it away)",
                         path);
-        goto out;
-    }
-    n = pread(fd, h, sizeof(h), 0);
-    if (n < 0) {
-        rc = fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
         goto out;
     }
     if (n < 16 || memcmp(h, "SQLite format 3", 16) != 0) {
@@ -232,16 +271,15 @@ static int check_header(const char *path, struct fo_err *err)
     int has_wal = snprintf(wal, sizeof(wal), "%s-wal", path) > 0 &&
                   stat(wal, &wst) == 0 && wst.st_size > 0;
     if (!has_wal && be32(h + 92) == be32(h + 24) &&
-        pages * page_size > (uint64_t)st.st_size) {
+        pages * page_size > (uint64_t)size) {
         rc = fo_err_set(err, FO_E_CORRUPT,
                         "%s: truncated: the header says %llu bytes, the "
                         "file has %lld",
                         path, (unsigned long long)(pages * page_size),
-                        (long long)st.st_size);
+                        (long long)size);
         goto out;
     }
 out:
-    close(fd);
     return rc;
 }
 

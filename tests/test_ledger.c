@@ -796,3 +796,53 @@ Test(ledger_body, entry_text_is_the_canonical_served_form)
         fo_buf_release(&canon);
     }
 }
+
+/* A second ledger_open inside a process must not drop the locks of the
+ * process's first connection: if it did, another process closing the
+ * ledger would think itself the last connection and reset the WAL under
+ * the first, and appends the first acknowledged afterwards would be lost
+ * at a crash. */
+Test(ledger_procs, second_open_keeps_the_first_connections_locks)
+{
+    char *dir = tu_tmpdir();
+    ledger_close(open_new(dir));
+    int go[2], ready[2];
+    cr_assert_eq(pipe(go), 0);
+    cr_assert_eq(pipe(ready), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        struct fo_err err;
+        struct ledger *a = NULL, *b = NULL;
+        char c;
+        if (ledger_open(dir, 0, NULL, &a, &err) != FO_OK ||
+            ledger_append(a, "t", "k", -1, "{}", 2, NULL, &err) != FO_OK ||
+            ledger_open(dir, 0, NULL, &b, &err) != FO_OK)
+            _exit(10);
+        ledger_close(b);
+        if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)
+            _exit(11);
+        for (int i = 0; i < 2; i++)
+            if (ledger_append(a, "t", "k", -1, "{}", 2, NULL, &err) != FO_OK)
+                _exit(12);
+        _exit(0); /* no close: as a crash would leave it */
+    }
+    char c;
+    cr_assert_eq(read(ready[0], &c, 1), 1);
+    /* another process opens and closes the ledger read-write */
+    struct ledger *other = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, 0, NULL, &other, &err), FO_OK);
+    ledger_close(other);
+    cr_assert_eq(write(go[1], "g", 1), 1);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+    cr_assert_eq(count(dir), 3, "appends acknowledged by the child were lost");
+    cr_assert(verify(dir, 1).ok);
+    close(go[0]);
+    close(go[1]);
+    close(ready[0]);
+    close(ready[1]);
+    tu_rmrf(dir);
+}

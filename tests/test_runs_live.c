@@ -6,14 +6,7 @@
  * this process at its next step, witnessed; --max-runs caps POST /runs. A
  * scripted fake model holds the coordinator's reply until the test lets it
  * go, so every step happens where the test says.
- *
- * The daemon tests write nothing after a `forum mcp` process has run on the
- * same ledger: today a read-write process that closes the ledger while the
- * daemon serves it can reset the WAL under the daemon (the daemon's own
- * check of the database header, an open() and close() of ledger.db, drops
- * the POSIX locks its SQLite connections hold), and the daemon's later
- * writes are then not seen by other processes. A ledger-layer problem,
- * not one of runs; these tests do not depend on it either way. */
+ */
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>

@@ -507,3 +507,35 @@ Test(service, submit_uses_the_configured_model_over_http_and_mcp, .timeout = 60)
     fake_free(f);
     tu_rmrf(dir);
 }
+
+/* Another process that opens and closes the ledger read-write (here a
+ * `forum mcp` session) while the daemon serves it must not cost the
+ * daemon's later acknowledged appends, even at a SIGKILL. */
+Test(service, an_mcp_session_beside_the_daemon_loses_no_append, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    const char *e = "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":{}}";
+    cr_assert_eq(tu_http(&d, "POST", "/append", e, 1, NULL), 200);
+    cJSON *v = tu_mcp_call(dir, 0, "ledger_verify", "{}");
+    cJSON_Delete(v);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(tu_http(&d, "POST", "/append", e, 1, NULL), 200);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
+                                "summary", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *s = cJSON_Parse(r.out);
+    cr_assert_eq(tu_num(s, "entries"), 3, "another process sees: %s", r.out);
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger", "verify", "--deep",
+                  (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    s = cJSON_Parse(r.out);
+    cr_assert_eq(tu_num(s, "entries"), 3, "after SIGKILL: %s", r.out);
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
