@@ -49,6 +49,13 @@ static int grow(struct fo_buf *b, size_t extra)
     return FO_OK;
 }
 
+int fo_buf_reserve(struct fo_buf *b, size_t n)
+{
+    size_t room = b->max > b->len ? b->max - b->len : 0;
+    int rc = grow(b, n < room ? n : room);
+    return rc == FO_E_TOO_LARGE ? FO_OK : rc;
+}
+
 int fo_buf_append(struct fo_buf *b, const void *data, size_t len)
 {
     int rc = grow(b, len);

@@ -29,6 +29,9 @@ void fo_buf_reset(struct fo_buf *b);
 /* Append bytes. Return FO_OK, FO_E_TOO_LARGE (over max; the buffer is
  * unchanged) or FO_E_NOMEM. */
 int fo_buf_append(struct fo_buf *b, const void *data, size_t len);
+/* Makes room for n more bytes (at most up to the limit) in one allocation,
+ * for a writer that knows the usual size. FO_E_NOMEM on no memory. */
+int fo_buf_reserve(struct fo_buf *b, size_t n);
 int fo_buf_putc(struct fo_buf *b, char c);
 int fo_buf_puts(struct fo_buf *b, const char *s);
 int fo_buf_printf(struct fo_buf *b, const char *fmt, ...)

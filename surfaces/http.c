@@ -315,7 +315,8 @@ static void append_done(struct daemon_commit_req *r)
     struct surf_http *h = j->h;
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
-    if (j->creq.a.rc == FO_OK && ledger_entry_text(&j->creq.a.entry, &b) == 0 &&
+    if (j->creq.a.rc == FO_OK && fo_buf_reserve(&b, 640) == 0 &&
+        ledger_entry_text(&j->creq.a.entry, &b) == 0 &&
         fo_buf_putc(&b, '\n') == 0) {
         j->body = fo_buf_detach(&b, &j->body_len);
         j->status = 200;
@@ -342,12 +343,12 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct surf_http *h = arg;
-    for (;;) {
-        pthread_mutex_lock(&h->mu);
-        struct job *j = q_pop(&h->done);
-        pthread_mutex_unlock(&h->mu);
-        if (!j)
-            break;
+    pthread_mutex_lock(&h->mu);
+    struct queue done = h->done; /* all of them, in one lock */
+    h->done = (struct queue){NULL, NULL};
+    pthread_mutex_unlock(&h->mu);
+    struct job *j;
+    while ((j = q_pop(&done)) != NULL) {
         char *body = j->body;
         j->body = NULL;
         send_raw(h, j->req, j->status, "application/json", body, j->body_len, 0,
@@ -678,11 +679,13 @@ static void handle(struct evhttp_request *req, void *arg)
     const char *upath = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!upath || !*upath)
         upath = "/";
-    if (snprintf(path, sizeof(path), "%s", upath) >= (int)sizeof(path)) {
+    size_t plen = strlen(upath);
+    if (plen >= sizeof(path)) {
         send_errorf(h, req, FO_E_NOT_FOUND, "no such route", 0, ROUTE_UNKNOWN,
                     t0);
         goto done;
     }
+    memcpy(path, upath, plen + 1);
     const char *verb = method_name(evhttp_request_get_command(req));
     int is_health = strcmp(path, "/health") == 0;
     if (!is_health && !h->cfg.no_auth && !token_ok(h, req)) {

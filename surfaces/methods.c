@@ -262,7 +262,8 @@ int surf_append_prepare(struct surf_ctx *ctx, const cJSON *in,
     const cJSON *parent = cJSON_GetObjectItemCaseSensitive(in, "parent");
     size_t max = ledger_max_body(ctx->ledger);
     fo_buf_init(body, max);
-    int rc = fo_json_canon(payload, body, err);
+    int rc = fo_buf_reserve(body, 512) ? fo_err_set(err, FO_E_NOMEM, NULL)
+                                       : fo_json_canon(payload, body, err);
     if (rc == FO_E_TOO_LARGE)
         rc = fo_err_set(err, FO_E_TOO_LARGE,
                         "payload: over %zu bytes in canonical form", max);
