@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <openssl/crypto.h>
@@ -84,6 +86,13 @@ struct surf_http {
     /* loop-thread state */
     long inflight;
     int draining;
+    /* Per descriptor, an EV_CLOSED event that keeps a connection's socket
+     * in the epoll set between requests (see pin_connection). */
+    struct pin {
+        struct event *ev;
+        struct evhttp_connection *evcon;
+    } * pins;
+    size_t npins;
     void (*drained)(void *arg);
     void *drained_arg;
     struct event *drain_ev;
@@ -657,11 +666,82 @@ static const char *method_name(enum evhttp_cmd_type c)
     return "?";
 }
 
+/* ---- connection pins -------------------------------------------------- */
+
+/* evhttp turns reading off while a request is being answered and on again
+ * after the reply; with no other interest left on the socket, libevent
+ * removes it from the epoll set and adds it back: an EPOLL_CTL_DEL and an
+ * EPOLL_CTL_ADD per request, each freeing or allocating the kernel's entry
+ * (12% of the loop thread under a load of appends). A one-shot EV_CLOSED
+ * event on the socket keeps an interest, so both become EPOLL_CTL_MOD. It
+ * fires only when the peer hangs up, and does nothing: evhttp sees the
+ * hang-up itself. Freed with the connection (or when the descriptor number
+ * comes back with another connection). */
+
+static void pin_fired(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+static void unpin(struct surf_http *h, evutil_socket_t fd)
+{
+    if (fd < 0 || (size_t)fd >= h->npins || !h->pins[fd].ev)
+        return;
+    event_free(h->pins[fd].ev);
+    h->pins[fd] = (struct pin){NULL, NULL};
+}
+
+static void pin_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct surf_http *h = arg;
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd >= 0 && (size_t)fd < h->npins && h->pins[fd].evcon == evcon)
+        unpin(h, fd);
+}
+
+/* Best effort: a connection without a pin works as before. */
+static void pin_connection(struct surf_http *h, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev =
+        evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd < 0 || fd > 1 << 20 ||
+        !(event_base_get_features(h->base) & EV_FEATURE_EARLY_CLOSE))
+        return;
+    if ((size_t)fd < h->npins && h->pins[fd].evcon == evcon)
+        return; /* pinned already */
+    if ((size_t)fd >= h->npins) {
+        size_t n = h->npins ? h->npins : 64;
+        while (n <= (size_t)fd)
+            n *= 2;
+        struct pin *p = realloc(h->pins, n * sizeof(*p));
+        if (!p)
+            return;
+        memset(p + h->npins, 0, (n - h->npins) * sizeof(*p));
+        h->pins = p;
+        h->npins = n;
+    }
+    unpin(h, fd); /* a connection gone before that had this number */
+    struct event *ev = event_new(h->base, fd, EV_CLOSED, pin_fired, NULL);
+    if (!ev || event_add(ev, NULL) != 0) {
+        if (ev)
+            event_free(ev);
+        return;
+    }
+    h->pins[fd] = (struct pin){ev, evcon};
+    evhttp_connection_set_closecb(evcon, pin_closed, h);
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
     struct surf_http *h = arg;
     int64_t t0 = ledger_now_us();
     h->inflight++;
+    pin_connection(h, req);
     struct fo_err err;
     cJSON *in = NULL;
     char path[1024];
@@ -990,6 +1070,10 @@ void surf_http_free(struct surf_http *h)
         job_free(j);
     if (h->http)
         evhttp_free(h->http);
+    for (size_t i = 0; i < h->npins; i++)
+        if (h->pins[i].ev)
+            event_free(h->pins[i].ev);
+    free(h->pins);
     if (h->done_ev)
         event_free(h->done_ev);
     if (h->drain_ev)

@@ -1,9 +1,13 @@
 /* test_http: the HTTP surface against the real daemon on 127.0.0.1 port 0:
  * the transport table (each fault answered with the right status, the
  * daemon still serving after), auth, routes and the error model. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -351,4 +355,56 @@ Test(http_noauth, no_auth_opens_everything_but_admin_methods, .timeout = 30)
     free(b);
     cr_assert_eq(tu_daemon_signal_wait(&n, SIGTERM, 10000), 0);
     tu_rmrf(dir2);
+}
+
+/* Sends a whole request on a new connection and hangs up at once, without
+ * reading the reply. */
+static void send_and_hang_up(const char *req)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)d.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    size_t len = strlen(req);
+    cr_assert_eq(write(fd, req, len), (ssize_t)len);
+    close(fd);
+}
+
+/* Clients that hang up before their reply, over and over (descriptor
+ * numbers reused by the next connection): every complete append is still
+ * committed, and the daemon goes on serving. */
+Test(http, clients_hanging_up_before_the_reply_cost_nothing)
+{
+    const char *body = "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":{}}";
+    char req[1024];
+    snprintf(req, sizeof(req),
+             "POST /append HTTP/1.1\r\nHost: x\r\n"
+             "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n%s",
+             d.token, strlen(body), body);
+    int sent = 0;
+    for (int i = 0; i < 200; i++) {
+        send_and_hang_up(req);
+        sent++;
+        if (i % 20 == 19) {
+            cr_assert_eq(tu_http(&d, "POST", "/append", body, 1, NULL), 200);
+            sent++;
+        }
+    }
+    /* the hung-up appends commit in the background: wait for all */
+    long long n = -1;
+    for (int t = 0; t < 500 && n != sent; t++) {
+        char *s = NULL;
+        cr_assert_eq(tu_http(&d, "GET", "/status", NULL, 1, &s), 200);
+        cJSON *o = cJSON_Parse(s);
+        n = tu_num(o, "entries");
+        cJSON_Delete(o);
+        free(s);
+        if (n != sent)
+            usleep(10000);
+    }
+    cr_assert_eq(n, sent, "entries %lld, appends sent %d", n, sent);
+    still_serving();
 }
