@@ -61,6 +61,15 @@ int cli_bench(struct cli *c, int argc, char **argv);
 int cli_submit(struct cli *c, int argc, char **argv);
 int cli_plan(struct cli *c, int argc, char **argv);
 
+/* Background runs (cli_run.c): `forum run start REQUEST` and `run cancel
+ * ID` go to the daemon of the data dir over HTTP (POST /runs, POST
+ * /runs/{id}/cancel; with no daemon, cancel calls run_cancel here); `run
+ * get ID` and `run wait ID [--timeout S]` call run_get on the ledger in
+ * this process. Exit codes: DESIGN §8 through fo_code_exit (no daemon:
+ * not_found, 1); wait also exits 1 when the run ended other than done and
+ * 3 (code timeout) when --timeout passed first. */
+int cli_run(struct cli *c, int argc, char **argv);
+
 /* The model-provider flags of serve, mcp, submit and plan. A provider is
  * --chat-url URL --model M [--api-key-env VAR], or --api [--model M]
  * [--api-key-env VAR]. The flags before any --tier make the provider of

@@ -31,6 +31,8 @@ static const char usage[] =
     "  plan REQUEST   the coordinator's plan for a request, not run\n"
     "  submit REQUEST [--cmd CMD | --chat-url URL --model M | --api]\n"
     "                 answer a request end to end, every step witnessed\n"
+    "  run start|get|cancel|wait ...\n"
+    "                 background runs in the daemon (forum run --help)\n"
     "  bench A B      two ledgers' summaries side by side, with deltas\n"
     "  version        print the version\n"
     "\n"
@@ -112,6 +114,8 @@ int main(int argc, char **argv)
         return cli_run_plan(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "submit")) /* cli_submit.c */
         return cli_submit(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) /* cli_run.c */
+        return cli_run(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "plan"))
         return cli_plan(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))

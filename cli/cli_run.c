@@ -1,0 +1,615 @@
+/* cli_run: `forum run start|get|cancel|wait`: background runs from a shell.
+ * start and cancel talk to the daemon of the data dir over HTTP (a run
+ * belongs to the process that runs it); get and wait call run_get here, on
+ * the ledger, since it answers in any process. */
+#include "cli/cli.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/orch.h"
+#include "daemon/service.h"
+#include "ledger/fo_buf.h"
+#include "ledger/fo_json.h"
+#include "surfaces/surf.h"
+
+#define RUN_HTTP_TIMEOUT_MS                                                    \
+    30000                  /* run_start and run_cancel answer at once          \
+                            */
+#define RUN_STATE_MAX 8192 /* forum.state.json is ~300 bytes */
+#define RUN_ID_MAX ((1LL << 53) - 1) /* ids travel as JSON numbers */
+#define RUN_WAIT_MAX_S 1000000
+#define RUN_POLL_FIRST_MS 50
+#define RUN_POLL_MAX_MS 500
+
+static const char help_run[] =
+    "usage: forum [--ledger DIR] run <command> [options]\n"
+    "\n"
+    "Background runs: a request answered end to end (as `forum submit`)\n"
+    "by the daemon serving the data dir, while you do something else.\n"
+    "\n"
+    "commands:\n"
+    "  start REQUEST...   start a run in the running daemon; prints its id\n"
+    "  get ID             the run's state, request, entries, answer or error\n"
+    "  cancel ID          stop a run of the daemon at its next step\n"
+    "  wait ID [--timeout S]\n"
+    "                     wait until the run ends, then print it as get\n"
+    "\n"
+    "start and cancel need the daemon (`forum serve start`): they use the\n"
+    "address in DIR/forum.state.json and the token in DIR/token. get and\n"
+    "wait read the ledger and need no daemon. A run's id is the seq of its\n"
+    "request entry (`forum submit` runs have ids too).\n"
+    "\n"
+    "options for every command: --json (print the method's result object:\n"
+    "what POST /runs, GET /runs/{id} and POST /runs/{id}/cancel serve),\n"
+    "--help\n"
+    "exit codes: 0 ok; 1 not found (no daemon, no such run, not a run, a\n"
+    "run of another process) and, for wait, a run that ended other than\n"
+    "done; 2 usage or bad input; 3 I/O or storage error, and wait's\n"
+    "--timeout (code timeout)\n";
+
+static const char help_start[] =
+    "usage: forum run start REQUEST... [--max-model-calls N]\n"
+    "                       [--max-seconds S] [--json]\n"
+    "Starts a run of REQUEST (the words joined with spaces) in the daemon\n"
+    "serving the data dir (POST /runs) and prints its id at once; the run\n"
+    "goes on in the daemon. Follow it with `forum run get ID` or\n"
+    "`forum run wait ID`.\n"
+    "The daemon's configuration decides how the run is answered: its model\n"
+    "providers, --cmd, roster and --max-runs (`forum serve` flags or\n"
+    "DIR/forum.json). So the provider flags of `forum submit` (--chat-url,\n"
+    "--api, --tier, --model, --api-key-env), --cmd, --roster and --timeout\n"
+    "are refused here (exit 2): give them to `forum serve`, or use\n"
+    "`forum submit` to run a request in this process with them.\n"
+    "options:\n"
+    "  --max-model-calls N  the run's model calls (1..1000; default 32)\n"
+    "  --max-seconds S      the run's wall-clock budget (1..86400)\n"
+    "  --json               print {run, state} as POST /runs does\n"
+    "exit codes: 0 started; 1 no daemon is running on the data dir (start\n"
+    "one with `forum serve start`); 2 usage, or the daemon refused the\n"
+    "input or the token; 3 the daemon cannot be reached, is busy (max_runs\n"
+    "runs in progress: code busy) or draining, or failed\n";
+
+static const char help_get[] =
+    "usage: forum run get ID [--json]\n"
+    "The state of run ID, read from the ledger (run_get: needs no daemon):\n"
+    "running, done, budget (its budget was spent), stopped (the daemon shut\n"
+    "down), cancelled, failed, interrupted (its process died) or unknown;\n"
+    "its request, how many entries it wrote, its answer once it has one and\n"
+    "its error when it failed.\n"
+    "  --json   print the result object of GET /runs/{id}, entries included\n"
+    "exit codes: 0 (whatever the state); 1 no entry ID (not_found) or an\n"
+    "entry that is not a run's request (not_a_run); 2 usage; 3 I/O\n";
+
+static const char help_cancel[] =
+    "usage: forum run cancel ID [--json]\n"
+    "Asks the daemon to cancel run ID (POST /runs/{id}/cancel): the run stops\n"
+    "at its next step, witnessed (a budget entry with reason cancelled and a\n"
+    "fixed answer), and then reads `cancelled`. A run that already ended\n"
+    "keeps its state (cancel: ended).\n"
+    "Only the process running a run can cancel it. With no daemon running\n"
+    "the method is called here, so the answer is still the method's own: a\n"
+    "run that ended gives its state; a run in progress in another process\n"
+    "(`forum mcp`, `forum submit`) or of unknown state is run_elsewhere.\n"
+    "  --json   print {run, state, cancel} as POST /runs/{id}/cancel does\n"
+    "exit codes: 0 requested or already ended; 1 not_found, not_a_run or\n"
+    "run_elsewhere; 2 usage; 3 I/O, or the daemon cannot be reached\n";
+
+static const char help_wait[] =
+    "usage: forum run wait ID [--timeout S] [--json]\n"
+    "Polls run ID (run_get, on the ledger: needs no daemon) until its state\n"
+    "is no longer running, then prints it as `forum run get` does. On a\n"
+    "terminal, stderr shows the entries written so far.\n"
+    "  --timeout S   give up after S seconds (0 = look once; default: wait\n"
+    "                as long as it takes)\n"
+    "  --json        print the result object of GET /runs/{id}\n"
+    "exit codes: 0 the run ended done (it has its answer); 1 it ended\n"
+    "budget, stopped, cancelled, failed, interrupted or unknown (printed all\n"
+    "the same; an answer, if any, is a fixed one), or ID is not found or not\n"
+    "a run; 2 usage; 3 the timeout passed with the run still running (code\n"
+    "timeout: nothing on stdout), or an I/O error\n";
+
+/* ---- arguments ----------------------------------------------------------- */
+
+/* The run id in s into *id; a usage error (exit 2) when not one. */
+static int parse_id(struct cli *c, const char *cmd, const char *s,
+                    long long *id)
+{
+    long long v = cli_parse_seq(s);
+    if (v < 0 || v > RUN_ID_MAX)
+        return cli_usage_error(c,
+                               "run %s: ID \"%s\": not a non-negative "
+                               "integer (the seq of a run's request)",
+                               cmd, s);
+    *id = v;
+    return 0;
+}
+
+/* The flags `forum run start` refuses: the daemon's configuration decides
+ * them. */
+static int daemon_flag(const char *a)
+{
+    static const char *const flags[] = {"--chat-url", "--api",         "--tier",
+                                        "--model",    "--api-key-env", "--cmd",
+                                        "--roster",   "--timeout"};
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        if (!strcmp(a, flags[i]))
+            return 1;
+    return 0;
+}
+
+/* ---- the daemon ---------------------------------------------------------- */
+
+struct run_daemon {
+    const char *dir; /* the data dir it serves */
+    char host[256];
+    int port;
+    char token[128];
+    int has_token;
+};
+
+/* The daemon serving c->ledger_dir: its address from forum.state.json and
+ * its token. FO_E_NOT_FOUND when none is running (the message says how to
+ * start one), FO_E_IO when one holds the dir but its state cannot be
+ * read. */
+static int find_daemon(struct cli *c, struct run_daemon *d, struct fo_err *err)
+{
+    long pid = 0;
+    int r = daemon_running(c->ledger_dir, &pid);
+    if (r < 0)
+        return fo_err_set(err, FO_E_IO, "%s/%s: cannot check for a daemon",
+                          c->ledger_dir, DAEMON_PID_FILE);
+    if (r == 0)
+        return fo_err_set(err, FO_E_NOT_FOUND,
+                          "no forum daemon is running on %s: start one with "
+                          "`forum --ledger %s serve start`",
+                          c->ledger_dir, c->ledger_dir);
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/%s", c->ledger_dir,
+                 DAEMON_STATE_FILE) >= (int)sizeof(path))
+        return fo_err_set(err, FO_E_INVALID, "data dir path too long");
+    char buf[RUN_STATE_MAX];
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        n = fread(buf, 1, sizeof(buf), f);
+        fclose(f);
+    }
+    cJSON *st = NULL;
+    struct fo_err ignore;
+    if (!f || n == sizeof(buf) || fo_json_parse(buf, n, &st, &ignore) != FO_OK)
+        st = NULL;
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(st, "host");
+    long long port = 0;
+    int ok = cJSON_IsString(h) && h->valuestring[0] &&
+             strlen(h->valuestring) < sizeof(d->host) &&
+             fo_json_get_int(st, "port", 1, 65535, &port) == FO_OK;
+    if (!ok) {
+        cJSON_Delete(st);
+        return fo_err_set(err, FO_E_IO,
+                          "pid %ld holds %s but its %s cannot be read (is it "
+                          "still starting?)",
+                          pid, c->ledger_dir, DAEMON_STATE_FILE);
+    }
+    d->dir = c->ledger_dir;
+    snprintf(d->host, sizeof(d->host), "%s", h->valuestring);
+    d->port = (int)port;
+    /* With auth off the token is not needed; with auth on (or unknown) a
+     * token that cannot be read is the error to report. */
+    int auth = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(st, "auth"));
+    cJSON_Delete(st);
+    struct fo_err terr;
+    fo_err_clear(&terr);
+    d->has_token = daemon_token(c->ledger_dir, 0, d->token, sizeof(d->token),
+                                &terr) == FO_OK;
+    if (!d->has_token && auth) {
+        *err = terr;
+        if (err->code == FO_E_NOT_FOUND)
+            err->code = FO_E_IO;
+        return err->code;
+    }
+    return FO_OK;
+}
+
+/* The code named name, as the daemon put it in an error body; for a name
+ * this build does not know, a code of the HTTP status's class. */
+static int code_of(const char *name, int status)
+{
+    for (int k = 1; k < FO_E__COUNT; k++)
+        if (name && !strcmp(fo_code_name(k), name))
+            return k;
+    if (status == 404)
+        return FO_E_NOT_FOUND;
+    return status >= 400 && status < 500 ? FO_E_INVALID : FO_E_IO;
+}
+
+/* One method call to the daemon: method and path, body (NULL: none). On
+ * FO_OK *out is the result object (the caller frees it); an error reply
+ * becomes err with the daemon's code and message. */
+static int daemon_call(const struct run_daemon *d, const char *method,
+                       const char *path, const char *body, cJSON **out,
+                       struct fo_err *err)
+{
+    int status = 0;
+    char *reply = NULL;
+    size_t len = 0;
+    int rc = cli_http_request(d->host, d->port, method, path,
+                              d->has_token ? d->token : NULL, body,
+                              body ? strlen(body) : 0, RUN_HTTP_TIMEOUT_MS,
+                              &status, &reply, &len, err);
+    if (rc) {
+        fo_err_prefix(err, "the daemon serving %s", d->dir);
+        return rc;
+    }
+    cJSON *j = NULL;
+    struct fo_err perr;
+    if (fo_json_parse(reply, len, &j, &perr) != FO_OK || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        j = NULL;
+    }
+    if (status == 200 && j) {
+        free(reply);
+        *out = j;
+        return FO_OK;
+    }
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(j, "error");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(j, "code");
+    if (status != 200 && cJSON_IsString(msg) && cJSON_IsString(code)) {
+        rc = fo_err_set(err, code_of(code->valuestring, status), "%s",
+                        msg->valuestring);
+    } else {
+        /* a transport-level reply of libevent's, or not JSON at all */
+        size_t show = strcspn(reply, "\r\n");
+        rc = fo_err_set(err, code_of(NULL, status == 200 ? 500 : status),
+                        "the daemon answered HTTP %d: %.*s", status,
+                        (int)(show > 120 ? 120 : show), reply);
+    }
+    cJSON_Delete(j);
+    free(reply);
+    return rc;
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static const char *str_or(const cJSON *o, const char *k, const char *dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : dflt;
+}
+
+static long long int_or(const cJSON *o, const char *k, long long dflt)
+{
+    long long v = dflt;
+    if (fo_json_get_int(o, k, INT64_MIN, INT64_MAX, &v) != FO_OK)
+        v = dflt;
+    return v;
+}
+
+/* A run_get result: the object with --json, else one field a line. */
+static void print_run(struct cli *c, const cJSON *g)
+{
+    if (c->json) {
+        cli_print_json(g, 0);
+        return;
+    }
+    printf("run: %lld\n", int_or(g, "run", -1));
+    printf("state: %s\n", str_or(g, "state", "?"));
+    const char *req = str_or(g, "request", NULL);
+    printf("request: %s\n", req ? req : "(redacted)");
+    long long count = int_or(g, "count", 0);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "truncated")))
+        printf("entries: %lld (--json shows the last %d)\n", count,
+               ORCH_RUN_ENTRIES_MAX);
+    else
+        printf("entries: %lld\n", count);
+    const char *ans = str_or(g, "answer", NULL);
+    if (ans)
+        printf("answer: %s\n", ans);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(g, "error");
+    if (cJSON_IsObject(e))
+        printf("error: %s (%s)\n", str_or(e, "error", "?"),
+               str_or(e, "code", "?"));
+}
+
+/* ---- the commands -------------------------------------------------------- */
+
+static int cmd_start(struct cli *c, int argc, char **argv)
+{
+    struct fo_buf text, body;
+    fo_buf_init(&text, ORCH_REQUEST_MAX);
+    fo_buf_init(&body, FO_BUF_UNLIMITED);
+    cJSON *in = NULL, *out = NULL;
+    struct fo_err err;
+    fo_err_clear(&err);
+    long long calls = 0, secs = 0;
+    int words = 0, code = 0;
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i]))
+            code = -1;
+    for (int i = 1; i < argc && !code; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--max-model-calls") || !strcmp(a, "--max-seconds")) {
+            int m = !strcmp(a, "--max-seconds");
+            long long lim = m ? ORCH_SUBMIT_SECONDS_MAX : ORCH_SUBMIT_CALLS_MAX;
+            long long x = v ? cli_parse_seq(v) : -1;
+            if (x < 1 || x > lim)
+                code = cli_usage_error(c, "run start: %s: 1..%lld", a, lim);
+            *(m ? &secs : &calls) = x;
+            i++;
+        } else if (daemon_flag(a)) {
+            code = cli_usage_error(
+                c,
+                "run start: %s: the daemon runs the request with its own "
+                "configuration; give %s to `forum serve` (or DIR/forum.json), "
+                "or use `forum submit` to run it in this process",
+                a, a);
+        } else if (a[0] == '-' && a[1]) {
+            code = cli_usage_error(c, "run start: unexpected argument %s", a);
+        } else if ((words++ && fo_buf_putc(&text, ' ')) ||
+                   fo_buf_puts(&text, a)) {
+            code = cli_usage_error(c, "run start: request over %u bytes",
+                                   ORCH_REQUEST_MAX);
+        }
+    }
+    if (code < 0) {
+        code = cli_help(help_start);
+        goto out;
+    }
+    if (code)
+        goto out;
+    if (!words) {
+        code = cli_usage_error(c, "run start: no REQUEST");
+        goto out;
+    }
+    struct run_daemon d;
+    if (find_daemon(c, &d, &err) != FO_OK) {
+        code = cli_fail(c, &err);
+        goto out;
+    }
+    in = cJSON_CreateObject();
+    if (!in || !cJSON_AddStringToObject(in, "request", text.data) ||
+        (calls && !fo_json_add_int(in, "max_model_calls", calls)) ||
+        (secs && !fo_json_add_int(in, "max_seconds", secs))) {
+        code = cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
+        goto out;
+    }
+    if (fo_json_canon(in, &body, &err) != FO_OK) {
+        code = cli_fail(c, &err);
+        goto out;
+    }
+    if (daemon_call(&d, "POST", "/runs", body.data, &out, &err) != FO_OK) {
+        code = cli_fail(c, &err);
+        goto out;
+    }
+    if (c->json) {
+        cli_print_json(out, 0);
+    } else {
+        long long run = int_or(out, "run", -1);
+        printf("%lld\n", run);
+        if (isatty(2))
+            fprintf(stderr,
+                    "forum: run %lld started; follow it with `forum run "
+                    "wait %lld`\n",
+                    run, run);
+    }
+out:
+    cJSON_Delete(in);
+    cJSON_Delete(out);
+    fo_buf_release(&text);
+    fo_buf_release(&body);
+    return code;
+}
+
+/* Parses `ID [--timeout S]` (timeout only when *timeout is not NULL): 0,
+ * or -1 after printing help, or the usage exit code. */
+static int parse_id_args(struct cli *c, const char *cmd, const char *help,
+                         int argc, char **argv, long long *id,
+                         long long *timeout)
+{
+    int have = 0;
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i]))
+            return cli_help(help) - 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (timeout && !strcmp(a, "--timeout")) {
+            long long s = i + 1 < argc ? cli_parse_seq(argv[i + 1]) : -1;
+            if (s < 0 || s > RUN_WAIT_MAX_S)
+                return cli_usage_error(c,
+                                       "run %s: --timeout: seconds in "
+                                       "0..%d",
+                                       cmd, RUN_WAIT_MAX_S);
+            *timeout = s;
+            i++;
+        } else if (a[0] == '-' && a[1] && (a[1] < '0' || a[1] > '9')) {
+            return cli_usage_error(c, "run %s: unexpected argument %s", cmd, a);
+        } else if (have) {
+            return cli_usage_error(c, "run %s: one ID only (got %s too)", cmd,
+                                   a);
+        } else {
+            int ex = parse_id(c, cmd, a, id);
+            if (ex)
+                return ex;
+            have = 1;
+        }
+    }
+    if (!have)
+        return cli_usage_error(c, "run %s: no ID", cmd);
+    return 0;
+}
+
+/* A method of the handler table on {"run": id}, in this process: run_get
+ * (any process can answer it) or run_cancel (here with no orchestrator:
+ * the run cannot be ours). */
+static int call_run(struct ledger *l, const char *method, long long id,
+                    cJSON **out, struct fo_err *err)
+{
+    const struct surf_method *m = surf_find(method);
+    if (!m)
+        return fo_err_set(err, FO_E_INTERNAL, "no method %s", method);
+    cJSON *in = cJSON_CreateObject();
+    if (!in || !fo_json_add_int(in, "run", id)) {
+        cJSON_Delete(in);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    struct surf_ctx ctx = {.ledger = l};
+    int rc = surf_call(&ctx, m, in, out, err);
+    cJSON_Delete(in);
+    return rc;
+}
+
+static int cmd_get(struct cli *c, int argc, char **argv)
+{
+    long long id = -1;
+    int ex = parse_id_args(c, "get", help_get, argc, argv, &id, NULL);
+    if (ex)
+        return ex < 0 ? 0 : ex;
+    struct ledger *l = NULL;
+    ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    cJSON *g = NULL;
+    struct fo_err err;
+    fo_err_clear(&err);
+    int rc = call_run(l, "run_get", id, &g, &err);
+    ledger_close(l);
+    if (rc)
+        return cli_fail(c, &err);
+    print_run(c, g);
+    cJSON_Delete(g);
+    return 0;
+}
+
+static int cmd_cancel(struct cli *c, int argc, char **argv)
+{
+    long long id = -1;
+    int ex = parse_id_args(c, "cancel", help_cancel, argc, argv, &id, NULL);
+    if (ex)
+        return ex < 0 ? 0 : ex;
+    struct fo_err err;
+    fo_err_clear(&err);
+    struct run_daemon d;
+    cJSON *out = NULL;
+    int rc = find_daemon(c, &d, &err);
+    if (rc == FO_OK) {
+        char path[64];
+        snprintf(path, sizeof(path), "/runs/%lld/cancel", id);
+        if (daemon_call(&d, "POST", path, NULL, &out, &err) != FO_OK)
+            return cli_fail(c, &err);
+    } else if (rc == FO_E_NOT_FOUND) {
+        /* No daemon: nothing here runs the run, but the method still tells
+         * a run that ended (its state) from one of another process or of
+         * no known process (run_elsewhere) and from what is not a run. */
+        struct ledger *l = NULL;
+        ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+        if (ex)
+            return ex;
+        fo_err_clear(&err);
+        rc = call_run(l, "run_cancel", id, &out, &err);
+        ledger_close(l);
+        if (rc)
+            return cli_fail(c, &err);
+    } else {
+        return cli_fail(c, &err);
+    }
+    if (c->json) {
+        cli_print_json(out, 0);
+    } else if (!strcmp(str_or(out, "cancel", ""), "requested")) {
+        printf("run %lld: cancel requested; it stops at its next step\n", id);
+    } else {
+        printf("run %lld: already ended: %s\n", id, str_or(out, "state", "?"));
+    }
+    cJSON_Delete(out);
+    return 0;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static int cmd_wait(struct cli *c, int argc, char **argv)
+{
+    long long id = -1, timeout = -1;
+    int ex = parse_id_args(c, "wait", help_wait, argc, argv, &id, &timeout);
+    if (ex)
+        return ex < 0 ? 0 : ex;
+    struct ledger *l = NULL;
+    ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    int tty = isatty(2), shown = 0;
+    int64_t t0 = mono_ms();
+    int64_t deadline = timeout >= 0 ? t0 + timeout * 1000 : INT64_MAX;
+    int pause = RUN_POLL_FIRST_MS;
+    cJSON *g = NULL;
+    struct fo_err err;
+    fo_err_clear(&err);
+    int rc;
+    for (;;) {
+        rc = call_run(l, "run_get", id, &g, &err);
+        if (rc || strcmp(str_or(g, "state", ""), "running") != 0)
+            break;
+        int64_t now = mono_ms();
+        if (now >= deadline) {
+            rc = fo_err_set(&err, FO_E_TIMEOUT,
+                            "run %lld: still running after %lld s "
+                            "(entries so far: %lld)",
+                            id, timeout, int_or(g, "count", 0));
+            break;
+        }
+        if (tty) {
+            fprintf(stderr,
+                    "\rforum: run %lld: running, entries: %lld, %lld s\033[K",
+                    id, int_or(g, "count", 0), (long long)(now - t0) / 1000);
+            shown = 1;
+        }
+        cJSON_Delete(g);
+        g = NULL;
+        int64_t nap = deadline - now < pause ? deadline - now : pause;
+        usleep((useconds_t)nap * 1000);
+        pause = pause * 2 > RUN_POLL_MAX_MS ? RUN_POLL_MAX_MS : pause * 2;
+    }
+    ledger_close(l);
+    if (shown)
+        fputs("\r\033[K", stderr); /* the progress line goes */
+    if (rc) {
+        cJSON_Delete(g);
+        return cli_fail(c, &err);
+    }
+    print_run(c, g);
+    const char *state = str_or(g, "state", "?");
+    int done = !strcmp(state, "done");
+    if (!done)
+        fprintf(stderr, "forum: run %lld ended %s, not done\n", id, state);
+    cJSON_Delete(g);
+    return done ? 0 : 1;
+}
+
+int cli_run(struct cli *c, int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error(c,
+                               "run: no command (start, get, cancel or wait)");
+    const char *sub = argv[1];
+    if (cli_is_help(sub) || !strcmp(sub, "help"))
+        return cli_help(help_run);
+    if (!strcmp(sub, "start"))
+        return cmd_start(c, argc - 1, argv + 1);
+    if (!strcmp(sub, "get"))
+        return cmd_get(c, argc - 1, argv + 1);
+    if (!strcmp(sub, "cancel"))
+        return cmd_cancel(c, argc - 1, argv + 1);
+    if (!strcmp(sub, "wait"))
+        return cmd_wait(c, argc - 1, argv + 1);
+    return cli_usage_error(c,
+                           "run: unknown command %s (start, get, cancel, "
+                           "wait)",
+                           sub);
+}
