@@ -40,6 +40,10 @@ int cli_verify_checkpoint(struct cli *c, int deep, const char *note_file,
 /* `forum serve [start|stop|status|logs]` (cli_serve.c). */
 int cli_serve(struct cli *c, int argc, char **argv);
 
+/* The running daemon's DIR/forum.state.json (cli_serve.c); NULL when absent,
+ * unreadable or not JSON. */
+cJSON *cli_read_state(struct cli *c);
+
 /* One HTTP/1.1 request to host:port (Connection: close), for talking to our
  * own daemon. body may be NULL (no body). timeout_ms covers connect and the
  * whole reply. On FO_OK *status is the HTTP status and *out the body

@@ -17,9 +17,8 @@
 #include "surfaces/surf.h"
 
 #define RUN_HTTP_TIMEOUT_MS                                                    \
-    30000                  /* run_start and run_cancel answer at once          \
-                            */
-#define RUN_STATE_MAX 8192 /* forum.state.json is ~300 bytes */
+    30000 /* run_start and run_cancel answer at once                           \
+           */
 #define RUN_ID_MAX ((1LL << 53) - 1) /* ids travel as JSON numbers */
 #define RUN_WAIT_MAX_S 1000000
 #define RUN_POLL_FIRST_MS 50
@@ -167,21 +166,7 @@ static int find_daemon(struct cli *c, struct run_daemon *d, struct fo_err *err)
                           "no forum daemon is running on %s: start one with "
                           "`forum --ledger %s serve start`",
                           c->ledger_dir, c->ledger_dir);
-    char path[4096];
-    if (snprintf(path, sizeof(path), "%s/%s", c->ledger_dir,
-                 DAEMON_STATE_FILE) >= (int)sizeof(path))
-        return fo_err_set(err, FO_E_INVALID, "data dir path too long");
-    char buf[RUN_STATE_MAX];
-    size_t n = 0;
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        n = fread(buf, 1, sizeof(buf), f);
-        fclose(f);
-    }
-    cJSON *st = NULL;
-    struct fo_err ignore;
-    if (!f || n == sizeof(buf) || fo_json_parse(buf, n, &st, &ignore) != FO_OK)
-        st = NULL;
+    cJSON *st = cli_read_state(c);
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(st, "host");
     long long port = 0;
     int ok = cJSON_IsString(h) && h->valuestring[0] &&

@@ -204,19 +204,18 @@ static const char *state_path(struct cli *c, const char *name, char *buf,
     return buf;
 }
 
-/* Reads forum.state.json; NULL when absent or unreadable. */
-static cJSON *read_state(struct cli *c)
+cJSON *cli_read_state(struct cli *c)
 {
     char p[4096];
     FILE *f = fopen(state_path(c, DAEMON_STATE_FILE, p, sizeof(p)), "rb");
     if (!f)
         return NULL;
-    char buf[8192];
+    char buf[8192]; /* the file is ~300 bytes */
     size_t n = fread(buf, 1, sizeof(buf), f);
     fclose(f);
     cJSON *o = NULL;
     struct fo_err err;
-    if (fo_json_parse(buf, n, &o, &err) != FO_OK)
+    if (n == sizeof(buf) || fo_json_parse(buf, n, &o, &err) != FO_OK)
         return NULL;
     return o;
 }
@@ -477,7 +476,7 @@ static int status(struct cli *c)
     long pid = 0;
     if (daemon_running(c->ledger_dir, &pid) != 1)
         return not_running(c);
-    cJSON *st = read_state(c);
+    cJSON *st = cli_read_state(c);
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(st, "host");
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(st, "port");
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(st, "address");
