@@ -446,7 +446,7 @@ int orch_plan_request(const struct orch *o, const struct orch_witness *w,
 #define ORCH_RUNS_DEFAULT 8       /* background runs at once (max_runs) */
 #define ORCH_RUNS_MAX 1024        /* the most max_runs may allow */
 #define ORCH_RUN_ENTRIES_MAX 1000 /* entries orch_run_get shows (last) */
-#define ORCH_RUN_SCAN_MAX 1000000 /* entries orch_run_get reads */
+#define ORCH_RUN_SCAN_MAX 1000000 /* a run's entries orch_run_get reads */
 #define ORCH_RUNS_DIR "runs"      /* DIR/runs/<instance>.lock */
 #define ORCH_INSTANCE_HEX 32      /* an instance: 32 lowercase hex digits */
 
@@ -500,7 +500,8 @@ void orch_runs_stop(struct orch *o);
  * as interrupted. Ended states: "done" (an `answer`), "budget" (the budget
  * stopped it), "stopped" (a shutdown stopped it), "cancelled"
  * (orch_run_cancel), "failed" (an `error` entry; error is then {"error",
- * "code"}). Reads at most ORCH_RUN_SCAN_MAX entries after the request.
+ * "code"}). Reads the run's own entries only (ledger_descendants), at most
+ * ORCH_RUN_SCAN_MAX.
  * Errors: FO_E_NOT_FOUND (no such entry), FO_E_NOT_A_RUN (an entry of
  * another kind, or a request of plan, plan_run or a client: they have no
  * end on record to wait for), ledger errors. */

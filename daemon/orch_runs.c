@@ -464,43 +464,16 @@ out:
 
 struct scan {
     int64_t run;
-    int64_t *members; /* the run's seqs, ascending */
-    size_t n, cap;
+    size_t n;       /* the run's entries seen */
     cJSON *entries; /* the last ORCH_RUN_ENTRIES_MAX */
     size_t shown;
     int64_t answer_seq, budget_seq, error_seq;
 };
 
-static int is_member(const struct scan *s, int64_t seq)
-{
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->members[mid] == seq)
-            return 1;
-        if (s->members[mid] < seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return 0;
-}
-
 static int scan_entry(void *ctx, const struct ledger_entry *e)
 {
     struct scan *s = ctx;
-    if (e->seq != s->run &&
-        (e->parent == LEDGER_NO_PARENT || !is_member(s, e->parent)))
-        return FO_OK;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        int64_t *m = realloc(s->members, cap * sizeof(*m));
-        if (!m)
-            return FO_E_NOMEM;
-        s->members = m;
-        s->cap = cap;
-    }
-    s->members[s->n++] = e->seq;
+    s->n++;
     cJSON *j = ledger_entry_json(e);
     if (!j)
         return FO_E_NOMEM;
@@ -629,7 +602,7 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
         goto out;
     }
-    rc = ledger_range(l, run, ORCH_RUN_SCAN_MAX, scan_entry, &s, err);
+    rc = ledger_descendants(l, run, ORCH_RUN_SCAN_MAX, scan_entry, &s, err);
     if (rc == SCAN_END)
         rc = FO_OK;
     else if (rc == FO_E_NOMEM)
@@ -690,7 +663,6 @@ out:
     cJSON_Delete(bud);
     cJSON_Delete(fail);
     cJSON_Delete(s.entries);
-    free(s.members);
     return rc;
 }
 

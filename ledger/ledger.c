@@ -811,6 +811,13 @@ int ledger_range(struct ledger *l, int64_t from, int64_t limit,
                         err);
 }
 
+int ledger_descendants(struct ledger *l, int64_t root, int64_t limit,
+                       ledger_entry_fn fn, void *ctx, struct fo_err *err)
+{
+    struct range_ctx r = {fn, ctx};
+    return l->ops->descendants(l->store, root, limit, range_row, &r, err);
+}
+
 int ledger_chain(struct ledger *l, int64_t seq, struct ledger_entry **out,
                  size_t *n, struct fo_err *err)
 {

@@ -139,6 +139,13 @@ typedef int (*ledger_entry_fn)(void *ctx, const struct ledger_entry *e);
 int ledger_range(struct ledger *l, int64_t from, int64_t limit,
                  ledger_entry_fn fn, void *ctx, struct fo_err *err);
 
+/* Calls fn for root and every entry whose parent chain reaches it (a run's
+ * entries, under its request), in seq order, at most limit (< 0: all).
+ * Reads only those entries (an index by parent), however many others
+ * came between. A non-zero return of fn stops and is returned. */
+int ledger_descendants(struct ledger *l, int64_t root, int64_t limit,
+                       ledger_entry_fn fn, void *ctx, struct fo_err *err);
+
 /* The causal chain of seq: following parent links to the root. *out is a
  * malloc'd array, root first, *n entries. A parent that is missing or not
  * smaller than its child (a damaged ledger) is FO_E_CORRUPT. */

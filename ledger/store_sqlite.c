@@ -41,6 +41,8 @@ enum stmt_id {
     ST_PUT_CHECKPOINT,
     ST_GET_CHECKPOINT,
     ST_SCAN_CHECKPOINTS,
+    ST_DESCENDANTS,
+    ST_HAS_PARENT_INDEX,
     ST__COUNT
 };
 
@@ -77,7 +79,21 @@ static const char *const sql_text[ST__COUNT] = {
                           " WHERE size <= ?1 ORDER BY size DESC LIMIT 1",
     [ST_SCAN_CHECKPOINTS] =
         "SELECT size, root, note FROM checkpoints ORDER BY size",
+    /* every entry whose parent chain reaches ?1, through entries_parent */
+    [ST_DESCENDANTS] =
+        "WITH RECURSIVE d(seq) AS (SELECT ?1 UNION ALL SELECT e.seq FROM"
+        " entries e JOIN d ON e.parent = d.seq)"
+        " SELECT " ENTRY_COLS " FROM entries WHERE seq IN d"
+        " ORDER BY seq LIMIT ?2",
+    [ST_HAS_PARENT_INDEX] = "SELECT 1 FROM sqlite_master WHERE type = 'index'"
+                            " AND name = 'entries_parent'",
 };
+
+/* Children by parent, for the entries of a run (ledger_descendants).
+ * Partial: entries without a parent (most plain appends) never touch it. */
+#define PARENT_INDEX_SQL                                                       \
+    "CREATE INDEX IF NOT EXISTS entries_parent ON entries(parent)"             \
+    " WHERE parent IS NOT NULL;"
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY,"
@@ -91,7 +107,8 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS tree(pos INTEGER PRIMARY KEY,"
     " hash BLOB NOT NULL);"
     "CREATE TABLE IF NOT EXISTS checkpoints(size INTEGER PRIMARY KEY,"
-    " ts INTEGER NOT NULL, root BLOB NOT NULL, note TEXT NOT NULL);";
+    " ts INTEGER NOT NULL, root BLOB NOT NULL, note TEXT NOT "
+    "NULL);" PARENT_INDEX_SQL;
 
 struct store {
     sqlite3 *db;
@@ -373,6 +390,31 @@ static void sq_close(struct store *s)
     free(s);
 }
 
+/* Ledgers made before entries_parent existed get it on their first
+ * read-write open (one pass over the entries; nothing else changes, and
+ * older builds read the file as before). */
+static int ensure_parent_index(struct store *s, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_HAS_PARENT_INDEX, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    int src = sqlite3_step(q);
+    done(q);
+    if (src == SQLITE_ROW)
+        return FO_OK;
+    if (src != SQLITE_DONE)
+        return db_fail(s, src, "schema", err);
+    int rc = exec(s, "BEGIN IMMEDIATE", err);
+    if (rc)
+        return rc;
+    rc = exec(s, PARENT_INDEX_SQL, err);
+    if (!rc)
+        rc = exec(s, "COMMIT", err);
+    if (rc)
+        exec(s, "ROLLBACK", NULL);
+    return rc;
+}
+
 static int sq_open(const char *dir, unsigned flags, int busy_ms,
                    struct store **out, struct fo_err *err)
 {
@@ -429,6 +471,10 @@ static int sq_open(const char *dir, unsigned flags, int busy_ms,
             rc = fo_err_set(err, FO_E_CORRUPT,
                             "%s: damaged or not a forum ledger: %s", path,
                             sqlite3_errmsg(s->db));
+        sq_close(s);
+        return rc;
+    }
+    if (!s->readonly && (rc = ensure_parent_index(s, err)) != FO_OK) {
         sq_close(s);
         return rc;
     }
@@ -914,6 +960,32 @@ static int sq_get_checkpoint(struct store *s, int64_t max_size, int64_t *size,
     return out;
 }
 
+static int sq_descendants(struct store *s, int64_t root, int64_t limit,
+                          store_row_fn fn, void *ctx, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_DESCENDANTS, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, root);
+    sqlite3_bind_int64(q, 2, limit < 0 ? -1 : limit);
+    int out = FO_OK, rc;
+    struct store_row row = {.body = NULL, .body_len = 0};
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (read_rec(q, &row.rec) != 0) {
+            out =
+                fo_err_set(err, FO_E_CORRUPT, "%s: damaged entry row", s->path);
+            break;
+        }
+        out = fn(ctx, &row);
+        if (out)
+            break;
+    }
+    if (out == FO_OK && rc != SQLITE_DONE)
+        out = db_fail(s, rc, "descendants", err);
+    done(q);
+    return out;
+}
+
 static int sq_scan_checkpoints(struct store *s,
                                int (*fn)(void *ctx, int64_t size,
                                          const uint8_t root[32],
@@ -969,6 +1041,7 @@ const struct store_ops store_sqlite_ops = {
     .get_node = sq_get_node,
     .get_body = sq_get_body,
     .scan = sq_scan,
+    .descendants = sq_descendants,
     .nodes_begin = sq_nodes_begin,
     .nodes_next = sq_nodes_next,
     .nodes_end = sq_nodes_end,

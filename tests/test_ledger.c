@@ -846,3 +846,88 @@ Test(ledger_procs, second_open_keeps_the_first_connections_locks)
     close(ready[1]);
     tu_rmrf(dir);
 }
+
+struct seqs {
+    int64_t v[64];
+    size_t n;
+};
+
+static int collect_seq(void *ctx, const struct ledger_entry *e)
+{
+    struct seqs *s = ctx;
+    if (s->n < 64)
+        s->v[s->n] = e->seq;
+    s->n++;
+    return FO_OK;
+}
+
+static int has_parent_index(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/ledger.db", dir);
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
+                 SQLITE_OK);
+    sqlite3_stmt *q;
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT count(*) FROM sqlite_master WHERE"
+                                    " name = 'entries_parent'",
+                                    -1, &q, NULL),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+    int n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+}
+
+/* The entries under a root, with other roots' entries in between; the
+ * same answer with the index dropped (an older ledger read read-only), and
+ * the index made again by a read-write open. */
+Test(ledger_body, descendants_of_a_root_skip_what_came_between)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    int64_t a = append(l, "request", -1, "{}").seq; /* 0 */
+    int64_t b = append(l, "request", -1, "{}").seq; /* 1 */
+    int64_t a1 = append(l, "plan", a, "{}").seq;    /* 2 */
+    append(l, "plan", b, "{}");                     /* 3 */
+    int64_t a2 = append(l, "task", a1, "{}").seq;   /* 4 */
+    append(l, "note", -1, "{}");                    /* 5 */
+    int64_t a3 = append(l, "result", a2, "{}").seq; /* 6 */
+    int64_t a4 = append(l, "answer", a, "{}").seq;  /* 7 */
+    append(l, "task", 3, "{}");                     /* 8 */
+    const int64_t want[] = {a, a1, a2, a3, a4};
+    cr_assert_eq(has_parent_index(dir), 1);
+    for (int round = 0; round < 2; round++) {
+        struct seqs s = {.n = 0};
+        struct fo_err err;
+        cr_assert_eq(ledger_descendants(l, a, -1, collect_seq, &s, &err), FO_OK,
+                     "%s", err.msg);
+        cr_assert_eq(s.n, 5, "round %d: %zu entries", round, s.n);
+        for (size_t i = 0; i < 5; i++)
+            cr_assert_eq(s.v[i], want[i], "round %d: [%zu] = %lld", round, i,
+                         (long long)s.v[i]);
+        s.n = 0;
+        cr_assert_eq(ledger_descendants(l, a, 3, collect_seq, &s, &err), FO_OK);
+        cr_assert_eq(s.n, 3);
+        s.n = 0;
+        cr_assert_eq(ledger_descendants(l, 5, -1, collect_seq, &s, &err),
+                     FO_OK);
+        cr_assert_eq(s.n, 1);
+        if (round == 0) {
+            ledger_close(l);
+            sql(dir, "DROP INDEX entries_parent");
+            cr_assert_eq(has_parent_index(dir), 0);
+            cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err),
+                         FO_OK);
+        }
+    }
+    ledger_close(l);
+    cr_assert_eq(has_parent_index(dir), 0, "a read-only open changed it");
+    l = open_new(dir);
+    ledger_close(l);
+    cr_assert_eq(has_parent_index(dir), 1, "not made on a read-write open");
+    cr_assert(verify(dir, 1).ok);
+    tu_rmrf(dir);
+}
