@@ -100,6 +100,24 @@ const struct orch_exec_config *orch_exec_for_lane(const struct orch *o,
 static int setup_models(struct orch *o, const struct orch_model_config *mc,
                         struct fo_err *err)
 {
+    /* A key variable that is not set fails here, before anything is
+     * witnessed or served, not at the first model call (the CLI flags are
+     * checked the same way; forum.json's providers come through here). */
+    for (size_t i = 0; i < mc->n_providers; i++) {
+        const struct orch_model_provider *p = &mc->providers[i];
+        if (!p->api_key_env)
+            continue;
+        const char *key = secure_getenv(p->api_key_env);
+        if (!key || !*key)
+            return fo_err_set(err, FO_E_INVALID,
+                              "provider %zu (%s): the API key variable %s is "
+                              "not set",
+                              i,
+                              p->name    ? p->name
+                              : p->model ? p->model
+                                         : "?",
+                              p->api_key_env);
+    }
     int rc = orch_model_create(mc, &o->models, err);
     if (rc)
         return rc;

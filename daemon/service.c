@@ -552,7 +552,7 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
             rc = orch_model_config_parse(v, &cfg->models, &cfg->providers_owned,
                                          err);
             if (rc) {
-                fo_err_prefix(err, "%s: models", path);
+                fo_err_prefix(err, "%s", path);
                 cJSON_Delete(o);
                 return rc;
             }

@@ -421,3 +421,47 @@ Test(cli_tiers, help_documents_the_tier_flags)
         tu_run_free(&r);
     }
 }
+
+/* forum.json's providers are held to the same rule as the flags: a key
+ * variable that is not set stops serve, submit and mcp before anything is
+ * written, naming the variable (and never a key). */
+Test(cli_tiers, a_forum_json_key_variable_not_set_is_refused_up_front)
+{
+    struct two t;
+    two_open(&t);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", t.dir, "ledger", "init", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    char cfg[1024], path[700];
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\": {\"providers\": [{\"api\": \"chat\", \"url\": "
+             "\"%s\", \"model\": "
+             "\"m1\", \"api_key_env\": \"" UNSET_ENV "\"}]}}",
+             t.url_a);
+    snprintf(path, sizeof(path), "%s/forum.json", t.dir);
+    cr_assert_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
+    const char *want = "the API key variable " UNSET_ENV " is not set";
+    r = tu_forumv(NULL, "--ledger", t.dir, "serve", "--check", (char *)NULL);
+    cr_assert_eq(r.status, 2, "serve --check: %d %s%s", r.status, r.out, r.err);
+    cr_assert(strstr(r.err, want), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", t.dir, "submit", "build the api",
+                  (char *)NULL);
+    cr_assert_eq(r.status, 2, "submit: %d %s%s", r.status, r.out, r.err);
+    cr_assert(strstr(r.err, want), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", t.dir, "--json", "ledger", "summary",
+                  (char *)NULL);
+    cJSON *s = cJSON_Parse(r.out);
+    cr_assert_eq(tu_num(s, "entries"), 0, "written: %s", r.out);
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    /* with the variable set, the same file is accepted */
+    setenv(UNSET_ENV, "k-123", 1);
+    r = tu_forumv(NULL, "--ledger", t.dir, "serve", "--check", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    tu_run_free(&r);
+    unsetenv(UNSET_ENV);
+    two_close(&t);
+}
