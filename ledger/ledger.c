@@ -539,6 +539,26 @@ static void head_keep(struct ledger *l, const struct ledger_head *h)
         l->head_cache = *h;
 }
 
+int ledger_head_root(struct ledger *l, int64_t *count, uint8_t root[32],
+                     struct fo_err *err)
+{
+    struct ledger_head *h = malloc(sizeof(*h));
+    if (!h)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = load_head(l, h, err);
+    if (rc == FO_OK) {
+        *count = h->count;
+        if (h->count == 0) {
+            merkle_empty_root(root);
+        } else {
+            merkle_frontier_root(&h->tree, l->sha, root);
+            head_keep(l, h); /* committed state: the next append may reuse it */
+        }
+    }
+    free(h);
+    return rc;
+}
+
 struct emit_ctx {
     struct ledger *l;
     struct fo_err *err;

@@ -40,6 +40,13 @@ struct ledger {
     int head_cached;
 };
 
+/* Inside a read or write transaction: the entry count and the tree's root
+ * at the head, from the handle's head cache when the stored head is the one
+ * it was taken at (else loaded, and kept). Not for ledger_bench_skip_tree
+ * handles, which keep no tree. */
+int ledger_head_root(struct ledger *l, int64_t *count, uint8_t root[32],
+                     struct fo_err *err);
+
 /* The storage key of tree node (level >= 1, index): see ledger.c. */
 int64_t ledger_node_pos(unsigned level, uint64_t index);
 

@@ -931,3 +931,34 @@ Test(ledger_body, descendants_of_a_root_skip_what_came_between)
     cr_assert(verify(dir, 1).ok);
     tu_rmrf(dir);
 }
+
+/* The head's root from a handle's head cache (a reader's too) is always the
+ * root of the log as stored, whoever appended last. */
+Test(ledger_tree, tree_head_follows_appends_of_other_handles)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *w = open_new(dir), *r = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &r, &err), FO_OK);
+    int64_t n = -1;
+    uint8_t head[32], want[32];
+    cr_assert_eq(ledger_tree_head(r, &n, head, &err), FO_OK, "%s", err.msg);
+    cr_assert_eq(n, 0);
+    for (int round = 1; round <= 6; round++) {
+        fill(w, round * 7);
+        for (int k = 0; k < 2; k++) { /* the second from the cache */
+            cr_assert_eq(ledger_tree_head(r, &n, head, &err), FO_OK);
+            cr_assert_eq(ledger_root(w, n, want, &err), FO_OK);
+            cr_assert_eq(memcmp(head, want, 32), 0, "round %d size %lld", round,
+                         (long long)n);
+        }
+        /* and the writer's own head, after its appends */
+        cr_assert_eq(ledger_tree_head(w, &n, head, &err), FO_OK);
+        cr_assert_eq(memcmp(head, want, 32), 0);
+    }
+    cr_assert_eq(n, 7 * (1 + 2 + 3 + 4 + 5 + 6));
+    ledger_close(r);
+    ledger_close(w);
+    cr_assert(verify(dir, 0).ok);
+    tu_rmrf(dir);
+}
