@@ -45,17 +45,23 @@ int cli_open(struct cli *c, unsigned flags, struct ledger **out)
     return 0;
 }
 
+int cli_call_err(struct ledger *l, const char *method, cJSON *in, cJSON **out,
+                 struct fo_err *err)
+{
+    const struct surf_method *m = surf_find(method);
+    struct surf_ctx ctx = {.ledger = l};
+    int rc = m ? surf_call(&ctx, m, in, out, err)
+               : fo_err_set(err, FO_E_INTERNAL, "no method %s", method);
+    cJSON_Delete(in);
+    return rc;
+}
+
 int cli_call(struct cli *c, struct ledger *l, const char *method, cJSON *in,
              cJSON **out)
 {
     struct fo_err err;
     fo_err_clear(&err);
-    const struct surf_method *m = surf_find(method);
-    struct surf_ctx ctx = {.ledger = l};
-    int rc = m ? surf_call(&ctx, m, in, out, &err)
-               : fo_err_set(&err, FO_E_INTERNAL, "no method %s", method);
-    cJSON_Delete(in);
-    if (rc)
+    if (cli_call_err(l, method, in, out, &err))
         return cli_fail(c, &err);
     return 0;
 }

@@ -153,9 +153,14 @@ int cli_provider_apply(struct cli *c, const char *cmd,
  * code (non-zero) on failure, 0 on success. */
 int cli_open(struct cli *c, unsigned flags, struct ledger **out);
 
-/* Calls a method of the handler table with in (consumed) on an open ledger.
- * On success *out holds the result; on failure the error is printed and the
- * exit code returned. */
+/* Calls a method of the handler table with in (consumed; may be NULL) on
+ * an open ledger, with no orchestrator. On success *out
+ * holds the result; else the code, err set, nothing printed. */
+int cli_call_err(struct ledger *l, const char *method, cJSON *in, cJSON **out,
+                 struct fo_err *err);
+
+/* cli_call_err, but on failure the error is printed and the exit code
+ * returned. */
 int cli_call(struct cli *c, struct ledger *l, const char *method, cJSON *in,
              cJSON **out);
 

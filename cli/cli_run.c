@@ -14,7 +14,6 @@
 #include "daemon/service.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
-#include "surfaces/surf.h"
 
 #define RUN_HTTP_TIMEOUT_MS                                                    \
     30000 /* run_start and run_cancel answer at once                           \
@@ -433,18 +432,12 @@ static int parse_id_args(struct cli *c, const char *cmd, const char *help,
 static int call_run(struct ledger *l, const char *method, long long id,
                     cJSON **out, struct fo_err *err)
 {
-    const struct surf_method *m = surf_find(method);
-    if (!m)
-        return fo_err_set(err, FO_E_INTERNAL, "no method %s", method);
     cJSON *in = cJSON_CreateObject();
     if (!in || !fo_json_add_int(in, "run", id)) {
         cJSON_Delete(in);
         return fo_err_set(err, FO_E_NOMEM, NULL);
     }
-    struct surf_ctx ctx = {.ledger = l};
-    int rc = surf_call(&ctx, m, in, out, err);
-    cJSON_Delete(in);
-    return rc;
+    return cli_call_err(l, method, in, out, err);
 }
 
 static int cmd_get(struct cli *c, int argc, char **argv)

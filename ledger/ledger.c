@@ -502,8 +502,8 @@ int ledger_tree_node(void *ctx, unsigned level, uint64_t index, uint8_t out[32],
 
 /* ---- appends ---------------------------------------------------------- */
 
-/* Loads the head inside a write transaction; from this handle's cache when
- * the stored head is the one the cache was taken at. */
+/* Loads the head inside a transaction; from this handle's cache when the
+ * stored head is the one the cache was taken at. */
 static int load_head(struct ledger *l, struct ledger_head *h,
                      struct fo_err *err)
 {
@@ -542,6 +542,12 @@ static void head_keep(struct ledger *l, const struct ledger_head *h)
 int ledger_head_root(struct ledger *l, int64_t *count, uint8_t root[32],
                      struct fo_err *err)
 {
+    if (l->skip_tree) { /* no tree kept: from the entries */
+        int rc = l->ops->head(l->store, count, NULL, err);
+        return rc ? rc
+                  : merkle_root(ledger_tree_node, l, (uint64_t)*count, root,
+                                err);
+    }
     struct ledger_head *h = malloc(sizeof(*h));
     if (!h)
         return fo_err_set(err, FO_E_NOMEM, NULL);

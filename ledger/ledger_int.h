@@ -42,8 +42,7 @@ struct ledger {
 
 /* Inside a read or write transaction: the entry count and the tree's root
  * at the head, from the handle's head cache when the stored head is the one
- * it was taken at (else loaded, and kept). Not for ledger_bench_skip_tree
- * handles, which keep no tree. */
+ * it was taken at (else loaded, and kept). */
 int ledger_head_root(struct ledger *l, int64_t *count, uint8_t root[32],
                      struct fo_err *err);
 

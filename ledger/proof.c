@@ -84,13 +84,7 @@ int ledger_tree_head(struct ledger *l, int64_t *size, uint8_t root[32],
     if (rc)
         return rc;
     int64_t n = 0;
-    if (l->skip_tree) {
-        rc = resolve_size(l, -1, "size", &n, err);
-        if (!rc)
-            rc = root_at(l, n, root, err);
-    } else {
-        rc = ledger_head_root(l, &n, root, err);
-    }
+    rc = ledger_head_root(l, &n, root, err);
     l->ops->rollback(l->store);
     if (!rc)
         *size = n;

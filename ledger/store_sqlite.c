@@ -191,9 +191,9 @@ static uint32_t be32(const unsigned char *p)
  * lock this process holds on it, those of the ledger's open connections
  * included (the lock that tells another process it is not the last
  * connection, which would then reset the WAL under us). The VFS keeps such
- * a descriptor open until the locks are gone. Sets *n to the bytes read
- * (fewer than len when the file is shorter) and *size to the file size. */
-static int read_head(const char *path, unsigned char *h, size_t len, ssize_t *n,
+ * a descriptor open until the locks are gone. Sets *size to the file size;
+ * the bytes of h past it are zero. */
+static int read_head(const char *path, unsigned char *h, size_t len,
                      int64_t *size, struct fo_err *err)
 {
     sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
@@ -203,8 +203,7 @@ static int read_head(const char *path, unsigned char *h, size_t len, ssize_t *n,
     sqlite3_file *f = calloc(1, (size_t)vfs->szOsFile);
     int rc = FO_OK;
     if (!name || !f) {
-        rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        goto out;
+        return fo_err_set(err, FO_E_NOMEM, NULL);
     }
     int oflags = 0;
     int src = vfs->xOpen(vfs, name, f,
@@ -222,7 +221,6 @@ static int read_head(const char *path, unsigned char *h, size_t len, ssize_t *n,
         size_t want = (uint64_t)sz < len ? (size_t)sz : len;
         memset(h, 0, len);
         src = want ? f->pMethods->xRead(f, h, (int)want, 0) : SQLITE_OK;
-        *n = (ssize_t)want;
         *size = sz;
     }
     if (src != SQLITE_OK)
@@ -238,47 +236,40 @@ out:
 static int check_header(const char *path, struct fo_err *err)
 {
     unsigned char h[100];
-    ssize_t n = -1;
     int64_t size = 0;
-    int rc = read_head(path, h, sizeof(h), &n, &size, err);
+    int rc = read_head(path, h, sizeof(h), &size, err);
     if (rc)
         return rc;
-    if (size == 0) {
-        rc = fo_err_set(err, FO_E_CORRUPT,
-                        "%s: empty file (not a forum ledger; move it away)",
-                        path);
-        goto out;
+    if (size == 0)
+        return fo_err_set(err, FO_E_CORRUPT,
+                          "%s: empty file (not a forum ledger; move it away)",
+                          path);
+    if (size < 16 || memcmp(h, "SQLite format 3", 16) != 0) {
+        return fo_err_set(err, FO_E_FOREIGN,
+                          "%s: not a forum ledger (not a SQLite database)",
+                          path);
     }
-    if (n < 16 || memcmp(h, "SQLite format 3", 16) != 0) {
-        rc = fo_err_set(err, FO_E_FOREIGN,
-                        "%s: not a forum ledger (not a SQLite database)", path);
-        goto out;
-    }
-    if (n < (ssize_t)sizeof(h)) {
-        rc = fo_err_set(err, FO_E_CORRUPT, "%s: truncated database header",
-                        path);
-        goto out;
+    if (size < (int64_t)sizeof(h)) {
+        return fo_err_set(err, FO_E_CORRUPT, "%s: truncated database header",
+                          path);
     }
     uint32_t app = be32(h + 68), ver = be32(h + 60);
     if (app != FORUM_APPLICATION_ID) {
-        rc = fo_err_set(err, FO_E_FOREIGN,
-                        "%s: not a forum ledger (application_id 0x%08x)", path,
-                        app);
-        goto out;
+        return fo_err_set(err, FO_E_FOREIGN,
+                          "%s: not a forum ledger (application_id 0x%08x)",
+                          path, app);
     }
-    if (ver > FORUM_USER_VERSION) {
-        rc = fo_err_set(err, FO_E_TOO_NEW,
-                        "%s: ledger format %u is newer than this forum "
-                        "(reads up to %d); upgrade forum",
-                        path, ver, FORUM_USER_VERSION);
-        goto out;
-    }
+    if (ver > FORUM_USER_VERSION)
+        return fo_err_set(err, FO_E_TOO_NEW,
+                          "%s: ledger format %u is newer than this forum "
+                          "(reads up to %d); upgrade forum",
+                          path, ver, FORUM_USER_VERSION);
     unsigned page = (unsigned)h[16] << 8 | h[17];
     uint64_t page_size = page == 1 ? 65536 : page;
     uint64_t pages = be32(h + 28);
     if (page_size < 512 || (page_size & (page_size - 1)) != 0) {
-        rc = fo_err_set(err, FO_E_CORRUPT, "%s: bad page size %u", path, page);
-        goto out;
+        return fo_err_set(err, FO_E_CORRUPT, "%s: bad page size %u", path,
+                          page);
     }
     /* A file shorter than its header says is truncated, unless a WAL is
      * beside it: a checkpoint interrupted by a crash writes page 1 before
@@ -289,15 +280,13 @@ static int check_header(const char *path, struct fo_err *err)
                   stat(wal, &wst) == 0 && wst.st_size > 0;
     if (!has_wal && be32(h + 92) == be32(h + 24) &&
         pages * page_size > (uint64_t)size) {
-        rc = fo_err_set(err, FO_E_CORRUPT,
-                        "%s: truncated: the header says %llu bytes, the "
-                        "file has %lld",
-                        path, (unsigned long long)(pages * page_size),
-                        (long long)size);
-        goto out;
+        return fo_err_set(err, FO_E_CORRUPT,
+                          "%s: truncated: the header says %llu bytes, the "
+                          "file has %lld",
+                          path, (unsigned long long)(pages * page_size),
+                          (long long)size);
     }
-out:
-    return rc;
+    return FO_OK;
 }
 
 static int configure(struct store *s, int busy_ms, struct fo_err *err)

@@ -40,11 +40,8 @@ static const double lat_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                     0.05,   0.1,   0.5,    1.0,   5.0};
 #define NLAT (sizeof(lat_bounds) / sizeof(lat_bounds[0]))
 
-enum job_kind { JOB_CALL, JOB_APPEND };
-
 struct job {
     struct surf_http *h;
-    enum job_kind kind;
     struct evhttp_request *req;
     const struct surf_method *m;
     int route;
@@ -880,12 +877,7 @@ static void handle(struct evhttp_request *req, void *arg)
             send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, route, t0);
             goto done;
         }
-        *j = (struct job){.h = h,
-                          .kind = JOB_APPEND,
-                          .req = req,
-                          .m = m,
-                          .route = route,
-                          .t0 = t0};
+        *j = (struct job){.h = h, .req = req, .m = m, .route = route, .t0 = t0};
         if (surf_append_prepare(h->cfg.loop_ctx, in, &j->creq.a, &j->cbody,
                                 &err) != FO_OK) {
             free(j);
@@ -918,13 +910,8 @@ static void handle(struct evhttp_request *req, void *arg)
         send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, route, t0);
         goto done;
     }
-    *j = (struct job){.h = h,
-                      .kind = JOB_CALL,
-                      .req = req,
-                      .m = m,
-                      .route = route,
-                      .t0 = t0,
-                      .in = in};
+    *j = (struct job){
+        .h = h, .req = req, .m = m, .route = route, .t0 = t0, .in = in};
     fo_buf_init(&j->cbody, 0);
     pthread_mutex_lock(&h->mu);
     q_push(&h->work, j);

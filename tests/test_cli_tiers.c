@@ -62,17 +62,6 @@ static void two_open(struct two *t)
     cr_assert_eq(tu_write_file(t->roster_path, roster, strlen(roster)), 0);
 }
 
-static int file_has(const char *path, const char *needle)
-{
-    size_t len = 0;
-    char *d = tu_read_file(path, &len);
-    int found = 0;
-    for (size_t i = 0; d && i + strlen(needle) <= len && !found; i++)
-        found = !memcmp(d + i, needle, strlen(needle));
-    free(d);
-    return found;
-}
-
 static void two_close(struct two *t)
 {
     fake_stop(t->a);
@@ -82,7 +71,8 @@ static void two_close(struct two *t)
     for (int i = 0; i < 4; i++) {
         char path[700];
         snprintf(path, sizeof(path), "%s/%s", t->dir, files[i]);
-        cr_assert_not(file_has(path, "SECRET"), "the key is in %s", files[i]);
+        cr_assert_not(tu_file_has(path, "SECRET"), "the key is in %s",
+                      files[i]);
     }
     fake_free(t->a);
     fake_free(t->b);

@@ -82,17 +82,6 @@ static void env_open(struct env *e, fake_fn fn)
     e->w = (struct orch_witness){.ledger = e->l};
 }
 
-static int file_has(const char *path, const char *needle)
-{
-    size_t len = 0;
-    char *d = tu_read_file(path, &len);
-    int found = 0;
-    for (size_t i = 0; d && i + strlen(needle) <= len && !found; i++)
-        found = !memcmp(d + i, needle, strlen(needle));
-    free(d);
-    return found;
-}
-
 /* Verifies deeply, checks the key is nowhere on disk, frees everything. */
 static void env_close(struct env *e)
 {
@@ -111,7 +100,7 @@ static void env_close(struct env *e)
     for (int i = 0; i < 3; i++) {
         char path[600];
         snprintf(path, sizeof(path), "%s/%s", e->dir, files[i]);
-        cr_assert_not(file_has(path, "SECRET"), "key in %s", files[i]);
+        cr_assert_not(tu_file_has(path, "SECRET"), "key in %s", files[i]);
     }
     tu_rmrf(e->dir);
 }

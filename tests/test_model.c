@@ -1027,15 +1027,6 @@ Test(model_assert, malformed_items_are_errors)
 /* ---- lanes on model executors, witnessed ----------------------------------
  */
 
-static int file_has(const char *path, const char *needle)
-{
-    size_t len = 0;
-    char *d = tu_read_file(path, &len);
-    int hit = d && memmem(d, len, needle, strlen(needle)) != NULL;
-    free(d);
-    return hit;
-}
-
 Test(model_dispatch, lanes_run_on_their_model_executor_by_tier, .init = setup,
      .fini = teardown)
 {
@@ -1127,7 +1118,7 @@ Test(model_dispatch, lanes_run_on_their_model_executor_by_tier, .init = setup,
     const char *files[] = {"ledger.db", "ledger.db-wal"};
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
-        cr_assert_not(file_has(path, "SECRET"), "key in %s", files[i]);
+        cr_assert_not(tu_file_has(path, "SECRET"), "key in %s", files[i]);
     }
     tu_rmrf(dir);
 }

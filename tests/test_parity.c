@@ -13,15 +13,6 @@
 #include "tests/testutil.h"
 #include "tests/tu_daemon.h"
 
-static cJSON *parse(const char *text)
-{
-    cJSON *o = NULL;
-    struct fo_err err;
-    cr_assert_eq(fo_json_parse(text, strlen(text), &o, &err), FO_OK,
-                 "not JSON (%s): %s", err.msg, text);
-    return o;
-}
-
 static char *canon(const cJSON *v)
 {
     struct fo_buf b;
@@ -81,7 +72,7 @@ static cJSON *over_http(const struct tu_daemon *d, const struct surf_method *m,
     cJSON_Delete(rest);
     cr_assert_eq(status, 200, "%s over HTTP %s: %d %s", m->name, path, status,
                  body);
-    cJSON *o = parse(body);
+    cJSON *o = tu_json_parse(body);
     free(body);
     return o;
 }
@@ -151,7 +142,7 @@ Test(parity, every_method_gives_the_same_json_over_http_and_mcp, .timeout = 120)
     int reads = 0, writes = 0;
     for (size_t i = 0; i < n; i++) {
         const struct surf_method *m = &t[i];
-        cJSON *args = parse(tu_method_args(m));
+        cJSON *args = tu_json_parse(tu_method_args(m));
         cJSON *h = over_http(&d, m, args);
         /* a write that names an entry (redact) names another one the
          * second time: redacting twice is refused */

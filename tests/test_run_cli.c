@@ -25,51 +25,8 @@
 #include "tests/tu_model.h"
 
 #define REQ "build the api database server"
-#define ANSWER "The schema is made."
+#define ANSWER TU_HELD_ANSWER
 #define A_DEAD_INSTANCE "0123456789abcdef0123456789abcdef"
-
-static int64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-/* ---- the fake model: the coordinator answers when the test says -------- */
-
-static atomic_int hold = 1;    /* the coordinator's reply waits while set */
-static atomic_int coord_calls; /* coordinator requests that arrived */
-
-static const char *held_script(struct fake *f, const char *role, int n,
-                               const char *model, const char *prompt)
-{
-    (void)f, (void)n, (void)model, (void)prompt;
-    if (!strcmp(role, "coordinator")) {
-        atomic_fetch_add(&coord_calls, 1);
-        int64_t t0 = now_ms();
-        while (atomic_load(&hold) && now_ms() - t0 < 30000)
-            usleep(2000);
-        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"backend\","
-               "\"instruction\":\"make the schema\"}]}";
-    }
-    if (!strcmp(role, "classifier"))
-        return "{\"lane\": \"backend\"}";
-    if (!strcmp(role, "validator"))
-        return "{\"pass\": true, \"reason\": \"ok\"}";
-    if (!strcmp(role, "synthesizer"))
-        return ANSWER;
-    return "schema made";
-}
-
-/* Until n coordinator calls have arrived (the run is held in its plan). */
-static void wait_coord(int n)
-{
-    int64_t t0 = now_ms();
-    while (atomic_load(&coord_calls) < n) {
-        cr_assert_lt(now_ms() - t0, 10000, "no coordinator call %d", n);
-        usleep(2000);
-    }
-}
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -110,25 +67,6 @@ static void must_contain(const char *hay, const char *needle, const char *what)
                        needle, hay);
 }
 
-static cJSON *parse(const char *text)
-{
-    cr_assert_not_null(text);
-    cJSON *o = cJSON_Parse(text);
-    cr_assert_not_null(o, "not JSON: %s", text);
-    return o;
-}
-
-static cJSON *http_json(const struct tu_daemon *d, const char *method,
-                        const char *path, int want)
-{
-    char *body = NULL;
-    int st = tu_http(d, method, path, NULL, 1, &body);
-    cr_assert_eq(st, want, "%s %s: %d %s", method, path, st, body);
-    cJSON *o = parse(body);
-    free(body);
-    return o;
-}
-
 /* The --json output of `forum run CMD ID` equals what the daemon serves
  * at METHOD PATH for the same run. */
 static void same_as_http(const struct tu_daemon *d, const char *cmd,
@@ -137,7 +75,7 @@ static void same_as_http(const struct tu_daemon *d, const char *cmd,
     struct tu_run r = run_cli(d->dir, 1, cmd, id, NULL, NULL);
     want_exit(&r, 0, cmd);
     cJSON *mine = tu_run_json(&r);
-    cJSON *theirs = http_json(d, method, path, 200);
+    cJSON *theirs = tu_http_json(d, method, path, NULL, 200);
     char *a = cJSON_PrintUnformatted(mine), *b = cJSON_PrintUnformatted(theirs);
     cr_assert(cJSON_Compare(mine, theirs, 1), "run %s --json: %s\nHTTP: %s",
               cmd, a, b);
@@ -152,12 +90,12 @@ static void same_as_http(const struct tu_daemon *d, const char *cmd,
  * on its way out after its end is on record); the id printed. */
 static long long start_run(const char *dir, char *id, size_t size)
 {
-    int64_t t0 = now_ms();
+    int64_t t0 = tu_now_ms();
     for (;;) {
         struct tu_run r = run_cli(dir, 0, "start", REQ, NULL, NULL);
         if (r.status == 3 && strstr(r.err, "busy")) {
             tu_run_free(&r);
-            cr_assert_lt(now_ms() - t0, 5000, "still busy");
+            cr_assert_lt(tu_now_ms() - t0, 5000, "still busy");
             usleep(5000);
             continue;
         }
@@ -225,7 +163,7 @@ static int run_on_tty(const char *const *argv, char **tty)
 Test(cli_run, start_get_cancel_wait_against_the_daemon, .timeout = 120)
 {
     signal(SIGPIPE, SIG_IGN);
-    struct fake *f = fake_start(held_script);
+    struct fake *f = fake_start(tu_held_script);
     char *dir = tu_tmpdir();
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
@@ -234,10 +172,10 @@ Test(cli_run, start_get_cancel_wait_against_the_daemon, .timeout = 120)
                     "1", NULL);
 
     /* a run held in its coordinator call */
-    atomic_store(&hold, 1);
+    atomic_store(&tu_held_hold, 1);
     char id[32], path[96];
     long long run = start_run(dir, id, sizeof(id));
-    wait_coord(1);
+    tu_held_wait_coord(1);
     struct tu_run r = run_cli(dir, 0, "get", id, NULL, NULL);
     want_exit(&r, 0, "run get");
     must_contain(r.out, "state: running\n", "run get");
@@ -255,9 +193,9 @@ Test(cli_run, start_get_cancel_wait_against_the_daemon, .timeout = 120)
     tu_run_free(&r);
 
     /* wait gives up at its timeout, with its own code */
-    int64_t t0 = now_ms();
+    int64_t t0 = tu_now_ms();
     r = run_cli(dir, 1, "wait", id, "--timeout", "1");
-    int64_t took = now_ms() - t0;
+    int64_t took = tu_now_ms() - t0;
     want_exit(&r, 3, "run wait --timeout 1");
     want_code(&r, "timeout");
     must_contain(r.err, "still running after 1 s", "run wait --timeout 1");
@@ -271,7 +209,7 @@ Test(cli_run, start_get_cancel_wait_against_the_daemon, .timeout = 120)
     want_exit(&r, 0, "run cancel");
     must_contain(r.out, "cancel requested", "run cancel");
     tu_run_free(&r);
-    atomic_store(&hold, 0);
+    atomic_store(&tu_held_hold, 0);
     r = run_cli(dir, 0, "wait", id, "--timeout", "20");
     want_exit(&r, 1, "run wait of a cancelled run");
     must_contain(r.out, "state: cancelled\n", "run wait");
@@ -293,10 +231,10 @@ Test(cli_run, start_get_cancel_wait_against_the_daemon, .timeout = 120)
 
     /* another run, waited for: exit 0 with its answer; --json start prints
      * exactly {run, state} */
-    int64_t tw = now_ms();
+    int64_t tw = tu_now_ms();
     for (;;) {
         r = run_cli(dir, 1, "start", REQ, NULL, NULL);
-        if (r.status == 3 && strstr(r.err, "busy") && now_ms() - tw < 5000) {
+        if (r.status == 3 && strstr(r.err, "busy") && tu_now_ms() - tw < 5000) {
             tu_run_free(&r);
             usleep(5000);
             continue;

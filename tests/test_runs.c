@@ -24,13 +24,6 @@
 #define SLOW_CMD "sh -c 'sleep 2; echo done' x"
 #define SLOWER_CMD "sh -c 'sleep 4; echo done' x" /* room for slow starts */
 
-static int64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 struct env {
     char *dir;
     struct ledger *l;
@@ -59,15 +52,7 @@ static void env_close(struct env *e)
 static cJSON *call(struct env *e, const char *method, const char *json,
                    int want)
 {
-    struct fo_err err;
-    fo_err_clear(&err);
-    cJSON *in = cJSON_Parse(json);
-    cr_assert_not_null(in);
-    cJSON *out = NULL;
-    int rc = surf_call(&e->ctx, surf_find(method), in, &out, &err);
-    cJSON_Delete(in);
-    cr_assert_eq(rc, want, "%s %s: rc %d: %s", method, json, rc, err.msg);
-    return out;
+    return tu_surf_call(&e->ctx, method, json, want);
 }
 
 static cJSON *get_run(struct env *e, int64_t run)
@@ -77,30 +62,9 @@ static cJSON *get_run(struct env *e, int64_t run)
     return call(e, "run_get", in, FO_OK);
 }
 
-/* Polls run_get until the run leaves "running" (at most ms). */
 static cJSON *wait_run(struct env *e, int64_t run, int ms)
 {
-    int64_t t0 = now_ms();
-    for (;;) {
-        cJSON *g = get_run(e, run);
-        if (strcmp(tu_str(g, "state"), "running") != 0)
-            return g;
-        cJSON_Delete(g);
-        cr_assert_lt(now_ms() - t0, ms, "run %lld still running",
-                     (long long)run);
-        usleep(10000);
-    }
-}
-
-/* "request route plan ..." from a run_get result's entries. */
-static void entry_kinds(const cJSON *g, char *out, size_t size)
-{
-    const cJSON *v;
-    out[0] = '\0';
-    cJSON_ArrayForEach (v, cJSON_GetObjectItemCaseSensitive(g, "entries")) {
-        size_t n = strlen(out);
-        snprintf(out + n, size - n, "%s ", tu_str(v, "kind"));
-    }
+    return tu_run_wait(&e->ctx, (long long)run, ms);
 }
 
 static void verify_deep(struct ledger *l)
@@ -130,7 +94,7 @@ Test(runs, start_answers_at_once_and_get_reads_the_run_back)
     cr_assert_str_eq(tu_str(g, "via"), "run_start");
     cr_assert_str_eq(tu_str(g, "request"), "echo this back");
     char k[256];
-    entry_kinds(g, k, sizeof(k));
+    tu_entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k, "request route plan task result verdict answer ");
     cr_assert_eq(tu_num(g, "count"), 7);
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(g, "truncated")));
@@ -154,7 +118,7 @@ Test(runs, start_answers_at_once_and_get_reads_the_run_back)
     cr_assert_str_eq(tu_str(g2, "via"), "submit");
     cr_assert_str_eq(tu_str(g2, "answer"), tu_str(sub, "answer"));
     char k2[256];
-    entry_kinds(g2, k2, sizeof(k2));
+    tu_entry_kinds(g2, k2, sizeof(k2));
     cr_assert_str_eq(k2, k);
     cJSON_Delete(g2);
     cJSON_Delete(sub);
@@ -242,7 +206,7 @@ Test(runs, a_spent_budget_reads_as_budget)
     cr_assert_str_eq(tu_str(g, "state"), "budget");
     cr_assert_str_eq(tu_str(g, "answer"), ORCH_BUDGET_ANSWER);
     char k[256];
-    entry_kinds(g, k, sizeof(k));
+    tu_entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k,
                      "request route plan task result verdict budget answer ");
     cJSON_Delete(g);
@@ -284,7 +248,7 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
     struct env e;
     env_open(&e, SLOWER_CMD);
     int64_t runs[ORCH_RUNS_DEFAULT];
-    int64_t t0 = now_ms();
+    int64_t t0 = tu_now_ms();
     for (int i = 0; i < ORCH_RUNS_DEFAULT; i++) {
         cJSON *s =
             call(&e, "run_start",
@@ -292,7 +256,7 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
         runs[i] = tu_num(s, "run");
         cJSON_Delete(s);
     }
-    cr_assert_lt(now_ms() - t0, 1500, "run_start waited for its runs");
+    cr_assert_lt(tu_now_ms() - t0, 1500, "run_start waited for its runs");
     cr_assert_eq(orch_runs_active(e.o), ORCH_RUNS_DEFAULT);
     cJSON_Delete(
         call(&e, "run_start", "{\"request\":\"one too many\"}", FO_E_BUSY));
@@ -307,7 +271,7 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
             cJSON_Delete(g);
             if (c == 4)
                 break;
-            cr_assert_lt(now_ms() - t0, 3500, "run %d has no task yet", i);
+            cr_assert_lt(tu_now_ms() - t0, 3500, "run %d has no task yet", i);
             usleep(5000);
         }
     }
@@ -320,7 +284,7 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
         cr_assert_str_eq(tu_str(g, "state"), "stopped", "run %d", i);
         cr_assert_str_eq(tu_str(g, "answer"), ORCH_STOPPED_ANSWER);
         char k[256];
-        entry_kinds(g, k, sizeof(k));
+        tu_entry_kinds(g, k, sizeof(k));
         /* the task in flight finished and was judged (no model call);
          * the run stopped before the synthesizer */
         cr_assert_str_eq(
@@ -340,11 +304,11 @@ Test(runs, freeing_the_orchestrator_lets_runs_finish, .timeout = 60)
                     "{\"request\":\"build the api database server\"}", FO_OK);
     int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
-    int64_t t0 = now_ms();
+    int64_t t0 = tu_now_ms();
     orch_free(e.o);
     e.o = NULL;
     e.ctx.orch = NULL;
-    cr_assert_geq(now_ms() - t0, 1000, "orch_free did not wait for the run");
+    cr_assert_geq(tu_now_ms() - t0, 1000, "orch_free did not wait for the run");
     cJSON *g = get_run(&e, run);
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cr_assert(strstr(tu_str(g, "answer"), "done"), "%s", tu_str(g, "answer"));
@@ -353,27 +317,6 @@ Test(runs, freeing_the_orchestrator_lets_runs_finish, .timeout = 60)
 }
 
 /* ---- against the real daemon --------------------------------------------- */
-
-static cJSON *parse(const char *text)
-{
-    cJSON *o = NULL;
-    struct fo_err err;
-    cr_assert_not_null(text);
-    cr_assert_eq(fo_json_parse(text, strlen(text), &o, &err), FO_OK,
-                 "not JSON (%s): %s", err.msg, text);
-    return o;
-}
-
-static cJSON *http_json(const struct tu_daemon *d, const char *method,
-                        const char *path, const char *json, int want)
-{
-    char *body = NULL;
-    int st = tu_http(d, method, path, json, 1, &body);
-    cr_assert_eq(st, want, "%s %s: %d %s", method, path, st, body);
-    cJSON *o = parse(body);
-    free(body);
-    return o;
-}
 
 /* run_get over MCP (`forum mcp`, another process on the same ledger). */
 static cJSON *mcp_run_get(const char *dir, int64_t run)
@@ -386,7 +329,7 @@ static cJSON *mcp_run_get(const char *dir, int64_t run)
              (long long)run);
     struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", (char *)NULL);
     cr_assert_eq(r.status, 0, "forum mcp: %s", r.err);
-    cJSON *reply = parse(r.out);
+    cJSON *reply = tu_json_parse(r.out);
     cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(res, "isError")),
               "%s", r.out);
@@ -402,11 +345,11 @@ Test(runs, daemon_stays_responsive_and_get_shows_progress, .timeout = 60)
     char *dir = tu_tmpdir();
     struct tu_daemon d;
     tu_daemon_start(&d, dir, "--cmd", SLOW_CMD, NULL);
-    int64_t t0 = now_ms();
+    int64_t t0 = tu_now_ms();
     cJSON *s =
-        http_json(&d, "POST", "/runs",
-                  "{\"request\":\"build the api database server\"}", 200);
-    cr_assert_lt(now_ms() - t0, 1000, "POST /runs took too long");
+        tu_http_json(&d, "POST", "/runs",
+                     "{\"request\":\"build the api database server\"}", 200);
+    cr_assert_lt(tu_now_ms() - t0, 1000, "POST /runs took too long");
     cr_assert_str_eq(tu_str(s, "state"), "running");
     int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
@@ -416,12 +359,12 @@ Test(runs, daemon_stays_responsive_and_get_shows_progress, .timeout = 60)
     int polls = 0;
     cJSON *g = NULL;
     for (;;) {
-        int64_t a = now_ms();
+        int64_t a = tu_now_ms();
         cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, NULL), 200);
-        int64_t took = now_ms() - a;
+        int64_t took = tu_now_ms() - a;
         if (took > worst)
             worst = took;
-        g = http_json(&d, "GET", path, NULL, 200);
+        g = tu_http_json(&d, "GET", path, NULL, 200);
         polls++;
         int64_t c = tu_num(g, "count");
         if (first < 0)
@@ -431,18 +374,18 @@ Test(runs, daemon_stays_responsive_and_get_shows_progress, .timeout = 60)
         if (strcmp(tu_str(g, "state"), "running") != 0)
             break;
         cJSON_Delete(g);
-        cr_assert_lt(now_ms() - t0, 20000, "the run did not end");
+        cr_assert_lt(tu_now_ms() - t0, 20000, "the run did not end");
         usleep(100000);
     }
     cr_assert_str_eq(tu_str(g, "state"), "done", "%s", cJSON_Print(g));
     cr_assert(strstr(tu_str(g, "answer"), "done"), "%s", tu_str(g, "answer"));
-    cr_assert_geq(now_ms() - t0, 2000, "the task did not take its 2 s");
+    cr_assert_geq(tu_now_ms() - t0, 2000, "the task did not take its 2 s");
     cr_assert_gt(polls, 5);
     cr_assert_lt(first, last, "GET /runs showed no progress");
     cr_assert_lt(worst, 200, "/health took %lld ms during the run",
                  (long long)worst);
     char k[256];
-    entry_kinds(g, k, sizeof(k));
+    tu_entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k, "request route plan task result verdict answer ");
     /* the same object over MCP, from another process */
     cJSON *m = mcp_run_get(dir, run);
@@ -450,7 +393,7 @@ Test(runs, daemon_stays_responsive_and_get_shows_progress, .timeout = 60)
     cJSON_Delete(m);
     cJSON_Delete(g);
     /* an unknown run is a 404 */
-    cJSON_Delete(http_json(&d, "GET", "/runs/999999", NULL, 404));
+    cJSON_Delete(tu_http_json(&d, "GET", "/runs/999999", NULL, 404));
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     tu_rmrf(dir);
 }
@@ -461,14 +404,14 @@ Test(runs, sigterm_with_a_run_in_flight_stops_it_and_exits_0, .timeout = 60)
     struct tu_daemon d;
     tu_daemon_start(&d, dir, "--cmd", SLOW_CMD, NULL);
     cJSON *s =
-        http_json(&d, "POST", "/runs",
-                  "{\"request\":\"build the api database server\"}", 200);
+        tu_http_json(&d, "POST", "/runs",
+                     "{\"request\":\"build the api database server\"}", 200);
     int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
     char path[64];
     snprintf(path, sizeof(path), "/runs/%lld", (long long)run);
     for (;;) { /* until its task is running: request route plan task */
-        cJSON *g = http_json(&d, "GET", path, NULL, 200);
+        cJSON *g = tu_http_json(&d, "GET", path, NULL, 200);
         int64_t c = tu_num(g, "count");
         cJSON_Delete(g);
         if (c == 4)
@@ -484,7 +427,7 @@ Test(runs, sigterm_with_a_run_in_flight_stops_it_and_exits_0, .timeout = 60)
     cr_assert_eq(orch_run_get(l, run, &g, &err), FO_OK, "%s", err.msg);
     cr_assert_str_eq(tu_str(g, "state"), "stopped");
     char k[256];
-    entry_kinds(g, k, sizeof(k));
+    tu_entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k,
                      "request route plan task result verdict budget answer ");
     cJSON_Delete(g);
@@ -492,7 +435,7 @@ Test(runs, sigterm_with_a_run_in_flight_stops_it_and_exits_0, .timeout = 60)
     ledger_close(l);
     /* the run id outlives the daemon: a new one reads the same state */
     tu_daemon_start(&d, dir, NULL);
-    g = http_json(&d, "GET", path, NULL, 200);
+    g = tu_http_json(&d, "GET", path, NULL, 200);
     cr_assert_str_eq(tu_str(g, "state"), "stopped");
     cr_assert_str_eq(tu_str(g, "answer"), ORCH_STOPPED_ANSWER);
     cJSON_Delete(g);

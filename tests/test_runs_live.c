@@ -33,49 +33,6 @@
 #define REQ "build the api database server"
 #define A_DEAD_INSTANCE "0123456789abcdef0123456789abcdef"
 
-static int64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-/* ---- the fake model: the coordinator answers when the test says -------- */
-
-static atomic_int hold = 1;    /* the coordinator's reply waits while set */
-static atomic_int coord_calls; /* coordinator requests that arrived */
-
-static const char *held_script(struct fake *f, const char *role, int n,
-                               const char *model, const char *prompt)
-{
-    (void)f, (void)n, (void)model, (void)prompt;
-    if (!strcmp(role, "coordinator")) {
-        atomic_fetch_add(&coord_calls, 1);
-        int64_t t0 = now_ms();
-        while (atomic_load(&hold) && now_ms() - t0 < 30000)
-            usleep(2000);
-        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"backend\","
-               "\"instruction\":\"make the schema\"}]}";
-    }
-    if (!strcmp(role, "classifier"))
-        return "{\"lane\": \"backend\"}";
-    if (!strcmp(role, "validator"))
-        return "{\"pass\": true, \"reason\": \"ok\"}";
-    if (!strcmp(role, "synthesizer"))
-        return "The schema is made.";
-    return "schema made";
-}
-
-/* Until n coordinator calls have arrived (the run is held in its plan). */
-static void wait_coord(int n)
-{
-    int64_t t0 = now_ms();
-    while (atomic_load(&coord_calls) < n) {
-        cr_assert_lt(now_ms() - t0, 10000, "no coordinator call %d", n);
-        usleep(2000);
-    }
-}
-
 /* ---- in process --------------------------------------------------------- */
 
 struct env {
@@ -99,7 +56,7 @@ static void env_open(struct env *e, int with_model, int max_runs)
                  FO_OK, "%s", err.msg);
     struct orch_config oc = {.max_runs = max_runs};
     if (with_model) {
-        e->f = fake_start(held_script);
+        e->f = fake_start(tu_held_script);
         snprintf(e->url, sizeof(e->url), "http://127.0.0.1:%d", e->f->port);
         e->p = (struct orch_model_provider){.api = ORCH_EXEC_CHAT,
                                             .url = e->url,
@@ -117,7 +74,7 @@ static void env_open(struct env *e, int with_model, int max_runs)
 
 static void env_close(struct env *e)
 {
-    atomic_store(&hold, 0);
+    atomic_store(&tu_held_hold, 0);
     orch_free(e->o);
     ledger_close(e->l);
     if (e->f) {
@@ -130,15 +87,7 @@ static void env_close(struct env *e)
 static cJSON *call(struct env *e, const char *method, const char *json,
                    int want)
 {
-    struct fo_err err;
-    fo_err_clear(&err);
-    cJSON *in = cJSON_Parse(json);
-    cr_assert_not_null(in);
-    cJSON *out = NULL;
-    int rc = surf_call(&e->ctx, surf_find(method), in, &out, &err);
-    cJSON_Delete(in);
-    cr_assert_eq(rc, want, "%s %s: rc %d: %s", method, json, rc, err.msg);
-    return out;
+    return tu_surf_call(&e->ctx, method, json, want);
 }
 
 static cJSON *call_run(struct env *e, const char *method, int64_t run, int want)
@@ -148,29 +97,9 @@ static cJSON *call_run(struct env *e, const char *method, int64_t run, int want)
     return call(e, method, in, want);
 }
 
-/* Polls run_get until the run is no longer "running" (at most ms). */
 static cJSON *wait_run(struct env *e, int64_t run, int ms)
 {
-    int64_t t0 = now_ms();
-    for (;;) {
-        cJSON *g = call_run(e, "run_get", run, FO_OK);
-        if (strcmp(tu_str(g, "state"), "running") != 0)
-            return g;
-        cJSON_Delete(g);
-        cr_assert_lt(now_ms() - t0, ms, "run %lld still running",
-                     (long long)run);
-        usleep(5000);
-    }
-}
-
-static void entry_kinds(const cJSON *g, char *out, size_t size)
-{
-    const cJSON *v;
-    out[0] = '\0';
-    cJSON_ArrayForEach (v, cJSON_GetObjectItemCaseSensitive(g, "entries")) {
-        size_t n = strlen(out);
-        snprintf(out + n, size - n, "%s ", tu_str(v, "kind"));
-    }
+    return tu_run_wait(&e->ctx, (long long)run, ms);
 }
 
 /* The first entry of a run_get result of kind. */
@@ -212,7 +141,7 @@ static void assert_cancelled(struct ledger *l, const cJSON *g)
     cr_assert_str_eq(tu_str(g, "state"), "cancelled");
     cr_assert_str_eq(tu_str(g, "answer"), ORCH_CANCELLED_ANSWER);
     char k[256];
-    entry_kinds(g, k, sizeof(k));
+    tu_entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k, "request route plan budget answer ");
     const cJSON *plan = entry_of(g, "plan");
     const cJSON *bud = entry_of(g, "budget");
@@ -263,7 +192,7 @@ Test(runs_live, cancel_stops_a_run_of_this_process_at_its_next_step,
     cJSON *s = call(&e, "run_start", "{\"request\":\"" REQ "\"}", FO_OK);
     int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
-    wait_coord(1);
+    tu_held_wait_coord(1);
     cJSON *g = call_run(&e, "run_get", run, FO_OK);
     cr_assert_str_eq(tu_str(g, "state"), "running");
     cr_assert(file_exists(e.dir, tu_str(g, "instance")));
@@ -273,7 +202,7 @@ Test(runs_live, cancel_stops_a_run_of_this_process_at_its_next_step,
     cr_assert_str_eq(tu_str(c, "state"), "running");
     cr_assert_str_eq(tu_str(c, "cancel"), "requested");
     cJSON_Delete(c);
-    atomic_store(&hold, 0);
+    atomic_store(&tu_held_hold, 0);
     g = wait_run(&e, run, 10000);
     assert_cancelled(e.l, g);
     cJSON_Delete(g);
@@ -284,14 +213,14 @@ Test(runs_live, cancel_stops_a_run_of_this_process_at_its_next_step,
     cJSON_Delete(c);
 
     /* a blocking submit is a run too, cancelled the same way */
-    atomic_store(&hold, 1);
+    atomic_store(&tu_held_hold, 1);
     int64_t first = -1;
     struct fo_err err;
     cr_assert_eq(ledger_count(e.l, &first, &err), FO_OK);
     struct submit_job j = {.e = &e};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, submit_thread, &j), 0);
-    wait_coord(2);
+    tu_held_wait_coord(2);
     g = call_run(&e, "run_get", first, FO_OK);
     cr_assert_str_eq(tu_str(g, "via"), "submit");
     cr_assert_str_eq(tu_str(g, "state"), "running");
@@ -299,7 +228,7 @@ Test(runs_live, cancel_stops_a_run_of_this_process_at_its_next_step,
     c = call_run(&e, "run_cancel", first, FO_OK);
     cr_assert_str_eq(tu_str(c, "cancel"), "requested");
     cJSON_Delete(c);
-    atomic_store(&hold, 0);
+    atomic_store(&tu_held_hold, 0);
     pthread_join(th, NULL);
     cr_assert_eq(j.rc, FO_OK, "%s", j.err.msg);
     cr_assert_str_eq(tu_str(j.out, "answer"), ORCH_CANCELLED_ANSWER);
@@ -414,22 +343,22 @@ Test(runs_live, max_runs_is_checked_and_bounds_runs_at_once, .timeout = 60)
     cJSON *s = call(&e, "run_start", "{\"request\":\"" REQ "\"}", FO_OK);
     int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
-    wait_coord(1);
+    tu_held_wait_coord(1);
     cJSON_Delete(
         call(&e, "run_start", "{\"request\":\"one more\"}", FO_E_BUSY));
-    atomic_store(&hold, 0);
+    atomic_store(&tu_held_hold, 0);
     cJSON *g = wait_run(&e, run, 10000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cJSON_Delete(g);
     /* its thread may still be on its way out: busy until it is */
-    int64_t t0 = now_ms();
+    int64_t t0 = tu_now_ms();
     struct fo_err e2;
     cJSON *in = cJSON_Parse("{\"request\":\"" REQ "\"}");
     cJSON *out = NULL;
     int rc;
     while ((rc = surf_call(&e.ctx, surf_find("run_start"), in, &out, &e2)) ==
            FO_E_BUSY) {
-        cr_assert_lt(now_ms() - t0, 5000, "still busy");
+        cr_assert_lt(tu_now_ms() - t0, 5000, "still busy");
         usleep(2000);
     }
     cr_assert_eq(rc, FO_OK, "%s", e2.msg);
@@ -443,44 +372,23 @@ Test(runs_live, max_runs_is_checked_and_bounds_runs_at_once, .timeout = 60)
 
 /* ---- against the real daemon --------------------------------------------- */
 
-static cJSON *parse(const char *text)
-{
-    cJSON *o = NULL;
-    struct fo_err err;
-    cr_assert_not_null(text);
-    cr_assert_eq(fo_json_parse(text, strlen(text), &o, &err), FO_OK,
-                 "not JSON (%s): %s", err.msg, text);
-    return o;
-}
-
-static cJSON *http_json(const struct tu_daemon *d, const char *method,
-                        const char *path, const char *json, int want)
-{
-    char *body = NULL;
-    int st = tu_http(d, method, path, json, 1, &body);
-    cr_assert_eq(st, want, "%s %s: %d %s", method, path, st, body);
-    cJSON *o = parse(body);
-    free(body);
-    return o;
-}
-
 static cJSON *http_run(const struct tu_daemon *d, const char *method,
                        int64_t run, const char *tail, int want)
 {
     char path[128];
     snprintf(path, sizeof(path), "/runs/%lld%s", (long long)run, tail);
-    return http_json(d, method, path, NULL, want);
+    return tu_http_json(d, method, path, NULL, want);
 }
 
 static cJSON *http_wait_run(const struct tu_daemon *d, int64_t run, int ms)
 {
-    int64_t t0 = now_ms();
+    int64_t t0 = tu_now_ms();
     for (;;) {
         cJSON *g = http_run(d, "GET", run, "", 200);
         if (strcmp(tu_str(g, "state"), "running") != 0)
             return g;
         cJSON_Delete(g);
-        cr_assert_lt(now_ms() - t0, ms, "run %lld still running",
+        cr_assert_lt(tu_now_ms() - t0, ms, "run %lld still running",
                      (long long)run);
         usleep(10000);
     }
@@ -488,7 +396,8 @@ static cJSON *http_wait_run(const struct tu_daemon *d, int64_t run, int ms)
 
 static int64_t http_start(const struct tu_daemon *d)
 {
-    cJSON *s = http_json(d, "POST", "/runs", "{\"request\":\"" REQ "\"}", 200);
+    cJSON *s =
+        tu_http_json(d, "POST", "/runs", "{\"request\":\"" REQ "\"}", 200);
     cr_assert_str_eq(tu_str(s, "state"), "running");
     int64_t run = tu_num(s, "run");
     cJSON_Delete(s);
@@ -507,7 +416,7 @@ static cJSON *mcp_tool(const char *dir, const char *tool, int64_t run,
              tool, (long long)run);
     struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", (char *)NULL);
     cr_assert_eq(r.status, 0, "forum mcp: %s", r.err);
-    cJSON *reply = parse(r.out);
+    cJSON *reply = tu_json_parse(r.out);
     cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");
     *is_error = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "isError"));
     cJSON *sc =
@@ -539,12 +448,12 @@ static void cli_verify_deep(const char *dir)
 Test(runs_live, a_run_whose_daemon_was_killed_reads_interrupted, .timeout = 90)
 {
     signal(SIGPIPE, SIG_IGN); /* the fake answers a daemon that is gone */
-    struct fake *f = fake_start(held_script);
+    struct fake *f = fake_start(tu_held_script);
     char *dir = tu_tmpdir();
     struct tu_daemon d;
     start_with_fake(&d, dir, f, NULL, NULL);
     /* a run that finishes */
-    atomic_store(&hold, 0);
+    atomic_store(&tu_held_hold, 0);
     int64_t done = http_start(&d);
     cJSON *g = http_wait_run(&d, done, 10000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
@@ -552,9 +461,9 @@ Test(runs_live, a_run_whose_daemon_was_killed_reads_interrupted, .timeout = 90)
     cJSON_Delete(g);
     /* a run held in its coordinator call: running, here and from another
      * process, which cannot cancel it */
-    atomic_store(&hold, 1);
+    atomic_store(&tu_held_hold, 1);
     int64_t live = http_start(&d);
-    wait_coord(2);
+    tu_held_wait_coord(2);
     g = http_run(&d, "GET", live, "", 200);
     cr_assert_str_eq(tu_str(g, "state"), "running");
     char inst[64];
@@ -573,7 +482,7 @@ Test(runs_live, a_run_whose_daemon_was_killed_reads_interrupted, .timeout = 90)
     cJSON_Delete(g);
     /* the daemon dies mid-run */
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
-    atomic_store(&hold, 0);
+    atomic_store(&tu_held_hold, 0);
     cr_assert(file_exists(dir, inst), "a killed daemon removed its lock");
     struct ledger *l = NULL;
     struct fo_err err;
@@ -581,7 +490,7 @@ Test(runs_live, a_run_whose_daemon_was_killed_reads_interrupted, .timeout = 90)
     cr_assert_eq(orch_run_get(l, live, &g, &err), FO_OK, "%s", err.msg);
     cr_assert_str_eq(tu_str(g, "state"), "interrupted");
     char k[256];
-    entry_kinds(g, k, sizeof(k));
+    tu_entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k, "request route ");
     cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(g, "answer")));
     cJSON_Delete(g);
@@ -623,31 +532,32 @@ Test(runs_live, a_run_whose_daemon_was_killed_reads_interrupted, .timeout = 90)
 Test(runs_live, run_cancel_over_http_and_mcp, .timeout = 90)
 {
     signal(SIGPIPE, SIG_IGN);
-    struct fake *f = fake_start(held_script);
+    struct fake *f = fake_start(tu_held_script);
     char *dir = tu_tmpdir();
     struct tu_daemon d;
     start_with_fake(&d, dir, f, NULL, NULL);
     /* Requests that are not runs. Written before any other process opens
      * the ledger: see the note at the top on `forum mcp` and the daemon. */
-    atomic_store(&hold, 0);
-    cJSON *p = http_json(&d, "POST", "/plan", "{\"request\":\"" REQ "\"}", 200);
-    cJSON *pr = http_json(&d, "POST", "/plan/run",
-                          "{\"plan\":{\"tasks\":[{\"id\":\"T1\",\"agent\":"
-                          "\"backend\",\"instruction\":\"schema\"}]}}",
-                          200);
+    atomic_store(&tu_held_hold, 0);
+    cJSON *p =
+        tu_http_json(&d, "POST", "/plan", "{\"request\":\"" REQ "\"}", 200);
+    cJSON *pr = tu_http_json(&d, "POST", "/plan/run",
+                             "{\"plan\":{\"tasks\":[{\"id\":\"T1\",\"agent\":"
+                             "\"backend\",\"instruction\":\"schema\"}]}}",
+                             200);
     int64_t plan_req = tu_num(p, "request_seq");
     int64_t plan_run_req = tu_num(pr, "request_seq");
     cJSON_Delete(p);
     cJSON_Delete(pr);
-    atomic_store(&hold, 1);
+    atomic_store(&tu_held_hold, 1);
     int64_t run = http_start(&d);
-    wait_coord(2);
+    tu_held_wait_coord(2);
     cJSON *g = http_run(&d, "POST", run, "/cancel", 200);
     cr_assert_eq(tu_num(g, "run"), run);
     cr_assert_str_eq(tu_str(g, "state"), "running");
     cr_assert_str_eq(tu_str(g, "cancel"), "requested");
     cJSON_Delete(g);
-    atomic_store(&hold, 0);
+    atomic_store(&tu_held_hold, 0);
     g = http_wait_run(&d, run, 10000);
     cr_assert_str_eq(tu_str(g, "state"), "cancelled");
     cJSON_Delete(g);
@@ -665,7 +575,7 @@ Test(runs_live, run_cancel_over_http_and_mcp, .timeout = 90)
     char path[128];
     snprintf(path, sizeof(path), "/runs/%lld/cancel", (long long)run);
     cr_assert_eq(tu_http(&d, "GET", path, NULL, 1, NULL), 405);
-    g = http_json(&d, "POST", path, "{\"run\":0}", 400);
+    g = tu_http_json(&d, "POST", path, "{\"run\":0}", 400);
     cr_assert_str_eq(tu_str(g, "code"), "invalid_input");
     cJSON_Delete(g);
     /* what is not a run: the route entry, a plan's and a plan_run's
@@ -710,33 +620,33 @@ Test(runs_live, run_cancel_over_http_and_mcp, .timeout = 90)
 Test(runs_live, serve_max_runs_refuses_one_more_until_one_ends, .timeout = 90)
 {
     signal(SIGPIPE, SIG_IGN);
-    struct fake *f = fake_start(held_script);
+    struct fake *f = fake_start(tu_held_script);
     char *dir = tu_tmpdir();
     struct tu_daemon d;
     start_with_fake(&d, dir, f, "--max-runs", "1");
     int64_t first = http_start(&d);
-    wait_coord(1);
+    tu_held_wait_coord(1);
     cJSON *g =
-        http_json(&d, "POST", "/runs", "{\"request\":\"one more\"}", 503);
+        tu_http_json(&d, "POST", "/runs", "{\"request\":\"one more\"}", 503);
     cr_assert_str_eq(tu_str(g, "code"), "busy");
     cJSON_Delete(g);
-    atomic_store(&hold, 0);
+    atomic_store(&tu_held_hold, 0);
     g = http_wait_run(&d, first, 10000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cJSON_Delete(g);
     /* its thread may still be on its way out: 503 until it is */
-    int64_t t0 = now_ms();
+    int64_t t0 = tu_now_ms();
     char *body = NULL;
     int st;
     while ((st = tu_http(&d, "POST", "/runs", "{\"request\":\"" REQ "\"}", 1,
                          &body)) == 503) {
-        cr_assert_lt(now_ms() - t0, 5000, "still busy: %s", body);
+        cr_assert_lt(tu_now_ms() - t0, 5000, "still busy: %s", body);
         free(body);
         body = NULL;
         usleep(5000);
     }
     cr_assert_eq(st, 200, "%s", body);
-    cJSON *s = parse(body);
+    cJSON *s = tu_json_parse(body);
     free(body);
     g = http_wait_run(&d, tu_num(s, "run"), 10000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
@@ -800,7 +710,7 @@ Test(runs_live, forum_mcp_takes_max_runs_from_forum_json, .timeout = 60)
     char *second = strchr(r.out, '\n');
     cr_assert_not_null(second, "%s", r.out);
     *second++ = '\0';
-    cJSON *a = parse(r.out), *b = parse(second);
+    cJSON *a = tu_json_parse(r.out), *b = tu_json_parse(second);
     const cJSON *ra = cJSON_GetObjectItemCaseSensitive(a, "result");
     const cJSON *rb = cJSON_GetObjectItemCaseSensitive(b, "result");
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(ra, "isError")),

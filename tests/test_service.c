@@ -23,13 +23,6 @@
 #include "tests/tu_daemon.h"
 #include "tests/tu_model.h"
 
-static int64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 Test(service, start_status_logs_stop, .timeout = 60)
 {
     char *dir = tu_tmpdir();
@@ -338,21 +331,21 @@ Test(service, health_answers_while_a_long_plan_runs, .timeout = 60)
     tu_daemon_start(&d, dir, "--cmd", "sh -c 'sleep 5; echo done' x", NULL);
     struct plan_call pc = {&d, 0, NULL};
     pthread_t th;
-    int64_t t0 = now_ms();
+    int64_t t0 = tu_now_ms();
     cr_assert_eq(pthread_create(&th, NULL, plan_thread, &pc), 0);
     usleep(300000);
     int64_t worst = 0;
     for (int i = 0; i < 20; i++) {
-        int64_t a = now_ms();
+        int64_t a = tu_now_ms();
         cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, NULL), 200);
         cr_assert_eq(tu_http(&d, "GET", "/status", NULL, 1, NULL), 200);
-        int64_t took = now_ms() - a;
+        int64_t took = tu_now_ms() - a;
         if (took > worst)
             worst = took;
         usleep(100000);
     }
     pthread_join(th, NULL);
-    int64_t plan_ms = now_ms() - t0;
+    int64_t plan_ms = tu_now_ms() - t0;
     cr_assert_eq(pc.status, 200, "%s", pc.reply);
     cr_assert(strstr(pc.reply, "done"), "%s", pc.reply);
     cr_assert_geq(plan_ms, 5000, "the plan did not take its 5 s");

@@ -1,6 +1,8 @@
 /* testutil: shared helpers for the Criterion tests. */
 #include "tests/testutil.h"
 
+#include "ledger/fo_json.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -11,6 +13,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -290,4 +293,30 @@ int tu_listen_loopback(int *port)
     cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
     *port = ntohs(sa.sin_port);
     return fd;
+}
+
+int64_t tu_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+cJSON *tu_json_parse(const char *text)
+{
+    cJSON *o = NULL;
+    struct fo_err err;
+    cr_assert_not_null(text);
+    cr_assert_eq(fo_json_parse(text, strlen(text), &o, &err), FO_OK,
+                 "not JSON (%s): %s", err.msg, text);
+    return o;
+}
+
+int tu_file_has(const char *path, const char *needle)
+{
+    size_t len = 0;
+    char *d = tu_read_file(path, &len);
+    int hit = d && memmem(d, len, needle, strlen(needle)) != NULL;
+    free(d);
+    return hit;
 }

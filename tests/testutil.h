@@ -4,6 +4,7 @@
 #define TESTUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cJSON.h>
 
@@ -54,6 +55,16 @@ struct tu_run tu_forum_file(const char *stdin_path, const char *const *argv);
  * aborts the test naming k when it is not. */
 long long tu_num(const cJSON *j, const char *k);
 const char *tu_str(const cJSON *j, const char *k);
+
+/* text parsed as strict JSON (fo_json_parse); aborts the test with the
+ * text when it is NULL or not JSON. The caller frees the result. */
+cJSON *tu_json_parse(const char *text);
+
+/* Whether the file at path (read whole) holds needle; 0 when unreadable. */
+int tu_file_has(const char *path, const char *needle);
+
+/* Milliseconds of CLOCK_MONOTONIC, for deadlines. */
+int64_t tu_now_ms(void);
 
 /* A TCP socket listening on 127.0.0.1 at an ephemeral port (in *port);
  * aborts the test on failure. */

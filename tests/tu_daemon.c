@@ -263,3 +263,53 @@ cJSON *tu_mcp_callv(const char *dir, const char *const *extra, const char *tool,
     tu_run_free(&r);
     return sc;
 }
+
+cJSON *tu_http_json(const struct tu_daemon *d, const char *method,
+                    const char *path, const char *json, int want)
+{
+    char *body = NULL;
+    int st = tu_http(d, method, path, json, 1, &body);
+    cr_assert_eq(st, want, "%s %s: %d %s", method, path, st, body);
+    cJSON *o = tu_json_parse(body);
+    free(body);
+    return o;
+}
+
+cJSON *tu_surf_call(struct surf_ctx *ctx, const char *method, const char *json,
+                    int want)
+{
+    struct fo_err err;
+    fo_err_clear(&err);
+    cJSON *in = cJSON_Parse(json);
+    cr_assert_not_null(in);
+    cJSON *out = NULL;
+    int rc = surf_call(ctx, surf_find(method), in, &out, &err);
+    cJSON_Delete(in);
+    cr_assert_eq(rc, want, "%s %s: rc %d: %s", method, json, rc, err.msg);
+    return out;
+}
+
+cJSON *tu_run_wait(struct surf_ctx *ctx, long long run, int ms)
+{
+    char in[64];
+    snprintf(in, sizeof(in), "{\"run\":%lld}", run);
+    int64_t t0 = tu_now_ms();
+    for (;;) {
+        cJSON *g = tu_surf_call(ctx, "run_get", in, FO_OK);
+        if (strcmp(tu_str(g, "state"), "running") != 0)
+            return g;
+        cJSON_Delete(g);
+        cr_assert_lt(tu_now_ms() - t0, ms, "run %lld still running", run);
+        usleep(5000);
+    }
+}
+
+void tu_entry_kinds(const cJSON *g, char *out, size_t size)
+{
+    const cJSON *v;
+    out[0] = '\0';
+    cJSON_ArrayForEach (v, cJSON_GetObjectItemCaseSensitive(g, "entries")) {
+        size_t n = strlen(out);
+        snprintf(out + n, size - n, "%s ", tu_str(v, "kind"));
+    }
+}

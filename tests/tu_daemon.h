@@ -30,6 +30,11 @@ int tu_daemon_signal_wait(struct tu_daemon *d, int sig, int timeout_ms);
 int tu_http(const struct tu_daemon *d, const char *method, const char *path,
             const char *json, int auth, char **body);
 
+/* tu_http with the token, which must answer status want (else the test
+ * aborts with the reply); returns the reply parsed (the caller frees it). */
+cJSON *tu_http_json(const struct tu_daemon *d, const char *method,
+                    const char *path, const char *json, int want);
+
 /* Sends raw bytes on a new connection, then reads until the server closes
  * or wait_ms passes. Returns the status of the first reply line (0 when no
  * reply, e.g. closed silently); *closed says whether the server closed the
@@ -54,5 +59,17 @@ cJSON *tu_mcp_callv(const char *dir, const char *const *extra, const char *tool,
  * required input and no row here fails the test: add the row. */
 struct surf_method;
 const char *tu_method_args(const struct surf_method *m);
+
+/* In process: method called through the handler table with the JSON text
+ * json; the return code must be want (else the test aborts with the
+ * error). Returns the result (NULL unless FO_OK; the caller frees it). */
+struct surf_ctx;
+cJSON *tu_surf_call(struct surf_ctx *ctx, const char *method, const char *json,
+                    int want);
+/* Polls run_get of run until its state is no longer "running" (aborts
+ * after ms); returns the last result. */
+cJSON *tu_run_wait(struct surf_ctx *ctx, long long run, int ms);
+/* "request route plan ... " from the entries of a run_get result. */
+void tu_entry_kinds(const cJSON *g, char *out, size_t size);
 
 #endif

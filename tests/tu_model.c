@@ -153,3 +153,38 @@ void fake_free(struct fake *f)
     free(f->seen);
     free(f);
 }
+
+/* ---- the held script ---------------------------------------------------- */
+
+atomic_int tu_held_hold = 1;
+atomic_int tu_held_coord_calls;
+
+const char *tu_held_script(struct fake *f, const char *role, int n,
+                           const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator")) {
+        atomic_fetch_add(&tu_held_coord_calls, 1);
+        int64_t t0 = tu_now_ms();
+        while (atomic_load(&tu_held_hold) && tu_now_ms() - t0 < 30000)
+            usleep(2000);
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"backend\","
+               "\"instruction\":\"make the schema\"}]}";
+    }
+    if (!strcmp(role, "classifier"))
+        return "{\"lane\": \"backend\"}";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (!strcmp(role, "synthesizer"))
+        return TU_HELD_ANSWER;
+    return "schema made";
+}
+
+void tu_held_wait_coord(int n)
+{
+    int64_t t0 = tu_now_ms();
+    while (atomic_load(&tu_held_coord_calls) < n) {
+        cr_assert_lt(tu_now_ms() - t0, 10000, "no coordinator call %d", n);
+        usleep(2000);
+    }
+}

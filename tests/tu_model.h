@@ -42,4 +42,15 @@ void fake_stop(struct fake *f);
 /* Frees what the server recorded (after fake_stop). */
 void fake_free(struct fake *f);
 
+/* A script for runs a test holds in their plan: the coordinator's reply
+ * waits while tu_held_hold is set (at most 30 s; it starts set), counting
+ * its calls in tu_held_coord_calls; the plan is one backend task, the
+ * validator passes and the synthesizer answers TU_HELD_ANSWER. */
+#define TU_HELD_ANSWER "The schema is made."
+extern atomic_int tu_held_hold, tu_held_coord_calls;
+const char *tu_held_script(struct fake *f, const char *role, int n,
+                           const char *model, const char *prompt);
+/* Waits until n coordinator calls have arrived; aborts after 10 s. */
+void tu_held_wait_coord(int n);
+
 #endif
