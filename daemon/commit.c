@@ -107,9 +107,23 @@ static void commit_batch(struct daemon_commit *c, size_t n)
     c->stats.appends += ok;
     c->stats.rejected += n - ok;
     pthread_mutex_unlock(&c->mu);
-    /* Answer only now: the transaction has committed (or failed). */
-    for (size_t i = 0; i < n; i++)
-        c->taken[i]->done(c->taken[i]);
+    /* Answer only now: the transaction has committed (or failed). A run of
+     * requests sharing a flush is flushed once, after its last done (read
+     * first: done may free the request). */
+    void (*flush)(void *) = NULL;
+    void *flush_arg = NULL;
+    for (size_t i = 0; i < n; i++) {
+        struct daemon_commit_req *r = c->taken[i];
+        void (*f)(void *) = r->flush;
+        void *fa = r->flush_arg;
+        if (flush && (flush != f || flush_arg != fa))
+            flush(flush_arg);
+        flush = f;
+        flush_arg = fa;
+        r->done(r);
+    }
+    if (flush)
+        flush(flush_arg);
 }
 
 static void *run(void *arg)

@@ -17,11 +17,16 @@ struct daemon_commit;
 
 /* One queued append. The submitter owns it (and a's body) until done runs.
  * done is called on the committer thread once the batch holding it has
- * committed (a.rc FO_OK, a.entry set) or failed (a.rc, a.err say why). */
+ * committed (a.rc FO_OK, a.entry set) or failed (a.rc, a.err say why).
+ * flush, when set, is called on the same thread after done has run for
+ * every request of the batch that names the same flush and flush_arg: a
+ * submitter can hand a whole batch of answers over at once. */
 struct daemon_commit_req {
     struct ledger_append a;
     void (*done)(struct daemon_commit_req *r);
-    void *arg;                      /* for done */
+    void *arg; /* for done */
+    void (*flush)(void *flush_arg);
+    void *flush_arg;
     struct daemon_commit_req *next; /* private to the queue */
 };
 

@@ -80,14 +80,18 @@ struct surf_http {
     struct queue done;
     int stopping;
     struct event *done_ev;
+    /* committer-thread state: answers of the batch being handed over */
+    struct queue committed;
     /* loop-thread state */
     long inflight;
     int draining;
-    /* Per descriptor, an EV_CLOSED event that keeps a connection's socket
-     * in the epoll set between requests (see pin_connection). */
+    /* Per descriptor, an event that keeps a connection's read interest in
+     * the epoll set between requests (see pin_connection). */
     struct pin {
         struct event *ev;
         struct evhttp_connection *evcon;
+        int mode;  /* PIN_READ, PIN_QUIET or PIN_HUP */
+        int fresh; /* a request was taken since the pin last fired */
     } * pins;
     size_t npins;
     void (*drained)(void *arg);
@@ -314,7 +318,7 @@ static void *worker(void *arg)
 
 /* Committer thread: an append's transaction ended. The reply is written
  * here, off the loop thread: the served entry directly in its canonical
- * form (ledger_entry_text), or the error. */
+ * form (ledger_entry_text), or the error; queued for append_flush. */
 static void append_done(struct daemon_commit_req *r)
 {
     struct job *j = r->arg;
@@ -337,11 +341,28 @@ static void append_done(struct daemon_commit_req *r)
         }
         result_text(rc, NULL, err, &j->status, &j->body, &j->body_len);
     }
+    q_push(&h->committed, j); /* handed over by append_flush */
+}
+
+/* Committer thread: a batch's answers are written; one lock and one wake-up
+ * of the loop for all of them. */
+static void append_flush(void *arg)
+{
+    struct surf_http *h = arg;
+    if (!h->committed.head)
+        return;
     pthread_mutex_lock(&h->mu);
-    q_push(&h->done, j);
+    if (h->done.tail)
+        h->done.tail->next = h->committed.head;
+    else
+        h->done.head = h->committed.head;
+    h->done.tail = h->committed.tail;
     event_active(h->done_ev, 0, 0);
     pthread_mutex_unlock(&h->mu);
+    h->committed = (struct queue){NULL, NULL};
 }
+
+static void write_now(struct bufferevent *bev);
 
 /* Loop thread: answer every finished job. */
 static void on_done(evutil_socket_t fd, short what, void *arg)
@@ -357,8 +378,13 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
     while ((j = q_pop(&done)) != NULL) {
         char *body = j->body;
         j->body = NULL;
+        struct evhttp_connection *evcon = evhttp_request_get_connection(j->req);
+        struct bufferevent *bev =
+            evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
         send_raw(h, j->req, j->status, "application/json", body, j->body_len, 0,
                  j->route, j->t0);
+        if (bev)
+            write_now(bev); /* j->req may be freed from here on */
         job_free(j);
         finished(h);
     }
@@ -665,29 +691,76 @@ static const char *method_name(enum evhttp_cmd_type c)
 
 /* ---- connection pins -------------------------------------------------- */
 
-/* evhttp turns reading off while a request is being answered and on again
- * after the reply; with no other interest left on the socket, libevent
- * removes it from the epoll set and adds it back: an EPOLL_CTL_DEL and an
- * EPOLL_CTL_ADD per request, each freeing or allocating the kernel's entry
- * (12% of the loop thread under a load of appends). A one-shot EV_CLOSED
- * event on the socket keeps an interest, so both become EPOLL_CTL_MOD. It
- * fires only when the peer hangs up, and does nothing: evhttp sees the
- * hang-up itself. Freed with the connection (or when the descriptor number
- * comes back with another connection). */
+/* evhttp turns reading off while a request is being answered, turns
+ * reading and writing on for the reply, and writing off after it: three
+ * EPOLL_CTL_MOD calls per request (and a DEL and an ADD when no interest is
+ * left). A pin is our own event on the socket, EV_READ|EV_CLOSED|EV_PERSIST:
+ * while it holds the read interest, evhttp's read on/off changes nothing in
+ * the epoll set, and with write_now (below) neither does the reply.
+ *
+ * The pin does no reading. It fires with evhttp whenever bytes arrive. If
+ * it fires while evhttp is not reading (bytes behind the request being
+ * answered: a pipelining client), it would fire again on every turn of the
+ * loop (epoll is level-triggered here), so the second such time it turns
+ * quiet: a one-shot EV_CLOSED, until the next request re-arms it. When the
+ * peer hangs up (EV_CLOSED, also level-triggered) the pin is dropped: evhttp
+ * sees the hang-up itself. Freed with the connection (or when the
+ * descriptor number comes back with another connection). */
+
+enum { PIN_READ, PIN_QUIET, PIN_HUP };
+
+static void pin_fired(evutil_socket_t fd, short what, void *arg);
+
+static void pin_set(struct surf_http *h, evutil_socket_t fd, int mode)
+{
+    struct pin *p = &h->pins[fd];
+    if (p->ev)
+        event_free(p->ev);
+    p->ev = NULL;
+    p->mode = PIN_HUP;
+    if (mode == PIN_HUP)
+        return;
+    short what =
+        mode == PIN_READ ? EV_READ | EV_CLOSED | EV_PERSIST : EV_CLOSED;
+    p->ev = event_new(h->base, fd, what, pin_fired, h);
+    if (!p->ev || event_add(p->ev, NULL) != 0) {
+        if (p->ev)
+            event_free(p->ev);
+        p->ev = NULL;
+        return;
+    }
+    p->mode = mode;
+}
 
 static void pin_fired(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd;
-    (void)what;
-    (void)arg;
+    struct surf_http *h = arg;
+    if (fd < 0 || (size_t)fd >= h->npins || !h->pins[fd].ev)
+        return;
+    struct pin *p = &h->pins[fd];
+    if (what & EV_CLOSED) {
+        pin_set(h, fd, PIN_HUP);
+        return;
+    }
+    struct bufferevent *bev =
+        p->evcon ? evhttp_connection_get_bufferevent(p->evcon) : NULL;
+    if (p->mode != PIN_READ ||
+        (bev && (bufferevent_get_enabled(bev) & EV_READ)))
+        return; /* evhttp reads them */
+    if (p->fresh) {
+        p->fresh = 0; /* most likely the request evhttp has just read */
+        return;
+    }
+    pin_set(h, fd, PIN_QUIET);
 }
 
 static void unpin(struct surf_http *h, evutil_socket_t fd)
 {
-    if (fd < 0 || (size_t)fd >= h->npins || !h->pins[fd].ev)
+    if (fd < 0 || (size_t)fd >= h->npins)
         return;
-    event_free(h->pins[fd].ev);
-    h->pins[fd] = (struct pin){NULL, NULL};
+    if (h->pins[fd].ev)
+        event_free(h->pins[fd].ev);
+    h->pins[fd] = (struct pin){0};
 }
 
 static void pin_closed(struct evhttp_connection *evcon, void *arg)
@@ -709,8 +782,13 @@ static void pin_connection(struct surf_http *h, struct evhttp_request *req)
     if (fd < 0 || fd > 1 << 20 ||
         !(event_base_get_features(h->base) & EV_FEATURE_EARLY_CLOSE))
         return;
-    if ((size_t)fd < h->npins && h->pins[fd].evcon == evcon)
-        return; /* pinned already */
+    if ((size_t)fd < h->npins && h->pins[fd].evcon == evcon) {
+        struct pin *p = &h->pins[fd];
+        p->fresh = 1;
+        if (p->mode == PIN_QUIET)
+            pin_set(h, fd, PIN_READ);
+        return;
+    }
     if ((size_t)fd >= h->npins) {
         size_t n = h->npins ? h->npins : 64;
         while (n <= (size_t)fd)
@@ -723,14 +801,34 @@ static void pin_connection(struct surf_http *h, struct evhttp_request *req)
         h->npins = n;
     }
     unpin(h, fd); /* a connection gone before that had this number */
-    struct event *ev = event_new(h->base, fd, EV_CLOSED, pin_fired, NULL);
-    if (!ev || event_add(ev, NULL) != 0) {
-        if (ev)
-            event_free(ev);
+    pin_set(h, fd, PIN_READ);
+    if (!h->pins[fd].ev)
         return;
-    }
-    h->pins[fd] = (struct pin){ev, evcon};
+    h->pins[fd].evcon = evcon;
+    h->pins[fd].fresh = 1;
     evhttp_connection_set_closecb(evcon, pin_closed, h);
+}
+
+/* A reply evhttp has queued, written at once instead of on the loop's next
+ * turn: saves that turn and the two epoll changes that turn write interest
+ * on and off. Only when all of it fits in the socket; otherwise (or on an
+ * error) the bufferevent carries on as usual. Then what the bufferevent
+ * would do after its own write: drop write interest, call evhttp's write
+ * callback (which finishes the request, and may free the connection). */
+static void write_now(struct bufferevent *bev)
+{
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    struct evbuffer *out = bufferevent_get_output(bev);
+    if (fd < 0 || !(bufferevent_get_enabled(bev) & EV_WRITE) ||
+        evbuffer_get_length(out) == 0)
+        return;
+    evbuffer_unfreeze(out, 1); /* as bufferevent_sock.c does around writes */
+    int n = evbuffer_write(out, fd);
+    evbuffer_freeze(out, 1);
+    if (n <= 0 || evbuffer_get_length(out) != 0)
+        return;
+    bufferevent_disable(bev, EV_WRITE);
+    bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
 }
 
 static void handle(struct evhttp_request *req, void *arg)
@@ -886,6 +984,8 @@ static void handle(struct evhttp_request *req, void *arg)
         }
         j->creq.done = append_done;
         j->creq.arg = j;
+        j->creq.flush = append_flush;
+        j->creq.flush_arg = h;
         if (daemon_commit_submit(h->cfg.commit, &j->creq, &err) != FO_OK) {
             job_free(j);
             send_error(h, req, &err, 1, route, t0);

@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include "ledger/fo_json.h"
 #include "tests/testutil.h"
 #include "tests/tu_daemon.h"
+#include "tests/tu_model.h"
 
 static char *dir;
 static struct tu_daemon d;
@@ -407,4 +410,116 @@ Test(http, clients_hanging_up_before_the_reply_cost_nothing)
     }
     cr_assert_eq(n, sent, "entries %lld, appends sent %d", n, sent);
     still_serving();
+}
+
+/* ---- a request sent before the last one was answered ------------------- */
+
+/* Reads one reply from fd into its status and body; leftover bytes of the
+ * next reply stay in buf (len). */
+static int read_reply(int fd, char *buf, size_t cap, size_t *len, char **body)
+{
+    for (;;) {
+        buf[*len] = '\0';
+        char *end = strstr(buf, "\r\n\r\n");
+        if (end) {
+            const char *cl = strstr(buf, "Content-Length: ");
+            size_t head = (size_t)(end + 4 - buf);
+            size_t blen = cl && cl < end ? strtoul(cl + 16, NULL, 10) : 0;
+            if (*len >= head + blen) {
+                int status = (int)strtol(buf + 9, NULL, 10);
+                *body = strndup(buf + head, blen);
+                memmove(buf, buf + head + blen, *len - head - blen);
+                *len -= head + blen;
+                return status;
+            }
+        }
+        cr_assert_lt(*len, cap - 1, "reply too long");
+        ssize_t n = read(fd, buf + *len, cap - 1 - *len);
+        cr_assert_gt(n, 0, "the connection closed before the reply");
+        *len += (size_t)n;
+    }
+}
+
+/* CPU ticks the process has used (user + system). */
+static long long cpu_ticks(pid_t pid)
+{
+    char path[64], s[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(s, 1, sizeof(s) - 1, f);
+    fclose(f);
+    s[n] = '\0';
+    const char *p = strrchr(s, ')'); /* the name may hold spaces */
+    cr_assert_not_null(p);
+    unsigned long long ut = 0, st = 0;
+    /* after ") ": state, then fields 4..13, then utime (14), stime (15) */
+    cr_assert_eq(sscanf(p + 2,
+                        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                        &ut, &st),
+                 2);
+    return (long long)(ut + st);
+}
+
+/* A client that sends its next request while the first is still being
+ * answered (a submit held in its model call): both are answered, in order,
+ * and the bytes waiting meanwhile do not keep the daemon busy (the
+ * connection's pin goes quiet instead of firing on every turn of the
+ * loop). */
+Test(http_pipelined, a_request_sent_early_waits_its_turn_without_spinning,
+     .timeout = 60)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct fake *f = fake_start(tu_held_script);
+    char *dir2 = tu_tmpdir(), url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    struct tu_daemon n;
+    tu_daemon_start(&n, dir2, "--chat-url", url, "--model", "fake", NULL);
+    atomic_store(&tu_held_hold, 1);
+
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)n.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    const char *sub = "{\"request\":\"make the schema\"}";
+    char req[1024];
+    int len = snprintf(req, sizeof(req),
+                       "POST /submit HTTP/1.1\r\nHost: x\r\n"
+                       "Authorization: Bearer %s\r\n"
+                       "Content-Length: %zu\r\n\r\n%s",
+                       n.token, strlen(sub), sub);
+    cr_assert_eq(write(fd, req, (size_t)len), len);
+    tu_held_wait_coord(1); /* the submit is in flight */
+    const char *next = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    cr_assert_eq(write(fd, next, strlen(next)), (ssize_t)strlen(next));
+
+    long long t0 = cpu_ticks(n.pid);
+    usleep(600 * 1000);
+    long long used = cpu_ticks(n.pid) - t0;
+    long hz = sysconf(_SC_CLK_TCK);
+    cr_assert_lt(used, hz / 5,
+                 "the daemon used %lld ticks (of %ld a second) in 0.6 s "
+                 "while a request waited",
+                 used, hz);
+
+    atomic_store(&tu_held_hold, 0);
+    char buf[65536];
+    size_t have = 0;
+    char *body = NULL;
+    int st = read_reply(fd, buf, sizeof(buf), &have, &body);
+    cr_assert_eq(st, 200, "submit: %d %s", st, body);
+    cr_assert(strstr(body, TU_HELD_ANSWER), "submit answered: %s", body);
+    free(body);
+    st = read_reply(fd, buf, sizeof(buf), &have, &body);
+    cr_assert_eq(st, 200, "health: %d %s", st, body);
+    cr_assert_str_eq(body, "{\"ok\":true}\n");
+    free(body);
+    close(fd);
+
+    cr_assert_eq(tu_daemon_signal_wait(&n, SIGTERM, 10000), 0);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir2);
 }
