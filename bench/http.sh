@@ -14,6 +14,10 @@
 #   BENCH_MILLION=1 afterwards, drive 1,000,000 appends at c=64 and sample
 #                   the daemon's RSS every 100,000
 #
+# First bench_rtt (from the binary's build dir, when built there): the
+# round trip of a bare loopback TCP ping-pong between two threads, the floor
+# under any c=1 figure on this machine.
+#
 # What it runs: `forum serve --port 0` on a fresh data dir (default flags:
 # auth on, checkpoints signed every 1000 ms), seeded with BENCH_SEED entries;
 # then, at each concurrency, wrk against GET /status, GET /ledger/{seq}
@@ -49,10 +53,12 @@ if [[ -z $forum ]]; then
     if [[ ! -x $forum ]]; then
         echo "building $forum (Release)" >&2
         cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-        cmake --build "$root/build" -j2 --target forum >/dev/null
+        cmake --build "$root/build" -j2 --target forum bench_rtt >/dev/null
     fi
 fi
 [[ -x $forum ]] || die "$forum: not an executable"
+# The machine's floor for one connection (bench_rtt beside the binary).
+rtt_bin=$(dirname "$forum")/bench_rtt
 
 work=$(mktemp -d "${BENCH_TMPDIR:-${TMPDIR:-/tmp}}/forum-http-bench.XXXXXX")
 dir=$work/ledger
@@ -179,6 +185,9 @@ EOF
 
 echo "forum HTTP benchmark: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores," \
     "wrk on the same machine, data dir on $fstype ($work)"
+rtt_line="(no $rtt_bin: build its bench_rtt target for the loopback floor)"
+[[ -x $rtt_bin ]] && rtt_line=$("$rtt_bin")
+echo "$rtt_line"
 "$forum" --ledger "$dir" serve --port 0 >"$work/serve.out" 2>"$work/serve.err" &
 daemon_pid=$!
 port=
@@ -334,6 +343,7 @@ done
 echo
 printf 'fsync ceiling (4 KiB pwrite + fsync, %s s, same fs): %s /s before, %s /s after the appends; ratios use %s /s\n' \
     "$fsync_s" "$fsync_before" "$fsync_after" "$ceiling"
+echo "c=1 floor: $rtt_line"
 printf 'daemon RSS after the runs: %.1f MiB (VmRSS)\n' \
     "$(awk -v r="$rss_end" 'BEGIN { print r / 1024 }')"
 printf 'whole run: %s appends in %s commits, mean batch %s\n' "$appends" \
