@@ -181,6 +181,8 @@ static void reply_written(struct evhttp_request *req, void *arg)
 }
 
 /* Sends data (malloc'd, taken) as the body; counts the request. */
+static void write_now(struct bufferevent *bev);
+
 static void send_raw(struct surf_http *h, struct evhttp_request *req,
                      int status, const char *ctype, char *data, size_t len,
                      int close, int route, int64_t t0)
@@ -196,10 +198,15 @@ static void send_raw(struct surf_http *h, struct evhttp_request *req,
     free(data);
     h->unsent++;
     evhttp_request_set_on_complete_cb(req, reply_written, h);
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev =
+        evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
     evhttp_send_reply(req, status, NULL, buf); /* the standard phrase */
     if (buf)
         evbuffer_free(buf);
     count(h, route, status, t0);
+    if (bev)
+        write_now(bev); /* req may be freed from here on */
 }
 
 /* Serialises v (canonical, then a newline) into a malloc'd string. */
@@ -362,8 +369,6 @@ static void append_flush(void *arg)
     h->committed = (struct queue){NULL, NULL};
 }
 
-static void write_now(struct bufferevent *bev);
-
 /* Loop thread: answer every finished job. */
 static void on_done(evutil_socket_t fd, short what, void *arg)
 {
@@ -378,13 +383,8 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
     while ((j = q_pop(&done)) != NULL) {
         char *body = j->body;
         j->body = NULL;
-        struct evhttp_connection *evcon = evhttp_request_get_connection(j->req);
-        struct bufferevent *bev =
-            evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
         send_raw(h, j->req, j->status, "application/json", body, j->body_len, 0,
                  j->route, j->t0);
-        if (bev)
-            write_now(bev); /* j->req may be freed from here on */
         job_free(j);
         finished(h);
     }
