@@ -523,3 +523,71 @@ Test(http_pipelined, a_request_sent_early_waits_its_turn_without_spinning,
     fake_free(f);
     tu_rmrf(dir2);
 }
+
+/* Replies larger than the socket takes at once, to a client that does not
+ * read for a while: six pipelined requests for a 900 KiB body, 5.4 MB in
+ * all, more than the daemon's socket buffer grows to (at most
+ * tcp_wmem's maximum, 4 MiB by default), so a reply finds it full. The part
+ * written at once and the rest written by the bufferevent make whole replies,
+ * in order, and the connection serves the next request after them. */
+Test(http, large_replies_to_a_slow_reader_arrive_whole)
+{
+    size_t blob = 900 * 1024;
+    char *body = malloc(blob + 64);
+    cr_assert_not_null(body);
+    int n =
+        snprintf(body, 64, "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":\"");
+    memset(body + n, 'x', blob);
+    memcpy(body + n + blob, "\"}", 3);
+    char *b = NULL;
+    expect(tu_http(&d, "POST", "/append", body, 1, &b), &b, 200, NULL);
+    free(b);
+    free(body);
+
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    int small = 4096; /* a small window: replies wait in the daemon's socket */
+    cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)),
+                 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)d.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    char one[512];
+    int len = snprintf(one, sizeof(one),
+                       "GET /ledger/0/payload HTTP/1.1\r\nHost: x\r\n"
+                       "Authorization: Bearer %s\r\n\r\n",
+                       d.token);
+    enum { NREQ = 6 };
+    for (int i = 0; i < NREQ; i++)
+        cr_assert_eq(write(fd, one, (size_t)len), len);
+    usleep(300 * 1000); /* the daemon fills the socket meanwhile */
+    size_t cap = 4 * 1024 * 1024, have = 0;
+    char *buf = malloc(cap);
+    cr_assert_not_null(buf);
+    for (int i = 0; i < NREQ; i++) {
+        char *reply = NULL;
+        int st = read_reply(fd, buf, cap, &have, &reply);
+        cr_assert_eq(st, 200, "reply %d: status %d", i, st);
+        cJSON *o = cJSON_Parse(reply);
+        cr_assert_not_null(o, "reply %d: not JSON (%zu bytes)", i,
+                           strlen(reply));
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "body");
+        cr_assert(cJSON_IsString(v));
+        cr_assert_eq(strlen(v->valuestring), blob);
+        cr_assert_eq(strspn(v->valuestring, "x"), blob);
+        cJSON_Delete(o);
+        free(reply);
+    }
+
+    const char *next = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    cr_assert_eq(write(fd, next, strlen(next)), (ssize_t)strlen(next));
+    char *reply = NULL;
+    int st = read_reply(fd, buf, cap, &have, &reply);
+    cr_assert_eq(st, 200);
+    cr_assert_str_eq(reply, "{\"ok\":true}\n");
+    free(reply);
+    free(buf);
+    close(fd);
+    still_serving();
+}
