@@ -180,9 +180,11 @@ static void reply_written(struct evhttp_request *req, void *arg)
     drain_check(h);
 }
 
-/* Sends data (malloc'd, taken) as the body; counts the request. */
 static void write_now(struct bufferevent *bev);
 
+/* Sends data (malloc'd, taken) as the body; counts the request. The reply
+ * goes out at once when it fits (write_now), so req may be freed on
+ * return. */
 static void send_raw(struct surf_http *h, struct evhttp_request *req,
                      int status, const char *ctype, char *data, size_t len,
                      int close, int route, int64_t t0)
