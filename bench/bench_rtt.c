@@ -13,15 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
+#include "ledger/ledger.h"
 
 static int cmp(const void *a, const void *b)
 {
@@ -90,12 +84,12 @@ int main(int argc, char **argv)
     }
     char c = 'x';
     for (long i = 0; i < rounds; i++) {
-        double t0 = now_us();
+        double t0 = (double)ledger_mono_us();
         if (write(fd, &c, 1) != 1 || read(fd, &c, 1) != 1) {
             perror("bench_rtt: round trip");
             return 1;
         }
-        d[i] = now_us() - t0;
+        d[i] = (double)ledger_mono_us() - t0;
     }
     close(fd);
     pthread_join(th, NULL);

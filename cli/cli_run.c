@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "daemon/orch.h"
@@ -505,13 +504,6 @@ static int cmd_cancel(struct cli *c, int argc, char **argv)
     return 0;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static int cmd_wait(struct cli *c, int argc, char **argv)
 {
     long long id = -1, timeout = -1;
@@ -523,7 +515,7 @@ static int cmd_wait(struct cli *c, int argc, char **argv)
     if (ex)
         return ex;
     int tty = isatty(2), shown = 0;
-    int64_t t0 = mono_ms();
+    int64_t t0 = ledger_mono_us() / 1000;
     int64_t deadline = timeout >= 0 ? t0 + timeout * 1000 : INT64_MAX;
     int pause = RUN_POLL_FIRST_MS;
     cJSON *g = NULL;
@@ -534,7 +526,7 @@ static int cmd_wait(struct cli *c, int argc, char **argv)
         rc = call_run(l, "run_get", id, &g, &err);
         if (rc || strcmp(str_or(g, "state", ""), "running") != 0)
             break;
-        int64_t now = mono_ms();
+        int64_t now = ledger_mono_us() / 1000;
         if (now >= deadline) {
             rc = fo_err_set(&err, FO_E_TIMEOUT,
                             "run %lld: still running after %lld s "

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "daemon/orch_int.h"
@@ -193,13 +192,6 @@ struct orch_runner {
     struct job **jobs;
     size_t n, cap;
 };
-
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 void orch_result_release(struct orch_result *res)
 {
@@ -433,7 +425,7 @@ int orch_runner_start(struct orch_runner *r, size_t tag, const char *prompt,
     j->res.exit_code = -1;
     fo_buf_init(&j->buf[0], r->cfg.output_max);
     fo_buf_init(&j->buf[1], r->cfg.output_max);
-    j->start_us = now_us();
+    j->start_us = ledger_mono_us();
     j->deadline_us = j->start_us + (int64_t)r->cfg.timeout_ms * 1000;
     /* the stub and the model executors finish inside start: a model call
      * blocks this thread for its HTTP exchange (see orch_exec_config) */
@@ -540,7 +532,7 @@ static int finish(struct job *j, const struct orch_exec_config *c,
         orch_result_release(res);
         return fo_err_set(err, FO_E_NOMEM, NULL);
     }
-    res->elapsed_us = now_us() - j->start_us;
+    res->elapsed_us = ledger_mono_us() - j->start_us;
     return FO_OK;
 }
 
@@ -556,7 +548,7 @@ static int take(struct orch_runner *r, size_t i, size_t *tag,
     int rc = FO_OK;
     if (j->done) {
         *res = j->res;
-        res->elapsed_us = now_us() - j->start_us;
+        res->elapsed_us = ledger_mono_us() - j->start_us;
         j->res = (struct orch_result){0};
     } else {
         rc = finish(j, &r->cfg, res, err);
@@ -577,7 +569,7 @@ int orch_runner_next(struct orch_runner *r, size_t *tag,
         return fo_err_set(err, FO_E_NOMEM, NULL);
     int rc = FO_OK;
     for (;;) {
-        int64_t now = now_us();
+        int64_t now = ledger_mono_us();
         int64_t wait = -1;
         size_t np = 0;
         for (size_t i = 0; i < r->n; i++) {
@@ -621,7 +613,7 @@ int orch_runner_next(struct orch_runner *r, size_t *tag,
                 fo_err_set(err, FO_E_IO, "executor: poll: %s", strerror(errno));
             goto out;
         }
-        now = now_us();
+        now = ledger_mono_us();
         for (size_t i = 0; i < r->n; i++) {
             struct job *j = r->jobs[i];
             for (int k = 0; k < 2; k++)

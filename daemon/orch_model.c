@@ -55,13 +55,6 @@ struct orch_model {
     SSL_CTX *ssl; /* NULL when no provider uses https */
 };
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void sleep_ms(int64_t ms)
 {
     struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
@@ -994,7 +987,7 @@ static int ask(const struct orch_model *m, const struct provider *p,
         goto out;
     int64_t delay = m->backoff_ms;
     for (int k = 1;; k++) {
-        int64_t left = (deadline - now_us()) / 1000;
+        int64_t left = (deadline - ledger_mono_us()) / 1000;
         if (left <= 0) {
             rc = fo_err_set(err, FO_E_TIMEOUT,
                             "provider %s: the deadline passed", p->name);
@@ -1040,7 +1033,7 @@ static int ask(const struct orch_model *m, const struct provider *p,
         if (retry_after > 0 && (int64_t)retry_after * 1000 > wait &&
             (int64_t)retry_after * 1000 <= m->backoff_max_ms)
             wait = (int64_t)retry_after * 1000;
-        if (now_us() + wait * 1000 >= deadline) {
+        if (ledger_mono_us() + wait * 1000 >= deadline) {
             rc = fo_err_set(err, FO_E_TIMEOUT,
                             "provider %s: the deadline leaves no room for "
                             "attempt %d",
@@ -1061,7 +1054,7 @@ int orch_model_call(const struct orch_model *m, int api, int tier,
                     const struct orch_model_msg *msgs, size_t n_msgs,
                     struct orch_model_reply *out, struct fo_err *err)
 {
-    int64_t start = now_us();
+    int64_t start = ledger_mono_us();
     int64_t deadline = start + (int64_t)m->timeout_ms * 1000;
     *out = (struct orch_model_reply){0};
     int rc = FO_E_INVALID;
@@ -1091,7 +1084,7 @@ int orch_model_call(const struct orch_model *m, int api, int tier,
                    api == ORCH_EXEC_DEFAULT ? "model" : orch_exec_name(api),
                    tier == ORCH_TIER_ANY ? "any" : orch_tier_name(tier));
 out:
-    out->elapsed_us = now_us() - start;
+    out->elapsed_us = ledger_mono_us() - start;
     return rc;
 }
 

@@ -25,6 +25,13 @@ int64_t ledger_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+int64_t ledger_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* Tree nodes are stored by the position at which they complete: the index
  * of their last leaf, then the level. That order is the order of appends,
  * so every insert goes to the end of the table. */

@@ -212,6 +212,9 @@ int ledger_entry_hash(const struct ledger_entry *e, uint8_t out[32]);
 
 /* Microseconds since the Unix epoch (UTC), the clock of entry ts. */
 int64_t ledger_now_us(void);
+/* Microseconds on a monotonic clock: for durations and deadlines, never
+ * for an entry's ts. */
+int64_t ledger_mono_us(void);
 
 /* Test-only fault seam: the n-th commit from now fails with FO_E_IO. */
 void ledger_fail_commit_after(struct ledger *l, int n);

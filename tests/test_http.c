@@ -177,16 +177,22 @@ Test(http, routes_and_the_error_model)
     free(b);
 }
 
+/* An append body whose payload is a string of n 'x' (malloc'd). */
+static char *x_payload_body(size_t n)
+{
+    char *b = malloc(n + 64);
+    cr_assert_not_null(b);
+    int k = snprintf(b, 64, "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":\"");
+    memset(b + k, 'x', n);
+    memcpy(b + k + n, "\"}", 3);
+    return b;
+}
+
 Test(http, payload_over_the_body_limit_is_413_body_too_large)
 {
     /* Canonical payload just over 1 MiB, request within the method cap. */
     size_t n = (1u << 20) + 10;
-    char *req = malloc(n + 100);
-    cr_assert_not_null(req);
-    int k =
-        snprintf(req, 100, "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":\"");
-    memset(req + k, 'x', n);
-    memcpy(req + k + n, "\"}", 3);
+    char *req = x_payload_body(n);
     char *b = NULL;
     expect(tu_http(&d, "POST", "/append", req, 1, &b), &b, 413,
            "body_too_large");
@@ -364,12 +370,7 @@ Test(http_noauth, no_auth_opens_everything_but_admin_methods, .timeout = 30)
  * reading the reply. */
 static void send_and_hang_up(const char *req)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)d.port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    int fd = tu_connect_loopback(d.port, 0);
     size_t len = strlen(req);
     cr_assert_eq(write(fd, req, len), (ssize_t)len);
     close(fd);
@@ -477,12 +478,7 @@ Test(http_pipelined, a_request_sent_early_waits_its_turn_without_spinning,
     tu_daemon_start(&n, dir2, "--chat-url", url, "--model", "fake", NULL);
     atomic_store(&tu_held_hold, 1);
 
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)n.port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    int fd = tu_connect_loopback(n.port, 0);
     const char *sub = "{\"request\":\"make the schema\"}";
     char req[1024];
     int len = snprintf(req, sizeof(req),
@@ -533,26 +529,14 @@ Test(http_pipelined, a_request_sent_early_waits_its_turn_without_spinning,
 Test(http, large_replies_to_a_slow_reader_arrive_whole)
 {
     size_t blob = 900 * 1024;
-    char *body = malloc(blob + 64);
-    cr_assert_not_null(body);
-    int n =
-        snprintf(body, 64, "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":\"");
-    memset(body + n, 'x', blob);
-    memcpy(body + n + blob, "\"}", 3);
+    char *body = x_payload_body(blob);
     char *b = NULL;
     expect(tu_http(&d, "POST", "/append", body, 1, &b), &b, 200, NULL);
     free(b);
     free(body);
 
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    int small = 4096; /* a small window: replies wait in the daemon's socket */
-    cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)),
-                 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)d.port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    /* a small window: replies wait in the daemon's socket */
+    int fd = tu_connect_loopback(d.port, 4096);
     char one[512];
     int len = snprintf(one, sizeof(one),
                        "GET /ledger/0/payload HTTP/1.1\r\nHost: x\r\n"

@@ -70,4 +70,8 @@ int64_t tu_now_ms(void);
  * aborts the test on failure. */
 int tu_listen_loopback(int *port);
 
+/* A TCP socket connected to 127.0.0.1:port; with rcvbuf > 0, its receive
+ * buffer is set to that many bytes first. Aborts the test on failure. */
+int tu_connect_loopback(int port, int rcvbuf);
+
 #endif

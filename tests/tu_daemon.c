@@ -122,12 +122,7 @@ int tu_http(const struct tu_daemon *d, const char *method, const char *path,
 int tu_http_raw(int port, const char *data, size_t len, int wait_ms,
                 int *closed, char **reply)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    int fd = tu_connect_loopback(port, 0);
     size_t off = 0;
     while (off < len) {
         ssize_t w = send(fd, data + off, len - off, MSG_NOSIGNAL);
