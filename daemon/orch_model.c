@@ -809,18 +809,23 @@ out:
     return rc;
 }
 
+/* The shortest piece of a key that scrub() still removes where a cut has left
+ * only the start of the key at the end of a string. */
+#define SCRUB_PREFIX_MIN 8
+
 /* Replaces every copy of key in s by "[redacted]" (in place, s NUL-ended
- * within size). */
+ * within size), then any start of the key of SCRUB_PREFIX_MIN or more bytes
+ * that ends the string (what is left of a key that a cut went through). */
 static void scrub(char *s, size_t size, const char *key)
 {
     size_t kl = key ? strlen(key) : 0;
     if (kl == 0)
         return;
     static const char red[] = "[redacted]";
+    size_t rl = sizeof(red) - 1;
     char *hit;
     while ((hit = strstr(s, key)) != NULL) {
         size_t tail = strlen(hit + kl);
-        size_t rl = sizeof(red) - 1;
         size_t pos = (size_t)(hit - s);
         if (pos + rl + tail + 1 > size)
             tail = size > pos + rl + 1 ? size - pos - rl - 1 : 0;
@@ -832,11 +837,25 @@ static void scrub(char *s, size_t size, const char *key)
         memcpy(hit, red, rl);
         hit[rl + tail] = '\0';
     }
+    size_t n = strlen(s);
+    for (size_t p = kl - 1; p >= SCRUB_PREFIX_MIN && p < kl; p--) {
+        if (p > n || memcmp(s + n - p, key, p) != 0)
+            continue;
+        size_t pos = n - p;
+        if (pos + rl + 1 <= size)
+            memcpy(s + pos, red, rl + 1);
+        else
+            s[pos] = '\0';
+        return;
+    }
 }
 
 /* The "error.message" (or "error" string, or "message") of an error body,
- * cut to SNIPPET_MAX bytes, into out; "" when there is none. */
-static void error_snippet(const struct fo_buf *body, char *out, size_t size)
+ * with key scrubbed from it and then cut to SNIPPET_MAX bytes, into out; ""
+ * when there is none. Scrubbing comes first so that a cut cannot leave part
+ * of a key that scrub() no longer recognises. */
+static void error_snippet(const struct fo_buf *body, const char *key, char *out,
+                          size_t size)
 {
     cJSON *j = NULL;
     out[0] = '\0';
@@ -848,14 +867,22 @@ static void error_snippet(const struct fo_buf *body, char *out, size_t size)
     if (!cJSON_IsString(msg))
         msg = cJSON_GetObjectItemCaseSensitive(j, "message");
     if (cJSON_IsString(msg)) {
-        const char *s = msg->valuestring;
-        size_t n = orch_utf8_prefix(
-            s, strlen(s), size - 1 < SNIPPET_MAX ? size - 1 : SNIPPET_MAX);
-        memcpy(out, s, n);
-        out[n] = '\0';
-        for (size_t i = 0; i < n; i++)
-            if ((unsigned char)out[i] < 0x20)
-                out[i] = ' ';
+        /* room for every copy of a short key to grow into "[redacted]" */
+        size_t len = strlen(msg->valuestring);
+        size_t room = len + (len + 1) * 10 + 1;
+        char *s = malloc(room);
+        if (s) {
+            memcpy(s, msg->valuestring, len + 1);
+            scrub(s, room, key);
+            size_t n = orch_utf8_prefix(
+                s, strlen(s), size - 1 < SNIPPET_MAX ? size - 1 : SNIPPET_MAX);
+            memcpy(out, s, n);
+            out[n] = '\0';
+            for (size_t i = 0; i < n; i++)
+                if ((unsigned char)out[i] < 0x20)
+                    out[i] = ' ';
+            free(s);
+        }
     }
     cJSON_Delete(j);
 }
@@ -1006,7 +1033,7 @@ static int ask(const struct orch_model *m, const struct provider *p,
                 rc = parse_answer(p, &a.body, out, err);
             } else {
                 char snip[SNIPPET_MAX + 1];
-                error_snippet(&a.body, snip, sizeof(snip));
+                error_snippet(&a.body, key, snip, sizeof(snip));
                 retriable = a.status == 429 || a.status >= 500;
                 rc = fo_err_set(
                     err, retriable ? FO_E_UNAVAILABLE : FO_E_UPSTREAM,

@@ -396,11 +396,13 @@ static int load_signer(struct ledger *l, struct note_signer **out,
         return rc;
     }
     if (strcmp(note_signer_name(s), l->origin) != 0) {
+        /* Format before freeing: the name lives in the signer. */
+        fo_err_set(err, FO_E_CORRUPT,
+                   "%s: key name \"%.64s\" is not the ledger origin "
+                   "\"%.64s\"",
+                   path, note_signer_name(s), l->origin);
         note_signer_free(s);
-        return fo_err_set(err, FO_E_CORRUPT,
-                          "%s: key name \"%.64s\" is not the ledger origin "
-                          "\"%.64s\"",
-                          path, note_signer_name(s), l->origin);
+        return FO_E_CORRUPT;
     }
     *out = s;
     return FO_OK;

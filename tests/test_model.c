@@ -541,6 +541,42 @@ Test(model_errors, status_401_fails_at_once_and_the_key_stays_secret,
     fake_stop(f);
 }
 
+/* True when s holds SCRUB_PREFIX_MIN (8) or more bytes of the start of KEY. */
+static int has_key_prefix(const char *s)
+{
+    char pre[9];
+    memcpy(pre, KEY, 8);
+    pre[8] = '\0';
+    return strstr(s, pre) != NULL;
+}
+
+Test(model_errors, a_key_cut_by_the_snippet_limit_leaves_no_part_behind,
+     .init = setup, .fini = teardown)
+{
+    /* The message's key starts 10 bytes before the 160-byte snippet cut. */
+    char body[512], pad[123];
+    memset(pad, 'x', 122);
+    pad[122] = '\0';
+    snprintf(body, sizeof(body),
+             "{\"error\":{\"message\":\"Incorrect API key provided: %s" KEY
+             " and more\"}}",
+             pad);
+    struct fake_resp s[] = {{.status = 401, .body = body}};
+    struct fake *f = fake_start(s, 1, NULL);
+    struct orch_model *m =
+        client(ORCH_EXEC_CHAT, url_of("http", f->port), 5, 5000, NULL);
+    struct orch_model_reply rep;
+    struct fo_err err;
+    cr_assert_eq(ask(m, ORCH_EXEC_CHAT, &rep, &err), FO_E_UPSTREAM, "%s",
+                 err.msg);
+    cr_assert(strstr(err.msg, "HTTP 401"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "xxxx"), "%s", err.msg);
+    cr_assert_not(has_key_prefix(err.msg), "%s", err.msg);
+    orch_model_reply_release(&rep);
+    orch_model_free(m);
+    fake_stop(f);
+}
+
 Test(model_errors, status_400_fails_at_once, .init = setup, .fini = teardown)
 {
     struct fake_resp s[] = {{.status = 400, .body = "{\"error\":\"bad\"}"}};

@@ -804,3 +804,35 @@ Test(checkpoint_key, a_lost_key_is_not_silently_replaced)
     cr_assert_neq(access(key, F_OK), 0, "a new key was made");
     tu_rmrf(dir);
 }
+
+/* A checkpoint.key named for another origin is refused with both names in the
+ * message (the signer was once freed before its name was formatted). */
+Test(checkpoint_key, a_key_for_another_origin_is_named_in_the_error)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_dir(dir, LEDGER_OPEN_CREATE);
+    fill(l, 2);
+    struct fo_err err;
+    struct note_signer *s = NULL;
+    cr_assert_eq(note_signer_generate("other.example/log", &s, &err), FO_OK);
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    cr_assert_eq(note_signer_format(s, &b, &err), FO_OK);
+    char *kp = path_in(dir, "checkpoint.key");
+    FILE *f = fopen(kp, "w");
+    cr_assert(f);
+    cr_assert_eq(fwrite(b.data, 1, b.len, f), b.len);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(chmod(kp, 0600), 0);
+    fo_buf_release(&b);
+    note_signer_free(s);
+    struct ledger_checkpoint c = {0};
+    cr_assert_eq(ledger_checkpoint_sign(l, 2, &c, &err), FO_E_CORRUPT);
+    cr_assert(strstr(err.msg, "key name \"other.example/log\" is not the "
+                              "ledger origin"),
+              "%s", err.msg);
+    cr_assert(strstr(err.msg, ledger_origin(l)), "%s", err.msg);
+    free(kp);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
