@@ -171,14 +171,22 @@ static int run(struct cli *c, const char *name, const char *method,
         long long rs = 0, as = 0;
         fo_json_get_int(out, "request_seq", 0, INT64_MAX, &rs);
         fo_json_get_int(out, "answer_seq", 0, INT64_MAX, &as);
+        long long unj = 0;
+        fo_json_get_int(out, "unjudged", 0, INT64_MAX, &unj);
         fprintf(
             stderr, "forum: request seq %lld, answer seq %lld, %s%s\n", rs, as,
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok"))
                 ? "every task passed"
-                : "not every task passed",
+            : unj ? "some tasks were not judged (no done_when criteria, or "
+                    "no model to judge them)"
+                  : "not every task passed",
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "budget_spent"))
                 ? "; the budget was spent"
                 : "");
+        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(out, "models")))
+            fprintf(stderr, "forum: no model provider is configured, so no "
+                            "model was used (see --chat-url, --api, --tier "
+                            "or forum.json)\n");
     } else {
         cli_print_json(cJSON_GetObjectItemCaseSensitive(out, "plan"), 1);
     }

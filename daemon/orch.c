@@ -81,17 +81,39 @@ const struct orch_roster *orch_roster(const struct orch *o)
     return o->roster;
 }
 
+/* The tier of api (0 chat, 1 anthropic) nearest to want that a provider
+ * serves: want itself, else the nearest above, else below; -1 when none. */
+static int served_tier(const struct orch *o, int a, int want)
+{
+    static const int order[3][3] = {{0, 1, 2}, {1, 2, 0}, {2, 1, 0}};
+    if (want < ORCH_TIER_CHEAP || want > ORCH_TIER_FRONTIER)
+        want = ORCH_TIER_CAPABLE;
+    for (int i = 0; i < 3; i++)
+        if (o->model_has[a][order[want][i]])
+            return order[want][i];
+    return -1;
+}
+
 const struct orch_exec_config *orch_exec_for_lane(const struct orch *o,
                                                   const struct orch_lane *l)
 {
     int api = l->executor;
     if (l->executor == ORCH_EXEC_STUB)
         return &o->stub;
-    if (api == ORCH_EXEC_DEFAULT && !o->argv)
+    /* A "default" lane, or a "cli" lane with no command, runs on the
+     * configured models: the stub runs only when nothing is configured. */
+    if ((api == ORCH_EXEC_DEFAULT || api == ORCH_EXEC_CLI) && !o->argv)
         api = o->default_api;
-    if (o->models && (api == ORCH_EXEC_CHAT || api == ORCH_EXEC_ANTHROPIC) &&
-        l->tier >= ORCH_TIER_CHEAP && l->tier <= ORCH_TIER_FRONTIER)
-        return &o->model_exec[api == ORCH_EXEC_ANTHROPIC][l->tier];
+    if (o->models && (api == ORCH_EXEC_CHAT || api == ORCH_EXEC_ANTHROPIC)) {
+        int a = api == ORCH_EXEC_ANTHROPIC;
+        int t = served_tier(o, a, l->tier);
+        if (t < 0) { /* no provider of the lane's api: the configured one */
+            a = o->default_api == ORCH_EXEC_ANTHROPIC;
+            t = served_tier(o, a, l->tier);
+        }
+        if (t >= 0)
+            return &o->model_exec[a][t];
+    }
     return &o->exec;
 }
 

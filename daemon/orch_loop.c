@@ -67,9 +67,11 @@ enum { ST_PENDING, ST_DONE, ST_REFUSED, ST_SKIPPED };
 
 struct tstate {
     int status;
-    int pass;    /* the last verdict passed */
-    int ran_ok;  /* the last result was ok */
-    long dup_of; /* a skipped task: the task it repeats, else -1 */
+    int pass;     /* the last verdict passed */
+    int ran_ok;   /* the last result was ok */
+    int unjudged; /* the last verdict: nothing to judge by (no criteria a
+                     machine checks, no model): never a pass */
+    long dup_of;  /* a skipped task: the task it repeats, else -1 */
     int64_t task_seq, result_seq, verdict_seq;
     int tier;     /* of the last attempt, -1 when not a model tier */
     char *output; /* the last ok output, for downstream tasks */
@@ -786,6 +788,16 @@ static int judge(struct loop *l, size_t t, cJSON **failed, struct fo_err *err)
                 rc = nomem(err);
                 goto out;
             }
+        } else if (!k->done ||
+                   (v.validator && cJSON_GetArraySize(v.validator) > 0 &&
+                    !l->o->models)) {
+            /* Nothing a machine can check, and (for plain-text criteria)
+             * no model to judge by: witnessed as such, never as a pass. */
+            by = "unjudged";
+            snprintf(reason, sizeof(reason),
+                     !k->done ? "the task has no done_when criteria"
+                              : "no model is configured to judge its "
+                                "plain-text criteria");
         } else if (v.validator && cJSON_GetArraySize(v.validator) > 0) {
             by = "validator";
             struct fo_buf crit;
@@ -844,12 +856,13 @@ static int judge(struct loop *l, size_t t, cJSON **failed, struct fo_err *err)
             }
         } else {
             pass = 1;
-            by = k->done ? "assertions" : "none";
+            by = "assertions";
         }
     }
     cJSON *e = cJSON_CreateObject();
     int ok = e && cJSON_AddStringToObject(e, "id", k->id) &&
              cJSON_AddBoolToObject(e, "pass", pass) &&
+             cJSON_AddBoolToObject(e, "judged", strcmp(by, "unjudged")) &&
              cJSON_AddStringToObject(e, "by", by) &&
              cJSON_AddItemToObject(e, "failed", cJSON_Duplicate(*failed, 1)) &&
              (!*reason || cJSON_AddStringToObject(e, "reason", reason)) &&
@@ -861,8 +874,10 @@ static int judge(struct loop *l, size_t t, cJSON **failed, struct fo_err *err)
                   err)
             : nomem(err);
     cJSON_Delete(e);
-    if (!rc)
+    if (!rc) {
         s->pass = pass;
+        s->unjudged = !strcmp(by, "unjudged");
+    }
 out:
     orch_verdict_release(&v);
     return rc;
@@ -882,7 +897,7 @@ static int judge_and_escalate(struct loop *l, size_t t, size_t wave,
     for (;;) {
         cJSON *failed = NULL;
         int rc = judge(l, t, &failed, err);
-        if (rc || s->pass || !on_ladder) {
+        if (rc || s->pass || s->unjudged || !on_ladder) {
             cJSON_Delete(failed);
             return rc;
         }
@@ -988,6 +1003,7 @@ static int copy_dup(struct loop *l, size_t t, size_t dup, struct fo_err *err)
 {
     struct tstate *s = &l->st[t], *d = &l->st[dup];
     s->pass = d->pass;
+    s->unjudged = d->unjudged;
     if (d->output) {
         s->output = malloc(d->output_len + 1);
         if (!s->output)
@@ -1109,6 +1125,7 @@ static int results_text(const struct loop *l, int stub, struct fo_buf *b)
         const char *state = s->status == ST_REFUSED   ? "refused by policy"
                             : s->status == ST_SKIPPED ? "a repeat, skipped"
                             : s->pass                 ? "passed"
+                            : s->unjudged             ? "not judged"
                             : s->ran_ok               ? "did not pass"
                                                       : "failed";
         rc = fo_buf_printf(b, "[%s, agent %s: %s]\n", k->id, k->agent, state);
@@ -1214,8 +1231,14 @@ static int synthesize(struct loop *l, char **answer,
     fo_buf_init(&res, FO_BUF_UNLIMITED);
     fo_buf_init(&stub, FO_BUF_UNLIMITED);
     char *user = NULL;
-    int rc = results_text(l, 0, &res) || results_text(l, 1, &stub) ? nomem(err)
-                                                                   : FO_OK;
+    /* Without a model the answer says so first, whatever the tasks ran on
+     * (the stub, or a --cmd): no reader should take it for a model's. */
+    int rc = (!l->o->models &&
+              fo_buf_puts(&stub, l->o->argv ? ORCH_NO_MODEL_CMD_NOTE
+                                            : ORCH_NO_MODEL_NOTE)) ||
+                     results_text(l, 0, &res) || results_text(l, 1, &stub)
+                 ? nomem(err)
+                 : FO_OK;
     struct orch_tmpl_var v[] = {{"request", l->request},
                                 {"results", res.data ? res.data : ""}};
     if (!rc)
@@ -1349,10 +1372,11 @@ static int checkpoint_hex(struct loop *l, char hex[65], struct fo_err *err)
     return rc;
 }
 
-static cJSON *tasks_json(const struct loop *l, int *all_pass)
+static cJSON *tasks_json(const struct loop *l, int *all_pass, int *unjudged)
 {
     cJSON *a = cJSON_CreateArray();
     *all_pass = 1;
+    *unjudged = 0;
     for (size_t i = 0; a && l->p && l->st && i < l->p->n; i++) {
         size_t t = l->p->order[i];
         const struct tstate *s = &l->st[t];
@@ -1361,8 +1385,10 @@ static cJSON *tasks_json(const struct loop *l, int *all_pass)
                             : s->status == ST_SKIPPED ? "skipped"
                             : s->status == ST_PENDING ? "not_run"
                             : s->pass                 ? "passed"
+                            : s->unjudged             ? "unjudged"
                                                       : "failed";
         *all_pass &= s->pass;
+        *unjudged += s->unjudged;
         cJSON *e = cJSON_CreateObject();
         if (!e || !cJSON_AddStringToObject(e, "id", k->id) ||
             !cJSON_AddStringToObject(e, "agent", k->agent) ||
@@ -1454,8 +1480,8 @@ static int submit_run(const struct orch *o, const struct orch_witness *w,
     if (!rc)
         rc = checkpoint_hex(&l, hex, err);
     if (!rc) {
-        int all_pass = 0;
-        cJSON *tasks = tasks_json(&l, &all_pass);
+        int all_pass = 0, unjudged = 0;
+        cJSON *tasks = tasks_json(&l, &all_pass, &unjudged);
         res = cJSON_CreateObject();
         int ok = res && tasks &&
                  cJSON_AddStringToObject(res, "answer",
@@ -1471,6 +1497,8 @@ static int submit_run(const struct orch *o, const struct orch_witness *w,
                  cJSON_AddBoolToObject(res, "budget_spent", budget) &&
                  (!budget || cJSON_AddStringToObject(res, "budget_reason",
                                                      l.budget_reason)) &&
+                 fo_json_add_int(res, "unjudged", unjudged) &&
+                 cJSON_AddBoolToObject(res, "models", o->models != NULL) &&
                  fo_json_add_int(res, "model_calls", l.calls) &&
                  fo_json_add_int(res, "escalations", l.escalations) &&
                  (budget ? cJSON_AddNullToObject(res, "coverage") != NULL

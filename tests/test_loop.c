@@ -817,3 +817,124 @@ Test(loop, cli_submit_uses_the_tiers_of_forum_json)
     cr_assert(strstr(e.f->log, "task:cfg-cheap"), "%s", e.f->log);
     env_close(&e);
 }
+
+/* ---- honest executors ------------------------------------------------- */
+
+/* A plan of two tasks on default-roster lanes whose executor is "cli". */
+static const char *default_lanes(struct fake *f, const char *role, int n,
+                                 const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"backend\","
+               "\"instruction\":\"add a login endpoint\"},"
+               "{\"id\":\"T2\",\"agent\":\"code-review\",\"instruction\":"
+               "\"review the "
+               "login endpoint\",\"depends_on\":[\"T1\"]}]}";
+    if (!strcmp(role, "classifier"))
+        return "{\"lane\": \"backend\"}";
+    if (!strcmp(role, "synthesizer"))
+        return "the endpoint is added and tested";
+    return "MODEL-WROTE-THIS";
+}
+
+/* The results of a run's tasks, by seq, from the ledger in dir. */
+static int count_results(const char *dir, const char *want_model,
+                         int *stub_results)
+{
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, 0, NULL, &l, &err), FO_OK, "%s", err.msg);
+    int n = 0;
+    *stub_results = 0;
+    for (int64_t s = 0;; s++) {
+        struct ledger_entry en;
+        if (ledger_get(l, s, &en, NULL, &err) != FO_OK)
+            break;
+        if (strcmp(en.kind, "result") != 0)
+            continue;
+        char *b = NULL;
+        size_t bl = 0;
+        cr_assert_eq(ledger_body(l, s, &b, &bl, &err), FO_OK);
+        cJSON *j = cJSON_Parse(b);
+        free(b);
+        const char *m = tu_str(j, "model");
+        if (!strcmp(m, want_model))
+            n++;
+        if (!strcmp(m, "stub"))
+            (*stub_results)++;
+        cJSON_Delete(j);
+    }
+    ledger_close(l);
+    return n;
+}
+
+Test(honest, a_chat_url_drives_every_task_of_the_default_roster)
+{
+    setenv(KEY_ENV, KEY, 1);
+    struct fake *f = fake_start(default_lanes);
+    char *dir = tu_tmpdir();
+    char url[80];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit",
+                  "add a login endpoint to the api server", "--chat-url", url,
+                  "--model", "m-any", "--api-key-env", KEY_ENV, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *out = tu_run_json(&r);
+    cr_assert_str_eq(tu_str(out, "answer"), "the endpoint is added and tested");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "models")));
+    cJSON_Delete(out);
+    tu_run_free(&r);
+    fake_stop(f);
+    /* both tasks were asked of the model, none ran on the stub */
+    cr_assert_eq(f->count[R_TASK], 2, "%s", f->log);
+    int stubs = 0;
+    cr_assert_eq(count_results(dir, "m-any", &stubs), 2);
+    cr_assert_eq(stubs, 0);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+Test(honest, with_nothing_configured_the_answer_says_no_model_was_used)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "submit",
+                                "add a login endpoint to the api server", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_eq(strncmp(r.out, ORCH_NO_MODEL_NOTE, strlen(ORCH_NO_MODEL_NOTE)),
+                 0, "%s", r.out);
+    cr_assert(strstr(r.err, "no model was used"), "%s", r.err);
+    cr_assert_null(strstr(r.err, "every task passed"), "%s", r.err);
+    cr_assert(strstr(r.err, "not judged"), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "submit",
+                  "add a login endpoint to the api server", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *out = tu_run_json(&r);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(out, "ok")));
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(out, "models")));
+    cr_assert_eq(tu_num(out, "unjudged"), 1);
+    const cJSON *t0 =
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(out, "tasks"), 0);
+    cr_assert_str_eq(tu_str(t0, "state"), "unjudged");
+    /* the verdict is on record as unjudged, not as a pass */
+    long long vs = 0;
+    cr_assert(fo_json_get_int(t0, "verdict_seq", 0, INT64_MAX, &vs) == FO_OK);
+    cJSON_Delete(out);
+    tu_run_free(&r);
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, 0, NULL, &l, &err), FO_OK, "%s", err.msg);
+    char *b = NULL;
+    size_t bl = 0;
+    cr_assert_eq(ledger_body(l, vs, &b, &bl, &err), FO_OK);
+    cJSON *v = cJSON_Parse(b);
+    free(b);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "pass")));
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "judged")));
+    cr_assert_str_eq(tu_str(v, "by"), "unjudged");
+    cJSON_Delete(v);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
