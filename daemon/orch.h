@@ -311,6 +311,22 @@ int orch_runner_next(struct orch_runner *r, size_t *tag,
 int orch_exec_once(const struct orch_exec_config *cfg, const char *prompt,
                    struct orch_result *res, struct fo_err *err);
 
+struct event_base;
+struct orch_job; /* one task execution in flight */
+
+/* Called once on the base's thread when the job ends, never from inside
+ * orch_job_start. */
+typedef void (*orch_job_done_fn)(void *arg, int rc, struct orch_result *res,
+                                 const struct fo_err *err);
+
+/* Starts prompt on cfg (stub or cli) on base, without blocking. */
+int orch_job_start(const struct orch_exec_config *cfg, struct event_base *base,
+                   const char *prompt, orch_job_done_fn done, void *arg,
+                   struct orch_job **out, struct fo_err *err);
+
+/* Kills and reaps the job; done is not called. NULL-safe. */
+void orch_job_cancel(struct orch_job *j);
+
 /* Splits cmd into argv with shell-like quoting: blanks separate words;
  * '...' is literal; "..." keeps \" \\ \$ \` and \newline escapes; a
  * backslash outside quotes escapes the next byte. Nothing is expanded ($,
@@ -434,14 +450,6 @@ struct orch_submit_opts {
 int orch_submit(const struct orch *o, const struct orch_witness *w,
                 const char *request, const struct orch_submit_opts *opts,
                 cJSON **out, struct fo_err *err);
-
-/* orch_submit for a request already on record: request_seq is its
- * `request` entry (written by the caller, e.g. orch_run_start), and the run
- * goes on from the route frame, every step a descendant of it. */
-int orch_submit_from(const struct orch *o, const struct orch_witness *w,
-                     int64_t request_seq, const char *request,
-                     const struct orch_submit_opts *opts, cJSON **out,
-                     struct fo_err *err);
 
 /* The coordinator's plan for a request, not run: witnesses `request`
  * ({"via": "plan"}), `route` and `plan` (with its rejected attempts) as

@@ -83,13 +83,19 @@ int orch_runs_hold(const struct orch *o, const char *dir,
 void orch_runs_enter(const struct orch *o, struct orch_live *live);
 void orch_runs_leave(const struct orch *o, struct orch_live *live);
 
-/* The run from its request entry (request_seq, written by the caller with
- * the instance) on, as orch_submit_from; live (may be NULL) is its entry in
- * the registry, whose cancel flag stops it at its next step. */
-int orch_submit_live(const struct orch *o, const struct orch_witness *w,
-                     int64_t request_seq, const char *request,
-                     const struct orch_submit_opts *opts,
-                     struct orch_live *live, cJSON **out, struct fo_err *err);
+struct orch_run_req; /* daemon/orch_engine.h */
+
+/* orch_engine_run_sync for a run in the registry: live (may be NULL) is
+ * entered once the request is on record (its cancel flag, and
+ * orch_runs_stop, stop the run at its next step), *run (may be NULL) is the
+ * request's seq, and started(arg, seq) runs on this thread then. */
+int orch_engine_run_sync_live(const struct orch *o,
+                              const struct orch_witness *w,
+                              const struct orch_run_req *req,
+                              struct orch_live *live, int64_t *run,
+                              void (*started)(void *arg, int64_t run),
+                              void *started_arg, cJSON **out,
+                              struct fo_err *err);
 
 /* Checks a request and its options as orch_submit does, writing nothing. */
 int orch_submit_check(const char *request, const struct orch_submit_opts *opts,
@@ -109,14 +115,6 @@ int orch_witness_json(const struct orch_witness *w, const char *actor,
                       const char *kind, int64_t parent, const cJSON *payload,
                       int64_t *seq, struct fo_err *err);
 
-/* Witnesses a `result` entry (actor agent) {"id", "ok", "output", "model",
- * "elapsed_ms", ...}: the output is cut (with a marker) until the body fits
- * the ledger's limit; a failed result adds error, timed_out, exit_code. */
-int orch_witness_result(const struct orch_witness *w, const char *id,
-                        const char *agent, int64_t parent,
-                        const struct orch_result *res, int64_t *seq,
-                        struct fo_err *err);
-
 /* malloc'd copy of s, NULL when out of memory. */
 char *orch_strdup(const char *s);
 
@@ -134,6 +132,10 @@ int orch_utf8_clean(const char *in, size_t len, struct fo_buf *out);
 /* The longest prefix of s (len bytes of UTF-8) of at most max bytes that
  * does not cut a character. */
 size_t orch_utf8_prefix(const char *s, size_t len, size_t max);
+
+/* 1 when a live process (its lock held) runs run: the instance of its
+ * last `resume` entry, else of its request. */
+int orch_run_held(const struct orch *o, struct ledger *l, int64_t run);
 
 /* The policy verdict for a lane: 1 when its category may run. */
 int orch_category_allowed(const struct orch *o, const char *category);

@@ -138,6 +138,29 @@ int orch_model_call(const struct orch_model *m, int api, int tier,
                     const struct orch_model_msg *msgs, size_t n_msgs,
                     struct orch_model_reply *out, struct fo_err *err);
 
+/* ---- the model client on an event loop ---------------------------------- */
+
+struct event_base;
+struct evdns_base;
+struct orch_model_call; /* one call in flight */
+
+/* Called once on the base's thread when the call ends, never from inside
+ * orch_model_call_start; rep as orch_model_call fills it (done may take
+ * rep->text, setting it NULL); rc and err as orch_model_call returns. */
+typedef void (*orch_model_done_fn)(void *arg, int rc,
+                                   struct orch_model_reply *rep,
+                                   const struct fo_err *err);
+
+/* The call orch_model_call makes, on base, without blocking. */
+int orch_model_call_start(const struct orch_model *m, struct event_base *base,
+                          struct evdns_base *dns, int api, int tier,
+                          const struct orch_model_msg *msgs, size_t n_msgs,
+                          orch_model_done_fn done, void *arg,
+                          struct orch_model_call **out, struct fo_err *err);
+
+/* Aborts a call in flight; done is not called. NULL-safe. */
+void orch_model_call_cancel(struct orch_model_call *c);
+
 /* ---- lenient JSON from model text -------------------------------------- */
 
 /* Finds the JSON object a model meant in text (len bytes), trying in

@@ -17,6 +17,7 @@
 
 #include <openssl/rand.h>
 
+#include "daemon/orch_engine.h"
 #include "daemon/orch_int.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
@@ -36,6 +37,11 @@ struct orch_run_thread {
     char *request;
     struct orch_submit_opts opts;
     struct orch_live live; /* in runs->live while the run goes on */
+    /* the start, under runs->mu: the request is on record (started), or
+     * the run ended before it was (start_rc, start_err) */
+    pthread_cond_t cv;
+    int started, start_done, start_rc;
+    struct fo_err start_err;
     struct orch_run_thread *next;
 };
 
@@ -74,6 +80,7 @@ static void thread_free(struct orch_run_thread *t)
         return;
     ledger_close(t->ledger);
     free(t->request);
+    pthread_cond_destroy(&t->cv);
     free(t);
 }
 
@@ -340,39 +347,47 @@ static int probe(const char *dir, const char *inst)
 
 /* ---- run_start ---------------------------------------------------------- */
 
+static void thread_started(void *arg, int64_t run)
+{
+    struct orch_run_thread *t = arg;
+    struct orch_runs *r = t->o->runs;
+    pthread_mutex_lock(&r->mu);
+    t->request_seq = run;
+    t->started = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* The run on its own thread, on a private engine (orch_engine_run_sync):
+ * the request is written there, and orch_run_start waits for it. */
 static void *run_main(void *arg)
 {
     struct orch_run_thread *t = arg;
     struct orch_witness w = {
         .ledger = t->ledger, .append = t->append, .hook = t->hook};
+    struct orch_run_req req = {
+        .via = "run_start", .request = t->request, .opts = t->opts};
     cJSON *out = NULL;
     struct fo_err err;
     fo_err_clear(&err);
-    /* an error is on record as the run's `error` entry: nothing to return */
-    orch_submit_live(t->o, &w, t->request_seq, t->request, &t->opts, &t->live,
-                     &out, &err);
+    /* an error after the start is on record as the run's `error` entry */
+    int rc = orch_engine_run_sync_live(t->o, &w, &req, &t->live, NULL,
+                                       thread_started, t, &out, &err);
     cJSON_Delete(out);
     ledger_close(t->ledger);
     t->ledger = NULL;
     struct orch_runs *r = t->o->runs;
     pthread_mutex_lock(&r->mu);
-    live_remove(r, &t->live);
+    if (!t->started) {
+        t->start_rc = rc ? rc : FO_E_INTERNAL;
+        t->start_err = err;
+    }
+    t->start_done = 1;
+    pthread_cond_broadcast(&t->cv);
     t->done = 1;
     r->active--;
     pthread_mutex_unlock(&r->mu);
     return NULL;
-}
-
-/* Best effort, for a run whose thread could not start. */
-static void start_failed(const struct orch_witness *w, int64_t seq,
-                         const struct fo_err *e)
-{
-    cJSON *o = cJSON_CreateObject();
-    struct fo_err ignore;
-    if (o && cJSON_AddStringToObject(o, "error", e->msg) &&
-        cJSON_AddStringToObject(o, "code", fo_code_name(e->code)))
-        orch_witness_json(w, "loop", "error", seq, o, NULL, &ignore);
-    cJSON_Delete(o);
 }
 
 int orch_run_start(struct orch *o, const struct orch_witness *w,
@@ -381,9 +396,7 @@ int orch_run_start(struct orch *o, const struct orch_witness *w,
 {
     struct orch_runs *r = o->runs;
     struct orch_run_thread *t = NULL;
-    cJSON *e = NULL;
     int reserved = 0;
-    char inst[ORCH_INSTANCE_HEX + 1];
     int rc = orch_submit_check(request, opts, err);
     if (rc)
         return rc;
@@ -408,44 +421,43 @@ int orch_run_start(struct orch *o, const struct orch_witness *w,
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
         goto out;
     }
+    if (pthread_cond_init(&t->cv, NULL) != 0) {
+        rc = fo_err_set(err, FO_E_INTERNAL, "runs: no condition variable");
+        goto out;
+    }
     t->o = o;
     t->append = w->append;
     t->hook = w->hook;
     if (opts)
         t->opts = *opts;
+    char inst[ORCH_INSTANCE_HEX + 1];
     rc = orch_runs_hold(o, ledger_dir(w->ledger), inst, &t->live, err);
+    if (!rc)
+        rc = ledger_open(ledger_dir(w->ledger), 0, NULL, &t->ledger, err);
     if (rc)
         goto out;
-    rc = ledger_open(ledger_dir(w->ledger), 0, NULL, &t->ledger, err);
-    if (rc)
-        goto out;
-    e = cJSON_CreateObject();
-    if (!e || !cJSON_AddStringToObject(e, "request", request) ||
-        !cJSON_AddStringToObject(e, "via", "run_start") ||
-        !cJSON_AddStringToObject(e, "instance", inst)) {
-        rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        goto out;
-    }
-    rc = orch_witness_json(w, "client", "request", LEDGER_NO_PARENT, e,
-                           &t->request_seq, err);
-    if (rc)
-        goto out;
-    t->live.seq = t->request_seq;
     pthread_mutex_lock(&r->mu);
     if (pthread_create(&t->tid, NULL, run_main, t) != 0) {
         pthread_mutex_unlock(&r->mu);
         rc = fo_err_set(err, FO_E_INTERNAL, "runs: cannot start a thread");
-        start_failed(w, t->request_seq, err);
         goto out;
     }
-    /* the thread takes the lock before it ends: it finds both here */
+    /* the thread takes the lock before it ends: it finds itself here */
     t->next = r->list;
     r->list = t;
-    live_add(r, &t->live);
-    pthread_mutex_unlock(&r->mu);
-    *run = t->request_seq;
-    t = NULL;
     reserved = 0;
+    while (!t->started && !t->start_done)
+        pthread_cond_wait(&t->cv, &r->mu);
+    if (t->started)
+        *run = t->request_seq;
+    else
+    {
+        rc = t->start_rc;
+        if (err)
+            *err = t->start_err;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
 out:
     if (reserved) {
         pthread_mutex_lock(&r->mu);
@@ -453,7 +465,6 @@ out:
         pthread_mutex_unlock(&r->mu);
     }
     thread_free(t);
-    cJSON_Delete(e);
     return rc;
 }
 
@@ -463,27 +474,47 @@ out:
 #define SCAN_END 1000
 
 struct scan {
+    struct ledger *l;
     int64_t run;
     size_t n;       /* the run's entries seen */
-    cJSON *entries; /* the last ORCH_RUN_ENTRIES_MAX */
+    cJSON *entries; /* the last ORCH_RUN_ENTRIES_MAX (NULL: not kept) */
     size_t shown;
-    int64_t answer_seq, budget_seq, error_seq;
+    int64_t answer_seq, budget_seq, error_seq, stop_seq, resume_seq;
+    char inst[ORCH_INSTANCE_HEX + 1]; /* of the last `resume`, else "" */
 };
+
+static cJSON *body_of(struct ledger *l, int64_t seq, int *redacted, int *rc,
+                      struct fo_err *err);
 
 static int scan_entry(void *ctx, const struct ledger_entry *e)
 {
     struct scan *s = ctx;
     s->n++;
-    cJSON *j = ledger_entry_json(e);
-    if (!j)
-        return FO_E_NOMEM;
-    cJSON_AddItemToArray(s->entries, j);
-    if (++s->shown > ORCH_RUN_ENTRIES_MAX) {
-        cJSON_DeleteItemFromArray(s->entries, 0);
-        s->shown--;
+    if (s->entries) {
+        cJSON *j = ledger_entry_json(e);
+        if (!j)
+            return FO_E_NOMEM;
+        cJSON_AddItemToArray(s->entries, j);
+        if (++s->shown > ORCH_RUN_ENTRIES_MAX) {
+            cJSON_DeleteItemFromArray(s->entries, 0);
+            s->shown--;
+        }
     }
     if (e->seq == s->run)
         return FO_OK;
+    if (!strcmp(e->kind, "stop") && e->parent == s->run)
+        s->stop_seq = e->seq;
+    if (!strcmp(e->kind, "resume") && e->parent == s->run) {
+        int rc = FO_OK;
+        struct fo_err ignore;
+        cJSON *b = body_of(s->l, e->seq, NULL, &rc, &ignore);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, "instance");
+        if (cJSON_IsString(v) &&
+            is_instance(v->valuestring, strlen(v->valuestring)))
+            snprintf(s->inst, sizeof(s->inst), "%s", v->valuestring);
+        cJSON_Delete(b);
+        s->resume_seq = e->seq;
+    }
     if (!strcmp(e->kind, "budget"))
         s->budget_seq = e->seq;
     if (!strcmp(e->kind, "answer")) {
@@ -557,7 +588,8 @@ static int run_request(struct ledger *l, int64_t run, cJSON **req,
     const cJSON *via = cJSON_GetObjectItemCaseSensitive(b, "via");
     if (!redacted && (!cJSON_IsString(via) ||
                       (strcmp(via->valuestring, "submit") != 0 &&
-                       strcmp(via->valuestring, "run_start") != 0))) {
+                       strcmp(via->valuestring, "run_start") != 0 &&
+                       strcmp(via->valuestring, "plan_run") != 0))) {
         rc = cJSON_IsString(via)
                  ? fo_err_set(err, FO_E_NOT_A_RUN,
                               "run %lld: not a run (a request via \"%.64s\"; "
@@ -585,30 +617,72 @@ static const char *request_instance(const cJSON *req)
                : NULL;
 }
 
-int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
+/* Reads the run's entries into s (from scratch). */
+static int scan_run(struct ledger *l, struct scan *s, int keep,
+                    struct fo_err *err)
 {
-    struct scan s = {
-        .run = run, .answer_seq = -1, .budget_seq = -1, .error_seq = -1};
-    cJSON *req = NULL, *ans = NULL, *bud = NULL, *fail = NULL, *o = NULL;
-    int rc = run_request(l, run, &req, err);
-    if (rc)
-        return rc;
-    /* Liveness first: a process seen gone has every entry it will ever
-     * write on record, so the scan below cannot miss its end. */
-    const char *inst = request_instance(req);
-    int live = inst ? probe(ledger_dir(l), inst) : LIVE_UNKNOWN;
-    s.entries = cJSON_CreateArray();
-    if (!s.entries) {
-        rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        goto out;
-    }
-    rc = ledger_descendants(l, run, ORCH_RUN_SCAN_MAX, scan_entry, &s, err);
+    cJSON_Delete(s->entries);
+    *s = (struct scan){.l = l,
+                       .run = s->run,
+                       .answer_seq = -1,
+                       .budget_seq = -1,
+                       .error_seq = -1,
+                       .stop_seq = -1,
+                       .resume_seq = -1};
+    if (keep && !(s->entries = cJSON_CreateArray()))
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = ledger_descendants(l, s->run, ORCH_RUN_SCAN_MAX, scan_entry, s,
+                                err);
     if (rc == SCAN_END)
         rc = FO_OK;
     else if (rc == FO_E_NOMEM)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    return rc;
+}
+
+int orch_run_held(const struct orch *o, struct ledger *l, int64_t run)
+{
+    (void)o;
+    cJSON *req = NULL;
+    struct fo_err err;
+    struct scan s = {.run = run};
+    if (run_request(l, run, &req, &err))
+        return 0;
+    const char *inst = request_instance(req);
+    int held = 0;
+    if (!scan_run(l, &s, 0, &err)) {
+        if (s.inst[0])
+            inst = s.inst;
+        held = inst && probe(ledger_dir(l), inst) == LIVE_YES;
+    }
+    cJSON_Delete(req);
+    return held;
+}
+
+int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
+{
+    struct scan s = {.run = run};
+    cJSON *req = NULL, *ans = NULL, *bud = NULL, *fail = NULL, *o = NULL;
+    int rc = run_request(l, run, &req, err);
+    if (rc)
+        return rc;
+    rc = scan_run(l, &s, 1, err);
     if (rc)
         goto out;
+    /* The process that holds it: the last to resume it, else the one that
+     * started it. One seen gone has every entry it will ever write on
+     * record, so a second read cannot miss its end. */
+    const char *inst = s.inst[0] ? s.inst : request_instance(req);
+    char held[ORCH_INSTANCE_HEX + 1] = "";
+    if (inst)
+        snprintf(held, sizeof(held), "%s", inst);
+    int live = inst ? probe(ledger_dir(l), held) : LIVE_UNKNOWN;
+    if (live != LIVE_YES && s.answer_seq < 0 && s.error_seq < 0) {
+        rc = scan_run(l, &s, 1, err);
+        if (rc)
+            goto out;
+    }
+    int resumable = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(req, "resumable"));
     if (s.answer_seq >= 0)
         ans = body_of(l, s.answer_seq, NULL, &rc, err);
     if (!rc && s.budget_seq >= 0)
@@ -619,6 +693,9 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
         goto out;
     const cJSON *reason = cJSON_GetObjectItemCaseSensitive(bud, "reason");
     const char *why = cJSON_IsString(reason) ? reason->valuestring : "";
+    /* With no end on record: "running" while its process holds it; a run
+     * a daemon will resume reads "stopped" (by a shutdown or a crash);
+     * "interrupted" only where nothing will resume it (a CLI's run). */
     const char *state = s.error_seq >= 0 ? "failed"
                         : s.answer_seq >= 0
                             ? s.budget_seq < 0            ? "done"
@@ -626,8 +703,10 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
                               : !strcmp(why, "cancelled") ? "cancelled"
                                                           : "budget"
                         : live == LIVE_YES ? "running"
-                        : live == LIVE_NO  ? "interrupted"
+                        : live == LIVE_NO  ? (resumable ? "stopped"
+                                                        : "interrupted")
                                            : "unknown";
+    inst = held[0] ? held : NULL;
     o = cJSON_CreateObject();
     int ok = o && fo_json_add_int(o, "run", run) &&
              cJSON_AddStringToObject(o, "state", state) &&

@@ -146,6 +146,12 @@ int ledger_range(struct ledger *l, int64_t from, int64_t limit,
 int ledger_descendants(struct ledger *l, int64_t root, int64_t limit,
                        ledger_entry_fn fn, void *ctx, struct fo_err *err);
 
+/* Calls fn for every `request` entry without a parent (a run's first
+ * entry) with seq >= from, in seq order, through an index of them alone. A
+ * non-zero return of fn stops and is returned. */
+int ledger_requests(struct ledger *l, int64_t from, ledger_entry_fn fn,
+                    void *ctx, struct fo_err *err);
+
 /* The causal chain of seq: following parent links to the root. *out is a
  * malloc'd array, root first, *n entries. A parent that is missing or not
  * smaller than its child (a damaged ledger) is FO_E_CORRUPT. */

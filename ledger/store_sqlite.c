@@ -42,6 +42,7 @@ enum stmt_id {
     ST_GET_CHECKPOINT,
     ST_SCAN_CHECKPOINTS,
     ST_DESCENDANTS,
+    ST_REQUESTS,
     ST_HAS_PARENT_INDEX,
     ST__COUNT
 };
@@ -85,15 +86,20 @@ static const char *const sql_text[ST__COUNT] = {
         " entries e JOIN d ON e.parent = d.seq)"
         " SELECT " ENTRY_COLS " FROM entries WHERE seq IN d"
         " ORDER BY seq LIMIT ?2",
+    /* the root `request` entries (runs), through entries_requests */
+    [ST_REQUESTS] = "SELECT " ENTRY_COLS " FROM entries WHERE parent IS NULL"
+                    " AND kind = 'request' AND seq >= ?1 ORDER BY seq",
     [ST_HAS_PARENT_INDEX] = "SELECT 1 FROM sqlite_master WHERE type = 'index'"
-                            " AND name = 'entries_parent'",
+                            " AND name = 'entries_requests'",
 };
 
 /* Children by parent, for the entries of a run (ledger_descendants).
  * Partial: entries without a parent (most plain appends) never touch it. */
 #define PARENT_INDEX_SQL                                                       \
     "CREATE INDEX IF NOT EXISTS entries_parent ON entries(parent)"             \
-    " WHERE parent IS NOT NULL;"
+    " WHERE parent IS NOT NULL;"                                               \
+    "CREATE INDEX IF NOT EXISTS entries_requests ON entries(seq)"              \
+    " WHERE parent IS NULL AND kind = 'request';"
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY,"
@@ -975,6 +981,31 @@ static int sq_descendants(struct store *s, int64_t root, int64_t limit,
     return out;
 }
 
+static int sq_requests(struct store *s, int64_t from, store_row_fn fn,
+                       void *ctx, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_REQUESTS, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, from);
+    int out = FO_OK, rc;
+    struct store_row row = {.body = NULL, .body_len = 0};
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (read_rec(q, &row.rec) != 0) {
+            out =
+                fo_err_set(err, FO_E_CORRUPT, "%s: damaged entry row", s->path);
+            break;
+        }
+        out = fn(ctx, &row);
+        if (out)
+            break;
+    }
+    if (out == FO_OK && rc != SQLITE_DONE)
+        out = db_fail(s, rc, "requests", err);
+    done(q);
+    return out;
+}
+
 static int sq_scan_checkpoints(struct store *s,
                                int (*fn)(void *ctx, int64_t size,
                                          const uint8_t root[32],
@@ -1031,6 +1062,7 @@ const struct store_ops store_sqlite_ops = {
     .get_body = sq_get_body,
     .scan = sq_scan,
     .descendants = sq_descendants,
+    .requests = sq_requests,
     .nodes_begin = sq_nodes_begin,
     .nodes_next = sq_nodes_next,
     .nodes_end = sq_nodes_end,

@@ -1,0 +1,3144 @@
+/* orch_engine: the run engine (daemon/orch_engine.h). A run is a fold over
+ * its witnessed entries (apply) and the engine's next moves are decided from
+ * that state alone (step); model calls, tasks and commits are events on one
+ * loop. The control loop's semantics are the reference's: request → route
+ * frame → plan (coordinator) → tasks wave by wave (a sliding window of
+ * max_parallel) → verdicts → escalation up the tiers → synthesis → intent
+ * coverage → answer, every step witnessed, under a run budget. Without
+ * model providers each role is a deterministic stub. */
+#include "daemon/orch_engine.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+#include <event2/event.h>
+
+#include "daemon/orch_int.h"
+#include "daemon/orch_model.h"
+#include "ledger/fo_buf.h"
+#include "ledger/fo_json.h"
+#include "ledger/proof.h"
+
+#define STDERR_KEEP (8u * 1024u) /* stderr kept in a result entry */
+#define REPLY_KEEP (4u * 1024u)      /* of a rejected reply, in its entry */
+#define LANES_TEXT_MAX (32u * 1024u) /* the lane list in a prompt */
+#define PROMPT_MAX (1024u * 1024u)
+#define SALIENT_MAX 64
+#define MISSING_SHOWN 20
+#define ROUTE_SHOWN 5
+
+enum role { R_COORDINATOR, R_CLASSIFIER, R_VALIDATOR, R_SYNTHESIZER };
+
+static const char *const role_name[] = {"coordinator", "classifier",
+                                        "validator", "synthesizer"};
+/* the tier each role asks for first */
+static const int role_tier[] = {ORCH_TIER_CAPABLE, ORCH_TIER_CHEAP,
+                                ORCH_TIER_CHEAP, ORCH_TIER_CAPABLE};
+
+static const char coord_system[] =
+    "You are the coordinator of forum, an orchestrator of AI agents. Break "
+    "the user's request into tasks for the agents listed below. Answer with "
+    "one JSON object and nothing else:\n"
+    "{\"tasks\": [{\"id\": \"T1\", \"agent\": \"<agent name>\", "
+    "\"instruction\": \"<what to do>\", \"depends_on\": [\"<task ids>\"], "
+    "\"done_when\": [\"<a criterion>\", {\"contains\": \"<text>\"}]}]}\n"
+    "depends_on and done_when are optional. Use as few tasks as the request "
+    "needs, and only these agents:\n{{lanes}}\n"
+    "The router suggests the agent \"{{lane}}\".";
+
+static const char classifier_system[] =
+    "You are the classifier of forum. Pick the one agent best suited to the "
+    "user's request from this list:\n{{lanes}}\n"
+    "Answer with one JSON object and nothing else: {\"lane\": \"<agent "
+    "name>\"}.";
+
+static const char validator_system[] =
+    "You are the validator of forum. Judge whether the result meets its "
+    "instruction and every criterion. Answer with one JSON object and "
+    "nothing else: {\"pass\": true or false, \"reason\": \"<one sentence>\"}.";
+
+static const char validator_user[] =
+    "Instruction:\n{{instruction}}\n\nCriteria:\n{{criteria}}\n\n"
+    "Result:\n{{output}}";
+
+static const char synth_system[] =
+    "You are the synthesizer of forum. Write one answer to the user's "
+    "request from the results of the agents below. Answer in plain text.";
+
+static const char synth_user[] =
+    "Request:\n{{request}}\n\nResults:\n{{results}}";
+
+
+/* "- name (category): domain" for every lane, capped. */
+static int lanes_text(const struct orch *o, struct fo_buf *b)
+{
+    const struct orch_roster *r = orch_roster(o);
+    for (size_t i = 0; i < r->n; i++) {
+        const struct orch_lane *ln = &r->lanes[i];
+        int rc = fo_buf_printf(b, "- %s (%s): %s\n", ln->name, ln->category,
+                               ln->domain);
+        if (rc == FO_E_TOO_LARGE) /* a long roster: the lanes that fit */
+            return FO_OK;
+        if (rc)
+            return rc;
+    }
+    return FO_OK;
+}
+
+
+struct run;
+static const char *run_lane(const struct run *r);
+static const char *run_request(const struct run *r);
+
+/* The stub coordinator: one task on the routed lane, the request as its
+ * instruction. */
+static char *stub_plan(const struct run *l)
+{
+    cJSON *pl = cJSON_CreateObject();
+    cJSON *tasks = pl ? cJSON_AddArrayToObject(pl, "tasks") : NULL;
+    cJSON *t = cJSON_CreateObject();
+    char *s = NULL;
+    if (tasks && t && cJSON_AddStringToObject(t, "id", "T1") &&
+        cJSON_AddStringToObject(t, "agent", run_lane(l)) &&
+        cJSON_AddStringToObject(t, "instruction", run_request(l))) {
+        cJSON_AddItemToArray(tasks, t);
+        t = NULL;
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        if (!fo_json_canon(pl, &b, NULL))
+            s = fo_buf_detach(&b, NULL);
+        fo_buf_release(&b);
+    }
+    cJSON_Delete(t);
+    cJSON_Delete(pl);
+    return s;
+}
+
+
+static char *dispatch_key(const struct orch_task *k,
+                          const struct orch_exec_config *ex)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    char *s = NULL;
+    if (!fo_buf_printf(&b, "%s%c%s%c%s:%s:%d", k->agent, 0x1f, k->instruction,
+                       0x1f, orch_exec_name(ex->kind), ex->model, ex->tier))
+        s = fo_buf_detach(&b, NULL);
+    fo_buf_release(&b);
+    return s;
+}
+
+
+static int is_stopword(const char *w)
+{
+    static const char *const stop[] = {
+        "about",  "after", "also",   "been",  "before", "being", "could",
+        "does",   "each",  "from",   "have",  "into",   "just",  "like",
+        "make",   "more",  "most",   "much",  "only",   "other", "over",
+        "please", "same",  "should", "some",  "such",   "than",  "that",
+        "their",  "them",  "then",   "there", "these",  "they",  "this",
+        "those",  "very",  "want",   "what",  "when",   "where", "which",
+        "while",  "will",  "with",   "would", "your"};
+    for (size_t i = 0; i < sizeof(stop) / sizeof(stop[0]); i++)
+        if (!strcmp(stop[i], w))
+            return 1;
+    return 0;
+}
+
+static char lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
+static int alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* The intent coverage: the salient words of the request (the [a-z0-9]+
+ * tokens of 4+ bytes, stopwords aside, at most SALIENT_MAX distinct) and
+ * the share of them the answer contains (as a substring of its lowercased
+ * text, so "tests" covers "test"... and "databases" covers "database"). */
+static cJSON *coverage(const char *request, const char *answer)
+{
+    size_t alen = strlen(answer);
+    char *low = malloc(alen + 1);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *missing = o ? cJSON_AddArrayToObject(o, "missing") : NULL;
+    char words[SALIENT_MAX][ORCH_KEYWORD_MAX + 1];
+    size_t nw = 0, covered = 0, nmiss = 0;
+    if (!low || !missing) {
+        free(low);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    for (size_t i = 0; i <= alen; i++)
+        low[i] = lower(answer[i]);
+    for (const char *p = request; *p && nw < SALIENT_MAX;) {
+        while (*p && !alnum(lower(*p)))
+            p++;
+        char w[ORCH_KEYWORD_MAX + 1];
+        size_t n = 0;
+        while (*p && alnum(lower(*p))) {
+            if (n < ORCH_KEYWORD_MAX)
+                w[n++] = lower(*p);
+            p++;
+        }
+        w[n] = '\0';
+        if (n < 4 || is_stopword(w))
+            continue;
+        int dup = 0;
+        for (size_t k = 0; k < nw && !dup; k++)
+            dup = !strcmp(words[k], w);
+        if (dup)
+            continue;
+        memcpy(words[nw++], w, n + 1);
+        if (strstr(low, w)) {
+            covered++;
+        } else if (nmiss++ < MISSING_SHOWN) {
+            cJSON *s = cJSON_CreateString(w);
+            if (s)
+                cJSON_AddItemToArray(missing, s);
+        }
+    }
+    free(low);
+    double score = nw ? (double)covered / (double)nw : 1.0;
+    if (!cJSON_AddNumberToObject(o, "score", orch_round6(score)) ||
+        !fo_json_add_int(o, "salient", (long long)nw) ||
+        !fo_json_add_int(o, "covered", (long long)covered) ||
+        !cJSON_AddBoolToObject(o, "flagged", score < ORCH_COVERAGE_MIN) ||
+        !cJSON_AddNumberToObject(o, "threshold", ORCH_COVERAGE_MIN)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+
+/* ---- the state of a run ------------------------------------------------- */
+
+enum phase { PH_ROUTE, PH_PLAN, PH_WAVES, PH_SYNTH, PH_END };
+
+/* Where a task stands, as its entries say. */
+enum tst {
+    TS_PENDING, /* nothing witnessed */
+    TS_RUN,     /* `task` witnessed, no `result`: its executor must run */
+    TS_RESULT,  /* `result` witnessed: it must be judged */
+    TS_VERDICT, /* a failed verdict with a stronger tier left: escalate */
+    TS_ESC,     /* `tier_escalation` witnessed: the task again, one up */
+    TS_FINAL,   /* judged for good */
+    TS_REFUSED,
+    TS_SKIPPED,
+};
+
+enum halt { H_NONE, H_BUDGET, H_CANCEL, H_SHUTDOWN };
+
+/* A role's JSON reply in progress: rejected attempts so far, the last
+ * reply and why it was rejected (for the corrective prompt). */
+struct attempts {
+    int n;
+    char *last;
+    char why[FO_ERR_MSG_MAX];
+};
+
+struct task {
+    int st;       /* enum tst */
+    int busy;     /* a write or an effect of this task is in flight */
+    int slot;     /* holds one of the wave's max_parallel slots */
+    int ran_ok;   /* the last result was ok */
+    int pass;     /* the last verdict passed */
+    int unjudged; /* the last verdict had nothing to judge by */
+    int copied;   /* a skip: the original's outcome is copied */
+    long dup_of;  /* a skip: the task it repeats, else -1 */
+    int tier;     /* of the current attempt, -1 when not a model tier */
+    const struct orch_exec_config *ex; /* the current attempt's executor */
+    int64_t task_seq, result_seq, verdict_seq, esc_seq;
+    int exit_code;
+    char *output; /* the last ok output, for downstream tasks */
+    size_t output_len;
+    cJSON *failed; /* what the last failed verdict named */
+    struct attempts val;
+    struct effect *eff; /* the job or model call in flight */
+    char model[ORCH_MODEL_MAX + 1];
+};
+
+struct dkey { /* one (agent, instruction, executor) dispatched */
+    char *key;
+    size_t task;
+};
+
+struct run {
+    struct orch_engine *e;
+    int64_t id; /* the request's seq; -1 until it is committed */
+    char *request;
+    char via[16];
+    int resumable;
+    int max_calls, max_seconds;
+    int64_t t0_us; /* the request's ts */
+    int calls;     /* model calls witnessed */
+    int reserved;  /* model calls begun, not yet witnessed */
+    int escalations;
+    int phase;
+    int busy;   /* the phase's own write or model call is in flight */
+    int writes; /* entries in flight */
+    int stepping, dirty;
+    struct effect *eff; /* the role call in flight */
+    int halt;           /* enum halt */
+    const char *halt_reason;
+    char stopped_before[ORCH_NAME_MAX + 32];
+    int halt_written; /* the budget or stop entry is on record */
+    /* route */
+    const char *lane; /* owned by the roster */
+    char lane_by[16];
+    int64_t route_seq;
+    struct attempts cls;
+    /* plan */
+    cJSON *given; /* plan_run: the plan as given */
+    struct orch_plan *p;
+    int64_t plan_seq;
+    char plan_model[ORCH_MODEL_MAX + 1];
+    struct attempts coord;
+    struct task *t;
+    size_t wave;
+    struct dkey *keys;
+    size_t n_keys;
+    /* end */
+    int ended, failed_rc;
+    struct fo_err err;
+    int64_t budget_seq, answer_seq, last_seq;
+    char *answer;
+    char answer_model[ORCH_MODEL_MAX + 1];
+    cJSON *coverage;
+    int budget_spent;
+    /* the caller */
+    orch_run_started_fn started;
+    orch_run_done_fn done;
+    void *arg;
+    struct run *prev, *next;
+};
+
+/* A write to the ledger in flight. */
+struct wr {
+    struct ledger_append a;
+    char *body;
+    struct run *r;
+    cJSON *payload; /* applied once committed */
+    int spent;      /* it witnesses a reserved model call */
+    long task;      /* the task whose busy flag it clears, or -1 */
+    int phase_busy; /* it clears r->busy */
+    int rc;
+    struct wr *next;
+};
+
+/* A model call or a job in flight. */
+enum eff_kind { E_ROLE, E_TASK_MODEL, E_TASK_JOB };
+struct role_call_ctx;
+struct stub_reply {
+    struct event *ev;
+    struct role_call_ctx *c;
+    char *text;
+};
+struct effect {
+    int kind;
+    struct run *r;
+    int role;
+    long task; /* -1 for the route, plan and synthesis roles */
+    struct orch_model_call *call;
+    struct orch_job *job;
+    struct stub_reply *stub; /* a stub role's reply, due next turn */
+};
+
+struct orch_engine {
+    const struct orch *o;
+    struct orch_engine_config cfg;
+    struct run *runs; /* in memory */
+    size_t n_runs;
+    int stopping;
+    void (*stopped)(void *arg);
+    void *stopped_arg;
+    char instance[ORCH_INSTANCE_HEX + 1];
+    struct orch_live live; /* the lock this engine holds */
+    int have_instance;
+    /* commits done on other threads come back here */
+    pthread_mutex_t mu;
+    struct wr *doneq;
+    struct event *wake;
+    struct event *stop_ev;
+};
+
+static const char *run_lane(const struct run *r)
+{
+    return r->lane;
+}
+
+static const char *run_request(const struct run *r)
+{
+    return r->request;
+}
+
+static int nomem(struct fo_err *err)
+{
+    return fo_err_set(err, FO_E_NOMEM, NULL);
+}
+
+static void elog(struct orch_engine *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void elog(struct orch_engine *e, const char *fmt, ...)
+{
+    if (!e->cfg.log)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    e->cfg.log(e->cfg.log_hook, "%s", line);
+}
+
+static void attempts_release(struct attempts *a)
+{
+    free(a->last);
+    a->last = NULL;
+}
+
+static void run_free(struct run *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; r->t && r->p && i < r->p->n; i++) {
+        free(r->t[i].output);
+        cJSON_Delete(r->t[i].failed);
+        attempts_release(&r->t[i].val);
+    }
+    free(r->t);
+    for (size_t i = 0; i < r->n_keys; i++)
+        free(r->keys[i].key);
+    free(r->keys);
+    orch_plan_free(r->p);
+    cJSON_Delete(r->given);
+    attempts_release(&r->cls);
+    attempts_release(&r->coord);
+    free(r->request);
+    free(r->answer);
+    cJSON_Delete(r->coverage);
+    free(r);
+}
+
+static struct run *run_find(const struct orch_engine *e, int64_t id)
+{
+    for (struct run *r = e->runs; r; r = r->next)
+        if (r->id == id && id >= 0)
+            return r;
+    return NULL;
+}
+
+static void run_unlink(struct run *r)
+{
+    struct orch_engine *e = r->e;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        e->runs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    e->n_runs--;
+}
+
+static long task_by_id(const struct run *r, const char *id)
+{
+    for (size_t i = 0; r->p && id && i < r->p->n; i++)
+        if (!strcmp(r->p->tasks[i].id, id))
+            return (long)i;
+    return -1;
+}
+
+static long task_by_result(const struct run *r, int64_t seq)
+{
+    for (size_t i = 0; r->t && i < r->p->n; i++)
+        if (r->t[i].result_seq == seq)
+            return (long)i;
+    return -1;
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t elapsed_ms(const struct run *r)
+{
+    return (now_us() - r->t0_us) / 1000;
+}
+
+static void step(struct run *r);
+
+/* ---- writes ------------------------------------------------------------- */
+
+static void wr_free(struct wr *w)
+{
+    if (!w)
+        return;
+    free(w->body);
+    cJSON_Delete(w->payload);
+    free(w);
+}
+
+static void on_committed(void *arg)
+{
+    struct wr *w = arg;
+    struct orch_engine *e = w->r->e;
+    pthread_mutex_lock(&e->mu);
+    w->next = e->doneq;
+    e->doneq = w;
+    pthread_mutex_unlock(&e->mu);
+    event_active(e->wake, EV_READ, 0);
+}
+
+static int apply(struct run *r, const char *actor, const char *kind,
+                 int64_t seq, int64_t parent, const cJSON *b,
+                 struct fo_err *err);
+static void fail(struct run *r, int rc, const struct fo_err *err);
+static void run_end(struct run *r);
+
+/* A committed (or failed) write, on the loop thread. */
+static void wr_landed(struct wr *w)
+{
+    struct run *r = w->r;
+    r->writes--;
+    if (w->spent)
+        r->reserved--;
+    if (w->task >= 0)
+        r->t[w->task].busy = 0;
+    if (w->phase_busy)
+        r->busy = 0;
+    int rc = w->a.rc;
+    struct fo_err err = w->a.err;
+    if (rc == FO_OK) {
+        if (!strcmp(w->a.kind, "request")) {
+            r->id = w->a.entry.seq;
+            if (r->started)
+                r->started(r->arg, r->id);
+        }
+        rc = apply(r, w->a.actor, w->a.kind, w->a.entry.seq, w->a.parent,
+                   w->payload, &err);
+    }
+    wr_free(w);
+    if (rc)
+        fail(r, rc, &err);
+    step(r);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_engine *e = arg;
+    (void)fd, (void)what;
+    pthread_mutex_lock(&e->mu);
+    struct wr *list = e->doneq;
+    e->doneq = NULL;
+    pthread_mutex_unlock(&e->mu);
+    /* the queue is LIFO: land them in the order they were committed */
+    struct wr *rev = NULL;
+    while (list) {
+        struct wr *n = list->next;
+        list->next = rev;
+        rev = list;
+        list = n;
+    }
+    while (rev) {
+        struct wr *n = rev->next;
+        wr_landed(rev);
+        rev = n;
+    }
+}
+
+/* Witnesses payload (taken) as kind by actor under parent; the state
+ * changes when it is committed. task >= 0 marks that task busy until then;
+ * phase_busy the run's phase. */
+static int witness(struct run *r, const char *actor, const char *kind,
+                   int64_t parent, cJSON *payload, long task, int phase_busy,
+                   int spent, struct fo_err *err)
+{
+    struct orch_engine *e = r->e;
+    struct wr *w = calloc(1, sizeof(*w));
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    int rc = w && payload ? fo_json_canon(payload, &b, err) : nomem(err);
+    if (rc) {
+        fo_buf_release(&b);
+        cJSON_Delete(payload);
+        free(w);
+        return rc;
+    }
+    w->r = r;
+    w->payload = payload;
+    w->body = fo_buf_detach(&b, &w->a.body_len);
+    fo_buf_release(&b);
+    w->a.actor = actor;
+    w->a.kind = kind;
+    w->a.parent = parent;
+    w->a.body = w->body;
+    w->task = task;
+    w->phase_busy = phase_busy;
+    w->spent = spent;
+    r->writes++;
+    if (task >= 0)
+        r->t[task].busy = 1;
+    if (phase_busy)
+        r->busy = 1;
+    if (e->cfg.append) {
+        rc = e->cfg.append(e->cfg.hook, &w->a, on_committed, w, err);
+        if (rc) {
+            r->writes--;
+            if (task >= 0)
+                r->t[task].busy = 0;
+            if (phase_busy)
+                r->busy = 0;
+            wr_free(w);
+        }
+        return rc;
+    }
+    /* straight to the ledger: committed now, landed on the next turn */
+    ledger_append_batch(e->cfg.ledger, &w->a, 1, &w->a.err);
+    on_committed(w);
+    return FO_OK;
+}
+
+/* ---- budget and halts --------------------------------------------------- */
+
+static const char *halt_name(int h, const char *reason)
+{
+    return h == H_CANCEL     ? "cancelled"
+           : h == H_SHUTDOWN ? "shutdown"
+                             : reason;
+}
+
+static void effect_cancel(struct effect *f);
+
+/* Abandons every effect in flight (cancel, shutdown): a task's job or
+ * model call, a role's model call. */
+static void abandon(struct run *r)
+{
+    if (r->eff) {
+        effect_cancel(r->eff);
+        r->eff = NULL;
+        r->busy = 0;
+        r->reserved = 0;
+    }
+    for (size_t i = 0; r->t && i < r->p->n; i++)
+        if (r->t[i].eff) {
+            effect_cancel(r->t[i].eff);
+            r->t[i].eff = NULL;
+            r->t[i].busy = 0;
+        }
+}
+
+static void set_halt(struct run *r, int h, const char *reason,
+                     const char *before)
+{
+    if (r->halt || r->ended)
+        return;
+    r->halt = h;
+    r->dirty = 1;
+    r->halt_reason = halt_name(h, reason);
+    snprintf(r->stopped_before, sizeof(r->stopped_before), "%s",
+             before ? before : "");
+    if (h != H_BUDGET)
+        abandon(r);
+}
+
+/* 1 when the run may make one more model call now (then reserved), else
+ * the run halts (0). A stub task only checks for a cancel or a stop. */
+static int spend(struct run *r, const char *before, int free_step)
+{
+    if (r->halt)
+        return 0;
+    if (free_step)
+        return 1;
+    if (r->calls + r->reserved >= r->max_calls)
+        set_halt(r, H_BUDGET, "max_model_calls", before);
+    else if (r->max_seconds &&
+             elapsed_ms(r) >= (int64_t)r->max_seconds * 1000)
+        set_halt(r, H_BUDGET, "max_seconds", before);
+    if (r->halt)
+        return 0;
+    r->reserved++;
+    return 1;
+}
+
+/* ---- model calls and jobs ----------------------------------------------- */
+
+static void effect_cancel(struct effect *f)
+{
+    if (!f)
+        return;
+    if (f->call)
+        orch_model_call_cancel(f->call);
+    if (f->job)
+        orch_job_cancel(f->job);
+    if (f->stub) {
+        event_free(f->stub->ev);
+        free(f->stub->text);
+        free(f->stub);
+    }
+    free(f); /* the first member of its context */
+}
+
+typedef void (*role_done_fn)(struct run *r, long task, int rc,
+                             struct orch_model_reply *rep,
+                             const struct fo_err *err);
+
+struct role_call_ctx {
+    struct effect f;
+    role_done_fn fn;
+};
+
+static void on_role_reply(void *arg, int rc, struct orch_model_reply *rep,
+                          const struct fo_err *err)
+{
+    struct role_call_ctx *c = arg;
+    struct run *r = c->f.r;
+    long task = c->f.task;
+    role_done_fn fn = c->fn;
+    if (task >= 0) {
+        r->t[task].eff = NULL;
+        r->t[task].busy = 0;
+    } else {
+        r->eff = NULL;
+        r->busy = 0;
+    }
+    free(c);
+    fn(r, task, rc, rep, err);
+    step(r);
+}
+
+/* The tier to ask for a role: its own when a provider serves it, else the
+ * nearest above, else below. */
+static int pick_tier(const struct orch *o, int want)
+{
+    static const int order[3][3] = {{0, 1, 2}, {1, 2, 0}, {2, 1, 0}};
+    for (int i = 0; i < 3; i++) {
+        int t = order[want][i];
+        if (o->model_has[0][t] || o->model_has[1][t])
+            return t;
+    }
+    return want;
+}
+
+/* Starts a role's model call (the budget was spent for it). With no
+ * providers the stub answers stub_text on the next turn of the loop. */
+static int role_start(struct run *r, int role, long task,
+                      const struct orch_model_msg *m, size_t n,
+                      const char *stub_text, role_done_fn fn,
+                      struct fo_err *err);
+
+
+static void on_stub_reply(evutil_socket_t fd, short what, void *arg)
+{
+    struct stub_reply *s = arg;
+    (void)fd, (void)what;
+    struct orch_model_reply rep = {0};
+    rep.text = s->text;
+    rep.text_len = strlen(s->text);
+    snprintf(rep.model, sizeof(rep.model), "stub");
+    struct role_call_ctx *c = s->c;
+    event_free(s->ev);
+    free(s);
+    on_role_reply(c, FO_OK, &rep, NULL);
+    free(rep.text);
+}
+
+static int role_start(struct run *r, int role, long task,
+                      const struct orch_model_msg *m, size_t n,
+                      const char *stub_text, role_done_fn fn,
+                      struct fo_err *err)
+{
+    const struct orch *o = r->e->o;
+    struct role_call_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return nomem(err);
+    c->f = (struct effect){.kind = E_ROLE, .r = r, .role = role, .task = task};
+    c->fn = fn;
+    int rc = FO_OK;
+    if (!o->models) {
+        struct stub_reply *s = calloc(1, sizeof(*s));
+        char *text = orch_strdup(stub_text);
+        struct event *ev =
+            s ? event_new(r->e->cfg.base, -1, 0, on_stub_reply, s) : NULL;
+        if (!s || !text || !ev) {
+            free(s);
+            free(text);
+            if (ev)
+                event_free(ev);
+            free(c);
+            return nomem(err);
+        }
+        *s = (struct stub_reply){.ev = ev, .c = c, .text = text};
+        c->f.stub = s;
+        event_active(ev, EV_TIMEOUT, 0);
+    } else {
+        rc = orch_model_call_start(o->models, r->e->cfg.base, r->e->cfg.dns,
+                                   ORCH_EXEC_DEFAULT,
+                                   pick_tier(o, role_tier[role]), m, n,
+                                   on_role_reply, c, &c->f.call, err);
+        if (rc) {
+            free(c);
+            return rc;
+        }
+    }
+    if (task >= 0) {
+        r->t[task].eff = &c->f;
+        r->t[task].busy = 1;
+    } else {
+        r->eff = &c->f;
+        r->busy = 1;
+    }
+    return FO_OK;
+}
+
+/* A role whose reply must be JSON: the messages of attempt a->n + 1 (the
+ * last rejected reply and what was wrong, when there is one). */
+static int json_role_start(struct run *r, int role, long task,
+                           const char *system, const char *user,
+                           const char *stub_text, const struct attempts *a,
+                           role_done_fn fn, struct fo_err *err)
+{
+    char fix[FO_ERR_MSG_MAX + 160];
+    struct orch_model_msg m[4] = {{"system", system}, {"user", user}};
+    size_t n = 2;
+    if (a->last) {
+        snprintf(fix, sizeof(fix),
+                 "That reply was rejected: %s. Answer again with only the "
+                 "corrected JSON object.",
+                 a->why);
+        m[n++] = (struct orch_model_msg){"assistant", a->last};
+        m[n++] = (struct orch_model_msg){"user", fix};
+    }
+    return role_start(r, role, task, m, n, stub_text, fn, err);
+}
+
+/* The `<role>_attempt` entry of a rejected reply. */
+static cJSON *attempt_json(int role, int attempt, const char *why,
+                           const char *model, const char *text)
+{
+    cJSON *e = cJSON_CreateObject();
+    size_t len = strlen(text);
+    size_t keep = orch_utf8_prefix(text, len, REPLY_KEEP);
+    char *cut = malloc(keep + 1);
+    if (cut) {
+        memcpy(cut, text, keep);
+        cut[keep] = '\0';
+    }
+    int ok = e && cut && cJSON_AddStringToObject(e, "role", role_name[role]) &&
+             fo_json_add_int(e, "attempt", attempt) &&
+             cJSON_AddFalseToObject(e, "ok") &&
+             cJSON_AddStringToObject(e, "error", why) &&
+             cJSON_AddStringToObject(e, "model", model) &&
+             cJSON_AddStringToObject(e, "reply", cut) &&
+             (keep == len || cJSON_AddTrueToObject(e, "reply_truncated"));
+    free(cut);
+    if (!ok) {
+        cJSON_Delete(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* Witnesses a rejected reply, or after ORCH_JSON_ATTEMPTS of them returns
+ * FO_E_UPSTREAM (the reply's attempt entry is still written). */
+static int rejected(struct run *r, int role, long task, int64_t parent,
+                    const struct attempts *a, const char *why,
+                    const char *model, const char *text, struct fo_err *err)
+{
+    char kind[32];
+    snprintf(kind, sizeof(kind), "%s_attempt", role_name[role]);
+    cJSON *e = attempt_json(role, a->n + 1, why, model, text);
+    if (!e)
+        return nomem(err);
+    return witness(r, role_name[role], kind, parent, e, task, task < 0, 1,
+                   err);
+}
+
+/* ---- route -------------------------------------------------------------- */
+
+static int route_entry(struct run *r, struct orch_route *rt, const char *lane,
+                       const char *by, int spent, struct fo_err *err)
+{
+    cJSON *e = orch_route_json(rt);
+    cJSON *c = e ? cJSON_GetObjectItemCaseSensitive(e, "candidates") : NULL;
+    while (c && cJSON_GetArraySize(c) > ROUTE_SHOWN)
+        cJSON_DeleteItemFromArray(c, cJSON_GetArraySize(c) - 1);
+    if (!e || !cJSON_AddStringToObject(e, "lane", lane) ||
+        !cJSON_AddStringToObject(e, "by", by)) {
+        cJSON_Delete(e);
+        return nomem(err);
+    }
+    return witness(r, "router", "route", r->id, e, -1, 1, spent, err);
+}
+
+static void on_classifier(struct run *r, long task, int rc,
+                          struct orch_model_reply *rep,
+                          const struct fo_err *cerr)
+{
+    (void)task;
+    struct fo_err err;
+    struct orch_route rt = {0};
+    const struct orch_roster *ro = orch_roster(r->e->o);
+    if (rc) {
+        fail(r, rc, cerr);
+        return;
+    }
+    rc = orch_route(ro, r->request, strlen(r->request), &rt, &err);
+    if (rc) {
+        fail(r, rc, &err);
+        return;
+    }
+    cJSON *j = NULL;
+    struct fo_err why;
+    fo_err_clear(&why);
+    const struct orch_lane *ln = NULL;
+    if (!orch_json_extract(rep->text, rep->text_len, &j, &why)) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "lane");
+        if (!cJSON_IsString(v))
+            fo_err_set(&why, FO_E_INVALID, "\"lane\" must be a string");
+        else if (!(ln = orch_roster_find(ro, v->valuestring)))
+            fo_err_set(&why, FO_E_INVALID, "no agent named \"%.64s\"",
+                       v->valuestring);
+    }
+    cJSON_Delete(j);
+    if (ln)
+        rc = route_entry(r, &rt, ln->name, "classifier", 1, &err);
+    else if (r->cls.n + 1 >= ORCH_JSON_ATTEMPTS) /* no usable pick */
+        rc = rejected(r, R_CLASSIFIER, -1, r->id, &r->cls, why.msg,
+                      rep->model, rep->text, &err);
+    else
+        rc = rejected(r, R_CLASSIFIER, -1, r->id, &r->cls, why.msg,
+                      rep->model, rep->text, &err);
+    orch_route_release(&rt);
+    if (rc)
+        fail(r, rc, &err);
+}
+
+static void route_step(struct run *r)
+{
+    struct fo_err err;
+    struct orch_route rt = {0};
+    const struct orch_roster *ro = orch_roster(r->e->o);
+    int rc = orch_route(ro, r->request, strlen(r->request), &rt, &err);
+    if (rc) {
+        fail(r, rc, &err);
+        return;
+    }
+    if (rt.n == 0) {
+        rc = fo_err_set(&err, FO_E_INVALID, "the roster has no lanes");
+    } else if (rt.decided) {
+        rc = route_entry(r, &rt, rt.decided, "router", 0, &err);
+    } else if (!r->e->o->models || r->cls.n >= ORCH_JSON_ATTEMPTS) {
+        rc = route_entry(r, &rt, rt.candidates[0].agent, "top_candidate", 0,
+                         &err);
+    } else if (spend(r, "classifier", 0)) {
+        struct fo_buf lanes;
+        fo_buf_init(&lanes, LANES_TEXT_MAX);
+        for (size_t i = 0; !rc && i < rt.n && i < ROUTE_SHOWN; i++) {
+            const struct orch_lane *ln =
+                orch_roster_find(ro, rt.candidates[i].agent);
+            rc = fo_buf_printf(&lanes, "- %s (%s): %s\n", ln->name,
+                               ln->category, ln->domain);
+        }
+        char *text = NULL;
+        struct orch_tmpl_var v[] = {{"lanes", lanes.data ? lanes.data : ""}};
+        rc = rc ? nomem(&err)
+                : orch_template_render(classifier_system, v, 1, PROMPT_MAX,
+                                       &text, &err);
+        if (!rc)
+            rc = json_role_start(r, R_CLASSIFIER, -1, text, r->request, "",
+                                 &r->cls, on_classifier, &err);
+        free(text);
+        fo_buf_release(&lanes);
+        if (rc)
+            r->reserved--;
+    }
+    orch_route_release(&rt);
+    if (rc)
+        fail(r, rc, &err);
+}
+
+/* ---- plan --------------------------------------------------------------- */
+
+static cJSON *plan_entry_json(struct run *r, const struct orch_plan *p,
+                              const char *model, int attempts)
+{
+    cJSON *e = orch_plan_json(p);
+    if (!e || !fo_json_add_int(e, "max_parallel", r->e->o->max_parallel) ||
+        (model && !cJSON_AddStringToObject(e, "model", model)) ||
+        (attempts && !fo_json_add_int(e, "attempts", attempts)) ||
+        (r->route_seq >= 0 && !fo_json_add_int(e, "route_seq", r->route_seq))) {
+        cJSON_Delete(e);
+        return NULL;
+    }
+    return e;
+}
+
+static void on_coordinator(struct run *r, long task, int rc,
+                           struct orch_model_reply *rep,
+                           const struct fo_err *cerr)
+{
+    (void)task;
+    struct fo_err err;
+    if (rc) {
+        struct fo_err e2 = *cerr;
+        fo_err_prefix(&e2, "coordinator");
+        fail(r, rc, &e2);
+        return;
+    }
+    cJSON *j = NULL;
+    struct orch_plan *p = NULL;
+    struct fo_err why;
+    fo_err_clear(&why);
+    rc = orch_json_extract(rep->text, rep->text_len, &j, &why);
+    if (!rc)
+        rc = orch_plan_compile(j, orch_roster(r->e->o), &p, &why);
+    cJSON_Delete(j);
+    if (rc == FO_E_NOMEM) {
+        fail(r, rc, &why);
+        return;
+    }
+    if (!rc) {
+        cJSON *e = plan_entry_json(r, p, rep->model, r->coord.n + 1);
+        orch_plan_free(p);
+        rc = e ? witness(r, "coordinator", "plan", r->id, e, -1, 1, 1, &err)
+               : nomem(&err);
+    } else {
+        rc = rejected(r, R_COORDINATOR, -1, r->id, &r->coord, why.msg,
+                      rep->model, rep->text, &err);
+    }
+    if (rc)
+        fail(r, rc, &err);
+}
+
+static void plan_step(struct run *r)
+{
+    struct fo_err err;
+    int rc = FO_OK;
+    if (r->given) { /* plan_run: the plan given is the plan */
+        struct orch_plan *p = NULL;
+        rc = orch_plan_compile(r->given, orch_roster(r->e->o), &p, &err);
+        cJSON *e = rc ? NULL : plan_entry_json(r, p, NULL, 0);
+        orch_plan_free(p);
+        if (!rc)
+            rc = e ? witness(r, "planner", "plan", r->id, e, -1, 1, 0, &err)
+                   : nomem(&err);
+        if (rc)
+            fail(r, rc, &err);
+        return;
+    }
+    if (r->coord.n >= ORCH_JSON_ATTEMPTS) {
+        fo_err_set(&err, FO_E_UPSTREAM,
+                   "coordinator: no valid reply after %d attempts: %s",
+                   r->coord.n, r->coord.why);
+        fail(r, FO_E_UPSTREAM, &err);
+        return;
+    }
+    if (!spend(r, "coordinator", 0))
+        return;
+    struct fo_buf lanes;
+    fo_buf_init(&lanes, LANES_TEXT_MAX);
+    char *system = NULL, *stub = NULL;
+    rc = lanes_text(r->e->o, &lanes);
+    struct orch_tmpl_var v[] = {{"lanes", lanes.data ? lanes.data : ""},
+                                {"lane", r->lane}};
+    if (rc)
+        rc = nomem(&err);
+    else
+        rc = orch_template_render(coord_system, v, 2, PROMPT_MAX, &system,
+                                  &err);
+    if (!rc && !(stub = stub_plan(r)))
+        rc = nomem(&err);
+    if (!rc)
+        rc = json_role_start(r, R_COORDINATOR, -1, system, r->request, stub,
+                             &r->coord, on_coordinator, &err);
+    free(system);
+    free(stub);
+    fo_buf_release(&lanes);
+    if (rc) {
+        r->reserved--;
+        fail(r, rc, &err);
+    }
+}
+
+/* ---- tasks -------------------------------------------------------------- */
+
+/* The api index and tier of a model executor, or -1. */
+static int model_slot(const struct orch *o, const struct orch_exec_config *ex,
+                      int *api, int *tier)
+{
+    for (int a = 0; a < 2; a++)
+        for (int t = 0; t < 3; t++)
+            if (ex == &o->model_exec[a][t]) {
+                *api = a;
+                *tier = t;
+                return 0;
+            }
+    return -1;
+}
+
+static long key_seen(const struct run *r, const char *key)
+{
+    for (size_t i = 0; i < r->n_keys; i++)
+        if (!strcmp(r->keys[i].key, key))
+            return (long)r->keys[i].task;
+    return -1;
+}
+
+/* Records key (taken, freed on failure) as dispatched by task. */
+static int key_add(struct run *r, char *key, size_t task)
+{
+    struct dkey *k = realloc(r->keys, (r->n_keys + 1) * sizeof(*k));
+    if (!k) {
+        free(key);
+        return FO_E_NOMEM;
+    }
+    r->keys = k;
+    r->keys[r->n_keys++] = (struct dkey){key, task};
+    return FO_OK;
+}
+
+/* The prompt: the instruction, the outputs of data upstreams that ran ok
+ * (capped, marked), and on an escalation what the last attempt failed. */
+static int build_prompt(const struct run *r, size_t t, const cJSON *failed,
+                        struct fo_buf *b, cJSON *injected)
+{
+    const struct orch_task *k = &r->p->tasks[t];
+    int rc = fo_buf_puts(b, k->instruction);
+    for (size_t d = 0; !rc && d < k->n_deps; d++) {
+        const struct task *u = &r->t[k->dep_index[d]];
+        if (k->deps[d].type != ORCH_EDGE_DATA || !u->output)
+            continue;
+        size_t n = orch_utf8_prefix(u->output, u->output_len,
+                                    r->e->o->inject_max);
+        rc =
+            fo_buf_printf(b, "\n\n--- upstream %s output ---\n", k->deps[d].id);
+        if (!rc)
+            rc = fo_buf_append(b, u->output, n);
+        if (!rc && n < u->output_len)
+            rc = fo_buf_printf(b,
+                               "\n[forum: upstream output truncated at %zu of "
+                               "%zu bytes]",
+                               n, u->output_len);
+        if (!rc)
+            rc = fo_buf_printf(b, "\n--- end upstream %s ---", k->deps[d].id);
+        if (!rc && injected) {
+            cJSON *s = cJSON_CreateString(k->deps[d].id);
+            if (!s)
+                return FO_E_NOMEM;
+            cJSON_AddItemToArray(injected, s);
+        }
+    }
+    if (!rc && failed && cJSON_GetArraySize(failed) > 0) {
+        rc = fo_buf_puts(b, "\n\n[forum: a previous attempt did not pass "
+                            "these checks:");
+        const cJSON *f;
+        cJSON_ArrayForEach (f, failed)
+            if (!rc && cJSON_IsString(f))
+                rc = fo_buf_printf(b, "\n- %s", f->valuestring);
+        if (!rc)
+            rc = fo_buf_puts(b, "\nMake this attempt meet every one.]");
+    }
+    return rc;
+}
+
+/* Witnesses the `task` entry of task t's next attempt on ex (parent: the
+ * plan, or the escalation that re-runs it). */
+static int task_begin(struct run *r, size_t t, const struct orch_exec_config *ex,
+                      int64_t parent, struct fo_err *err)
+{
+    const struct orch_task *k = &r->p->tasks[t];
+    int api = -1, tier = -1;
+    model_slot(r->e->o, ex, &api, &tier);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *inj = o ? cJSON_AddArrayToObject(o, "injected") : NULL;
+    struct fo_buf scratch;
+    fo_buf_init(&scratch, FO_BUF_UNLIMITED);
+    int rc = inj ? build_prompt(r, t, NULL, &scratch, inj) : FO_E_NOMEM;
+    fo_buf_release(&scratch);
+    int ok =
+        !rc && cJSON_AddStringToObject(o, "id", k->id) &&
+        cJSON_AddStringToObject(o, "agent", k->agent) &&
+        cJSON_AddStringToObject(o, "instruction", k->instruction) &&
+        (!k->done ||
+         cJSON_AddItemToObject(o, "done_when", cJSON_Duplicate(k->done, 1))) &&
+        fo_json_add_int(o, "wave", (long long)r->wave) &&
+        cJSON_AddStringToObject(o, "executor", orch_exec_name(ex->kind)) &&
+        cJSON_AddStringToObject(o, "model", ex->model) &&
+        (tier < 0 || cJSON_AddStringToObject(o, "tier", orch_tier_name(tier)));
+    if (!ok) {
+        cJSON_Delete(o);
+        return nomem(err);
+    }
+    r->t[t].slot = 1;
+    return witness(r, k->agent, "task", parent, o, (long)t, 0,
+                   ex->kind != ORCH_EXEC_STUB, err);
+}
+
+/* The result entry's payload: the output cut (with a marker) until the
+ * body fits the ledger's limit. */
+static cJSON *result_json(const struct run *r, const char *id,
+                          const struct orch_result *res)
+{
+    size_t max = ledger_max_body(r->e->cfg.ledger);
+    size_t out_len = res->output_len;
+    for (;;) {
+        cJSON *o = cJSON_CreateObject();
+        size_t n = orch_utf8_prefix(res->output, res->output_len, out_len);
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        int rc = fo_buf_append(&b, res->output ? res->output : "", n);
+        if (!rc && n < res->output_len)
+            rc = fo_buf_printf(&b,
+                               "\n[forum: output cut to %zu of %zu bytes to "
+                               "fit the ledger's body limit]",
+                               n, res->output_len);
+        char *cut = rc ? NULL : fo_buf_detach(&b, NULL);
+        fo_buf_release(&b);
+        size_t el = res->errout ? orch_utf8_prefix(res->errout,
+                                                   res->errout_len, STDERR_KEEP)
+                                : 0;
+        char *errtail = malloc(el + 1);
+        if (errtail) {
+            if (el)
+                memcpy(errtail, res->errout, el);
+            errtail[el] = '\0';
+        }
+        int ok = o && cut && errtail && cJSON_AddStringToObject(o, "id", id) &&
+                 cJSON_AddBoolToObject(o, "ok", res->ok) &&
+                 cJSON_AddStringToObject(o, "output", cut) &&
+                 cJSON_AddStringToObject(o, "model", res->model) &&
+                 fo_json_add_int(o, "elapsed_ms", res->elapsed_us / 1000) &&
+                 (res->ok ||
+                  (cJSON_AddStringToObject(o, "error", res->error) &&
+                   cJSON_AddBoolToObject(o, "timed_out", res->timed_out) &&
+                   fo_json_add_int(o, "exit_code", res->exit_code))) &&
+                 (!res->truncated || cJSON_AddTrueToObject(o, "truncated")) &&
+                 (el == 0 || cJSON_AddStringToObject(o, "stderr", errtail));
+        free(cut);
+        free(errtail);
+        if (!ok) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+        struct fo_buf c;
+        fo_buf_init(&c, FO_BUF_UNLIMITED);
+        int fits = !fo_json_canon(o, &c, NULL) && c.len <= max;
+        fo_buf_release(&c);
+        if (fits || out_len == 0)
+            return o;
+        cJSON_Delete(o);
+        out_len /= 2;
+    }
+}
+
+static void task_result(struct run *r, size_t t, struct orch_result *res)
+{
+    struct fo_err err;
+    const struct orch_task *k = &r->p->tasks[t];
+    cJSON *o = result_json(r, k->id, res);
+    int rc = o ? witness(r, k->agent, "result", r->t[t].task_seq, o, (long)t,
+                         0, 0, &err)
+               : nomem(&err);
+    if (rc)
+        fail(r, rc, &err);
+}
+
+static void on_job_done(void *arg, int rc, struct orch_result *res,
+                        const struct fo_err *jerr)
+{
+    struct effect *f = arg;
+    struct run *r = f->r;
+    size_t t = (size_t)f->task;
+    r->t[t].eff = NULL;
+    r->t[t].busy = 0;
+    free(f);
+    struct orch_result none = {.exit_code = -1};
+    if (rc) { /* could not start: an ok:false result */
+        snprintf(none.error, sizeof(none.error), "%s",
+                 jerr ? jerr->msg : "the task could not run");
+        snprintf(none.model, sizeof(none.model), "%s", r->t[t].ex->model);
+        res = &none;
+    }
+    task_result(r, t, res);
+    step(r);
+}
+
+static void on_task_model(void *arg, int rc, struct orch_model_reply *rep,
+                          const struct fo_err *cerr)
+{
+    struct effect *f = arg;
+    struct run *r = f->r;
+    size_t t = (size_t)f->task;
+    const struct orch_exec_config *ex = r->t[t].ex;
+    r->t[t].eff = NULL;
+    r->t[t].busy = 0;
+    free(f);
+    struct orch_result res = {.exit_code = -1};
+    snprintf(res.model, sizeof(res.model), "%s",
+             rep && rep->model[0] ? rep->model : ex->model);
+    res.elapsed_us = rep ? rep->elapsed_us : 0;
+    res.ok = rc == FO_OK;
+    res.timed_out = rc == FO_E_TIMEOUT;
+    res.exit_code = res.ok ? 0 : -1;
+    if (res.ok) {
+        res.output = rep->text;
+        res.output_len = rep->text_len;
+    } else {
+        snprintf(res.error, sizeof(res.error), "%s",
+                 cerr ? cerr->msg : "the model call failed");
+    }
+    task_result(r, t, &res);
+    step(r);
+}
+
+/* Runs task t's current attempt (its task entry is on record). */
+static void task_exec(struct run *r, size_t t)
+{
+    struct task *s = &r->t[t];
+    struct fo_err err;
+    struct fo_buf prompt;
+    fo_buf_init(&prompt, FO_BUF_UNLIMITED);
+    struct effect *f = calloc(1, sizeof(*f));
+    int rc = f ? build_prompt(r, t, s->esc_seq >= 0 ? s->failed : NULL,
+                              &prompt, NULL)
+               : FO_E_NOMEM;
+    if (rc) {
+        free(f);
+        fo_buf_release(&prompt);
+        fail(r, nomem(&err), &err);
+        return;
+    }
+    *f = (struct effect){.r = r, .task = (long)t};
+    const char *text = prompt.data ? prompt.data : "";
+    if (s->ex->kind == ORCH_EXEC_CHAT || s->ex->kind == ORCH_EXEC_ANTHROPIC) {
+        struct orch_model_msg m = {.role = "user", .content = text};
+        f->kind = E_TASK_MODEL;
+        rc = s->ex->models
+                 ? orch_model_call_start(s->ex->models, r->e->cfg.base,
+                                         r->e->cfg.dns, s->ex->kind,
+                                         s->ex->tier, &m, 1, on_task_model, f,
+                                         &f->call, &err)
+                 : fo_err_set(&err, FO_E_INVALID,
+                              "executor %s: no model configured",
+                              orch_exec_name(s->ex->kind));
+    } else {
+        f->kind = E_TASK_JOB;
+        rc = orch_job_start(s->ex, r->e->cfg.base, text, on_job_done, f,
+                            &f->job, &err);
+    }
+    fo_buf_release(&prompt);
+    if (rc == FO_E_NOMEM) {
+        free(f);
+        fail(r, rc, &err);
+        return;
+    }
+    if (rc) { /* could not start: an ok:false result */
+        free(f);
+        struct orch_result none = {.exit_code = -1};
+        snprintf(none.error, sizeof(none.error), "%s", err.msg);
+        snprintf(none.model, sizeof(none.model), "%s", s->ex->model);
+        task_result(r, t, &none);
+        return;
+    }
+    s->eff = f;
+    s->busy = 1;
+}
+
+static int simple_entry(struct run *r, size_t t, const char *actor,
+                        const char *kind, const char *k1, const char *v1,
+                        const char *k2, const char *v2, const char *k3,
+                        const char *v3, struct fo_err *err)
+{
+    const struct orch_task *k = &r->p->tasks[t];
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "id", k->id) ||
+        (k1 && !cJSON_AddStringToObject(o, k1, v1)) ||
+        (k2 && !cJSON_AddStringToObject(o, k2, v2)) ||
+        (k3 && !cJSON_AddStringToObject(o, k3, v3))) {
+        cJSON_Delete(o);
+        return nomem(err);
+    }
+    return witness(r, actor, kind, r->plan_seq, o, (long)t, 0, 0, err);
+}
+
+/* A pending task of the wave: refused, skipped as a repeat, or begun. */
+static int dispatch_task(struct run *r, size_t t, struct fo_err *err)
+{
+    const struct orch *o = r->e->o;
+    const struct orch_task *k = &r->p->tasks[t];
+    const struct orch_lane *ln = orch_roster_find(orch_roster(o), k->agent);
+    if (!ln)
+        return fo_err_set(err, FO_E_INTERNAL, "no lane %s", k->agent);
+    if (!orch_category_allowed(o, ln->category))
+        return simple_entry(r, t, "policy", "refusal", "agent", k->agent,
+                            "category", ln->category, "reason",
+                            "category_not_allowed", err);
+    const struct orch_exec_config *ex = orch_exec_for_lane(o, ln);
+    char *key = dispatch_key(k, ex);
+    if (!key)
+        return nomem(err);
+    long dup = key_seen(r, key);
+    free(key);
+    if (dup >= 0)
+        return simple_entry(r, t, "loop", "skip", "duplicate_of",
+                            r->p->tasks[dup].id, "reason",
+                            "same agent, instruction and executor already "
+                            "dispatched",
+                            NULL, NULL, err);
+    char what[ORCH_NAME_MAX + 8];
+    snprintf(what, sizeof(what), "task %s", k->id);
+    if (!spend(r, what, ex->kind == ORCH_EXEC_STUB))
+        return FO_OK;
+    int rc = task_begin(r, t, ex, r->plan_seq, err);
+    if (rc && ex->kind != ORCH_EXEC_STUB)
+        r->reserved--;
+    return rc;
+}
+
+/* ---- verdicts and escalation -------------------------------------------- */
+
+static int verdict_entry(struct run *r, size_t t, int pass, const char *by,
+                         const cJSON *failed, const char *reason,
+                         const char *model, int spent, struct fo_err *err)
+{
+    const struct orch_task *k = &r->p->tasks[t];
+    const struct task *s = &r->t[t];
+    cJSON *e = cJSON_CreateObject();
+    int ok = e && cJSON_AddStringToObject(e, "id", k->id) &&
+             cJSON_AddBoolToObject(e, "pass", pass) &&
+             cJSON_AddBoolToObject(e, "judged", strcmp(by, "unjudged")) &&
+             cJSON_AddStringToObject(e, "by", by) &&
+             cJSON_AddItemToObject(e, "failed", failed
+                                                    ? cJSON_Duplicate(failed, 1)
+                                                    : cJSON_CreateArray()) &&
+             (!reason || !*reason ||
+              cJSON_AddStringToObject(e, "reason", reason)) &&
+             (!model || !*model || cJSON_AddStringToObject(e, "model", model)) &&
+             cJSON_AddStringToObject(e, "result_model", s->model) &&
+             (s->tier < 0 ||
+              cJSON_AddStringToObject(e, "tier", orch_tier_name(s->tier)));
+    if (!ok) {
+        cJSON_Delete(e);
+        return nomem(err);
+    }
+    return witness(r, "validator", "verdict", s->result_seq, e, (long)t, 0,
+                   spent, err);
+}
+
+static void on_validator(struct run *r, long task, int rc,
+                         struct orch_model_reply *rep,
+                         const struct fo_err *cerr)
+{
+    size_t t = (size_t)task;
+    struct task *s = &r->t[t];
+    struct fo_err err;
+    if (rc) {
+        struct fo_err e2 = *cerr;
+        fo_err_prefix(&e2, "validator");
+        fail(r, rc, &e2);
+        return;
+    }
+    cJSON *j = NULL;
+    struct fo_err why;
+    fo_err_clear(&why);
+    int pass = 0;
+    char reason[512] = "";
+    rc = orch_json_extract(rep->text, rep->text_len, &j, &why);
+    if (!rc) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "pass");
+        const cJSON *re = cJSON_GetObjectItemCaseSensitive(j, "reason");
+        if (!cJSON_IsBool(p)) {
+            rc = fo_err_set(&why, FO_E_INVALID,
+                            "\"pass\" must be true or false");
+        } else {
+            pass = cJSON_IsTrue(p);
+            snprintf(reason, sizeof(reason), "%s",
+                     cJSON_IsString(re) ? re->valuestring : "");
+        }
+    }
+    cJSON_Delete(j);
+    if (rc) {
+        rc = rejected(r, R_VALIDATOR, task, s->result_seq, &s->val, why.msg,
+                      rep->model, rep->text, &err);
+    } else {
+        cJSON *failed = cJSON_CreateArray();
+        if (failed && !pass) {
+            char line[700];
+            snprintf(line, sizeof(line), "validator: %s", reason);
+            cJSON *f = cJSON_CreateString(line);
+            if (f)
+                cJSON_AddItemToArray(failed, f);
+        }
+        rc = failed ? verdict_entry(r, t, pass, "validator", failed, reason,
+                                    rep->model, 1, &err)
+                    : nomem(&err);
+        cJSON_Delete(failed);
+    }
+    if (rc)
+        fail(r, rc, &err);
+}
+
+/* Judges task t's last result: a failed task fails without asking; then
+ * the done_when assertions; only plain-text criteria go to the validator
+ * model; with nothing to judge by the verdict is `unjudged`. */
+static int judge(struct run *r, size_t t, struct fo_err *err)
+{
+    const struct orch_task *k = &r->p->tasks[t];
+    struct task *s = &r->t[t];
+    if (!s->ran_ok) {
+        cJSON *f = cJSON_CreateArray();
+        cJSON *one = cJSON_CreateString("the task failed (no result)");
+        if (!f || !one) {
+            cJSON_Delete(f);
+            cJSON_Delete(one);
+            return nomem(err);
+        }
+        cJSON_AddItemToArray(f, one);
+        int rc = verdict_entry(r, t, 0, "task_failed", f,
+                               "the task did not finish ok", NULL, 0, err);
+        cJSON_Delete(f);
+        return rc;
+    }
+    struct orch_verdict v = {0};
+    int rc = orch_assert_check(k->done, s->output, s->output_len, s->exit_code,
+                               &v, err);
+    if (rc)
+        return rc;
+    int plain = v.validator && cJSON_GetArraySize(v.validator) > 0;
+    if (!v.pass) {
+        rc = verdict_entry(r, t, 0, "assertions", v.failed, NULL, NULL, 0, err);
+    } else if (!k->done || (plain && !r->e->o->models)) {
+        rc = verdict_entry(r, t, 0, "unjudged", NULL,
+                           !k->done ? "the task has no done_when criteria"
+                                    : "no model is configured to judge its "
+                                      "plain-text criteria",
+                           NULL, 0, err);
+    } else if (plain) {
+        if (s->val.n >= ORCH_JSON_ATTEMPTS) {
+            cJSON *f = cJSON_CreateArray();
+            cJSON *one = cJSON_CreateString(
+                "validator: the validator gave no valid verdict");
+            if (f && one)
+                cJSON_AddItemToArray(f, one);
+            else
+                cJSON_Delete(one);
+            rc = f ? verdict_entry(r, t, 0, "validator", f,
+                                   "the validator gave no valid verdict", NULL,
+                                   0, err)
+                   : nomem(err);
+            cJSON_Delete(f);
+        } else if (spend(r, "validator", 0)) {
+            struct fo_buf crit;
+            fo_buf_init(&crit, FO_BUF_UNLIMITED);
+            const cJSON *c;
+            cJSON_ArrayForEach (c, v.validator)
+                if (!rc && cJSON_IsString(c))
+                    rc = fo_buf_printf(&crit, "- %s\n", c->valuestring);
+            size_t on = orch_utf8_prefix(s->output, s->output_len,
+                                         r->e->o->inject_max);
+            char *outcut = malloc(on + 1);
+            if (outcut) {
+                memcpy(outcut, s->output, on);
+                outcut[on] = '\0';
+            }
+            char *user = NULL;
+            struct orch_tmpl_var tv[] = {
+                {"instruction", k->instruction},
+                {"criteria", crit.data ? crit.data : ""},
+                {"output", outcut ? outcut : ""}};
+            if (rc || !outcut)
+                rc = nomem(err);
+            else
+                rc = orch_template_render(validator_user, tv, 3, PROMPT_MAX,
+                                          &user, err);
+            if (!rc)
+                rc = json_role_start(r, R_VALIDATOR, (long)t, validator_system,
+                                     user,
+                                     "{\"pass\": true, \"reason\": \"stub "
+                                     "validator\"}",
+                                     &s->val, on_validator, err);
+            if (rc)
+                r->reserved--;
+            free(user);
+            free(outcut);
+            fo_buf_release(&crit);
+        }
+    } else {
+        rc = verdict_entry(r, t, 1, "assertions", NULL, NULL, NULL, 0, err);
+    }
+    orch_verdict_release(&v);
+    return rc;
+}
+
+/* The next stronger executor of task t's api with a provider that this run
+ * has not dispatched the task on, or NULL. */
+static const struct orch_exec_config *next_tier(const struct run *r, size_t t)
+{
+    const struct orch *o = r->e->o;
+    const struct task *s = &r->t[t];
+    int api = -1, tier = -1;
+    if (!s->ex || model_slot(o, s->ex, &api, &tier) != 0)
+        return NULL;
+    for (int up = tier + 1; up <= ORCH_TIER_FRONTIER; up++) {
+        if (!o->model_has[api][up])
+            continue;
+        char *key = dispatch_key(&r->p->tasks[t], &o->model_exec[api][up]);
+        long seen = key ? key_seen(r, key) : 0;
+        free(key);
+        if (seen < 0)
+            return &o->model_exec[api][up];
+    }
+    return NULL;
+}
+
+static int escalate(struct run *r, size_t t, struct fo_err *err)
+{
+    const struct orch_task *k = &r->p->tasks[t];
+    struct task *s = &r->t[t];
+    const struct orch_exec_config *next = next_tier(r, t);
+    if (!next) { /* cannot happen: apply saw one */
+        s->st = TS_FINAL;
+        return FO_OK;
+    }
+    char what[ORCH_NAME_MAX + 16];
+    snprintf(what, sizeof(what), "escalation of %s", k->id);
+    /* the budget is checked before the escalation is witnessed, so a spent
+     * budget never leaves an escalation without its task */
+    if (!spend(r, what, 0))
+        return FO_OK;
+    r->reserved--; /* the task entry takes it */
+    cJSON *e = cJSON_CreateObject();
+    if (!e || !cJSON_AddStringToObject(e, "id", k->id) ||
+        !cJSON_AddStringToObject(e, "agent", k->agent) ||
+        !cJSON_AddStringToObject(e, "from", orch_tier_name(s->tier)) ||
+        !cJSON_AddStringToObject(e, "to", orch_tier_name(next->tier)) ||
+        !cJSON_AddStringToObject(e, "model", next->model) ||
+        !cJSON_AddItemToObject(e, "because",
+                               s->failed ? cJSON_Duplicate(s->failed, 1)
+                                         : cJSON_CreateArray())) {
+        cJSON_Delete(e);
+        return nomem(err);
+    }
+    return witness(r, "loop", "tier_escalation", s->verdict_seq, e, (long)t, 0,
+                   0, err);
+}
+
+/* ---- waves -------------------------------------------------------------- */
+
+static int final_state(const struct run *r, size_t t)
+{
+    const struct task *s = &r->t[t];
+    if (s->busy)
+        return 0;
+    if (s->st == TS_FINAL || s->st == TS_REFUSED)
+        return 1;
+    if (s->st == TS_SKIPPED)
+        return s->dup_of >= 0 && final_state(r, (size_t)s->dup_of);
+    return 0;
+}
+
+/* Copies what the original of a skipped repeat gave. */
+static int copy_dup(struct run *r, size_t t, struct fo_err *err)
+{
+    struct task *s = &r->t[t], *d = &r->t[s->dup_of];
+    s->copied = 1;
+    s->pass = d->pass;
+    s->unjudged = d->unjudged;
+    if (d->output) {
+        s->output = malloc(d->output_len + 1);
+        if (!s->output)
+            return nomem(err);
+        memcpy(s->output, d->output, d->output_len + 1);
+        s->output_len = d->output_len;
+    }
+    return FO_OK;
+}
+
+/* Moves the tasks of the current wave on; 1 when the wave is complete. */
+static int wave_step(struct run *r, struct fo_err *err)
+{
+    const struct orch_plan *p = r->p;
+    size_t lo = p->wave_start[r->wave], hi = p->wave_start[r->wave + 1];
+    size_t lim = r->e->o->max_parallel > 0 ? (size_t)r->e->o->max_parallel : 1;
+    size_t active = 0;
+    for (size_t i = lo; i < hi; i++)
+        active += r->t[p->order[i]].slot;
+    int complete = 1;
+    for (size_t i = lo; i < hi && !r->halt && !r->ended; i++) {
+        size_t t = p->order[i];
+        struct task *s = &r->t[t];
+        if (!final_state(r, t))
+            complete = 0;
+        if (s->busy)
+            continue;
+        int rc = FO_OK;
+        switch (s->st) {
+        case TS_PENDING:
+            if (active >= lim)
+                break;
+            rc = dispatch_task(r, t, err);
+            active += s->slot;
+            break;
+        case TS_RUN:
+            task_exec(r, t);
+            break;
+        case TS_RESULT:
+            rc = judge(r, t, err);
+            break;
+        case TS_VERDICT:
+            rc = escalate(r, t, err);
+            break;
+        case TS_ESC:
+            if (active >= lim)
+                break;
+            if (spend(r, "escalated task", 0)) {
+                rc = task_begin(r, t, s->ex, s->esc_seq, err);
+                if (rc)
+                    r->reserved--;
+            }
+            active += s->slot;
+            break;
+        case TS_SKIPPED:
+            if (!s->copied && final_state(r, t))
+                rc = copy_dup(r, t, err);
+            break;
+        default:
+            break;
+        }
+        if (rc)
+            return -rc;
+    }
+    return complete && !r->halt;
+}
+
+static void waves_step(struct run *r)
+{
+    struct fo_err err;
+    while (r->phase == PH_WAVES && !r->halt && !r->ended) {
+        if (r->wave >= r->p->n_waves) {
+            r->phase = !strcmp(r->via, "plan") ? PH_END : PH_SYNTH;
+            r->dirty = 1;
+            return;
+        }
+        char what[32];
+        snprintf(what, sizeof(what), "wave %zu", r->wave);
+        if (!spend(r, what, 1))
+            return;
+        int w = wave_step(r, &err);
+        if (w < 0) {
+            fail(r, -w, &err);
+            return;
+        }
+        if (!w)
+            return;
+        /* every task of the wave is final: copy the repeats, next wave */
+        const struct orch_plan *p = r->p;
+        for (size_t i = p->wave_start[r->wave]; i < p->wave_start[r->wave + 1];
+             i++) {
+            size_t t = p->order[i];
+            if (r->t[t].st == TS_SKIPPED && !r->t[t].copied &&
+                copy_dup(r, t, &err)) {
+                fail(r, FO_E_NOMEM, &err);
+                return;
+            }
+        }
+        r->wave++;
+    }
+}
+
+/* ---- synthesis and the answer ------------------------------------------- */
+
+static int results_text(const struct run *r, int stub, struct fo_buf *b)
+{
+    int rc = FO_OK, any = 0;
+    for (size_t i = 0; !rc && i < r->p->n; i++) {
+        size_t t = r->p->order[i];
+        const struct task *s = &r->t[t];
+        const struct orch_task *k = &r->p->tasks[t];
+        size_t n = s->output ? orch_utf8_prefix(s->output, s->output_len,
+                                                r->e->o->inject_max)
+                             : 0;
+        if (stub) {
+            if (!s->output || s->st == TS_SKIPPED)
+                continue;
+            rc = fo_buf_puts(b, any++ ? "\n\n" : "");
+            if (!rc)
+                rc = fo_buf_append(b, s->output, n);
+            continue;
+        }
+        const char *state = s->st == TS_REFUSED   ? "refused by policy"
+                            : s->st == TS_SKIPPED ? "a repeat, skipped"
+                            : s->pass             ? "passed"
+                            : s->unjudged         ? "not judged"
+                            : s->ran_ok           ? "did not pass"
+                                                  : "failed";
+        rc = fo_buf_printf(b, "[%s, agent %s: %s]\n", k->id, k->agent, state);
+        if (!rc && s->output && s->st != TS_SKIPPED)
+            rc = fo_buf_append(b, s->output, n);
+        if (!rc)
+            rc = fo_buf_puts(b, "\n\n");
+    }
+    if (!rc && stub && !any)
+        rc = fo_buf_puts(b, "forum: no task produced a result.");
+    return rc;
+}
+
+static void on_synth(struct run *r, long task, int rc,
+                     struct orch_model_reply *rep, const struct fo_err *cerr)
+{
+    (void)task;
+    struct fo_err err;
+    if (rc) {
+        struct fo_err e2 = *cerr;
+        fo_err_prefix(&e2, "synthesizer");
+        fail(r, rc, &e2);
+        return;
+    }
+    cJSON *cov = coverage(r->request, rep->text);
+    cJSON *e = cJSON_CreateObject();
+    int64_t parent = r->plan_seq >= 0 ? r->plan_seq : r->id;
+    int ok = cov && e && cJSON_AddStringToObject(e, "answer", rep->text) &&
+             cJSON_AddStringToObject(e, "model", rep->model) &&
+             cJSON_AddItemToObject(e, "coverage", cov) &&
+             fo_json_add_int(e, "model_calls", r->calls + 1);
+    if (!ok) {
+        if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(e, "coverage")))
+            cJSON_Delete(cov);
+        cJSON_Delete(e);
+        fail(r, nomem(&err), &err);
+        return;
+    }
+    rc = witness(r, "synthesizer", "answer", parent, e, -1, 1, 1, &err);
+    if (rc)
+        fail(r, rc, &err);
+}
+
+static void synth_step(struct run *r)
+{
+    struct fo_err err;
+    if (!spend(r, "synthesizer", 0))
+        return;
+    struct fo_buf res, stub;
+    fo_buf_init(&res, FO_BUF_UNLIMITED);
+    fo_buf_init(&stub, FO_BUF_UNLIMITED);
+    char *user = NULL;
+    const struct orch *o = r->e->o;
+    /* Without a model the answer says so first, whatever the tasks ran on
+     * (the stub, or a --cmd): no reader should take it for a model's. */
+    int rc = (!o->models && fo_buf_puts(&stub, o->argv ? ORCH_NO_MODEL_CMD_NOTE
+                                                       : ORCH_NO_MODEL_NOTE)) ||
+                     results_text(r, 0, &res) || results_text(r, 1, &stub)
+                 ? nomem(&err)
+                 : FO_OK;
+    struct orch_tmpl_var v[] = {{"request", r->request},
+                                {"results", res.data ? res.data : ""}};
+    if (!rc)
+        rc = orch_template_render(synth_user, v, 2, 0, &user, &err);
+    struct orch_model_msg m[] = {{"system", synth_system}, {"user", user}};
+    if (!rc)
+        rc = role_start(r, R_SYNTHESIZER, -1, m, 2, stub.data ? stub.data : "",
+                        on_synth, &err);
+    free(user);
+    fo_buf_release(&res);
+    fo_buf_release(&stub);
+    if (rc) {
+        r->reserved--;
+        fail(r, rc, &err);
+    }
+}
+
+/* The fixed answer of a run the budget, a cancel or a shutdown stopped. */
+static const char *stop_answer(const struct run *r)
+{
+    const char *s = r->halt_reason ? r->halt_reason : "";
+    return !strcmp(s, "shutdown")    ? ORCH_STOPPED_ANSWER
+           : !strcmp(s, "cancelled") ? ORCH_CANCELLED_ANSWER
+                                     : ORCH_BUDGET_ANSWER;
+}
+
+/* A halted run, once nothing it started is in flight: a cancel or the
+ * budget write `budget` and the fixed answer; a shutdown writes `stop` and
+ * leaves the run to be resumed. Tasks abandoned by a cancel get a result
+ * first, so no task entry is left without one. */
+static void halt_step(struct run *r)
+{
+    struct fo_err err;
+    int rc = FO_OK;
+    if (r->writes > 0 || r->busy || r->eff)
+        return;
+    for (size_t i = 0; r->t && i < r->p->n; i++)
+        if (r->t[i].busy)
+            return;
+    int64_t parent = r->plan_seq >= 0 ? r->plan_seq : r->id;
+    if (r->halt == H_SHUTDOWN) {
+        if (r->halt_written || r->id < 0) {
+            r->ended = 1;
+            return;
+        }
+        cJSON *e = cJSON_CreateObject();
+        rc = e && cJSON_AddStringToObject(e, "reason", "shutdown") &&
+                     fo_json_add_int(e, "last_seq", r->last_seq) &&
+                     cJSON_AddStringToObject(e, "instance", r->e->instance)
+                 ? witness(r, "loop", "stop", r->id, e, -1, 1, 0, &err)
+                 : nomem(&err);
+        if (rc) {
+            cJSON_Delete(e);
+            r->ended = 1;
+        }
+        r->halt_written = 1;
+        return;
+    }
+    /* the budget: a task witnessed still runs and gets its result */
+    if (r->halt == H_BUDGET)
+        for (size_t i = 0; r->t && i < r->p->n; i++)
+            if (r->t[i].st == TS_RUN) {
+                task_exec(r, i);
+                return;
+            }
+    if (r->halt == H_CANCEL)
+        for (size_t i = 0; r->t && i < r->p->n; i++)
+            if (r->t[i].st == TS_RUN) {
+                struct orch_result res = {.exit_code = -1};
+                snprintf(res.error, sizeof(res.error), "cancelled");
+                snprintf(res.model, sizeof(res.model), "%s",
+                         r->t[i].ex ? r->t[i].ex->model : "");
+                task_result(r, i, &res);
+                return;
+            }
+    if (r->budget_seq < 0) {
+        cJSON *e = cJSON_CreateObject();
+        int ok = e && cJSON_AddStringToObject(e, "reason", r->halt_reason) &&
+                 cJSON_AddStringToObject(e, "stopped_before",
+                                         r->stopped_before) &&
+                 fo_json_add_int(e, "model_calls", r->calls) &&
+                 fo_json_add_int(e, "max_model_calls", r->max_calls) &&
+                 fo_json_add_int(e, "max_seconds", r->max_seconds) &&
+                 fo_json_add_int(e, "elapsed_ms", elapsed_ms(r)) &&
+                 fo_json_add_int(e, "last_seq", r->last_seq);
+        rc = ok ? witness(r, "loop", "budget", parent, e, -1, 1, 0, &err)
+                : nomem(&err);
+        if (!ok)
+            cJSON_Delete(e);
+    } else if (r->answer_seq < 0) {
+        cJSON *e = cJSON_CreateObject();
+        int ok = e && cJSON_AddStringToObject(e, "answer", stop_answer(r)) &&
+                 fo_json_add_int(e, "model_calls", r->calls) &&
+                 cJSON_AddTrueToObject(e, "budget_spent");
+        rc = ok ? witness(r, "synthesizer", "answer", parent, e, -1, 1, 0,
+                          &err)
+                : nomem(&err);
+        if (!ok)
+            cJSON_Delete(e);
+    }
+    if (rc)
+        fail(r, rc, &err);
+}
+
+/* ---- apply: an entry of the run into its state -------------------------- */
+
+static const char *str_of(const cJSON *b, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int bad(struct fo_err *err, int64_t seq, const char *what)
+{
+    return fo_err_set(err, FO_E_CORRUPT, "run history: entry %lld: %s",
+                      (long long)seq, what);
+}
+
+static void attempts_note(struct attempts *a, const cJSON *b)
+{
+    a->n++;
+    free(a->last);
+    const char *reply = str_of(b, "reply"), *why = str_of(b, "error");
+    a->last = orch_strdup(reply ? reply : "");
+    snprintf(a->why, sizeof(a->why), "%s", why ? why : "");
+}
+
+/* The executor a task entry names: its api and tier when it is a model
+ * tier, else the lane's. */
+static const struct orch_exec_config *exec_named(const struct run *r,
+                                                 const struct orch_lane *ln,
+                                                 const cJSON *b)
+{
+    const struct orch *o = r->e->o;
+    const char *ex = str_of(b, "executor"), *tier = str_of(b, "tier");
+    int a = ex && !strcmp(ex, "anthropic") ? 1 : ex && !strcmp(ex, "chat") ? 0
+                                                                          : -1;
+    if (a >= 0 && tier && o->models)
+        for (int t = 0; t < 3; t++)
+            if (!strcmp(tier, orch_tier_name(t)) && o->model_has[a][t])
+                return &o->model_exec[a][t];
+    return orch_exec_for_lane(o, ln);
+}
+
+static int apply_plan(struct run *r, int64_t seq, const char *actor,
+                      const cJSON *b, struct fo_err *err)
+{
+    struct orch_plan *p = NULL;
+    cJSON *given = cJSON_CreateObject();
+    const cJSON *tasks = cJSON_GetObjectItemCaseSensitive(b, "tasks");
+    if (!given || !tasks ||
+        !cJSON_AddItemToObject(given, "tasks", cJSON_Duplicate(tasks, 1))) {
+        cJSON_Delete(given);
+        return tasks ? nomem(err) : bad(err, seq, "a plan without tasks");
+    }
+    int rc = orch_plan_compile(given, orch_roster(r->e->o), &p, err);
+    cJSON_Delete(given);
+    if (rc)
+        return rc == FO_E_NOMEM ? rc : bad(err, seq, err->msg);
+    r->t = calloc(p->n ? p->n : 1, sizeof(*r->t));
+    if (!r->t) {
+        orch_plan_free(p);
+        return nomem(err);
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        struct task *s = &r->t[i];
+        s->task_seq = s->result_seq = s->verdict_seq = s->esc_seq = -1;
+        s->tier = -1;
+        s->dup_of = -1;
+        s->exit_code = -1;
+    }
+    orch_plan_free(r->p);
+    r->p = p;
+    r->plan_seq = seq;
+    r->wave = 0;
+    r->phase = !strcmp(r->via, "plan") ? PH_END : PH_WAVES;
+    snprintf(r->plan_model, sizeof(r->plan_model), "%s",
+             str_of(b, "model") ? str_of(b, "model") : "");
+    if (!strcmp(actor, "coordinator"))
+        r->calls++;
+    return FO_OK;
+}
+
+static int apply_task(struct run *r, int64_t seq, int64_t parent,
+                      const cJSON *b, struct fo_err *err)
+{
+    long t = task_by_id(r, str_of(b, "id"));
+    if (t < 0 || r->phase != PH_WAVES)
+        return bad(err, seq, "a task that is not in the plan");
+    struct task *s = &r->t[t];
+    const struct orch_lane *ln =
+        orch_roster_find(orch_roster(r->e->o), r->p->tasks[t].agent);
+    if (!ln)
+        return bad(err, seq, "a task on an unknown lane");
+    if (parent != r->plan_seq && parent != s->esc_seq)
+        return bad(err, seq, "a task whose parent is not its plan");
+    s->ex = exec_named(r, ln, b);
+    int api = -1, tier = -1;
+    model_slot(r->e->o, s->ex, &api, &tier);
+    s->tier = tier;
+    s->task_seq = seq;
+    s->result_seq = -1;
+    s->st = TS_RUN;
+    s->slot = 1;
+    /* the wave the task is in is the one that runs (resume) */
+    for (size_t w = 0; w < r->p->n_waves; w++)
+        for (size_t i = r->p->wave_start[w]; i < r->p->wave_start[w + 1]; i++)
+            if (r->p->order[i] == (size_t)t && w > r->wave)
+                r->wave = w;
+    char *key = dispatch_key(&r->p->tasks[t], s->ex);
+    if (!key)
+        return nomem(err);
+    if (key_seen(r, key) >= 0)
+        free(key);
+    else if (key_add(r, key, (size_t)t))
+        return nomem(err);
+    if (s->ex->kind != ORCH_EXEC_STUB)
+        r->calls++;
+    return FO_OK;
+}
+
+static int apply_result(struct run *r, int64_t seq, int64_t parent,
+                        const cJSON *b, struct fo_err *err)
+{
+    long t = task_by_id(r, str_of(b, "id"));
+    if (t < 0 || r->t[t].task_seq != parent || r->t[t].st != TS_RUN)
+        return bad(err, seq, "a result without its task");
+    struct task *s = &r->t[t];
+    const char *out = str_of(b, "output"), *model = str_of(b, "model");
+    s->slot = 0;
+    s->result_seq = seq;
+    s->ran_ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "ok"));
+    long long ec = 0;
+    s->exit_code = fo_json_get_int(b, "exit_code", -1, 255, &ec) == FO_OK
+                       ? (int)ec
+                       : (s->ran_ok ? 0 : -1);
+    snprintf(s->model, sizeof(s->model), "%s", model ? model : "");
+    free(s->output);
+    s->output = NULL;
+    s->output_len = 0;
+    if (s->ran_ok && out) {
+        s->output = orch_strdup(out);
+        if (!s->output)
+            return nomem(err);
+        s->output_len = strlen(out);
+    }
+    s->st = TS_RESULT;
+    s->val.n = 0;
+    attempts_release(&s->val);
+    return FO_OK;
+}
+
+static int apply_verdict(struct run *r, int64_t seq, int64_t parent,
+                         const cJSON *b, struct fo_err *err)
+{
+    long t = task_by_id(r, str_of(b, "id"));
+    if (t < 0 || r->t[t].result_seq != parent || r->t[t].st != TS_RESULT)
+        return bad(err, seq, "a verdict without its result");
+    struct task *s = &r->t[t];
+    const char *by = str_of(b, "by");
+    s->verdict_seq = seq;
+    s->pass = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "pass"));
+    s->unjudged = by && !strcmp(by, "unjudged");
+    if (by && !strcmp(by, "validator") && str_of(b, "model"))
+        r->calls++;
+    cJSON_Delete(s->failed);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(b, "failed");
+    s->failed = cJSON_IsArray(f) ? cJSON_Duplicate(f, 1) : cJSON_CreateArray();
+    if (!s->failed)
+        return nomem(err);
+    s->st = !s->pass && !s->unjudged && next_tier(r, (size_t)t) ? TS_VERDICT
+                                                                : TS_FINAL;
+    return FO_OK;
+}
+
+static int apply_escalation(struct run *r, int64_t seq, int64_t parent,
+                            const cJSON *b, struct fo_err *err)
+{
+    long t = task_by_id(r, str_of(b, "id"));
+    if (t < 0 || r->t[t].verdict_seq != parent)
+        return bad(err, seq, "an escalation without its verdict");
+    struct task *s = &r->t[t];
+    const char *to = str_of(b, "to");
+    int api = -1, tier = -1;
+    if (!s->ex || model_slot(r->e->o, s->ex, &api, &tier) != 0 || !to)
+        return bad(err, seq, "an escalation of a task not on a model tier");
+    const struct orch_exec_config *next = NULL;
+    for (int up = 0; up < 3; up++)
+        if (!strcmp(to, orch_tier_name(up)) && r->e->o->model_has[api][up])
+            next = &r->e->o->model_exec[api][up];
+    if (!next)
+        return bad(err, seq, "an escalation to a tier with no provider");
+    s->ex = next;
+    s->esc_seq = seq;
+    s->st = TS_ESC;
+    r->escalations++;
+    return FO_OK;
+}
+
+static int apply(struct run *r, const char *actor, const char *kind,
+                 int64_t seq, int64_t parent, const cJSON *b,
+                 struct fo_err *err)
+{
+    r->last_seq = seq;
+    if (!strcmp(kind, "route")) {
+        const struct orch_lane *ln =
+            orch_roster_find(orch_roster(r->e->o), str_of(b, "lane"));
+        if (!ln)
+            return bad(err, seq, "a route to an unknown lane");
+        r->lane = ln->name;
+        snprintf(r->lane_by, sizeof(r->lane_by), "%s",
+                 str_of(b, "by") ? str_of(b, "by") : "");
+        if (!strcmp(r->lane_by, "classifier"))
+            r->calls++;
+        r->route_seq = seq;
+        r->phase = PH_PLAN;
+    } else if (!strcmp(kind, "classifier_attempt")) {
+        attempts_note(&r->cls, b);
+        r->calls++;
+    } else if (!strcmp(kind, "coordinator_attempt")) {
+        attempts_note(&r->coord, b);
+        r->calls++;
+    } else if (!strcmp(kind, "plan")) {
+        return apply_plan(r, seq, actor, b, err);
+    } else if (!strcmp(kind, "task")) {
+        return apply_task(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "result")) {
+        return apply_result(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "validator_attempt")) {
+        long t = task_by_result(r, parent);
+        if (t < 0)
+            return bad(err, seq, "a validator attempt without its result");
+        attempts_note(&r->t[t].val, b);
+        r->calls++;
+    } else if (!strcmp(kind, "verdict")) {
+        return apply_verdict(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "tier_escalation")) {
+        return apply_escalation(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "refusal") || !strcmp(kind, "skip")) {
+        long t = task_by_id(r, str_of(b, "id"));
+        if (t < 0)
+            return bad(err, seq, "a refusal or skip of no task");
+        struct task *s = &r->t[t];
+        s->result_seq = seq;
+        if (kind[0] == 'r') {
+            s->st = TS_REFUSED;
+        } else {
+            s->st = TS_SKIPPED;
+            s->dup_of = task_by_id(r, str_of(b, "duplicate_of"));
+            if (s->dup_of < 0)
+                return bad(err, seq, "a skip of no task");
+        }
+    } else if (!strcmp(kind, "budget")) {
+        r->budget_seq = seq;
+        r->budget_spent = 1;
+        if (!r->halt) {
+            r->halt = H_BUDGET;
+            const char *why = str_of(b, "reason");
+            r->halt_reason = !why                        ? "max_model_calls"
+                             : !strcmp(why, "cancelled") ? "cancelled"
+                             : !strcmp(why, "shutdown")  ? "shutdown"
+                             : !strcmp(why, "max_seconds")
+                                 ? "max_seconds"
+                                 : "max_model_calls";
+        }
+    } else if (!strcmp(kind, "answer")) {
+        const char *a = str_of(b, "answer"), *m = str_of(b, "model");
+        free(r->answer);
+        r->answer = orch_strdup(a ? a : "");
+        if (!r->answer)
+            return nomem(err);
+        snprintf(r->answer_model, sizeof(r->answer_model), "%s", m ? m : "");
+        if (m && !r->budget_spent)
+            r->calls++;
+        cJSON_Delete(r->coverage);
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(b, "coverage");
+        r->coverage = c ? cJSON_Duplicate(c, 1) : NULL;
+        r->answer_seq = seq;
+        r->phase = PH_END;
+    } else if (!strcmp(kind, "error")) {
+        const char *msg = str_of(b, "error");
+        if (!r->failed_rc) {
+            r->failed_rc = FO_E_INTERNAL;
+            fo_err_set(&r->err, FO_E_INTERNAL, "%s", msg ? msg : "error");
+        }
+        r->phase = PH_END;
+    }
+    /* request, stop, resume and entries of other kinds change nothing */
+    return FO_OK;
+}
+
+/* ---- failure, the end, the result object -------------------------------- */
+
+static void fail(struct run *r, int rc, const struct fo_err *err)
+{
+    if (r->failed_rc || r->ended)
+        return;
+    r->failed_rc = rc;
+    if (err)
+        r->err = *err;
+    r->err.code = rc;
+    abandon(r);
+    if (r->id < 0 || r->e->stopping) {
+        r->phase = PH_END;
+        return;
+    }
+    struct fo_err ignore;
+    cJSON *o = cJSON_CreateObject();
+    if (o && cJSON_AddStringToObject(o, "error", r->err.msg) &&
+        cJSON_AddStringToObject(o, "code", fo_code_name(rc)) &&
+        witness(r, "loop", "error", r->id, o, -1, 0, 0, &ignore) == FO_OK)
+        return; /* its landing moves the run to its end */
+    r->phase = PH_END;
+}
+
+static cJSON *tasks_json(const struct run *r, int *all_pass, int *unjudged)
+{
+    cJSON *a = cJSON_CreateArray();
+    *all_pass = 1;
+    *unjudged = 0;
+    for (size_t i = 0; a && r->p && r->t && i < r->p->n; i++) {
+        size_t t = r->p->order[i];
+        const struct task *s = &r->t[t];
+        const struct orch_task *k = &r->p->tasks[t];
+        const char *state = s->st == TS_REFUSED   ? "refused"
+                            : s->st == TS_SKIPPED ? "skipped"
+                            : s->st == TS_PENDING ? "not_run"
+                            : s->pass             ? "passed"
+                            : s->unjudged         ? "unjudged"
+                                                  : "failed";
+        *all_pass &= s->pass;
+        *unjudged += s->unjudged;
+        cJSON *e = cJSON_CreateObject();
+        int done = s->st != TS_PENDING && s->st != TS_REFUSED &&
+                   s->st != TS_SKIPPED && s->result_seq >= 0;
+        if (!e || !cJSON_AddStringToObject(e, "id", k->id) ||
+            !cJSON_AddStringToObject(e, "agent", k->agent) ||
+            !cJSON_AddStringToObject(e, "state", state) ||
+            !cJSON_AddBoolToObject(e, "pass", s->pass) ||
+            (done &&
+             (!cJSON_AddStringToObject(e, "model", s->model) ||
+              !fo_json_add_int(e, "result_seq", s->result_seq) ||
+              (s->verdict_seq >= 0 &&
+               !fo_json_add_int(e, "verdict_seq", s->verdict_seq))))) {
+            cJSON_Delete(e);
+            cJSON_Delete(a);
+            return NULL;
+        }
+        cJSON_AddItemToArray(a, e);
+    }
+    return a;
+}
+
+/* plan_run's own fields: {"waves", "results", "refused"}. */
+static int plan_run_fields(const struct run *r, cJSON *res)
+{
+    cJSON *waves = cJSON_AddArrayToObject(res, "waves");
+    cJSON *results = cJSON_AddArrayToObject(res, "results");
+    cJSON *refused = cJSON_AddArrayToObject(res, "refused");
+    if (!waves || !results || !refused)
+        return FO_E_NOMEM;
+    for (size_t w = 0; w < r->p->n_waves; w++) {
+        cJSON *ids = cJSON_CreateArray();
+        if (!ids)
+            return FO_E_NOMEM;
+        cJSON_AddItemToArray(waves, ids);
+        for (size_t i = r->p->wave_start[w]; i < r->p->wave_start[w + 1];
+             i++) {
+            size_t t = r->p->order[i];
+            const struct task *s = &r->t[t];
+            const struct orch_task *k = &r->p->tasks[t];
+            cJSON *id = cJSON_CreateString(k->id);
+            if (!id)
+                return FO_E_NOMEM;
+            cJSON_AddItemToArray(ids, id);
+            if (s->st == TS_REFUSED) {
+                cJSON *x = cJSON_CreateString(k->id);
+                if (!x)
+                    return FO_E_NOMEM;
+                cJSON_AddItemToArray(refused, x);
+                continue;
+            }
+            if (s->st == TS_PENDING || s->st == TS_SKIPPED)
+                continue;
+            size_t n = s->output ? orch_utf8_prefix(s->output, s->output_len,
+                                                    64u * 1024u)
+                                 : 0;
+            cJSON *o = cJSON_CreateObject();
+            char *cut = malloc(n + 1);
+            if (cut) {
+                if (n)
+                    memcpy(cut, s->output, n);
+                cut[n] = '\0';
+            }
+            int ok = o && cut && cJSON_AddStringToObject(o, "id", k->id) &&
+                     cJSON_AddStringToObject(o, "agent", k->agent) &&
+                     cJSON_AddBoolToObject(o, "ok", s->ran_ok) &&
+                     cJSON_AddStringToObject(o, "model", s->model) &&
+                     fo_json_add_int(o, "seq", s->result_seq) &&
+                     cJSON_AddStringToObject(o, "output", cut);
+            free(cut);
+            if (!ok) {
+                cJSON_Delete(o);
+                return FO_E_NOMEM;
+            }
+            cJSON_AddItemToArray(results, o);
+        }
+    }
+    return FO_OK;
+}
+
+static cJSON *result_object(struct run *r, struct fo_err *err)
+{
+    int64_t size = 0;
+    uint8_t root[32];
+    char hex[65];
+    int rc = ledger_tree_head(r->e->cfg.ledger, &size, root, err);
+    if (rc)
+        return NULL;
+    fo_hex(root, 32, hex);
+    cJSON *res = cJSON_CreateObject();
+    if (!res) {
+        nomem(err);
+        return NULL;
+    }
+    int ok = 1;
+    if (!strcmp(r->via, "plan")) {
+        cJSON *pj = orch_plan_json(r->p);
+        ok = pj && cJSON_AddItemToObject(res, "plan", pj) &&
+             cJSON_AddStringToObject(res, "lane", r->lane) &&
+             cJSON_AddStringToObject(res, "lane_by", r->lane_by) &&
+             cJSON_AddStringToObject(res, "model", r->plan_model) &&
+             fo_json_add_int(res, "attempts", r->coord.n + 1) &&
+             fo_json_add_int(res, "request_seq", r->id) &&
+             fo_json_add_int(res, "plan_seq", r->plan_seq);
+        if (!ok) {
+            cJSON_Delete(res);
+            nomem(err);
+            return NULL;
+        }
+        return res;
+    }
+    int all_pass = 0, unjudged = 0;
+    cJSON *tasks = tasks_json(r, &all_pass, &unjudged);
+    const char *answer =
+        r->budget_spent ? stop_answer(r) : (r->answer ? r->answer : "");
+    ok = tasks && cJSON_AddStringToObject(res, "answer", answer) &&
+         cJSON_AddStringToObject(res, "checkpoint", hex) &&
+         fo_json_add_int(res, "request_seq", r->id) &&
+         fo_json_add_int(res, "answer_seq", r->answer_seq) &&
+         (r->plan_seq < 0 ? cJSON_AddNullToObject(res, "plan_seq") != NULL
+                          : fo_json_add_int(res, "plan_seq", r->plan_seq) !=
+                                NULL) &&
+         cJSON_AddStringToObject(res, "lane", r->lane ? r->lane : "") &&
+         cJSON_AddBoolToObject(res, "ok",
+                               !r->budget_spent && r->p && all_pass) &&
+         fo_json_add_int(res, "unjudged", unjudged) &&
+         cJSON_AddBoolToObject(res, "models", r->e->o->models != NULL) &&
+         cJSON_AddBoolToObject(res, "budget_spent", r->budget_spent) &&
+         (!r->budget_spent ||
+          cJSON_AddStringToObject(res, "budget_reason", r->halt_reason)) &&
+         fo_json_add_int(res, "model_calls", r->calls) &&
+         fo_json_add_int(res, "escalations", r->escalations) &&
+         (r->budget_spent || !r->coverage
+              ? cJSON_AddNullToObject(res, "coverage") != NULL
+              : cJSON_AddItemToObject(res, "coverage",
+                                      cJSON_Duplicate(r->coverage, 1)));
+    if (ok) {
+        cJSON_AddItemToObject(res, "tasks", tasks);
+        tasks = NULL;
+    }
+    if (ok && !strcmp(r->via, "plan_run") && r->p)
+        ok = plan_run_fields(r, res) == FO_OK;
+    cJSON_Delete(tasks);
+    if (!ok) {
+        cJSON_Delete(res);
+        nomem(err);
+        return NULL;
+    }
+    return res;
+}
+
+/* The run is over (or stopped): its caller hears, and it leaves memory. */
+static void run_end(struct run *r)
+{
+    struct orch_engine *e = r->e;
+    r->ended = 1;
+    orch_run_done_fn done = r->done;
+    void *arg = r->arg;
+    struct fo_err err = r->err;
+    int rc = r->failed_rc;
+    cJSON *out = NULL;
+    if (!rc && r->halt == H_SHUTDOWN)
+        rc = fo_err_set(&err, FO_E_DRAINING,
+                        "the daemon is stopping: run %lld will resume on the "
+                        "next start",
+                        (long long)r->id);
+    if (!rc && done) {
+        out = result_object(r, &err);
+        if (!out)
+            rc = err.code ? err.code : FO_E_NOMEM;
+    }
+    run_unlink(r);
+    run_free(r);
+    if (done)
+        done(arg, rc, out, &err);
+    else
+        cJSON_Delete(out);
+    if (e->stopping && !e->runs && e->stopped) {
+        void (*fn)(void *) = e->stopped;
+        e->stopped = NULL;
+        fn(e->stopped_arg);
+    }
+}
+
+/* ---- step: what the state asks for next --------------------------------- */
+
+static void step(struct run *r)
+{
+    if (r->ended)
+        return;
+    if (r->stepping) {
+        r->dirty = 1;
+        return;
+    }
+    r->stepping = 1;
+    do {
+        r->dirty = 0;
+        if (r->failed_rc || r->phase == PH_END) {
+            /* wait for what is in flight, then end */
+            int busy = r->writes > 0 || r->busy || r->eff;
+            for (size_t i = 0; !busy && r->t && i < r->p->n; i++)
+                busy = r->t[i].busy;
+            if (!busy) {
+                r->stepping = 0;
+                run_end(r);
+                return;
+            }
+            break;
+        }
+        if (r->halt) {
+            halt_step(r);
+            if (r->ended) {
+                r->stepping = 0;
+                run_end(r);
+                return;
+            }
+            continue;
+        }
+        if (r->id < 0)
+            break; /* the request entry is not committed yet */
+        if (r->phase == PH_WAVES) {
+            waves_step(r);
+            continue;
+        }
+        if (r->busy)
+            break;
+        if (r->phase == PH_ROUTE)
+            route_step(r);
+        else if (r->phase == PH_PLAN)
+            plan_step(r);
+        else if (r->phase == PH_SYNTH)
+            synth_step(r);
+    } while (r->dirty);
+    r->stepping = 0;
+}
+
+/* ---- the engine --------------------------------------------------------- */
+
+int orch_engine_create(const struct orch *o,
+                       const struct orch_engine_config *cfg,
+                       struct orch_engine **out, struct fo_err *err)
+{
+    if (!o || !cfg || !cfg->base || !cfg->ledger)
+        return fo_err_set(err, FO_E_INVALID, "engine: no loop or ledger");
+    if (cfg->max_runs > ORCH_ENGINE_RUNS_MAX)
+        return fo_err_set(err, FO_E_INVALID, "max_runs: must be 1..%d",
+                          ORCH_ENGINE_RUNS_MAX);
+    struct orch_engine *e = calloc(1, sizeof(*e));
+    if (!e)
+        return nomem(err);
+    e->o = o;
+    e->cfg = *cfg;
+    if (!e->cfg.max_runs)
+        e->cfg.max_runs = ORCH_ENGINE_RUNS_DEFAULT;
+    if (pthread_mutex_init(&e->mu, NULL) != 0) {
+        free(e);
+        return fo_err_set(err, FO_E_INTERNAL, "engine: no mutex");
+    }
+    e->wake = event_new(cfg->base, -1, EV_PERSIST, on_wake, e);
+    if (!e->wake) {
+        pthread_mutex_destroy(&e->mu);
+        free(e);
+        return nomem(err);
+    }
+    *out = e;
+    return FO_OK;
+}
+
+void orch_engine_free(struct orch_engine *e)
+{
+    if (!e)
+        return;
+    while (e->runs) {
+        struct run *r = e->runs;
+        abandon(r);
+        run_unlink(r);
+        run_free(r);
+    }
+    /* writes still queued belong to runs that are gone */
+    pthread_mutex_lock(&e->mu);
+    struct wr *w = e->doneq;
+    e->doneq = NULL;
+    pthread_mutex_unlock(&e->mu);
+    while (w) {
+        struct wr *n = w->next;
+        wr_free(w);
+        w = n;
+    }
+    if (e->stop_ev)
+        event_free(e->stop_ev);
+    event_free(e->wake);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+size_t orch_engine_active(const struct orch_engine *e)
+{
+    return e ? e->n_runs : 0;
+}
+
+int orch_engine_has(const struct orch_engine *e, int64_t run)
+{
+    const struct run *r = e ? run_find(e, run) : NULL;
+    return r && !r->ended;
+}
+
+const char *orch_engine_state(const struct orch_engine *e, int64_t run)
+{
+    const struct run *r = e ? run_find(e, run) : NULL;
+    if (!r || r->ended)
+        return NULL;
+    return r->halt ? "stopping" : "running";
+}
+
+/* Makes sure this engine holds its process's run lock in the ledger's dir
+ * (DIR/runs/<instance>.lock): a run's request names the instance, and
+ * orch_run_get reads "running" while the lock is held. */
+static int hold_instance(struct orch_engine *e, struct fo_err *err)
+{
+    if (e->have_instance)
+        return FO_OK;
+    int rc = orch_runs_hold(e->o, ledger_dir(e->cfg.ledger), e->instance,
+                            &e->live, err);
+    if (!rc)
+        e->have_instance = 1;
+    return rc;
+}
+
+static struct run *run_new(struct orch_engine *e, const char *via)
+{
+    struct run *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->e = e;
+    r->id = -1;
+    r->route_seq = r->plan_seq = r->budget_seq = r->answer_seq = -1;
+    r->last_seq = -1;
+    r->resumable = 1;
+    snprintf(r->via, sizeof(r->via), "%s", via);
+    r->phase = PH_ROUTE;
+    r->t0_us = now_us();
+    r->next = e->runs;
+    if (e->runs)
+        e->runs->prev = r;
+    e->runs = r;
+    e->n_runs++;
+    return r;
+}
+
+static int via_valid(const char *via)
+{
+    return via && (!strcmp(via, "submit") || !strcmp(via, "run_start") ||
+                   !strcmp(via, "plan_run") || !strcmp(via, "plan"));
+}
+
+/* The engine's sync host marks its runs as not resumable: the process
+ * that runs them goes away with them (the CLI, `forum mcp`). */
+static int start_run(struct orch_engine *e, const struct orch_run_req *req,
+                     int resumable, orch_run_started_fn started,
+                     orch_run_done_fn done, void *arg, struct fo_err *err)
+{
+    if (!via_valid(req->via))
+        return fo_err_set(err, FO_E_INVALID, "via: not a kind of run");
+    int is_plan_run = !strcmp(req->via, "plan_run");
+    const char *text = req->request;
+    if (is_plan_run && (!text || !*text))
+        text = "(a plan given to plan_run)";
+    int rc = orch_submit_check(text, &req->opts, err);
+    if (rc)
+        return rc;
+    struct orch_plan *check = NULL;
+    if (is_plan_run) { /* a bad plan is refused before anything is written */
+        if (!req->plan)
+            return fo_err_set(err, FO_E_INVALID, "plan: required");
+        rc = orch_plan_compile(req->plan, orch_roster(e->o), &check, err);
+        orch_plan_free(check);
+        if (rc)
+            return rc;
+    }
+    if (e->stopping)
+        return fo_err_set(err, FO_E_DRAINING, "the daemon is stopping");
+    if (e->n_runs >= e->cfg.max_runs)
+        return fo_err_set(err, FO_E_BUSY,
+                          "%zu runs are in progress (max_runs)", e->n_runs);
+    int is_run = strcmp(req->via, "plan") != 0;
+    if (is_run) {
+        rc = hold_instance(e, err);
+        if (rc)
+            return rc;
+    }
+    struct run *r = run_new(e, req->via);
+    if (!r)
+        return nomem(err);
+    r->resumable = resumable;
+    r->request = orch_strdup(text);
+    r->given = is_plan_run ? cJSON_Duplicate(req->plan, 1) : NULL;
+    int calls = req->opts.max_model_calls;
+    r->max_calls = calls ? calls : ORCH_SUBMIT_CALLS_DEFAULT;
+    r->max_seconds = req->opts.max_seconds;
+    r->started = started;
+    r->done = done;
+    r->arg = arg;
+    if (is_plan_run)
+        r->phase = PH_PLAN;
+    cJSON *b = cJSON_CreateObject();
+    int ok = r->request && (!is_plan_run || r->given) && b &&
+             cJSON_AddStringToObject(b, "request", r->request) &&
+             cJSON_AddStringToObject(b, "via", req->via) &&
+             (!is_run ||
+              cJSON_AddStringToObject(b, "instance", e->instance)) &&
+             (!is_run || resumable ||
+              cJSON_AddFalseToObject(b, "resumable")) &&
+             (!calls || fo_json_add_int(b, "max_model_calls", calls)) &&
+             (!r->max_seconds ||
+              fo_json_add_int(b, "max_seconds", r->max_seconds));
+    if (!ok) {
+        cJSON_Delete(b);
+        run_unlink(r);
+        run_free(r);
+        return nomem(err);
+    }
+    rc = witness(r, "client", "request", LEDGER_NO_PARENT, b, -1, 0, 0, err);
+    if (rc) {
+        run_unlink(r);
+        run_free(r);
+    }
+    return rc;
+}
+
+int orch_engine_start(struct orch_engine *e, const struct orch_run_req *req,
+                      orch_run_started_fn started, orch_run_done_fn done,
+                      void *arg, struct fo_err *err)
+{
+    return start_run(e, req, 1, started, done, arg, err);
+}
+
+void orch_engine_detach(struct orch_engine *e, int64_t run)
+{
+    struct run *r = run_find(e, run);
+    if (r) {
+        r->done = NULL;
+        r->started = NULL;
+    }
+}
+
+int orch_engine_cancel(struct orch_engine *e, int64_t run)
+{
+    struct run *r = run_find(e, run);
+    if (!r || r->ended || r->phase == PH_END || r->failed_rc)
+        return FO_E_NOT_FOUND;
+    set_halt(r, H_CANCEL, "cancelled", "cancel");
+    step(r);
+    return FO_OK;
+}
+
+static void on_stop_check(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_engine *e = arg;
+    (void)fd, (void)what;
+    if (!e->runs && e->stopped) {
+        void (*fn)(void *) = e->stopped;
+        e->stopped = NULL;
+        fn(e->stopped_arg);
+    }
+}
+
+void orch_engine_stop(struct orch_engine *e, void (*stopped)(void *arg),
+                      void *arg)
+{
+    e->stopping = 1;
+    e->stopped = stopped;
+    e->stopped_arg = arg;
+    struct run *r = e->runs;
+    while (r) {
+        struct run *next = r->next; /* r may end and go */
+        if (!r->ended && r->phase != PH_END && !r->failed_rc) {
+            set_halt(r, H_SHUTDOWN, "shutdown", "shutdown");
+            step(r);
+        }
+        r = next;
+    }
+    /* "at once when none", but never from inside this call */
+    if (!e->stop_ev)
+        e->stop_ev = event_new(e->cfg.base, -1, 0, on_stop_check, e);
+    if (e->stop_ev)
+        event_active(e->stop_ev, EV_TIMEOUT, 0);
+}
+
+/* ---- resume ------------------------------------------------------------- */
+
+struct collect {
+    int64_t *seqs;
+    size_t n, cap;
+};
+
+static int collect_request(void *ctx, const struct ledger_entry *en)
+{
+    struct collect *c = ctx;
+    if (en->parent != LEDGER_NO_PARENT || strcmp(en->kind, "request") != 0)
+        return 0;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        int64_t *s = realloc(c->seqs, cap * sizeof(*s));
+        if (!s)
+            return FO_E_NOMEM;
+        c->seqs = s;
+        c->cap = cap;
+    }
+    c->seqs[c->n++] = en->seq;
+    return 0;
+}
+
+struct replay {
+    struct run *r;
+    int rc;
+    struct fo_err err;
+    int ended;
+    char last_kind[LEDGER_KIND_MAX + 1];
+};
+
+static int replay_entry(void *ctx, const struct ledger_entry *en)
+{
+    struct replay *p = ctx;
+    struct run *r = p->r;
+    if (p->rc || en->seq == r->id)
+        return 0;
+    if (!strcmp(en->kind, "answer") || !strcmp(en->kind, "error")) {
+        p->ended = 1;
+        return 1;
+    }
+    char *body = NULL;
+    size_t len = 0;
+    struct fo_err err;
+    int rc = ledger_body(r->e->cfg.ledger, en->seq, &body, &len, &err);
+    cJSON *b = NULL;
+    if (!rc)
+        rc = fo_json_parse(body, len, &b, &err);
+    free(body);
+    if (!rc)
+        rc = apply(r, en->actor, en->kind, en->seq, en->parent, b, &err);
+    cJSON_Delete(b);
+    if (rc) {
+        p->rc = rc;
+        p->err = err;
+        fo_err_prefix(&p->err, "entry %lld (%s)", (long long)en->seq,
+                      en->kind);
+        return 1;
+    }
+    snprintf(p->last_kind, sizeof(p->last_kind), "%s", en->kind);
+    return 0;
+}
+
+/* The run of request seq, when it has no end and nobody live holds it:
+ * rebuilt from its entries and set going again. *resumed 1 when it was. */
+static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
+                      struct fo_err *err)
+{
+    *resumed = 0;
+    struct ledger *l = e->cfg.ledger;
+    char *body = NULL;
+    size_t len = 0;
+    cJSON *b = NULL;
+    struct fo_err ignore;
+    if (ledger_body(l, seq, &body, &len, &ignore) ||
+        fo_json_parse(body, len, &b, &ignore)) {
+        free(body);
+        return FO_OK; /* redacted or foreign: not ours to resume */
+    }
+    free(body);
+    const char *via = str_of(b, "via"), *text = str_of(b, "request");
+    const char *inst = str_of(b, "instance");
+    int resumable = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(b, "resumable"));
+    if (!via || !text || !inst || !resumable ||
+        (strcmp(via, "submit") && strcmp(via, "run_start") &&
+         strcmp(via, "plan_run"))) {
+        cJSON_Delete(b);
+        return FO_OK;
+    }
+    struct run *r = run_new(e, via);
+    if (!r) {
+        cJSON_Delete(b);
+        return nomem(err);
+    }
+    r->id = seq;
+    r->request = orch_strdup(text);
+    long long n = 0;
+    r->max_calls = fo_json_get_int(b, "max_model_calls", 1,
+                                   ORCH_SUBMIT_CALLS_MAX, &n) == FO_OK
+                       ? (int)n
+                       : ORCH_SUBMIT_CALLS_DEFAULT;
+    r->max_seconds = fo_json_get_int(b, "max_seconds", 1,
+                                     ORCH_SUBMIT_SECONDS_MAX, &n) == FO_OK
+                         ? (int)n
+                         : 0;
+    cJSON_Delete(b);
+    struct ledger_entry req;
+    if (!r->request || ledger_get(l, seq, &req, NULL, err)) {
+        run_unlink(r);
+        run_free(r);
+        return r->request ? err->code : nomem(err);
+    }
+    r->t0_us = req.ts;
+    if (!strcmp(via, "plan_run"))
+        r->phase = PH_PLAN;
+    struct replay p = {.r = r};
+    int rc = ledger_descendants(l, seq, ORCH_RUN_SCAN_MAX, replay_entry, &p,
+                                err);
+    if (rc < 0 || (rc && !p.ended && !p.rc)) {
+        run_unlink(r);
+        run_free(r);
+        return rc < 0 ? -rc : rc;
+    }
+    if (p.ended) {
+        run_unlink(r);
+        run_free(r);
+        return FO_OK;
+    }
+    /* in flight at the crash: a job is not running now, a role call is
+     * made again */
+    r->reserved = 0;
+    r->halt = H_NONE;
+    if (r->budget_seq >= 0) /* the budget is on record: only the answer */
+        r->halt = H_BUDGET;
+    *resumed = 1;
+    if (p.rc) { /* its entries do not reduce to a state */
+        elog(e, "run %lld: cannot resume: %s", (long long)seq, p.err.msg);
+        fail(r, FO_E_CORRUPT, &p.err);
+        step(r);
+        return FO_OK;
+    }
+    cJSON *o = cJSON_CreateObject();
+    int ok = o && fo_json_add_int(o, "last_seq", r->last_seq) &&
+             cJSON_AddStringToObject(o, "last_kind",
+                                     p.last_kind[0] ? p.last_kind
+                                                    : "request") &&
+             cJSON_AddStringToObject(o, "instance", e->instance);
+    rc = ok ? witness(r, "loop", "resume", seq, o, -1, 0, 0, err)
+            : nomem(err);
+    if (!ok)
+        cJSON_Delete(o);
+    if (rc) {
+        run_unlink(r);
+        run_free(r);
+        return rc;
+    }
+    elog(e, "run %lld: resumed after %s %lld", (long long)seq,
+         p.last_kind[0] ? p.last_kind : "request", (long long)r->last_seq);
+    step(r);
+    return FO_OK;
+}
+
+int orch_engine_resume_all(struct orch_engine *e, size_t *n,
+                           struct fo_err *err)
+{
+    if (n)
+        *n = 0;
+    struct collect c = {0};
+    int rc = ledger_requests(e->cfg.ledger, 0, collect_request, &c, err);
+    if (rc > 0 && rc != FO_OK) {
+        free(c.seqs);
+        return rc == FO_E_NOMEM ? nomem(err) : rc;
+    }
+    rc = FO_OK;
+    for (size_t i = 0; !rc && i < c.n; i++) {
+        if (run_find(e, c.seqs[i]))
+            continue;
+        /* a run some live process holds is theirs */
+        if (orch_run_held(e->o, e->cfg.ledger, c.seqs[i]))
+            continue;
+        if (!e->have_instance && (rc = hold_instance(e, err)))
+            break;
+        int resumed = 0;
+        rc = resume_one(e, c.seqs[i], &resumed, err);
+        if (!rc && resumed && n)
+            (*n)++;
+    }
+    free(c.seqs);
+    return rc;
+}
+
+/* ---- a whole run on the calling thread ---------------------------------- */
+
+struct sync_ctx {
+    const struct orch_witness *w;
+    struct event_base *base;
+    int finished, rc;
+    cJSON *out;
+    struct fo_err err;
+    int64_t run;
+    struct orch_engine *e;
+    struct event *poll;
+    struct orch_live *live;
+};
+
+static int sync_append(void *hook, struct ledger_append *a,
+                       void (*done)(void *arg), void *arg, struct fo_err *err)
+{
+    struct sync_ctx *s = hook;
+    (void)err;
+    int rc = s->w->append ? s->w->append(s->w->hook, a, &a->err)
+                          : ledger_append_batch(s->w->ledger, a, 1, &a->err);
+    if (rc && a->rc == FO_OK) {
+        a->rc = rc;
+    }
+    done(arg);
+    return FO_OK;
+}
+
+static void sync_done(void *arg, int rc, cJSON *out, const struct fo_err *err)
+{
+    struct sync_ctx *s = arg;
+    s->finished = 1;
+    s->rc = rc;
+    s->out = out;
+    if (rc && err)
+        s->err = *err;
+    event_base_loopbreak(s->base);
+}
+
+static void sync_started(void *arg, int64_t run)
+{
+    struct sync_ctx *s = arg;
+    s->run = run;
+    if (s->live) {
+        s->live->seq = run;
+        orch_runs_enter(s->e->o, s->live);
+    }
+}
+
+/* A cancel (orch_run_cancel from another thread) or a stop
+ * (orch_runs_stop) of a run on this thread, seen every 50 ms. */
+static void sync_poll(evutil_socket_t fd, short what, void *arg)
+{
+    struct sync_ctx *s = arg;
+    (void)fd, (void)what;
+    if (s->run < 0)
+        return;
+    if (s->live && atomic_load(&s->live->cancel))
+        orch_engine_cancel(s->e, s->run);
+    else if (orch_runs_stopping(s->e->o)) {
+        /* this process goes away with the run: end it as the budget does */
+        struct run *r = run_find(s->e, s->run);
+        if (r)
+            set_halt(r, H_BUDGET, "shutdown", "shutdown"), step(r);
+    }
+}
+
+int orch_engine_run_sync(const struct orch *o, const struct orch_witness *w,
+                         const struct orch_run_req *req, cJSON **out,
+                         struct fo_err *err)
+{
+    return orch_engine_run_sync_live(o, w, req, NULL, NULL, NULL, NULL, out,
+                                     err);
+}
+
+struct sync_started_fwd {
+    struct sync_ctx *s;
+    void (*fn)(void *arg, int64_t run);
+    void *arg;
+};
+
+static void sync_started_fwd(void *arg, int64_t run)
+{
+    struct sync_started_fwd *f = arg;
+    sync_started(f->s, run);
+    if (f->fn)
+        f->fn(f->arg, run);
+}
+
+static void sync_done_fwd(void *arg, int rc, cJSON *out,
+                          const struct fo_err *err)
+{
+    struct sync_started_fwd *f = arg;
+    sync_done(f->s, rc, out, err);
+}
+
+int orch_engine_run_sync_live(const struct orch *o,
+                              const struct orch_witness *w,
+                              const struct orch_run_req *req,
+                              struct orch_live *live, int64_t *run_out,
+                              void (*started)(void *arg, int64_t run),
+                              void *started_arg, cJSON **out,
+                              struct fo_err *err)
+{
+    struct sync_ctx s = {.w = w, .run = -1, .live = live};
+    struct sync_started_fwd fwd = {&s, started, started_arg};
+    int rc = FO_OK;
+    s.base = event_base_new();
+    if (!s.base)
+        return fo_err_set(err, FO_E_NOMEM, "no event base");
+    struct orch_engine_config cfg = {
+        .base = s.base, .ledger = w->ledger, .append = sync_append, .hook = &s};
+    rc = orch_engine_create(o, &cfg, &s.e, err);
+    if (!rc) {
+        s.poll = event_new(s.base, -1, EV_PERSIST, sync_poll, &s);
+        struct timeval tv = {0, 50000};
+        if (!s.poll || event_add(s.poll, &tv))
+            rc = nomem(err);
+    }
+    if (!rc)
+        rc = start_run(s.e, req, 0, sync_started_fwd, sync_done_fwd, &fwd,
+                       err);
+    if (!rc) {
+        while (!s.finished && event_base_dispatch(s.base) == 0)
+            ;
+        if (run_out)
+            *run_out = s.run;
+        rc = s.rc;
+        if (rc) {
+            if (err)
+                *err = s.err;
+            cJSON_Delete(s.out);
+        } else {
+            *out = s.out;
+        }
+    }
+    if (live && live->seq >= 0 && s.run >= 0)
+        orch_runs_leave(o, live);
+    if (s.poll)
+        event_free(s.poll);
+    orch_engine_free(s.e);
+    event_base_free(s.base);
+    return rc;
+}
+
+/* ---- the blocking entry points (the CLI, `forum mcp`, tests) ------------ */
+
+int orch_submit_check(const char *request, const struct orch_submit_opts *opts,
+                      struct fo_err *err)
+{
+    if (!request || !*request || strlen(request) > ORCH_REQUEST_MAX)
+        return fo_err_set(err, FO_E_INVALID, "request: must be 1-%u bytes",
+                          ORCH_REQUEST_MAX);
+    if (!fo_utf8_valid(request, strlen(request)))
+        return fo_err_set(err, FO_E_INVALID, "request: not valid UTF-8");
+    int calls = opts ? opts->max_model_calls : 0;
+    int secs = opts ? opts->max_seconds : 0;
+    if (calls < 0 || calls > ORCH_SUBMIT_CALLS_MAX)
+        return fo_err_set(err, FO_E_INVALID, "max_model_calls: must be 1..%d",
+                          ORCH_SUBMIT_CALLS_MAX);
+    if (secs < 0 || secs > ORCH_SUBMIT_SECONDS_MAX)
+        return fo_err_set(err, FO_E_INVALID, "max_seconds: must be 1..%d",
+                          ORCH_SUBMIT_SECONDS_MAX);
+    return FO_OK;
+}
+
+int orch_submit(const struct orch *o, const struct orch_witness *w,
+                const char *request, const struct orch_submit_opts *opts,
+                cJSON **out, struct fo_err *err)
+{
+    struct orch_run_req req = {.via = "submit", .request = request};
+    if (opts)
+        req.opts = *opts;
+    return orch_engine_run_sync(o, w, &req, out, err);
+}
+
+int orch_plan_request(const struct orch *o, const struct orch_witness *w,
+                      const char *request, cJSON **out, struct fo_err *err)
+{
+    struct orch_run_req req = {.via = "plan", .request = request};
+    return orch_engine_run_sync(o, w, &req, out, err);
+}
+
+int orch_run_plan(const struct orch *o, const struct orch_witness *w,
+                  const cJSON *plan, const char *request, cJSON **out,
+                  struct fo_err *err)
+{
+    struct orch_run_req req = {
+        .via = "plan_run", .request = request, .plan = plan};
+    return orch_engine_run_sync(o, w, &req, out, err);
+}

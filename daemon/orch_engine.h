@@ -1,0 +1,134 @@
+/* orch_engine: the run engine. Every run (submit, run_start, plan_run, plan,
+ * and a run resumed after a restart) is executed here, on one event loop
+ * thread, as a fold over its own ledger entries: the state of a run is what
+ * its witnessed entries reduce to (apply), and the engine decides the next
+ * steps from that state alone (step). A model call, a subprocess task, a
+ * commit or a timer is an event on the loop: no thread waits for one.
+ *
+ * So a run resumes after a crash by reading its entries back and applying
+ * them: a step whose outcome is witnessed is never done again; a task whose
+ * `task` entry has no `result` was in flight and is run again (once more at
+ * most); a role's model call in flight is made again. */
+#ifndef ORCH_ENGINE_H
+#define ORCH_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "daemon/orch.h"
+#include "ledger/fo_err.h"
+#include "ledger/ledger.h"
+
+struct event_base;
+struct evdns_base;
+struct orch_engine;
+
+#define ORCH_ENGINE_RUNS_DEFAULT 10000 /* runs in memory at once */
+#define ORCH_ENGINE_RUNS_MAX 1000000
+
+/* How entries reach the ledger. append queues a (its fields stay valid
+ * until done) and calls done(arg) once from any thread after the entry's
+ * transaction committed (a->rc FO_OK, a->entry set) or failed (a->rc,
+ * a->err); it returns an error only when a was not queued (then done is
+ * never called). NULL: the engine appends on its own thread with
+ * ledger_append (for the CLI and tests; each append then waits for its
+ * fsync). */
+typedef int (*orch_engine_append_fn)(void *hook, struct ledger_append *a,
+                                     void (*done)(void *arg), void *arg,
+                                     struct fo_err *err);
+
+struct orch_engine_config {
+    struct event_base *base; /* the loop the engine runs on */
+    struct evdns_base *dns;  /* for model host names; may be NULL */
+    struct ledger *ledger;   /* the loop thread's handle: reads, resume */
+    orch_engine_append_fn append;
+    void *hook;
+    size_t max_runs; /* runs in memory at once; 0: ORCH_ENGINE_RUNS_DEFAULT */
+    void (*log)(void *hook, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+    void *log_hook;
+};
+
+/* Creates an engine for o on cfg->base. o and the ledger must outlive it.
+ * Errors: FO_E_INVALID (a bad limit), FO_E_NOMEM. */
+int orch_engine_create(const struct orch *o,
+                       const struct orch_engine_config *cfg,
+                       struct orch_engine **out, struct fo_err *err);
+
+/* Frees the engine: runs still in memory are dropped without an entry
+ * (stop them first to have them witnessed). NULL-safe. */
+void orch_engine_free(struct orch_engine *e);
+
+/* What a run is asked to do. */
+struct orch_run_req {
+    const char *via;     /* "submit", "run_start", "plan_run" or "plan" */
+    const char *request; /* the request text (plan_run: may be NULL) */
+    const cJSON *plan;   /* plan_run: the plan given, {"tasks": [...]} */
+    struct orch_submit_opts opts;
+};
+
+/* The end of a run: rc FO_OK and *out its result object (done takes it and
+ * must cJSON_Delete it), or rc and err. Called once on the loop thread,
+ * never from inside orch_engine_start. */
+typedef void (*orch_run_done_fn)(void *arg, int rc, cJSON *out,
+                                 const struct fo_err *err);
+
+/* Called once the run's request entry is committed (the run id is its
+ * seq), before the run goes on. */
+typedef void (*orch_run_started_fn)(void *arg, int64_t run);
+
+/* Starts a run on the loop: checks req (FO_E_INVALID, nothing written),
+ * FO_E_BUSY when max_runs runs are in memory, FO_E_DRAINING after
+ * orch_engine_stop. Then writes the request entry and goes on by events;
+ * started (may be NULL) and done (may be NULL: nobody waits) are called
+ * later. Must be called on the loop thread. */
+int orch_engine_start(struct orch_engine *e, const struct orch_run_req *req,
+                      orch_run_started_fn started, orch_run_done_fn done,
+                      void *arg, struct fo_err *err);
+
+/* Forgets the caller of run: its done will not be called (the run goes
+ * on). For a caller that went away (a closed connection). */
+void orch_engine_detach(struct orch_engine *e, int64_t run);
+
+/* Finds every run on the ledger with no end on record that no live process
+ * holds, and resumes each from its entries (a `resume` entry says where it
+ * picked up). A run whose entries do not reduce to a valid state gets an
+ * `error` entry and ends failed; the others go on. *n (may be NULL) is the
+ * number resumed. Reads on the loop thread. */
+int orch_engine_resume_all(struct orch_engine *e, size_t *n,
+                           struct fo_err *err);
+
+/* Cancels a run this engine holds: it stops at once (tasks and model calls
+ * in flight are abandoned, a task's result is witnessed as cancelled), a
+ * `budget` entry with reason "cancelled" and the fixed answer. FO_OK when
+ * the run is here and not yet ending, FO_E_NOT_FOUND when it is not. */
+int orch_engine_cancel(struct orch_engine *e, int64_t run);
+
+/* 1 when run is held by this engine (in memory, not ended). */
+int orch_engine_has(const struct orch_engine *e, int64_t run);
+
+/* Shutdown: new runs are refused; every run stops at once (work in flight
+ * is abandoned, to be redone on resume), writes a `stop` entry and stays
+ * unfinished, so the next start resumes it. stopped(arg) runs on the loop
+ * thread once every stop entry is committed (at once when none). A run's
+ * caller gets FO_E_DRAINING. */
+void orch_engine_stop(struct orch_engine *e, void (*stopped)(void *arg),
+                      void *arg);
+
+/* Runs in memory. */
+size_t orch_engine_active(const struct orch_engine *e);
+
+/* The run's in-memory step for run_get: "running" or "waiting", NULL when
+ * the engine does not hold it. */
+const char *orch_engine_state(const struct orch_engine *e, int64_t run);
+
+/* A whole run on a private loop and engine, on the calling thread, for
+ * the CLI and `forum mcp`: what orch_submit and friends call. w->append
+ * (may be NULL) is a blocking append hook used instead of the ledger. */
+int orch_engine_run_sync(const struct orch *o, const struct orch_witness *w,
+                         const struct orch_run_req *req, cJSON **out,
+                         struct fo_err *err);
+
+#endif
