@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <openssl/rand.h>
@@ -27,6 +28,7 @@
 #include "ledger/fo_json.h"
 #include "ledger/fo_version.h"
 #include "ledger/ledger.h"
+#include "daemon/orch_engine.h"
 #include "surfaces/http.h"
 #include "surfaces/surf.h"
 
@@ -42,6 +44,8 @@ struct daemon {
     struct surf_http *http;
     struct surf_ctx loop_ctx;
     struct orch *orch; /* immutable once made: shared by every thread */
+    struct evdns_base *dns;
+    struct orch_engine *engine; /* every run, on the loop thread */
     char token[80];
     int lock_fd;
     int64_t start_us;
@@ -306,6 +310,51 @@ static void ctx_close(void *hook, struct surf_ctx *ctx)
     free(ctx);
 }
 
+/* ---- the engine's commits --------------------------------------------- */
+
+/* An engine entry through the group committer: the committer's request
+ * around the engine's, copied back when its batch committed. */
+struct engine_creq {
+    struct daemon_commit_req creq;
+    struct ledger_append *a;
+    void (*done)(void *arg);
+    void *arg;
+};
+
+static void engine_committed(struct daemon_commit_req *r)
+{
+    struct engine_creq *c = r->arg;
+    c->a->rc = r->a.rc;
+    c->a->err = r->a.err;
+    c->a->entry = r->a.entry;
+    c->done(c->arg);
+    free(c);
+}
+
+static int engine_append(void *hook, struct ledger_append *a,
+                         void (*done)(void *arg), void *arg,
+                         struct fo_err *err)
+{
+    struct daemon *d = hook;
+    struct engine_creq *c = calloc(1, sizeof(*c));
+    if (!c)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    c->a = a;
+    c->done = done;
+    c->arg = arg;
+    c->creq.a = (struct ledger_append){.actor = a->actor,
+                                       .kind = a->kind,
+                                       .parent = a->parent,
+                                       .body = a->body,
+                                       .body_len = a->body_len};
+    c->creq.done = engine_committed;
+    c->creq.arg = c;
+    int rc = daemon_commit_submit(d->commit, &c->creq, err);
+    if (rc)
+        free(c);
+    return rc;
+}
+
 /* ---- signals ---------------------------------------------------------- */
 
 static void drained(void *arg)
@@ -313,6 +362,14 @@ static void drained(void *arg)
     struct daemon *d = arg;
     dlog(d, "drained: every request answered");
     event_base_loopexit(d->base, NULL);
+}
+
+/* Every run has its stop on record: now the requests still open. */
+static void runs_stopped(void *arg)
+{
+    struct daemon *d = arg;
+    dlog(d, "runs stopped: they resume on the next start");
+    surf_http_drain(d->http, drained, d);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -326,7 +383,12 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     static const char *names[] = {[SIGINT] = "SIGINT", [SIGTERM] = "SIGTERM"};
     dlog(d, "%s: draining (no new connections; finishing in-flight work)",
          names[sig] ? names[sig] : "signal");
-    surf_http_drain(d->http, drained, d);
+    /* Runs first: each stops at once and writes its stop, so no request
+     * waits on a run; then the HTTP drain answers what is left. */
+    size_t n = orch_engine_active(d->engine);
+    if (n)
+        dlog(d, "stopping %zu run%s", n, n == 1 ? "" : "s");
+    orch_engine_stop(d->engine, runs_stopped, d);
 }
 
 /* ---- run -------------------------------------------------------------- */
@@ -412,9 +474,25 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     rc = daemon_commit_create(cfg->dir, &cc, &d->commit, err);
     if (rc)
         goto out;
+    d->dns = evdns_base_new(d->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                         EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (!d->dns) /* no resolv.conf: host names fail, IP addresses work */
+        d->dns = evdns_base_new(d->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    struct orch_engine_config ec = {.base = d->base,
+                                    .dns = d->dns,
+                                    .ledger = d->ledger,
+                                    .append = engine_append,
+                                    .hook = d,
+                                    .max_runs = (size_t)cfg->max_runs,
+                                    .log = dlog,
+                                    .log_hook = d};
+    rc = orch_engine_create(d->orch, &ec, &d->engine, err);
+    if (rc)
+        goto out;
     d->loop_ctx = (struct surf_ctx){.ledger = d->ledger,
                                     .start_us = d->start_us,
                                     .orch = d->orch,
+                                    .engine = d->engine,
                                     .append = daemon_commit_append_sync,
                                     .append_hook = d->commit};
     struct surf_http_config hc = {
@@ -454,6 +532,13 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         printf("forum: listening on http://%s:%d\n", host, port);
         fflush(stdout);
     }
+    /* Runs that a crash or a shutdown left without an end go on. */
+    size_t resumed = 0;
+    struct fo_err rerr;
+    if (orch_engine_resume_all(d->engine, &resumed, &rerr) != FO_OK)
+        dlog(d, "resume: %s", rerr.msg);
+    else if (resumed)
+        dlog(d, "resumed %zu run%s", resumed, resumed == 1 ? "" : "s");
     ready(d, "ok %d\n", port);
     if (event_base_dispatch(d->base) != 0)
         rc = fo_err_set(err, FO_E_INTERNAL, "the event loop failed");
@@ -475,6 +560,9 @@ out:
             dlog(d, "cannot serve: %s", err->msg);
     }
     surf_http_free(d->http);
+    orch_engine_free(d->engine); /* stopped before the loop ended */
+    if (d->dns)
+        evdns_base_free(d->dns, 0);
     orch_runs_stop(d->orch); /* they write through the committer */
     daemon_commit_free(d->commit);
     for (int i = 0; i < 3; i++)

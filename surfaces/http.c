@@ -1,6 +1,7 @@
 /* http: the HTTP surface. One generic evhttp callback routes every request
  * through the handler table: transport checks, auth, input from the query,
- * path or body, then the method on the loop, a worker or the committer.
+ * path or body, then the method where the table says it runs: the loop, a
+ * worker, the committer or the run engine.
  * Replies, metrics and the drain all happen on the loop thread. */
 #include "surfaces/http.h"
 
@@ -390,6 +391,23 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         job_free(j);
         finished(h);
     }
+}
+
+/* Loop thread: a run started on the engine ended (or began, for
+ * run_start). */
+static void run_reply(void *arg, int rc, cJSON *out, const struct fo_err *err)
+{
+    struct job *j = arg;
+    struct surf_http *h = j->h;
+    int status;
+    char *body;
+    size_t len;
+    result_text(rc, out, err, &status, &body, &len);
+    cJSON_Delete(out);
+    send_raw(h, j->req, status, "application/json", body, len, 0, j->route,
+             j->t0);
+    job_free(j);
+    finished(h);
 }
 
 static void on_drained(evutil_socket_t fd, short what, void *arg)
@@ -965,7 +983,25 @@ static void handle(struct evhttp_request *req, void *arg)
         send_error(h, req, &err, 0, route, t0);
         goto done;
     }
-    if (m == h->append_m && h->cfg.commit) {
+    if (m->where == SURF_ON_RUN && h->cfg.loop_ctx->engine) {
+        /* The run engine: parked, holding no thread, answered at its end */
+        struct job *j = calloc(1, sizeof(*j));
+        if (!j) {
+            send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, route, t0);
+            goto done;
+        }
+        *j = (struct job){
+            .h = h, .req = req, .m = m, .route = route, .t0 = t0, .in = in};
+        fo_buf_init(&j->cbody, 0);
+        if (surf_start(h->cfg.loop_ctx, m, in, run_reply, j, &err) != FO_OK) {
+            j->in = NULL;
+            job_free(j);
+            send_error(h, req, &err, 0, route, t0);
+            goto done;
+        }
+        return; /* answered by run_reply */
+    }
+    if (m->where == SURF_ON_COMMIT && h->cfg.commit) {
         /* The group commit: validate and canonicalise here, answer when
          * the committer has made it durable. */
         if (surf_validate(m, in, &err) != FO_OK) {
@@ -996,7 +1032,7 @@ static void handle(struct evhttp_request *req, void *arg)
         j->in = in; /* actor and kind point into it until the reply */
         return;     /* answered by on_done */
     }
-    if (m->flags & SURF_FAST) {
+    if (m->where == SURF_ON_LOOP) {
         cJSON *out = NULL;
         int rc = surf_call(h->cfg.loop_ctx, m, in, &out, &err);
         int status;

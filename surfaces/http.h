@@ -1,9 +1,10 @@
 /* http: the handler table served over HTTP on libevent's evhttp. Routes,
- * auth, the error model and the transport limits of DESIGN §5. Fast
- * methods (SURF_FAST) run on the event loop; appends go to the group
- * committer; everything else runs on a small pool of worker threads, each
- * with its own surf_ctx, and hands its reply back to the loop (evhttp is
- * not thread-safe). Every request gets exactly one reply. */
+ * auth, the error model and the transport limits. Each method runs where
+ * its table row says: SURF_ON_LOOP on the event loop, SURF_ON_COMMIT
+ * through the group committer, SURF_ON_RUN on the run engine (parked until
+ * the run answers), SURF_ON_WORKER on a small pool of worker threads, each
+ * with its own surf_ctx, handing its reply back to the loop (evhttp is not
+ * thread-safe). Every request gets exactly one reply. */
 #ifndef SURF_HTTP_H
 #define SURF_HTTP_H
 

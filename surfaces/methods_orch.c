@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon/orch.h"
+#include "daemon/orch_engine.h"
 #include "ledger/fo_json.h"
 #include "surfaces/surf_int.h"
 
@@ -146,7 +147,101 @@ int surf_h_run_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 int surf_h_run_cancel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                       struct fo_err *err)
 {
+    int64_t run = surf_in_int(in, "run", 0);
+    if (ctx->engine && orch_engine_cancel(ctx->engine, run) == FO_OK) {
+        *out = cJSON_CreateObject();
+        if (!*out || !fo_json_add_int(*out, "run", run) ||
+            !cJSON_AddStringToObject(*out, "state", "running") ||
+            !cJSON_AddStringToObject(*out, "cancel", "requested")) {
+            cJSON_Delete(*out);
+            *out = NULL;
+            return fo_err_set(err, FO_E_NOMEM, NULL);
+        }
+        return FO_OK;
+    }
     /* without an orchestrator of the host no run is in progress here */
     return orch_run_cancel(ctx->orch, ctx->ledger, surf_in_int(in, "run", 0),
                            out, err);
+}
+
+/* ---- on the run engine (SURF_ON_RUN) ------------------------------------ */
+
+struct run_call {
+    surf_reply_fn reply;
+    void *arg;
+    int start_only; /* run_start: the reply is the start */
+    int replied;
+};
+
+static void on_run_done(void *arg, int rc, cJSON *out, const struct fo_err *err)
+{
+    struct run_call *c = arg;
+    if (!c->replied)
+        c->reply(c->arg, rc, out, err);
+    else
+        cJSON_Delete(out);
+    free(c);
+}
+
+static void on_run_started(void *arg, int64_t run)
+{
+    struct run_call *c = arg;
+    if (!c->start_only)
+        return;
+    c->replied = 1;
+    struct fo_err err;
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !fo_json_add_int(o, "run", run) ||
+        !cJSON_AddStringToObject(o, "state", "running")) {
+        cJSON_Delete(o);
+        c->reply(c->arg, fo_err_set(&err, FO_E_NOMEM, NULL), NULL, &err);
+        return;
+    }
+    c->reply(c->arg, FO_OK, o, NULL);
+}
+
+static int start_run(struct surf_ctx *ctx, const char *via, const cJSON *in,
+                     int start_only, surf_reply_fn reply, void *arg,
+                     struct fo_err *err)
+{
+    struct run_call *c = calloc(1, sizeof(*c));
+    if (!c)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    *c = (struct run_call){.reply = reply, .arg = arg, .start_only = start_only};
+    struct orch_run_req req = {
+        .via = via,
+        .request = surf_in_str(in, "request"),
+        .plan = cJSON_GetObjectItemCaseSensitive(in, "plan"),
+        .opts = {.max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
+                 .max_seconds = (int)surf_in_int(in, "max_seconds", 0)},
+    };
+    int rc = orch_engine_start(ctx->engine, &req, on_run_started, on_run_done,
+                               c, err);
+    if (rc)
+        free(c);
+    return rc;
+}
+
+int surf_s_plan_run(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
+                    void *arg, struct fo_err *err)
+{
+    return start_run(ctx, "plan_run", in, 0, reply, arg, err);
+}
+
+int surf_s_plan(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
+                void *arg, struct fo_err *err)
+{
+    return start_run(ctx, "plan", in, 0, reply, arg, err);
+}
+
+int surf_s_submit(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
+                  void *arg, struct fo_err *err)
+{
+    return start_run(ctx, "submit", in, 0, reply, arg, err);
+}
+
+int surf_s_run_start(struct surf_ctx *ctx, const cJSON *in,
+                     surf_reply_fn reply, void *arg, struct fo_err *err)
+{
+    return start_run(ctx, "run_start", in, 1, reply, arg, err);
 }

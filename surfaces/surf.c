@@ -181,6 +181,17 @@ int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
     return rc;
 }
 
+int surf_start(struct surf_ctx *ctx, const struct surf_method *m,
+               const cJSON *in, surf_reply_fn reply, void *arg,
+               struct fo_err *err)
+{
+    if (m->where != SURF_ON_RUN || !m->start || !ctx->engine)
+        return fo_err_set(err, FO_E_INTERNAL, "%s: not a run of an engine",
+                          m->name);
+    int rc = surf_validate(m, in, err);
+    return rc ? rc : m->start(ctx, in, reply, arg, err);
+}
+
 cJSON *surf_param_value(const struct surf_method *m, const char *name,
                         const char *text)
 {

@@ -15,7 +15,8 @@
 #include "ledger/fo_buf.h"
 #include "ledger/ledger.h"
 
-struct orch; /* the orchestrator (daemon/orch.h); NULL where not built */
+struct orch;        /* the orchestrator (daemon/orch.h); NULL where not built */
+struct orch_engine; /* the run engine (daemon/orch_engine.h) */
 
 /* What a handler may use. Owned by the caller (the daemon, `forum mcp` or
  * the CLI); a handler runs on one thread with its own ctx. */
@@ -31,6 +32,9 @@ struct surf_ctx {
     void (*status_extra)(void *hook, cJSON *status);
     void *status_hook;
     struct orch *orch; /* roster, policy, executors (may be NULL) */
+    /* The run engine on this host's loop thread (SURF_ON_RUN methods are
+     * started on it with surf_start); NULL where there is none. */
+    struct orch_engine *engine;
 };
 
 typedef int (*surf_handler_fn)(struct surf_ctx *ctx, const cJSON *in,
@@ -40,11 +44,30 @@ enum {
     SURF_READ = 1,
     SURF_WRITE = 2,
     SURF_ADMIN = 4, /* needs the token even under --no-auth; MCP --admin */
-    /* Answers in well under a millisecond and never waits on a lock or an
-     * fsync: the HTTP surface runs it on its event loop. Every other method
-     * runs on a worker thread (appends on the group committer). */
-    SURF_FAST = 8,
 };
+
+/* Where a method runs: a column of the table that every host honours. */
+enum surf_where {
+    /* A thread that may block (a worker of the HTTP surface, the calling
+     * thread of the CLI): reads that scan, verify, redact. */
+    SURF_ON_WORKER = 0,
+    /* The event loop: bounded cost, never waits on a lock or an fsync. */
+    SURF_ON_LOOP = 1,
+    /* The group committer: the reply waits for the append's commit. */
+    SURF_ON_COMMIT = 2,
+    /* The run engine: the request is parked, holding no thread, and
+     * answered when the run ends (or, for run_start, once it began). A
+     * host without an engine calls the blocking handler. */
+    SURF_ON_RUN = 3,
+};
+
+/* The reply of a method started on the run engine, on the loop thread:
+ * rc FO_OK and out (the callee frees it), or rc and err. */
+typedef void (*surf_reply_fn)(void *arg, int rc, cJSON *out,
+                              const struct fo_err *err);
+typedef int (*surf_start_fn)(struct surf_ctx *ctx, const cJSON *in,
+                             surf_reply_fn reply, void *arg,
+                             struct fo_err *err);
 
 struct surf_method {
     const char *name;        /* [a-z_]: the MCP tool name */
@@ -54,7 +77,9 @@ struct surf_method {
     size_t max_input;        /* bytes of input JSON accepted */
     const char *http_method; /* "GET" or "POST" */
     const char *http_path;   /* "/ledger/{seq}": {x} binds input field x */
-    surf_handler_fn handler;
+    surf_handler_fn handler; /* blocking: every method has one */
+    int where;               /* enum surf_where */
+    surf_start_fn start;     /* SURF_ON_RUN: the engine's way in */
 };
 
 /* The table, and the number of rows. */
@@ -72,6 +97,14 @@ const cJSON *surf_schema(const struct surf_method *m);
  * failure err says what was wrong (FO_E_INVALID names the field). */
 int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
               const cJSON *in, cJSON **out, struct fo_err *err);
+
+/* A SURF_ON_RUN method on ctx->engine, on the loop thread: validates in as
+ * surf_call does, then starts it; reply(arg, ...) runs later, once (never
+ * from inside this call). An error returned here means nothing started
+ * and reply will not run. */
+int surf_start(struct surf_ctx *ctx, const struct surf_method *m,
+               const cJSON *in, surf_reply_fn reply, void *arg,
+               struct fo_err *err);
 
 /* Validates in (an object) against the method's schema without calling the
  * handler: what surf_call does first. */

@@ -33,6 +33,16 @@ int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 /* run_start, run_get, run_cancel (methods_orch.c): background runs. */
 int surf_h_run_start(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                      struct fo_err *err);
+/* The run engine's ways in (SURF_ON_RUN). */
+int surf_s_plan_run(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
+                    void *arg, struct fo_err *err);
+int surf_s_plan(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
+                void *arg, struct fo_err *err);
+int surf_s_submit(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
+                  void *arg, struct fo_err *err);
+int surf_s_run_start(struct surf_ctx *ctx, const cJSON *in,
+                     surf_reply_fn reply, void *arg, struct fo_err *err);
+
 int surf_h_run_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                    struct fo_err *err);
 int surf_h_run_cancel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
