@@ -135,6 +135,11 @@ int orch_utf8_clean(const char *in, size_t len, struct fo_buf *out);
  * does not cut a character. */
 size_t orch_utf8_prefix(const char *s, size_t len, size_t max);
 
+/* Tests only: stops watching the job's child through its pidfd, so its
+ * exit is found by polling (waitid WNOHANG every 50 ms) as on a kernel
+ * without pidfd_open. FO_OK, or FO_E_NOMEM (the job then cannot end). */
+int orch_job_drop_pidfd(struct orch_job *j);
+
 /* The policy verdict for a lane: 1 when its category may run. */
 int orch_category_allowed(const struct orch *o, const char *category);
 
