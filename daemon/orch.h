@@ -277,23 +277,92 @@ struct orch_result {
 
 void orch_result_release(struct orch_result *res);
 
-/* A runner holds the jobs in flight of one dispatch. start never blocks on
- * the child; next waits (poll) until some job ends. All on one thread. */
+/* ---- jobs: one task execution in flight on an event loop --------------
+ *
+ * A job runs one stub or subprocess task on a caller's event_base without
+ * holding a thread: thousands may be in flight on one loop thread. The
+ * subprocess is what orch_runner_start describes (posix_spawnp, never a
+ * shell; stdin /dev/null; its own process group; cfg->env and no other
+ * fds). Its stdout and stderr are non-blocking pipes read by EV_READ events,
+ * its exit is an EV_READ event on a pidfd (on a kernel without pidfd_open,
+ * a timer polls waitid(WNOHANG) every 50 ms; never SIGCHLD, never a blocking
+ * wait on a live child), and the timeout is a timer that SIGKILLs the whole
+ * group. When the child has exited, whatever is left of its group is killed
+ * and the child reaped; the job then waits at most 1 s for the pipes to
+ * close (a descendant that left the group may hold them) and ends.
+ *
+ * Memory: a job in flight is under 1 KiB of heap (a 344-byte struct with
+ * the model name, and four 128-byte libevent events; the stub: one event)
+ * and three descriptors (two pipes and the pidfd), plus its output: each
+ * stream's buffer starts empty and grows (doubling) as output arrives, to
+ * at most output_max + 1 bytes. Output past the cap is read through a
+ * 64 KiB stack chunk and dropped, so a chatty child costs no more. A read
+ * callback takes at most 256 KiB per wake-up, so one child cannot starve
+ * the others. (The kernel's pipe buffers, up to 64 KiB each, come on top.)
+ *
+ * Every call below, and every callback, runs on the thread that runs base.
+ * Jobs on a base do not lock: a base is one thread's. */
+struct orch_job;
+struct event_base; /* <event2/event.h> */
+
+/* Called exactly once, on the base's thread, when a started job ends (never
+ * from inside orch_job_start, and never after orch_job_cancel). res is never
+ * NULL and is owned by the job until done returns: done may take
+ * res->output and res->errout (setting them NULL; the job frees what is
+ * left). rc FO_OK: res is filled (ok, exit_code, signal, timed_out,
+ * truncated, output, errout, error, model, elapsed_us), err is clear. Else
+ * rc is FO_E_NOMEM (the result could not be built; the child is reaped
+ * all the same), err says so, and res has the status fields with output
+ * and errout NULL. Once done returns the job is freed: orch_job_cancel on
+ * it from inside done is a no-op, and after done returns is a use after
+ * free. done may start and cancel other jobs on the base. */
+typedef void (*orch_job_done_fn)(void *arg, int rc, struct orch_result *res,
+                                 const struct fo_err *err);
+
+/* Starts prompt on cfg (copied: cfg and its strings may go once start
+ * returns) on base. ORCH_EXEC_STUB computes its result here and ends on the
+ * next turn of the loop (an active event); ORCH_EXEC_CLI spawns argv +
+ * prompt as above. On FO_OK *out is the job, and done will be called once
+ * unless the job is cancelled first. On an error nothing was started, done
+ * is never called and *out is untouched: FO_E_INVALID (CHAT and ANTHROPIC:
+ * the model client is called directly, not through a job; an unknown kind;
+ * a CLI config without argv), FO_E_NOT_FOUND naming the binary when it
+ * cannot be run (missing, not executable, not a program), FO_E_IO (pipes,
+ * the spawn itself), FO_E_NOMEM. Never blocks beyond posix_spawnp (the
+ * child's exec). */
+int orch_job_start(const struct orch_exec_config *cfg, struct event_base *base,
+                   const char *prompt, orch_job_done_fn done, void *arg,
+                   struct orch_job **out, struct fo_err *err);
+
+/* Cancels j: SIGKILL to its process group (and to the child), closes its
+ * pipes and drops its output; done is not called. j is invalid on return.
+ * A child not yet reaped is reaped later by the job's pidfd event (or its
+ * polling timer), which then frees what is left (about 0.6 KiB): so keep
+ * running base until it is done (event_base_dispatch returns only then);
+ * freeing base earlier leaks it and leaves a zombie. NULL-safe; callable from
+ * any callback on base's thread. */
+void orch_job_cancel(struct orch_job *j);
+
+/* ---- runners: a dispatch's jobs, waited for one at a time ------------- */
+
+/* A runner holds the jobs in flight of one dispatch on a private event_base
+ * of its own: start never blocks on the child; next runs that loop until
+ * some job ends. All on one thread (any thread, one at a time). */
 struct orch_runner;
 
 int orch_runner_create(const struct orch_exec_config *cfg,
                        struct orch_runner **out, struct fo_err *err);
 
 /* Kills (SIGKILL to the process group) and reaps every job still running,
- * then frees (NULL-safe). */
+ * then frees (NULL-safe). Blocks only until the killed children are gone. */
 void orch_runner_free(struct orch_runner *r);
 
-/* Starts one job for prompt; tag comes back from next. The stub finishes
- * at once (its output: a digest of the prompt and its first line; it fails
- * when the prompt contains "#stub-fail", for tests). A subprocess is
- * spawned with posix_spawnp (no shell): argv + prompt, stdin /dev/null,
- * stdout/stderr to pipes, its own process group, cfg->env, no other fds.
- * A binary that cannot be run is FO_E_NOT_FOUND naming it. */
+/* Starts one job for prompt (an orch_job on the runner's base); tag comes
+ * back from next. The stub's output is a digest of the prompt and its
+ * first line; it fails when the prompt contains "#stub-fail", for tests.
+ * A model job (CHAT, ANTHROPIC) runs here, synchronously (see
+ * orch_exec_config). Errors as orch_job_start: a binary that cannot be run
+ * is FO_E_NOT_FOUND naming it. */
 int orch_runner_start(struct orch_runner *r, size_t tag, const char *prompt,
                       struct fo_err *err);
 
@@ -303,29 +372,17 @@ size_t orch_runner_active(const struct orch_runner *r);
 /* Waits until a job ends (exit, or its timeout: the group is killed) and
  * fills *res (release it) and *tag. Output beyond cfg->output_max is read
  * and dropped, and a marker line says so. FO_E_NOT_FOUND when no job is
- * active; FO_E_IO when poll fails. */
+ * active; FO_E_IO when the event loop fails; FO_E_NOMEM (with *tag set)
+ * when the job's result could not be built. */
 int orch_runner_next(struct orch_runner *r, size_t *tag,
                      struct orch_result *res, struct fo_err *err);
 
-/* One job, start to end. */
+/* One job, start to end, on this thread: stub and CLI jobs run as an
+ * orch_job on a private event_base, CHAT and ANTHROPIC call the model
+ * client. Errors as orch_job_start (FO_E_INVALID for a model kind without
+ * models), and FO_E_IO when the event loop fails. */
 int orch_exec_once(const struct orch_exec_config *cfg, const char *prompt,
                    struct orch_result *res, struct fo_err *err);
-
-struct event_base;
-struct orch_job; /* one task execution in flight */
-
-/* Called once on the base's thread when the job ends, never from inside
- * orch_job_start. */
-typedef void (*orch_job_done_fn)(void *arg, int rc, struct orch_result *res,
-                                 const struct fo_err *err);
-
-/* Starts prompt on cfg (stub or cli) on base, without blocking. */
-int orch_job_start(const struct orch_exec_config *cfg, struct event_base *base,
-                   const char *prompt, orch_job_done_fn done, void *arg,
-                   struct orch_job **out, struct fo_err *err);
-
-/* Kills and reaps the job; done is not called. NULL-safe. */
-void orch_job_cancel(struct orch_job *j);
 
 /* Splits cmd into argv with shell-like quoting: blanks separate words;
  * '...' is literal; "..." keeps \" \\ \$ \` and \newline escapes; a

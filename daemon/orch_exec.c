@@ -1,20 +1,23 @@
 /* orch_exec: the executors behind one interface: the stub (deterministic
  * output from the prompt) and the subprocess executor (posix_spawnp, argv
  * only, never a shell; stdin /dev/null; capped output; a timeout that
- * kills the process group). A runner polls all its children from the
- * calling thread, so dispatch needs no threads. */
+ * kills the process group). Each runs as an orch_job driven by events on a
+ * caller's event_base, so no thread is held while a task runs; runners and
+ * orch_exec_once drive the same jobs on a private base. */
 #include "daemon/orch.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "daemon/orch_int.h"
 #include "daemon/orch_model.h"
@@ -27,6 +30,7 @@
 #define TICK_MS 50    /* child-exit polling when pidfd_open is missing */
 #define DRAIN_MS 1000 /* after the child is gone, for pipes to close */
 #define READ_CHUNK 65536
+#define READS_PER_WAKE 4 /* chunks one stream reads per wake-up */
 
 /* ---- UTF-8 helpers ----------------------------------------------------- */
 
@@ -172,26 +176,7 @@ out:
     return rc;
 }
 
-/* ---- jobs and the runner ----------------------------------------------- */
-
-struct job {
-    size_t tag;
-    pid_t pid; /* 0 for a finished or stub job */
-    int pidfd; /* -1 when none */
-    int fd[2]; /* stdout, stderr read ends; -1 when closed */
-    struct fo_buf buf[2];
-    size_t dropped[2];
-    int exited, status, timed_out;
-    int64_t start_us, deadline_us, drain_us;
-    int done;               /* the result is ready */
-    struct orch_result res; /* filled when done (the stub, a spawn error) */
-};
-
-struct orch_runner {
-    struct orch_exec_config cfg;
-    struct job **jobs;
-    size_t n, cap;
-};
+/* ---- results, configurations, the stub ---------------------------------- */
 
 void orch_result_release(struct orch_result *res)
 {
@@ -210,137 +195,89 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
-static void job_free(struct job *j)
+static const char *model_of(const struct orch_exec_config *c)
 {
-    if (!j)
-        return;
-    if (j->pid > 0) {
-        kill(-j->pid, SIGKILL);
-        kill(j->pid, SIGKILL);
-        while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
-            ;
-    }
-    close_fd(&j->fd[0]);
-    close_fd(&j->fd[1]);
-    close_fd(&j->pidfd);
-    fo_buf_release(&j->buf[0]);
-    fo_buf_release(&j->buf[1]);
-    orch_result_release(&j->res);
-    free(j);
+    return c->model ? c->model : (c->kind == ORCH_EXEC_STUB ? "stub" : "cmd");
 }
 
-int orch_runner_create(const struct orch_exec_config *cfg,
-                       struct orch_runner **out, struct fo_err *err)
+/* The checks every entry point makes. Model kinds pass only where the
+ * caller runs them through the model client (models_ok). */
+static int check_config(const struct orch_exec_config *cfg, int models_ok,
+                        struct fo_err *err)
 {
-    if (cfg->kind == ORCH_EXEC_CLI && (!cfg->argv || !cfg->argv[0]))
-        return fo_err_set(err, FO_E_INVALID, "executor: no command");
-    if ((cfg->kind == ORCH_EXEC_CHAT || cfg->kind == ORCH_EXEC_ANTHROPIC) &&
-        !cfg->models)
-        return fo_err_set(err, FO_E_INVALID, "executor %s: no model configured",
-                          orch_exec_name(cfg->kind));
-    if (cfg->kind != ORCH_EXEC_CLI && cfg->kind != ORCH_EXEC_STUB &&
-        cfg->kind != ORCH_EXEC_CHAT && cfg->kind != ORCH_EXEC_ANTHROPIC)
+    switch (cfg->kind) {
+    case ORCH_EXEC_STUB:
+        return FO_OK;
+    case ORCH_EXEC_CLI:
+        if (!cfg->argv || !cfg->argv[0])
+            return fo_err_set(err, FO_E_INVALID, "executor: no command");
+        return FO_OK;
+    case ORCH_EXEC_CHAT:
+    case ORCH_EXEC_ANTHROPIC:
+        if (!models_ok)
+            return fo_err_set(err, FO_E_INVALID,
+                              "executor %s: a model task calls the model "
+                              "client, not a job",
+                              orch_exec_name(cfg->kind));
+        if (!cfg->models)
+            return fo_err_set(err, FO_E_INVALID,
+                              "executor %s: no model configured",
+                              orch_exec_name(cfg->kind));
+        return FO_OK;
+    default:
         return fo_err_set(err, FO_E_INVALID, "executor %s: not built",
                           orch_exec_name(cfg->kind));
-    struct orch_runner *r = calloc(1, sizeof(*r));
-    if (!r)
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    r->cfg = *cfg;
-    if (!r->cfg.timeout_ms)
-        r->cfg.timeout_ms = ORCH_TIMEOUT_MS_DEFAULT;
-    if (!r->cfg.output_max)
-        r->cfg.output_max = ORCH_OUTPUT_MAX_DEFAULT;
-    *out = r;
-    return FO_OK;
+    }
 }
 
-void orch_runner_free(struct orch_runner *r)
-{
-    if (!r)
-        return;
-    for (size_t i = 0; i < r->n; i++)
-        job_free(r->jobs[i]);
-    free(r->jobs);
-    free(r);
-}
-
-size_t orch_runner_active(const struct orch_runner *r)
-{
-    return r->n;
-}
-
-static void set_model(struct orch_result *res, const struct orch_exec_config *c)
-{
-    const char *m =
-        c->model ? c->model : (c->kind == ORCH_EXEC_STUB ? "stub" : "cmd");
-    snprintf(res->model, sizeof(res->model), "%s", m);
-}
-
-/* The stub: "stub <16 hex of SHA-256(prompt)>: <first line, capped>". */
-static int stub_run(const struct orch_exec_config *cfg, const char *prompt,
-                    struct orch_result *res, struct fo_err *err)
+/* The stub's output: "stub <16 hex of SHA-256(prompt)>: <first line,
+ * capped>". FO_E_NOMEM or FO_OK. */
+static int stub_output(const char *prompt, struct fo_buf *b)
 {
     uint8_t h[FO_SHA256_LEN];
     char hex[2 * FO_SHA256_LEN + 1];
-    size_t len = strlen(prompt);
-    fo_sha256(prompt, len, h);
+    fo_sha256(prompt, strlen(prompt), h);
     fo_hex(h, FO_SHA256_LEN, hex);
     size_t line = strcspn(prompt, "\n");
     line = orch_utf8_prefix(prompt, line, STUB_LINE_MAX);
-    struct fo_buf b;
-    fo_buf_init(&b, FO_BUF_UNLIMITED);
-    int rc = fo_buf_printf(&b, "stub %.16s: ", hex);
+    int rc = fo_buf_printf(b, "stub %.16s: ", hex);
     if (!rc)
-        rc = orch_utf8_clean(prompt, line, &b);
-    if (rc) {
-        fo_buf_release(&b);
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    }
-    res->ok = strstr(prompt, "#stub-fail") == NULL;
-    res->exit_code = res->ok ? 0 : 1;
-    if (!res->ok)
-        snprintf(res->error, sizeof(res->error), "stub: asked to fail");
-    res->output = fo_buf_detach(&b, &res->output_len);
-    res->errout = malloc(1);
-    if (!res->output || !res->errout) {
-        orch_result_release(res);
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    }
-    res->errout[0] = '\0';
-    set_model(res, cfg);
-    return FO_OK;
+        rc = orch_utf8_clean(prompt, line, b);
+    return rc ? FO_E_NOMEM : FO_OK;
 }
 
-static int spawn_child(struct orch_runner *r, struct job *j, const char *prompt,
+/* ---- spawning ----------------------------------------------------------- */
+
+/* Spawns cmd + prompt (posix_spawnp, no shell) with stdin /dev/null, out_w
+ * and err_w as its stdout and stderr (the caller closes them), in a process
+ * group of its own, env as its whole environment, no other descriptor and
+ * default signal handling. */
+static int spawn_child(const char *const *cmd, const char *const *env,
+                       const char *prompt, int out_w, int err_w, pid_t *pid,
                        struct fo_err *err)
 {
-    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
     int fa_ok = 0, at_ok = 0, rc = FO_OK;
     size_t argc = 0;
-    while (r->cfg.argv[argc])
+    while (cmd[argc])
         argc++;
     char **argv = calloc(argc + 2, sizeof(char *));
     if (!argv)
         return fo_err_set(err, FO_E_NOMEM, NULL);
     /* posix_spawn's argv is char *const[] but it never writes the strings */
     for (size_t i = 0; i < argc; i++)
-        argv[i] = (char *)(uintptr_t)r->cfg.argv[i];
+        argv[i] = (char *)(uintptr_t)cmd[i];
     argv[argc] = (char *)(uintptr_t)prompt;
     argv[argc + 1] = NULL;
-    if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
-        rc = fo_err_set(err, FO_E_IO, "executor: pipe: %s", strerror(errno));
-        goto out;
-    }
     int e = posix_spawn_file_actions_init(&fa);
     fa_ok = e == 0;
     if (!e)
         e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     if (!e)
-        e = posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+        e = posix_spawn_file_actions_adddup2(&fa, out_w, 1);
     if (!e)
-        e = posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
+        e = posix_spawn_file_actions_adddup2(&fa, err_w, 2);
     if (!e) /* nothing of ours leaks into the child, CLOEXEC or not */
         e = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     if (!e) {
@@ -368,136 +305,181 @@ static int spawn_child(struct orch_runner *r, struct job *j, const char *prompt,
         rc = fo_err_set(err, FO_E_IO, "executor: spawn setup: %s", strerror(e));
         goto out;
     }
-    pid_t pid;
-    e = posix_spawnp(&pid, argv[0], &fa, &at, argv,
-                     (char *const *)(uintptr_t)r->cfg.env);
-    if (e) {
+    pid_t child = 0;
+    e = posix_spawnp(&child, argv[0], &fa, &at, argv,
+                     (char *const *)(uintptr_t)env);
+    if (!e)
+        *pid = child;
+    else
         rc = fo_err_set(
             err,
             e == ENOENT || e == EACCES || e == ENOEXEC ? FO_E_NOT_FOUND
                                                        : FO_E_IO,
             "executor: cannot run \"%s\": %s", argv[0], strerror(e));
-        goto out;
-    }
-    j->pid = pid;
-    j->pidfd = pidfd_open(pid, 0); /* -1 (old kernel): poll with a tick */
-    if (j->pidfd >= 0 && fcntl(j->pidfd, F_SETFD, FD_CLOEXEC) < 0)
-        close_fd(&j->pidfd);
-    j->fd[0] = outp[0];
-    j->fd[1] = errp[0];
-    outp[0] = errp[0] = -1;
-    for (int k = 0; k < 2; k++)
-        if (fcntl(j->fd[k], F_SETFL, fcntl(j->fd[k], F_GETFL) | O_NONBLOCK) <
-            0) {
-            rc = fo_err_set(err, FO_E_IO, "executor: fcntl: %s",
-                            strerror(errno));
-            goto out;
-        }
 out:
     if (fa_ok)
         posix_spawn_file_actions_destroy(&fa);
     if (at_ok)
         posix_spawnattr_destroy(&at);
-    close_fd(&outp[0]);
-    close_fd(&outp[1]);
-    close_fd(&errp[0]);
-    close_fd(&errp[1]);
     free(argv);
     return rc;
 }
 
-int orch_runner_start(struct orch_runner *r, size_t tag, const char *prompt,
-                      struct fo_err *err)
+/* A pidfd for the child (close-on-exec, as every pidfd), or -1 when the
+ * kernel has no pidfd_open (before 5.3): the job then polls. */
+static int open_pidfd(pid_t pid)
 {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 8;
-        struct job **v = realloc(r->jobs, cap * sizeof(*v));
-        if (!v)
-            return fo_err_set(err, FO_E_NOMEM, NULL);
-        r->jobs = v;
-        r->cap = cap;
-    }
-    struct job *j = calloc(1, sizeof(*j));
-    if (!j)
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    j->tag = tag;
-    j->pidfd = j->fd[0] = j->fd[1] = -1;
-    j->res.exit_code = -1;
-    fo_buf_init(&j->buf[0], r->cfg.output_max);
-    fo_buf_init(&j->buf[1], r->cfg.output_max);
-    j->start_us = ledger_mono_us();
-    j->deadline_us = j->start_us + (int64_t)r->cfg.timeout_ms * 1000;
-    /* the stub and the model executors finish inside start: a model call
-     * blocks this thread for its HTTP exchange (see orch_exec_config) */
-    int sync = r->cfg.kind != ORCH_EXEC_CLI;
-    int rc = r->cfg.kind == ORCH_EXEC_STUB
-                 ? stub_run(&r->cfg, prompt, &j->res, err)
-             : sync ? orch_model_exec(&r->cfg, prompt, &j->res, err)
-                    : spawn_child(r, j, prompt, err);
-    if (rc) {
-        job_free(j);
-        return rc;
-    }
-    j->done = sync;
-    r->jobs[r->n++] = j;
-    return FO_OK;
+#ifdef SYS_pidfd_open
+    long fd = syscall(SYS_pidfd_open, pid, 0);
+    return fd < 0 ? -1 : (int)fd;
+#else
+    (void)pid;
+    return -1;
+#endif
 }
 
-/* Reads what is there; past the cap, reads and drops. EOF closes. */
-static void drain(struct job *j, int k)
+static void kill_group(pid_t pid)
 {
-    char chunk[READ_CHUNK];
-    for (;;) {
-        ssize_t n = read(j->fd[k], chunk, sizeof(chunk));
-        if (n > 0) {
-            size_t room = j->buf[k].max - j->buf[k].len;
-            size_t take = (size_t)n < room ? (size_t)n : room;
-            if (take && fo_buf_append(&j->buf[k], chunk, take) != FO_OK)
-                take = 0; /* out of memory: count it as dropped */
-            j->dropped[k] += (size_t)n - take;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        close_fd(&j->fd[k]); /* EOF or a read error */
-        return;
-    }
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL); /* in case it left its group */
 }
 
-/* The child has exited (not yet reaped): kill what is left of its group,
- * then reap it. */
-static void reap(struct job *j, int64_t now)
+/* ---- jobs --------------------------------------------------------------- */
+
+enum job_state {
+    JOB_RUNNING,  /* the child runs, or the stub waits for its turn */
+    JOB_DRAINING, /* the child is reaped; its pipes are read to EOF */
+    JOB_REAPING,  /* cancelled: only the child's reaping is left */
+    JOB_ENDING,   /* inside done */
+};
+
+struct stream {
+    int fd;            /* the read end, non-blocking; -1 once closed */
+    struct event *ev;  /* EV_READ | EV_PERSIST on fd */
+    struct fo_buf buf; /* the bytes kept, at most output_max */
+    size_t dropped;    /* bytes read past the cap */
+};
+
+struct orch_job {
+    struct event_base *base;
+    orch_job_done_fn done;
+    void *arg;
+    int kind;  /* ORCH_EXEC_STUB or ORCH_EXEC_CLI */
+    int state; /* enum job_state */
+    pid_t pid; /* the child until it is reaped, else 0 */
+    int pidfd; /* -1: none (the stub; reaped; no pidfd_open: polling) */
+    struct event *ev_pid; /* EV_READ | EV_PERSIST on pidfd */
+    /* the timeout, then the drain limit; the polling tick without a pidfd;
+     * for the stub, its turn (made active at start) */
+    struct event *timer;
+    struct stream s[2]; /* stdout, stderr; the stub's output is s[0].buf */
+    int status;         /* the wait status once reaped */
+    unsigned char timed_out, lost, stub_fail;
+    int timeout_ms;
+    size_t output_max;
+    int64_t start_us, deadline_us;
+    char model[ORCH_MODEL_MAX + 1];
+};
+
+static void stream_close(struct stream *s)
+{
+    if (s->ev)
+        event_free(s->ev);
+    s->ev = NULL;
+    close_fd(&s->fd);
+}
+
+/* Frees the job's events, descriptors and buffers; the child must be
+ * reaped already (or never have been spawned). */
+static void job_free(struct orch_job *j)
+{
+    for (int k = 0; k < 2; k++) {
+        stream_close(&j->s[k]);
+        fo_buf_release(&j->s[k].buf);
+    }
+    if (j->ev_pid)
+        event_free(j->ev_pid);
+    if (j->timer)
+        event_free(j->timer);
+    close_fd(&j->pidfd);
+    free(j);
+}
+
+/* Reaps the child if it has exited, after killing what is left of its group
+ * (the leader's pid names the group only until it is reaped). 1 when
+ * reaped (or lost: reaped by someone else, as with SIGCHLD ignored), 0
+ * while it runs. Never blocks. */
+static int try_reap(struct orch_job *j)
 {
     siginfo_t si;
     memset(&si, 0, sizeof(si));
-    if (waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
-        si.si_pid == 0)
-        return;
-    kill(-j->pid, SIGKILL); /* the leader's pid still names the group */
-    int status = 0;
-    while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    j->status = status;
-    j->exited = 1;
+    int r;
+    do
+        r = waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT);
+    while (r < 0 && errno == EINTR);
+    if (r == 0 && si.si_pid == 0)
+        return 0;
+    if (r == 0) {
+        kill(-j->pid, SIGKILL);
+        int status = 0;
+        pid_t w;
+        do
+            w = waitpid(j->pid, &status, WNOHANG);
+        while (w < 0 && errno == EINTR);
+        if (w == 0)
+            return 0; /* not seen: waitid said it has exited */
+        if (w == j->pid)
+            j->status = status;
+        else
+            j->lost = 1;
+    } else {
+        j->lost = 1;
+    }
     j->pid = 0;
-    close_fd(&j->pidfd);
-    j->drain_us = now + (int64_t)DRAIN_MS * 1000;
+    return 1;
 }
 
-static int finish_stream(struct job *j, int k, const struct orch_exec_config *c,
-                         char **out, size_t *len)
+/* Only where no event can be had (a timer that cannot be re-armed): the
+ * child is SIGKILLed first, so this waits for the kernel to tear it down,
+ * never for the child to finish. */
+static void reap_now(struct orch_job *j)
 {
+    kill_group(j->pid);
+    int status = 0;
+    pid_t w;
+    do
+        w = waitpid(j->pid, &status, 0);
+    while (w < 0 && errno == EINTR);
+    if (w == j->pid)
+        j->status = status;
+    else
+        j->lost = 1;
+    j->pid = 0;
+}
+
+static int arm(struct event *ev, int64_t us)
+{
+    if (us < 0)
+        us = 0;
+    struct timeval tv = {.tv_sec = (time_t)(us / 1000000),
+                         .tv_usec = (suseconds_t)(us % 1000000)};
+    return event_add(ev, &tv);
+}
+
+/* One stream, cleaned: valid UTF-8, then the marker when bytes were
+ * dropped. */
+static int finish_stream(struct orch_job *j, int k, char **out, size_t *len)
+{
+    struct stream *s = &j->s[k];
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
-    int rc = orch_utf8_clean(j->buf[k].data ? j->buf[k].data : "",
-                             j->buf[k].len, &b);
-    if (!rc && j->dropped[k])
+    int rc = orch_utf8_clean(s->buf.data ? s->buf.data : "", s->buf.len, &b);
+    if (!rc && s->dropped)
         rc = fo_buf_printf(&b,
                            "\n[forum: output truncated: %zu bytes over the "
                            "%zu-byte cap were dropped]\n",
-                           j->dropped[k], c->output_max);
+                           s->dropped, j->output_max);
+    fo_buf_release(&s->buf); /* the raw bytes are not needed any more */
     if (rc) {
         fo_buf_release(&b);
         return FO_E_NOMEM;
@@ -506,138 +488,588 @@ static int finish_stream(struct job *j, int k, const struct orch_exec_config *c,
     return *out ? FO_OK : FO_E_NOMEM;
 }
 
-static int finish(struct job *j, const struct orch_exec_config *c,
-                  struct orch_result *res, struct fo_err *err)
+static int child_result(struct orch_job *j, struct orch_result *res)
 {
-    *res = (struct orch_result){.exit_code = -1};
-    set_model(res, c);
     res->timed_out = j->timed_out;
-    res->truncated = j->dropped[0] || j->dropped[1];
-    if (WIFEXITED(j->status))
+    res->truncated = j->s[0].dropped || j->s[1].dropped;
+    if (j->lost)
+        ;
+    else if (WIFEXITED(j->status))
         res->exit_code = WEXITSTATUS(j->status);
     else if (WIFSIGNALED(j->status))
         res->signal = WTERMSIG(j->status);
     res->ok = !j->timed_out && res->exit_code == 0;
     if (j->timed_out)
         snprintf(res->error, sizeof(res->error),
-                 "timed out after %d ms: process group killed", c->timeout_ms);
+                 "timed out after %d ms: process group killed", j->timeout_ms);
+    else if (j->lost)
+        snprintf(res->error, sizeof(res->error),
+                 "exit status lost: the child was reaped elsewhere");
     else if (res->signal)
         snprintf(res->error, sizeof(res->error), "killed by signal %d",
                  res->signal);
     else if (res->exit_code != 0)
         snprintf(res->error, sizeof(res->error), "exit status %d",
                  res->exit_code);
-    if (finish_stream(j, 0, c, &res->output, &res->output_len) ||
-        finish_stream(j, 1, c, &res->errout, &res->errout_len)) {
+    if (finish_stream(j, 0, &res->output, &res->output_len) ||
+        finish_stream(j, 1, &res->errout, &res->errout_len)) {
         orch_result_release(res);
-        return fo_err_set(err, FO_E_NOMEM, NULL);
+        return FO_E_NOMEM;
     }
-    res->elapsed_us = ledger_mono_us() - j->start_us;
     return FO_OK;
 }
 
-static int job_ready(const struct job *j)
+static int stub_result(struct orch_job *j, struct orch_result *res)
 {
-    return j->done || (j->exited && j->fd[0] < 0 && j->fd[1] < 0);
+    res->ok = !j->stub_fail;
+    res->exit_code = res->ok ? 0 : 1;
+    if (!res->ok)
+        snprintf(res->error, sizeof(res->error), "stub: asked to fail");
+    res->output = fo_buf_detach(&j->s[0].buf, &res->output_len);
+    res->errout = calloc(1, 1);
+    if (!res->output || !res->errout) {
+        orch_result_release(res);
+        return FO_E_NOMEM;
+    }
+    return FO_OK;
 }
 
-static int take(struct orch_runner *r, size_t i, size_t *tag,
-                struct orch_result *res, struct fo_err *err)
+/* The child is reaped (or the stub's turn came) and both pipes are closed:
+ * builds the result, hands it to done, frees the job. */
+static void job_end(struct orch_job *j)
 {
-    struct job *j = r->jobs[i];
-    int rc = FO_OK;
-    if (j->done) {
-        *res = j->res;
-        res->elapsed_us = ledger_mono_us() - j->start_us;
-        j->res = (struct orch_result){0};
-    } else {
-        rc = finish(j, &r->cfg, res, err);
-    }
-    *tag = j->tag;
-    r->jobs[i] = r->jobs[--r->n];
+    for (int k = 0; k < 2; k++)
+        stream_close(&j->s[k]);
+    if (j->ev_pid)
+        event_free(j->ev_pid);
+    if (j->timer)
+        event_free(j->timer);
+    j->ev_pid = j->timer = NULL;
+    close_fd(&j->pidfd);
+    struct orch_result res = {.exit_code = -1};
+    struct fo_err err;
+    fo_err_clear(&err);
+    snprintf(res.model, sizeof(res.model), "%s", j->model);
+    int rc = j->kind == ORCH_EXEC_STUB ? stub_result(j, &res)
+                                       : child_result(j, &res);
+    if (rc)
+        fo_err_set(&err, rc, "executor: no memory for the result");
+    res.elapsed_us = ledger_mono_us() - j->start_us;
+    j->state = JOB_ENDING;
+    j->done(j->arg, rc, &res, &err);
+    orch_result_release(&res);
     job_free(j);
+}
+
+static void drain_limit(struct orch_job *j)
+{
+    for (int k = 0; k < 2; k++)
+        stream_close(&j->s[k]);
+    job_end(j);
+}
+
+/* The child is reaped: stop watching it, then give the pipes DRAIN_MS to
+ * reach EOF (a descendant that left the group may hold them open). */
+static void job_exited(struct orch_job *j)
+{
+    j->state = JOB_DRAINING;
+    if (j->ev_pid)
+        event_free(j->ev_pid);
+    j->ev_pid = NULL;
+    close_fd(&j->pidfd);
+    if (j->s[0].fd < 0 && j->s[1].fd < 0)
+        job_end(j);
+    else if (arm(j->timer, (int64_t)DRAIN_MS * 1000) < 0)
+        drain_limit(j); /* no timer: do not wait at all */
+}
+
+/* Keeps what fits under the cap and counts the rest as dropped. */
+static void keep(struct stream *s, const char *chunk, size_t n)
+{
+    size_t room = s->buf.max - s->buf.len;
+    size_t take = n < room ? n : room;
+    if (take && fo_buf_append(&s->buf, chunk, take) != FO_OK)
+        take = 0; /* out of memory: count it as dropped */
+    s->dropped += n - take;
+}
+
+/* A pipe is readable: reads at most READS_PER_WAKE chunks (the event fires
+ * again while data is left, after the other jobs had their turn). EOF or a
+ * read error closes the stream. */
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_job *j = arg;
+    struct stream *s = &j->s[fd == j->s[0].fd ? 0 : 1];
+    char chunk[READ_CHUNK];
+    (void)what;
+    for (int i = 0; i < READS_PER_WAKE; i++) {
+        ssize_t n = read(s->fd, chunk, sizeof(chunk));
+        if (n > 0) {
+            keep(s, chunk, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        stream_close(s);
+        if (j->state == JOB_DRAINING) {
+            if (j->s[0].fd < 0 && j->s[1].fd < 0)
+                job_end(j);
+        } else if (j->pidfd < 0 && j->s[0].fd < 0 && j->s[1].fd < 0 &&
+                   try_reap(j)) {
+            job_exited(j); /* polling: both pipes closed, look at once */
+        }
+        return;
+    }
+}
+
+/* The pidfd is readable: the child has exited (or, cancelled, died). */
+static void on_pidfd(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_job *j = arg;
+    (void)fd;
+    (void)what;
+    if (!try_reap(j))
+        return;
+    if (j->state == JOB_REAPING)
+        job_free(j);
+    else
+        job_exited(j);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_job *j = arg;
+    (void)fd;
+    (void)what;
+    if (j->state == JOB_DRAINING) {
+        drain_limit(j);
+        return;
+    }
+    if (j->state == JOB_REAPING) { /* cancelled, and no pidfd: polling */
+        if (!try_reap(j) && arm(j->timer, (int64_t)TICK_MS * 1000) < 0)
+            reap_now(j);
+        if (!j->pid)
+            job_free(j);
+        return;
+    }
+    if (j->pidfd < 0 && try_reap(j)) {
+        job_exited(j);
+        return;
+    }
+    int64_t now = ledger_mono_us();
+    if (!j->timed_out && now >= j->deadline_us) {
+        j->timed_out = 1;
+        kill_group(j->pid);
+    }
+    if (j->pidfd >= 0 && j->timed_out)
+        return; /* the pidfd says when it is gone */
+    int64_t wait = j->timed_out ? INT64_MAX : j->deadline_us - now;
+    if (j->pidfd < 0 && wait > (int64_t)TICK_MS * 1000)
+        wait = (int64_t)TICK_MS * 1000;
+    if (arm(j->timer, wait) < 0) { /* cannot happen: it was just armed */
+        reap_now(j);
+        job_exited(j);
+    }
+}
+
+static void on_stub(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    job_end(arg);
+}
+
+static int start_stub(struct orch_job *j, const char *prompt,
+                      struct fo_err *err)
+{
+    j->stub_fail = strstr(prompt, "#stub-fail") != NULL;
+    fo_buf_init(&j->s[0].buf, FO_BUF_UNLIMITED);
+    if (stub_output(prompt, &j->s[0].buf))
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    j->timer = event_new(j->base, -1, 0, on_stub, j);
+    if (!j->timer)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    event_active(j->timer, EV_TIMEOUT, 1); /* done runs on the next turn */
+    return FO_OK;
+}
+
+static int start_child(struct orch_job *j, const struct orch_exec_config *cfg,
+                       const char *prompt, struct fo_err *err)
+{
+    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+    int rc = FO_OK;
+    if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
+        rc = fo_err_set(err, FO_E_IO, "executor: pipe: %s", strerror(errno));
+        goto out;
+    }
+    j->s[0].fd = outp[0];
+    j->s[1].fd = errp[0];
+    outp[0] = errp[0] = -1;
+    /* Everything that can fail comes before the spawn, so a job that does
+     * not start leaves no child behind. */
+    for (int k = 0; k < 2; k++) {
+        int fl = fcntl(j->s[k].fd, F_GETFL);
+        if (fl < 0 || fcntl(j->s[k].fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+            rc = fo_err_set(err, FO_E_IO, "executor: fcntl: %s",
+                            strerror(errno));
+            goto out;
+        }
+        j->s[k].ev =
+            event_new(j->base, j->s[k].fd, EV_READ | EV_PERSIST, on_read, j);
+        if (!j->s[k].ev) {
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+            goto out;
+        }
+        if (event_add(j->s[k].ev, NULL) < 0) {
+            rc = fo_err_set(err, FO_E_IO, "executor: cannot watch a pipe");
+            goto out;
+        }
+    }
+    j->timer = event_new(j->base, -1, 0, on_timer, j);
+    if (!j->timer) {
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        goto out;
+    }
+    if (arm(j->timer, (int64_t)j->timeout_ms * 1000) < 0) {
+        rc = fo_err_set(err, FO_E_NOMEM, "executor: no timer");
+        goto out;
+    }
+    rc = spawn_child(cfg->argv, cfg->env, prompt, outp[1], errp[1], &j->pid,
+                     err);
+    if (rc)
+        goto out;
+    /* The child runs. Without a pidfd (an old kernel, or no room to watch
+     * it) the timer polls instead; re-arming a timer that is pending does
+     * not allocate, so nothing below fails in practice. */
+    j->pidfd = open_pidfd(j->pid);
+    if (j->pidfd >= 0) {
+        j->ev_pid =
+            event_new(j->base, j->pidfd, EV_READ | EV_PERSIST, on_pidfd, j);
+        if (!j->ev_pid || event_add(j->ev_pid, NULL) < 0) {
+            if (j->ev_pid)
+                event_free(j->ev_pid);
+            j->ev_pid = NULL;
+            close_fd(&j->pidfd);
+        }
+    }
+    if (j->pidfd < 0 &&
+        arm(j->timer,
+            (int64_t)(j->timeout_ms < TICK_MS ? j->timeout_ms : TICK_MS) *
+                1000) < 0) {
+        reap_now(j);
+        rc = fo_err_set(err, FO_E_NOMEM, "executor: no timer");
+    }
+out:
+    close_fd(&outp[0]);
+    close_fd(&outp[1]);
+    close_fd(&errp[0]);
+    close_fd(&errp[1]);
     return rc;
+}
+
+int orch_job_start(const struct orch_exec_config *cfg, struct event_base *base,
+                   const char *prompt, orch_job_done_fn done, void *arg,
+                   struct orch_job **out, struct fo_err *err)
+{
+    assert(base && prompt && done && out);
+    int rc = check_config(cfg, 0, err);
+    if (rc)
+        return rc;
+    struct orch_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    j->base = base;
+    j->done = done;
+    j->arg = arg;
+    j->kind = cfg->kind;
+    j->state = JOB_RUNNING;
+    j->pidfd = j->s[0].fd = j->s[1].fd = -1;
+    j->timeout_ms =
+        cfg->timeout_ms > 0 ? cfg->timeout_ms : ORCH_TIMEOUT_MS_DEFAULT;
+    j->output_max = cfg->output_max ? cfg->output_max : ORCH_OUTPUT_MAX_DEFAULT;
+    snprintf(j->model, sizeof(j->model), "%s", model_of(cfg));
+    fo_buf_init(&j->s[0].buf, j->output_max);
+    fo_buf_init(&j->s[1].buf, j->output_max);
+    j->start_us = ledger_mono_us();
+    j->deadline_us = j->start_us + (int64_t)j->timeout_ms * 1000;
+    rc = cfg->kind == ORCH_EXEC_STUB ? start_stub(j, prompt, err)
+                                     : start_child(j, cfg, prompt, err);
+    if (rc) {
+        job_free(j); /* no child is left: see start_child */
+        return rc;
+    }
+    *out = j;
+    return FO_OK;
+}
+
+void orch_job_cancel(struct orch_job *j)
+{
+    if (!j || j->state == JOB_ENDING)
+        return;
+    assert(j->state != JOB_REAPING); /* cancelled twice */
+    for (int k = 0; k < 2; k++) {
+        stream_close(&j->s[k]);
+        fo_buf_release(&j->s[k].buf);
+    }
+    if (j->pid <= 0) { /* the stub, or a child already reaped */
+        job_free(j);
+        return;
+    }
+    kill_group(j->pid);
+    j->state = JOB_REAPING;
+    if (try_reap(j)) {
+        job_free(j);
+        return;
+    }
+    if (j->ev_pid) { /* on_pidfd reaps and frees */
+        event_del(j->timer);
+        return;
+    }
+    if (arm(j->timer, (int64_t)TICK_MS * 1000) < 0) {
+        reap_now(j);
+        job_free(j);
+    }
+}
+
+int orch_job_drop_pidfd(struct orch_job *j)
+{
+    if (!j->ev_pid)
+        return FO_OK;
+    event_free(j->ev_pid);
+    j->ev_pid = NULL;
+    close_fd(&j->pidfd);
+    return arm(j->timer, (int64_t)TICK_MS * 1000) < 0 ? FO_E_NOMEM : FO_OK;
+}
+
+/* ---- runners: jobs on a private base ------------------------------------ */
+
+/* A base driven by one thread at a time: no locks, and no EVENT_NO*
+ * variables choosing a backend (select would cap the descriptors). NULL
+ * when out of memory. */
+static struct event_base *private_base(void)
+{
+    struct event_config *c = event_config_new();
+    struct event_base *b = NULL;
+    if (c && event_config_set_flag(c, EVENT_BASE_FLAG_NOLOCK |
+                                          EVENT_BASE_FLAG_IGNORE_ENV) == 0)
+        b = event_base_new_with_config(c);
+    if (c)
+        event_config_free(c);
+    return b;
+}
+
+struct runner_job { /* one job of a runner in flight */
+    struct orch_runner *r;
+    size_t tag;
+    size_t slot; /* its index in r->flying */
+    struct orch_job *job;
+};
+
+struct runner_done { /* one ended job, not yet returned by next */
+    size_t tag;
+    int rc;
+    struct orch_result res;
+    struct fo_err err;
+};
+
+struct orch_runner {
+    struct orch_exec_config cfg;
+    struct event_base *base;
+    struct runner_job **flying;
+    size_t n_flying, cap_flying;
+    struct runner_done *ready; /* first in, first out */
+    size_t n_ready, cap_ready;
+};
+
+int orch_runner_create(const struct orch_exec_config *cfg,
+                       struct orch_runner **out, struct fo_err *err)
+{
+    int rc = check_config(cfg, 1, err);
+    if (rc)
+        return rc;
+    struct orch_runner *r = calloc(1, sizeof(*r));
+    if (!r)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    r->cfg = *cfg;
+    r->base = private_base();
+    if (!r->base) {
+        free(r);
+        return fo_err_set(err, FO_E_NOMEM, "executor: no event base");
+    }
+    *out = r;
+    return FO_OK;
+}
+
+void orch_runner_free(struct orch_runner *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_flying; i++) {
+        orch_job_cancel(r->flying[i]->job);
+        free(r->flying[i]);
+    }
+    for (size_t i = 0; i < r->n_ready; i++)
+        orch_result_release(&r->ready[i].res);
+    /* the cancelled children are reaped by their events: run until none is
+     * left (SIGKILLed, they go at once); on a loop error, nothing better
+     * can be done than to let them go */
+    (void)event_base_dispatch(r->base);
+    event_base_free(r->base);
+    free(r->flying);
+    free(r->ready);
+    free(r);
+}
+
+size_t orch_runner_active(const struct orch_runner *r)
+{
+    return r->n_flying + r->n_ready;
+}
+
+static void runner_job_done(void *arg, int rc, struct orch_result *res,
+                            const struct fo_err *err)
+{
+    struct runner_job *rj = arg;
+    struct orch_runner *r = rj->r;
+    /* start made room for it */
+    struct runner_done *d = &r->ready[r->n_ready++];
+    d->tag = rj->tag;
+    d->rc = rc;
+    d->res = *res;
+    res->output = res->errout = NULL;
+    d->err = *err;
+    struct runner_job *last = r->flying[--r->n_flying];
+    r->flying[rj->slot] = last;
+    last->slot = rj->slot;
+    free(rj);
+}
+
+static int grow(void **v, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return FO_OK;
+    size_t n = *cap ? 2 * *cap : 8;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*v, n * size);
+    if (!p)
+        return FO_E_NOMEM;
+    *v = p;
+    *cap = n;
+    return FO_OK;
+}
+
+int orch_runner_start(struct orch_runner *r, size_t tag, const char *prompt,
+                      struct fo_err *err)
+{
+    /* room for every job's end, so that done never allocates */
+    void *ready = r->ready, *flying = r->flying;
+    int rc = grow(&ready, &r->cap_ready, r->n_ready + r->n_flying + 1,
+                  sizeof(*r->ready));
+    r->ready = ready;
+    if (!rc)
+        rc = grow(&flying, &r->cap_flying, r->n_flying + 1, sizeof(*r->flying));
+    r->flying = flying;
+    if (rc)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    if (r->cfg.kind == ORCH_EXEC_CHAT || r->cfg.kind == ORCH_EXEC_ANTHROPIC) {
+        /* a model job runs here: see orch_exec_config */
+        struct runner_done *d = &r->ready[r->n_ready];
+        *d = (struct runner_done){.tag = tag};
+        rc = orch_model_exec(&r->cfg, prompt, &d->res, err);
+        if (rc) {
+            orch_result_release(&d->res);
+            return rc;
+        }
+        r->n_ready++;
+        return FO_OK;
+    }
+    struct runner_job *rj = calloc(1, sizeof(*rj));
+    if (!rj)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    rj->r = r;
+    rj->tag = tag;
+    rc = orch_job_start(&r->cfg, r->base, prompt, runner_job_done, rj, &rj->job,
+                        err);
+    if (rc) {
+        free(rj);
+        return rc;
+    }
+    rj->slot = r->n_flying;
+    r->flying[r->n_flying++] = rj;
+    return FO_OK;
 }
 
 int orch_runner_next(struct orch_runner *r, size_t *tag,
                      struct orch_result *res, struct fo_err *err)
 {
-    if (r->n == 0)
+    if (r->n_ready == 0 && r->n_flying == 0)
         return fo_err_set(err, FO_E_NOT_FOUND, "executor: no job running");
-    struct pollfd *pf = calloc(3 * r->n, sizeof(*pf));
-    if (!pf)
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    int rc = FO_OK;
-    for (;;) {
-        int64_t now = ledger_mono_us();
-        int64_t wait = -1;
-        size_t np = 0;
-        for (size_t i = 0; i < r->n; i++) {
-            struct job *j = r->jobs[i];
-            if (job_ready(j)) {
-                rc = take(r, i, tag, res, err);
-                goto out;
-            }
-            if (!j->exited && now >= j->deadline_us && !j->timed_out) {
-                j->timed_out = 1;
-                kill(-j->pid, SIGKILL);
-                kill(j->pid, SIGKILL);
-            }
-            if (j->exited && now >= j->drain_us) {
-                /* a descendant escaped the group and holds the pipe */
-                close_fd(&j->fd[0]);
-                close_fd(&j->fd[1]);
-                rc = take(r, i, tag, res, err);
-                goto out;
-            }
-            int64_t until = j->exited ? j->drain_us : j->deadline_us;
-            if (!j->exited && j->timed_out)
-                until = now + (int64_t)TICK_MS * 1000;
-            if (!j->exited && j->pidfd < 0)
-                until = now + (int64_t)TICK_MS * 1000;
-            int64_t ms = (until - now + 999) / 1000;
-            if (wait < 0 || ms < wait)
-                wait = ms;
-            for (int k = 0; k < 2; k++)
-                if (j->fd[k] >= 0)
-                    pf[np++] =
-                        (struct pollfd){.fd = j->fd[k], .events = POLLIN};
-            if (!j->exited && j->pidfd >= 0)
-                pf[np++] = (struct pollfd){.fd = j->pidfd, .events = POLLIN};
-        }
-        if (wait > 60000)
-            wait = 60000;
-        int p = poll(pf, (nfds_t)np, (int)(wait < 0 ? 0 : wait));
-        if (p < 0 && errno != EINTR) {
-            rc =
-                fo_err_set(err, FO_E_IO, "executor: poll: %s", strerror(errno));
-            goto out;
-        }
-        now = ledger_mono_us();
-        for (size_t i = 0; i < r->n; i++) {
-            struct job *j = r->jobs[i];
-            for (int k = 0; k < 2; k++)
-                if (j->fd[k] >= 0)
-                    drain(j, k);
-            if (!j->exited)
-                reap(j, now);
-        }
+    while (r->n_ready == 0) {
+        int lrc = event_base_loop(r->base, EVLOOP_ONCE);
+        if (lrc < 0)
+            return fo_err_set(err, FO_E_IO, "executor: event loop failed");
+        if (lrc > 0 && r->n_ready == 0) /* a job without events: a bug */
+            return fo_err_set(err, FO_E_INTERNAL,
+                              "executor: jobs in flight but no events");
     }
-out:
-    free(pf);
-    return rc;
+    struct runner_done d = r->ready[0];
+    memmove(&r->ready[0], &r->ready[1], (r->n_ready - 1) * sizeof(d));
+    r->n_ready--;
+    *tag = d.tag;
+    if (d.rc) {
+        orch_result_release(&d.res);
+        return fo_err_set(err, d.rc, "%s", d.err.msg);
+    }
+    *res = d.res;
+    return FO_OK;
+}
+
+/* ---- one job, start to end ---------------------------------------------- */
+
+struct once {
+    int ended, rc;
+    struct orch_result *res;
+    struct fo_err *err;
+};
+
+static void once_done(void *arg, int rc, struct orch_result *res,
+                      const struct fo_err *err)
+{
+    struct once *o = arg;
+    o->ended = 1;
+    o->rc = rc;
+    *o->res = *res;
+    res->output = res->errout = NULL;
+    if (rc)
+        fo_err_set(o->err, rc, "%s", err->msg);
 }
 
 int orch_exec_once(const struct orch_exec_config *cfg, const char *prompt,
                    struct orch_result *res, struct fo_err *err)
 {
-    struct orch_runner *r = NULL;
-    size_t tag;
-    int rc = orch_runner_create(cfg, &r, err);
-    if (!rc)
-        rc = orch_runner_start(r, 0, prompt, err);
-    if (!rc)
-        rc = orch_runner_next(r, &tag, res, err);
-    orch_runner_free(r);
+    int rc = check_config(cfg, 1, err);
+    if (rc)
+        return rc;
+    if (cfg->kind == ORCH_EXEC_CHAT || cfg->kind == ORCH_EXEC_ANTHROPIC)
+        return orch_model_exec(cfg, prompt, res, err);
+    struct event_base *base = private_base();
+    if (!base)
+        return fo_err_set(err, FO_E_NOMEM, "executor: no event base");
+    struct once st = {.res = res, .err = err};
+    struct orch_job *j = NULL;
+    rc = orch_job_start(cfg, base, prompt, once_done, &st, &j, err);
+    if (!rc) {
+        (void)event_base_dispatch(base); /* returns once the job is gone */
+        if (st.ended) {
+            rc = st.rc;
+        } else { /* the loop failed */
+            orch_job_cancel(j);
+            (void)event_base_dispatch(base); /* its reaper, if it can */
+            rc = fo_err_set(err, FO_E_IO, "executor: event loop failed");
+        }
+    }
+    event_base_free(base);
     return rc;
 }

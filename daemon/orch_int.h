@@ -137,6 +137,11 @@ size_t orch_utf8_prefix(const char *s, size_t len, size_t max);
  * last `resume` entry, else of its request. */
 int orch_run_held(const struct orch *o, struct ledger *l, int64_t run);
 
+/* Tests only: stops watching the job's child through its pidfd, so its
+ * exit is found by polling (waitid WNOHANG every 50 ms) as on a kernel
+ * without pidfd_open. FO_OK, or FO_E_NOMEM (the job then cannot end). */
+int orch_job_drop_pidfd(struct orch_job *j);
+
 /* The policy verdict for a lane: 1 when its category may run. */
 int orch_category_allowed(const struct orch *o, const char *category);
 

@@ -41,6 +41,8 @@ static int grow(struct fo_buf *b, size_t extra)
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need)
         cap = cap > ((size_t)-1) / 2 ? need : cap * 2;
+    if (b->max != FO_BUF_UNLIMITED && cap > b->max + 1)
+        cap = b->max + 1; /* never more room than the maximum needs */
     char *p = realloc(b->data, cap);
     if (!p)
         return FO_E_NOMEM;

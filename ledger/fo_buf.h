@@ -17,7 +17,8 @@ struct fo_buf {
 
 #define FO_BUF_UNLIMITED ((size_t)-1)
 
-/* Initialises an empty buffer that may grow to max bytes. No allocation. */
+/* Initialises an empty buffer that may grow to max bytes (its allocation to
+ * at most max + 1, the NUL included). No allocation. */
 void fo_buf_init(struct fo_buf *b, size_t max);
 
 /* Frees the data and leaves an empty buffer with the same max. NULL-safe. */

@@ -1,18 +1,25 @@
 /* test_exec: the executors. The subprocess executor never goes through a
  * shell, gives the child EOF on stdin, kills the whole process group at the
  * timeout, caps output, runs with only the environment it is given, and
- * names a missing binary; the stub is deterministic. */
+ * names a missing binary; the stub is deterministic. Jobs (orch_job) do all
+ * of it on one event loop thread: many at once, cancelled and reaped. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <event2/event.h>
 
 #include "daemon/orch.h"
+#include "daemon/orch_int.h"
 #include "tests/testutil.h"
 
 static const char *env_default[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
@@ -305,4 +312,423 @@ Test(exec_stub, deterministic_from_the_prompt)
     cr_assert_eq(orch_exec_once(&cfg, "please #stub-fail", &a, NULL), FO_OK);
     cr_assert_not(a.ok);
     orch_result_release(&a);
+}
+
+/* ---- jobs on an event loop ------------------------------------------------
+ */
+
+static int threads_now(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* What one job's done saw. */
+struct ended {
+    int calls;
+    int rc;
+    struct orch_result res;
+    int threads; /* the process's threads inside done */
+    int order;   /* 1 for the first job to end, 2 for the next, ... */
+};
+
+static int ended_count;
+
+static void on_done(void *arg, int rc, struct orch_result *res,
+                    const struct fo_err *err)
+{
+    struct ended *e = arg;
+    cr_assert_not_null(res);
+    cr_assert_not_null(err);
+    e->calls++;
+    e->rc = rc;
+    e->res = *res; /* take the output and errout */
+    res->output = res->errout = NULL;
+    e->threads = threads_now();
+    e->order = ++ended_count;
+}
+
+/* The orphans of our children come to us, so a grandchild's end can be
+ * waited for and its cause read. */
+static void become_subreaper(void)
+{
+    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+}
+
+/* Waits for an orphaned descendant (see become_subreaper) and returns its
+ * wait status; fails the test if it still runs after 10 s. */
+static int wait_orphan(pid_t pid)
+{
+    int st = 0;
+    for (int i = 0; i < 1000; i++) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        cr_assert_neq(w, -1, "waitpid %d: %s", (int)pid, strerror(errno));
+        if (w == pid)
+            return st;
+        usleep(10000);
+    }
+    cr_assert_fail("%d still runs", (int)pid);
+    return 0;
+}
+
+/* 1 when pid was our child and has been reaped (by the job): no zombie. */
+static int reaped(pid_t pid)
+{
+    int st;
+    return waitpid(pid, &st, WNOHANG) == -1 && errno == ECHILD;
+}
+
+Test(exec_job, a_hundred_jobs_run_at_once_on_one_thread)
+{
+    enum { N = 100 };
+    struct event_base *base = event_base_new();
+    cr_assert_not_null(base);
+    const char *argv[] = {"/bin/sh", "-c", "sleep 0.2; echo \"x$1\"", "sh",
+                          NULL};
+    struct orch_exec_config cfg = cli(argv, 60000);
+    struct ended *e = calloc(N, sizeof(*e));
+    cr_assert_not_null(e);
+    ended_count = 0;
+    int threads = threads_now();
+    cr_assert_gt(threads, 0);
+    for (int i = 0; i < N; i++) {
+        char p[16];
+        snprintf(p, sizeof(p), "%d", i);
+        struct orch_job *j = NULL;
+        struct fo_err err;
+        cr_assert_eq(orch_job_start(&cfg, base, p, on_done, &e[i], &j, &err),
+                     FO_OK, "%s", err.msg);
+        cr_assert_not_null(j);
+    }
+    cr_assert_eq(ended_count, 0, "done ran inside start");
+    cr_assert_eq(threads_now(), threads);
+    /* every job is in flight now; the loop returns once all have ended
+     * and nothing of theirs is left on the base */
+    cr_assert_eq(event_base_dispatch(base), 1);
+    cr_assert_eq(ended_count, N);
+    for (int i = 0; i < N; i++) {
+        char want[16];
+        snprintf(want, sizeof(want), "x%d\n", i);
+        cr_assert_eq(e[i].calls, 1, "job %d: %d calls", i, e[i].calls);
+        cr_assert_eq(e[i].rc, FO_OK);
+        cr_assert(e[i].res.ok, "job %d: %s", i, e[i].res.error);
+        cr_assert_str_eq(e[i].res.output, want);
+        cr_assert_str_eq(e[i].res.errout, "");
+        cr_assert_str_eq(e[i].res.model, "test");
+        cr_assert_eq(e[i].threads, threads, "job %d: %d threads", i,
+                     e[i].threads);
+        orch_result_release(&e[i].res);
+    }
+    cr_assert_eq(threads_now(), threads);
+    free(e);
+    event_base_free(base);
+}
+
+/* A leader that starts a grandchild sleeping "forever", says so on the
+ * fifo (leader pid, grandchild pid) and waits. */
+static void group_script(char *buf, size_t n, const char *fifo)
+{
+    snprintf(buf, n, "sleep 3600 & echo $$ $! > %s; echo started; wait", fifo);
+}
+
+static void read_pids(int fd, pid_t *leader, pid_t *grandchild)
+{
+    char buf[64];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    cr_assert_gt(n, 0);
+    buf[n] = '\0';
+    int a = 0, b = 0;
+    cr_assert_eq(sscanf(buf, "%d %d", &a, &b), 2, "%s", buf);
+    *leader = (pid_t)a;
+    *grandchild = (pid_t)b;
+}
+
+static int open_fifo(const char *dir, char *path, size_t n)
+{
+    snprintf(path, n, "%s/fifo", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    return fd;
+}
+
+static void timeout_kills_the_group(int poll_only)
+{
+    become_subreaper();
+    char *dir = tu_tmpdir();
+    char fifo[512], script[1024];
+    int ffd = open_fifo(dir, fifo, sizeof(fifo));
+    group_script(script, sizeof(script), fifo);
+    const char *argv[] = {"sh", "-c", script, "sh", NULL};
+    struct orch_exec_config cfg = cli(argv, 300);
+    struct event_base *base = event_base_new();
+    struct ended e = {0};
+    struct orch_job *j = NULL;
+    ended_count = 0;
+    cr_assert_eq(orch_job_start(&cfg, base, "p", on_done, &e, &j, NULL), FO_OK);
+    if (poll_only)
+        cr_assert_eq(orch_job_drop_pidfd(j), FO_OK);
+    cr_assert_eq(event_base_dispatch(base), 1);
+    cr_assert_eq(e.calls, 1);
+    cr_assert_eq(e.rc, FO_OK);
+    cr_assert_not(e.res.ok);
+    cr_assert(e.res.timed_out);
+    cr_assert_eq(e.res.signal, SIGKILL);
+    cr_assert_eq(e.res.exit_code, -1);
+    cr_assert(strstr(e.res.error, "timed out after 300 ms"), "%s", e.res.error);
+    cr_assert_str_eq(e.res.output, "started\n");
+    pid_t leader, grandchild;
+    read_pids(ffd, &leader, &grandchild);
+    cr_assert(reaped(leader), "leader %d not reaped", (int)leader);
+    int st = wait_orphan(grandchild);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+              "grandchild status %#x", st);
+    orch_result_release(&e.res);
+    close(ffd);
+    event_base_free(base);
+    tu_rmrf(dir);
+}
+
+Test(exec_job, timeout_kills_the_whole_group)
+{
+    timeout_kills_the_group(0);
+}
+
+/* What a cancel test's fifo event needs. */
+struct canceller {
+    struct orch_job *job;
+    int fd;
+    pid_t leader, grandchild;
+    int cancels;
+};
+
+static void on_fifo(evutil_socket_t fd, short what, void *arg)
+{
+    struct canceller *c = arg;
+    (void)fd;
+    (void)what;
+    read_pids(c->fd, &c->leader, &c->grandchild);
+    orch_job_cancel(c->job);
+    c->cancels++;
+}
+
+static void cancel_kills_and_reaps(int poll_only)
+{
+    become_subreaper();
+    char *dir = tu_tmpdir();
+    char fifo[512], script[1024];
+    struct canceller c = {0};
+    c.fd = open_fifo(dir, fifo, sizeof(fifo));
+    group_script(script, sizeof(script), fifo);
+    const char *argv[] = {"sh", "-c", script, "sh", NULL};
+    struct orch_exec_config cfg = cli(argv, 60000);
+    struct event_base *base = event_base_new();
+    struct ended e = {0};
+    ended_count = 0;
+    cr_assert_eq(orch_job_start(&cfg, base, "p", on_done, &e, &c.job, NULL),
+                 FO_OK);
+    if (poll_only)
+        cr_assert_eq(orch_job_drop_pidfd(c.job), FO_OK);
+    /* one-shot: once the leader has said who it is, cancel the job */
+    struct event *ev = event_new(base, c.fd, EV_READ, on_fifo, &c);
+    cr_assert_eq(event_add(ev, NULL), 0);
+    /* returns only when nothing is left: the reaper too */
+    cr_assert_eq(event_base_dispatch(base), 1);
+    cr_assert_eq(c.cancels, 1);
+    cr_assert_eq(e.calls, 0, "done was called after a cancel");
+    cr_assert(reaped(c.leader), "leader %d left a zombie", (int)c.leader);
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/%d", (int)c.leader);
+    cr_assert_eq(access(proc, F_OK), -1, "%s is still there", proc);
+    int st = wait_orphan(c.grandchild);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+              "grandchild status %#x", st);
+    event_free(ev);
+    close(c.fd);
+    event_base_free(base);
+    tu_rmrf(dir);
+}
+
+Test(exec_job, cancel_kills_and_reaps_and_done_is_not_called)
+{
+    cancel_kills_and_reaps(0);
+}
+
+/* A kernel without pidfd_open: the exit is found by polling. */
+Test(exec_job, without_a_pidfd_jobs_end_time_out_and_cancel)
+{
+    struct event_base *base = event_base_new();
+    const char *argv[] = {"sh", "-c", "echo out; echo err >&2; exit 4", "sh",
+                          NULL};
+    struct orch_exec_config cfg = cli(argv, 60000);
+    struct ended e = {0};
+    struct orch_job *j = NULL;
+    cr_assert_eq(orch_job_start(&cfg, base, "p", on_done, &e, &j, NULL), FO_OK);
+    cr_assert_eq(orch_job_drop_pidfd(j), FO_OK);
+    cr_assert_eq(event_base_dispatch(base), 1);
+    cr_assert_eq(e.calls, 1);
+    cr_assert_eq(e.res.exit_code, 4);
+    cr_assert_str_eq(e.res.output, "out\n");
+    cr_assert_str_eq(e.res.errout, "err\n");
+    orch_result_release(&e.res);
+    event_base_free(base);
+    timeout_kills_the_group(1);
+    cancel_kills_and_reaps(1);
+}
+
+Test(exec_job, output_cap_and_utf8_cleaning)
+{
+    struct event_base *base = event_base_new();
+    const char *big[] = {
+        "sh", "-c", "head -c 104857600 /dev/zero | tr '\\0' a; echo err >&2",
+        "sh", NULL};
+    const char *bad[] = {"sh", "-c", "printf 'a\\377b\\000c'; exit 3", "sh",
+                         NULL};
+    struct orch_exec_config c1 = cli(big, 60000), c2 = cli(bad, 60000);
+    c1.output_max = 1u << 20;
+    struct ended e1 = {0}, e2 = {0};
+    struct orch_job *j = NULL;
+    cr_assert_eq(orch_job_start(&c1, base, "p", on_done, &e1, &j, NULL), FO_OK);
+    cr_assert_eq(orch_job_start(&c2, base, "p", on_done, &e2, &j, NULL), FO_OK);
+    cr_assert_eq(event_base_dispatch(base), 1);
+    cr_assert_eq(e1.calls, 1);
+    cr_assert(e1.res.ok, "%s", e1.res.error);
+    cr_assert(e1.res.truncated);
+    cr_assert_lt(e1.res.output_len, (1u << 20) + 200);
+    cr_assert_geq(e1.res.output_len, 1u << 20);
+    cr_assert_eq(strspn(e1.res.output, "a"), 1u << 20);
+    cr_assert(strstr(e1.res.output + (1u << 20),
+                     "[forum: output truncated: 103809024 bytes over the "
+                     "1048576-byte cap were dropped]"),
+              "%s", e1.res.output + (1u << 20));
+    cr_assert_str_eq(e1.res.errout, "err\n");
+    cr_assert_eq(e2.calls, 1);
+    cr_assert_not(e2.res.ok);
+    cr_assert_not(e2.res.truncated);
+    cr_assert_eq(e2.res.exit_code, 3);
+    cr_assert_str_eq(e2.res.error, "exit status 3");
+    cr_assert_str_eq(e2.res.output, "a\xef\xbf\xbd"
+                                    "b\xef\xbf\xbd"
+                                    "c");
+    orch_result_release(&e1.res);
+    orch_result_release(&e2.res);
+    event_base_free(base);
+}
+
+Test(exec_job, the_stub_ends_on_a_later_turn_of_the_loop)
+{
+    struct event_base *base = event_base_new();
+    struct orch_exec_config cfg = {.kind = ORCH_EXEC_STUB, .model = "stub"};
+    struct ended a = {0}, b = {0}, c = {0};
+    struct orch_job *ja = NULL, *jb = NULL, *jc = NULL;
+    ended_count = 0;
+    cr_assert_eq(orch_job_start(&cfg, base, "write the docs\nmore", on_done, &a,
+                                &ja, NULL),
+                 FO_OK);
+    cr_assert_eq(
+        orch_job_start(&cfg, base, "please #stub-fail", on_done, &b, &jb, NULL),
+        FO_OK);
+    cr_assert_eq(
+        orch_job_start(&cfg, base, "cancelled", on_done, &c, &jc, NULL), FO_OK);
+    cr_assert_eq(ended_count, 0, "done ran inside start");
+    orch_job_cancel(jc);
+    cr_assert_eq(event_base_dispatch(base), 1);
+    cr_assert_eq(a.calls, 1);
+    cr_assert_eq(b.calls, 1);
+    cr_assert_eq(c.calls, 0);
+    cr_assert_eq(a.rc, FO_OK);
+    cr_assert(a.res.ok);
+    struct orch_result once;
+    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nmore", &once, NULL),
+                 FO_OK);
+    cr_assert_str_eq(a.res.output, once.output);
+    cr_assert_str_eq(a.res.errout, "");
+    cr_assert_str_eq(a.res.model, "stub");
+    cr_assert_not(b.res.ok);
+    cr_assert_str_eq(b.res.error, "stub: asked to fail");
+    orch_result_release(&once);
+    orch_result_release(&a.res);
+    orch_result_release(&b.res);
+    event_base_free(base);
+}
+
+Test(exec_job, start_refuses_model_kinds_and_names_a_missing_binary)
+{
+    struct event_base *base = event_base_new();
+    struct ended e = {0};
+    struct orch_job *j = (struct orch_job *)&e; /* untouched on error */
+    struct fo_err err;
+    struct orch_exec_config chat = {.kind = ORCH_EXEC_CHAT, .model = "m"};
+    cr_assert_eq(orch_job_start(&chat, base, "p", on_done, &e, &j, &err),
+                 FO_E_INVALID);
+    cr_assert(strstr(err.msg, "model client"), "%s", err.msg);
+    chat.kind = ORCH_EXEC_ANTHROPIC;
+    cr_assert_eq(orch_job_start(&chat, base, "p", on_done, &e, &j, &err),
+                 FO_E_INVALID);
+    const char *argv[] = {"no-such-model-cli-xyz", "run", NULL};
+    struct orch_exec_config cfg = cli(argv, 1000);
+    cr_assert_eq(orch_job_start(&cfg, base, "p", on_done, &e, &j, &err),
+                 FO_E_NOT_FOUND);
+    cr_assert(strstr(err.msg, "\"no-such-model-cli-xyz\""), "%s", err.msg);
+    cr_assert_eq(j, (struct orch_job *)&e);
+    /* nothing was left on the base, and done never runs */
+    cr_assert_eq(event_base_dispatch(base), 1);
+    cr_assert_eq(e.calls, 0);
+    orch_job_cancel(NULL);
+    event_base_free(base);
+}
+
+/* A done that cancels one job and starts another, on the same base. */
+struct chain {
+    struct event_base *base;
+    struct orch_job *victim;
+    struct ended victim_end, next_end, first_end;
+};
+
+static void on_first_done(void *arg, int rc, struct orch_result *res,
+                          const struct fo_err *err)
+{
+    struct chain *ch = arg;
+    on_done(&ch->first_end, rc, res, err);
+    orch_job_cancel(ch->victim);
+    const char *argv[] = {"echo", NULL};
+    struct orch_exec_config cfg = cli(argv, 5000);
+    struct orch_job *j = NULL;
+    cr_assert_eq(orch_job_start(&cfg, ch->base, "next", on_done, &ch->next_end,
+                                &j, NULL),
+                 FO_OK);
+}
+
+Test(exec_job, done_may_cancel_and_start_jobs)
+{
+    struct chain ch = {0};
+    ch.base = event_base_new();
+    ended_count = 0;
+    const char *sleeper[] = {"sleep", NULL};
+    struct orch_exec_config s = cli(sleeper, 60000);
+    cr_assert_eq(orch_job_start(&s, ch.base, "3600", on_done, &ch.victim_end,
+                                &ch.victim, NULL),
+                 FO_OK);
+    const char *quick[] = {"true", NULL};
+    struct orch_exec_config q = cli(quick, 60000);
+    struct orch_job *j = NULL;
+    cr_assert_eq(orch_job_start(&q, ch.base, "x", on_first_done, &ch, &j, NULL),
+                 FO_OK);
+    cr_assert_eq(event_base_dispatch(ch.base), 1);
+    cr_assert_eq(ch.first_end.calls, 1);
+    cr_assert_eq(ch.first_end.order, 1);
+    cr_assert_eq(ch.victim_end.calls, 0);
+    cr_assert_eq(ch.next_end.calls, 1);
+    cr_assert_eq(ch.next_end.order, 2);
+    cr_assert_str_eq(ch.next_end.res.output, "next\n");
+    orch_result_release(&ch.first_end.res);
+    orch_result_release(&ch.next_end.res);
+    event_base_free(ch.base);
 }

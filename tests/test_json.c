@@ -1059,3 +1059,24 @@ Test(json_int, add_and_get)
     cr_assert_eq(x, 1000);
     cJSON_Delete(o);
 }
+
+Test(fo_buf, allocation_never_exceeds_the_maximum)
+{
+    /* doubling would reach 4096 for 2501 bytes; the cap stops it at max+1 */
+    struct fo_buf b;
+    fo_buf_init(&b, 2500);
+    char chunk[100];
+    memset(chunk, 'a', sizeof(chunk));
+    for (int i = 0; i < 25; i++)
+        cr_assert_eq(fo_buf_append(&b, chunk, sizeof(chunk)), FO_OK);
+    cr_assert_eq(b.len, 2500);
+    cr_assert_eq(b.cap, 2501);
+    cr_assert_eq(b.data[2500], '\0');
+    cr_assert_eq(fo_buf_putc(&b, 'x'), FO_E_TOO_LARGE);
+    fo_buf_release(&b);
+    /* small outputs stay small */
+    fo_buf_init(&b, 1u << 20);
+    cr_assert_eq(fo_buf_puts(&b, "x\n"), FO_OK);
+    cr_assert_eq(b.cap, 64);
+    fo_buf_release(&b);
+}
