@@ -1399,6 +1399,14 @@ static int dispatch_task(struct run *r, size_t t, struct fo_err *err)
     snprintf(what, sizeof(what), "task %s", k->id);
     if (!spend(r, what, ex->kind == ORCH_EXEC_STUB))
         return FO_OK;
+    /* the key is taken now, so a repeat later in this wave is a skip even
+     * before this task's entry lands */
+    key = dispatch_key(k, ex);
+    if (!key || key_add(r, key, t)) {
+        if (ex->kind != ORCH_EXEC_STUB)
+            r->reserved--;
+        return nomem(err);
+    }
     int rc = task_begin(r, t, ex, r->plan_seq, err);
     if (rc && ex->kind != ORCH_EXEC_STUB)
         r->reserved--;
@@ -2293,62 +2301,69 @@ static cJSON *tasks_json(const struct run *r, int *all_pass, int *unjudged)
     return a;
 }
 
-/* plan_run's own fields: {"waves", "results", "refused"}. */
+/* plan_run's own fields, as before the engine: {"waves", "results":
+ * [{"id", "agent", "ok", "model", "task_seq", "seq", "output"} or a
+ * refused one], "refused": [ids], "ok": every task ran ok}. */
 static int plan_run_fields(const struct run *r, cJSON *res)
 {
-    cJSON *waves = cJSON_AddArrayToObject(res, "waves");
+    cJSON *pj = orch_plan_json(r->p);
+    cJSON *waves =
+        pj ? cJSON_DetachItemFromObjectCaseSensitive(pj, "waves") : NULL;
+    cJSON_Delete(pj);
+    if (!waves)
+        return FO_E_NOMEM;
+    cJSON_AddItemToObject(res, "waves", waves);
     cJSON *results = cJSON_AddArrayToObject(res, "results");
     cJSON *refused = cJSON_AddArrayToObject(res, "refused");
-    if (!waves || !results || !refused)
+    if (!results || !refused)
         return FO_E_NOMEM;
-    for (size_t w = 0; w < r->p->n_waves; w++) {
-        cJSON *ids = cJSON_CreateArray();
-        if (!ids)
-            return FO_E_NOMEM;
-        cJSON_AddItemToArray(waves, ids);
-        for (size_t i = r->p->wave_start[w]; i < r->p->wave_start[w + 1];
-             i++) {
-            size_t t = r->p->order[i];
-            const struct task *s = &r->t[t];
-            const struct orch_task *k = &r->p->tasks[t];
-            cJSON *id = cJSON_CreateString(k->id);
-            if (!id)
-                return FO_E_NOMEM;
-            cJSON_AddItemToArray(ids, id);
-            if (s->st == TS_REFUSED) {
-                cJSON *x = cJSON_CreateString(k->id);
-                if (!x)
-                    return FO_E_NOMEM;
-                cJSON_AddItemToArray(refused, x);
-                continue;
-            }
-            if (s->st == TS_PENDING || s->st == TS_SKIPPED)
-                continue;
-            size_t n = s->output ? orch_utf8_prefix(s->output, s->output_len,
-                                                    64u * 1024u)
-                                 : 0;
-            cJSON *o = cJSON_CreateObject();
-            char *cut = malloc(n + 1);
-            if (cut) {
-                if (n)
-                    memcpy(cut, s->output, n);
-                cut[n] = '\0';
-            }
-            int ok = o && cut && cJSON_AddStringToObject(o, "id", k->id) &&
-                     cJSON_AddStringToObject(o, "agent", k->agent) &&
-                     cJSON_AddBoolToObject(o, "ok", s->ran_ok) &&
-                     cJSON_AddStringToObject(o, "model", s->model) &&
-                     fo_json_add_int(o, "seq", s->result_seq) &&
-                     cJSON_AddStringToObject(o, "output", cut);
-            free(cut);
-            if (!ok) {
-                cJSON_Delete(o);
-                return FO_E_NOMEM;
-            }
+    int all_ok = 1;
+    for (size_t i = 0; i < r->p->n; i++) {
+        size_t t = r->p->order[i];
+        const struct task *s = &r->t[t];
+        const struct orch_task *k = &r->p->tasks[t];
+        int ran = s->st != TS_REFUSED && s->st != TS_SKIPPED &&
+                  s->st != TS_PENDING && s->result_seq >= 0;
+        const struct task *src =
+            s->st == TS_SKIPPED && s->dup_of >= 0 ? &r->t[s->dup_of] : s;
+        int ok = src->ran_ok && s->st != TS_REFUSED && s->st != TS_PENDING;
+        all_ok &= ok;
+        size_t n = s->output ? orch_utf8_prefix(s->output, s->output_len,
+                                                64u * 1024u)
+                             : 0;
+        cJSON *o = cJSON_CreateObject();
+        char *cut = malloc(n + 1);
+        if (cut) {
+            if (n)
+                memcpy(cut, s->output, n);
+            cut[n] = '\0';
+        }
+        int good =
+            o && cut && cJSON_AddStringToObject(o, "id", k->id) &&
+            cJSON_AddStringToObject(o, "agent", k->agent) &&
+            cJSON_AddBoolToObject(o, "ok", ok) &&
+            (s->st == TS_REFUSED
+                 ? cJSON_AddTrueToObject(o, "refused") != NULL
+                 : cJSON_AddStringToObject(o, "model", src->model) &&
+                       (!ran || fo_json_add_int(o, "task_seq", s->task_seq))) &&
+            fo_json_add_int(o, "seq", s->result_seq) &&
+            cJSON_AddStringToObject(o, "output", cut) &&
+            (n == (s->output ? s->output_len : 0) ||
+             cJSON_AddTrueToObject(o, "output_truncated"));
+        free(cut);
+        if (o)
             cJSON_AddItemToArray(results, o);
+        if (!good)
+            return FO_E_NOMEM;
+        if (s->st == TS_REFUSED) {
+            cJSON *x = cJSON_CreateString(k->id);
+            if (!x)
+                return FO_E_NOMEM;
+            cJSON_AddItemToArray(refused, x);
         }
     }
-    return FO_OK;
+    cJSON_DeleteItemFromObjectCaseSensitive(res, "ok");
+    return cJSON_AddBoolToObject(res, "ok", all_ok) ? FO_OK : FO_E_NOMEM;
 }
 
 static cJSON *result_object(struct run *r, struct fo_err *err)

@@ -89,8 +89,9 @@ static const char *const sql_text[ST__COUNT] = {
     /* the root `request` entries (runs), through entries_requests */
     [ST_REQUESTS] = "SELECT " ENTRY_COLS " FROM entries WHERE parent IS NULL"
                     " AND kind = 'request' AND seq >= ?1 ORDER BY seq",
-    [ST_HAS_PARENT_INDEX] = "SELECT 1 FROM sqlite_master WHERE type = 'index'"
-                            " AND name = 'entries_requests'",
+    [ST_HAS_PARENT_INDEX] = "SELECT count(*) FROM sqlite_master WHERE"
+                            " type = 'index' AND name IN ('entries_parent',"
+                            " 'entries_requests') HAVING count(*) = 2",
 };
 
 /* Children by parent, for the entries of a run (ledger_descendants).
