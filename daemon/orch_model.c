@@ -925,10 +925,10 @@ static void on_step(evutil_socket_t fd, short what, void *arg)
         break;
     case PH_CONNECT:
         /* without a watcher (no descriptor to spare), ask the socket */
-        if (!a->connected && !a->ended &&
-            !(a->dupfd < 0 &&
-              socket_connected(bufferevent_getfd(
-                  evhttp_connection_get_bufferevent(a->evcon)))))
+        if (!a->connected && a->dupfd < 0)
+            a->connected = socket_connected(
+                bufferevent_getfd(evhttp_connection_get_bufferevent(a->evcon)));
+        if (!a->connected && !a->ended)
             expire(c, T_CONNECT);
         break;
     case PH_JUDGE:

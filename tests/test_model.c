@@ -485,6 +485,41 @@ Test(model_errors, connection_refused_is_retried_then_unavailable,
     orch_model_free(m);
 }
 
+Test(model_errors, a_connect_that_hangs_is_cut_by_the_connect_timer,
+     .init = setup, .fini = teardown)
+{
+    /* a listener whose accept queue is full drops new SYNs: the connect
+     * hangs until our timer cuts it */
+    int port;
+    int lfd = tu_listen_loopback(&port);
+    cr_assert_eq(listen(lfd, 0), 0);
+    int filler = tu_connect_loopback(port, 0);
+    struct orch_model_provider p = {.api = ORCH_EXEC_CHAT,
+                                    .url = url_of("http", port),
+                                    .model = "m",
+                                    .tier = ORCH_TIER_ANY};
+    struct orch_model_config c = {.providers = &p,
+                                  .n_providers = 1,
+                                  .attempts = 2,
+                                  .backoff_ms = 10,
+                                  .timeout_ms = 30000,
+                                  .connect_timeout_ms = 100};
+    struct orch_model *m = NULL;
+    struct fo_err err;
+    cr_assert_eq(orch_model_create(&c, &m, &err), FO_OK, "%s", err.msg);
+    struct orch_model_reply rep;
+    cr_assert_eq(ask(m, ORCH_EXEC_CHAT, &rep, &err), FO_E_UNAVAILABLE, "%s",
+                 err.msg);
+    cr_assert(strstr(err.msg, "timed out after 100 ms"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "2 attempts failed"), "%s", err.msg);
+    cr_assert_eq(rep.attempts, 2);
+    cr_assert(rep.retriable);
+    orch_model_reply_release(&rep);
+    orch_model_free(m);
+    close(filler);
+    close(lfd);
+}
+
 Test(model_errors, status_429_then_200_succeeds_after_backoff, .init = setup,
      .fini = teardown)
 {
