@@ -1,7 +1,9 @@
 /* orch_model: the chat (OpenAI-compatible) and Anthropic model executors
- * on libevent's HTTP client: one event_base per request so any thread may
- * call, TLS verified through libevent_openssl, our own connect and total
- * deadline timers, a response cap, classified errors with backoff. */
+ * on libevent's HTTP client. A call is a small state machine on a caller's
+ * event_base (thousands in flight on one thread): host names looked up with
+ * evdns, TLS verified through libevent_openssl, our own connect, backoff and
+ * deadline timers, a response cap, classified errors. The blocking call runs
+ * one on a private base. */
 #include "daemon/orch_model.h"
 
 #include <arpa/inet.h>
@@ -10,13 +12,14 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -41,6 +44,8 @@ struct provider {
     int max_tokens;
     int tls;
     char *host; /* without brackets */
+    char *addr; /* what to connect to when host needs no lookup (an IP
+                   literal, or 127.0.0.1 for localhost); NULL for a name */
     int port;
     char *path; /* with the query, if any */
     char *host_header;
@@ -55,14 +60,6 @@ struct orch_model {
     SSL_CTX *ssl; /* NULL when no provider uses https */
 };
 
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
-                          .tv_nsec = (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 /* ---- configuration ------------------------------------------------------ */
 
 static void provider_release(struct provider *p)
@@ -71,6 +68,7 @@ static void provider_release(struct provider *p)
     free(p->model);
     free(p->key_env);
     free(p->host);
+    free(p->addr);
     free(p->path);
     free(p->host_header);
 }
@@ -126,6 +124,15 @@ static int parse_url(struct provider *p, const char *url, size_t i,
     int port = evhttp_uri_get_port(u);
     p->port = port > 0 ? port : (p->tls ? 443 : 80);
     p->host = orch_strdup(host);
+    /* "localhost" is loopback without a lookup (RFC 6761), and IPv4: where
+     * /etc/hosts puts ::1 first, local model servers still listen on
+     * 127.0.0.1 (libevent connects to the first address only) */
+    unsigned char ip[16];
+    int literal =
+        inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+    int local = strcasecmp(host, "localhost") == 0;
+    if (literal || local)
+        p->addr = orch_strdup(literal ? host : "127.0.0.1");
     const char *up = evhttp_uri_get_path(u);
     if (!up)
         up = "";
@@ -137,7 +144,7 @@ static int parse_url(struct provider *p, const char *url, size_t i,
     const char *v1 =
         p->api == ORCH_EXEC_CHAT ? "/v1/chat/completions" : "/v1/messages";
     char *trimmed = malloc(ul + 1);
-    if (!trimmed || !p->host) {
+    if (!trimmed || !p->host || ((literal || local) && !p->addr)) {
         free(trimmed);
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
         goto out;
@@ -185,6 +192,9 @@ static int make_ssl_ctx(struct orch_model *m, const char *ca_file,
         return fo_err_set(err, FO_E_NOMEM, "tls: cannot create a context");
     SSL_CTX_set_verify(m->ssl, SSL_VERIFY_PEER, NULL);
     SSL_CTX_set_options(m->ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    /* thousands of connections wait for models at once: an idle one gives
+     * its record buffers back (~17 KiB each, measured) */
+    SSL_CTX_set_mode(m->ssl, SSL_MODE_RELEASE_BUFFERS);
     if (!SSL_CTX_set_min_proto_version(m->ssl, TLS1_2_VERSION))
         return fo_err_set(err, FO_E_IO, "tls: cannot require TLS 1.2");
     int ok = ca_file ? SSL_CTX_load_verify_locations(m->ssl, ca_file, NULL)
@@ -434,331 +444,27 @@ out:
     return rc;
 }
 
-/* ---- one request -------------------------------------------------------- */
+/* ---- bodies ------------------------------------------------------------- */
 
-enum { T_NONE, T_CONNECT, T_DEADLINE };
-
-struct attempt {
-    struct event_base *base;
-    struct evhttp_connection *evcon;
-    struct evhttp_request *req; /* NULL once libevent has freed it */
-    SSL *ssl;                   /* owned by the bufferevent */
-    struct event *conn_ev, *conn_timer, *deadline_timer;
-    int dupfd;
-    int done, connected, timed_out, status;
-    int req_error; /* an enum evhttp_request_error, or -1 */
-    long verify;   /* X509_V_OK unless the peer failed to verify */
-    int retry_after;
-    struct fo_buf body;
-    size_t body_max;
-    int oversize;
-};
-
-static void finish_attempt(struct attempt *a)
+/* Each message needs a known role and UTF-8 content. */
+static int msgs_check(const struct orch_model_msg *msgs, size_t n,
+                      struct fo_err *err)
 {
-    a->done = 1;
-    a->req = NULL;
-    if (a->ssl && a->verify == X509_V_OK)
-        a->verify = SSL_get_verify_result(a->ssl);
-    event_base_loopbreak(a->base);
-}
-
-static void on_error(enum evhttp_request_error e, void *arg)
-{
-    struct attempt *a = arg;
-    if (a->done)
-        return;
-    a->req_error = (int)e;
-    /* libevent calls the request callback next (with NULL), then frees */
-}
-
-static void on_done(struct evhttp_request *req, void *arg)
-{
-    struct attempt *a = arg;
-    if (a->done)
-        return;
-    if (req && evhttp_request_get_response_code(req) > 0) {
-        a->status = evhttp_request_get_response_code(req);
-        struct evbuffer *in = evhttp_request_get_input_buffer(req);
-        size_t n = evbuffer_get_length(in);
-        if (n > a->body_max) {
-            a->oversize = 1;
-        } else if (n > 0) {
-            const char *data = (const char *)evbuffer_pullup(in, -1);
-            if (!data || fo_buf_append(&a->body, data, n) != FO_OK)
-                a->oversize = 1; /* out of memory counts as too big */
-        }
-        const char *ra = evhttp_find_header(
-            evhttp_request_get_input_headers(req), "Retry-After");
-        if (ra) {
-            char *end;
-            errno = 0;
-            long long v = strtoll(ra, &end, 10);
-            if (!errno && end != ra && *end == '\0' && v >= 0 &&
-                v <= RETRY_AFTER_MAX)
-                a->retry_after = (int)v;
-        }
+    for (size_t i = 0; i < n; i++) {
+        const char *role = msgs[i].role, *c = msgs[i].content;
+        if (!role || !c ||
+            (strcmp(role, "system") && strcmp(role, "user") &&
+             strcmp(role, "assistant")) ||
+            !fo_utf8_valid(c, strlen(c)))
+            return fo_err_set(err, FO_E_INVALID,
+                              "message %zu: needs role system, user or "
+                              "assistant and UTF-8 content",
+                              i);
     }
-    finish_attempt(a);
-}
-
-static void on_connected(evutil_socket_t fd, short what, void *arg)
-{
-    struct attempt *a = arg;
-    (void)what;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    /* getpeername succeeds only on a connected socket, and unlike
-     * SO_ERROR it leaves the pending error for libevent to read */
-    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        a->connected = 1;
-        if (a->conn_timer)
-            event_del(a->conn_timer);
-    }
-}
-
-static void expire(struct attempt *a, int which)
-{
-    if (a->done)
-        return;
-    a->timed_out = which;
-    struct evhttp_request *req = a->req;
-    a->done = 1; /* callbacks from the cancel are ignored */
-    a->req = NULL;
-    if (req)
-        evhttp_cancel_request(req);
-    event_base_loopbreak(a->base);
-}
-
-static void on_connect_timer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    expire(arg, T_CONNECT);
-}
-
-static void on_deadline(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    expire(arg, T_DEADLINE);
-}
-
-static void attempt_release(struct attempt *a)
-{
-    if (a->conn_ev)
-        event_free(a->conn_ev);
-    if (a->conn_timer)
-        event_free(a->conn_timer);
-    if (a->deadline_timer)
-        event_free(a->deadline_timer);
-    if (a->dupfd >= 0)
-        close(a->dupfd);
-    if (a->evcon) /* frees the bufferevent, its SSL and any request */
-        evhttp_connection_free(a->evcon);
-    if (a->base)
-        event_base_free(a->base);
-    fo_buf_release(&a->body);
-}
-
-static struct timeval tv_ms(int64_t ms)
-{
-    struct timeval tv = {.tv_sec = (time_t)(ms / 1000),
-                         .tv_usec = (suseconds_t)((ms % 1000) * 1000)};
-    return tv;
-}
-
-/* Checks the host name (or IP address) of the peer's certificate and sends
- * SNI for names. */
-static int ssl_for(const struct orch_model *m, const struct provider *p,
-                   SSL **out, struct fo_err *err)
-{
-    SSL *ssl = SSL_new(m->ssl);
-    if (!ssl)
-        return fo_err_set(err, FO_E_NOMEM, "tls: cannot create a session");
-    unsigned char addr[16];
-    int ip = inet_pton(AF_INET, p->host, addr) == 1 ||
-             inet_pton(AF_INET6, p->host, addr) == 1;
-    int ok;
-    if (ip) {
-        ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), p->host);
-    } else {
-        ok = SSL_set1_host(ssl, p->host) &&
-             SSL_set_tlsext_host_name(ssl, p->host);
-    }
-    if (!ok) {
-        SSL_free(ssl);
-        ERR_clear_error();
-        return fo_err_set(err, FO_E_INVALID, "tls: cannot check host %s",
-                          p->host);
-    }
-    *out = ssl;
     return FO_OK;
 }
 
-/* One POST. Returns FO_OK when an HTTP response arrived (any status; a is
- * filled); else the failure, with *retriable set. */
-static int post(const struct orch_model *m, const struct provider *p,
-                const char *key, const struct fo_buf *body, int64_t budget_ms,
-                struct attempt *a, int *retriable, struct fo_err *err)
-{
-    struct bufferevent *bev = NULL;
-    int rc = FO_E_NOMEM;
-    *retriable = 0;
-    a->base = event_base_new();
-    if (!a->base)
-        goto nomem;
-    if (p->tls) {
-        rc = ssl_for(m, p, &a->ssl, err);
-        if (rc)
-            goto out;
-        bev = bufferevent_openssl_socket_new(a->base, -1, a->ssl,
-                                             BUFFEREVENT_SSL_CONNECTING,
-                                             BEV_OPT_CLOSE_ON_FREE);
-        if (!bev) {
-            SSL_free(a->ssl);
-            a->ssl = NULL;
-            goto nomem;
-        }
-        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    } else {
-        bev = bufferevent_socket_new(a->base, -1, BEV_OPT_CLOSE_ON_FREE);
-        if (!bev)
-            goto nomem;
-    }
-    /* with no evdns base, libevent resolves the host synchronously, so the
-     * connect has begun when evhttp_make_request returns */
-    a->evcon = evhttp_connection_base_bufferevent_new(
-        a->base, NULL, bev, p->host, (unsigned short)p->port);
-    if (!a->evcon) {
-        bufferevent_free(bev);
-        a->ssl = NULL;
-        goto nomem;
-    }
-    evhttp_connection_set_retries(a->evcon, 0);
-    /* libevent's own timer is a backstop only: ours decide */
-    evhttp_connection_set_timeout(a->evcon, (int)(budget_ms / 1000) + 5);
-    evhttp_connection_set_max_body_size(a->evcon, (ev_ssize_t)a->body_max);
-    evhttp_connection_set_max_headers_size(a->evcon, 64 * 1024);
-    a->req = evhttp_request_new(on_done, a);
-    if (!a->req)
-        goto nomem;
-    evhttp_request_set_error_cb(a->req, on_error);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(a->req);
-    char cl[32];
-    snprintf(cl, sizeof(cl), "%zu", body->len);
-    int bad = evhttp_add_header(h, "Host", p->host_header) ||
-              evhttp_add_header(h, "Content-Type", "application/json") ||
-              evhttp_add_header(h, "Accept", "application/json") ||
-              evhttp_add_header(h, "User-Agent", "forum/0.1") ||
-              evhttp_add_header(h, "Connection", "close") ||
-              evhttp_add_header(h, "Content-Length", cl);
-    if (!bad && p->api == ORCH_EXEC_ANTHROPIC)
-        bad = evhttp_add_header(h, "anthropic-version", ANTHROPIC_VERSION) ||
-              (key && evhttp_add_header(h, "x-api-key", key));
-    if (!bad && p->api == ORCH_EXEC_CHAT && key) {
-        struct fo_buf auth;
-        fo_buf_init(&auth, 16 * 1024);
-        bad = fo_buf_printf(&auth, "Bearer %s", key) != FO_OK ||
-              evhttp_add_header(h, "Authorization", auth.data);
-        fo_buf_release(&auth); /* the key leaves no copy of ours behind */
-    }
-    if (bad || evbuffer_add(evhttp_request_get_output_buffer(a->req),
-                            body->data, body->len)) {
-        evhttp_request_free(a->req);
-        a->req = NULL;
-        rc = fo_err_set(err, FO_E_INVALID,
-                        "provider %s: cannot build the request headers "
-                        "(is the API key one line?)",
-                        p->name);
-        goto out;
-    }
-    a->deadline_timer = evtimer_new(a->base, on_deadline, a);
-    a->conn_timer = evtimer_new(a->base, on_connect_timer, a);
-    if (!a->deadline_timer || !a->conn_timer) {
-        evhttp_request_free(a->req);
-        a->req = NULL;
-        goto nomem;
-    }
-    struct evhttp_request *req = a->req;
-    if (evhttp_make_request(a->evcon, req, EVHTTP_REQ_POST, p->path) != 0) {
-        /* libevent has freed the request */
-        a->req = NULL;
-        rc = fo_err_set(err, FO_E_UNAVAILABLE,
-                        "provider %s: cannot connect to %s:%d", p->name,
-                        p->host, p->port);
-        *retriable = 1;
-        goto out;
-    }
-    struct timeval dl = tv_ms(budget_ms);
-    struct timeval ct =
-        tv_ms(m->connect_ms < budget_ms ? m->connect_ms : budget_ms);
-    evtimer_add(a->deadline_timer, &dl);
-    if (!a->done) {
-        evutil_socket_t fd = bufferevent_getfd(bev);
-        if (fd >= 0)
-            a->dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-        if (a->dupfd >= 0) {
-            a->conn_ev =
-                event_new(a->base, a->dupfd, EV_WRITE, on_connected, a);
-            if (a->conn_ev)
-                event_add(a->conn_ev, NULL);
-        }
-        if (m->connect_ms < budget_ms)
-            evtimer_add(a->conn_timer, &ct);
-    }
-    while (!a->done)
-        if (event_base_loop(a->base, EVLOOP_ONCE) < 0)
-            break;
-    if (a->timed_out == T_DEADLINE) {
-        rc = fo_err_set(err, FO_E_TIMEOUT,
-                        "provider %s: no answer within the %lld ms deadline",
-                        p->name, (long long)budget_ms);
-        *retriable = 1;
-    } else if (a->timed_out == T_CONNECT) {
-        rc = fo_err_set(err, FO_E_UNAVAILABLE,
-                        "provider %s: connect to %s:%d timed out after %d ms",
-                        p->name, p->host, p->port, m->connect_ms);
-        *retriable = 1;
-    } else if (a->verify != X509_V_OK) {
-        rc = fo_err_set(err, FO_E_UPSTREAM,
-                        "provider %s: tls: the certificate of %s did not "
-                        "verify: %s",
-                        p->name, p->host,
-                        X509_verify_cert_error_string(a->verify));
-    } else if (a->req_error == EVREQ_HTTP_DATA_TOO_LONG || a->oversize) {
-        /* libevent 2.1 reports a corrupt chunked body the same way */
-        rc = fo_err_set(err, FO_E_UPSTREAM,
-                        "provider %s: response over the %zu-byte cap%s",
-                        p->name, a->body_max,
-                        a->oversize ? "" : " (or a malformed chunked body)");
-    } else if (a->status > 0) {
-        rc = FO_OK;
-    } else if (!a->connected) {
-        rc = fo_err_set(err, FO_E_UNAVAILABLE,
-                        "provider %s: cannot connect to %s:%d", p->name,
-                        p->host, p->port);
-        *retriable = 1;
-    } else {
-        int malformed = a->req_error == EVREQ_HTTP_INVALID_HEADER;
-        rc = fo_err_set(err, malformed ? FO_E_UPSTREAM : FO_E_UNAVAILABLE,
-                        "provider %s: %s from %s:%d", p->name,
-                        malformed ? "a malformed HTTP response"
-                                  : "the connection closed without an answer",
-                        p->host, p->port);
-        *retriable = !malformed;
-    }
-    ERR_clear_error(); /* this thread's OpenSSL queue starts clean next time */
-    return rc;
-nomem:
-    rc = fo_err_set(err, FO_E_NOMEM, NULL);
-out:
-    ERR_clear_error();
-    return rc;
-}
-
-/* ---- bodies ------------------------------------------------------------- */
-
+/* The request body for p; msgs have passed msgs_check. */
 static int build_body(const struct provider *p,
                       const struct orch_model_msg *msgs, size_t n,
                       struct fo_buf *out, struct fo_err *err)
@@ -775,16 +481,6 @@ static int build_body(const struct provider *p,
         goto out;
     for (size_t i = 0; i < n; i++) {
         const char *role = msgs[i].role, *c = msgs[i].content;
-        if (!role || !c ||
-            (strcmp(role, "system") && strcmp(role, "user") &&
-             strcmp(role, "assistant")) ||
-            !fo_utf8_valid(c, strlen(c))) {
-            rc = fo_err_set(err, FO_E_INVALID,
-                            "message %zu: needs role system, user or "
-                            "assistant and UTF-8 content",
-                            i);
-            goto out;
-        }
         if (p->api == ORCH_EXEC_ANTHROPIC && strcmp(role, "system") == 0) {
             if ((sys.len && fo_buf_puts(&sys, "\n\n")) || fo_buf_puts(&sys, c))
                 goto out;
@@ -975,7 +671,7 @@ out:
     return rc;
 }
 
-/* ---- the call ------------------------------------------------------------ */
+/* ---- one call in flight -------------------------------------------------- */
 
 void orch_model_reply_release(struct orch_model_reply *r)
 {
@@ -986,111 +682,669 @@ void orch_model_reply_release(struct orch_model_reply *r)
     r->text_len = 0;
 }
 
-/* One provider, its retries. *give_up is set when no other provider
- * should be tried (a non-retriable failure, the deadline, no memory). */
-static int ask(const struct orch_model *m, const struct provider *p,
-               const struct orch_model_msg *msgs, size_t n, int64_t deadline,
-               struct orch_model_reply *out, int *give_up, struct fo_err *err)
-{
+/* Why our own timers cut an attempt short. */
+enum { T_NONE, T_CONNECT, T_DEADLINE };
+
+/* What a call's step timer does when it fires: the phases never overlap,
+ * so one event serves them all. */
+enum {
+    PH_KICK,    /* ask the first provider (queued by the start) */
+    PH_CONNECT, /* the attempt has not connected within connect_ms */
+    PH_BACKOFF, /* the wait before the next attempt is over */
+    PH_JUDGE,   /* the attempt has ended: read its outcome */
+};
+
+/* A host name lookup in flight. evdns answers even a cancelled lookup (with
+ * EVUTIL_EAI_CANCEL, on a later loop iteration), so the lookup lives on its
+ * own: a call lets go of it by clearing c, and the answer frees it. */
+struct lookup {
+    struct orch_model_call *c; /* NULL once the call has let go */
+    struct evdns_getaddrinfo_request *req;
+};
+
+/* One request: its connection and what came back. */
+struct attempt {
+    int live;                        /* begun and not yet released */
+    int ended;                       /* libevent's callbacks are ignored */
+    struct lookup *lookup;           /* the host name lookup in flight */
+    struct evhttp_connection *evcon; /* owns the bufferevent and its SSL */
+    struct evhttp_request *req;      /* NULL once libevent has freed it */
+    SSL *ssl;                        /* owned by the bufferevent */
+    struct event *conn_ev; /* watches dupfd until the socket connects */
+    int dupfd;
+    int64_t budget_ms; /* what was left of the deadline at the start */
+    int setup_rc;      /* the request could not be made: this error */
+    int setup_retriable;
+    int connected, timed_out, status;
+    int dns_error; /* an EVUTIL_EAI_ code, 0 when the lookup went well */
+    int req_error; /* an enum evhttp_request_error, or -1 */
+    long verify;   /* X509_V_OK unless the peer failed to verify */
+    int retry_after;
+    int oversize;
     struct fo_buf body;
-    fo_buf_init(&body, FO_BUF_UNLIMITED);
-    const char *key = NULL;
-    int rc;
-    *give_up = 1;
-    snprintf(out->model, sizeof(out->model), "%s", p->model);
-    snprintf(out->provider, sizeof(out->provider), "%s", p->name);
-    out->api = p->api;
-    if (p->key_env) {
-        key = secure_getenv(p->key_env);
-        if (!key || !*key) {
-            rc = fo_err_set(err, FO_E_INVALID,
-                            "provider %s: the API key variable %s is not set",
-                            p->name, p->key_env);
-            goto out;
-        }
-    }
-    rc = build_body(p, msgs, n, &body, err);
-    if (rc)
-        goto out;
-    int64_t delay = m->backoff_ms;
-    for (int k = 1;; k++) {
-        int64_t left = (deadline - ledger_mono_us()) / 1000;
-        if (left <= 0) {
-            rc = fo_err_set(err, FO_E_TIMEOUT,
-                            "provider %s: the deadline passed", p->name);
-            out->retriable = 1;
-            goto out;
-        }
-        struct attempt a = {.dupfd = -1, .req_error = -1, .verify = X509_V_OK};
-        fo_buf_init(&a.body, m->response_max);
-        a.body_max = m->response_max;
-        int retriable = 0;
-        out->attempts++;
-        rc = post(m, p, key, &body, left, &a, &retriable, err);
-        out->http_status = a.status;
-        if (rc == FO_OK) {
-            if (a.status >= 200 && a.status < 300) {
-                rc = parse_answer(p, &a.body, out, err);
-            } else {
-                char snip[SNIPPET_MAX + 1];
-                error_snippet(&a.body, key, snip, sizeof(snip));
-                retriable = a.status == 429 || a.status >= 500;
-                rc = fo_err_set(
-                    err, retriable ? FO_E_UNAVAILABLE : FO_E_UPSTREAM,
-                    "provider %s: HTTP %d%s%s%s", p->name, a.status,
-                    a.status == 401 || a.status == 403 ? " (check the API key)"
-                                                       : "",
-                    snip[0] ? ": " : "", snip);
-            }
-        }
-        int retry_after = a.retry_after;
-        attempt_release(&a);
-        out->retriable = retriable;
-        if (rc == FO_OK || !retriable)
-            goto out;
-        if (err)
-            scrub(err->msg, sizeof(err->msg), key);
-        if (k >= m->attempts) {
-            *give_up = rc == FO_E_TIMEOUT;
-            if (rc != FO_E_TIMEOUT)
-                fo_err_prefix(err, "%d attempts failed", k);
-            goto out;
-        }
-        int64_t wait = delay;
-        if (retry_after > 0 && (int64_t)retry_after * 1000 > wait &&
-            (int64_t)retry_after * 1000 <= m->backoff_max_ms)
-            wait = (int64_t)retry_after * 1000;
-        if (ledger_mono_us() + wait * 1000 >= deadline) {
-            rc = fo_err_set(err, FO_E_TIMEOUT,
-                            "provider %s: the deadline leaves no room for "
-                            "attempt %d",
-                            p->name, k + 1);
-            goto out;
-        }
-        sleep_ms(wait);
-        delay = delay * 2 > m->backoff_max_ms ? m->backoff_max_ms : delay * 2;
-    }
-out:
-    if (err)
-        scrub(err->msg, sizeof(err->msg), key);
-    fo_buf_release(&body);
-    return rc;
+};
+
+struct orch_model_call {
+    const struct orch_model *m;
+    struct event_base *base;
+    struct evdns_base *dns;
+    orch_model_done_fn done;
+    void *arg;
+    struct event *step;     /* the timer of the PH_ phases */
+    struct event *deadline; /* the whole call */
+    int phase;
+    int finishing; /* done is running: cancel does nothing */
+    int64_t start_us, deadline_us;
+    unsigned char cand[ORCH_MODEL_PROVIDERS_MAX]; /* providers, in order */
+    size_t n_cand, next_cand;
+    /* one block; kept only while a later candidate needs a body built */
+    struct orch_model_msg *msgs;
+    size_t n_msgs;
+    const struct provider *p; /* the provider being asked */
+    /* its API key: the environment's own string, never copied (glibc never
+     * frees one, even when the variable is set again) */
+    const char *key;
+    struct fo_buf req_body; /* the JSON body for p, sent by each attempt */
+    int k;                  /* requests made to p */
+    int64_t delay;          /* the next backoff, ms */
+    struct attempt a;
+    struct orch_model_reply rep;
+    struct fo_err err;
+};
+
+static struct timeval tv_ms(int64_t ms)
+{
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000),
+                         .tv_usec = (suseconds_t)((ms % 1000) * 1000)};
+    return tv;
 }
 
-int orch_model_call(const struct orch_model *m, int api, int tier,
-                    const struct orch_model_msg *msgs, size_t n_msgs,
-                    struct orch_model_reply *out, struct fo_err *err)
+static void attempt_begin(struct orch_model_call *c);
+static void attempt_judge(struct orch_model_call *c);
+static void next_provider(struct orch_model_call *c);
+
+/* Lets go of a lookup in flight; evdns's answer frees it. */
+static void lookup_drop(struct attempt *a)
 {
-    int64_t start = ledger_mono_us();
-    int64_t deadline = start + (int64_t)m->timeout_ms * 1000;
-    *out = (struct orch_model_reply){0};
-    int rc = FO_E_INVALID;
-    if (n_msgs == 0 || !msgs) {
-        fo_err_set(err, rc, "model call: no messages");
-        goto out;
+    if (!a->lookup)
+        return;
+    a->lookup->c = NULL;
+    evdns_getaddrinfo_cancel(a->lookup->req);
+    a->lookup = NULL;
+}
+
+static void attempt_release(struct attempt *a)
+{
+    if (!a->live)
+        return;
+    lookup_drop(a);
+    if (a->conn_ev)
+        event_free(a->conn_ev);
+    if (a->dupfd >= 0)
+        close(a->dupfd);
+    if (a->req && !a->evcon) /* made but never handed to a connection */
+        evhttp_request_free(a->req);
+    if (a->evcon) /* frees the bufferevent, its SSL and any request */
+        evhttp_connection_free(a->evcon);
+    fo_buf_release(&a->body);
+    *a = (struct attempt){.dupfd = -1};
+    ERR_clear_error(); /* this thread's OpenSSL queue starts clean next time */
+}
+
+static void call_free(struct orch_model_call *c)
+{
+    attempt_release(&c->a);
+    if (c->step)
+        event_free(c->step);
+    if (c->deadline)
+        event_free(c->deadline);
+    free(c->msgs);
+    fo_buf_release(&c->req_body);
+    orch_model_reply_release(&c->rep);
+    free(c);
+}
+
+/* The call is over: done, then the call is freed. Only ever reached from
+ * the call's own timers, so no libevent callback of its connection is on
+ * the stack. */
+static void finish(struct orch_model_call *c, int rc)
+{
+    c->rep.elapsed_us = ledger_mono_us() - c->start_us;
+    c->finishing = 1;
+    c->done(c->arg, rc, &c->rep, &c->err);
+    call_free(c);
+}
+
+/* Queues the judgement of an attempt that has just ended. It runs from the
+ * loop, because the connection it frees may be the one whose callback is
+ * running now. */
+static void attempt_ended(struct orch_model_call *c)
+{
+    c->a.ended = 1;
+    event_del(c->step);
+    c->phase = PH_JUDGE;
+    event_active(c->step, EV_TIMEOUT, 1);
+}
+
+static void on_error(enum evhttp_request_error e, void *arg)
+{
+    struct orch_model_call *c = arg;
+    if (c->a.ended)
+        return;
+    c->a.req_error = (int)e;
+    /* libevent calls the request callback next (with NULL), then frees */
+}
+
+static void on_done(struct evhttp_request *req, void *arg)
+{
+    struct orch_model_call *c = arg;
+    struct attempt *a = &c->a;
+    if (a->ended)
+        return;
+    a->req = NULL; /* libevent frees it when we return */
+    if (req && evhttp_request_get_response_code(req) > 0) {
+        a->status = evhttp_request_get_response_code(req);
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        size_t n = evbuffer_get_length(in);
+        if (n > c->m->response_max) {
+            a->oversize = 1;
+        } else if (n > 0) {
+            const char *data = (const char *)evbuffer_pullup(in, -1);
+            if (!data || fo_buf_append(&a->body, data, n) != FO_OK)
+                a->oversize = 1; /* out of memory counts as too big */
+        }
+        const char *ra = evhttp_find_header(
+            evhttp_request_get_input_headers(req), "Retry-After");
+        if (ra) {
+            char *end;
+            errno = 0;
+            long long v = strtoll(ra, &end, 10);
+            if (!errno && end != ra && *end == '\0' && v >= 0 &&
+                v <= RETRY_AFTER_MAX)
+                a->retry_after = (int)v;
+        }
     }
-    int asked = 0;
-    /* pass 0: providers of the tier; pass 1: those of every tier */
+    attempt_ended(c);
+}
+
+static int socket_connected(evutil_socket_t fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    /* getpeername succeeds only on a connected socket, and unlike
+     * SO_ERROR it leaves the pending error for libevent to read */
+    return fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &sl) == 0;
+}
+
+/* The watcher of the connect: it fires once, connected or failed. */
+static void on_connected(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_model_call *c = arg;
+    struct attempt *a = &c->a;
+    (void)what;
+    if (socket_connected(fd)) {
+        a->connected = 1;
+        if (c->phase == PH_CONNECT)
+            event_del(c->step);
+    }
+    /* one descriptor less while the model thinks */
+    event_free(a->conn_ev);
+    a->conn_ev = NULL;
+    close(a->dupfd);
+    a->dupfd = -1;
+}
+
+/* Our connect timer or the deadline cuts the attempt short; called from
+ * the call's own timers only. */
+static void expire(struct orch_model_call *c, int which)
+{
+    struct attempt *a = &c->a;
+    a->timed_out = which;
+    a->ended = 1; /* callbacks from the cancel are ignored */
+    lookup_drop(a);
+    struct evhttp_request *req = a->req;
+    a->req = NULL;
+    if (req)
+        evhttp_cancel_request(req);
+    event_del(c->step);
+    attempt_judge(c);
+}
+
+static void on_step(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_model_call *c = arg;
+    struct attempt *a = &c->a;
+    (void)fd;
+    (void)what;
+    switch (c->phase) {
+    case PH_KICK:
+        next_provider(c);
+        break;
+    case PH_BACKOFF:
+        attempt_begin(c);
+        break;
+    case PH_CONNECT:
+        /* without a watcher (no descriptor to spare), ask the socket */
+        if (!a->connected && a->dupfd < 0)
+            a->connected = socket_connected(
+                bufferevent_getfd(evhttp_connection_get_bufferevent(a->evcon)));
+        if (!a->connected && !a->ended)
+            expire(c, T_CONNECT);
+        break;
+    case PH_JUDGE:
+        attempt_judge(c);
+        break;
+    }
+}
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_model_call *c = arg;
+    (void)fd;
+    (void)what;
+    /* between attempts, the next step finds the deadline passed */
+    if (c->a.live && !c->a.ended)
+        expire(c, T_DEADLINE);
+}
+
+/* Checks the host name (or IP address) of the peer's certificate and sends
+ * SNI for names. */
+static int ssl_for(const struct orch_model *m, const struct provider *p,
+                   SSL **out, struct fo_err *err)
+{
+    SSL *ssl = SSL_new(m->ssl);
+    if (!ssl)
+        return fo_err_set(err, FO_E_NOMEM, "tls: cannot create a session");
+    unsigned char addr[16];
+    int ip = inet_pton(AF_INET, p->host, addr) == 1 ||
+             inet_pton(AF_INET6, p->host, addr) == 1;
+    int ok;
+    if (ip) {
+        ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), p->host);
+    } else {
+        ok = SSL_set1_host(ssl, p->host) &&
+             SSL_set_tlsext_host_name(ssl, p->host);
+    }
+    if (!ok) {
+        SSL_free(ssl);
+        ERR_clear_error();
+        return fo_err_set(err, FO_E_INVALID, "tls: cannot check host %s",
+                          p->host);
+    }
+    *out = ssl;
+    return FO_OK;
+}
+
+/* Makes the connection to addr (numeric) and sends the request on it; the
+ * attempt ends through on_done, our timers or, when the request cannot be
+ * made, at once (judged from the loop). */
+static void connect_start(struct orch_model_call *c, const char *addr)
+{
+    const struct orch_model *m = c->m;
+    const struct provider *p = c->p;
+    struct attempt *a = &c->a;
+    struct fo_err *err = &c->err;
+    struct bufferevent *bev = NULL;
+    int rc = FO_E_NOMEM;
+    if (p->tls) {
+        rc = ssl_for(m, p, &a->ssl, err);
+        if (rc)
+            goto fail;
+        bev = bufferevent_openssl_socket_new(c->base, -1, a->ssl,
+                                             BUFFEREVENT_SSL_CONNECTING,
+                                             BEV_OPT_CLOSE_ON_FREE);
+        if (!bev) {
+            SSL_free(a->ssl);
+            a->ssl = NULL;
+            goto nomem;
+        }
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    } else {
+        bev = bufferevent_socket_new(c->base, -1, BEV_OPT_CLOSE_ON_FREE);
+        if (!bev)
+            goto nomem;
+    }
+    /* addr is numeric, so libevent's own resolution of it (no evdns base)
+     * answers at once and the connect has begun when evhttp_make_request
+     * returns */
+    a->evcon = evhttp_connection_base_bufferevent_new(c->base, NULL, bev, addr,
+                                                      (unsigned short)p->port);
+    if (!a->evcon) {
+        bufferevent_free(bev);
+        a->ssl = NULL;
+        goto nomem;
+    }
+    evhttp_connection_set_retries(a->evcon, 0);
+    /* libevent's own timer is a backstop only: ours decide */
+    evhttp_connection_set_timeout(a->evcon, (int)(a->budget_ms / 1000) + 5);
+    evhttp_connection_set_max_body_size(a->evcon, (ev_ssize_t)m->response_max);
+    evhttp_connection_set_max_headers_size(a->evcon, 64 * 1024);
+    a->req = evhttp_request_new(on_done, c);
+    if (!a->req)
+        goto nomem;
+    evhttp_request_set_error_cb(a->req, on_error);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(a->req);
+    char cl[32];
+    snprintf(cl, sizeof(cl), "%zu", c->req_body.len);
+    int bad = evhttp_add_header(h, "Host", p->host_header) ||
+              evhttp_add_header(h, "Content-Type", "application/json") ||
+              evhttp_add_header(h, "Accept", "application/json") ||
+              evhttp_add_header(h, "User-Agent", "forum/0.1") ||
+              evhttp_add_header(h, "Connection", "close") ||
+              evhttp_add_header(h, "Content-Length", cl);
+    if (!bad && p->api == ORCH_EXEC_ANTHROPIC)
+        bad = evhttp_add_header(h, "anthropic-version", ANTHROPIC_VERSION) ||
+              (c->key && evhttp_add_header(h, "x-api-key", c->key));
+    if (!bad && p->api == ORCH_EXEC_CHAT && c->key) {
+        struct fo_buf auth;
+        fo_buf_init(&auth, 16 * 1024);
+        bad = fo_buf_printf(&auth, "Bearer %s", c->key) != FO_OK ||
+              evhttp_add_header(h, "Authorization", auth.data);
+        fo_buf_release(&auth); /* the key leaves no copy of ours behind */
+    }
+    if (bad || evbuffer_add(evhttp_request_get_output_buffer(a->req),
+                            c->req_body.data, c->req_body.len)) {
+        evhttp_request_free(a->req);
+        a->req = NULL;
+        rc = fo_err_set(err, FO_E_INVALID,
+                        "provider %s: cannot build the request headers "
+                        "(is the API key one line?)",
+                        p->name);
+        goto fail;
+    }
+    if (evhttp_make_request(a->evcon, a->req, EVHTTP_REQ_POST, p->path) != 0) {
+        a->req = NULL; /* libevent has freed the request */
+        rc = fo_err_set(err, FO_E_UNAVAILABLE,
+                        "provider %s: cannot connect to %s:%d", p->name,
+                        p->host, p->port);
+        a->setup_retriable = 1;
+        goto fail;
+    }
+    if (a->ended) /* libevent failed it at once; the judgement is queued */
+        return;
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    if (fd >= 0)
+        a->dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (a->dupfd >= 0) {
+        a->conn_ev = event_new(c->base, a->dupfd, EV_WRITE, on_connected, c);
+        if (!a->conn_ev || event_add(a->conn_ev, NULL) != 0) {
+            if (a->conn_ev)
+                event_free(a->conn_ev);
+            a->conn_ev = NULL;
+            close(a->dupfd);
+            a->dupfd = -1;
+        }
+    }
+    if (m->connect_ms < a->budget_ms) {
+        struct timeval ct = tv_ms(m->connect_ms);
+        c->phase = PH_CONNECT;
+        evtimer_add(c->step, &ct);
+    }
+    return;
+nomem:
+    rc = fo_err_set(err, FO_E_NOMEM, NULL);
+fail:
+    a->setup_rc = rc;
+    attempt_ended(c);
+}
+
+/* The first address of ai, numeric, into out; 0 when there is none. */
+static int first_addr(const struct evutil_addrinfo *ai, char *out, size_t size)
+{
+    for (; ai; ai = ai->ai_next) {
+        const void *src = NULL;
+        if (ai->ai_family == AF_INET)
+            src = &((const struct sockaddr_in *)(const void *)ai->ai_addr)
+                       ->sin_addr;
+        else if (ai->ai_family == AF_INET6)
+            src = &((const struct sockaddr_in6 *)(const void *)ai->ai_addr)
+                       ->sin6_addr;
+        if (src && evutil_inet_ntop(ai->ai_family, src, out, size))
+            return 1;
+    }
+    return 0;
+}
+
+static void on_resolved(int result, struct evutil_addrinfo *ai, void *arg)
+{
+    struct lookup *lk = arg;
+    struct orch_model_call *c = lk->c;
+    char addr[INET6_ADDRSTRLEN];
+    int found = result == 0 && first_addr(ai, addr, sizeof(addr));
+    if (ai)
+        evutil_freeaddrinfo(ai);
+    free(lk);
+    if (!c) /* the call let go of it */
+        return;
+    c->a.lookup = NULL;
+    if (!found) {
+        c->a.dns_error = result ? result : EVUTIL_EAI_NODATA;
+        attempt_ended(c);
+        return;
+    }
+    connect_start(c, addr);
+}
+
+/* Looks up p's host with evdns, then connects. */
+static void lookup_start(struct orch_model_call *c)
+{
+    struct attempt *a = &c->a;
+    struct lookup *lk = calloc(1, sizeof(*lk));
+    if (!lk) {
+        a->setup_rc = fo_err_set(&c->err, FO_E_NOMEM, NULL);
+        attempt_ended(c);
+        return;
+    }
+    lk->c = c;
+    a->lookup = lk;
+    struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC,
+                                    .ai_flags = EVUTIL_AI_ADDRCONFIG,
+                                    .ai_socktype = SOCK_STREAM,
+                                    .ai_protocol = IPPROTO_TCP};
+    struct evdns_getaddrinfo_request *r =
+        evdns_getaddrinfo(c->dns, c->p->host, NULL, &hints, on_resolved, lk);
+    /* NULL: the answer came at once (a hosts entry, an error) and lk is
+     * gone; else the answer comes from the loop */
+    if (r)
+        lk->req = r;
+}
+
+/* The provider c->p ended with rc. The call ends too unless fallover moves
+ * on to the next candidate. */
+static void provider_end(struct orch_model_call *c, int rc, int give_up)
+{
+    scrub(c->err.msg, sizeof(c->err.msg), c->key);
+    c->key = NULL;
+    fo_buf_release(&c->req_body);
+    if (rc == FO_OK || give_up || !c->m->fallover ||
+        c->next_cand >= c->n_cand) {
+        finish(c, rc);
+        return;
+    }
+    next_provider(c);
+}
+
+/* One request to c->p, while the deadline allows it. */
+static void attempt_begin(struct orch_model_call *c)
+{
+    struct attempt *a = &c->a;
+    c->k++;
+    int64_t left = (c->deadline_us - ledger_mono_us()) / 1000;
+    if (left <= 0) {
+        int rc = fo_err_set(&c->err, FO_E_TIMEOUT,
+                            "provider %s: the deadline passed", c->p->name);
+        c->rep.retriable = 1;
+        provider_end(c, rc, 1);
+        return;
+    }
+    *a = (struct attempt){.live = 1,
+                          .dupfd = -1,
+                          .req_error = -1,
+                          .verify = X509_V_OK,
+                          .budget_ms = left};
+    fo_buf_init(&a->body, c->m->response_max);
+    c->rep.attempts++;
+    if (c->p->addr)
+        connect_start(c, c->p->addr);
+    else
+        lookup_start(c);
+}
+
+/* Reads the outcome of the attempt that ended: the answer, a retry after
+ * the backoff, the next provider or the end of the call. */
+static void attempt_judge(struct orch_model_call *c)
+{
+    const struct orch_model *m = c->m;
+    const struct provider *p = c->p;
+    struct attempt *a = &c->a;
+    struct fo_err *err = &c->err;
+    int retriable = 0;
+    int rc;
+    if (a->ssl && a->verify == X509_V_OK)
+        a->verify = SSL_get_verify_result(a->ssl);
+    if (a->setup_rc) {
+        rc = a->setup_rc;
+        retriable = a->setup_retriable;
+    } else if (a->timed_out == T_DEADLINE) {
+        rc = fo_err_set(err, FO_E_TIMEOUT,
+                        "provider %s: no answer within the %lld ms deadline",
+                        p->name, (long long)a->budget_ms);
+        retriable = 1;
+    } else if (a->timed_out == T_CONNECT) {
+        rc = fo_err_set(err, FO_E_UNAVAILABLE,
+                        "provider %s: connect to %s:%d timed out after %d ms",
+                        p->name, p->host, p->port, m->connect_ms);
+        retriable = 1;
+    } else if (a->dns_error) {
+        rc = fo_err_set(err, FO_E_UNAVAILABLE,
+                        "provider %s: cannot look up %s: %s", p->name, p->host,
+                        evutil_gai_strerror(a->dns_error));
+        retriable = 1;
+    } else if (a->verify != X509_V_OK) {
+        rc = fo_err_set(err, FO_E_UPSTREAM,
+                        "provider %s: tls: the certificate of %s did not "
+                        "verify: %s",
+                        p->name, p->host,
+                        X509_verify_cert_error_string(a->verify));
+    } else if (a->req_error == EVREQ_HTTP_DATA_TOO_LONG || a->oversize) {
+        /* libevent 2.1 reports a corrupt chunked body the same way */
+        rc = fo_err_set(err, FO_E_UPSTREAM,
+                        "provider %s: response over the %zu-byte cap%s",
+                        p->name, m->response_max,
+                        a->oversize ? "" : " (or a malformed chunked body)");
+    } else if (a->status > 0) {
+        rc = FO_OK;
+    } else if (!a->connected) {
+        rc = fo_err_set(err, FO_E_UNAVAILABLE,
+                        "provider %s: cannot connect to %s:%d", p->name,
+                        p->host, p->port);
+        retriable = 1;
+    } else {
+        int malformed = a->req_error == EVREQ_HTTP_INVALID_HEADER;
+        rc = fo_err_set(err, malformed ? FO_E_UPSTREAM : FO_E_UNAVAILABLE,
+                        "provider %s: %s from %s:%d", p->name,
+                        malformed ? "a malformed HTTP response"
+                                  : "the connection closed without an answer",
+                        p->host, p->port);
+        retriable = !malformed;
+    }
+    c->rep.http_status = a->status;
+    if (rc == FO_OK) {
+        if (a->status >= 200 && a->status < 300) {
+            rc = parse_answer(p, &a->body, &c->rep, err);
+        } else {
+            char snip[SNIPPET_MAX + 1];
+            error_snippet(&a->body, c->key, snip, sizeof(snip));
+            retriable = a->status == 429 || a->status >= 500;
+            rc = fo_err_set(err, retriable ? FO_E_UNAVAILABLE : FO_E_UPSTREAM,
+                            "provider %s: HTTP %d%s%s%s", p->name, a->status,
+                            a->status == 401 || a->status == 403
+                                ? " (check the API key)"
+                                : "",
+                            snip[0] ? ": " : "", snip);
+        }
+    }
+    int retry_after = a->retry_after;
+    attempt_release(a);
+    c->rep.retriable = retriable;
+    if (rc == FO_OK || !retriable) {
+        provider_end(c, rc, 1);
+        return;
+    }
+    scrub(err->msg, sizeof(err->msg), c->key);
+    if (c->k >= m->attempts) {
+        if (rc != FO_E_TIMEOUT)
+            fo_err_prefix(err, "%d attempts failed", c->k);
+        provider_end(c, rc, rc == FO_E_TIMEOUT);
+        return;
+    }
+    int64_t wait = c->delay;
+    if (retry_after > 0 && (int64_t)retry_after * 1000 > wait &&
+        (int64_t)retry_after * 1000 <= m->backoff_max_ms)
+        wait = (int64_t)retry_after * 1000;
+    if (ledger_mono_us() + wait * 1000 >= c->deadline_us) {
+        rc = fo_err_set(err, FO_E_TIMEOUT,
+                        "provider %s: the deadline leaves no room for "
+                        "attempt %d",
+                        p->name, c->k + 1);
+        provider_end(c, rc, 1);
+        return;
+    }
+    c->delay =
+        c->delay * 2 > m->backoff_max_ms ? m->backoff_max_ms : c->delay * 2;
+    struct timeval tv = tv_ms(wait);
+    c->phase = PH_BACKOFF;
+    if (evtimer_add(c->step, &tv) != 0) {
+        rc = fo_err_set(err, FO_E_NOMEM, "provider %s: cannot set a timer",
+                        p->name);
+        provider_end(c, rc, 1);
+    }
+}
+
+/* Moves to the next candidate: its key, its body, its first attempt. */
+static void next_provider(struct orch_model_call *c)
+{
+    const struct provider *p = &c->m->p[c->cand[c->next_cand]];
+    int first = c->next_cand == 0;
+    int rc;
+    c->next_cand++;
+    c->p = p;
+    snprintf(c->rep.model, sizeof(c->rep.model), "%s", p->model);
+    snprintf(c->rep.provider, sizeof(c->rep.provider), "%s", p->name);
+    c->rep.api = p->api;
+    if (p->key_env) {
+        const char *key = secure_getenv(p->key_env);
+        if (!key || !*key) {
+            rc = fo_err_set(&c->err, FO_E_INVALID,
+                            "provider %s: the API key variable %s is not set",
+                            p->name, p->key_env);
+            provider_end(c, rc, 1);
+            return;
+        }
+        c->key = key;
+    }
+    if (!first) { /* the start built the first body */
+        rc = build_body(p, c->msgs, c->n_msgs, &c->req_body, &c->err);
+        if (c->next_cand >= c->n_cand) { /* no later body to build */
+            free(c->msgs);
+            c->msgs = NULL;
+        }
+        if (rc) {
+            provider_end(c, rc, 1);
+            return;
+        }
+    }
+    c->k = 0;
+    c->delay = c->m->backoff_ms;
+    attempt_begin(c);
+}
+
+/* The providers a call asks, in order (see orch_model_call): those of the
+ * tier, then those of every tier; only the first without fallover. */
+static size_t candidates(const struct orch_model *m, int api, int tier,
+                         unsigned char *cand)
+{
+    size_t n = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < m->n; i++) {
             const struct provider *p = &m->p[i];
@@ -1099,19 +1353,220 @@ int orch_model_call(const struct orch_model *m, int api, int tier,
             if (pass == 0 ? p->tier != tier || tier == ORCH_TIER_ANY
                           : p->tier != ORCH_TIER_ANY)
                 continue;
-            int give_up;
-            asked++;
-            rc = ask(m, p, msgs, n_msgs, deadline, out, &give_up, err);
-            if (rc == FO_OK || give_up || !m->fallover)
-                goto out;
+            cand[n++] = (unsigned char)i;
         }
     }
-    if (!asked)
+    return m->fallover || n == 0 ? n : 1;
+}
+
+/* msgs and their strings in one block. */
+static struct orch_model_msg *msgs_copy(const struct orch_model_msg *msgs,
+                                        size_t n)
+{
+    size_t size = n * sizeof(*msgs);
+    for (size_t i = 0; i < n; i++)
+        size += strlen(msgs[i].role) + strlen(msgs[i].content) + 2;
+    struct orch_model_msg *cp = malloc(size);
+    if (!cp)
+        return NULL;
+    char *s = (char *)(cp + n);
+    for (size_t i = 0; i < n; i++) {
+        size_t rl = strlen(msgs[i].role) + 1;
+        size_t cl = strlen(msgs[i].content) + 1;
+        memcpy(s, msgs[i].role, rl);
+        cp[i].role = s;
+        s += rl;
+        memcpy(s, msgs[i].content, cl);
+        cp[i].content = s;
+        s += cl;
+    }
+    return cp;
+}
+
+int orch_model_call_start(const struct orch_model *m, struct event_base *base,
+                          struct evdns_base *dns, int api, int tier,
+                          const struct orch_model_msg *msgs, size_t n_msgs,
+                          orch_model_done_fn done, void *arg,
+                          struct orch_model_call **out, struct fo_err *err)
+{
+    struct orch_model_call *c = NULL;
+    int rc = FO_E_INVALID;
+    if (!m || !base || !done) {
+        fo_err_set(err, rc, "model call: no client, event base or callback");
+        goto out;
+    }
+    if (n_msgs == 0 || !msgs) {
+        fo_err_set(err, rc, "model call: no messages");
+        goto out;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        goto nomem;
+    c->a.dupfd = -1;
+    fo_buf_init(&c->req_body, FO_BUF_UNLIMITED);
+    c->n_cand = candidates(m, api, tier, c->cand);
+    if (!c->n_cand) {
         fo_err_set(err, rc, "no %s provider for tier %s",
                    api == ORCH_EXEC_DEFAULT ? "model" : orch_exec_name(api),
                    tier == ORCH_TIER_ANY ? "any" : orch_tier_name(tier));
+        goto out;
+    }
+    rc = msgs_check(msgs, n_msgs, err);
+    if (rc)
+        goto out;
+    for (size_t i = 0; i < c->n_cand; i++) {
+        const struct provider *p = &m->p[c->cand[i]];
+        if (!p->addr && !dns) {
+            rc = fo_err_set(err, FO_E_INVALID,
+                            "provider %s: host %s needs a resolver (dns)",
+                            p->name, p->host);
+            goto out;
+        }
+    }
+    rc = build_body(&m->p[c->cand[0]], msgs, n_msgs, &c->req_body, err);
+    if (rc)
+        goto out;
+    if (c->n_cand > 1) {
+        c->msgs = msgs_copy(msgs, n_msgs);
+        if (!c->msgs)
+            goto nomem;
+        c->n_msgs = n_msgs;
+    }
+    c->m = m;
+    c->base = base;
+    c->dns = dns;
+    c->done = done;
+    c->arg = arg;
+    fo_err_clear(&c->err);
+    c->start_us = ledger_mono_us();
+    c->deadline_us = c->start_us + (int64_t)m->timeout_ms * 1000;
+    c->step = evtimer_new(base, on_step, c);
+    c->deadline = evtimer_new(base, on_deadline, c);
+    struct timeval dl = tv_ms(m->timeout_ms);
+    if (!c->step || !c->deadline || evtimer_add(c->deadline, &dl) != 0)
+        goto nomem;
+    c->phase = PH_KICK; /* the first provider is asked from the loop */
+    event_active(c->step, EV_TIMEOUT, 1);
+    if (out)
+        *out = c;
+    c = NULL;
+    rc = FO_OK;
+    goto out;
+nomem:
+    rc = fo_err_set(err, FO_E_NOMEM, NULL);
 out:
-    out->elapsed_us = ledger_mono_us() - start;
+    if (c)
+        call_free(c);
+    return rc;
+}
+
+void orch_model_call_cancel(struct orch_model_call *c)
+{
+    if (!c || c->finishing)
+        return;
+    call_free(c);
+}
+
+int orch_model_dns_create(struct event_base *base, struct evdns_base **out,
+                          struct fo_err *err)
+{
+    struct evdns_base *dns =
+        evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (!dns)
+        return fo_err_set(err, FO_E_NOMEM, "dns: cannot create a resolver");
+    /* Not EVDNS_BASE_INITIALIZE_NAMESERVERS: with it evdns_base_new fails
+     * when /etc/resolv.conf is missing. This reads /etc/hosts first and
+     * without resolv.conf (1) asks 127.0.0.1, as the C library does. */
+    int r =
+        evdns_base_resolv_conf_parse(dns, DNS_OPTIONS_ALL, "/etc/resolv.conf");
+    if (r != 0 && r != 1) {
+        evdns_base_free(dns, 0);
+        return fo_err_set(err, r == 4 ? FO_E_NOMEM : FO_E_IO,
+                          "dns: cannot read /etc/resolv.conf (error %d)", r);
+    }
+    *out = dns;
+    return FO_OK;
+}
+
+/* ---- the blocking call --------------------------------------------------- */
+
+struct sync_call {
+    struct orch_model_reply *out;
+    struct fo_err *err;
+    int rc;
+    int done;
+};
+
+static void sync_done(void *arg, int rc, struct orch_model_reply *rep,
+                      const struct fo_err *err)
+{
+    struct sync_call *s = arg;
+    *s->out = *rep;
+    rep->text = NULL; /* handed over to out */
+    if (s->err)
+        *s->err = *err;
+    s->rc = rc;
+    s->done = 1;
+}
+
+/* Whether a call may need a host name looked up. */
+static int needs_dns(const struct orch_model *m, int api, int tier)
+{
+    unsigned char cand[ORCH_MODEL_PROVIDERS_MAX];
+    size_t n = candidates(m, api, tier, cand);
+    for (size_t i = 0; i < n; i++)
+        if (!m->p[cand[i]].addr)
+            return 1;
+    return 0;
+}
+
+int orch_model_call(const struct orch_model *m, int api, int tier,
+                    const struct orch_model_msg *msgs, size_t n_msgs,
+                    struct orch_model_reply *out, struct fo_err *err)
+{
+    int64_t start = ledger_mono_us();
+    struct event_base *base = NULL;
+    struct evdns_base *dns = NULL;
+    struct orch_model_call *c = NULL;
+    struct sync_call s = {.out = out, .err = err};
+    *out = (struct orch_model_reply){0};
+    int rc = FO_E_NOMEM;
+    base = event_base_new();
+    if (!base) {
+        fo_err_set(err, rc, "model call: cannot create an event base");
+        goto out;
+    }
+    if (needs_dns(m, api, tier)) {
+        rc = orch_model_dns_create(base, &dns, err);
+        if (rc)
+            goto out;
+    }
+    rc = orch_model_call_start(m, base, dns, api, tier, msgs, n_msgs, sync_done,
+                               &s, &c, err);
+    if (rc)
+        goto out;
+    while (!s.done)
+        if (event_base_loop(base, EVLOOP_ONCE) != 0)
+            break;
+    if (!s.done) { /* cannot happen: the call always holds a timer */
+        orch_model_call_cancel(c);
+        rc = fo_err_set(err, FO_E_INTERNAL, "model call: the loop stopped");
+        goto out;
+    }
+    rc = s.rc;
+    /* evdns answers cancelled lookups from the loop; let it, so that
+     * nothing is left for event_base_free to drop */
+    for (int i = 0;
+         i < 8 && event_base_get_num_events(base, EVENT_BASE_COUNT_ACTIVE) > 0;
+         i++)
+        event_base_loop(base, EVLOOP_NONBLOCK);
+out:
+    if (!s.done)
+        out->elapsed_us = ledger_mono_us() - start;
+    if (dns)
+        evdns_base_free(dns, 0);
+    if (base)
+        event_base_free(base);
     return rc;
 }
 

@@ -29,6 +29,7 @@
 #include "ledger/fo_version.h"
 #include "ledger/ledger.h"
 #include "daemon/orch_engine.h"
+#include "daemon/orch_model.h"
 #include "surfaces/http.h"
 #include "surfaces/surf.h"
 
@@ -474,10 +475,10 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     rc = daemon_commit_create(cfg->dir, &cc, &d->commit, err);
     if (rc)
         goto out;
-    d->dns = evdns_base_new(d->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
-                                         EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-    if (!d->dns) /* no resolv.conf: host names fail, IP addresses work */
-        d->dns = evdns_base_new(d->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    /* host names of model providers, looked up without blocking */
+    rc = orch_model_dns_create(d->base, &d->dns, err);
+    if (rc)
+        goto out;
     struct orch_engine_config ec = {.base = d->base,
                                     .dns = d->dns,
                                     .ledger = d->ledger,
