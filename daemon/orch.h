@@ -523,7 +523,7 @@ int orch_plan_request(const struct orch *o, const struct orch_witness *w,
  * without an engine (`forum mcp`) runs each run_start on a thread of its
  * own, at most ORCH_RUNS_DEFAULT of them unless configured. */
 #define ORCH_RUNS_DEFAULT 8
-#define ORCH_RUNS_MAX 1000000 /* the most max_runs may allow */
+#define ORCH_RUNS_MAX 1000000     /* the most max_runs may allow */
 #define ORCH_RUN_ENTRIES_MAX 1000 /* entries orch_run_get shows (last) */
 #define ORCH_RUN_SCAN_MAX 1000000 /* a run's entries orch_run_get reads */
 #define ORCH_RUNS_DIR "runs"      /* DIR/runs/<instance>.lock */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <pthread.h>
 
+#include <event2/dns.h>
 #include <event2/event.h>
 
 #include "daemon/orch_int.h"
@@ -22,7 +23,7 @@
 #include "ledger/fo_json.h"
 #include "ledger/proof.h"
 
-#define STDERR_KEEP (8u * 1024u) /* stderr kept in a result entry */
+#define STDERR_KEEP (8u * 1024u)     /* stderr kept in a result entry */
 #define REPLY_KEEP (4u * 1024u)      /* of a rejected reply, in its entry */
 #define LANES_TEXT_MAX (32u * 1024u) /* the lane list in a prompt */
 #define PROMPT_MAX (1024u * 1024u)
@@ -71,7 +72,6 @@ static const char synth_system[] =
 static const char synth_user[] =
     "Request:\n{{request}}\n\nResults:\n{{results}}";
 
-
 /* "- name (category): domain" for every lane, capped. */
 static int lanes_text(const struct orch *o, struct fo_buf *b)
 {
@@ -87,7 +87,6 @@ static int lanes_text(const struct orch *o, struct fo_buf *b)
     }
     return FO_OK;
 }
-
 
 struct run;
 static const char *run_lane(const struct run *r);
@@ -117,7 +116,6 @@ static char *stub_plan(const struct run *l)
     return s;
 }
 
-
 static char *dispatch_key(const struct orch_task *k,
                           const struct orch_exec_config *ex)
 {
@@ -130,7 +128,6 @@ static char *dispatch_key(const struct orch_task *k,
     fo_buf_release(&b);
     return s;
 }
-
 
 static int is_stopword(const char *w)
 {
@@ -217,7 +214,6 @@ static cJSON *coverage(const char *request, const char *answer)
     return o;
 }
 
-
 /* ---- the state of a run ------------------------------------------------- */
 
 enum phase { PH_ROUTE, PH_PLAN, PH_WAVES, PH_SYNTH, PH_END };
@@ -245,15 +241,16 @@ struct attempts {
 };
 
 struct task {
-    int st;       /* enum tst */
-    int busy;     /* a write or an effect of this task is in flight */
-    int slot;     /* holds one of the wave's max_parallel slots */
-    int ran_ok;   /* the last result was ok */
-    int pass;     /* the last verdict passed */
-    int unjudged; /* the last verdict had nothing to judge by */
-    int copied;   /* a skip: the original's outcome is copied */
-    long dup_of;  /* a skip: the task it repeats, else -1 */
-    int tier;     /* of the current attempt, -1 when not a model tier */
+    int st;          /* enum tst */
+    int busy;        /* a write or an effect of this task is in flight */
+    int slot;        /* holds one of the wave's max_parallel slots */
+    int ran_ok;      /* the last result was ok */
+    int pass;        /* the last verdict passed */
+    int unjudged;    /* the last verdict had nothing to judge by */
+    int copied;      /* a skip: the original's outcome is copied */
+    int halt_judged; /* judged (or tried) while the run halts */
+    long dup_of;     /* a skip: the task it repeats, else -1 */
+    int tier;        /* of the current attempt, -1 when not a model tier */
     const struct orch_exec_config *ex; /* the current attempt's executor */
     int64_t task_seq, result_seq, verdict_seq, esc_seq;
     int exit_code;
@@ -367,6 +364,8 @@ struct orch_engine {
     struct wr *doneq;
     struct event *wake;
     struct event *stop_ev;
+    struct event *grace_ev; /* a shutdown's grace: then work is abandoned */
+    struct orch_live *poll_live; /* the blocking host's run in the registry */
 };
 
 static const char *run_lane(const struct run *r)
@@ -476,6 +475,7 @@ static int64_t elapsed_ms(const struct run *r)
 }
 
 static void step(struct run *r);
+static void step_name(const struct run *r, char *out, size_t size);
 
 /* ---- writes ------------------------------------------------------------- */
 
@@ -612,9 +612,7 @@ static int witness(struct run *r, const char *actor, const char *kind,
 
 static const char *halt_name(int h, const char *reason)
 {
-    return h == H_CANCEL     ? "cancelled"
-           : h == H_SHUTDOWN ? "shutdown"
-                             : reason;
+    return h == H_CANCEL ? "cancelled" : h == H_SHUTDOWN ? "shutdown" : reason;
 }
 
 static void effect_cancel(struct effect *f);
@@ -647,7 +645,7 @@ static void set_halt(struct run *r, int h, const char *reason,
     r->halt_reason = halt_name(h, reason);
     snprintf(r->stopped_before, sizeof(r->stopped_before), "%s",
              before ? before : "");
-    if (h != H_BUDGET)
+    if (h == H_CANCEL) /* a shutdown abandons its work after the grace */
         abandon(r);
 }
 
@@ -661,8 +659,7 @@ static int spend(struct run *r, const char *before, int free_step)
         return 1;
     if (r->calls + r->reserved >= r->max_calls)
         set_halt(r, H_BUDGET, "max_model_calls", before);
-    else if (r->max_seconds &&
-             elapsed_ms(r) >= (int64_t)r->max_seconds * 1000)
+    else if (r->max_seconds && elapsed_ms(r) >= (int64_t)r->max_seconds * 1000)
         set_halt(r, H_BUDGET, "max_seconds", before);
     if (r->halt)
         return 0;
@@ -735,7 +732,6 @@ static int role_start(struct run *r, int role, long task,
                       const struct orch_model_msg *m, size_t n,
                       const char *stub_text, role_done_fn fn,
                       struct fo_err *err);
-
 
 static void on_stub_reply(evutil_socket_t fd, short what, void *arg)
 {
@@ -859,8 +855,7 @@ static int rejected(struct run *r, int role, long task, int64_t parent,
     cJSON *e = attempt_json(role, a->n + 1, why, model, text);
     if (!e)
         return nomem(err);
-    return witness(r, role_name[role], kind, parent, e, task, task < 0, 1,
-                   err);
+    return witness(r, role_name[role], kind, parent, e, task, task < 0, 1, err);
 }
 
 /* ---- route -------------------------------------------------------------- */
@@ -913,11 +908,11 @@ static void on_classifier(struct run *r, long task, int rc,
     if (ln)
         rc = route_entry(r, &rt, ln->name, "classifier", 1, &err);
     else if (r->cls.n + 1 >= ORCH_JSON_ATTEMPTS) /* no usable pick */
-        rc = rejected(r, R_CLASSIFIER, -1, r->id, &r->cls, why.msg,
-                      rep->model, rep->text, &err);
+        rc = rejected(r, R_CLASSIFIER, -1, r->id, &r->cls, why.msg, rep->model,
+                      rep->text, &err);
     else
-        rc = rejected(r, R_CLASSIFIER, -1, r->id, &r->cls, why.msg,
-                      rep->model, rep->text, &err);
+        rc = rejected(r, R_CLASSIFIER, -1, r->id, &r->cls, why.msg, rep->model,
+                      rep->text, &err);
     orch_route_release(&rt);
     if (rc)
         fail(r, rc, &err);
@@ -1054,8 +1049,8 @@ static void plan_step(struct run *r)
     if (rc)
         rc = nomem(&err);
     else
-        rc = orch_template_render(coord_system, v, 2, PROMPT_MAX, &system,
-                                  &err);
+        rc =
+            orch_template_render(coord_system, v, 2, PROMPT_MAX, &system, &err);
     if (!rc && !(stub = stub_plan(r)))
         rc = nomem(&err);
     if (!rc)
@@ -1118,8 +1113,8 @@ static int build_prompt(const struct run *r, size_t t, const cJSON *failed,
         const struct task *u = &r->t[k->dep_index[d]];
         if (k->deps[d].type != ORCH_EDGE_DATA || !u->output)
             continue;
-        size_t n = orch_utf8_prefix(u->output, u->output_len,
-                                    r->e->o->inject_max);
+        size_t n =
+            orch_utf8_prefix(u->output, u->output_len, r->e->o->inject_max);
         rc =
             fo_buf_printf(b, "\n\n--- upstream %s output ---\n", k->deps[d].id);
         if (!rc)
@@ -1153,8 +1148,9 @@ static int build_prompt(const struct run *r, size_t t, const cJSON *failed,
 
 /* Witnesses the `task` entry of task t's next attempt on ex (parent: the
  * plan, or the escalation that re-runs it). */
-static int task_begin(struct run *r, size_t t, const struct orch_exec_config *ex,
-                      int64_t parent, struct fo_err *err)
+static int task_begin(struct run *r, size_t t,
+                      const struct orch_exec_config *ex, int64_t parent,
+                      struct fo_err *err)
 {
     const struct orch_task *k = &r->p->tasks[t];
     int api = -1, tier = -1;
@@ -1204,8 +1200,8 @@ static cJSON *result_json(const struct run *r, const char *id,
                                n, res->output_len);
         char *cut = rc ? NULL : fo_buf_detach(&b, NULL);
         fo_buf_release(&b);
-        size_t el = res->errout ? orch_utf8_prefix(res->errout,
-                                                   res->errout_len, STDERR_KEEP)
+        size_t el = res->errout ? orch_utf8_prefix(res->errout, res->errout_len,
+                                                   STDERR_KEEP)
                                 : 0;
         char *errtail = malloc(el + 1);
         if (errtail) {
@@ -1246,8 +1242,8 @@ static void task_result(struct run *r, size_t t, struct orch_result *res)
     struct fo_err err;
     const struct orch_task *k = &r->p->tasks[t];
     cJSON *o = result_json(r, k->id, res);
-    int rc = o ? witness(r, k->agent, "result", r->t[t].task_seq, o, (long)t,
-                         0, 0, &err)
+    int rc = o ? witness(r, k->agent, "result", r->t[t].task_seq, o, (long)t, 0,
+                         0, &err)
                : nomem(&err);
     if (rc)
         fail(r, rc, &err);
@@ -1309,8 +1305,8 @@ static void task_exec(struct run *r, size_t t)
     struct fo_buf prompt;
     fo_buf_init(&prompt, FO_BUF_UNLIMITED);
     struct effect *f = calloc(1, sizeof(*f));
-    int rc = f ? build_prompt(r, t, s->esc_seq >= 0 ? s->failed : NULL,
-                              &prompt, NULL)
+    int rc = f ? build_prompt(r, t, s->esc_seq >= 0 ? s->failed : NULL, &prompt,
+                              NULL)
                : FO_E_NOMEM;
     if (rc) {
         free(f);
@@ -1323,14 +1319,14 @@ static void task_exec(struct run *r, size_t t)
     if (s->ex->kind == ORCH_EXEC_CHAT || s->ex->kind == ORCH_EXEC_ANTHROPIC) {
         struct orch_model_msg m = {.role = "user", .content = text};
         f->kind = E_TASK_MODEL;
-        rc = s->ex->models
-                 ? orch_model_call_start(s->ex->models, r->e->cfg.base,
-                                         r->e->cfg.dns, s->ex->kind,
-                                         s->ex->tier, &m, 1, on_task_model, f,
-                                         &f->call, &err)
-                 : fo_err_set(&err, FO_E_INVALID,
-                              "executor %s: no model configured",
-                              orch_exec_name(s->ex->kind));
+        rc =
+            s->ex->models
+                ? orch_model_call_start(s->ex->models, r->e->cfg.base,
+                                        r->e->cfg.dns, s->ex->kind, s->ex->tier,
+                                        &m, 1, on_task_model, f, &f->call, &err)
+                : fo_err_set(&err, FO_E_INVALID,
+                             "executor %s: no model configured",
+                             orch_exec_name(s->ex->kind));
     } else {
         f->kind = E_TASK_JOB;
         rc = orch_job_start(s->ex, r->e->cfg.base, text, on_job_done, f,
@@ -1422,19 +1418,19 @@ static int verdict_entry(struct run *r, size_t t, int pass, const char *by,
     const struct orch_task *k = &r->p->tasks[t];
     const struct task *s = &r->t[t];
     cJSON *e = cJSON_CreateObject();
-    int ok = e && cJSON_AddStringToObject(e, "id", k->id) &&
-             cJSON_AddBoolToObject(e, "pass", pass) &&
-             cJSON_AddBoolToObject(e, "judged", strcmp(by, "unjudged")) &&
-             cJSON_AddStringToObject(e, "by", by) &&
-             cJSON_AddItemToObject(e, "failed", failed
-                                                    ? cJSON_Duplicate(failed, 1)
-                                                    : cJSON_CreateArray()) &&
-             (!reason || !*reason ||
-              cJSON_AddStringToObject(e, "reason", reason)) &&
-             (!model || !*model || cJSON_AddStringToObject(e, "model", model)) &&
-             cJSON_AddStringToObject(e, "result_model", s->model) &&
-             (s->tier < 0 ||
-              cJSON_AddStringToObject(e, "tier", orch_tier_name(s->tier)));
+    int ok =
+        e && cJSON_AddStringToObject(e, "id", k->id) &&
+        cJSON_AddBoolToObject(e, "pass", pass) &&
+        cJSON_AddBoolToObject(e, "judged", strcmp(by, "unjudged")) &&
+        cJSON_AddStringToObject(e, "by", by) &&
+        cJSON_AddItemToObject(e, "failed",
+                              failed ? cJSON_Duplicate(failed, 1)
+                                     : cJSON_CreateArray()) &&
+        (!reason || !*reason || cJSON_AddStringToObject(e, "reason", reason)) &&
+        (!model || !*model || cJSON_AddStringToObject(e, "model", model)) &&
+        cJSON_AddStringToObject(e, "result_model", s->model) &&
+        (s->tier < 0 ||
+         cJSON_AddStringToObject(e, "tier", orch_tier_name(s->tier)));
     if (!ok) {
         cJSON_Delete(e);
         return nomem(err);
@@ -1552,8 +1548,8 @@ static int judge(struct run *r, size_t t, struct fo_err *err)
             cJSON_ArrayForEach (c, v.validator)
                 if (!rc && cJSON_IsString(c))
                     rc = fo_buf_printf(&crit, "- %s\n", c->valuestring);
-            size_t on = orch_utf8_prefix(s->output, s->output_len,
-                                         r->e->o->inject_max);
+            size_t on =
+                orch_utf8_prefix(s->output, s->output_len, r->e->o->inject_max);
             char *outcut = malloc(on + 1);
             if (outcut) {
                 memcpy(outcut, s->output, on);
@@ -1906,13 +1902,26 @@ static void halt_step(struct run *r)
         r->halt_written = 1;
         return;
     }
-    /* the budget: a task witnessed still runs and gets its result */
+    /* the budget: a task witnessed still runs, gets its result and is
+     * judged (without a model: no call is left) */
     if (r->halt == H_BUDGET)
-        for (size_t i = 0; r->t && i < r->p->n; i++)
-            if (r->t[i].st == TS_RUN) {
+        for (size_t i = 0; r->t && i < r->p->n; i++) {
+            struct task *s = &r->t[i];
+            if (s->st == TS_RUN) {
                 task_exec(r, i);
                 return;
             }
+            if (s->st == TS_RESULT && !s->halt_judged) {
+                s->halt_judged = 1;
+                rc = judge(r, i, &err);
+                if (rc) {
+                    fail(r, rc, &err);
+                    return;
+                }
+                if (s->busy || r->writes)
+                    return;
+            }
+        }
     if (r->halt == H_CANCEL)
         for (size_t i = 0; r->t && i < r->p->n; i++)
             if (r->t[i].st == TS_RUN) {
@@ -1925,14 +1934,14 @@ static void halt_step(struct run *r)
             }
     if (r->budget_seq < 0) {
         cJSON *e = cJSON_CreateObject();
-        int ok = e && cJSON_AddStringToObject(e, "reason", r->halt_reason) &&
-                 cJSON_AddStringToObject(e, "stopped_before",
-                                         r->stopped_before) &&
-                 fo_json_add_int(e, "model_calls", r->calls) &&
-                 fo_json_add_int(e, "max_model_calls", r->max_calls) &&
-                 fo_json_add_int(e, "max_seconds", r->max_seconds) &&
-                 fo_json_add_int(e, "elapsed_ms", elapsed_ms(r)) &&
-                 fo_json_add_int(e, "last_seq", r->last_seq);
+        int ok =
+            e && cJSON_AddStringToObject(e, "reason", r->halt_reason) &&
+            cJSON_AddStringToObject(e, "stopped_before", r->stopped_before) &&
+            fo_json_add_int(e, "model_calls", r->calls) &&
+            fo_json_add_int(e, "max_model_calls", r->max_calls) &&
+            fo_json_add_int(e, "max_seconds", r->max_seconds) &&
+            fo_json_add_int(e, "elapsed_ms", elapsed_ms(r)) &&
+            fo_json_add_int(e, "last_seq", r->last_seq);
         rc = ok ? witness(r, "loop", "budget", parent, e, -1, 1, 0, &err)
                 : nomem(&err);
         if (!ok)
@@ -1942,8 +1951,7 @@ static void halt_step(struct run *r)
         int ok = e && cJSON_AddStringToObject(e, "answer", stop_answer(r)) &&
                  fo_json_add_int(e, "model_calls", r->calls) &&
                  cJSON_AddTrueToObject(e, "budget_spent");
-        rc = ok ? witness(r, "synthesizer", "answer", parent, e, -1, 1, 0,
-                          &err)
+        rc = ok ? witness(r, "synthesizer", "answer", parent, e, -1, 1, 0, &err)
                 : nomem(&err);
         if (!ok)
             cJSON_Delete(e);
@@ -1977,14 +1985,14 @@ static void attempts_note(struct attempts *a, const cJSON *b)
 
 /* The executor a task entry names: its api and tier when it is a model
  * tier, else the lane's. */
-static const struct orch_exec_config *exec_named(const struct run *r,
-                                                 const struct orch_lane *ln,
-                                                 const cJSON *b)
+static const struct orch_exec_config *
+exec_named(const struct run *r, const struct orch_lane *ln, const cJSON *b)
 {
     const struct orch *o = r->e->o;
     const char *ex = str_of(b, "executor"), *tier = str_of(b, "tier");
-    int a = ex && !strcmp(ex, "anthropic") ? 1 : ex && !strcmp(ex, "chat") ? 0
-                                                                          : -1;
+    int a = ex && !strcmp(ex, "anthropic") ? 1
+            : ex && !strcmp(ex, "chat")    ? 0
+                                           : -1;
     if (a >= 0 && tier && o->models)
         for (int t = 0; t < 3; t++)
             if (!strcmp(tier, orch_tier_name(t)) && o->model_has[a][t])
@@ -2206,12 +2214,11 @@ static int apply(struct run *r, const char *actor, const char *kind,
         if (!r->halt) {
             r->halt = H_BUDGET;
             const char *why = str_of(b, "reason");
-            r->halt_reason = !why                        ? "max_model_calls"
-                             : !strcmp(why, "cancelled") ? "cancelled"
-                             : !strcmp(why, "shutdown")  ? "shutdown"
-                             : !strcmp(why, "max_seconds")
-                                 ? "max_seconds"
-                                 : "max_model_calls";
+            r->halt_reason = !why                          ? "max_model_calls"
+                             : !strcmp(why, "cancelled")   ? "cancelled"
+                             : !strcmp(why, "shutdown")    ? "shutdown"
+                             : !strcmp(why, "max_seconds") ? "max_seconds"
+                                                           : "max_model_calls";
         }
     } else if (!strcmp(kind, "answer")) {
         const char *a = str_of(b, "answer"), *m = str_of(b, "model");
@@ -2287,11 +2294,10 @@ static cJSON *tasks_json(const struct run *r, int *all_pass, int *unjudged)
             !cJSON_AddStringToObject(e, "agent", k->agent) ||
             !cJSON_AddStringToObject(e, "state", state) ||
             !cJSON_AddBoolToObject(e, "pass", s->pass) ||
-            (done &&
-             (!cJSON_AddStringToObject(e, "model", s->model) ||
-              !fo_json_add_int(e, "result_seq", s->result_seq) ||
-              (s->verdict_seq >= 0 &&
-               !fo_json_add_int(e, "verdict_seq", s->verdict_seq))))) {
+            (done && (!cJSON_AddStringToObject(e, "model", s->model) ||
+                      !fo_json_add_int(e, "result_seq", s->result_seq) ||
+                      (s->verdict_seq >= 0 &&
+                       !fo_json_add_int(e, "verdict_seq", s->verdict_seq))))) {
             cJSON_Delete(e);
             cJSON_Delete(a);
             return NULL;
@@ -2328,9 +2334,9 @@ static int plan_run_fields(const struct run *r, cJSON *res)
             s->st == TS_SKIPPED && s->dup_of >= 0 ? &r->t[s->dup_of] : s;
         int ok = src->ran_ok && s->st != TS_REFUSED && s->st != TS_PENDING;
         all_ok &= ok;
-        size_t n = s->output ? orch_utf8_prefix(s->output, s->output_len,
-                                                64u * 1024u)
-                             : 0;
+        size_t n = s->output
+                       ? orch_utf8_prefix(s->output, s->output_len, 64u * 1024u)
+                       : 0;
         cJSON *o = cJSON_CreateObject();
         char *cut = malloc(n + 1);
         if (cut) {
@@ -2405,9 +2411,9 @@ static cJSON *result_object(struct run *r, struct fo_err *err)
          cJSON_AddStringToObject(res, "checkpoint", hex) &&
          fo_json_add_int(res, "request_seq", r->id) &&
          fo_json_add_int(res, "answer_seq", r->answer_seq) &&
-         (r->plan_seq < 0 ? cJSON_AddNullToObject(res, "plan_seq") != NULL
-                          : fo_json_add_int(res, "plan_seq", r->plan_seq) !=
-                                NULL) &&
+         (r->plan_seq < 0
+              ? cJSON_AddNullToObject(res, "plan_seq") != NULL
+              : fo_json_add_int(res, "plan_seq", r->plan_seq) != NULL) &&
          cJSON_AddStringToObject(res, "lane", r->lane ? r->lane : "") &&
          cJSON_AddBoolToObject(res, "ok",
                                !r->budget_spent && r->p && all_pass) &&
@@ -2464,6 +2470,8 @@ static void run_end(struct run *r)
     else
         cJSON_Delete(out);
     if (e->stopping && !e->runs && e->stopped) {
+        if (e->grace_ev)
+            event_del(e->grace_ev);
         void (*fn)(void *) = e->stopped;
         e->stopped = NULL;
         fn(e->stopped_arg);
@@ -2481,6 +2489,17 @@ static void step(struct run *r)
         return;
     }
     r->stepping = 1;
+    if (r->e->poll_live && r->id >= 0 && !r->halt) {
+        /* a run of the blocking host: its cancel flag and the process's
+         * stop, seen at each step (and by the host's poll in between) */
+        if (atomic_load(&r->e->poll_live->cancel)) {
+            char where[ORCH_NAME_MAX + 32];
+            step_name(r, where, sizeof(where));
+            set_halt(r, H_CANCEL, "cancelled", where);
+        } else if (orch_runs_stopping(r->e->o)) {
+            set_halt(r, H_BUDGET, "shutdown", "shutdown");
+        }
+    }
     do {
         r->dirty = 0;
         if (r->failed_rc || r->phase == PH_END) {
@@ -2576,6 +2595,8 @@ void orch_engine_free(struct orch_engine *e)
     }
     if (e->stop_ev)
         event_free(e->stop_ev);
+    if (e->grace_ev)
+        event_free(e->grace_ev);
     event_free(e->wake);
     pthread_mutex_destroy(&e->mu);
     free(e);
@@ -2668,8 +2689,8 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
     if (e->stopping)
         return fo_err_set(err, FO_E_DRAINING, "the daemon is stopping");
     if (e->n_runs >= e->cfg.max_runs)
-        return fo_err_set(err, FO_E_BUSY,
-                          "%zu runs are in progress (max_runs)", e->n_runs);
+        return fo_err_set(err, FO_E_BUSY, "%zu runs are in progress (max_runs)",
+                          e->n_runs);
     int is_run = strcmp(req->via, "plan") != 0;
     if (is_run) {
         rc = hold_instance(e, err);
@@ -2691,16 +2712,14 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
     if (is_plan_run)
         r->phase = PH_PLAN;
     cJSON *b = cJSON_CreateObject();
-    int ok = r->request && (!is_plan_run || r->given) && b &&
-             cJSON_AddStringToObject(b, "request", r->request) &&
-             cJSON_AddStringToObject(b, "via", req->via) &&
-             (!is_run ||
-              cJSON_AddStringToObject(b, "instance", e->instance)) &&
-             (!is_run || resumable ||
-              cJSON_AddFalseToObject(b, "resumable")) &&
-             (!calls || fo_json_add_int(b, "max_model_calls", calls)) &&
-             (!r->max_seconds ||
-              fo_json_add_int(b, "max_seconds", r->max_seconds));
+    int ok =
+        r->request && (!is_plan_run || r->given) && b &&
+        cJSON_AddStringToObject(b, "request", r->request) &&
+        cJSON_AddStringToObject(b, "via", req->via) &&
+        (!is_run || cJSON_AddStringToObject(b, "instance", e->instance)) &&
+        (!is_run || resumable || cJSON_AddFalseToObject(b, "resumable")) &&
+        (!calls || fo_json_add_int(b, "max_model_calls", calls)) &&
+        (!r->max_seconds || fo_json_add_int(b, "max_seconds", r->max_seconds));
     if (!ok) {
         cJSON_Delete(b);
         run_unlink(r);
@@ -2731,12 +2750,33 @@ void orch_engine_detach(struct orch_engine *e, int64_t run)
     }
 }
 
+/* The step a run is at, for the record of where a cancel stopped it. */
+static void step_name(const struct run *r, char *out, size_t size)
+{
+    switch (r->phase) {
+    case PH_ROUTE:
+        snprintf(out, size, "%s", r->eff ? "classifier" : "route");
+        break;
+    case PH_PLAN:
+        snprintf(out, size, "%s", r->given ? "plan" : "coordinator");
+        break;
+    case PH_WAVES:
+        snprintf(out, size, "wave %zu", r->wave);
+        break;
+    default:
+        snprintf(out, size, "synthesizer");
+        break;
+    }
+}
+
 int orch_engine_cancel(struct orch_engine *e, int64_t run)
 {
     struct run *r = run_find(e, run);
     if (!r || r->ended || r->phase == PH_END || r->failed_rc)
         return FO_E_NOT_FOUND;
-    set_halt(r, H_CANCEL, "cancelled", "cancel");
+    char where[ORCH_NAME_MAX + 32];
+    step_name(r, where, sizeof(where));
+    set_halt(r, H_CANCEL, "cancelled", where);
     step(r);
     return FO_OK;
 }
@@ -2746,9 +2786,28 @@ static void on_stop_check(evutil_socket_t fd, short what, void *arg)
     struct orch_engine *e = arg;
     (void)fd, (void)what;
     if (!e->runs && e->stopped) {
+        if (e->grace_ev)
+            event_del(e->grace_ev);
         void (*fn)(void *) = e->stopped;
         e->stopped = NULL;
         fn(e->stopped_arg);
+    }
+}
+
+/* The grace is over: what is still in flight is abandoned (redone on
+ * resume), and each run writes its stop. */
+static void on_grace(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_engine *e = arg;
+    (void)fd, (void)what;
+    struct run *r = e->runs;
+    while (r) {
+        struct run *next = r->next;
+        if (!r->ended) {
+            abandon(r);
+            step(r);
+        }
+        r = next;
     }
 }
 
@@ -2756,6 +2815,14 @@ void orch_engine_stop(struct orch_engine *e, void (*stopped)(void *arg),
                       void *arg)
 {
     e->stopping = 1;
+    int grace =
+        e->cfg.stop_grace_ms ? e->cfg.stop_grace_ms : ORCH_ENGINE_STOP_GRACE_MS;
+    if (!e->grace_ev)
+        e->grace_ev = event_new(e->cfg.base, -1, 0, on_grace, e);
+    if (e->grace_ev) {
+        struct timeval tv = {grace / 1000, (grace % 1000) * 1000};
+        event_add(e->grace_ev, grace < 0 ? &(struct timeval){0, 0} : &tv);
+    }
     e->stopped = stopped;
     e->stopped_arg = arg;
     struct run *r = e->runs;
@@ -2830,8 +2897,7 @@ static int replay_entry(void *ctx, const struct ledger_entry *en)
     if (rc) {
         p->rc = rc;
         p->err = err;
-        fo_err_prefix(&p->err, "entry %lld (%s)", (long long)en->seq,
-                      en->kind);
+        fo_err_prefix(&p->err, "entry %lld (%s)", (long long)en->seq, en->kind);
         return 1;
     }
     snprintf(p->last_kind, sizeof(p->last_kind), "%s", en->kind);
@@ -2841,9 +2907,10 @@ static int replay_entry(void *ctx, const struct ledger_entry *en)
 /* The run of request seq, when it has no end and nobody live holds it:
  * rebuilt from its entries and set going again. *resumed 1 when it was. */
 static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
-                      struct fo_err *err)
+                      struct run **out, struct fo_err *err)
 {
     *resumed = 0;
+    *out = NULL;
     struct ledger *l = e->cfg.ledger;
     char *body = NULL;
     size_t len = 0;
@@ -2857,7 +2924,8 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
     free(body);
     const char *via = str_of(b, "via"), *text = str_of(b, "request");
     const char *inst = str_of(b, "instance");
-    int resumable = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(b, "resumable"));
+    int resumable =
+        !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(b, "resumable"));
     if (!via || !text || !inst || !resumable ||
         (strcmp(via, "submit") && strcmp(via, "run_start") &&
          strcmp(via, "plan_run"))) {
@@ -2891,8 +2959,8 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
     if (!strcmp(via, "plan_run"))
         r->phase = PH_PLAN;
     struct replay p = {.r = r};
-    int rc = ledger_descendants(l, seq, ORCH_RUN_SCAN_MAX, replay_entry, &p,
-                                err);
+    int rc =
+        ledger_descendants(l, seq, ORCH_RUN_SCAN_MAX, replay_entry, &p, err);
     if (rc < 0 || (rc && !p.ended && !p.rc)) {
         run_unlink(r);
         run_free(r);
@@ -2916,29 +2984,61 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
         step(r);
         return FO_OK;
     }
-    cJSON *o = cJSON_CreateObject();
-    int ok = o && fo_json_add_int(o, "last_seq", r->last_seq) &&
-             cJSON_AddStringToObject(o, "last_kind",
-                                     p.last_kind[0] ? p.last_kind
-                                                    : "request") &&
-             cJSON_AddStringToObject(o, "instance", e->instance);
-    rc = ok ? witness(r, "loop", "resume", seq, o, -1, 0, 0, err)
-            : nomem(err);
-    if (!ok)
-        cJSON_Delete(o);
-    if (rc) {
-        run_unlink(r);
-        run_free(r);
-        return rc;
-    }
-    elog(e, "run %lld: resumed after %s %lld", (long long)seq,
-         p.last_kind[0] ? p.last_kind : "request", (long long)r->last_seq);
-    step(r);
+    snprintf(r->stopped_before, sizeof(r->stopped_before), "%s",
+             p.last_kind[0] ? p.last_kind : "request");
+    *out = r;
     return FO_OK;
 }
 
-int orch_engine_resume_all(struct orch_engine *e, size_t *n,
-                           struct fo_err *err)
+/* The `resume` entries of runs rebuilt from their entries, in one
+ * transaction (one fsync for them all, before the daemon says it is
+ * ready), then each run goes on. */
+static int resume_batch(struct orch_engine *e, struct run **rs, size_t n,
+                        struct fo_err *err)
+{
+    struct ledger_append *reqs = calloc(n ? n : 1, sizeof(*reqs));
+    char **bodies = calloc(n ? n : 1, sizeof(*bodies));
+    int rc = reqs && bodies ? FO_OK : nomem(err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        struct run *r = rs[i];
+        cJSON *o = cJSON_CreateObject();
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        if (!o || !fo_json_add_int(o, "last_seq", r->last_seq) ||
+            !cJSON_AddStringToObject(o, "last_kind", r->stopped_before) ||
+            !cJSON_AddStringToObject(o, "instance", e->instance) ||
+            fo_json_canon(o, &b, err))
+            rc = nomem(err);
+        cJSON_Delete(o);
+        bodies[i] = rc ? NULL : fo_buf_detach(&b, &reqs[i].body_len);
+        fo_buf_release(&b);
+        reqs[i].actor = "loop";
+        reqs[i].kind = "resume";
+        reqs[i].parent = r->id;
+        reqs[i].body = bodies[i];
+    }
+    if (!rc && n)
+        rc = ledger_append_batch(e->cfg.ledger, reqs, n, err);
+    for (size_t i = 0; i < n; i++) {
+        struct run *r = rs[i];
+        r->stopped_before[0] = '\0';
+        if (rc || reqs[i].rc) { /* not resumed: it stays as it was */
+            run_unlink(r);
+            run_free(r);
+            continue;
+        }
+        r->last_seq = reqs[i].entry.seq;
+        elog(e, "run %lld: resumed", (long long)r->id);
+        step(r);
+    }
+    for (size_t i = 0; bodies && i < n; i++)
+        free(bodies[i]);
+    free(bodies);
+    free(reqs);
+    return rc;
+}
+
+int orch_engine_resume_all(struct orch_engine *e, size_t *n, struct fo_err *err)
 {
     if (n)
         *n = 0;
@@ -2949,6 +3049,10 @@ int orch_engine_resume_all(struct orch_engine *e, size_t *n,
         return rc == FO_E_NOMEM ? nomem(err) : rc;
     }
     rc = FO_OK;
+    struct run **rs = calloc(c.n ? c.n : 1, sizeof(*rs));
+    size_t nr = 0;
+    if (!rs)
+        rc = nomem(err);
     for (size_t i = 0; !rc && i < c.n; i++) {
         if (run_find(e, c.seqs[i]))
             continue;
@@ -2958,10 +3062,19 @@ int orch_engine_resume_all(struct orch_engine *e, size_t *n,
         if (!e->have_instance && (rc = hold_instance(e, err)))
             break;
         int resumed = 0;
-        rc = resume_one(e, c.seqs[i], &resumed, err);
+        struct run *r = NULL;
+        rc = resume_one(e, c.seqs[i], &resumed, &r, err);
         if (!rc && resumed && n)
             (*n)++;
+        if (r)
+            rs[nr++] = r;
     }
+    if (rs) {
+        int brc = resume_batch(e, rs, nr, err);
+        if (!rc)
+            rc = brc;
+    }
+    free(rs);
     free(c.seqs);
     return rc;
 }
@@ -3023,14 +3136,9 @@ static void sync_poll(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     if (s->run < 0)
         return;
-    if (s->live && atomic_load(&s->live->cancel))
-        orch_engine_cancel(s->e, s->run);
-    else if (orch_runs_stopping(s->e->o)) {
-        /* this process goes away with the run: end it as the budget does */
-        struct run *r = run_find(s->e, s->run);
-        if (r)
-            set_halt(r, H_BUDGET, "shutdown", "shutdown"), step(r);
-    }
+    struct run *r = run_find(s->e, s->run);
+    if (r)
+        step(r); /* step looks at the cancel flag and the stop */
 }
 
 int orch_engine_run_sync(const struct orch *o, const struct orch_witness *w,
@@ -3076,8 +3184,15 @@ int orch_engine_run_sync_live(const struct orch *o,
     s.base = event_base_new();
     if (!s.base)
         return fo_err_set(err, FO_E_NOMEM, "no event base");
-    struct orch_engine_config cfg = {
-        .base = s.base, .ledger = w->ledger, .append = sync_append, .hook = &s};
+    struct evdns_base *dns = NULL;
+    struct fo_err derr;
+    if (o->models && orch_model_dns_create(s.base, &dns, &derr) != FO_OK)
+        dns = NULL; /* IP addresses and localhost still work */
+    struct orch_engine_config cfg = {.base = s.base,
+                                     .dns = dns,
+                                     .ledger = w->ledger,
+                                     .append = sync_append,
+                                     .hook = &s};
     rc = orch_engine_create(o, &cfg, &s.e, err);
     if (!rc) {
         s.poll = event_new(s.base, -1, EV_PERSIST, sync_poll, &s);
@@ -3085,9 +3200,10 @@ int orch_engine_run_sync_live(const struct orch *o,
         if (!s.poll || event_add(s.poll, &tv))
             rc = nomem(err);
     }
-    if (!rc)
-        rc = start_run(s.e, req, 0, sync_started_fwd, sync_done_fwd, &fwd,
-                       err);
+    if (!rc) {
+        s.e->poll_live = live;
+        rc = start_run(s.e, req, 0, sync_started_fwd, sync_done_fwd, &fwd, err);
+    }
     if (!rc) {
         while (!s.finished && event_base_dispatch(s.base) == 0)
             ;
@@ -3107,6 +3223,10 @@ int orch_engine_run_sync_live(const struct orch *o,
     if (s.poll)
         event_free(s.poll);
     orch_engine_free(s.e);
+    if (dns) { /* cancelled lookups are answered on one more turn */
+        event_base_loop(s.base, EVLOOP_NONBLOCK);
+        evdns_base_free(dns, 0);
+    }
     event_base_free(s.base);
     return rc;
 }
@@ -3132,6 +3252,23 @@ int orch_submit_check(const char *request, const struct orch_submit_opts *opts,
     return FO_OK;
 }
 
+/* A blocking run in the registry, so orch_run_cancel from another thread
+ * finds it. */
+static int run_registered(const struct orch *o, const struct orch_witness *w,
+                          const struct orch_run_req *req, cJSON **out,
+                          struct fo_err *err)
+{
+    struct orch_live live;
+    char inst[ORCH_INSTANCE_HEX + 1];
+    int rc = orch_submit_check(req->request, &req->opts, err);
+    if (!rc)
+        rc = orch_runs_hold(o, ledger_dir(w->ledger), inst, &live, err);
+    if (!rc)
+        rc = orch_engine_run_sync_live(o, w, req, &live, NULL, NULL, NULL, out,
+                                       err);
+    return rc;
+}
+
 int orch_submit(const struct orch *o, const struct orch_witness *w,
                 const char *request, const struct orch_submit_opts *opts,
                 cJSON **out, struct fo_err *err)
@@ -3139,7 +3276,7 @@ int orch_submit(const struct orch *o, const struct orch_witness *w,
     struct orch_run_req req = {.via = "submit", .request = request};
     if (opts)
         req.opts = *opts;
-    return orch_engine_run_sync(o, w, &req, out, err);
+    return run_registered(o, w, &req, out, err);
 }
 
 int orch_plan_request(const struct orch *o, const struct orch_witness *w,

@@ -27,6 +27,7 @@ struct orch_engine;
 
 #define ORCH_ENGINE_RUNS_DEFAULT 10000 /* runs in memory at once */
 #define ORCH_ENGINE_RUNS_MAX 1000000
+#define ORCH_ENGINE_STOP_GRACE_MS 3000 /* work in flight at a shutdown */
 
 /* How entries reach the ledger. append queues a (its fields stay valid
  * until done) and calls done(arg) once from any thread after the entry's
@@ -46,6 +47,10 @@ struct orch_engine_config {
     orch_engine_append_fn append;
     void *hook;
     size_t max_runs; /* runs in memory at once; 0: ORCH_ENGINE_RUNS_DEFAULT */
+    /* A shutdown lets model calls and tasks in flight finish (and be
+     * witnessed) for this long, then abandons them; 0:
+     * ORCH_ENGINE_STOP_GRACE_MS, < 0: none. */
+    int stop_grace_ms;
     void (*log)(void *hook, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
     void *log_hook;
@@ -109,9 +114,11 @@ int orch_engine_cancel(struct orch_engine *e, int64_t run);
 /* 1 when run is held by this engine (in memory, not ended). */
 int orch_engine_has(const struct orch_engine *e, int64_t run);
 
-/* Shutdown: new runs are refused; every run stops at once (work in flight
- * is abandoned, to be redone on resume), writes a `stop` entry and stays
- * unfinished, so the next start resumes it. stopped(arg) runs on the loop
+/* Shutdown: new runs are refused; every run starts nothing new, lets the
+ * model calls and tasks in flight finish within the grace (their outcomes
+ * witnessed; what is still in flight then is abandoned, to be redone on
+ * resume), writes a `stop` entry and stays unfinished, so the next start
+ * resumes it. stopped(arg) runs on the loop
  * thread once every stop entry is committed (at once when none). A run's
  * caller gets FO_E_DRAINING. */
 void orch_engine_stop(struct orch_engine *e, void (*stopped)(void *arg),

@@ -887,11 +887,14 @@ static void on_connected(evutil_socket_t fd, short what, void *arg)
         if (c->phase == PH_CONNECT)
             event_del(c->step);
     }
-    /* one descriptor less while the model thinks */
+    /* The duplicate stays open until the attempt ends: on a base with
+     * EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST (the daemon's) the watcher's
+     * removal reaches epoll only at the next turn of the loop, and a
+     * descriptor closed before then leaves its registration behind on the
+     * socket (epoll keys it by the open file), reporting it writable on
+     * every turn: a busy loop. */
     event_free(a->conn_ev);
     a->conn_ev = NULL;
-    close(a->dupfd);
-    a->dupfd = -1;
 }
 
 /* Our connect timer or the deadline cuts the attempt short; called from

@@ -450,8 +450,7 @@ int orch_run_start(struct orch *o, const struct orch_witness *w,
         pthread_cond_wait(&t->cv, &r->mu);
     if (t->started)
         *run = t->request_seq;
-    else
-    {
+    else {
         rc = t->start_rc;
         if (err)
             *err = t->start_err;
@@ -586,10 +585,10 @@ static int run_request(struct ledger *l, int64_t run, cJSON **req,
     if (rc)
         return rc;
     const cJSON *via = cJSON_GetObjectItemCaseSensitive(b, "via");
-    if (!redacted && (!cJSON_IsString(via) ||
-                      (strcmp(via->valuestring, "submit") != 0 &&
-                       strcmp(via->valuestring, "run_start") != 0 &&
-                       strcmp(via->valuestring, "plan_run") != 0))) {
+    if (!redacted &&
+        (!cJSON_IsString(via) || (strcmp(via->valuestring, "submit") != 0 &&
+                                  strcmp(via->valuestring, "run_start") != 0 &&
+                                  strcmp(via->valuestring, "plan_run") != 0))) {
         rc = cJSON_IsString(via)
                  ? fo_err_set(err, FO_E_NOT_A_RUN,
                               "run %lld: not a run (a request via \"%.64s\"; "
@@ -631,8 +630,8 @@ static int scan_run(struct ledger *l, struct scan *s, int keep,
                        .resume_seq = -1};
     if (keep && !(s->entries = cJSON_CreateArray()))
         return fo_err_set(err, FO_E_NOMEM, NULL);
-    int rc = ledger_descendants(l, s->run, ORCH_RUN_SCAN_MAX, scan_entry, s,
-                                err);
+    int rc =
+        ledger_descendants(l, s->run, ORCH_RUN_SCAN_MAX, scan_entry, s, err);
     if (rc == SCAN_END)
         rc = FO_OK;
     else if (rc == FO_E_NOMEM)
@@ -682,7 +681,8 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
         if (rc)
             goto out;
     }
-    int resumable = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(req, "resumable"));
+    int resumable =
+        !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(req, "resumable"));
     if (s.answer_seq >= 0)
         ans = body_of(l, s.answer_seq, NULL, &rc, err);
     if (!rc && s.budget_seq >= 0)
@@ -696,16 +696,15 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
     /* With no end on record: "running" while its process holds it; a run
      * a daemon will resume reads "stopped" (by a shutdown or a crash);
      * "interrupted" only where nothing will resume it (a CLI's run). */
-    const char *state = s.error_seq >= 0 ? "failed"
-                        : s.answer_seq >= 0
-                            ? s.budget_seq < 0            ? "done"
+    const char *state =
+        s.error_seq >= 0    ? "failed"
+        : s.answer_seq >= 0 ? s.budget_seq < 0            ? "done"
                               : !strcmp(why, "shutdown")  ? "stopped"
                               : !strcmp(why, "cancelled") ? "cancelled"
                                                           : "budget"
-                        : live == LIVE_YES ? "running"
-                        : live == LIVE_NO  ? (resumable ? "stopped"
-                                                        : "interrupted")
-                                           : "unknown";
+        : live == LIVE_YES  ? "running"
+        : live == LIVE_NO   ? (resumable ? "stopped" : "interrupted")
+                            : "unknown";
     inst = held[0] ? held : NULL;
     o = cJSON_CreateObject();
     int ok = o && fo_json_add_int(o, "run", run) &&
@@ -805,6 +804,14 @@ int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
                                    "run %lld: in progress in another process "
                                    "(instance %s): cancel it there",
                                    (long long)run, inst ? inst : "?");
+        } else if (!strcmp(state, "stopped") &&
+                   cJSON_IsNull(
+                       cJSON_GetObjectItemCaseSensitive(g, "answer_seq"))) {
+            rc = fo_err_set(err, FO_E_RUN_ELSEWHERE,
+                            "run %lld: stopped with no end on record; the "
+                            "next daemon to start on this ledger resumes it: "
+                            "cancel it there",
+                            (long long)run);
         } else if (!strcmp(state, "unknown")) {
             rc = fo_err_set(err, FO_E_RUN_ELSEWHERE,
                             "run %lld: no end on record, and no process "

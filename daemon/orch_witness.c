@@ -38,4 +38,3 @@ int orch_witness_json(const struct orch_witness *w, const char *actor,
     fo_buf_release(&body);
     return rc;
 }
-

@@ -46,7 +46,8 @@ struct daemon {
     struct surf_ctx loop_ctx;
     struct orch *orch; /* immutable once made: shared by every thread */
     struct evdns_base *dns;
-    struct orch_engine *engine; /* every run, on the loop thread */
+    struct orch_engine *engine;          /* every run, on the loop thread */
+    int stopping, drained, runs_stopped; /* SIGTERM: both, then the end */
     char token[80];
     int lock_fd;
     int64_t start_us;
@@ -333,8 +334,7 @@ static void engine_committed(struct daemon_commit_req *r)
 }
 
 static int engine_append(void *hook, struct ledger_append *a,
-                         void (*done)(void *arg), void *arg,
-                         struct fo_err *err)
+                         void (*done)(void *arg), void *arg, struct fo_err *err)
 {
     struct daemon *d = hook;
     struct engine_creq *c = calloc(1, sizeof(*c));
@@ -358,11 +358,14 @@ static int engine_append(void *hook, struct ledger_append *a,
 
 /* ---- signals ---------------------------------------------------------- */
 
+/* The loop ends once every request is answered and every run stopped. */
 static void drained(void *arg)
 {
     struct daemon *d = arg;
     dlog(d, "drained: every request answered");
-    event_base_loopexit(d->base, NULL);
+    d->drained = 1;
+    if (d->runs_stopped)
+        event_base_loopexit(d->base, NULL);
 }
 
 /* Every run has its stop on record: now the requests still open. */
@@ -370,7 +373,9 @@ static void runs_stopped(void *arg)
 {
     struct daemon *d = arg;
     dlog(d, "runs stopped: they resume on the next start");
-    surf_http_drain(d->http, drained, d);
+    d->runs_stopped = 1;
+    if (d->drained)
+        event_base_loopexit(d->base, NULL);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -384,11 +389,17 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     static const char *names[] = {[SIGINT] = "SIGINT", [SIGTERM] = "SIGTERM"};
     dlog(d, "%s: draining (no new connections; finishing in-flight work)",
          names[sig] ? names[sig] : "signal");
-    /* Runs first: each stops at once and writes its stop, so no request
-     * waits on a run; then the HTTP drain answers what is left. */
+    if (d->stopping)
+        return;
+    d->stopping = 1;
+    /* Both at once: the HTTP surface answers 503 to new requests and
+     * waits for those in flight, while each run finishes what it has in
+     * flight (within the grace), writes its stop and answers its caller
+     * 503 (it resumes on the next start). */
     size_t n = orch_engine_active(d->engine);
     if (n)
         dlog(d, "stopping %zu run%s", n, n == 1 ? "" : "s");
+    surf_http_drain(d->http, drained, d);
     orch_engine_stop(d->engine, runs_stopped, d);
 }
 

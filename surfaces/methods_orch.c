@@ -207,7 +207,8 @@ static int start_run(struct surf_ctx *ctx, const char *via, const cJSON *in,
     struct run_call *c = calloc(1, sizeof(*c));
     if (!c)
         return fo_err_set(err, FO_E_NOMEM, NULL);
-    *c = (struct run_call){.reply = reply, .arg = arg, .start_only = start_only};
+    *c =
+        (struct run_call){.reply = reply, .arg = arg, .start_only = start_only};
     struct orch_run_req req = {
         .via = via,
         .request = surf_in_str(in, "request"),
@@ -240,8 +241,8 @@ int surf_s_submit(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
     return start_run(ctx, "submit", in, 0, reply, arg, err);
 }
 
-int surf_s_run_start(struct surf_ctx *ctx, const cJSON *in,
-                     surf_reply_fn reply, void *arg, struct fo_err *err)
+int surf_s_run_start(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
+                     void *arg, struct fo_err *err)
 {
     return start_run(ctx, "run_start", in, 1, reply, arg, err);
 }

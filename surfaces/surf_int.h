@@ -40,8 +40,8 @@ int surf_s_plan(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
                 void *arg, struct fo_err *err);
 int surf_s_submit(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
                   void *arg, struct fo_err *err);
-int surf_s_run_start(struct surf_ctx *ctx, const cJSON *in,
-                     surf_reply_fn reply, void *arg, struct fo_err *err);
+int surf_s_run_start(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
+                     void *arg, struct fo_err *err);
 
 int surf_h_run_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                    struct fo_err *err);

@@ -760,9 +760,9 @@ Test(loop, the_tasks_of_a_wave_run_at_once)
     const char *ids[] = {"A", "B", "C"};
     for (int i = 0; i < 3; i++) {
         cJSON *res = body_of(&e, find_kind(&e, "result", ids[i]));
-        cr_assert_eq(sscanf(tu_str(res, "output"), "%lld %lld", &start[i],
-                            &end[i]),
-                     2, "%s", tu_str(res, "output"));
+        cr_assert_eq(
+            sscanf(tu_str(res, "output"), "%lld %lld", &start[i], &end[i]), 2,
+            "%s", tu_str(res, "output"));
         cJSON_Delete(res);
     }
     for (int i = 0; i < 3; i++)

@@ -407,11 +407,23 @@ Test(cli_run, without_a_daemon, .timeout = 60)
     cr_assert_neq(stat(none, &st), 0, "run get created the data dir");
     tu_run_free(&r);
 
-    /* a run whose process died: interrupted; wait says 1 at once */
+    /* a run a daemon will resume, whose process died: stopped */
+    char stopped[32];
+    snprintf(stopped, sizeof(stopped), "%lld",
+             append_request(dir, "{\"request\":\"x\",\"via\":\"run_start\","
+                                 "\"instance\":\"" A_DEAD_INSTANCE "\"}"));
+    r = run_cli(dir, 0, "get", stopped, NULL, NULL);
+    want_exit(&r, 0, "run get of a stopped run");
+    must_contain(r.out, "state: stopped\n", "run get");
+    tu_run_free(&r);
+
+    /* a run nothing will resume (a CLI's), whose process died:
+     * interrupted; wait says 1 at once */
     char dead[32];
     snprintf(dead, sizeof(dead), "%lld",
              append_request(dir, "{\"request\":\"x\",\"via\":\"run_start\","
-                                 "\"instance\":\"" A_DEAD_INSTANCE "\"}"));
+                                 "\"instance\":\"" A_DEAD_INSTANCE "\","
+                                 "\"resumable\":false}"));
     r = run_cli(dir, 0, "get", dead, NULL, NULL);
     want_exit(&r, 0, "run get of an interrupted run");
     must_contain(r.out, "state: interrupted\n", "run get");

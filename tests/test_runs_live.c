@@ -134,23 +134,24 @@ static void verify_deep(struct ledger *l)
     cr_assert(res.ok);
 }
 
-/* A cancelled run: request route plan, then the budget entry (reason
- * cancelled, parent the plan) and the fixed answer; nothing else. */
+/* A run cancelled in its coordinator call: request route, then at once
+ * (the call is abandoned) the budget entry (reason cancelled, parent the
+ * request) and the fixed answer; nothing else. */
 static void assert_cancelled(struct ledger *l, const cJSON *g)
 {
     cr_assert_str_eq(tu_str(g, "state"), "cancelled");
     cr_assert_str_eq(tu_str(g, "answer"), ORCH_CANCELLED_ANSWER);
     char k[256];
     tu_entry_kinds(g, k, sizeof(k));
-    cr_assert_str_eq(k, "request route plan budget answer ");
-    const cJSON *plan = entry_of(g, "plan");
+    cr_assert_str_eq(k, "request route budget answer ");
+    const cJSON *req = entry_of(g, "request");
     const cJSON *bud = entry_of(g, "budget");
-    cr_assert_eq(tu_num(bud, "parent"), tu_num(plan, "seq"));
+    cr_assert_eq(tu_num(bud, "parent"), tu_num(req, "seq"));
     cr_assert_str_eq(tu_str(bud, "actor"), "loop");
-    cr_assert_eq(tu_num(entry_of(g, "answer"), "parent"), tu_num(plan, "seq"));
+    cr_assert_eq(tu_num(entry_of(g, "answer"), "parent"), tu_num(req, "seq"));
     cJSON *b = body_json(l, tu_num(bud, "seq"));
     cr_assert_str_eq(tu_str(b, "reason"), "cancelled");
-    cr_assert_str_eq(tu_str(b, "stopped_before"), "wave 0");
+    cr_assert_str_eq(tu_str(b, "stopped_before"), "coordinator");
     cJSON_Delete(b);
 }
 
@@ -186,6 +187,7 @@ static void *submit_thread(void *arg)
 Test(runs_live, cancel_stops_a_run_of_this_process_at_its_next_step,
      .timeout = 60)
 {
+    signal(SIGPIPE, SIG_IGN); /* the fake answers a call that was abandoned */
     struct env e;
     env_open(&e, 1, 0);
     /* a background run, held in its coordinator call */
@@ -202,8 +204,11 @@ Test(runs_live, cancel_stops_a_run_of_this_process_at_its_next_step,
     cr_assert_str_eq(tu_str(c, "state"), "running");
     cr_assert_str_eq(tu_str(c, "cancel"), "requested");
     cJSON_Delete(c);
-    atomic_store(&tu_held_hold, 0);
+    /* the call in flight is abandoned: the run ends while it is held */
     g = wait_run(&e, run, 10000);
+    atomic_store(&tu_held_hold, 0);
+    while (atomic_load(&tu_held_coord_done) < 1) /* the fake lets it go */
+        usleep(2000);
     assert_cancelled(e.l, g);
     cJSON_Delete(g);
     /* a run that ended: its state, unchanged */
@@ -228,8 +233,8 @@ Test(runs_live, cancel_stops_a_run_of_this_process_at_its_next_step,
     c = call_run(&e, "run_cancel", first, FO_OK);
     cr_assert_str_eq(tu_str(c, "cancel"), "requested");
     cJSON_Delete(c);
-    atomic_store(&tu_held_hold, 0);
     pthread_join(th, NULL);
+    atomic_store(&tu_held_hold, 0);
     cr_assert_eq(j.rc, FO_OK, "%s", j.err.msg);
     cr_assert_str_eq(tu_str(j.out, "answer"), ORCH_CANCELLED_ANSWER);
     cr_assert_str_eq(tu_str(j.out, "budget_reason"), "cancelled");
@@ -279,9 +284,18 @@ Test(runs_live, the_lock_file_of_a_run_tells_running_from_interrupted)
     int64_t bad = append_request(
         &e, "{\"request\":\"x\",\"via\":\"submit\",\"instance\":\"../x\"}");
     assert_state(&e, bad, "unknown");
-    /* an instance with no lock file: its process is gone */
+    /* an instance with no lock file: its process is gone; a daemon's run
+     * waits to be resumed (stopped: cancel it where it resumes), a run
+     * nothing resumes (a CLI's) is interrupted */
+    int64_t stopped = append_request(
+        &e,
+        "{\"request\":\"x\",\"via\":\"submit\",\"instance\":\"" A_DEAD_INSTANCE
+        "\"}");
+    assert_state(&e, stopped, "stopped");
+    cJSON_Delete(call_run(&e, "run_cancel", stopped, FO_E_RUN_ELSEWHERE));
     int64_t dead = append_request(&e, "{\"request\":\"x\",\"via\":\"submit\","
-                                      "\"instance\":\"" A_DEAD_INSTANCE "\"}");
+                                      "\"instance\":\"" A_DEAD_INSTANCE "\","
+                                      "\"resumable\":false}");
     assert_state(&e, dead, "interrupted");
     cJSON *c = call_run(&e, "run_cancel", dead, FO_OK);
     cr_assert_str_eq(tu_str(c, "state"), "interrupted");
@@ -445,9 +459,11 @@ static void cli_verify_deep(const char *dir)
     tu_run_free(&r);
 }
 
-Test(runs_live, a_run_whose_daemon_was_killed_reads_interrupted, .timeout = 90)
+Test(runs_live, a_run_whose_daemon_was_killed_resumes_on_the_next_start,
+     .timeout = 90)
 {
     signal(SIGPIPE, SIG_IGN); /* the fake answers a daemon that is gone */
+    atomic_store(&tu_held_coord_calls, 0);
     struct fake *f = fake_start(tu_held_script);
     char *dir = tu_tmpdir();
     struct tu_daemon d;
@@ -480,7 +496,7 @@ Test(runs_live, a_run_whose_daemon_was_killed_reads_interrupted, .timeout = 90)
     cr_assert_str_eq(tu_str(g, "code"), "run_elsewhere", "%s",
                      tu_str(g, "error"));
     cJSON_Delete(g);
-    /* the daemon dies mid-run */
+    /* the daemon dies mid-run: the run waits for the next daemon */
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
     atomic_store(&tu_held_hold, 0);
     cr_assert(file_exists(dir, inst), "a killed daemon removed its lock");
@@ -488,7 +504,7 @@ Test(runs_live, a_run_whose_daemon_was_killed_reads_interrupted, .timeout = 90)
     struct fo_err err;
     cr_assert_eq(ledger_open(dir, 0, NULL, &l, &err), FO_OK, "%s", err.msg);
     cr_assert_eq(orch_run_get(l, live, &g, &err), FO_OK, "%s", err.msg);
-    cr_assert_str_eq(tu_str(g, "state"), "interrupted");
+    cr_assert_str_eq(tu_str(g, "state"), "stopped");
     char k[256];
     tu_entry_kinds(g, k, sizeof(k));
     cr_assert_str_eq(k, "request route ");
@@ -498,27 +514,27 @@ Test(runs_live, a_run_whose_daemon_was_killed_reads_interrupted, .timeout = 90)
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cJSON_Delete(g);
     ledger_close(l);
-    /* a new daemon reads the same, cancelling it changes nothing, and its
-     * own runs go on (its first run clears the dead lock file) */
+    /* a new daemon resumes it from its route: only the coordinator call
+     * that was in flight is made again; the run it did not finish ends
+     * done under the new daemon's instance, whose start cleared the dead
+     * lock file; the finished run is left alone */
     start_with_fake(&d, dir, f, NULL, NULL);
-    g = http_run(&d, "GET", live, "", 200);
-    cr_assert_str_eq(tu_str(g, "state"), "interrupted");
-    cJSON_Delete(g);
-    g = http_run(&d, "POST", live, "/cancel", 200);
-    cr_assert_str_eq(tu_str(g, "state"), "interrupted");
-    cr_assert_str_eq(tu_str(g, "cancel"), "ended");
-    cJSON_Delete(g);
-    int64_t again = http_start(&d);
-    g = http_wait_run(&d, again, 10000);
-    cr_assert_str_eq(tu_str(g, "state"), "done");
+    g = http_wait_run(&d, live, 10000);
+    cr_assert_str_eq(tu_str(g, "state"), "done", "%s", cJSON_Print(g));
+    tu_entry_kinds(g, k, sizeof(k));
+    cr_assert_str_eq(k, "request route resume plan task result verdict "
+                        "answer ");
     char inst2[64];
     snprintf(inst2, sizeof(inst2), "%s", tu_str(g, "instance"));
     cJSON_Delete(g);
     cr_assert_str_neq(inst2, inst);
     cr_assert(!file_exists(dir, inst), "the dead lock file stayed");
     cr_assert(file_exists(dir, inst2));
-    g = http_run(&d, "GET", live, "", 200);
-    cr_assert_str_eq(tu_str(g, "state"), "interrupted");
+    /* three coordinator calls: two witnessed plans and the one in flight
+     * at the kill */
+    cr_assert_eq(atomic_load(&tu_held_coord_calls), 3);
+    g = http_run(&d, "GET", done, "", 200);
+    cr_assert_str_eq(tu_str(g, "state"), "done");
     cJSON_Delete(g);
     /* a clean exit takes its lock file with it */
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
@@ -578,10 +594,14 @@ Test(runs_live, run_cancel_over_http_and_mcp, .timeout = 90)
     g = tu_http_json(&d, "POST", path, "{\"run\":0}", 400);
     cr_assert_str_eq(tu_str(g, "code"), "invalid_input");
     cJSON_Delete(g);
-    /* what is not a run: the route entry, a plan's and a plan_run's
-     * request; what is not there at all */
-    int64_t not_runs[] = {run + 1, plan_req, plan_run_req};
-    for (int i = 0; i < 3; i++) {
+    /* a plan_run is a run of the engine like any other */
+    g = http_run(&d, "GET", plan_run_req, "", 200);
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cJSON_Delete(g);
+    /* what is not a run: the route entry and a plan's request; what is
+     * not there at all */
+    int64_t not_runs[] = {run + 1, plan_req};
+    for (int i = 0; i < 2; i++) {
         g = http_run(&d, "GET", not_runs[i], "", 404);
         cr_assert_str_eq(tu_str(g, "code"), "not_a_run", "%s",
                          tu_str(g, "error"));
@@ -672,7 +692,7 @@ Test(runs_live, max_runs_flag_and_forum_json_are_validated)
 {
     char *dir = tu_tmpdir();
     cr_assert_eq(forum_exit(dir, "--max-runs", "0", NULL), 2);
-    cr_assert_eq(forum_exit(dir, "--max-runs", "2000", NULL), 2);
+    cr_assert_eq(forum_exit(dir, "--max-runs", "2000000", NULL), 2);
     cr_assert_eq(forum_exit(dir, "--max-runs", "x", NULL), 2);
     cr_assert_eq(forum_exit(dir, "--max-runs", "-1", NULL), 2);
     cr_assert_eq(forum_exit(dir, "--max-runs", "1024", "--check"), 0);
@@ -680,7 +700,7 @@ Test(runs_live, max_runs_flag_and_forum_json_are_validated)
     snprintf(p, sizeof(p), "%s/forum.json", dir);
     cr_assert_eq(tu_write_file(p, "{\"max_runs\":0}", 14), 0);
     cr_assert_eq(forum_exit(dir, "--check", NULL, NULL), 2);
-    cr_assert_eq(tu_write_file(p, "{\"max_runs\":1025}", 17), 0);
+    cr_assert_eq(tu_write_file(p, "{\"max_runs\":2000000}", 20), 0);
     cr_assert_eq(forum_exit(dir, "--check", NULL, NULL), 2);
     cr_assert_eq(tu_write_file(p, "{\"max_runs\":2}", 14), 0);
     cr_assert_eq(forum_exit(dir, "--check", NULL, NULL), 0);

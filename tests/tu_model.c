@@ -157,7 +157,7 @@ void fake_free(struct fake *f)
 /* ---- the held script ---------------------------------------------------- */
 
 atomic_int tu_held_hold = 1;
-atomic_int tu_held_coord_calls;
+atomic_int tu_held_coord_calls, tu_held_coord_done;
 
 const char *tu_held_script(struct fake *f, const char *role, int n,
                            const char *model, const char *prompt)
@@ -168,6 +168,7 @@ const char *tu_held_script(struct fake *f, const char *role, int n,
         int64_t t0 = tu_now_ms();
         while (atomic_load(&tu_held_hold) && tu_now_ms() - t0 < 30000)
             usleep(2000);
+        atomic_fetch_add(&tu_held_coord_done, 1);
         return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"backend\","
                "\"instruction\":\"make the schema\"}]}";
     }

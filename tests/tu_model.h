@@ -48,6 +48,8 @@ void fake_free(struct fake *f);
  * validator passes and the synthesizer answers TU_HELD_ANSWER. */
 #define TU_HELD_ANSWER "The schema is made."
 extern atomic_int tu_held_hold, tu_held_coord_calls;
+/* coordinator replies let go (held or not) */
+extern atomic_int tu_held_coord_done;
 const char *tu_held_script(struct fake *f, const char *role, int n,
                            const char *model, const char *prompt);
 /* Waits until n coordinator calls have arrived; aborts after 10 s. */
