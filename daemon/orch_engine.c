@@ -2951,12 +2951,13 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
     cJSON_Delete(b);
     struct ledger_entry req;
     if (!r->request || ledger_get(l, seq, &req, NULL, err)) {
+        int code = r->request ? err->code : nomem(err);
         run_unlink(r);
         run_free(r);
-        return r->request ? err->code : nomem(err);
+        return code;
     }
     r->t0_us = req.ts;
-    if (!strcmp(via, "plan_run"))
+    if (!strcmp(r->via, "plan_run")) /* via was in the freed body */
         r->phase = PH_PLAN;
     struct replay p = {.r = r};
     int rc =
