@@ -17,6 +17,7 @@
 #include "daemon/service.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
+#include "surfaces/http.h"
 
 static const char help_serve[] =
     "usage: forum serve [start|stop|status|logs] [options]\n"
@@ -37,7 +38,12 @@ static const char help_serve[] =
     "                         and written to DIR/forum.state.json)\n"
     "  --no-auth              no bearer token needed (admin methods still\n"
     "                         need DIR/token)\n"
-    "  --timeout-s S          HTTP idle read/write timeout (default 30)\n"
+    "  --timeout-s S          HTTP idle read/write timeout, and the time a\n"
+    "                         request has to arrive whole from its first\n"
+    "                         byte (default 30)\n"
+    "  --max-connections N    HTTP connections open at once, 1-1048576;\n"
+    "                         more wait until one closes (default: the\n"
+    "                         open-file limit less 128, 16-16384)\n"
     "  --workers N            threads for slow methods (default 2)\n"
     "  --checkpoint-ms MS     checkpoint signing cadence (default 1000;\n"
     "                         0 = never)\n"
@@ -124,6 +130,11 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->cfg.cmd = v;
         } else if (!strcmp(a, "--roster")) {
             o->cfg.roster = v;
+        } else if (!strcmp(a, "--max-connections")) {
+            if (parse_int(v, 1, SURF_HTTP_CONNECTIONS_MAX, &x))
+                return cli_usage_error(c, "serve: --max-connections: 1-%d",
+                                       SURF_HTTP_CONNECTIONS_MAX);
+            o->cfg.max_connections = (int)x;
         } else if (!strcmp(a, "--max-runs")) {
             if (parse_int(v, 1, ORCH_RUNS_MAX, &x))
                 return cli_usage_error(c, "serve: --max-runs: 1-%d",
@@ -188,6 +199,8 @@ static int load_config(struct cli *c, struct serve_opts *o)
         file.sign_interval_ms = flags.sign_interval_ms;
     if (flags.max_runs)
         file.max_runs = flags.max_runs;
+    if (flags.max_connections)
+        file.max_connections = flags.max_connections;
     file.log_file = flags.log_file;
     file.cmd = flags.cmd;
     file.roster = flags.roster;

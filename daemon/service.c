@@ -514,6 +514,7 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         .no_auth = cfg->no_auth,
         .body_max = cfg->body_max,
         .timeout_s = cfg->timeout_s,
+        .max_connections = cfg->max_connections,
         .workers = cfg->workers,
         .loop_ctx = &d->loop_ctx,
         .ctx_open = ctx_open,
@@ -538,8 +539,11 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         }
     }
     const char *host = cfg->host ? cfg->host : "127.0.0.1";
-    dlog(d, "serving %s on http://%s:%d (pid %ld, auth %s)", cfg->dir, host,
-         port, (long)getpid(), cfg->no_auth ? "off" : "on");
+    dlog(d,
+         "serving %s on http://%s:%d (pid %ld, auth %s, at most %ld "
+         "connections)",
+         cfg->dir, host, port, (long)getpid(), cfg->no_auth ? "off" : "on",
+         surf_http_max_connections(d->http));
     if (!cfg->quiet) {
         printf("forum: listening on http://%s:%d\n", host, port);
         fflush(stdout);
@@ -646,6 +650,9 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
         else if (!strcmp(k, "max_runs") && is_int && x >= 1 &&
                  x <= ORCH_RUNS_MAX)
             cfg->max_runs = (int)x;
+        else if (!strcmp(k, "max_connections") && is_int && x >= 1 &&
+                 x <= SURF_HTTP_CONNECTIONS_MAX)
+            cfg->max_connections = (int)x;
         else if (!strcmp(k, "models") && cJSON_IsObject(v)) {
             free(cfg->providers_owned);
             cfg->providers_owned = NULL;

@@ -22,7 +22,10 @@ struct daemon_config {
     const char *host;     /* NULL: 127.0.0.1 */
     int port;             /* -1: 8080; 0: ephemeral */
     int no_auth;          /* --no-auth */
-    int timeout_s;        /* HTTP idle read/write timeout; 0: 30 */
+    int timeout_s;        /* HTTP idle read/write timeout, and the deadline
+                             for a request to arrive whole; 0: 30 */
+    int max_connections;  /* HTTP connections open at once; 0: from the
+                             open-file limit (surf_http_connections_default) */
     int workers;          /* worker threads; 0: 2 */
     size_t body_max;      /* HTTP body cap; 0: 1 MiB + 64 KiB */
     int sign_interval_ms; /* checkpoint cadence; 0: 1000; < 0: never */
@@ -56,7 +59,8 @@ void daemon_config_init(struct daemon_config *cfg);
 
 /* Reads DIR/forum.json when it exists into cfg (fields: host, port,
  * no_auth, timeout_s, workers, body_max, checkpoint_interval_ms, max_runs
- * (1..ORCH_RUNS_MAX), models (orch_model_config_parse)). Unknown
+ * (1..ORCH_RUNS_MAX), max_connections (1..SURF_HTTP_CONNECTIONS_MAX),
+ * models (orch_model_config_parse)). Unknown
  * fields and wrong types are FO_E_INVALID naming the field; a missing file
  * is not an error. Strings stay valid until daemon_config_release. */
 int daemon_config_load(struct daemon_config *cfg, struct fo_err *err);

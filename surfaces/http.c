@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -22,6 +23,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 #include <openssl/crypto.h>
 
 #include "ledger/fo_json.h"
@@ -31,6 +33,14 @@
 #define TIMEOUT_DEFAULT_S 30
 #define WORKERS_DEFAULT 2
 #define MAX_SEGMENTS 8
+/* max_connections by default: the open-file limit less FD_RESERVE (the
+ * ledger handles, the log, runs and their children need descriptors too),
+ * within CONNECTIONS_FLOOR..CONNECTIONS_CEIL. */
+#define FD_RESERVE 128
+#define CONNECTIONS_FLOOR 16
+#define CONNECTIONS_CEIL 16384
+#define ACCEPT_PAUSE_MS 200           /* after a failed accept() */
+#define LOG_EVERY_US (10 * 1000000LL) /* one line per kind and interval */
 
 /* Route labels for metrics: one per table row, then these. */
 enum { ROUTE_METRICS = 0, ROUTE_UNKNOWN = 1, ROUTE_EXTRA = 2 };
@@ -62,6 +72,16 @@ struct queue {
     struct job *head, *tail;
 };
 
+/* A log line at most once per LOG_EVERY_US; the ones held back meanwhile
+ * are counted, and the next line says how many. */
+struct ratelog {
+    int64_t last_us;
+    int logged;
+    unsigned long held;
+};
+
+struct conn;
+
 struct surf_http {
     struct surf_http_config cfg;
     struct event_base *base;
@@ -86,15 +106,26 @@ struct surf_http {
     /* loop-thread state */
     long inflight;
     int draining;
-    /* Per descriptor, an event that keeps a connection's read interest in
-     * the epoll set between requests (see pin_connection). */
-    struct pin {
-        struct event *ev;
-        struct evhttp_connection *evcon;
-        int mode;  /* PIN_READ, PIN_QUIET or PIN_HUP */
-        int fresh; /* a request was taken since the pin last fired */
-    } * pins;
-    size_t npins;
+    /* Connections, from accept to close (see "connections" below). */
+    struct conn **conns;       /* by descriptor */
+    size_t nconns;             /* slots in conns */
+    struct bufferevent **born; /* accepted this turn of the loop */
+    size_t nborn, born_cap;
+    struct event *adopt_ev;
+    long open;     /* connections open (born or adopted) */
+    long max_open; /* max_connections */
+    int pins_on;   /* the base has EV_FEATURE_EARLY_CLOSE */
+    /* the listener: NULL once draining */
+    struct evconnlistener *listener;
+    int accepting; /* the listener is enabled */
+    int paused;    /* after a failed accept(), until pause_ev */
+    struct event *pause_ev;
+    struct ratelog full_log, error_log;
+    /* timeout_s, as a common timeout: every deadline has the same length,
+     * so adding and removing one costs O(1), not a heap operation */
+    const struct timeval *deadline_tv;
+    struct timeval deadline_plain;
+    struct surf_http *next_owner; /* see owners */
     void (*drained)(void *arg);
     void *drained_arg;
     struct event *drain_ev;
@@ -105,6 +136,9 @@ struct surf_http {
     unsigned long long lat[NLAT + 1];
     double lat_sum;
     unsigned long long requests;
+    unsigned long long accept_errors;   /* accept() failures, each a pause */
+    unsigned long long full_stops;      /* times max_connections was hit */
+    unsigned long long deadline_closes; /* requests cut by the deadline */
     int64_t start_us;
 };
 
@@ -171,12 +205,13 @@ static void free_ref(const void *data, size_t len, void *arg)
 }
 
 static void drain_check(struct surf_http *h);
+static void conn_replied(struct surf_http *h, struct evhttp_request *req);
 
 /* libevent wrote a whole reply to the socket. */
 static void reply_written(struct evhttp_request *req, void *arg)
 {
-    (void)req;
     struct surf_http *h = arg;
+    conn_replied(h, req);
     h->unsent--;
     drain_check(h);
 }
@@ -448,6 +483,29 @@ static int metrics_text(struct surf_http *h, struct fo_buf *b)
                         "# TYPE forum_http_inflight gauge\n"
                         "forum_http_inflight %ld\n",
                         (long long)entries, up, h->inflight);
+    rc |= fo_buf_printf(
+        b,
+        "# HELP forum_http_connections Client connections open.\n"
+        "# TYPE forum_http_connections gauge\n"
+        "forum_http_connections %ld\n"
+        "# HELP forum_http_connections_max The most open at once "
+        "(max_connections).\n"
+        "# TYPE forum_http_connections_max gauge\n"
+        "forum_http_connections_max %ld\n"
+        "# HELP forum_http_connections_full_total Times accepting stopped "
+        "at max_connections.\n"
+        "# TYPE forum_http_connections_full_total counter\n"
+        "forum_http_connections_full_total %llu\n"
+        "# HELP forum_http_accept_errors_total Failed accepts (out of "
+        "descriptors or memory), each a pause of %d ms.\n"
+        "# TYPE forum_http_accept_errors_total counter\n"
+        "forum_http_accept_errors_total %llu\n"
+        "# HELP forum_http_request_deadline_total Connections closed "
+        "because a request had not arrived whole within the deadline.\n"
+        "# TYPE forum_http_request_deadline_total counter\n"
+        "forum_http_request_deadline_total %llu\n",
+        h->open, h->max_open, h->full_stops, ACCEPT_PAUSE_MS, h->accept_errors,
+        h->deadline_closes);
     if (h->cfg.commit) {
         struct daemon_commit_stats s;
         daemon_commit_stats(h->cfg.commit, &s);
@@ -709,9 +767,38 @@ static const char *method_name(enum evhttp_cmd_type c)
     return "?";
 }
 
-/* ---- connection pins -------------------------------------------------- */
+/* ---- connections ------------------------------------------------------ */
 
-/* evhttp turns reading off while a request is being answered, turns
+/* Every connection is known from accept to close, for what evhttp 2.1 does
+ * not do itself:
+ * - a cap on how many are open (max_connections): at the cap the listener
+ *   is disabled, so further clients wait in the backlog, and it is enabled
+ *   again when one closes;
+ * - a deadline for each request to arrive whole: timeout_s from its first
+ *   byte, however the bytes trickle in (evhttp's timeout is per read, so a
+ *   byte a second would hold a connection forever). The connection is then
+ *   closed, as evhttp closes one on a read timeout (no 408 in 2.1);
+ * - the pin (below).
+ * evhttp has no hook for a new connection, but it makes each one's
+ * bufferevent through ours (evhttp_set_bevcb), just after accept() and
+ * before the connection itself: born() counts the connection there, where
+ * disabling the listener still stops its accept loop before the next
+ * accept(), and adopt(), at the end of the same turn of the loop, finds
+ * the connection as the bufferevent's callback argument (evhttp sets it to
+ * the connection) and watches it until evhttp_connection_set_closecb's
+ * callback. The reference born() takes keeps the bufferevent readable in
+ * adopt() even when evhttp gave up on the connection in between.
+ *
+ * An accept() that fails for want of descriptors (EMFILE, ENFILE) or memory
+ * leaves the client in the backlog, so the listener would fire again on
+ * every turn of the loop: 100% CPU, and libevent logs each failure. The
+ * listener's error callback pauses accepting for ACCEPT_PAUSE_MS instead
+ * and logs once per LOG_EVERY_US; the connections already open are served
+ * meanwhile. */
+
+enum { CONN_IDLE, CONN_READING, CONN_BUSY };
+
+/* Pins. evhttp turns reading off while a request is being answered, turns
  * reading and writing on for the reply, and writing off after it: three
  * EPOLL_CTL_MOD calls per request (and a DEL and an ADD when no interest is
  * left). A pin is our own event on the socket, EV_READ|EV_CLOSED|EV_PERSIST:
@@ -724,109 +811,330 @@ static const char *method_name(enum evhttp_cmd_type c)
  * loop (epoll is level-triggered here), so the second such time it turns
  * quiet: a one-shot EV_CLOSED, until the next request re-arms it. When the
  * peer hangs up (EV_CLOSED, also level-triggered) the pin is dropped: evhttp
- * sees the hang-up itself. Freed with the connection (or when the
- * descriptor number comes back with another connection). */
-
+ * sees the hang-up itself. Made at a connection's first request, freed with
+ * the connection. */
 enum { PIN_READ, PIN_QUIET, PIN_HUP };
+
+struct conn {
+    struct surf_http *h;
+    struct evhttp_connection *evcon;
+    evutil_socket_t fd;
+    struct evbuffer *in;            /* the bufferevent's input */
+    struct evbuffer_cb_entry *grew; /* input_grew on it */
+    struct event *deadline;         /* armed while CONN_READING */
+    int state;                      /* CONN_IDLE, CONN_READING, CONN_BUSY */
+    struct event *pin;
+    int pin_mode; /* PIN_READ, PIN_QUIET or PIN_HUP */
+    int pinned;   /* the first request made the pin */
+    int fresh;    /* a request was taken since the pin last fired */
+};
+
+/* libevent 2.1 calls a listener's error callback with the listener's
+ * argument, which evhttp_bind_listener set to the evhttp, and an evhttp
+ * has no way back to its owner: this list is that way back (an exception
+ * to "no mutable globals", for want of a user pointer). Written by
+ * surf_http_create and surf_http_free, read by accept_failed. */
+static pthread_mutex_t owners_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct surf_http *owners;
+
+/* 1 when a line may be logged now; held gets what to append to it: how
+ * many were held back since the last one (or nothing). */
+static int ratelog_due(struct ratelog *r, char *held, size_t size)
+{
+    int64_t now = ledger_mono_us();
+    if (r->logged && now - r->last_us < LOG_EVERY_US) {
+        r->held++;
+        return 0;
+    }
+    held[0] = '\0';
+    if (r->held)
+        snprintf(held, size, " (%lu more since the last such line)", r->held);
+    r->held = 0;
+    r->logged = 1;
+    r->last_us = now;
+    return 1;
+}
+
+/* Accepting is on unless paused after a failed accept() or at the cap (or
+ * draining: then there is no listener). */
+static void accept_update(struct surf_http *h)
+{
+    if (!h->listener)
+        return;
+    int want = !h->paused && h->open < h->max_open;
+    if (want == h->accepting)
+        return;
+    if ((want ? evconnlistener_enable(h->listener)
+              : evconnlistener_disable(h->listener)) != 0)
+        return; /* tried again at the next change */
+    h->accepting = want;
+    if (want || h->paused)
+        return;
+    h->full_stops++;
+    char held[64];
+    if (h->cfg.log && ratelog_due(&h->full_log, held, sizeof(held)))
+        h->cfg.log(h->cfg.hook,
+                   "http: %ld connections open, max_connections: not "
+                   "accepting until one closes%s",
+                   h->open, held);
+}
+
+static void accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct surf_http *h = arg;
+    h->paused = 0;
+    accept_update(h);
+}
+
+/* The listener's error callback: accept() failed with other than EAGAIN,
+ * EINTR or ECONNABORTED. */
+static void accept_failed(struct evconnlistener *lev, void *arg)
+{
+    int e = EVUTIL_SOCKET_ERROR();
+    pthread_mutex_lock(&owners_mu);
+    struct surf_http *h = owners;
+    while (h && h->http != arg)
+        h = h->next_owner;
+    pthread_mutex_unlock(&owners_mu);
+    if (!h) { /* cannot happen; never spin */
+        evconnlistener_disable(lev);
+        return;
+    }
+    h->accept_errors++;
+    h->paused = 1;
+    accept_update(h);
+    struct timeval pause = {0, ACCEPT_PAUSE_MS * 1000};
+    evtimer_add(h->pause_ev, &pause);
+    char held[64];
+    if (h->cfg.log && ratelog_due(&h->error_log, held, sizeof(held)))
+        h->cfg.log(h->cfg.hook,
+                   "http: accept: %s (%ld connections open); pausing "
+                   "accepts for %d ms%s",
+                   evutil_socket_error_to_string(e), h->open, ACCEPT_PAUSE_MS,
+                   held);
+}
+
+/* The connection of evcon, when we watch it. */
+static struct conn *conn_find(struct surf_http *h,
+                              struct evhttp_connection *evcon)
+{
+    struct bufferevent *bev =
+        evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd < 0 || (size_t)fd >= h->nconns || !h->conns[fd] ||
+        h->conns[fd]->evcon != evcon)
+        return NULL;
+    return h->conns[fd];
+}
+
+static void conn_reading(struct conn *c)
+{
+    c->state = CONN_READING;
+    evtimer_add(c->deadline, c->h->deadline_tv);
+}
+
+/* The first bytes of a request start its deadline. */
+static void input_grew(struct evbuffer *buf,
+                       const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)buf;
+    struct conn *c = arg;
+    if (info->n_added && c->state == CONN_IDLE)
+        conn_reading(c);
+}
+
+static void deadline_passed(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    c->h->deadline_closes++;
+    evhttp_connection_free(c->evcon); /* conn_closed frees c */
+}
+
+/* Stops watching c (its connection is going). */
+static void conn_forget(struct conn *c)
+{
+    struct surf_http *h = c->h;
+    if (c->pin)
+        event_free(c->pin);
+    event_free(c->deadline);
+    h->conns[c->fd] = NULL;
+    free(c);
+    h->open--;
+    accept_update(h);
+}
+
+static void conn_drop(struct conn *c)
+{
+    evbuffer_remove_cb_entry(c->in, c->grew); /* the buffer outlives us */
+    conn_forget(c);
+}
+
+static void conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct conn *c = conn_find(arg, evcon);
+    if (c)
+        conn_drop(c);
+}
+
+static int conn_add(struct surf_http *h, struct evhttp_connection *evcon,
+                    struct bufferevent *bev)
+{
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    if (fd < 0 || fd > SURF_HTTP_CONNECTIONS_MAX)
+        return -1;
+    if ((size_t)fd >= h->nconns) {
+        size_t n = h->nconns ? h->nconns : 64;
+        while (n <= (size_t)fd)
+            n *= 2;
+        struct conn **p = realloc(h->conns, n * sizeof(*p));
+        if (!p)
+            return -1;
+        memset(p + h->nconns, 0, (n - h->nconns) * sizeof(*p));
+        h->conns = p;
+        h->nconns = n;
+    }
+    struct conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -1;
+    *c = (struct conn){.h = h,
+                       .evcon = evcon,
+                       .fd = fd,
+                       .in = bufferevent_get_input(bev),
+                       .pin_mode = PIN_HUP};
+    c->deadline = evtimer_new(h->base, deadline_passed, c);
+    c->grew = c->deadline ? evbuffer_add_cb(c->in, input_grew, c) : NULL;
+    if (!c->grew) {
+        if (c->deadline)
+            event_free(c->deadline);
+        free(c);
+        return -1;
+    }
+    if (h->conns[fd]) /* gone unseen (no close callback): cannot happen */
+        conn_forget(h->conns[fd]);
+    h->conns[fd] = c;
+    evhttp_connection_set_closecb(evcon, conn_closed, h);
+    if (evbuffer_get_length(c->in))
+        conn_reading(c);
+    return 0;
+}
+
+/* evhttp's bufferevent maker (evhttp_set_bevcb), called just after
+ * accept(). */
+static struct bufferevent *born(struct event_base *base, void *arg)
+{
+    struct surf_http *h = arg;
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+    if (!bev)
+        return NULL; /* evhttp makes its own: a connection not watched */
+    if (h->nborn == h->born_cap) {
+        size_t n = h->born_cap ? 2 * h->born_cap : 16;
+        struct bufferevent **p = realloc(h->born, n * sizeof(*p));
+        if (!p)
+            return bev; /* not watched */
+        h->born = p;
+        h->born_cap = n;
+    }
+    bufferevent_incref(bev);
+    h->born[h->nborn++] = bev;
+    h->open++;
+    event_active(h->adopt_ev, 0, 0);
+    accept_update(h); /* at the cap: no more accept() this turn */
+    return bev;
+}
+
+static void adopt(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct surf_http *h = arg;
+    for (size_t i = 0; i < h->nborn; i++) {
+        struct bufferevent *bev = h->born[i];
+        void *evcon = NULL;
+        bufferevent_getcb(bev, NULL, NULL, NULL, &evcon);
+        /* NULL: evhttp freed it already */
+        if (!evcon || conn_add(h, evcon, bev) != 0)
+            h->open--;
+        bufferevent_decref(bev);
+    }
+    h->nborn = 0;
+    accept_update(h);
+}
 
 static void pin_fired(evutil_socket_t fd, short what, void *arg);
 
-static void pin_set(struct surf_http *h, evutil_socket_t fd, int mode)
+static void pin_set(struct conn *c, int mode)
 {
-    struct pin *p = &h->pins[fd];
-    if (p->ev)
-        event_free(p->ev);
-    p->ev = NULL;
-    p->mode = PIN_HUP;
+    if (c->pin)
+        event_free(c->pin);
+    c->pin = NULL;
+    c->pin_mode = PIN_HUP;
     if (mode == PIN_HUP)
         return;
     short what =
         mode == PIN_READ ? EV_READ | EV_CLOSED | EV_PERSIST : EV_CLOSED;
-    p->ev = event_new(h->base, fd, what, pin_fired, h);
-    if (!p->ev || event_add(p->ev, NULL) != 0) {
-        if (p->ev)
-            event_free(p->ev);
-        p->ev = NULL;
+    c->pin = event_new(c->h->base, c->fd, what, pin_fired, c);
+    if (!c->pin || event_add(c->pin, NULL) != 0) {
+        if (c->pin)
+            event_free(c->pin);
+        c->pin = NULL;
         return;
     }
-    p->mode = mode;
+    c->pin_mode = mode;
 }
 
 static void pin_fired(evutil_socket_t fd, short what, void *arg)
 {
-    struct surf_http *h = arg;
-    if (fd < 0 || (size_t)fd >= h->npins || !h->pins[fd].ev)
-        return;
-    struct pin *p = &h->pins[fd];
+    (void)fd;
+    struct conn *c = arg;
     if (what & EV_CLOSED) {
-        pin_set(h, fd, PIN_HUP);
+        pin_set(c, PIN_HUP);
         return;
     }
-    struct bufferevent *bev =
-        p->evcon ? evhttp_connection_get_bufferevent(p->evcon) : NULL;
-    if (p->mode != PIN_READ ||
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(c->evcon);
+    if (c->pin_mode != PIN_READ ||
         (bev && (bufferevent_get_enabled(bev) & EV_READ)))
         return; /* evhttp reads them */
-    if (p->fresh) {
-        p->fresh = 0; /* most likely the request evhttp has just read */
+    if (c->fresh) {
+        c->fresh = 0; /* most likely the request evhttp has just read */
         return;
     }
-    pin_set(h, fd, PIN_QUIET);
+    pin_set(c, PIN_QUIET);
 }
 
-static void unpin(struct surf_http *h, evutil_socket_t fd)
+/* A request has arrived whole (handle): its deadline is met; the pin is
+ * made, or woken. Best effort: a connection not watched works as before. */
+static void conn_request(struct surf_http *h, struct evhttp_request *req)
 {
-    if (fd < 0 || (size_t)fd >= h->npins)
+    struct conn *c = conn_find(h, evhttp_request_get_connection(req));
+    if (!c)
         return;
-    if (h->pins[fd].ev)
-        event_free(h->pins[fd].ev);
-    h->pins[fd] = (struct pin){0};
-}
-
-static void pin_closed(struct evhttp_connection *evcon, void *arg)
-{
-    struct surf_http *h = arg;
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
-    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-    if (fd >= 0 && (size_t)fd < h->npins && h->pins[fd].evcon == evcon)
-        unpin(h, fd);
-}
-
-/* Best effort: a connection without a pin works as before. */
-static void pin_connection(struct surf_http *h, struct evhttp_request *req)
-{
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    struct bufferevent *bev =
-        evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-    if (fd < 0 || fd > 1 << 20 ||
-        !(event_base_get_features(h->base) & EV_FEATURE_EARLY_CLOSE))
+    c->state = CONN_BUSY;
+    evtimer_del(c->deadline);
+    if (!h->pins_on)
         return;
-    if ((size_t)fd < h->npins && h->pins[fd].evcon == evcon) {
-        struct pin *p = &h->pins[fd];
-        p->fresh = 1;
-        if (p->mode == PIN_QUIET)
-            pin_set(h, fd, PIN_READ);
-        return;
+    if (!c->pinned) {
+        pin_set(c, PIN_READ);
+        c->pinned = c->pin != NULL;
+    } else if (c->pin_mode == PIN_QUIET) {
+        pin_set(c, PIN_READ);
     }
-    if ((size_t)fd >= h->npins) {
-        size_t n = h->npins ? h->npins : 64;
-        while (n <= (size_t)fd)
-            n *= 2;
-        struct pin *p = realloc(h->pins, n * sizeof(*p));
-        if (!p)
-            return;
-        memset(p + h->npins, 0, (n - h->npins) * sizeof(*p));
-        h->pins = p;
-        h->npins = n;
-    }
-    unpin(h, fd); /* a connection gone before that had this number */
-    pin_set(h, fd, PIN_READ);
-    if (!h->pins[fd].ev)
+    c->fresh = 1;
+}
+
+/* Its reply is written: the next request's deadline starts with its first
+ * byte, which may be here already (pipelined). */
+static void conn_replied(struct surf_http *h, struct evhttp_request *req)
+{
+    struct conn *c = conn_find(h, evhttp_request_get_connection(req));
+    if (!c)
         return;
-    h->pins[fd].evcon = evcon;
-    h->pins[fd].fresh = 1;
-    evhttp_connection_set_closecb(evcon, pin_closed, h);
+    c->state = CONN_IDLE;
+    if (evbuffer_get_length(c->in))
+        conn_reading(c);
 }
 
 /* A reply evhttp has queued, written at once instead of on the loop's next
@@ -856,7 +1164,7 @@ static void handle(struct evhttp_request *req, void *arg)
     struct surf_http *h = arg;
     int64_t t0 = ledger_now_us();
     h->inflight++;
-    pin_connection(h, req);
+    conn_request(h, req);
     struct fo_err err;
     cJSON *in = NULL;
     char path[1024];
@@ -1106,12 +1414,32 @@ int surf_http_create(struct event_base *base,
     h->done_ev = event_new(base, -1, 0, on_done, h);
     h->drain_ev = event_new(base, -1, 0, on_drained, h);
     h->drain_timer = evtimer_new(base, on_drained, h);
+    h->adopt_ev = event_new(base, -1, 0, adopt, h);
+    h->pause_ev = evtimer_new(base, accept_resume, h);
     h->http = evhttp_new(base);
     if (!h->counts || !h->threads || !h->done_ev || !h->drain_ev ||
-        !h->drain_timer || !h->http) {
+        !h->drain_timer || !h->adopt_ev || !h->pause_ev || !h->http) {
         fo_err_set(err, FO_E_NOMEM, NULL);
         goto fail;
     }
+    h->pins_on = (event_base_get_features(base) & EV_FEATURE_EARLY_CLOSE) != 0;
+    h->deadline_plain = (struct timeval){h->cfg.timeout_s, 0};
+    h->deadline_tv = event_base_init_common_timeout(base, &h->deadline_plain);
+    if (!h->deadline_tv)
+        h->deadline_tv = &h->deadline_plain;
+    long long fd_limit = -1;
+    h->max_open = surf_http_connections_default(&fd_limit);
+    if (h->cfg.max_connections > 0) {
+        h->max_open = h->cfg.max_connections;
+        if (fd_limit >= 0 && h->max_open > fd_limit - FD_RESERVE && h->cfg.log)
+            h->cfg.log(h->cfg.hook,
+                       "http: max_connections %ld leaves fewer than %d of "
+                       "the %lld descriptors allowed (RLIMIT_NOFILE) to the "
+                       "rest of the daemon; when they run out, accepts "
+                       "pause",
+                       h->max_open, FD_RESERVE, fd_limit);
+    }
+    evhttp_set_bevcb(h->http, born, h);
     evhttp_set_max_body_size(h->http, (ev_ssize_t)h->cfg.body_max);
     evhttp_set_max_headers_size(h->http, (ev_ssize_t)h->cfg.header_max);
     evhttp_set_timeout(h->http, h->cfg.timeout_s);
@@ -1130,6 +1458,13 @@ int surf_http_create(struct event_base *base,
                         h->cfg.port, strerror(errno));
         goto fail;
     }
+    h->listener = evhttp_bound_socket_get_listener(h->bound);
+    h->accepting = 1; /* evhttp_bind_listener enabled it */
+    evconnlistener_set_error_cb(h->listener, accept_failed);
+    pthread_mutex_lock(&owners_mu);
+    h->next_owner = owners;
+    owners = h;
+    pthread_mutex_unlock(&owners_mu);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     if (getsockname(evhttp_bound_socket_get_fd(h->bound),
@@ -1165,11 +1500,33 @@ unsigned long long surf_http_requests(const struct surf_http *h)
     return h->requests;
 }
 
+long surf_http_connections_default(long long *fd_limit)
+{
+    struct rlimit rl;
+    long long lim = -1;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        lim = (long long)rl.rlim_cur;
+    if (fd_limit)
+        *fd_limit = lim;
+    if (lim < 0 || lim - FD_RESERVE > CONNECTIONS_CEIL)
+        return CONNECTIONS_CEIL;
+    if (lim - FD_RESERVE < CONNECTIONS_FLOOR)
+        return CONNECTIONS_FLOOR;
+    return (long)(lim - FD_RESERVE);
+}
+
+long surf_http_max_connections(const struct surf_http *h)
+{
+    return h->max_open;
+}
+
 void surf_http_drain(struct surf_http *h, void (*done)(void *arg), void *arg)
 {
     if (!h->draining && h->bound) {
         evhttp_del_accept_socket(h->http, h->bound);
         h->bound = NULL;
+        h->listener = NULL; /* freed with it */
+        evtimer_del(h->pause_ev);
     }
     h->draining = 1;
     h->drained = done;
@@ -1193,12 +1550,26 @@ void surf_http_free(struct surf_http *h)
         job_free(j);
     while ((j = q_pop(&h->done)) != NULL)
         job_free(j);
+    pthread_mutex_lock(&owners_mu);
+    struct surf_http **o = &owners;
+    while (*o && *o != h)
+        o = &(*o)->next_owner;
+    if (*o)
+        *o = h->next_owner;
+    pthread_mutex_unlock(&owners_mu);
+    /* evhttp_free frees the listener first, then each connection (our
+     * conn_closed runs for each) */
+    h->listener = NULL;
     if (h->http)
         evhttp_free(h->http);
-    for (size_t i = 0; i < h->npins; i++)
-        if (h->pins[i].ev)
-            event_free(h->pins[i].ev);
-    free(h->pins);
+    free(h->conns); /* empty now */
+    for (size_t i = 0; i < h->nborn; i++)
+        bufferevent_decref(h->born[i]);
+    free(h->born);
+    if (h->adopt_ev)
+        event_free(h->adopt_ev);
+    if (h->pause_ev)
+        event_free(h->pause_ev);
     if (h->done_ev)
         event_free(h->done_ev);
     if (h->drain_ev)

@@ -17,15 +17,22 @@
 
 struct surf_http;
 
+/* The most max_connections may be. */
+#define SURF_HTTP_CONNECTIONS_MAX (1 << 20)
+
 struct surf_http_config {
-    const char *host;  /* NULL: 127.0.0.1 */
-    int port;          /* 0: an ephemeral port (read it back) */
-    const char *token; /* the bearer token; NULL refuses admin methods */
-    int no_auth;       /* no token needed, except for admin methods */
-    size_t body_max;   /* the server's request body cap; 0: 1 MiB + 64 KiB */
-    size_t header_max; /* request header bytes; 0: 16 KiB */
-    int timeout_s;     /* idle read/write timeout; 0: 30 */
-    int workers;       /* threads for methods that may block; 0: 2 */
+    const char *host;    /* NULL: 127.0.0.1 */
+    int port;            /* 0: an ephemeral port (read it back) */
+    const char *token;   /* the bearer token; NULL refuses admin methods */
+    int no_auth;         /* no token needed, except for admin methods */
+    size_t body_max;     /* the server's request body cap; 0: 1 MiB + 64 KiB */
+    size_t header_max;   /* request header bytes; 0: 16 KiB */
+    int timeout_s;       /* idle read/write timeout, and the deadline for a
+                            request to arrive whole from its first byte; 0:
+                            30 */
+    int max_connections; /* open at once (1..SURF_HTTP_CONNECTIONS_MAX);
+                            0: surf_http_connections_default() */
+    int workers;         /* threads for methods that may block; 0: 2 */
     /* The context fast methods use on the loop thread. */
     struct surf_ctx *loop_ctx;
     /* Makes and frees one worker's context (its own ledger handle). */
@@ -48,6 +55,15 @@ int surf_http_create(struct event_base *base,
 
 /* The bound port (the ephemeral one when port 0 was asked). */
 int surf_http_port(const struct surf_http *h);
+
+/* max_connections when none is given: the open-file limit (RLIMIT_NOFILE,
+ * soft) less 128 descriptors for the rest of the daemon, at least 16 and
+ * at most 16384 (also when there is no limit). The limit goes in *fd_limit
+ * (-1: none) when fd_limit is not NULL. */
+long surf_http_connections_default(long long *fd_limit);
+
+/* The connection cap in force. */
+long surf_http_max_connections(const struct surf_http *h);
 
 /* Requests answered so far (for status). */
 unsigned long long surf_http_requests(const struct surf_http *h);

@@ -415,53 +415,6 @@ Test(http, clients_hanging_up_before_the_reply_cost_nothing)
 
 /* ---- a request sent before the last one was answered ------------------- */
 
-/* Reads one reply from fd into its status and body; leftover bytes of the
- * next reply stay in buf (len). */
-static int read_reply(int fd, char *buf, size_t cap, size_t *len, char **body)
-{
-    for (;;) {
-        buf[*len] = '\0';
-        char *end = strstr(buf, "\r\n\r\n");
-        if (end) {
-            const char *cl = strstr(buf, "Content-Length: ");
-            size_t head = (size_t)(end + 4 - buf);
-            size_t blen = cl && cl < end ? strtoul(cl + 16, NULL, 10) : 0;
-            if (*len >= head + blen) {
-                int status = (int)strtol(buf + 9, NULL, 10);
-                *body = strndup(buf + head, blen);
-                memmove(buf, buf + head + blen, *len - head - blen);
-                *len -= head + blen;
-                return status;
-            }
-        }
-        cr_assert_lt(*len, cap - 1, "reply too long");
-        ssize_t n = read(fd, buf + *len, cap - 1 - *len);
-        cr_assert_gt(n, 0, "the connection closed before the reply");
-        *len += (size_t)n;
-    }
-}
-
-/* CPU ticks the process has used (user + system). */
-static long long cpu_ticks(pid_t pid)
-{
-    char path[64], s[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f);
-    size_t n = fread(s, 1, sizeof(s) - 1, f);
-    fclose(f);
-    s[n] = '\0';
-    const char *p = strrchr(s, ')'); /* the name may hold spaces */
-    cr_assert_not_null(p);
-    unsigned long long ut = 0, st = 0;
-    /* after ") ": state, then fields 4..13, then utime (14), stime (15) */
-    cr_assert_eq(sscanf(p + 2,
-                        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                        &ut, &st),
-                 2);
-    return (long long)(ut + st);
-}
-
 /* A client that sends its next request while the first is still being
  * answered (a submit held in its model call): both are answered, in order,
  * and the bytes waiting meanwhile do not keep the daemon busy (the
@@ -491,9 +444,9 @@ Test(http_pipelined, a_request_sent_early_waits_its_turn_without_spinning,
     const char *next = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
     cr_assert_eq(write(fd, next, strlen(next)), (ssize_t)strlen(next));
 
-    long long t0 = cpu_ticks(n.pid);
+    long long t0 = tu_cpu_ticks(n.pid);
     usleep(600 * 1000);
-    long long used = cpu_ticks(n.pid) - t0;
+    long long used = tu_cpu_ticks(n.pid) - t0;
     long hz = sysconf(_SC_CLK_TCK);
     cr_assert_lt(used, hz / 5,
                  "the daemon used %lld ticks (of %ld a second) in 0.6 s "
@@ -504,11 +457,11 @@ Test(http_pipelined, a_request_sent_early_waits_its_turn_without_spinning,
     char buf[65536];
     size_t have = 0;
     char *body = NULL;
-    int st = read_reply(fd, buf, sizeof(buf), &have, &body);
+    int st = tu_http_read_reply(fd, buf, sizeof(buf), &have, &body);
     cr_assert_eq(st, 200, "submit: %d %s", st, body);
     cr_assert(strstr(body, TU_HELD_ANSWER), "submit answered: %s", body);
     free(body);
-    st = read_reply(fd, buf, sizeof(buf), &have, &body);
+    st = tu_http_read_reply(fd, buf, sizeof(buf), &have, &body);
     cr_assert_eq(st, 200, "health: %d %s", st, body);
     cr_assert_str_eq(body, "{\"ok\":true}\n");
     free(body);
@@ -551,7 +504,7 @@ Test(http, large_replies_to_a_slow_reader_arrive_whole)
     cr_assert_not_null(buf);
     for (int i = 0; i < NREQ; i++) {
         char *reply = NULL;
-        int st = read_reply(fd, buf, cap, &have, &reply);
+        int st = tu_http_read_reply(fd, buf, cap, &have, &reply);
         cr_assert_eq(st, 200, "reply %d: status %d", i, st);
         cJSON *o = cJSON_Parse(reply);
         cr_assert_not_null(o, "reply %d: not JSON (%zu bytes)", i,
@@ -567,7 +520,7 @@ Test(http, large_replies_to_a_slow_reader_arrive_whole)
     const char *next = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
     cr_assert_eq(write(fd, next, strlen(next)), (ssize_t)strlen(next));
     char *reply = NULL;
-    int st = read_reply(fd, buf, cap, &have, &reply);
+    int st = tu_http_read_reply(fd, buf, cap, &have, &reply);
     cr_assert_eq(st, 200);
     cr_assert_str_eq(reply, "{\"ok\":true}\n");
     free(reply);

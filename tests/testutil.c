@@ -334,3 +334,34 @@ int tu_file_has(const char *path, const char *needle)
     free(d);
     return hit;
 }
+
+long long tu_cpu_ticks(int pid)
+{
+    char path[64], s[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(s, 1, sizeof(s) - 1, f);
+    fclose(f);
+    s[n] = '\0';
+    const char *p = strrchr(s, ')'); /* the name may hold spaces */
+    cr_assert_not_null(p);
+    unsigned long long ut = 0, st = 0;
+    /* after ") ": state, then fields 4..13, then utime (14), stime (15) */
+    cr_assert_eq(sscanf(p + 2,
+                        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                        &ut, &st),
+                 2);
+    return (long long)(ut + st);
+}
+
+long tu_file_lines(const char *path)
+{
+    size_t len = 0;
+    char *t = tu_read_file(path, &len);
+    long n = 0;
+    for (size_t i = 0; t && i < len; i++)
+        n += t[i] == '\n';
+    free(t);
+    return n;
+}

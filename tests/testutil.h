@@ -63,6 +63,13 @@ cJSON *tu_json_parse(const char *text);
 /* Whether the file at path (read whole) holds needle; 0 when unreadable. */
 int tu_file_has(const char *path, const char *needle);
 
+/* CPU time process pid has used so far (user + system), in clock ticks
+ * (sysconf(_SC_CLK_TCK) a second), from /proc/PID/stat. */
+long long tu_cpu_ticks(int pid);
+
+/* Lines in the file at path (0 when unreadable). */
+long tu_file_lines(const char *path);
+
 /* Milliseconds of CLOCK_MONOTONIC, for deadlines. */
 int64_t tu_now_ms(void);
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -23,7 +24,9 @@
 #include "surfaces/surf.h"
 #include "tests/testutil.h"
 
-void tu_daemon_start(struct tu_daemon *d, const char *dir, ...)
+/* nofile > 0: the daemon's RLIMIT_NOFILE. */
+static void start_daemon(struct tu_daemon *d, const char *dir, int nofile,
+                         va_list ap)
 {
     const char *argv[40];
     int n = 0;
@@ -33,12 +36,9 @@ void tu_daemon_start(struct tu_daemon *d, const char *dir, ...)
     argv[n++] = "serve";
     argv[n++] = "--port";
     argv[n++] = "0";
-    va_list ap;
-    va_start(ap, dir);
     const char *a;
     while ((a = va_arg(ap, const char *)) != NULL && n < 38)
         argv[n++] = a;
-    va_end(ap);
     argv[n] = NULL;
     int out[2];
     cr_assert_eq(pipe(out), 0);
@@ -47,6 +47,9 @@ void tu_daemon_start(struct tu_daemon *d, const char *dir, ...)
     if (pid == 0) {
         /* the daemon dies with its test, even one that crashed */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
+        struct rlimit rl = {(rlim_t)nofile, (rlim_t)nofile};
+        if (nofile > 0 && setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(127);
         dup2(out[1], 1);
         close(out[0]);
         close(out[1]);
@@ -79,6 +82,47 @@ void tu_daemon_start(struct tu_daemon *d, const char *dir, ...)
     memcpy(d->token, tok, tl);
     d->token[tl] = '\0';
     free(tok);
+}
+
+void tu_daemon_start(struct tu_daemon *d, const char *dir, ...)
+{
+    va_list ap;
+    va_start(ap, dir);
+    start_daemon(d, dir, 0, ap);
+    va_end(ap);
+}
+
+void tu_daemon_start_nofile(struct tu_daemon *d, const char *dir, int nofile,
+                            ...)
+{
+    va_list ap;
+    va_start(ap, nofile);
+    start_daemon(d, dir, nofile, ap);
+    va_end(ap);
+}
+
+int tu_http_read_reply(int fd, char *buf, size_t cap, size_t *len, char **body)
+{
+    for (;;) {
+        buf[*len] = '\0';
+        char *end = strstr(buf, "\r\n\r\n");
+        if (end) {
+            const char *cl = strstr(buf, "Content-Length: ");
+            size_t head = (size_t)(end + 4 - buf);
+            size_t blen = cl && cl < end ? strtoul(cl + 16, NULL, 10) : 0;
+            if (*len >= head + blen) {
+                int status = (int)strtol(buf + 9, NULL, 10);
+                *body = strndup(buf + head, blen);
+                memmove(buf, buf + head + blen, *len - head - blen);
+                *len -= head + blen;
+                return status;
+            }
+        }
+        cr_assert_lt(*len, cap - 1, "reply too long");
+        ssize_t n = read(fd, buf + *len, cap - 1 - *len);
+        cr_assert_gt(n, 0, "the connection closed before the reply");
+        *len += (size_t)n;
+    }
 }
 
 int tu_daemon_signal_wait(struct tu_daemon *d, int sig, int timeout_ms)

@@ -21,6 +21,11 @@ struct tu_daemon {
  * the token. Aborts the test on failure. */
 void tu_daemon_start(struct tu_daemon *d, const char *dir, ...);
 
+/* tu_daemon_start with the daemon's open-file limit (RLIMIT_NOFILE, soft
+ * and hard) set to nofile. */
+void tu_daemon_start_nofile(struct tu_daemon *d, const char *dir, int nofile,
+                            ...);
+
 /* Sends sig and waits for the exit; returns the exit code, or 128 + signal
  * when it died of one. Aborts when it does not exit in timeout_ms. */
 int tu_daemon_signal_wait(struct tu_daemon *d, int sig, int timeout_ms);
@@ -34,6 +39,11 @@ int tu_http(const struct tu_daemon *d, const char *method, const char *path,
  * aborts with the reply); returns the reply parsed (the caller frees it). */
 cJSON *tu_http_json(const struct tu_daemon *d, const char *method,
                     const char *path, const char *json, int want);
+
+/* Reads one reply from fd (blocking) into its status and body (malloc'd);
+ * buf (cap bytes) holds what was read, *len of it: bytes of the next reply
+ * stay there for the next call. Aborts when the connection closes first. */
+int tu_http_read_reply(int fd, char *buf, size_t cap, size_t *len, char **body);
 
 /* Sends raw bytes on a new connection, then reads until the server closes
  * or wait_ms passes. Returns the status of the first reply line (0 when no
