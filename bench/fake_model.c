@@ -163,8 +163,7 @@ static void on_chat(struct evhttp_request *req, struct server *s)
              cJSON_AddStringToObject(o, "object", "chat.completion") &&
              cJSON_AddStringToObject(o, "model", "fake") &&
              (choices = cJSON_AddArrayToObject(o, "choices")) &&
-             (c0 = cJSON_CreateObject()) &&
-             cJSON_AddItemToArray(choices, c0) &&
+             (c0 = cJSON_CreateObject()) && cJSON_AddItemToArray(choices, c0) &&
              fo_json_add_int(c0, "index", 0) &&
              (msg = cJSON_AddObjectToObject(c0, "message")) &&
              cJSON_AddStringToObject(msg, "role", "assistant") &&

@@ -1,0 +1,279 @@
+/* test_engine: the run engine against the real binary and a fake model that
+ * holds its replies on one event loop (bench/fake_model): where each method
+ * of the table runs, 200 runs in flight at once on a bounded number of
+ * threads while the daemon keeps answering, and one plan witnessed the same
+ * way whatever the entry point. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "ledger/fo_json.h"
+#include "ledger/ledger.h"
+#include "surfaces/surf.h"
+#include "tests/testutil.h"
+#include "tests/tu_daemon.h"
+
+#define REQ "build the api database server"
+#define RUNS 200
+
+/* ---- the fake model ------------------------------------------------------ */
+
+struct fake {
+    pid_t pid;
+    int port;
+};
+
+static void fake_start(struct fake *f, int hold)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    f->pid = fork();
+    cr_assert_geq(f->pid, 0);
+    if (f->pid == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        execl(FORUM_FAKE_MODEL, FORUM_FAKE_MODEL, "--port", "0", "--delay-ms",
+              "0", hold ? "--hold" : NULL, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char line[64] = "";
+    FILE *in = fdopen(p[0], "r");
+    cr_assert_not_null(fgets(line, sizeof(line), in),
+                       "fake_model said nothing");
+    fclose(in);
+    cr_assert_eq(sscanf(line, "port %d", &f->port), 1, "%s", line);
+}
+
+static void fake_stop(struct fake *f)
+{
+    kill(f->pid, SIGTERM);
+    waitpid(f->pid, NULL, 0);
+}
+
+/* A counter of the fake's GET /stats. */
+static long long fake_stat(const struct fake *f, const char *key)
+{
+    struct tu_daemon as = {.port = f->port};
+    char *b = NULL;
+    cr_assert_eq(tu_http(&as, "GET", "/stats", NULL, 0, &b), 200);
+    cJSON *j = tu_json_parse(b);
+    long long v = tu_num(j, key);
+    cJSON_Delete(j);
+    free(b);
+    return v;
+}
+
+static void wait_stat(const struct fake *f, const char *key, long long n)
+{
+    int64_t t0 = tu_now_ms();
+    while (fake_stat(f, key) < n) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "%s never reached %lld", key, n);
+        usleep(10000);
+    }
+}
+
+static void daemon_on(struct tu_daemon *d, const char *dir,
+                      const struct fake *f, const char *extra1,
+                      const char *extra2)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    tu_daemon_start(d, dir, "--chat-url", url, "--model", "fake", extra1,
+                    extra2, (char *)NULL);
+}
+
+static long threads_of(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    size_t n = 0;
+    char *s = tu_read_file(path, &n);
+    cr_assert_not_null(s);
+    const char *t = strstr(s, "\nThreads:");
+    long v = t ? strtol(t + 9, NULL, 10) : -1;
+    free(s);
+    return v;
+}
+
+/* ---- where each method runs ---------------------------------------------- */
+
+Test(engine, every_method_says_where_it_runs)
+{
+    size_t n = 0;
+    const struct surf_method *t = surf_methods(&n);
+    int runs = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct surf_method *m = &t[i];
+        cr_assert(m->where >= SURF_ON_WORKER && m->where <= SURF_ON_RUN, "%s",
+                  m->name);
+        cr_assert(m->handler, "%s has no blocking handler", m->name);
+        /* a run starts on the engine, and only a run does */
+        cr_assert_eq(m->where == SURF_ON_RUN, m->start != NULL, "%s", m->name);
+        runs += m->where == SURF_ON_RUN;
+        /* the loop takes no writes but through the engine or committer */
+        if (m->where == SURF_ON_LOOP)
+            cr_assert(!(m->flags & SURF_WRITE) ||
+                          !strcmp(m->name, "run_cancel"),
+                      "%s writes on the loop", m->name);
+    }
+    cr_assert_eq(runs, 4); /* submit, plan, plan_run, run_start */
+    cr_assert_eq(surf_find("ledger_append")->where, SURF_ON_COMMIT);
+    cr_assert_eq(surf_find("ledger_chain")->where, SURF_ON_WORKER);
+    cr_assert_eq(surf_find("ledger_verify")->where, SURF_ON_WORKER);
+}
+
+/* ---- 200 runs in flight ---------------------------------------------------
+ */
+
+Test(engine, two_hundred_runs_wait_on_the_model_holding_no_thread,
+     .timeout = 120)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct fake f;
+    fake_start(&f, 1);
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    /* one worker: a run that held a worker would starve the rest */
+    daemon_on(&d, dir, &f, "--workers", "1");
+    static int fds[RUNS];
+    char req[1024];
+    const char *body = "{\"request\":\"" REQ "\"}";
+    int len = snprintf(req, sizeof(req),
+                       "POST /submit HTTP/1.1\r\nHost: x\r\n"
+                       "Authorization: Bearer %s\r\n"
+                       "Content-Type: application/json\r\n"
+                       "Content-Length: %zu\r\n\r\n%s",
+                       d.token, strlen(body), body);
+    for (int i = 0; i < RUNS; i++) {
+        fds[i] = tu_connect_loopback(d.port, 0);
+        cr_assert_eq(write(fds[i], req, (size_t)len), len);
+    }
+    /* every run is at the model at once: 200 coordinator calls held */
+    wait_stat(&f, "coordinator", RUNS);
+    cr_assert_eq(fake_stat(&f, "held") + fake_stat(&f, "in_flight") >= RUNS, 1);
+    long th = threads_of(d.pid);
+    cr_assert_leq(th, 8, "the daemon has %ld threads with %d runs waiting", th,
+                  RUNS);
+    /* the loop, the worker and the run engine's reads all answer */
+    cr_assert_eq(tu_http(&d, "GET", "/status", NULL, 1, NULL), 200);
+    cr_assert_eq(tu_http(&d, "GET", "/verify", NULL, 1, NULL), 200);
+    cr_assert_eq(tu_http(&d, "GET", "/summary", NULL, 1, NULL), 200);
+    cJSON *g = tu_http_json(&d, "GET", "/runs/0", NULL, 200);
+    cr_assert_str_eq(tu_str(g, "state"), "running");
+    cJSON_Delete(g);
+    /* let the model answer: every run ends with its answer */
+    kill(f.pid, SIGUSR1);
+    static char buf[65536];
+    for (int i = 0; i < RUNS; i++) {
+        size_t have = 0;
+        char *reply = NULL;
+        int st = tu_http_read_reply(fds[i], buf, sizeof(buf), &have, &reply);
+        cr_assert_eq(st, 200, "run %d: %d %s", i, st, reply ? reply : "");
+        cJSON *j = tu_json_parse(reply);
+        cr_assert_str_eq(tu_str(j, "answer"), "the work is done");
+        cJSON_Delete(j);
+        free(reply);
+        close(fds[i]);
+    }
+    cr_assert_eq(fake_stat(&f, "coordinator"), RUNS);
+    cr_assert_eq(fake_stat(&f, "task"), RUNS);
+    cr_assert_eq(fake_stat(&f, "synthesizer"), RUNS);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify",
+                                "--deep", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    tu_run_free(&r);
+    fake_stop(&f);
+    tu_rmrf(dir);
+}
+
+/* ---- one engine ------------------------------------------------------------
+ */
+
+/* "kind<parent as an offset from the plan>" for the plan and every entry
+ * after it under the run, in seq order: the shape of a run from its plan on,
+ * whatever wrote the entries before it. */
+static void shape_from_plan(const char *dir, int64_t run, char *out,
+                            size_t size)
+{
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK,
+                 "%s", err.msg);
+    int64_t plan = -1;
+    out[0] = '\0';
+    for (int64_t s = run;; s++) {
+        struct ledger_entry e;
+        if (ledger_get(l, s, &e, NULL, &err) != FO_OK)
+            break;
+        if (s > run && e.parent == LEDGER_NO_PARENT)
+            break; /* the next run */
+        if (!strcmp(e.kind, "plan"))
+            plan = s;
+        if (plan < 0)
+            continue;
+        size_t n = strlen(out);
+        snprintf(out + n, size - n, "%s<%lld ", e.kind,
+                 (long long)(e.parent - plan));
+    }
+    ledger_close(l);
+}
+
+Test(engine, one_plan_is_witnessed_alike_from_every_entry_point, .timeout = 60)
+{
+    struct fake f;
+    fake_start(&f, 0);
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    daemon_on(&d, dir, &f, NULL, NULL);
+    /* submit: the coordinator (the fake) plans one task on the lane */
+    cJSON *s =
+        tu_http_json(&d, "POST", "/submit", "{\"request\":\"" REQ "\"}", 200);
+    int64_t by_submit = tu_num(s, "request_seq");
+    char lane[64];
+    snprintf(lane, sizeof(lane), "%s", tu_str(s, "lane"));
+    cJSON_Delete(s);
+    /* plan_run: the same plan, given */
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"request\":\"" REQ "\",\"plan\":{\"tasks\":[{\"id\":\"T1\","
+             "\"agent\":\"%s\",\"instruction\":\"do the work\"}]}}",
+             lane);
+    s = tu_http_json(&d, "POST", "/plan/run", body, 200);
+    int64_t by_plan_run = tu_num(s, "request_seq");
+    cJSON_Delete(s);
+    /* run_start: in the background, then waited for */
+    s = tu_http_json(&d, "POST", "/runs", "{\"request\":\"" REQ "\"}", 200);
+    int64_t by_run_start = tu_num(s, "run");
+    cJSON_Delete(s);
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld", (long long)by_run_start);
+    for (int i = 0;; i++) {
+        cJSON *g = tu_http_json(&d, "GET", path, NULL, 200);
+        int running = !strcmp(tu_str(g, "state"), "running");
+        cJSON_Delete(g);
+        if (!running)
+            break;
+        cr_assert_lt(i, 2000);
+        usleep(10000);
+    }
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    char a[512], b[512], c[512];
+    shape_from_plan(dir, by_submit, a, sizeof(a));
+    shape_from_plan(dir, by_plan_run, b, sizeof(b));
+    shape_from_plan(dir, by_run_start, c, sizeof(c));
+    cr_assert_str_eq(a, "plan<-2 task<0 result<1 verdict<2 answer<0 ", "%s",
+                     a); /* the plan's parent is the request, 2 before */
+    /* plan_run has no route entry: its plan's parent is 1 before */
+    cr_assert_str_eq(b, "plan<-1 task<0 result<1 verdict<2 answer<0 ", "%s", b);
+    cr_assert_str_eq(c, a);
+    fake_stop(&f);
+    tu_rmrf(dir);
+}
