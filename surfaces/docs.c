@@ -287,6 +287,17 @@ static const char *access_name(unsigned flags)
                                   : "read";
 }
 
+/* Where a method runs (the table's `where` column), for readers. */
+static const char *where_name(int where)
+{
+    return where == SURF_ON_LOOP     ? "the event loop (answers at once)"
+           : where == SURF_ON_COMMIT ? "the group committer (answers once "
+                                       "its entry is durable)"
+           : where == SURF_ON_RUN    ? "the run engine (the request waits, "
+                                       "holding no thread, for its run)"
+                                     : "a worker thread";
+}
+
 static void put_cap(struct page *p, size_t cap)
 {
     if (cap % (1024 * 1024) == 0)
@@ -343,7 +354,8 @@ static void put_method(struct page *p, const struct surf_method *m, int http)
         putf(p, "- route: `%s %s`\n", m->http_method, m->http_path);
     else
         putf(p, "- tool: `%s`\n", m->name);
-    putf(p, "- access: %s\n- input cap: ", access_name(m->flags));
+    putf(p, "- access: %s\n- runs on: %s\n- input cap: ",
+         access_name(m->flags), where_name(m->where));
     put_cap(p, m->max_input);
     put(p, "\n");
     if (http && !strcmp(m->http_method, "GET"))

@@ -91,7 +91,6 @@ struct surf_http {
     const struct surf_method *table;
     size_t nmethods;
     struct route *routes; /* one per method, split at start */
-    const struct surf_method *append_m;
     /* workers */
     pthread_t *threads;
     int nthreads;
@@ -1393,7 +1392,6 @@ int surf_http_create(struct event_base *base,
     h->base = base;
     h->start_us = ledger_now_us();
     h->table = surf_methods(&h->nmethods);
-    h->append_m = surf_find("ledger_append");
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
     h->routes = calloc(h->nmethods, sizeof(*h->routes));

@@ -436,7 +436,8 @@ static const struct surf_method table[] = {
     {"submit",
      "Answer a request end to end: route, plan, tasks, verdicts, escalation, "
      "synthesis, every step witnessed: {answer, checkpoint, request_seq}. "
-     "Blocks; without a model provider every role is a deterministic stub.",
+     "Answered when the run ends (the daemon holds no thread meanwhile); "
+     "without a model provider every role is a deterministic stub.",
      "{\"type\":\"object\",\"properties\":{"
      "\"request\":{\"type\":\"string\",\"minLength\":1,"
      "\"maxLength\":65536},"
@@ -449,8 +450,9 @@ static const struct surf_method table[] = {
      surf_s_submit},
     {"run_start",
      "Start a run of a request (as submit) and answer at once with its id, "
-     "the request entry's seq: {run, state}. At most max_runs at once "
-     "(default 8; else 503 busy).",
+     "the request entry's seq: {run, state}. At most max_runs runs at once "
+     "in the daemon (default 10000; else 503 busy); a run outlives its "
+     "caller and a daemon restart.",
      "{\"type\":\"object\",\"properties\":{"
      "\"request\":{\"type\":\"string\",\"minLength\":1,"
      "\"maxLength\":65536},"
@@ -462,20 +464,23 @@ static const struct surf_method table[] = {
      SURF_WRITE, 80 * KIB, "POST", "/runs", surf_h_run_start, SURF_ON_RUN,
      surf_s_run_start},
     {"run_get",
-     "A run's state from the ledger: running, done, budget, stopped, "
-     "cancelled, failed, interrupted (its process died) or unknown; its "
-     "entries so far; the answer when done. 404 not_a_run for a request "
-     "that is not a run (plan, plan_run).",
+     "A run's state from the ledger: running, done, budget, stopped (no "
+     "process runs it now: the next daemon resumes it), cancelled, failed, "
+     "interrupted (its process died and nothing will resume it: a CLI's "
+     "run) or unknown; its entries so far; the answer when done. 404 "
+     "not_a_run for a request that is not a run (plan).",
      "{\"type\":\"object\",\"properties\":{"
      "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"run\"]}",
      SURF_READ, 4 * KIB, "GET", "/runs/{run}", surf_h_run_get, SURF_ON_WORKER,
      NULL},
     {"run_cancel",
-     "Cancel a run in progress in this process: it stops at its next step, "
-     "witnessed (budget reason cancelled, then a fixed answer): {run, state, "
-     "cancel: requested}. A run that already ended: its state unchanged, "
-     "cancel: ended. A run of another process: 409 run_elsewhere.",
+     "Cancel a run in progress in this process: it stops at once (the model "
+     "call or task in flight is abandoned), witnessed (budget reason "
+     "cancelled, then a fixed answer): {run, state, cancel: requested}. A "
+     "run that already ended: its state unchanged, cancel: ended. A run of "
+     "another process, or stopped and waiting for a daemon: 409 "
+     "run_elsewhere.",
      "{\"type\":\"object\",\"properties\":{"
      "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"run\"]}",
