@@ -333,8 +333,7 @@ static void engine_committed(struct daemon_commit_req *r)
 }
 
 static int engine_append(void *hook, struct ledger_append *a,
-                         void (*done)(void *arg), void *arg,
-                         struct fo_err *err)
+                         void (*done)(void *arg), void *arg, struct fo_err *err)
 {
     struct daemon *d = hook;
     struct engine_creq *c = calloc(1, sizeof(*c));

@@ -328,10 +328,11 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 #define SEQ_PROP "\"seq\":{\"type\":\"integer\",\"minimum\":0}"
 
 static const struct surf_method table[] = {
-    {"health", "Liveness: {\"ok\": true}.", NO_INPUT, SURF_READ,
-     4 * KIB, "GET", "/health", h_health, SURF_ON_LOOP, NULL},
+    {"health", "Liveness: {\"ok\": true}.", NO_INPUT, SURF_READ, 4 * KIB, "GET",
+     "/health", h_health, SURF_ON_LOOP, NULL},
     {"status", "Entry count, live tree root and size, signed size, uptime.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/status", h_status, SURF_ON_LOOP, NULL},
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/status", h_status, SURF_ON_LOOP,
+     NULL},
     {"methods", "The method table: names, summaries, input schemas.", NO_INPUT,
      SURF_READ, 4 * KIB, "GET", "/methods", h_methods, SURF_ON_LOOP, NULL},
     {"ledger_verify",
@@ -346,7 +347,8 @@ static const struct surf_method table[] = {
     {"ledger_body", "The JSON body (payload) of an entry.",
      "{\"type\":\"object\",\"properties\":{" SEQ_PROP "},"
      "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/ledger/{seq}/payload", h_body, SURF_ON_LOOP, NULL},
+     SURF_READ, 4 * KIB, "GET", "/ledger/{seq}/payload", h_body, SURF_ON_LOOP,
+     NULL},
     {"ledger_range", "Entries from a seq, at most limit (<= 1000).",
      "{\"type\":\"object\",\"properties\":{"
      "\"from\":{\"type\":\"integer\",\"minimum\":0},"
@@ -365,7 +367,8 @@ static const struct surf_method table[] = {
      SURF_READ, 4 * KIB, "GET", "/chain/{seq}", h_chain, SURF_ON_WORKER, NULL},
     {"ledger_summary",
      "Counts: entries, by kind, by actor, bodies present and redacted.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/summary", h_summary, SURF_ON_WORKER, NULL},
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/summary", h_summary, SURF_ON_WORKER,
+     NULL},
     {"ledger_append",
      "Witness a step: append {actor, kind, payload, parent?}; returns the "
      "entry once durable.",
@@ -375,23 +378,27 @@ static const struct surf_method table[] = {
      "\"payload\":{},"
      "\"parent\":{\"type\":[\"integer\",\"null\"],\"minimum\":0}},"
      "\"required\":[\"actor\",\"kind\",\"payload\"]}",
-     SURF_WRITE, (1u << 20) + 64 * KIB, "POST", "/append", h_append, SURF_ON_COMMIT, NULL},
+     SURF_WRITE, (1u << 20) + 64 * KIB, "POST", "/append", h_append,
+     SURF_ON_COMMIT, NULL},
     {"ledger_redact",
      "Delete an entry's body (every copy), witnessed as a redaction entry.",
      "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
      "\"reason\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024}},"
      "\"required\":[\"seq\",\"reason\"]}",
-     SURF_WRITE | SURF_ADMIN, 8 * KIB, "POST", "/redact", h_redact, SURF_ON_WORKER, NULL},
+     SURF_WRITE | SURF_ADMIN, 8 * KIB, "POST", "/redact", h_redact,
+     SURF_ON_WORKER, NULL},
     /* proofs and checkpoints: handlers in methods_proof.c */
     {"ledger_checkpoint",
      "The latest signed checkpoint: {checkpoint, size, root, note}.", NO_INPUT,
-     SURF_READ, 4 * KIB, "GET", "/checkpoint", surf_h_checkpoint, SURF_ON_WORKER, NULL},
+     SURF_READ, 4 * KIB, "GET", "/checkpoint", surf_h_checkpoint,
+     SURF_ON_WORKER, NULL},
     {"ledger_prove",
      "Inclusion proof of entry seq in the tree of size (default current).",
      "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
      "\"size\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/proof/inclusion", surf_h_prove, SURF_ON_LOOP, NULL},
+     SURF_READ, 4 * KIB, "GET", "/proof/inclusion", surf_h_prove, SURF_ON_LOOP,
+     NULL},
     {"ledger_consistency",
      "Consistency proof between tree sizes first and second (default "
      "current).",
@@ -399,7 +406,8 @@ static const struct surf_method table[] = {
      "\"first\":{\"type\":\"integer\",\"minimum\":1},"
      "\"second\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"first\"]}",
-     SURF_READ, 4 * KIB, "GET", "/proof/consistency", surf_h_consistency, SURF_ON_LOOP, NULL},
+     SURF_READ, 4 * KIB, "GET", "/proof/consistency", surf_h_consistency,
+     SURF_ON_LOOP, NULL},
     /* the orchestrator: handlers in methods_orch.c */
     {"route",
      "Route a request to a lane: {decided, confidence, needs_escalation, "
@@ -413,7 +421,8 @@ static const struct surf_method table[] = {
      "\"plan\":{\"type\":\"object\"},"
      "\"request\":{\"type\":\"string\",\"maxLength\":65536}},"
      "\"required\":[\"plan\"]}",
-     SURF_WRITE, 4096 * KIB, "POST", "/plan/run", surf_h_plan_run, SURF_ON_RUN, surf_s_plan_run},
+     SURF_WRITE, 4096 * KIB, "POST", "/plan/run", surf_h_plan_run, SURF_ON_RUN,
+     surf_s_plan_run},
     {"plan",
      "The coordinator's plan for a request, not run (request, route and plan "
      "witnessed); without a model provider the stub plans one task on the "
@@ -422,7 +431,8 @@ static const struct surf_method table[] = {
      "\"request\":{\"type\":\"string\",\"minLength\":1,"
      "\"maxLength\":65536}},"
      "\"required\":[\"request\"]}",
-     SURF_WRITE, 80 * KIB, "POST", "/plan", surf_h_plan, SURF_ON_RUN, surf_s_plan},
+     SURF_WRITE, 80 * KIB, "POST", "/plan", surf_h_plan, SURF_ON_RUN,
+     surf_s_plan},
     {"submit",
      "Answer a request end to end: route, plan, tasks, verdicts, escalation, "
      "synthesis, every step witnessed: {answer, checkpoint, request_seq}. "
@@ -435,7 +445,8 @@ static const struct surf_method table[] = {
      "\"max_seconds\":{\"type\":\"integer\",\"minimum\":1,"
      "\"maximum\":86400}},"
      "\"required\":[\"request\"]}",
-     SURF_WRITE, 80 * KIB, "POST", "/submit", surf_h_submit, SURF_ON_RUN, surf_s_submit},
+     SURF_WRITE, 80 * KIB, "POST", "/submit", surf_h_submit, SURF_ON_RUN,
+     surf_s_submit},
     {"run_start",
      "Start a run of a request (as submit) and answer at once with its id, "
      "the request entry's seq: {run, state}. At most max_runs at once "
@@ -448,7 +459,8 @@ static const struct surf_method table[] = {
      "\"max_seconds\":{\"type\":\"integer\",\"minimum\":1,"
      "\"maximum\":86400}},"
      "\"required\":[\"request\"]}",
-     SURF_WRITE, 80 * KIB, "POST", "/runs", surf_h_run_start, SURF_ON_RUN, surf_s_run_start},
+     SURF_WRITE, 80 * KIB, "POST", "/runs", surf_h_run_start, SURF_ON_RUN,
+     surf_s_run_start},
     {"run_get",
      "A run's state from the ledger: running, done, budget, stopped, "
      "cancelled, failed, interrupted (its process died) or unknown; its "
@@ -457,7 +469,8 @@ static const struct surf_method table[] = {
      "{\"type\":\"object\",\"properties\":{"
      "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"run\"]}",
-     SURF_READ, 4 * KIB, "GET", "/runs/{run}", surf_h_run_get, SURF_ON_WORKER, NULL},
+     SURF_READ, 4 * KIB, "GET", "/runs/{run}", surf_h_run_get, SURF_ON_WORKER,
+     NULL},
     {"run_cancel",
      "Cancel a run in progress in this process: it stops at its next step, "
      "witnessed (budget reason cancelled, then a fixed answer): {run, state, "
@@ -466,7 +479,8 @@ static const struct surf_method table[] = {
      "{\"type\":\"object\",\"properties\":{"
      "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"run\"]}",
-     SURF_WRITE, 4 * KIB, "POST", "/runs/{run}/cancel", surf_h_run_cancel, SURF_ON_LOOP, NULL},
+     SURF_WRITE, 4 * KIB, "POST", "/runs/{run}/cancel", surf_h_run_cancel,
+     SURF_ON_LOOP, NULL},
 };
 
 const struct surf_method *surf_methods(size_t *n)
