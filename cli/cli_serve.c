@@ -514,6 +514,26 @@ static int status(struct cli *c)
                   code == 200 &&
                   fo_json_parse(body, strlen(body), &s, &err) == FO_OK;
     free(body);
+    body = NULL;
+    /* /health says whether it still writes (its ledger's files may have
+     * gone from under it): the reason is its error message. */
+    if (healthy && (cli_http_request(h->valuestring, (int)p->valuedouble, "GET",
+                                     "/health", NULL, NULL, 0, 5000, &code,
+                                     &body, NULL, &err) != FO_OK ||
+                    code != 200)) {
+        healthy = 0;
+        cJSON *e = NULL;
+        struct fo_err perr;
+        const cJSON *m = NULL;
+        if (body && fo_json_parse(body, strlen(body), &e, &perr) == FO_OK)
+            m = cJSON_GetObjectItemCaseSensitive(e, "error");
+        if (cJSON_IsString(m))
+            fo_err_set(&err, FO_E_IO, "%s", m->valuestring);
+        else if (code != 200 && body)
+            fo_err_set(&err, FO_E_IO, "GET /health answered %d", code);
+        cJSON_Delete(e);
+    }
+    free(body);
     cJSON *r = cJSON_CreateObject();
     if (!r) {
         cJSON_Delete(st);
@@ -531,13 +551,17 @@ static int status(struct cli *c)
     fo_json_add_int(r, "entries",
                     cJSON_IsNumber(en) ? (long long)en->valuedouble : -1);
     cJSON_AddStringToObject(r, "health", healthy ? "ok" : "unhealthy");
+    if (!healthy && err.msg[0])
+        cJSON_AddStringToObject(r, "error", err.msg);
     if (c->json) {
         cli_print_json(r, 0);
     } else {
         printf("running: pid %ld on %s\n", pid, a->valuestring);
-        if (healthy)
-            printf("uptime: %lld s\nentries: %lld\nhealth: ok\n",
+        if (cJSON_IsNumber(up) && cJSON_IsNumber(en))
+            printf("uptime: %lld s\nentries: %lld\n",
                    (long long)up->valuedouble, (long long)en->valuedouble);
+        if (healthy)
+            printf("health: ok\n");
         else
             printf("health: unhealthy (%s)\n", err.msg);
     }

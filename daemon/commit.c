@@ -25,6 +25,10 @@ struct daemon_commit {
     int stopping;
     int stopped;
     struct daemon_commit_stats stats;
+    /* Set once for good (daemon_commit_refuse): the committer writes no
+     * more, every request fails with refused. */
+    int refusing;
+    struct fo_err refused;
     /* committer-thread state */
     struct ledger_append *scratch;
     struct daemon_commit_req **taken;
@@ -37,6 +41,30 @@ static void logf_(struct daemon_commit *c, const char *what,
 {
     if (c->cfg.log)
         c->cfg.log(c->cfg.log_hook, "%s: %s", what, err->msg);
+}
+
+void daemon_commit_refuse(struct daemon_commit *c, const struct fo_err *why)
+{
+    pthread_mutex_lock(&c->mu);
+    int first = !c->refusing;
+    if (first) {
+        c->refusing = 1;
+        c->refused = *why;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (first && c->cfg.log)
+        c->cfg.log(c->cfg.log_hook, "ledger storage lost (%s): %s",
+                   fo_code_name(why->code), why->msg);
+}
+
+int daemon_commit_health(struct daemon_commit *c, struct fo_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    int rc = c->refusing ? c->refused.code : FO_OK;
+    if (rc && err)
+        *err = c->refused;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 static int hist_bucket(size_t n)
@@ -53,7 +81,7 @@ static int hist_bucket(size_t n)
  * always, when force). Runs on the committer thread. */
 static void maybe_sign(struct daemon_commit *c, int force)
 {
-    if (c->cfg.sign_interval_ms < 0)
+    if (c->cfg.sign_interval_ms < 0 || daemon_commit_health(c, NULL))
         return;
     int64_t now = ledger_now_us();
     if (!force &&
@@ -85,7 +113,14 @@ static void commit_batch(struct daemon_commit *c, size_t n)
     for (size_t i = 0; i < n; i++)
         c->scratch[i] = c->taken[i]->a;
     struct fo_err err;
-    int rc = ledger_append_batch(c->ledger, c->scratch, n, &err);
+    int rc = daemon_commit_health(c, &err);
+    if (rc == FO_OK)
+        rc = ledger_append_batch(c->ledger, c->scratch, n, &err);
+    else /* refusing: nothing reaches the ledger */
+        for (size_t i = 0; i < n; i++) {
+            c->scratch[i].rc = rc;
+            c->scratch[i].err = err;
+        }
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
         struct daemon_commit_req *r = c->taken[i];
@@ -94,7 +129,9 @@ static void commit_batch(struct daemon_commit *c, size_t n)
         r->a.entry = c->scratch[i].entry;
         ok += r->a.rc == FO_OK;
     }
-    if (rc)
+    if (rc == FO_E_STORAGE_MOVED)
+        daemon_commit_refuse(c, &err); /* logs it, once */
+    else if (rc)
         logf_(c, "commit failed", &err);
     pthread_mutex_lock(&c->mu);
     if (rc) {

@@ -67,6 +67,19 @@ int daemon_commit_submit(struct daemon_commit *c, struct daemon_commit_req *r,
 int daemon_commit_append_sync(void *hook, struct ledger_append *req,
                               struct fo_err *err);
 
+/* Whether the committer still writes: FO_OK, or the error (in err) that
+ * stopped it for good: FO_E_STORAGE_MOVED once its ledger handle found the
+ * ledger's files moved, replaced or truncated (ledger_append_batch), or
+ * once daemon_commit_refuse was called. Any thread; never blocks on I/O. */
+int daemon_commit_health(struct daemon_commit *c, struct fo_err *err);
+
+/* Stops the committer writing for good, for why (an error another handle
+ * of the process found, e.g. the daemon's health check): every request
+ * from then on, queued or new, fails with why, nothing reaches the ledger,
+ * and no checkpoint is signed. The first call logs why; later ones and
+ * the committer's own finding of the same are not logged again. */
+void daemon_commit_refuse(struct daemon_commit *c, const struct fo_err *why);
+
 /* Snapshot of the counters. */
 void daemon_commit_stats(struct daemon_commit *c,
                          struct daemon_commit_stats *out);

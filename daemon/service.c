@@ -282,6 +282,33 @@ static int write_state(struct daemon *d, int port, struct fo_err *err)
     return rc;
 }
 
+/* ---- health ----------------------------------------------------------- */
+
+/* The loop thread's (GET /health, and the write methods started there):
+ * unhealthy once the committer stopped writing, or once the loop's own
+ * ledger handle sees the ledger's files gone from under the daemon (then
+ * the committer stops too, so no append is acknowledged after a health
+ * check said so, and it is logged once). */
+static int daemon_health(void *hook, struct fo_err *err)
+{
+    struct daemon *d = hook;
+    int rc = daemon_commit_health(d->commit, err);
+    if (rc == FO_OK) {
+        rc = ledger_storage_check(d->ledger, err);
+        if (rc == FO_E_STORAGE_MOVED)
+            daemon_commit_refuse(d->commit, err);
+    }
+    return rc;
+}
+
+/* A worker's: the committer's verdict alone (the loop's ledger handle is
+ * the loop thread's). */
+static int worker_health(void *hook, struct fo_err *err)
+{
+    struct daemon *d = hook;
+    return daemon_commit_health(d->commit, err);
+}
+
 /* ---- contexts --------------------------------------------------------- */
 
 static int ctx_open(void *hook, struct surf_ctx **out, struct fo_err *err)
@@ -299,6 +326,8 @@ static int ctx_open(void *hook, struct surf_ctx **out, struct fo_err *err)
     ctx->orch = d->orch;
     ctx->append = daemon_commit_append_sync;
     ctx->append_hook = d->commit;
+    ctx->health = worker_health;
+    ctx->health_hook = d;
     *out = ctx;
     return FO_OK;
 }
@@ -506,7 +535,9 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                                     .orch = d->orch,
                                     .engine = d->engine,
                                     .append = daemon_commit_append_sync,
-                                    .append_hook = d->commit};
+                                    .append_hook = d->commit,
+                                    .health = daemon_health,
+                                    .health_hook = d};
     struct surf_http_config hc = {
         .host = cfg->host,
         .port = cfg->port < 0 ? 8080 : cfg->port,

@@ -44,6 +44,10 @@ static const struct code_info codes[FO_E__COUNT] = {
     [FO_E_RUN_ELSEWHERE] = {"run_elsewhere",
                             "the run is not in progress in this process", 1,
                             409},
+    [FO_E_STORAGE_MOVED] = {"storage_moved",
+                            "the ledger's files were moved, replaced or "
+                            "truncated under this process; restart it",
+                            3, 503},
 };
 
 static const struct code_info *info(int code)

@@ -34,6 +34,10 @@ enum fo_code {
     FO_E_BUDGET = 24,          /* a run budget was spent */
     FO_E_NOT_A_RUN = 25,       /* an entry that is not a run's request */
     FO_E_RUN_ELSEWHERE = 26,   /* a run this process does not run */
+    /* The ledger's database, WAL or shared-memory file was deleted,
+     * replaced or truncated under an open handle: the handle refuses every
+     * later write (sticky) until it is closed; a daemon until restarted. */
+    FO_E_STORAGE_MOVED = 27,
     FO_E__COUNT
 };
 
@@ -55,7 +59,7 @@ const char *fo_code_message(int code);
  * not found, 2 usage or bad input, 3 I/O or storage error. */
 int fo_code_exit(int code);
 
-/* The HTTP status for a code (400, 404, 410, 413, 500, ...). */
+/* The HTTP status for a code (400, 404, 410, 413, 500, 503, ...). */
 int fo_code_http(int code);
 
 /* Sets err (when not NULL) to code and a formatted message; returns code so a

@@ -217,6 +217,11 @@ size_t ledger_max_body(const struct ledger *l)
     return l->max_body;
 }
 
+int ledger_storage_check(struct ledger *l, struct fo_err *err)
+{
+    return l->ops->check(l->store, err);
+}
+
 void ledger_fail_commit_after(struct ledger *l, int n)
 {
     l->ops->fail_commit_after(l->store, n);

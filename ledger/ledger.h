@@ -94,7 +94,16 @@ struct ledger_append {
  * their rc and are skipped, the valid ones get contiguous seqs. Returns
  * FO_OK once the transaction has committed durably (then each req's rc
  * tells), or an error for the whole batch, in which case nothing was written
- * and every req's rc is that error. Blocks on the write lock and fsync. */
+ * and every req's rc is that error. Blocks on the write lock and fsync.
+ *
+ * FO_E_STORAGE_MOVED: the ledger's files are no longer the ones this handle
+ * opened (ledger.db, ledger.db-wal or ledger.db-shm deleted, renamed away or
+ * replaced), or the WAL lost committed frames (truncated or overwritten):
+ * the WAL is checked just before the commit, the files just after. Nothing
+ * of the batch is acknowledged: seen before the commit it was rolled back;
+ * seen after, it went into the lost files only. The handle is
+ * lost from then on: every later write (append, redact, checkpoint) fails
+ * with the same error at once, reads go on, until it is closed. */
 int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
                         struct fo_err *err);
 
@@ -221,6 +230,14 @@ int64_t ledger_now_us(void);
 /* Microseconds on a monotonic clock: for durations and deadlines, never
  * for an entry's ts. */
 int64_t ledger_mono_us(void);
+
+/* Checks now what every commit checks (above, ledger_append_batch): that
+ * the ledger's files are still the ones this handle opened and the WAL
+ * still holds its committed frames. FO_OK; FO_E_STORAGE_MOVED (and the
+ * handle refuses writes from then on; once lost, the first reason again);
+ * FO_E_IO when the files cannot be looked at. A few stat() calls: cheap,
+ * never waits on a lock, safe while other processes write. */
+int ledger_storage_check(struct ledger *l, struct fo_err *err);
 
 /* Test-only fault seam: the n-th commit from now fails with FO_E_IO. */
 void ledger_fail_commit_after(struct ledger *l, int n);

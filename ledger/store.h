@@ -54,7 +54,16 @@ struct store_ops {
 
     /* Transactions. A write transaction takes the write lock at once
      * (across processes); commit returns only after the commit is durable.
-     * Reads outside a transaction see the latest committed state. */
+     * Reads outside a transaction see the latest committed state.
+     *
+     * A read-write store also checks each commit (see check): just before
+     * it, that the WAL still holds every frame counted as committed; just
+     * after it, that the files at the ledger's paths are still the ones it
+     * opened. When not, commit fails with FO_E_STORAGE_MOVED (rolled back
+     * when seen before; committed to the lost files only, and still an
+     * error, when seen after), and from then on begin_write fails with the
+     * same error at once: the store is lost until it is closed. Reads go
+     * on. */
     int (*begin_write)(struct store *s, struct fo_err *err);
     int (*begin_read)(struct store *s, struct fo_err *err);
     int (*commit)(struct store *s, struct fo_err *err);
@@ -130,6 +139,12 @@ struct store_ops {
     /* Moves the WAL into the database and truncates it, so deleted bytes
      * leave the disk (redaction). */
     int (*wal_truncate)(struct store *s, struct fo_err *err);
+
+    /* Checks the store's files now (what commit checks): FO_OK, or
+     * FO_E_STORAGE_MOVED (and the store is lost from then on: begin_write
+     * refuses), or FO_E_IO when the files cannot be looked at (not sticky).
+     * Once lost, returns the first error again. Never blocks on a lock. */
+    int (*check)(struct store *s, struct fo_err *err);
 
     /* Test-only fault seam: make the n-th following commit fail with an
      * I/O error (0 disables). */

@@ -117,13 +117,29 @@ static const char schema_sql[] =
     " ts INTEGER NOT NULL, root BLOB NOT NULL, note TEXT NOT "
     "NULL);" PARENT_INDEX_SQL;
 
+/* The files a handle writes: ledger.db, its WAL and its wal-index. */
+enum { F_DB, F_WAL, F_SHM, F__COUNT };
+
+/* Which file a handle opened, to tell it from the one at the path later. */
+struct file_id {
+    int known;
+    dev_t dev;
+    ino_t ino;
+};
+
 struct store {
     sqlite3 *db;
     sqlite3_stmt *st[ST__COUNT];
-    char *path;
+    char *path;           /* DIR/ledger.db */
+    char *side[F__COUNT]; /* [F_WAL], [F_SHM]: the -wal and -shm paths */
+    struct file_id id[F__COUNT];
     int readonly;
     int in_txn;
     int fail_commit_in; /* test seam: fail the n-th commit from now */
+    /* Set once a check found the files moved or the WAL damaged: every
+     * later write transaction is refused with lost_err (sticky). */
+    int lost;
+    struct fo_err lost_err;
 };
 
 static int map_rc(int rc)
@@ -374,6 +390,33 @@ static int create_db(const char *dir, const char *path, struct fo_err *err)
     return FO_OK;
 }
 
+/* A WAL or wal-index with no ledger.db: it was deleted or moved away,
+ * perhaps under a process still writing. A ledger made beside them would
+ * take their frames for its own (SQLite applies the WAL at a database's
+ * path to it, whichever database it came from), so none is made. Checked
+ * WAL first, then ledger.db: a process creating the ledger at the same
+ * time links ledger.db before its WAL exists. */
+static int refuse_orphans(const char *path, struct fo_err *err)
+{
+    static const char *const suffix[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < 2; i++) {
+        char side[PATH_MAX];
+        struct stat st;
+        if (snprintf(side, sizeof(side), "%s%s", path, suffix[i]) >=
+                (int)sizeof(side) ||
+            stat(side, &st) != 0)
+            continue;
+        if (stat(path, &st) == 0)
+            return FO_OK; /* made meanwhile by another process */
+        return fo_err_set(err, FO_E_CORRUPT,
+                          "%s: missing, but its %s is there (ledger.db was "
+                          "deleted or moved away): stop what uses it, then "
+                          "move ledger.db-wal and ledger.db-shm away",
+                          path, suffix[i]);
+    }
+    return FO_OK;
+}
+
 static void sq_close(struct store *s)
 {
     if (!s)
@@ -383,7 +426,200 @@ static void sq_close(struct store *s)
     if (s->db)
         sqlite3_close(s->db);
     free(s->path);
+    for (int i = 0; i < F__COUNT; i++)
+        free(s->side[i]);
     free(s);
+}
+
+/* ---- the files under an open handle ----------------------------------- */
+
+/* SQLite writes through the descriptors it opened, whatever the path names
+ * now: a ledger.db deleted or renamed over under a running process takes
+ * every later commit with it into an inode nobody will open again, and a
+ * WAL truncated beneath it loses frames SQLite still counts on. So each
+ * commit is checked (sq_commit), with three stat() calls and a 32-byte
+ * pread: before it, that the WAL at its path is the one this handle writes
+ * (device and inode), holds every frame the wal-index says is committed
+ * and starts with the header of their generation; after it, that
+ * ledger.db and the wal-index at their paths are the ones it opened.
+ * check (/health) does both.
+ *
+ * The wal-index header is read as SQLite's file format documents it
+ * (walformat.html, "The WAL-Index Header"): two 48-byte copies at the start
+ * of the -shm, native byte order; iVersion (offset 0) 3007000, isInit (12)
+ * 1, szPage (14; 1 means 65536), mxFrame (16: the frames committed), aSalt
+ * (32: bytes 16-23 of the WAL header of the current generation). It is
+ * reached through SQLite's own mapping of it (xShmMap of the VFS), and the
+ * WAL's header through SQLite's own descriptor: no descriptor of ours is
+ * ever opened or closed on these files (closing one would drop this
+ * process's POSIX locks on them). */
+#define WALINDEX_VERSION 3007000u
+#define WALINDEX_HDR 48
+#define WALINDEX_REGION 32768 /* the region size SQLite maps the -shm in */
+#define WAL_HDR 32
+#define WAL_FRAME_HDR 24
+
+static void id_record(const char *path, struct file_id *id)
+{
+    struct stat st;
+    id->known = stat(path, &st) == 0;
+    if (id->known) {
+        id->dev = st.st_dev;
+        id->ino = st.st_ino;
+    }
+}
+
+/* 0 when the file at path is the one recorded (or none was), its stat in
+ * *st; 1 when it is gone or another file, *why saying which; -1 when stat
+ * fails otherwise (errno). */
+static int id_moved(const char *path, const struct file_id *id, struct stat *st,
+                    const char **why)
+{
+    if (!id->known)
+        return 0;
+    if (stat(path, st) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR)
+            return -1;
+        *why = "deleted or renamed away";
+        return 1;
+    }
+    if (st->st_dev != id->dev || st->st_ino != id->ino) {
+        *why = "replaced by another file";
+        return 1;
+    }
+    return 0;
+}
+
+/* Copies the wal-index header (one consistent copy) into h; -1 when there
+ * is none to read or the two copies differ (a writer is updating it). */
+static int walindex_read(sqlite3_file *f, unsigned char h[WALINDEX_HDR])
+{
+    void volatile *map = NULL;
+    if (f->pMethods->xShmMap(f, 0, WALINDEX_REGION, 0, &map) != SQLITE_OK ||
+        !map)
+        return -1;
+    const volatile unsigned char *p = map;
+    unsigned char second[WALINDEX_HDR];
+    /* SQLite writes the second copy, then the first: read in the other
+     * order, as it does (walIndexTryHdr). */
+    for (size_t i = 0; i < WALINDEX_HDR; i++)
+        h[i] = p[i];
+    if (f->pMethods->xShmBarrier)
+        f->pMethods->xShmBarrier(f);
+    for (size_t i = 0; i < WALINDEX_HDR; i++)
+        second[i] = p[WALINDEX_HDR + i];
+    uint32_t version;
+    memcpy(&version, h, 4);
+    if (memcmp(h, second, WALINDEX_HDR) != 0 || version != WALINDEX_VERSION ||
+        h[12] != 1)
+        return -1;
+    return 0;
+}
+
+/* The store's error once it is lost. */
+static int lost_error(struct store *s, struct fo_err *err)
+{
+    if (err)
+        *err = s->lost_err;
+    return FO_E_STORAGE_MOVED;
+}
+
+/* Marks the store lost (once: the first reason stays) and returns its
+ * error. */
+static int lose(struct store *s, struct fo_err *err, const char *path,
+                const char *why)
+{
+    if (!s->lost) {
+        s->lost = 1;
+        fo_err_set(&s->lost_err, FO_E_STORAGE_MOVED,
+                   "%s: %s under this process; writes are refused until it "
+                   "is restarted",
+                   path, why);
+    }
+    return lost_error(s, err);
+}
+
+/* File f at its path is the one the handle opened (one stat(), into *st,
+ * which is zeroed when nothing was recorded for f). */
+static int check_file(struct store *s, int f, struct stat *st,
+                      struct fo_err *err)
+{
+    if (s->lost)
+        return lost_error(s, err);
+    const char *path = f == F_DB ? s->path : s->side[f];
+    const char *why = NULL;
+    memset(st, 0, sizeof(*st));
+    int m = path ? id_moved(path, &s->id[f], st, &why) : 0;
+    if (m < 0)
+        return fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
+    return m > 0 ? lose(s, err, path, why) : FO_OK;
+}
+
+/* The WAL at its path is the one the handle writes, and it holds every
+ * frame the wal-index says is committed: it is not shorter than they need
+ * and starts with the header of their generation (its salts: else it was
+ * overwritten, or cut below its header and written past). One stat() and
+ * a 32-byte pread. The wal-index header is read before the WAL and again
+ * after it: when it changed meanwhile (a checkpoint restarting or
+ * truncating the WAL, another writer's commit), what was seen is no proof
+ * of damage. So this is right outside the write lock too (/health); inside
+ * it, nothing can change. */
+static int check_wal(struct store *s, struct fo_err *err)
+{
+    sqlite3_file *db = NULL, *wal = NULL;
+    unsigned char h[WALINDEX_HDR], again[WALINDEX_HDR];
+    int have_hdr =
+        !s->readonly && s->id[F_WAL].known &&
+        sqlite3_file_control(s->db, "main", SQLITE_FCNTL_FILE_POINTER, &db) ==
+            SQLITE_OK &&
+        db && db->pMethods && db->pMethods->iVersion >= 2 &&
+        db->pMethods->xShmMap && walindex_read(db, h) == 0;
+    struct stat st;
+    int rc = check_file(s, F_WAL, &st, err);
+    if (rc || !have_hdr)
+        return rc;
+    uint32_t frames;
+    uint16_t szpage;
+    memcpy(&frames, h + 16, 4);
+    memcpy(&szpage, h + 14, 2);
+    uint64_t page = (szpage & 0xfe00u) + ((uint64_t)(szpage & 1u) << 16);
+    if (frames == 0 || page < 512)
+        return FO_OK; /* an empty (or restarted) WAL: nothing to lose */
+    uint64_t need = WAL_HDR + (uint64_t)frames * (page + WAL_FRAME_HDR);
+    char why[160];
+    why[0] = '\0';
+    if ((uint64_t)st.st_size < need) {
+        snprintf(why, sizeof(why),
+                 "truncated (%lld bytes; its %lu committed frames need "
+                 "%llu)",
+                 (long long)st.st_size, (unsigned long)frames,
+                 (unsigned long long)need);
+    } else if (sqlite3_file_control(s->db, "main", SQLITE_FCNTL_JOURNAL_POINTER,
+                                    &wal) == SQLITE_OK &&
+               wal && wal->pMethods) {
+        unsigned char wh[WAL_HDR];
+        int r = wal->pMethods->xRead(wal, wh, WAL_HDR, 0);
+        if (r != SQLITE_OK && r != SQLITE_IOERR_SHORT_READ)
+            return FO_OK; /* cannot tell */
+        if (r != SQLITE_OK || memcmp(wh + 16, h + 32, 8) != 0)
+            snprintf(why, sizeof(why),
+                     "overwritten (its header is not the one of its %lu "
+                     "committed frames)",
+                     (unsigned long)frames);
+    }
+    if (!why[0] || walindex_read(db, again) != 0 ||
+        memcmp(h, again, WALINDEX_HDR) != 0)
+        return FO_OK;
+    return lose(s, err, s->side[F_WAL], why);
+}
+
+static int sq_check(struct store *s, struct fo_err *err)
+{
+    struct stat st;
+    int rc = check_file(s, F_DB, &st, err);
+    if (!rc)
+        rc = check_file(s, F_SHM, &st, err);
+    return rc ? rc : check_wal(s, err);
 }
 
 /* Ledgers made before entries_parent existed get it on their first
@@ -411,6 +647,34 @@ static int ensure_parent_index(struct store *s, struct fo_err *err)
     return rc;
 }
 
+/* After the open (SQLite has ledger.db, and for a read-write handle the
+ * WAL and the wal-index, open): which files they are. SQLite's own check
+ * (SQLITE_FCNTL_HAS_MOVED, against the inode it opened) makes sure the
+ * ledger.db recorded is the one it has. */
+static int record_files(struct store *s, struct fo_err *err)
+{
+    static const char *const suffix[F__COUNT] = {"", "-wal", "-shm"};
+    id_record(s->path, &s->id[F_DB]);
+    int moved = 0;
+    if (!s->id[F_DB].known ||
+        sqlite3_file_control(s->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) !=
+            SQLITE_OK ||
+        moved)
+        return fo_err_set(err, FO_E_STORAGE_MOVED,
+                          "%s: moved or replaced while being opened", s->path);
+    if (s->readonly)
+        return FO_OK;
+    for (int i = F_WAL; i < F__COUNT; i++) {
+        size_t n = strlen(s->path) + strlen(suffix[i]) + 1;
+        s->side[i] = malloc(n);
+        if (!s->side[i])
+            return fo_err_set(err, FO_E_NOMEM, NULL);
+        snprintf(s->side[i], n, "%s%s", s->path, suffix[i]);
+        id_record(s->side[i], &s->id[i]);
+    }
+    return FO_OK;
+}
+
 static int sq_open(const char *dir, unsigned flags, int busy_ms,
                    struct store **out, struct fo_err *err)
 {
@@ -430,6 +694,9 @@ static int sq_open(const char *dir, unsigned flags, int busy_ms,
                               dir);
         if (mkdir(dir, 0700) != 0 && errno != EEXIST)
             return fo_err_set(err, FO_E_IO, "%s: %s", dir, strerror(errno));
+        rc = refuse_orphans(path, err);
+        if (rc)
+            return rc;
         rc = create_db(dir, path, err);
         if (rc)
             return rc;
@@ -474,6 +741,10 @@ static int sq_open(const char *dir, unsigned flags, int busy_ms,
         sq_close(s);
         return rc;
     }
+    if ((rc = record_files(s, err)) != FO_OK) {
+        sq_close(s);
+        return rc;
+    }
     *out = s;
     return FO_OK;
 }
@@ -482,6 +753,8 @@ static int sq_begin_write(struct store *s, struct fo_err *err)
 {
     if (s->readonly)
         return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", s->path);
+    if (s->lost)
+        return lost_error(s, err);
     int rc = exec(s, "BEGIN IMMEDIATE", err);
     if (rc == FO_OK)
         s->in_txn = 1;
@@ -503,16 +776,34 @@ static int sq_commit(struct store *s, struct fo_err *err)
         s->in_txn = 0;
         return fo_err_set(err, FO_E_IO, "%s: commit: injected fault", s->path);
     }
+    /* Before, under the write lock (no checkpoint can restart or truncate
+     * the WAL meanwhile): nothing is committed into a WAL that is not the
+     * one at the path, or on top of one that lost frames. Only now: a
+     * commit writes its frames past the end, which would hide a truncation
+     * from any later look at the size. */
+    int code = check_wal(s, err);
+    if (code) {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        s->in_txn = 0;
+        return code;
+    }
     int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        int code = db_fail(s, rc, "commit", err);
+        code = db_fail(s, rc, "commit", err);
         if (!sqlite3_get_autocommit(s->db))
             sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         s->in_txn = 0;
         return code;
     }
     s->in_txn = 0;
-    return FO_OK;
+    /* After: a database moved before the commit returned took the commit
+     * with it, and the caller must not acknowledge it; one moved later did
+     * not (what was acknowledged was in the ledger's files when it was).
+     * The wal-index too: one replaced lets another process write beside
+     * this one as if it were alone. */
+    struct stat st;
+    code = check_file(s, F_DB, &st, err);
+    return code ? code : check_file(s, F_SHM, &st, err);
 }
 
 static void sq_rollback(struct store *s)
@@ -1075,5 +1366,6 @@ const struct store_ops store_sqlite_ops = {
     .get_checkpoint = sq_get_checkpoint,
     .scan_checkpoints = sq_scan_checkpoints,
     .wal_truncate = sq_wal_truncate,
+    .check = sq_check,
     .fail_commit_after = sq_fail_commit_after,
 };

@@ -41,8 +41,13 @@ static int nomem(struct fo_err *err)
 static int h_health(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                     struct fo_err *err)
 {
-    (void)ctx;
     (void)in;
+    /* Not healthy once the ledger's files went from under the process:
+     * its writes are refused until it is restarted. */
+    int rc = ctx->health ? ctx->health(ctx->health_hook, err)
+                         : ledger_storage_check(ctx->ledger, err);
+    if (rc)
+        return rc;
     *out = cJSON_CreateObject();
     if (!*out || !cJSON_AddTrueToObject(*out, "ok"))
         return nomem(err);
@@ -328,8 +333,12 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 #define SEQ_PROP "\"seq\":{\"type\":\"integer\",\"minimum\":0}"
 
 static const struct surf_method table[] = {
-    {"health", "Liveness: {\"ok\": true}.", NO_INPUT, SURF_READ, 4 * KIB, "GET",
-     "/health", h_health, SURF_ON_LOOP, NULL},
+    {"health",
+     "Liveness: {\"ok\": true}; storage_moved (HTTP 503) once the ledger's "
+     "files were deleted, replaced or truncated under the process, whose "
+     "writes are then refused until it is restarted.",
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/health", h_health, SURF_ON_LOOP,
+     NULL},
     {"status", "Entry count, live tree root and size, signed size, uptime.",
      NO_INPUT, SURF_READ, 4 * KIB, "GET", "/status", h_status, SURF_ON_LOOP,
      NULL},

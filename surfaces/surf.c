@@ -160,6 +160,16 @@ int surf_validate(const struct surf_method *m, const cJSON *in,
     return validate(in, surf_schema(m), err);
 }
 
+/* A host that can no longer write (its health hook says why) refuses
+ * write methods before they run, with the error /health gives. */
+static int writable(struct surf_ctx *ctx, const struct surf_method *m,
+                    struct fo_err *err)
+{
+    if (!(m->flags & SURF_WRITE) || !ctx->health)
+        return FO_OK;
+    return ctx->health(ctx->health_hook, err);
+}
+
 int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
               const cJSON *in, cJSON **out, struct fo_err *err)
 {
@@ -171,6 +181,8 @@ int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
         in = empty;
     }
     int rc = surf_validate(m, in, err);
+    if (rc == FO_OK)
+        rc = writable(ctx, m, err);
     if (rc == FO_OK) {
         *out = NULL;
         rc = m->handler(ctx, in, out, err);
@@ -189,6 +201,8 @@ int surf_start(struct surf_ctx *ctx, const struct surf_method *m,
         return fo_err_set(err, FO_E_INTERNAL, "%s: not a run of an engine",
                           m->name);
     int rc = surf_validate(m, in, err);
+    if (rc == FO_OK)
+        rc = writable(ctx, m, err);
     return rc ? rc : m->start(ctx, in, reply, arg, err);
 }
 

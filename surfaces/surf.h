@@ -28,6 +28,14 @@ struct surf_ctx {
     int (*append)(void *hook, struct ledger_append *req, struct fo_err *err);
     void *append_hook;
     int64_t start_us; /* when the server started (uptime) */
+    /* The host's own health (may be NULL): FO_OK, or why it can no
+     * longer write (the daemon: the ledger's files went from under it).
+     * `health` answers with it, and surf_call and surf_start refuse
+     * SURF_WRITE methods with it before they run. When NULL, `health`
+     * checks ctx->ledger's files (ledger_storage_check), and a write
+     * fails in the ledger itself. Called on the thread of the ctx. */
+    int (*health)(void *hook, struct fo_err *err);
+    void *health_hook;
     /* Extra status fields the hosting surface adds (may be NULL). */
     void (*status_extra)(void *hook, cJSON *status);
     void *status_hook;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -960,5 +961,303 @@ Test(ledger_tree, tree_head_follows_appends_of_other_handles)
     ledger_close(r);
     ledger_close(w);
     cr_assert(verify(dir, 0).ok);
+    tu_rmrf(dir);
+}
+
+/* ---- files moved under an open handle --------------------------------- */
+
+static void path_of(char *out, size_t n, const char *dir, const char *name)
+{
+    cr_assert_lt((size_t)snprintf(out, n, "%s/%s", dir, name), n);
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s", path);
+    return st.st_size;
+}
+
+/* An append on a handle whose files are gone: refused with storage_moved,
+ * naming the file, and refused again (sticky); nothing acknowledged. */
+static void assert_refused(struct ledger *l, const char *file, const char *why)
+{
+    struct fo_err err;
+    struct ledger_entry e = {.seq = -1};
+    for (int i = 0; i < 2; i++) {
+        fo_err_clear(&err);
+        int rc = ledger_append(l, "t", "k", -1, "{\"x\":1}", 7, &e, &err);
+        cr_assert_eq(rc, FO_E_STORAGE_MOVED, "append %d: rc %d (%s)", i, rc,
+                     err.msg);
+        cr_assert_eq(err.code, FO_E_STORAGE_MOVED);
+        cr_assert(strstr(err.msg, file), "message names %s: %s", file, err.msg);
+        cr_assert(strstr(err.msg, why), "message says %s: %s", why, err.msg);
+        cr_assert_eq(e.seq, -1, "an entry came back");
+    }
+    cr_assert_eq(ledger_storage_check(l, &err), FO_E_STORAGE_MOVED);
+    /* the other writes of the handle are refused too */
+    cr_assert_eq(ledger_redact(l, 0, "r", NULL, &err), FO_E_STORAGE_MOVED);
+    cr_assert_eq(fo_code_http(FO_E_STORAGE_MOVED), 503);
+    cr_assert_str_eq(fo_code_name(FO_E_STORAGE_MOVED), "storage_moved");
+}
+
+Test(ledger_storage, deleted_database_refuses_appends)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 3);
+    struct fo_err err;
+    cr_assert_eq(ledger_storage_check(l, &err), FO_OK, "%s", err.msg);
+    char p[512];
+    path_of(p, sizeof(p), dir, "ledger.db");
+    cr_assert_eq(unlink(p), 0);
+    assert_refused(l, "ledger.db", "deleted");
+    /* reads go on, from the files the handle has: the first refused
+     * append is in the deleted file (its commit ran before the check after
+     * it saw the file gone), never acknowledged; the second never ran */
+    int64_t n = -1;
+    cr_assert_eq(ledger_count(l, &n, &err), FO_OK, "%s", err.msg);
+    cr_assert_eq(n, 4);
+    /* no new ledger is made beside the old WAL, before or after the lost
+     * handle is closed (SQLite leaves the WAL of a moved file) */
+    for (int i = 0; i < 2; i++) {
+        struct ledger *again = NULL;
+        cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, NULL, &again, &err),
+                     FO_E_CORRUPT, "round %d", i);
+        cr_assert(strstr(err.msg, "missing, but its -wal is there"), "%s",
+                  err.msg);
+        if (i == 0) {
+            ledger_close(l);
+            l = NULL;
+        }
+    }
+    /* with the WAL and wal-index moved away, a new ledger starts */
+    static const char *const sides[] = {"ledger.db-wal", "ledger.db-shm"};
+    for (int i = 0; i < 2; i++) {
+        path_of(p, sizeof(p), dir, sides[i]);
+        unlink(p);
+    }
+    l = open_new(dir);
+    cr_assert_eq(append(l, "k", -1, "{}").seq, 0);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+Test(ledger_storage, database_renamed_over_refuses_appends)
+{
+    char *dir = tu_tmpdir(), *other = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 3);
+    struct ledger *o = open_new(other);
+    fill(o, 1);
+    ledger_close(o); /* checkpointed: ledger.db alone holds it */
+    char from[512], to[512];
+    path_of(from, sizeof(from), other, "ledger.db");
+    path_of(to, sizeof(to), dir, "ledger.db");
+    cr_assert_eq(rename(from, to), 0);
+    assert_refused(l, "ledger.db", "replaced");
+    ledger_close(l);
+    tu_rmrf(dir);
+    tu_rmrf(other);
+}
+
+/* Moving the file back does not make a lost handle write again: what it
+ * wrote meanwhile may be gone, and other processes may have taken over. */
+Test(ledger_storage, lost_stays_lost_after_the_file_comes_back)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 2);
+    char p[512], q[512];
+    path_of(p, sizeof(p), dir, "ledger.db");
+    path_of(q, sizeof(q), dir, "ledger.db.away");
+    cr_assert_eq(rename(p, q), 0);
+    struct fo_err err;
+    cr_assert_eq(ledger_storage_check(l, &err), FO_E_STORAGE_MOVED);
+    cr_assert(strstr(err.msg, "renamed away"), "%s", err.msg);
+    cr_assert_eq(rename(q, p), 0);
+    assert_refused(l, "ledger.db", "renamed away");
+    ledger_close(l);
+    /* a new handle writes on */
+    l = open_new(dir);
+    struct ledger_entry e = append(l, "k", -1, "{}");
+    cr_assert_eq(e.seq, 2);
+    ledger_close(l);
+    cr_assert(verify(dir, 1).ok);
+    tu_rmrf(dir);
+}
+
+Test(ledger_storage, deleted_or_replaced_wal_and_shm_refuse_appends)
+{
+    static const char *const names[] = {"ledger.db-wal", "ledger.db-shm"};
+    for (int i = 0; i < 2; i++) {
+        for (int replace = 0; replace < 2; replace++) {
+            char *dir = tu_tmpdir();
+            struct ledger *l = open_new(dir);
+            fill(l, 3);
+            char p[512], q[512];
+            path_of(p, sizeof(p), dir, names[i]);
+            if (replace) { /* a copy renamed over it */
+                path_of(q, sizeof(q), dir, "copy");
+                size_t len = 0;
+                char *data = tu_read_file(p, &len);
+                cr_assert(data);
+                cr_assert_eq(tu_write_file(q, data, len), 0);
+                free(data);
+                cr_assert_eq(rename(q, p), 0);
+            } else {
+                cr_assert_eq(unlink(p), 0);
+            }
+            assert_refused(l, names[i], replace ? "replaced" : "deleted");
+            ledger_close(l);
+            tu_rmrf(dir);
+        }
+    }
+}
+
+/* The WAL cut under the handle: at 0 bytes, inside its frames, and below
+ * its header and then written past (what a commit racing the cut leaves);
+ * and overwritten in place with another ledger's WAL of the same size. */
+Test(ledger_storage, truncated_or_overwritten_wal_refuses_appends)
+{
+    for (int how = 0; how < 4; how++) {
+        char *dir = tu_tmpdir();
+        struct ledger *l = open_new(dir);
+        fill(l, 5);
+        char p[512];
+        path_of(p, sizeof(p), dir, "ledger.db-wal");
+        off_t size = file_size(p);
+        cr_assert_gt(size, 4096, "the appends are in the WAL");
+        const char *why = "truncated";
+        if (how == 0) {
+            cr_assert_eq(truncate(p, 0), 0);
+        } else if (how == 1) {
+            cr_assert_eq(truncate(p, size / 2), 0);
+        } else if (how == 2) {
+            cr_assert_eq(truncate(p, 16), 0);
+            cr_assert_eq(truncate(p, size), 0); /* zeros from byte 16 */
+            why = "overwritten";
+        } else {
+            /* the WAL of another ledger, written into this one's inode */
+            char *other = tu_tmpdir();
+            struct ledger *o = open_new(other);
+            fill(o, 40);
+            char op[512];
+            path_of(op, sizeof(op), other, "ledger.db-wal");
+            size_t len = 0;
+            char *data = tu_read_file(op, &len);
+            cr_assert(data && (off_t)len >= size);
+            FILE *f = fopen(p, "r+b");
+            cr_assert(f);
+            cr_assert_eq(fwrite(data, 1, len, f), len);
+            cr_assert_eq(fclose(f), 0);
+            free(data);
+            ledger_close(o);
+            tu_rmrf(other);
+            why = "overwritten";
+        }
+        cr_assert_eq(file_size(p) >= size, how >= 2);
+        assert_refused(l, "ledger.db-wal", why);
+        ledger_close(l);
+        tu_rmrf(dir);
+    }
+}
+
+/* What SQLite itself does to the WAL is never taken for damage: a
+ * checkpoint that truncates it (a redaction, on another handle), restarts
+ * after automatic checkpoints, two handles and another process taking
+ * turns. */
+Test(ledger_storage, checkpoints_and_other_writers_are_not_damage,
+     .timeout = 120)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *a = open_new(dir), *b = open_new(dir);
+    struct fo_err err;
+    char body[2100];
+    memset(body, 'x', sizeof(body));
+    memcpy(body, "{\"pad\":\"", 8);
+    memcpy(body + sizeof(body) - 2, "\"}", 2);
+    for (int round = 0; round < 6; round++) {
+        /* ~1.5 MB through the WAL per round: automatic checkpoints and WAL
+         * restarts on both handles */
+        for (int i = 0; i < 350; i++) {
+            struct ledger *w = i % 3 ? a : b;
+            cr_assert_eq(
+                ledger_append(w, "t", "k", -1, body, sizeof(body), NULL, &err),
+                FO_OK, "round %d append %d: %s", round, i, err.msg);
+        }
+        pid_t kid = fork();
+        cr_assert_geq(kid, 0);
+        if (kid == 0) {
+            struct ledger *c = NULL;
+            if (ledger_open(dir, 0, NULL, &c, &err) != FO_OK)
+                _exit(10);
+            for (int i = 0; i < 50; i++)
+                if (ledger_append(c, "c", "k", -1, "{}", 2, NULL, &err))
+                    _exit(11);
+            ledger_close(c);
+            _exit(0);
+        }
+        int st;
+        cr_assert_eq(waitpid(kid, &st, 0), kid);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d", st);
+        /* a redaction on b truncates the WAL under a */
+        int64_t n = 0;
+        cr_assert_eq(ledger_count(a, &n, &err), FO_OK);
+        cr_assert_eq(ledger_redact(b, n - 1, "r", NULL, &err), FO_OK, "%s",
+                     err.msg);
+        cr_assert_eq(ledger_storage_check(a, &err), FO_OK, "%s", err.msg);
+        cr_assert_eq(ledger_append(a, "t", "k", -1, "{}", 2, NULL, &err), FO_OK,
+                     "after the redaction: %s", err.msg);
+        cr_assert_eq(ledger_storage_check(b, &err), FO_OK, "%s", err.msg);
+    }
+    ledger_close(a);
+    ledger_close(b);
+    cr_assert(verify(dir, 1).ok);
+    tu_rmrf(dir);
+}
+
+/* The check outside any transaction (what /health runs) while another
+ * process appends, checkpoints and truncates the WAL: never damage. */
+Test(ledger_storage, checks_beside_a_busy_writer_find_nothing, .timeout = 120)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    fill(l, 1);
+    pid_t kid = fork();
+    cr_assert_geq(kid, 0);
+    if (kid == 0) {
+        struct ledger *w = NULL;
+        struct fo_err err;
+        char body[2100];
+        memset(body, 'y', sizeof(body));
+        memcpy(body, "{\"pad\":\"", 8);
+        memcpy(body + sizeof(body) - 2, "\"}", 2);
+        if (ledger_open(dir, 0, NULL, &w, &err) != FO_OK)
+            _exit(10);
+        for (int i = 0; i < 1500; i++) {
+            struct ledger_entry e;
+            if (ledger_append(w, "w", "k", -1, body, sizeof(body), &e, &err))
+                _exit(11);
+            if (i % 300 == 299 && ledger_redact(w, e.seq, "r", NULL, &err))
+                _exit(12);
+        }
+        ledger_close(w);
+        _exit(0);
+    }
+    struct fo_err err;
+    long checks = 0;
+    int st = 0;
+    while (waitpid(kid, &st, WNOHANG) == 0) {
+        cr_assert_eq(ledger_storage_check(l, &err), FO_OK, "check %ld: %s",
+                     checks, err.msg);
+        checks++;
+    }
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "writer %d", st);
+    cr_assert_gt(checks, 100);
+    cr_assert_eq(ledger_append(l, "t", "k", -1, "{}", 2, NULL, &err), FO_OK,
+                 "%s", err.msg);
+    ledger_close(l);
+    cr_assert(verify(dir, 1).ok);
     tu_rmrf(dir);
 }

@@ -547,3 +547,150 @@ Test(service, an_mcp_session_beside_the_daemon_loses_no_append, .timeout = 60)
     tu_run_free(&r);
     tu_rmrf(dir);
 }
+
+/* ---- the ledger's files going from under the daemon -------------------- */
+
+static const char *const an_append =
+    "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":{\"n\":1}}";
+
+/* The reply must be 503 storage_moved naming file; returns nothing. */
+static void assert_storage_moved(const struct tu_daemon *d, const char *method,
+                                 const char *path, const char *json,
+                                 const char *file)
+{
+    char *body = NULL;
+    int st = tu_http(d, method, path, json, 1, &body);
+    cr_assert_eq(st, 503, "%s %s: %d %s", method, path, st, body);
+    cJSON *j = tu_json_parse(body);
+    cr_assert_str_eq(tu_str(j, "code"), "storage_moved", "%s", body);
+    cr_assert(strstr(tu_str(j, "error"), file), "%s", body);
+    cJSON_Delete(j);
+    free(body);
+}
+
+static int count_in(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+/* rm DIR/ledger.db under a serving daemon: SQLite would go on writing to
+ * the unlinked file. The daemon must stop acknowledging at once, say why
+ * (reply, /health, serve status, the log once), and keep refusing, even
+ * when another process has made a new ledger at the path meanwhile (else
+ * the same seqs would be handed out twice). */
+Test(service, a_deleted_ledger_db_stops_every_acknowledgement, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    char log[512], p[512];
+    snprintf(log, sizeof(log), "%s/forum.log", dir);
+    snprintf(p, sizeof(p), "%s/ledger.db", dir);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--log-file", log, NULL);
+    cJSON *e = tu_http_json(&d, "POST", "/append", an_append, 200);
+    cr_assert_eq(tu_num(e, "seq"), 0);
+    cJSON_Delete(e);
+    cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, NULL), 200);
+    /* another process with the ledger open (as a `forum mcp` session) */
+    struct ledger *other = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, 0, NULL, &other, &err), FO_OK, "%s", err.msg);
+    cr_assert_eq(unlink(p), 0);
+    assert_storage_moved(&d, "POST", "/append", an_append, "ledger.db");
+    assert_storage_moved(&d, "GET", "/health", NULL, "ledger.db");
+    cr_assert_eq(ledger_append(other, "o", "k", -1, "{}", 2, NULL, &err),
+                 FO_E_STORAGE_MOVED, "%s", err.msg);
+    ledger_close(other);
+    /* a process starting now makes no new ledger beside the old WAL (it
+     * would take the WAL's frames, and hand out the same seqs again) */
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "a",
+                  "--kind", "k", "--payload", "{}", (char *)NULL);
+    cr_assert_eq(r.status, 3, "%s%s", r.out, r.err);
+    cr_assert(strstr(r.err, "missing, but its -wal is there"), "%s", r.err);
+    tu_run_free(&r);
+    for (int i = 0; i < 3; i++)
+        assert_storage_moved(&d, "POST", "/append", an_append, "ledger.db");
+    assert_storage_moved(&d, "GET", "/health", NULL, "ledger.db");
+    /* reads go on */
+    cr_assert_eq(tu_http(&d, "GET", "/status", NULL, 1, NULL), 200);
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "serve", "status",
+                  (char *)NULL);
+    cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+    cJSON *s = tu_run_json(&r);
+    cr_assert_str_eq(tu_str(s, "health"), "unhealthy");
+    cr_assert(strstr(tu_str(s, "error"), "ledger.db"), "%s", r.out);
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    char *text = tu_read_file(log, NULL);
+    cr_assert_eq(count_in(text, "ledger storage lost"), 1, "log: %s", text);
+    free(text);
+    tu_rmrf(dir);
+}
+
+/* /health finds the files gone without a write; the daemon then refuses
+ * writes until it is restarted, even once the file is back; after a
+ * restart it serves the ledger on. */
+Test(service, health_finds_it_and_writes_stay_refused_until_restart,
+     .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    char p[512], q[512];
+    snprintf(p, sizeof(p), "%s/ledger.db", dir);
+    snprintf(q, sizeof(q), "%s/ledger.db.away", dir);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    cr_assert_eq(tu_http(&d, "POST", "/append", an_append, 1, NULL), 200);
+    cr_assert_eq(rename(p, q), 0);
+    assert_storage_moved(&d, "GET", "/health", NULL, "ledger.db");
+    cr_assert_eq(rename(q, p), 0);
+    assert_storage_moved(&d, "POST", "/append", an_append, "renamed away");
+    assert_storage_moved(&d, "GET", "/health", NULL, "renamed away");
+    /* the other writes too, whichever thread and ledger handle they use */
+    assert_storage_moved(&d, "POST", "/redact", "{\"seq\":0,\"reason\":\"r\"}",
+                         "renamed away");
+    assert_storage_moved(&d, "POST", "/submit", "{\"request\":\"hello\"}",
+                         "renamed away");
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    tu_daemon_start(&d, dir, NULL);
+    cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, NULL), 200);
+    cJSON *e = tu_http_json(&d, "POST", "/append", an_append, 200);
+    cr_assert_eq(tu_num(e, "seq"), 1);
+    cJSON_Delete(e);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify",
+                                "--deep", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* The WAL truncated or deleted under the daemon: refused, not 200 with
+ * the ledger left malformed. */
+Test(service, a_truncated_or_deleted_wal_stops_every_acknowledgement,
+     .timeout = 60)
+{
+    for (int del = 0; del < 2; del++) {
+        char *dir = tu_tmpdir();
+        char p[512];
+        snprintf(p, sizeof(p), "%s/ledger.db-wal", dir);
+        struct tu_daemon d;
+        tu_daemon_start(&d, dir, NULL);
+        for (int i = 0; i < 5; i++)
+            cr_assert_eq(tu_http(&d, "POST", "/append", an_append, 1, NULL),
+                         200);
+        if (del)
+            cr_assert_eq(unlink(p), 0);
+        else
+            cr_assert_eq(truncate(p, 0), 0);
+        for (int i = 0; i < 2; i++)
+            assert_storage_moved(&d, "POST", "/append", an_append,
+                                 del ? "deleted" : "truncated");
+        assert_storage_moved(&d, "GET", "/health", NULL, "ledger.db-wal");
+        tu_daemon_signal_wait(&d, SIGKILL, 10000);
+        tu_rmrf(dir);
+    }
+}

@@ -1,6 +1,8 @@
 /* test_surf: the handler table: every row well formed, the dispatcher's
  * schema checks before any handler runs, and the shapes of a few results. */
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -117,6 +119,36 @@ Test(surf_methods, status_and_append_shapes)
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "deep")));
     cJSON_Delete(out);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+/* Without a host hook (forum mcp, the CLI) `health` checks the ledger's
+ * own files: once ledger.db is gone from under the handle, it says so, as
+ * every write then does. */
+Test(surf_methods, health_fails_once_the_ledger_files_are_gone)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_dir(dir);
+    cJSON *out = NULL;
+    struct fo_err err;
+    cr_assert_eq(call(l, "ledger_append",
+                      "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":{}}", &out,
+                      &err),
+                 FO_OK, "%s", err.msg);
+    cJSON_Delete(out);
+    cr_assert_eq(call(l, "health", NULL, &out, &err), FO_OK);
+    cJSON_Delete(out);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/ledger.db", dir);
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(call(l, "health", NULL, &out, &err), FO_E_STORAGE_MOVED);
+    cr_assert_null(out);
+    cr_assert(strstr(err.msg, "ledger.db"), "%s", err.msg);
+    cr_assert_eq(call(l, "ledger_append",
+                      "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":{}}", &out,
+                      &err),
+                 FO_E_STORAGE_MOVED);
     ledger_close(l);
     tu_rmrf(dir);
 }
