@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -876,6 +877,12 @@ static int socket_connected(evutil_socket_t fd)
     return fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &sl) == 0;
 }
 
+static void close_later(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    close((int)(intptr_t)arg);
+}
+
 /* The watcher of the connect: it fires once, connected or failed. */
 static void on_connected(evutil_socket_t fd, short what, void *arg)
 {
@@ -887,14 +894,20 @@ static void on_connected(evutil_socket_t fd, short what, void *arg)
         if (c->phase == PH_CONNECT)
             event_del(c->step);
     }
-    /* The duplicate stays open until the attempt ends: on a base with
-     * EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST (the daemon's) the watcher's
-     * removal reaches epoll only at the next turn of the loop, and a
+    /* The duplicate is closed on the next turn of the loop, not now: on a
+     * base with EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST (the daemon's) the
+     * watcher's removal reaches epoll only when the loop next polls, and a
      * descriptor closed before then leaves its registration behind on the
      * socket (epoll keys it by the open file), reporting it writable on
-     * every turn: a busy loop. */
+     * every turn: a busy loop. A timer runs after that poll (1 us: with
+     * 0, event_base_once would make it active in this very turn). */
     event_free(a->conn_ev);
     a->conn_ev = NULL;
+    static const struct timeval now = {0, 1};
+    if (event_base_once(c->base, -1, EV_TIMEOUT, close_later,
+                        (void *)(intptr_t)a->dupfd, &now) != 0)
+        close(a->dupfd); /* no timer: better a busy turn than a leak */
+    a->dupfd = -1;
 }
 
 /* Our connect timer or the deadline cuts the attempt short; called from
