@@ -11,7 +11,8 @@
  * prints "port N" on stdout once it listens (N is the bound port, for
  * --port 0). GET /stats answers {"calls", "coordinator", "classifier",
  * "validator", "synthesizer", "task", "held", "in_flight"}. SIGUSR1 lets
- * every held reply go and stops holding; SIGTERM stops the server. */
+ * every held reply go and stops holding; SIGUSR2 lets them go and goes on
+ * holding (to drop the calls of a client that died); SIGTERM stops it. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -219,11 +221,14 @@ static void on_request(struct evhttp_request *req, void *arg)
         reply_json(req, 404, "{\"error\":{\"message\":\"no route\"}}", 32);
 }
 
+/* SIGUSR1: let every held reply go and hold no more; SIGUSR2: let them go
+ * (their clients may be gone) and keep holding the next ones. */
 static void on_release(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd, (void)what;
+    (void)what;
     struct server *s = arg;
-    s->hold = 0;
+    if (fd == SIGUSR1)
+        s->hold = 0;
     while (s->held) {
         struct pending *p = s->held;
         s->held = p->next;
@@ -263,8 +268,15 @@ int main(int argc, char **argv)
         return 3;
     evhttp_set_max_body_size(http, 64 << 20);
     evhttp_set_gencb(http, on_request, &s);
+    /* a deep accept queue: thousands of runs connect at once */
+    struct sockaddr_in bind_to = {.sin_family = AF_INET,
+                                  .sin_port = htons((uint16_t)port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct evconnlistener *lis = evconnlistener_new_bind(
+        s.base, NULL, NULL, LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, 16384,
+        (struct sockaddr *)&bind_to, sizeof(bind_to));
     struct evhttp_bound_socket *b =
-        evhttp_bind_socket_with_handle(http, "127.0.0.1", (ev_uint16_t)port);
+        lis ? evhttp_bind_listener(http, lis) : NULL;
     if (!b) {
         fprintf(stderr, "fake_model: cannot bind 127.0.0.1:%d\n", port);
         return 3;
@@ -275,11 +287,14 @@ int main(int argc, char **argv)
     printf("port %d\n", ntohs(sa.sin_port));
     fflush(stdout);
     struct event *usr = evsignal_new(s.base, SIGUSR1, on_release, &s);
+    struct event *usr2 = evsignal_new(s.base, SIGUSR2, on_release, &s);
+    event_add(usr2, NULL);
     struct event *term = evsignal_new(s.base, SIGTERM, on_term, s.base);
     event_add(usr, NULL);
     event_add(term, NULL);
     event_base_dispatch(s.base);
     event_free(usr);
+    event_free(usr2);
     event_free(term);
     evhttp_free(http);
     event_base_free(s.base);

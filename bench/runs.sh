@@ -125,9 +125,9 @@ if [ "$inflight" -gt 0 ]; then
   mkdir -p "$tmp/l2"
   start_daemon "$tmp/l2"
   t0=$(date +%s.%N)
-  python3 - "$port" "$token" "$inflight" <<'EOF'
-import http.client, json, sys, threading
-port, token, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+  python3 - "$port" "$token" "$inflight" "$fake_port" <<'EOF'
+import http.client, json, sys, threading, time
+port, token, n, fport = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 body = json.dumps({"request": "build the api database server"})
 hdr = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
 def worker(k):
@@ -137,8 +137,19 @@ def worker(k):
         r = c.getresponse(); r.read()
         if r.status != 200:
             print("run_start:", r.status, file=sys.stderr); sys.exit(1)
-ts = [threading.Thread(target=worker, args=(n // 8 + (i < n % 8),)) for i in range(8)]
-[t.start() for t in ts]; [t.join() for t in ts]
+def at_model():
+    c = http.client.HTTPConnection("127.0.0.1", fport, timeout=60)
+    c.request("GET", "/stats"); return json.loads(c.getresponse().read())["coordinator"]
+# in steps of 1,000, each step once the last is at the model: the fake's
+# accept queue (and the kernel's, somaxconn) is the limit, not the daemon
+done = 0
+while done < n:
+    k = min(1000, n - done)
+    ts = [threading.Thread(target=worker, args=(k // 8 + (i < k % 8),)) for i in range(8)]
+    [t.start() for t in ts]; [t.join() for t in ts]
+    done += k
+    while at_model() < done:
+        time.sleep(0.05)
 EOF
   t1=$(date +%s.%N)
   for _ in $(seq 600); do [ "$(stat_of coordinator)" -ge "$inflight" ] && break; sleep 0.1; done
@@ -148,6 +159,8 @@ EOF
   echo
   echo "3. resume: SIGKILL with runs waiting, then a new daemon"
   kill -9 "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true; daemon_pid=""
+  kill -USR2 "$fake_pid" # the dead daemon's calls go (their sockets close)
+  for _ in $(seq 200); do [ "$(stat_of held)" -eq 0 ] && break; sleep 0.05; done
   before=$(stat_of coordinator)
   echo "   unfinished runs: $inflight (set BENCH_INFLIGHT to change); model calls so far: $before"
   t0=$(date +%s.%N)

@@ -356,8 +356,8 @@ static void put_method(struct page *p, const struct surf_method *m, int http)
         putf(p, "- route: `%s %s`\n", m->http_method, m->http_path);
     else
         putf(p, "- tool: `%s`\n", m->name);
-    putf(p, "- access: %s\n- runs on: %s\n- input cap: ",
-         access_name(m->flags), where_name(m->where));
+    putf(p, "- access: %s\n- runs on: %s\n- input cap: ", access_name(m->flags),
+         where_name(m->where));
     put_cap(p, m->max_input);
     put(p, "\n");
     if (http && !strcmp(m->http_method, "GET"))
