@@ -1247,14 +1247,10 @@ static int sq_get_checkpoint(struct store *s, int64_t max_size, int64_t *size,
     return out;
 }
 
-static int sq_descendants(struct store *s, int64_t root, int64_t limit,
-                          store_row_fn fn, void *ctx, struct fo_err *err)
+/* Steps q (bound by the caller), handing each entry row to fn. */
+static int stream_rows(struct store *s, sqlite3_stmt *q, const char *what,
+                       store_row_fn fn, void *ctx, struct fo_err *err)
 {
-    sqlite3_stmt *q = stmt(s, ST_DESCENDANTS, err);
-    if (!q)
-        return err ? err->code : FO_E_IO;
-    sqlite3_bind_int64(q, 1, root);
-    sqlite3_bind_int64(q, 2, limit < 0 ? -1 : limit);
     int out = FO_OK, rc;
     struct store_row row = {.body = NULL, .body_len = 0};
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
@@ -1268,9 +1264,20 @@ static int sq_descendants(struct store *s, int64_t root, int64_t limit,
             break;
     }
     if (out == FO_OK && rc != SQLITE_DONE)
-        out = db_fail(s, rc, "descendants", err);
+        out = db_fail(s, rc, what, err);
     done(q);
     return out;
+}
+
+static int sq_descendants(struct store *s, int64_t root, int64_t limit,
+                          store_row_fn fn, void *ctx, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_DESCENDANTS, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, root);
+    sqlite3_bind_int64(q, 2, limit < 0 ? -1 : limit);
+    return stream_rows(s, q, "descendants", fn, ctx, err);
 }
 
 static int sq_requests(struct store *s, int64_t from, store_row_fn fn,
@@ -1280,22 +1287,7 @@ static int sq_requests(struct store *s, int64_t from, store_row_fn fn,
     if (!q)
         return err ? err->code : FO_E_IO;
     sqlite3_bind_int64(q, 1, from);
-    int out = FO_OK, rc;
-    struct store_row row = {.body = NULL, .body_len = 0};
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        if (read_rec(q, &row.rec) != 0) {
-            out =
-                fo_err_set(err, FO_E_CORRUPT, "%s: damaged entry row", s->path);
-            break;
-        }
-        out = fn(ctx, &row);
-        if (out)
-            break;
-    }
-    if (out == FO_OK && rc != SQLITE_DONE)
-        out = db_fail(s, rc, "requests", err);
-    done(q);
-    return out;
+    return stream_rows(s, q, "requests", fn, ctx, err);
 }
 
 static int sq_scan_checkpoints(struct store *s,

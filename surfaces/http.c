@@ -168,6 +168,20 @@ static struct job *q_pop(struct queue *q)
     return j;
 }
 
+/* A job that owns in from here on (NULL when out of memory). */
+static struct job *job_new(struct surf_http *h, struct evhttp_request *req,
+                           const struct surf_method *m, int route, int64_t t0,
+                           cJSON *in)
+{
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    *j = (struct job){
+        .h = h, .req = req, .m = m, .route = route, .t0 = t0, .in = in};
+    fo_buf_init(&j->cbody, 0);
+    return j;
+}
+
 static void job_free(struct job *j)
 {
     if (!j)
@@ -1292,14 +1306,11 @@ static void handle(struct evhttp_request *req, void *arg)
     }
     if (m->where == SURF_ON_RUN && h->cfg.loop_ctx->engine) {
         /* The run engine: parked, holding no thread, answered at its end */
-        struct job *j = calloc(1, sizeof(*j));
+        struct job *j = job_new(h, req, m, route, t0, in);
         if (!j) {
             send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, route, t0);
             goto done;
         }
-        *j = (struct job){
-            .h = h, .req = req, .m = m, .route = route, .t0 = t0, .in = in};
-        fo_buf_init(&j->cbody, 0);
         if (surf_start(h->cfg.loop_ctx, m, in, run_reply, j, &err) != FO_OK) {
             j->in = NULL;
             job_free(j);
@@ -1350,14 +1361,11 @@ static void handle(struct evhttp_request *req, void *arg)
         send_raw(h, req, status, "application/json", body, len, 0, route, t0);
         goto done;
     }
-    struct job *j = calloc(1, sizeof(*j));
+    struct job *j = job_new(h, req, m, route, t0, in);
     if (!j) {
         send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, route, t0);
         goto done;
     }
-    *j = (struct job){
-        .h = h, .req = req, .m = m, .route = route, .t0 = t0, .in = in};
-    fo_buf_init(&j->cbody, 0);
     pthread_mutex_lock(&h->mu);
     q_push(&h->work, j);
     pthread_cond_signal(&h->cv);
