@@ -1310,6 +1310,9 @@ static void attempt_judge(struct orch_model_call *c)
         c->delay * 2 > m->backoff_max_ms ? m->backoff_max_ms : c->delay * 2;
     struct timeval tv = tv_ms(wait);
     c->phase = PH_BACKOFF;
+    /* from now, not from the loop's cached time of this turn (which may be
+     * a millisecond old: the wait would come out short) */
+    event_base_update_cache_time(c->base);
     if (evtimer_add(c->step, &tv) != 0) {
         rc = fo_err_set(err, FO_E_NOMEM, "provider %s: cannot set a timer",
                         p->name);
