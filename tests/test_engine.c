@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,18 +29,21 @@ struct fake {
     int port;
 };
 
-static void fake_start(struct fake *f, int hold)
+/* Starts bench/fake_model answering after delay_ms (hold: not before
+ * SIGUSR1); it dies with the test. */
+static void fake_start_delay(struct fake *f, int hold, const char *delay_ms)
 {
     int p[2];
     cr_assert_eq(pipe(p), 0);
     f->pid = fork();
     cr_assert_geq(f->pid, 0);
     if (f->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);
         execl(FORUM_FAKE_MODEL, FORUM_FAKE_MODEL, "--port", "0", "--delay-ms",
-              "0", hold ? "--hold" : NULL, (char *)NULL);
+              delay_ms, hold ? "--hold" : NULL, (char *)NULL);
         _exit(127);
     }
     close(p[1]);
@@ -49,6 +53,11 @@ static void fake_start(struct fake *f, int hold)
                        "fake_model said nothing");
     fclose(in);
     cr_assert_eq(sscanf(line, "port %d", &f->port), 1, "%s", line);
+}
+
+static void fake_start(struct fake *f, int hold)
+{
+    fake_start_delay(f, hold, "0");
 }
 
 static void fake_stop(struct fake *f)
@@ -274,6 +283,113 @@ Test(engine, one_plan_is_witnessed_alike_from_every_entry_point, .timeout = 60)
     /* plan_run has no route entry: its plan's parent is 1 before */
     cr_assert_str_eq(b, "plan<-1 task<0 result<1 verdict<2 answer<0 ", "%s", b);
     cr_assert_str_eq(c, a);
+    fake_stop(&f);
+    tu_rmrf(dir);
+}
+
+/* ---- SIGKILL mid-runs ------------------------------------------------------
+ */
+
+#define SOAK_RUNS 20
+#define SOAK_ROUNDS 10
+
+/* The run's entries of kind (from GET /runs/{id}). */
+static int count_kind(const cJSON *g, const char *kind)
+{
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive(g, "entries"))
+        n += !strcmp(tu_str(e, "kind"), kind);
+    return n;
+}
+
+static int count_call(void *ctx, const struct ledger_entry *e)
+{
+    /* the fake's runs: a plan (coordinator), a result (the task) and an
+     * answer (synthesizer) each witness one model call */
+    *(long long *)ctx += !strcmp(e->kind, "plan") ||
+                         !strcmp(e->kind, "result") ||
+                         !strcmp(e->kind, "answer");
+    return 0;
+}
+
+/* The model calls whose outcome the ledger in dir has on record. */
+static long long witnessed_calls(const char *dir)
+{
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK,
+                 "%s", err.msg);
+    long long n = 0;
+    cr_assert_eq(ledger_range(l, 0, -1, count_call, &n, &err), FO_OK, "%s",
+                 err.msg);
+    ledger_close(l);
+    return n;
+}
+
+Test(engine, runs_survive_ten_sigkills_and_no_witnessed_call_is_made_again,
+     .timeout = 180)
+{
+    signal(SIGPIPE, SIG_IGN);
+    srand((unsigned)getpid());
+    struct fake f;
+    /* a model that takes 150 ms a call, so kills land mid-run */
+    fake_start_delay(&f, 0, "150");
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    daemon_on(&d, dir, &f, NULL, NULL);
+    int64_t runs[SOAK_RUNS];
+    for (int i = 0; i < SOAK_RUNS; i++) {
+        cJSON *s =
+            tu_http_json(&d, "POST", "/runs", "{\"request\":\"" REQ "\"}", 200);
+        runs[i] = tu_num(s, "run");
+        cJSON_Delete(s);
+    }
+    long long in_flight_at_kills = 0;
+    for (int round = 0; round < SOAK_ROUNDS; round++) {
+        usleep((useconds_t)(20000 + rand() % 150000));
+        cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
+        /* the calls in flight at the kill: asked of the model and not yet
+         * witnessed (the reply may have reached the dead daemon); the next
+         * daemon makes each of them again, at most once */
+        in_flight_at_kills += fake_stat(&f, "calls") - witnessed_calls(dir);
+        daemon_on(&d, dir, &f, NULL, NULL);
+    }
+    /* every run ends done, with one plan and one answer */
+    for (int i = 0; i < SOAK_RUNS; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/runs/%lld", (long long)runs[i]);
+        cJSON *g = NULL;
+        for (int k = 0;; k++) {
+            g = tu_http_json(&d, "GET", path, NULL, 200);
+            if (strcmp(tu_str(g, "state"), "running") != 0)
+                break;
+            cJSON_Delete(g);
+            cr_assert_lt(k, 3000, "run %lld never ended", (long long)runs[i]);
+            usleep(10000);
+        }
+        cr_assert_str_eq(tu_str(g, "state"), "done", "run %lld",
+                         (long long)runs[i]);
+        cr_assert_eq(count_kind(g, "plan"), 1);
+        cr_assert_eq(count_kind(g, "task"), 1);
+        cr_assert_eq(count_kind(g, "result"), 1);
+        cr_assert_eq(count_kind(g, "answer"), 1);
+        /* the first kill came before any run could end (3 x 150 ms) */
+        cr_assert_geq(count_kind(g, "resume"), 1);
+        cJSON_Delete(g);
+    }
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0);
+    /* three witnessed calls a run (coordinator, task, synthesizer), and at
+     * most once more each call in flight at a kill */
+    long long calls = fake_stat(&f, "calls");
+    cr_assert_geq(calls, 3 * SOAK_RUNS);
+    cr_assert_leq(calls, 3 * SOAK_RUNS + in_flight_at_kills,
+                  "%lld model calls for %d runs, %lld in flight at the kills",
+                  calls, SOAK_RUNS, in_flight_at_kills);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify",
+                                "--deep", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    tu_run_free(&r);
     fake_stop(&f);
     tu_rmrf(dir);
 }
