@@ -1281,3 +1281,20 @@ int fo_json_get_int(const cJSON *obj, const char *key, long long min,
     *out = x;
     return FO_OK;
 }
+
+int fo_json_only_keys(const cJSON *obj, const char *const *keys, size_t n,
+                      struct fo_err *err)
+{
+    const cJSON *m;
+    cJSON_ArrayForEach (m, obj) {
+        size_t i = 0;
+        while (i < n && strcmp(m->string, keys[i]) != 0)
+            i++;
+        if (i == n) {
+            char name[48];
+            key_for_msg(m->string, strlen(m->string), name);
+            return fo_err_set(err, FO_E_INVALID, "unknown field \"%s\"", name);
+        }
+    }
+    return FO_OK;
+}

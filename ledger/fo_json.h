@@ -76,4 +76,10 @@ cJSON *fo_json_add_int(cJSON *obj, const char *key, long long v);
 int fo_json_get_int(const cJSON *obj, const char *key, long long min,
                     long long max, long long *out);
 
+/* Refuses members outside a closed set: FO_OK when every member of obj has
+ * a name among the n names in keys (absent names are not checked here);
+ * else FO_E_INVALID with `unknown field "NAME"` in err. Case-sensitive. */
+int fo_json_only_keys(const cJSON *obj, const char *const *keys, size_t n,
+                      struct fo_err *err);
+
 #endif
