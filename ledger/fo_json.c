@@ -157,7 +157,8 @@ struct parser {
     const unsigned char *s;
     size_t len;
     size_t pos;
-    int rc; /* FO_E_JSON or FO_E_NOMEM once failed */
+    int rc;         /* FO_E_JSON or FO_E_NOMEM once failed */
+    unsigned flags; /* FO_JSON_NUMBER_TEXT */
     struct fo_err *err;
     struct fo_buf str;    /* the string literal being decoded */
     struct key_ref *keys; /* a stack: members of every open object */
@@ -456,6 +457,17 @@ static cJSON *parse_number(struct parser *p)
     }
     p->pos = i;
     cJSON *v = cJSON_CreateNumber(d);
+    if (v && (p->flags & FO_JSON_NUMBER_TEXT)) {
+        /* cJSON_Delete frees valuestring whatever the type */
+        v->valuestring = malloc(tlen + 1);
+        if (v->valuestring) {
+            memcpy(v->valuestring, s + start, tlen);
+            v->valuestring[tlen] = '\0';
+        } else {
+            cJSON_Delete(v);
+            v = NULL;
+        }
+    }
     if (!v)
         fail_nomem(p);
     return v;
@@ -728,6 +740,12 @@ static cJSON *parse_value(struct parser *p, int depth)
 
 int fo_json_parse(const char *text, size_t len, cJSON **out, struct fo_err *err)
 {
+    return fo_json_parse_flags(text, len, 0, out, err);
+}
+
+int fo_json_parse_flags(const char *text, size_t len, unsigned flags,
+                        cJSON **out, struct fo_err *err)
+{
     struct parser p = {0};
     cJSON *v = NULL;
     int rc;
@@ -737,6 +755,7 @@ int fo_json_parse(const char *text, size_t len, cJSON **out, struct fo_err *err)
     p.s = (const unsigned char *)text;
     p.len = len;
     p.err = err;
+    p.flags = flags;
     fo_buf_init(&p.str, FO_BUF_UNLIMITED);
 
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
@@ -1075,6 +1094,8 @@ static int write_value(struct writer *w, const cJSON *v, int depth)
             return write_array(w, v, depth);
         return write_object(w, v, depth);
     case cJSON_Raw:
+        if ((w->flags & FO_JSON_WRITE_RAW) && v->valuestring)
+            return put(w, v->valuestring, strlen(v->valuestring));
         return wfail(w, FO_E_JSON, "raw JSON node cannot be written");
     default:
         return wfail(w, FO_E_JSON, "invalid node type %d", v->type & 0xFF);
@@ -1280,4 +1301,34 @@ int fo_json_get_int(const cJSON *obj, const char *key, long long min,
         return FO_E_INVALID;
     *out = x;
     return FO_OK;
+}
+
+int fo_json_only_keys(const cJSON *obj, const char *const *keys, size_t n,
+                      struct fo_err *err)
+{
+    const cJSON *m;
+    cJSON_ArrayForEach (m, obj) {
+        size_t i = 0;
+        while (i < n && strcmp(m->string, keys[i]) != 0)
+            i++;
+        if (i == n) {
+            char name[48];
+            key_for_msg(m->string, strlen(m->string), name);
+            return fo_err_set(err, FO_E_INVALID, "unknown field \"%s\"", name);
+        }
+    }
+    return FO_OK;
+}
+
+void fo_json_drop_number_text(cJSON *v)
+{
+    if (!v)
+        return;
+    if (cJSON_IsNumber(v)) {
+        free(v->valuestring);
+        v->valuestring = NULL;
+    }
+    cJSON *c;
+    cJSON_ArrayForEach (c, v)
+        fo_json_drop_number_text(c);
 }

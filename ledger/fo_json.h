@@ -32,8 +32,23 @@
 int fo_json_parse(const char *text, size_t len, cJSON **out,
                   struct fo_err *err);
 
+/* Parse flags. */
+/* Each number also keeps its source text (as validated) in valuestring,
+ * for echoing a value byte for byte (a JSON-RPC id); the writer ignores it
+ * (numbers are written from valuedouble). */
+#define FO_JSON_NUMBER_TEXT 1u
+/* fo_json_parse with parse flags. */
+int fo_json_parse_flags(const char *text, size_t len, unsigned flags,
+                        cJSON **out, struct fo_err *err);
+/* Frees the source text FO_JSON_NUMBER_TEXT kept in v and everything in it
+ * (depth bounded by the parser's). NULL is a no-op. */
+void fo_json_drop_number_text(cJSON *v);
+
 /* Writer flags. */
 #define FO_JSON_PRETTY 1u /* two-space indentation for people; not JCS */
+/* cJSON_Raw nodes are written verbatim (else refused): only for text that
+ * came out of our own parser, such as a number's FO_JSON_NUMBER_TEXT. */
+#define FO_JSON_WRITE_RAW 2u
 
 /* Appends v to out. With flags 0 the output is the RFC 8785 canonical form:
  * object members sorted by the UTF-16 code units of their keys, no white
@@ -75,5 +90,11 @@ cJSON *fo_json_add_int(cJSON *obj, const char *key, long long v);
  * FO_E_INVALID otherwise. Keys are matched case-sensitively. */
 int fo_json_get_int(const cJSON *obj, const char *key, long long min,
                     long long max, long long *out);
+
+/* Refuses members outside a closed set: FO_OK when every member of obj has
+ * a name among the n names in keys (absent names are not checked here);
+ * else FO_E_INVALID with `unknown field "NAME"` in err. Case-sensitive. */
+int fo_json_only_keys(const cJSON *obj, const char *const *keys, size_t n,
+                      struct fo_err *err);
 
 #endif

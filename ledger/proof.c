@@ -852,6 +852,53 @@ out:
     return rc;
 }
 
+/* A bundle has exactly the members ledger_bundle writes: anything else is
+ * not covered by the entry hash, the body hash or the signature, so it is
+ * refused rather than carried along as if verified. The entry's "body"
+ * marker is served, not hashed: it must agree with the bundle's body. */
+static int closed_shape(const cJSON *bundle, const cJSON *je, const cJSON *jb,
+                        const cJSON *jp, struct fo_err *err)
+{
+    static const char *const top[] = {"entry", "body", "checkpoint", "proof",
+                                      "vkey"};
+    static const char *const entry[] = {"v",    "seq",    "ts",      "actor",
+                                        "kind", "parent", "payload", "prev",
+                                        "hash", "body"};
+    static const char *const proof[] = {"index", "size", "leaf_hash", "root",
+                                        "path"};
+    const char *where = "bundle";
+    int rc = fo_json_only_keys(bundle, top, sizeof(top) / sizeof(top[0]), err);
+    if (!rc && cJSON_IsObject(je)) {
+        where = "bundle: entry";
+        rc =
+            fo_json_only_keys(je, entry, sizeof(entry) / sizeof(entry[0]), err);
+    }
+    if (!rc && cJSON_IsObject(jp)) {
+        where = "bundle: proof";
+        rc =
+            fo_json_only_keys(jp, proof, sizeof(proof) / sizeof(proof[0]), err);
+    }
+    if (rc) {
+        fo_err_prefix(err, "%s", where);
+        return rc;
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(bundle, "vkey");
+    if (v && !cJSON_IsString(v))
+        return fo_err_set(err, FO_E_INVALID, "bundle: vkey: not a string");
+    if (cJSON_IsObject(je) && !cJSON_GetObjectItemCaseSensitive(je, "hash"))
+        return fo_err_set(err, FO_E_INVALID, "bundle: entry has no hash");
+    const cJSON *mark = cJSON_IsObject(je)
+                            ? cJSON_GetObjectItemCaseSensitive(je, "body")
+                            : NULL;
+    const char *want = cJSON_IsNull(jb) ? "redacted" : "present";
+    if (mark && (!cJSON_IsString(mark) || strcmp(mark->valuestring, want)))
+        return fo_err_set(err, FO_E_INVALID,
+                          "bundle: entry: body must be \"%s\" when the "
+                          "bundle's body is %s",
+                          want, cJSON_IsNull(jb) ? "null" : "given");
+    return FO_OK;
+}
+
 int ledger_bundle_verify(const cJSON *bundle, const char *vkey, size_t vkey_len,
                          struct fo_err *err)
 {
@@ -864,14 +911,15 @@ int ledger_bundle_verify(const cJSON *bundle, const char *vkey, size_t vkey_len,
     if (!je || !jb || !cJSON_IsString(jc) || !jp)
         return fo_err_set(err, FO_E_INVALID,
                           "bundle: needs entry, body, checkpoint and proof");
+    int rc = closed_shape(bundle, je, jb, jp, err);
+    if (rc)
+        return rc;
     struct ledger_entry e;
-    int rc = ledger_entry_from_json(je, &e, err);
+    rc = ledger_entry_from_json(je, &e, err);
     if (rc) {
         fo_err_prefix(err, "bundle");
         return rc;
     }
-    if (!cJSON_GetObjectItemCaseSensitive(je, "hash"))
-        return fo_err_set(err, FO_E_INVALID, "bundle: entry has no hash");
     struct ledger_inclusion *p = malloc(sizeof(*p));
     if (!p)
         return nomem(err);

@@ -678,9 +678,11 @@ static int match(const struct surf_method *m, const struct route *r, char **seg,
         }
         size_t dlen = 0;
         char *dec = evhttp_uridecode(seg[i], 0, &dlen);
-        cJSON *v = dec && strlen(dec) == dlen
-                       ? surf_param_value(m, r->bind[i], dec)
-                       : NULL;
+        cJSON *v =
+            dec && strlen(dec) == dlen
+                ? surf_param_value(m, r->bind[i], dec,
+                                   strcmp(dec, seg[i]) ? SURF_PARAM_DECODED : 0)
+                : NULL;
         free(dec);
         if (!v) {
             fo_err_set(err, FO_E_INVALID, "%s: not a valid value", r->bind[i]);
@@ -710,7 +712,7 @@ static int query_input(const struct surf_method *m, const char *query,
             rc = fo_err_set(err, FO_E_INVALID, "%.64s: given twice", p->key);
             break;
         }
-        cJSON *v = surf_param_value(m, p->key, p->value);
+        cJSON *v = surf_param_value(m, p->key, p->value, 0);
         if (!v) {
             rc = fo_err_set(err, FO_E_INVALID, "%.64s: not a valid value",
                             p->key);

@@ -58,11 +58,16 @@ static void utf8_trim(char *s)
     s[len] = '\0';
 }
 
-/* {"jsonrpc": "2.0", "id": id-or-null}: the envelope of every reply. */
+/* {"jsonrpc": "2.0", "id": id-or-null}: the envelope of every reply. A
+ * numeric id goes back as the text it was sent as (9007199254740993 and 1e2
+ * unchanged), written raw from what our parser kept (FO_JSON_NUMBER_TEXT). */
 static cJSON *envelope(const cJSON *id)
 {
     cJSON *r = cJSON_CreateObject();
-    cJSON *idv = id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull();
+    cJSON *idv = !id ? cJSON_CreateNull()
+                 : cJSON_IsNumber(id) && id->valuestring
+                     ? cJSON_CreateRaw(id->valuestring)
+                     : cJSON_Duplicate(id, 1);
     if (!r || !idv || !cJSON_AddStringToObject(r, "jsonrpc", "2.0")) {
         cJSON_Delete(r);
         cJSON_Delete(idv);
@@ -115,7 +120,7 @@ static void serialize(struct mcp *s, cJSON *reply, int nl)
 {
     struct fo_err e;
     fo_buf_reset(&s->tmp);
-    int rc = fo_json_canon(reply, &s->tmp, &e);
+    int rc = fo_json_write(reply, FO_JSON_WRITE_RAW, &s->tmp, &e);
     if (rc == FO_OK && nl)
         rc = fo_buf_putc(&s->tmp, '\n');
     cJSON *result = cJSON_GetObjectItemCaseSensitive(reply, "result");
@@ -123,7 +128,7 @@ static void serialize(struct mcp *s, cJSON *reply, int nl)
         cJSON_GetObjectItemCaseSensitive(result, "structuredContent")) {
         cJSON_DeleteItemFromObjectCaseSensitive(result, "structuredContent");
         fo_buf_reset(&s->tmp);
-        rc = fo_json_canon(reply, &s->tmp, &e);
+        rc = fo_json_write(reply, FO_JSON_WRITE_RAW, &s->tmp, &e);
         if (rc == FO_OK && nl)
             rc = fo_buf_putc(&s->tmp, '\n');
     }
@@ -134,7 +139,8 @@ static void serialize(struct mcp *s, cJSON *reply, int nl)
                       SURF_MCP_INTERNAL_ERROR, "cannot send the reply: %s",
                       rc == FO_E_TOO_LARGE ? "over 64 MiB" : e.msg);
         fo_buf_reset(&s->tmp);
-        rc = fb ? fo_json_canon(fb, &s->tmp, &e) : FO_E_NOMEM;
+        rc =
+            fb ? fo_json_write(fb, FO_JSON_WRITE_RAW, &s->tmp, &e) : FO_E_NOMEM;
         if (rc == FO_OK && nl)
             rc = fo_buf_putc(&s->tmp, '\n');
         cJSON_Delete(fb);
@@ -423,6 +429,23 @@ static int serve_batch(struct mcp *s, const cJSON *batch, struct fo_err *err)
     return write_all(s->out_fd, s->out.data, s->out.len, err);
 }
 
+/* Keeps the source text FO_JSON_NUMBER_TEXT gave numbers only on the ids
+ * of msg (or of each message of a batch), so no handler sees it. */
+static void id_text_only(cJSON *msg, int batch)
+{
+    cJSON *m;
+    if (cJSON_IsObject(msg)) {
+        cJSON_ArrayForEach (m, msg)
+            if (strcmp(m->string, "id") != 0)
+                fo_json_drop_number_text(m);
+    } else if (batch && cJSON_IsArray(msg)) {
+        cJSON_ArrayForEach (m, msg)
+            id_text_only(m, 0);
+    } else {
+        fo_json_drop_number_text(msg);
+    }
+}
+
 /* Serves one line. Only a failure to write the output is returned. */
 static int serve_line(struct mcp *s, const char *line, size_t len,
                       struct fo_err *err)
@@ -436,7 +459,11 @@ static int serve_line(struct mcp *s, const char *line, size_t len,
     struct fo_err e;
     cJSON *reply = NULL;
     int rc;
-    if (fo_json_parse(line, len, &msg, &e) != FO_OK) {
+    int parsed =
+        fo_json_parse_flags(line, len, FO_JSON_NUMBER_TEXT, &msg, &e) == FO_OK;
+    if (parsed)
+        id_text_only(msg, 1);
+    if (!parsed) {
         reply = rpc_error(NULL, SURF_MCP_PARSE_ERROR, "parse error: %s", e.msg);
     } else if (cJSON_IsArray(msg)) {
         int n = cJSON_GetArraySize(msg);

@@ -206,8 +206,36 @@ int surf_start(struct surf_ctx *ctx, const struct surf_method *m,
     return rc ? rc : m->start(ctx, in, reply, arg, err);
 }
 
+/* The integers a JSON number holds exactly: |v| <= 2^53 - 1. */
+#define EXACT_MAX 9007199254740991LL
+
+/* Reads text as an integer in its one canonical spelling: [0-9]+ without
+ * leading zeros ("0" itself), '-' first only when neg_ok (and never "-0"),
+ * nothing else: no '+', no spaces. Returns 0 beyond 2^53 - 1, which a JSON
+ * number would round. */
+static int exact_int(const char *text, int neg_ok, long long *out)
+{
+    const char *d = text;
+    int neg = *d == '-';
+    if (neg && !neg_ok)
+        return 0;
+    d += neg;
+    if (*d < '0' || *d > '9' || (d[0] == '0' && (d[1] || neg)))
+        return 0;
+    long long v = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9')
+            return 0;
+        v = v * 10 + (*d - '0');
+        if (v > EXACT_MAX)
+            return 0;
+    }
+    *out = neg ? -v : v;
+    return 1;
+}
+
 cJSON *surf_param_value(const struct surf_method *m, const char *name,
-                        const char *text)
+                        const char *text, unsigned flags)
 {
     const cJSON *props =
         cJSON_GetObjectItemCaseSensitive(surf_schema(m), "properties");
@@ -215,10 +243,10 @@ cJSON *surf_param_value(const struct surf_method *m, const char *name,
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(ps, "type");
     const char *t = cJSON_IsString(type) ? type->valuestring : "string";
     if (strcmp(t, "integer") == 0) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(text, &end, 10);
-        if (errno || end == text || *end)
+        const cJSON *min = cJSON_GetObjectItemCaseSensitive(ps, "minimum");
+        int neg_ok = !cJSON_IsNumber(min) || min->valuedouble < 0;
+        long long v;
+        if ((flags & SURF_PARAM_DECODED) || !exact_int(text, neg_ok, &v))
             return NULL;
         return cJSON_CreateNumber((double)v);
     }

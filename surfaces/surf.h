@@ -133,9 +133,14 @@ int surf_append_result(struct ledger_append *req, cJSON **out,
 
 /* Converts a string (an HTTP query parameter or path segment) to the JSON
  * type the schema gives field `name`, for GET routes. NULL when it does not
- * convert (the validator then names the field). */
+ * convert (the validator then names the field). Integers convert only from
+ * their canonical spelling ([0-9]+ without leading zeros; '-' only when the
+ * schema has no minimum >= 0) up to 2^53 - 1 in magnitude, the range a JSON
+ * number holds exactly; with SURF_PARAM_DECODED (text was percent-decoded
+ * into something other than it was sent as) never. */
+#define SURF_PARAM_DECODED 1u
 cJSON *surf_param_value(const struct surf_method *m, const char *name,
-                        const char *text);
+                        const char *text, unsigned flags);
 
 /* The error object {"error": msg, "code": name}. */
 cJSON *surf_error_json(const struct fo_err *err);

@@ -188,6 +188,46 @@ static char *x_payload_body(size_t n)
     return b;
 }
 
+/* Path and query integers are read exactly, in their one spelling: no
+ * sign, space, leading zero or percent-encoding, and nothing a JSON number
+ * would round (9007199254740993 is not read as ...992). */
+Test(http, integers_in_paths_and_queries_are_exact)
+{
+    static const char *const bad[] = {
+        "/ledger/9007199254740993",
+        "/ledger/9007199254740992",
+        "/ledger/99999999999999999999",
+        "/ledger/+0",
+        "/ledger/%200",
+        "/ledger/0%20",
+        "/ledger/%30",
+        "/ledger/00",
+        "/ledger/-0",
+        "/ledger/1e2",
+        "/ledger?limit=+5",
+        "/ledger?limit=%205",
+        "/ledger?limit=05",
+        "/ledger?from=9007199254740993",
+    };
+    char *b = NULL;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int st = tu_http(&d, "GET", bad[i], NULL, 1, &b);
+        cr_assert_eq(st, 400, "%s: status %d: %s", bad[i], st, b ? b : "");
+        cr_assert(strstr(b, "invalid_input"), "%s: %s", bad[i], b);
+        free(b);
+        b = NULL;
+    }
+    /* the exact ones still read: no such entry yet, or the empty list */
+    expect(tu_http(&d, "GET", "/ledger/9007199254740991", NULL, 1, &b), &b, 404,
+           "not_found");
+    free(b);
+    expect(tu_http(&d, "GET", "/ledger/0", NULL, 1, &b), &b, 404, "not_found");
+    free(b);
+    expect(tu_http(&d, "GET", "/ledger?limit=5&from=10", NULL, 1, &b), &b, 200,
+           NULL);
+    free(b);
+}
+
 Test(http, payload_over_the_body_limit_is_413_body_too_large)
 {
     /* Canonical payload just over 1 MiB, request within the method cap. */

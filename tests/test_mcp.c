@@ -689,6 +689,52 @@ Test(mcp, batches_only_under_2025_03_26)
     tu_rmrf(dir);
 }
 
+/* A numeric id comes back as the bytes it was sent as: cJSON holds a
+ * double, which would turn 9007199254740993 into ...992 and 1e2 into 100. */
+Test(mcp, numeric_ids_are_echoed_byte_for_byte)
+{
+    char *dir = tu_tmpdir();
+    char *init = init_line("2025-03-26");
+#define PING(id) "{\"jsonrpc\":\"2.0\",\"id\":" id ",\"method\":\"ping\"}"
+#define PONG(id) "{\"id\":" id ",\"jsonrpc\":\"2.0\",\"result\":{}}"
+    char *in = lines(init, PING("9007199254740993"), PING("1e2"), PING("-0"),
+                     PING("1.50"), PING("123456789012345678901234567890"),
+                     "{\"jsonrpc\":\"2.0\",\"id\":18446744073709551617,"
+                     "\"method\":\"nope\",\"params\":{\"n\":1e2}}",
+                     "[" PING("9007199254740995") "," PING("2E+1") "]", NULL);
+    struct tu_run r = run_mcp(dir, in, strlen(in), 0);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    static const char *const want[] = {
+        PONG("9007199254740993"),
+        PONG("1e2"),
+        PONG("-0"),
+        PONG("1.50"),
+        PONG("123456789012345678901234567890"),
+        "{\"error\":{\"code\":-32601,\"message\":\"method not found: "
+        "nope\"},\"id\":18446744073709551617,\"jsonrpc\":\"2.0\"}",
+        "[" PONG("9007199254740995") "," PONG("2E+1") "]",
+    };
+#undef PING
+#undef PONG
+    const char *line = strchr(r.out, '\n'); /* past initialize's reply */
+    cr_assert_not_null(line, "stdout: %s", r.out);
+    line++;
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const char *nl = strchr(line, '\n');
+        cr_assert_not_null(nl, "reply %zu missing: %s", i, r.out);
+        cr_assert(strlen(want[i]) == (size_t)(nl - line) &&
+                      memcmp(line, want[i], strlen(want[i])) == 0,
+                  "reply %zu: got %.*s, want %s", i, (int)(nl - line), line,
+                  want[i]);
+        line = nl + 1;
+    }
+    cr_assert_str_eq(line, "");
+    free(in);
+    free(init);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
 Test(mcp, batch_size_is_bounded)
 {
     char *dir = tu_tmpdir();

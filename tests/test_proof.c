@@ -475,6 +475,10 @@ enum tamper {
     T_ROOT_LINE,
     T_SIG,
     T_PROOF_SIZE,
+    T_EXTRA_ENTRY,
+    T_EXTRA_TOP,
+    T_EXTRA_PROOF,
+    T_BODY_MARK,
 };
 
 static struct tu_run verify_tampered(const char *bundle, const char *dir,
@@ -513,6 +517,18 @@ static struct tu_run verify_tampered(const char *bundle, const char *dir,
     }
     case T_PROOF_SIZE:
         cJSON_ReplaceItemInObject(p, "size", cJSON_CreateNumber(4));
+        break;
+    case T_EXTRA_ENTRY:
+        cJSON_AddStringToObject(e, "extra", "not hashed");
+        break;
+    case T_EXTRA_TOP:
+        cJSON_AddStringToObject(o, "note", "not signed");
+        break;
+    case T_EXTRA_PROOF:
+        cJSON_AddNumberToObject(p, "tree_id", 7);
+        break;
+    case T_BODY_MARK:
+        cJSON_ReplaceItemInObject(e, "body", cJSON_CreateString("redacted"));
         break;
     }
     char *out = path_in(dir, "tampered.json");
@@ -563,6 +579,24 @@ Test(proof_bundle, valid_and_every_tamper_named)
         cr_assert_eq(r.status, 1, "case %zu: %s%s", i, r.out, r.err);
         cr_assert(strstr(r.out, cases[i].what), "case %zu: want %s in: %s", i,
                   cases[i].what, r.out);
+        tu_run_free(&r);
+    }
+
+    /* members no hash or signature covers are refused, by name (exit 2) */
+    static const struct {
+        enum tamper t;
+        const char *what;
+    } extras[] = {
+        {T_EXTRA_ENTRY, "bundle: entry: unknown field \"extra\""},
+        {T_EXTRA_TOP, "bundle: unknown field \"note\""},
+        {T_EXTRA_PROOF, "bundle: proof: unknown field \"tree_id\""},
+        {T_BODY_MARK, "entry: body must be \"present\""},
+    };
+    for (size_t i = 0; i < sizeof(extras) / sizeof(extras[0]); i++) {
+        r = verify_tampered(bp, dir, extras[i].t, vkarg);
+        cr_assert_eq(r.status, 2, "extra %zu: %s%s", i, r.out, r.err);
+        cr_assert(strstr(r.err, extras[i].what), "extra %zu: want %s in: %s", i,
+                  extras[i].what, r.err);
         tu_run_free(&r);
     }
 
