@@ -141,6 +141,11 @@ int daemon_token(const char *dir, int create, char *out, size_t outsz,
     for (int attempt = 0; attempt < 2; attempt++) {
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
+            int rc = fo_file_check_private(fd, path, err);
+            if (rc) {
+                close(fd);
+                return rc;
+            }
             char buf[128];
             ssize_t n = read(fd, buf, sizeof(buf) - 1);
             close(fd);

@@ -68,3 +68,16 @@ int fo_file_create(const char *dir, const char *path, const void *data,
     }
     return rc;
 }
+
+int fo_file_check_private(int fd, const char *path, struct fo_err *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return fo_err_set(err, FO_E_IO, "%s: fstat: %s", path, strerror(errno));
+    if (st.st_mode & 077)
+        return fo_err_set(err, FO_E_INVALID,
+                          "%s: mode %04o lets others read it; run "
+                          "`chmod 600 %s`",
+                          path, (unsigned)(st.st_mode & 07777), path);
+    return FO_OK;
+}

@@ -15,4 +15,10 @@
 int fo_file_create(const char *dir, const char *path, const void *data,
                    size_t len, mode_t mode, struct fo_err *err);
 
+/* Refuses a secret file whose permissions let anyone but its owner in:
+ * fstat()s the open descriptor fd (of path, named in the message) and gives
+ * FO_E_INVALID with the fix (`chmod 600 path`) when its mode grants any
+ * permission to group or others; FO_E_IO when fstat fails. */
+int fo_file_check_private(int fd, const char *path, struct fo_err *err);
+
 #endif

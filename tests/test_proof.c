@@ -836,3 +836,30 @@ Test(checkpoint_key, a_key_for_another_origin_is_named_in_the_error)
     ledger_close(l);
     tu_rmrf(dir);
 }
+
+/* A private key others may read is refused, not used: signing fails with the
+ * file named and the fix, through the API and the CLI (exit 2). */
+Test(checkpoint_key, a_key_others_can_read_is_refused)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_dir(dir, LEDGER_OPEN_CREATE);
+    fill(l, 2);
+    struct fo_err err;
+    struct ledger_checkpoint c = {0};
+    cr_assert_eq(ledger_checkpoint_sign(l, 1, &c, &err), FO_OK, "%s", err.msg);
+    ledger_checkpoint_release(&c);
+    char *kp = path_in(dir, "checkpoint.key");
+    cr_assert_eq(chmod(kp, 0640), 0);
+    cr_assert_eq(ledger_checkpoint_sign(l, 2, &c, &err), FO_E_INVALID);
+    cr_assert(strstr(err.msg, kp), "%s", err.msg);
+    cr_assert(strstr(err.msg, "chmod 600"), "%s", err.msg);
+    ledger_close(l);
+    cr_assert_eq(chmod(kp, 0604), 0);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "checkpoint",
+                                "--sign", (char *)NULL);
+    cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "chmod 600"), "%s", r.err);
+    tu_run_free(&r);
+    free(kp);
+    tu_rmrf(dir);
+}

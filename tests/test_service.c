@@ -116,6 +116,35 @@ Test(service, start_reports_why_it_cannot_start)
     tu_rmrf(dir);
 }
 
+/* A token others may read is a leaked token: the daemon refuses to start,
+ * naming the file and the fix, in the foreground and through start. */
+Test(service, refuses_a_token_others_can_read, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    char p[512];
+    snprintf(p, sizeof(p), "%s/token", dir);
+    cr_assert_eq(tu_write_file(p, "0123456789abcdef0123456789abcdef", 32), 0);
+    cr_assert_eq(chmod(p, 0644), 0);
+    const char *modes[] = {"start", "--check"};
+    for (size_t i = 0; i < 2; i++) {
+        struct tu_run r = tu_forumv(NULL, "--ledger", dir, "serve", modes[i],
+                                    "--port", "0", (char *)NULL);
+        int status = r.status;
+        if (status == 0) { /* before the fix: stop what started */
+            struct tu_run s =
+                tu_forumv(NULL, "--ledger", dir, "serve", "stop", (char *)NULL);
+            tu_run_free(&s);
+        }
+        /* start reports a daemon that failed to start as exit 3 */
+        cr_assert_eq(status, i == 0 ? 3 : 2, "serve %s: exit %d: %s", modes[i],
+                     status, r.err);
+        cr_assert(strstr(r.err, p), "%s", r.err);
+        cr_assert(strstr(r.err, "chmod 600"), "%s", r.err);
+        tu_run_free(&r);
+    }
+    tu_rmrf(dir);
+}
+
 Test(service, sighup_reopens_the_log)
 {
     char *dir = tu_tmpdir();
