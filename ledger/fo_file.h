@@ -21,4 +21,10 @@ int fo_file_create(const char *dir, const char *path, const void *data,
  * permission to group or others; FO_E_IO when fstat fails. */
 int fo_file_check_private(int fd, const char *path, struct fo_err *err);
 
+/* Removes what fo_file_create leaves behind when killed mid-way: files in
+ * dir named "<name>.tmp-<pid>-<16 hex>" whose process is gone (a temp file
+ * of a live process is still being made). Only that exact pattern is
+ * touched. Best effort: returns how many it removed. */
+int fo_file_clean_temps(const char *dir, const char *name);
+
 #endif

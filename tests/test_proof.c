@@ -863,3 +863,43 @@ Test(checkpoint_key, a_key_others_can_read_is_refused)
     free(kp);
     tu_rmrf(dir);
 }
+
+/* The pid of a process that has exited (for the name of a stale temp file). */
+static long dead_pid(void)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        _exit(0);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    return (long)pid;
+}
+
+/* A key creation killed between its temp file and the link leaves a whole
+ * private key in checkpoint.key.tmp-PID-HEX: the next open for writing
+ * removes it, and leaves alone the temp file of a live process and names
+ * that only look alike. */
+Test(checkpoint_key, stale_temp_keys_are_removed_on_open)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_dir(dir, LEDGER_OPEN_CREATE);
+    ledger_close(l);
+    char stale[512], live[512], other[512];
+    snprintf(stale, sizeof(stale), "%s/checkpoint.key.tmp-%ld-0123456789abcdef",
+             dir, dead_pid());
+    snprintf(live, sizeof(live), "%s/checkpoint.key.tmp-%ld-0123456789abcdef",
+             dir, (long)getpid());
+    snprintf(other, sizeof(other), "%s/checkpoint.key.tmp-notes", dir);
+    const char *all[] = {stale, live, other};
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(tu_write_file(all[i], "PRIVATE+KEY+x", 13), 0);
+    l = open_dir(dir, LEDGER_OPEN_READONLY);
+    ledger_close(l);
+    cr_assert_eq(access(stale, F_OK), 0, "a read-only open removed it");
+    l = open_dir(dir, 0);
+    ledger_close(l);
+    cr_assert_neq(access(stale, F_OK), 0, "%s is still there", stale);
+    cr_assert_eq(access(live, F_OK), 0, "a live process's temp file went");
+    cr_assert_eq(access(other, F_OK), 0, "a look-alike name went");
+    tu_rmrf(dir);
+}
