@@ -138,9 +138,16 @@ int daemon_token(const char *dir, int create, char *out, size_t outsz,
     if (snprintf(path, sizeof(path), "%s/%s", dir, DAEMON_TOKEN_FILE) >=
         (int)sizeof(path))
         return fo_err_set(err, FO_E_INVALID, "data dir path too long");
+    if (create) /* a creation killed mid-way left a whole token behind */
+        fo_file_clean_temps(dir, DAEMON_TOKEN_FILE);
     for (int attempt = 0; attempt < 2; attempt++) {
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
+            int rc = fo_file_check_private(fd, path, err);
+            if (rc) {
+                close(fd);
+                return rc;
+            }
             char buf[128];
             ssize_t n = read(fd, buf, sizeof(buf) - 1);
             close(fd);

@@ -1,8 +1,11 @@
 /* fo_file: atomic creation of small files (see fo_file.h). */
 #include "ledger/fo_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,4 +70,57 @@ int fo_file_create(const char *dir, const char *path, const void *data,
         }
     }
     return rc;
+}
+
+int fo_file_check_private(int fd, const char *path, struct fo_err *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return fo_err_set(err, FO_E_IO, "%s: fstat: %s", path, strerror(errno));
+    if (st.st_mode & 077)
+        return fo_err_set(err, FO_E_INVALID,
+                          "%s: mode %04o lets others read it; run "
+                          "`chmod 600 %s`",
+                          path, (unsigned)(st.st_mode & 07777), path);
+    return FO_OK;
+}
+
+/* The pid of a temp file name "<name>.tmp-<pid>-<16 hex>", or -1. */
+static long temp_pid(const char *ent, const char *name)
+{
+    size_t nl = strlen(name);
+    if (strncmp(ent, name, nl) != 0 || strncmp(ent + nl, ".tmp-", 5) != 0)
+        return -1;
+    const char *p = ent + nl + 5;
+    if (*p < '1' || *p > '9')
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    long pid = strtol(p, &end, 10);
+    if (errno || pid <= 0 || *end != '-')
+        return -1;
+    size_t hex = strspn(end + 1, "0123456789abcdef");
+    if (hex != 16 || end[17] != '\0')
+        return -1;
+    return pid;
+}
+
+int fo_file_clean_temps(const char *dir, const char *name)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long pid = temp_pid(e->d_name, name);
+        if (pid < 0 || (pid_t)pid != pid)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* its maker may still be writing it */
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
 }

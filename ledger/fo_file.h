@@ -15,4 +15,16 @@
 int fo_file_create(const char *dir, const char *path, const void *data,
                    size_t len, mode_t mode, struct fo_err *err);
 
+/* Refuses a secret file whose permissions let anyone but its owner in:
+ * fstat()s the open descriptor fd (of path, named in the message) and gives
+ * FO_E_INVALID with the fix (`chmod 600 path`) when its mode grants any
+ * permission to group or others; FO_E_IO when fstat fails. */
+int fo_file_check_private(int fd, const char *path, struct fo_err *err);
+
+/* Removes what fo_file_create leaves behind when killed mid-way: files in
+ * dir named "<name>.tmp-<pid>-<16 hex>" whose process is gone (a temp file
+ * of a live process is still being made). Only that exact pattern is
+ * touched. Best effort: returns how many it removed. */
+int fo_file_clean_temps(const char *dir, const char *name);
+
 #endif

@@ -12,10 +12,12 @@
 
 #include <openssl/rand.h>
 
+#include "ledger/fo_file.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_sha.h"
 #include "ledger/ledger_int.h"
 #include "ledger/merkle.h"
+#include "ledger/proof.h"
 #include "ledger/store.h"
 
 int64_t ledger_now_us(void)
@@ -158,6 +160,9 @@ int ledger_open(const char *dir, unsigned flags,
     rc = init_identity(l, cfg, err);
     if (rc)
         goto fail;
+    /* A key creation killed mid-way left a whole private key behind. */
+    if (!l->readonly)
+        fo_file_clean_temps(dir, LEDGER_KEY_FILE);
     /* Which tree levels are stored: ledgers from before the key kept all. */
     char *tml = NULL;
     rc = l->ops->meta_get(l->store, "tree_min_level", &tml, err);

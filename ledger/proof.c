@@ -273,8 +273,9 @@ static int dir_path(const struct ledger *l, const char *name, char *out,
 }
 
 /* Reads a small key file; strips one trailing newline. FO_E_NOT_FOUND when
- * it does not exist. *out malloc'd; the caller wipes and frees it. */
-static int read_key_file(const char *path, char **out, size_t *len,
+ * it does not exist; with private set, FO_E_INVALID when others may read it.
+ * *out malloc'd; the caller wipes and frees it. */
+static int read_key_file(const char *path, int private, char **out, size_t *len,
                          struct fo_err *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -282,6 +283,13 @@ static int read_key_file(const char *path, char **out, size_t *len,
         if (errno == ENOENT)
             return fo_err_set(err, FO_E_NOT_FOUND, "%s: no key file", path);
         return fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
+    }
+    if (private) {
+        int prc = fo_file_check_private(fd, path, err);
+        if (prc) {
+            close(fd);
+            return prc;
+        }
     }
     char *buf = malloc(KEY_FILE_MAX + 1);
     if (!buf) {
@@ -334,7 +342,7 @@ static int load_signer(struct ledger *l, struct note_signer **out,
     char *text = NULL;
     size_t len = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
-        rc = read_key_file(path, &text, &len, err);
+        rc = read_key_file(path, 1, &text, &len, err);
         if (rc != FO_E_NOT_FOUND)
             break;
         if (l->readonly)
@@ -352,7 +360,7 @@ static int load_signer(struct ledger *l, struct note_signer **out,
         if (access(vpath, F_OK) == 0) {
             /* A writer that just made the key links the key before it
              * writes the vkey: read the key once more before refusing. */
-            rc = read_key_file(path, &text, &len, err);
+            rc = read_key_file(path, 1, &text, &len, err);
             if (rc != FO_E_NOT_FOUND)
                 break;
             return fo_err_set(err, FO_E_EXISTS,
@@ -450,7 +458,7 @@ int ledger_verifier_key(struct ledger *l, char **out, struct fo_err *err)
         size_t len = 0;
         struct fo_err e2;
         if (dir_path(l, LEDGER_VKEY_FILE, path, sizeof(path), &e2) == FO_OK &&
-            read_key_file(path, &text, &len, &e2) == FO_OK) {
+            read_key_file(path, 0, &text, &len, &e2) == FO_OK) {
             *out = text;
             return FO_OK;
         }

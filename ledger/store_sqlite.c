@@ -700,6 +700,13 @@ static int sq_open(const char *dir, unsigned flags, int busy_ms,
         rc = create_db(dir, path, err);
         if (rc)
             return rc;
+    } else if (!S_ISREG(st.st_mode)) {
+        /* Checked before anything opens it: opening a FIFO blocks until a
+         * writer comes, and a device is not a ledger either. */
+        return fo_err_set(err, FO_E_FOREIGN,
+                          "%s: not a forum ledger (not a regular file; move "
+                          "it away)",
+                          path);
     }
     rc = check_header(path, err);
     if (rc)

@@ -951,6 +951,26 @@ Test(cli_files, foreign_sqlite_database_is_refused_untouched)
     tu_rmrf(dir);
 }
 
+/* A FIFO named ledger.db: opening it would block until a writer came, so
+ * the file type is checked first and verify fails at once. */
+Test(cli_files, fifo_is_refused_without_blocking, .timeout = 30)
+{
+    char *dir = tu_tmpdir();
+    char db[PATH_MAX];
+
+    path_in(db, sizeof(db), dir, "ledger.db");
+    cr_assert_eq(mkfifo(db, 0600), 0);
+    int64_t t0 = tu_now_ms();
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--json", NULL);
+    cr_assert_lt(tu_now_ms() - t0, 10000, "verify took too long");
+    cr_assert_eq(r.status, 3, "exit %d: %s", r.status, r.err);
+    must_contain(r.err, "not a regular file", "verify");
+    expect_code(&r, "foreign_database");
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
 Test(cli_files, newer_format_is_refused_untouched)
 {
     char *dir = ledger_with(3);

@@ -870,3 +870,70 @@ Test(checkpoint_key, a_key_for_another_origin_is_named_in_the_error)
     ledger_close(l);
     tu_rmrf(dir);
 }
+
+/* A private key others may read is refused, not used: signing fails with the
+ * file named and the fix, through the API and the CLI (exit 2). */
+Test(checkpoint_key, a_key_others_can_read_is_refused)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_dir(dir, LEDGER_OPEN_CREATE);
+    fill(l, 2);
+    struct fo_err err;
+    struct ledger_checkpoint c = {0};
+    cr_assert_eq(ledger_checkpoint_sign(l, 1, &c, &err), FO_OK, "%s", err.msg);
+    ledger_checkpoint_release(&c);
+    char *kp = path_in(dir, "checkpoint.key");
+    cr_assert_eq(chmod(kp, 0640), 0);
+    cr_assert_eq(ledger_checkpoint_sign(l, 2, &c, &err), FO_E_INVALID);
+    cr_assert(strstr(err.msg, kp), "%s", err.msg);
+    cr_assert(strstr(err.msg, "chmod 600"), "%s", err.msg);
+    ledger_close(l);
+    cr_assert_eq(chmod(kp, 0604), 0);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "checkpoint",
+                                "--sign", (char *)NULL);
+    cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "chmod 600"), "%s", r.err);
+    tu_run_free(&r);
+    free(kp);
+    tu_rmrf(dir);
+}
+
+/* The pid of a process that has exited (for the name of a stale temp file). */
+static long dead_pid(void)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        _exit(0);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    return (long)pid;
+}
+
+/* A key creation killed between its temp file and the link leaves a whole
+ * private key in checkpoint.key.tmp-PID-HEX: the next open for writing
+ * removes it, and leaves alone the temp file of a live process and names
+ * that only look alike. */
+Test(checkpoint_key, stale_temp_keys_are_removed_on_open)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_dir(dir, LEDGER_OPEN_CREATE);
+    ledger_close(l);
+    char stale[512], live[512], other[512];
+    snprintf(stale, sizeof(stale), "%s/checkpoint.key.tmp-%ld-0123456789abcdef",
+             dir, dead_pid());
+    snprintf(live, sizeof(live), "%s/checkpoint.key.tmp-%ld-0123456789abcdef",
+             dir, (long)getpid());
+    snprintf(other, sizeof(other), "%s/checkpoint.key.tmp-notes", dir);
+    const char *all[] = {stale, live, other};
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(tu_write_file(all[i], "PRIVATE+KEY+x", 13), 0);
+    l = open_dir(dir, LEDGER_OPEN_READONLY);
+    ledger_close(l);
+    cr_assert_eq(access(stale, F_OK), 0, "a read-only open removed it");
+    l = open_dir(dir, 0);
+    ledger_close(l);
+    cr_assert_neq(access(stale, F_OK), 0, "%s is still there", stale);
+    cr_assert_eq(access(live, F_OK), 0, "a live process's temp file went");
+    cr_assert_eq(access(other, F_OK), 0, "a look-alike name went");
+    tu_rmrf(dir);
+}

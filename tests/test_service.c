@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +114,57 @@ Test(service, start_reports_why_it_cannot_start)
     tu_run_free(&r);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     tu_rmrf(other);
+    tu_rmrf(dir);
+}
+
+/* A token others may read is a leaked token: the daemon refuses to start,
+ * naming the file and the fix, in the foreground and through start. */
+Test(service, refuses_a_token_others_can_read, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    char p[512];
+    snprintf(p, sizeof(p), "%s/token", dir);
+    cr_assert_eq(tu_write_file(p, "0123456789abcdef0123456789abcdef", 32), 0);
+    cr_assert_eq(chmod(p, 0644), 0);
+    const char *modes[] = {"start", "--check"};
+    for (size_t i = 0; i < 2; i++) {
+        struct tu_run r = tu_forumv(NULL, "--ledger", dir, "serve", modes[i],
+                                    "--port", "0", (char *)NULL);
+        int status = r.status;
+        if (status == 0) { /* before the fix: stop what started */
+            struct tu_run s =
+                tu_forumv(NULL, "--ledger", dir, "serve", "stop", (char *)NULL);
+            tu_run_free(&s);
+        }
+        /* start reports a daemon that failed to start as exit 3 */
+        cr_assert_eq(status, i == 0 ? 3 : 2, "serve %s: exit %d: %s", modes[i],
+                     status, r.err);
+        cr_assert(strstr(r.err, p), "%s", r.err);
+        cr_assert(strstr(r.err, "chmod 600"), "%s", r.err);
+        tu_run_free(&r);
+    }
+    tu_rmrf(dir);
+}
+
+/* A token creation killed mid-way leaves a whole token in token.tmp-PID-HEX:
+ * the daemon removes it when it starts. */
+Test(service, stale_temp_tokens_are_removed_on_start, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    pid_t dead = fork();
+    cr_assert_geq(dead, 0);
+    if (dead == 0)
+        _exit(0);
+    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/token.tmp-%ld-0123456789abcdef", dir,
+             (long)dead);
+    cr_assert_eq(tu_write_file(p, "0123456789abcdef0123456789abcdef", 32), 0);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    int gone = access(p, F_OK) != 0;
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    cr_assert(gone, "%s is still there", p);
     tu_rmrf(dir);
 }
 
