@@ -111,6 +111,17 @@ static long threads_of(pid_t pid)
     return v;
 }
 
+/* The end of a test: the ledger verifies deeply, the fake goes. */
+static void end_test(struct fake *f, char *dir)
+{
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify",
+                                "--deep", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    tu_run_free(&r);
+    fake_stop(f);
+    tu_rmrf(dir);
+}
+
 /* ---- where each method runs ---------------------------------------------- */
 
 Test(engine, every_method_says_where_it_runs)
@@ -195,12 +206,7 @@ Test(engine, two_hundred_runs_wait_on_the_model_holding_no_thread,
     cr_assert_eq(fake_stat(&f, "task"), RUNS);
     cr_assert_eq(fake_stat(&f, "synthesizer"), RUNS);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0);
-    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify",
-                                "--deep", (char *)NULL);
-    cr_assert_eq(r.status, 0, "%s", r.out);
-    tu_run_free(&r);
-    fake_stop(&f);
-    tu_rmrf(dir);
+    end_test(&f, dir);
 }
 
 /* ---- one engine ------------------------------------------------------------
@@ -386,10 +392,5 @@ Test(engine, runs_survive_ten_sigkills_and_no_witnessed_call_is_made_again,
     cr_assert_leq(calls, 3 * SOAK_RUNS + in_flight_at_kills,
                   "%lld model calls for %d runs, %lld in flight at the kills",
                   calls, SOAK_RUNS, in_flight_at_kills);
-    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify",
-                                "--deep", (char *)NULL);
-    cr_assert_eq(r.status, 0, "%s", r.out);
-    tu_run_free(&r);
-    fake_stop(&f);
-    tu_rmrf(dir);
+    end_test(&f, dir);
 }
