@@ -48,6 +48,7 @@ struct daemon {
     struct evdns_base *dns;
     struct orch_engine *engine;          /* every run, on the loop thread */
     int stopping, drained, runs_stopped; /* SIGTERM: both, then the end */
+    size_t runs_at_stop;
     char token[80];
     int lock_fd;
     int64_t start_us;
@@ -408,7 +409,8 @@ static void drained(void *arg)
 static void runs_stopped(void *arg)
 {
     struct daemon *d = arg;
-    dlog(d, "runs stopped: they resume on the next start");
+    if (d->runs_at_stop)
+        dlog(d, "runs stopped: they resume on the next start");
     d->runs_stopped = 1;
     if (d->drained)
         event_base_loopexit(d->base, NULL);
@@ -433,6 +435,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
      * flight (within the grace), writes its stop and answers its caller
      * 503 (it resumes on the next start). */
     size_t n = orch_engine_active(d->engine);
+    d->runs_at_stop = n;
     if (n)
         dlog(d, "stopping %zu run%s", n, n == 1 ? "" : "s");
     surf_http_drain(d->http, drained, d);
