@@ -844,8 +844,8 @@ static cJSON *attempt_json(int role, int attempt, const char *why,
     return e;
 }
 
-/* Witnesses a rejected reply, or after ORCH_JSON_ATTEMPTS of them returns
- * FO_E_UPSTREAM (the reply's attempt entry is still written). */
+/* Witnesses a rejected reply as `<role>_attempt`; the role's step counts
+ * them (its attempts) and gives up after ORCH_JSON_ATTEMPTS. */
 static int rejected(struct run *r, int role, long task, int64_t parent,
                     const struct attempts *a, const char *why,
                     const char *model, const char *text, struct fo_err *err)
@@ -907,10 +907,8 @@ static void on_classifier(struct run *r, long task, int rc,
     cJSON_Delete(j);
     if (ln)
         rc = route_entry(r, &rt, ln->name, "classifier", 1, &err);
-    else if (r->cls.n + 1 >= ORCH_JSON_ATTEMPTS) /* no usable pick */
-        rc = rejected(r, R_CLASSIFIER, -1, r->id, &r->cls, why.msg, rep->model,
-                      rep->text, &err);
-    else
+    else /* after ORCH_JSON_ATTEMPTS of these, route_step takes the top
+          * candidate */
         rc = rejected(r, R_CLASSIFIER, -1, r->id, &r->cls, why.msg, rep->model,
                       rep->text, &err);
     orch_route_release(&rt);
@@ -2607,20 +2605,6 @@ size_t orch_engine_active(const struct orch_engine *e)
     return e ? e->n_runs : 0;
 }
 
-int orch_engine_has(const struct orch_engine *e, int64_t run)
-{
-    const struct run *r = e ? run_find(e, run) : NULL;
-    return r && !r->ended;
-}
-
-const char *orch_engine_state(const struct orch_engine *e, int64_t run)
-{
-    const struct run *r = e ? run_find(e, run) : NULL;
-    if (!r || r->ended)
-        return NULL;
-    return r->halt ? "stopping" : "running";
-}
-
 /* Makes sure this engine holds its process's run lock in the ledger's dir
  * (DIR/runs/<instance>.lock): a run's request names the instance, and
  * orch_run_get reads "running" while the lock is held. */
@@ -2739,15 +2723,6 @@ int orch_engine_start(struct orch_engine *e, const struct orch_run_req *req,
                       void *arg, struct fo_err *err)
 {
     return start_run(e, req, 1, started, done, arg, err);
-}
-
-void orch_engine_detach(struct orch_engine *e, int64_t run)
-{
-    struct run *r = run_find(e, run);
-    if (r) {
-        r->done = NULL;
-        r->started = NULL;
-    }
 }
 
 /* The step a run is at, for the record of where a cancel stopped it. */

@@ -93,10 +93,6 @@ int orch_engine_start(struct orch_engine *e, const struct orch_run_req *req,
                       orch_run_started_fn started, orch_run_done_fn done,
                       void *arg, struct fo_err *err);
 
-/* Forgets the caller of run: its done will not be called (the run goes
- * on). For a caller that went away (a closed connection). */
-void orch_engine_detach(struct orch_engine *e, int64_t run);
-
 /* Finds every run on the ledger with no end on record that no live process
  * holds, and resumes each from its entries (a `resume` entry says where it
  * picked up). A run whose entries do not reduce to a valid state gets an
@@ -111,9 +107,6 @@ int orch_engine_resume_all(struct orch_engine *e, size_t *n,
  * the run is here and not yet ending, FO_E_NOT_FOUND when it is not. */
 int orch_engine_cancel(struct orch_engine *e, int64_t run);
 
-/* 1 when run is held by this engine (in memory, not ended). */
-int orch_engine_has(const struct orch_engine *e, int64_t run);
-
 /* Shutdown: new runs are refused; every run starts nothing new, lets the
  * model calls and tasks in flight finish within the grace (their outcomes
  * witnessed; what is still in flight then is abandoned, to be redone on
@@ -126,10 +119,6 @@ void orch_engine_stop(struct orch_engine *e, void (*stopped)(void *arg),
 
 /* Runs in memory. */
 size_t orch_engine_active(const struct orch_engine *e);
-
-/* The run's in-memory step for run_get: "running" or "waiting", NULL when
- * the engine does not hold it. */
-const char *orch_engine_state(const struct orch_engine *e, int64_t run);
 
 /* A whole run on a private loop and engine, on the calling thread, for
  * the CLI and `forum mcp`: what orch_submit and friends call. w->append
