@@ -73,6 +73,7 @@ void orch_free(struct orch *o)
     free(o->argv); /* one block */
     free_strings(o->env);
     orch_model_free(o->models);
+    cJSON_Delete(o->gates);
     free(o);
 }
 
@@ -300,6 +301,17 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
     };
     if (c->models) {
         rc = setup_models(o, c->models, err);
+        if (rc)
+            goto out;
+    }
+    if (c->gates) { /* a deadline in a standing policy makes no sense */
+        rc = orch_gate_policy_check(c->gates, o->roster, 0, err);
+        if (!rc && cJSON_GetObjectItemCaseSensitive(c->gates, "deadline"))
+            rc = fo_err_set(err, FO_E_INVALID,
+                            "gates.deadline: only a request may set one "
+                            "(use timeout_s)");
+        if (!rc && !(o->gates = cJSON_Duplicate(c->gates, 1)))
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
         if (rc)
             goto out;
     }

@@ -76,6 +76,10 @@ struct orch_config {
     /* Background runs (orch_run_start) at once: 1..ORCH_RUNS_MAX; 0:
      * ORCH_RUNS_DEFAULT. */
     int max_runs;
+    /* The approval-gate policy every run starts with (a request may add
+     * to it): an object as orch_gate_policy_check takes; NULL: none.
+     * Copied. */
+    const cJSON *gates;
 };
 
 /* Creates an orchestrator: loads and validates the roster, splits cmd,
@@ -466,6 +470,9 @@ struct orch_submit_opts {
     /* Wall-clock seconds, checked before each model call (a call in flight
      * is not cut short). 0: no limit but the calls. */
     int max_seconds;
+    /* Approval gates this run adds to the orchestrator's policy (see
+     * orch_gate_policy_check); NULL: none. */
+    const cJSON *gates;
 };
 
 /* Answers a request end to end (DESIGN §6), witnessing every step on w:
@@ -515,6 +522,120 @@ int orch_submit(const struct orch *o, const struct orch_witness *w,
  * "plan_seq"}. Errors as orch_submit. */
 int orch_plan_request(const struct orch *o, const struct orch_witness *w,
                       const char *request, cJSON **out, struct fo_err *err);
+
+/* ---- approval gates (orch_gate.c) -------------------------------------- */
+
+/* A gate stops a run before a wave until a human approves it (or edits its
+ * tasks' instructions, or rejects it) or its deadline passes. The policy is
+ * a JSON object: {"all": true} gates every wave; "lanes", "categories"
+ * (names) gate a wave holding a task on such a lane; "waves" (numbers from
+ * 0) gate those waves; "timeout_s" (default 1 day) or "deadline" (RFC 3339)
+ * set when an undecided gate expires, "on_expiry" ("reject", the default,
+ * or "approve") what then happens; "question" the text shown. The run's
+ * policy is recorded in its request entry, so a resumed run keeps it.
+ *
+ * Entries: `gate_requested` (actor "gate", parent the plan: {"run", "wave",
+ * "tasks": [{"id", "agent", "instruction"}], "question", "rule",
+ * "deadline", "deadline_ms", "on_expiry"}), then one decision whose parent
+ * is the gate_requested: `gate_approved`, `gate_edited` ("edits": {task id:
+ * instruction}, which then run), `gate_rejected` ("reason") by actor
+ * "human" with "approver" and "note"?, or `gate_expired` (actor "gate",
+ * "action": "approved" or "rejected"). The first decision on record is the
+ * one that counts. A rejected or expired-and-rejected gate ends the run:
+ * a `budget` entry with reason gate_rejected or gate_expired and a fixed
+ * answer. */
+#define ORCH_GATE_NAMES_MAX 64
+#define ORCH_GATE_WAVE_MAX 9999
+#define ORCH_GATE_TIMEOUT_DEFAULT_S 86400
+#define ORCH_GATE_TIMEOUT_MAX_S (366 * 86400)
+#define ORCH_GATE_TEXT_MAX 4096  /* a question, note, reason or approver */
+#define ORCH_GATE_EDIT_MAX 65536 /* one edited instruction */
+#define ORCH_GATE_POLL_MS 1000   /* decisions made by other processes */
+#define ORCH_TIME_MAX 32
+#define ORCH_REJECTED_ANSWER                                                   \
+    "The run was stopped at an approval gate: a wave was rejected before "     \
+    "it ran."
+#define ORCH_EXPIRED_ANSWER                                                    \
+    "The run was stopped at an approval gate: nobody decided before its "      \
+    "deadline."
+
+/* FO_OK when p is NULL or a valid policy (roster, when given, must know
+ * every lane named; a deadline must be after now_ms); else FO_E_INVALID
+ * naming the field. */
+int orch_gate_policy_check(const cJSON *p, const struct orch_roster *roster,
+                           int64_t now_ms, struct fo_err *err);
+
+/* base with req laid over it: lists joined, "all" or-ed, the request's
+ * scalars win. *out NULL when nothing at all is gated. */
+int orch_gate_policy_merge(const cJSON *base, const cJSON *req, cJSON **out,
+                           struct fo_err *err);
+
+/* 1 when wave of p is gated by policy, the rule that gates it in rule
+ * ("all", "wave:N", "lane:NAME", "category:NAME"). */
+struct orch_plan;
+int orch_gate_rule(const cJSON *policy, const struct orch_roster *roster,
+                   const struct orch_plan *p, size_t wave, char *rule,
+                   size_t size);
+
+/* When a gate requested at now_ms expires (unix ms). */
+int64_t orch_gate_deadline(const cJSON *policy, int64_t now_ms);
+int orch_gate_on_expiry_approve(const cJSON *policy);
+
+/* Adds a CLI `--gate SPEC` (all, lane:NAME, category:NAME, wave:N) to
+ * policy. FO_E_INVALID for a bad SPEC. */
+int orch_gate_flag(cJSON *policy, const char *spec, struct fo_err *err);
+
+/* UTC, milliseconds: 2026-01-31T18:00:00.000Z. */
+void orch_time_rfc3339(int64_t ms, char out[ORCH_TIME_MAX]);
+/* RFC 3339 (Z or an offset; fractions to the millisecond) to unix ms: 0,
+ * or -1 when malformed. */
+int orch_time_parse(const char *s, int64_t *ms);
+
+/* A human's decision on a gate. */
+struct orch_gate_decision {
+    int64_t run;
+    int64_t wave;
+    const char *decision;      /* "approve", "edit" or "reject" */
+    const char *approver;      /* who decides: 1..ORCH_GATE_TEXT_MAX bytes */
+    const char *note, *reason; /* may be NULL */
+    const cJSON *edits;        /* edit: {task id: instruction} */
+};
+
+/* Checks a decision's fields (FO_E_INVALID naming the field). */
+int orch_gate_decision_check(const struct orch_gate_decision *d,
+                             struct fo_err *err);
+/* The decision's entry body: {"run", "wave", "approver", "note"?,
+ * "reason"?, "edits"?}; NULL when out of memory. */
+cJSON *orch_gate_decision_json(const struct orch_gate_decision *d);
+/* gate_approved, gate_edited or gate_rejected. */
+const char *orch_gate_kind(const char *decision);
+
+/* The gates waiting for a decision ({"gates": [{"run_seq", "wave",
+ * "tasks", "question", "rule", "deadline", "deadline_ms", "on_expiry",
+ * "requested_seq"}]}), of one run when run >= 0, read from the ledger. */
+int orch_gate_list(struct ledger *l, int64_t run, cJSON **out,
+                   struct fo_err *err);
+
+/* Decides a gate on the ledger alone (a process without the run in its
+ * engine): checks that the gate waits (FO_E_NO_GATE: no such run, wave or
+ * gate, the run ended, its deadline passed; FO_E_GATE_DECIDED) and the
+ * edits (FO_E_INVALID), then witnesses the decision through w. The process
+ * running the run finds it within ORCH_GATE_POLL_MS; a stopped run on its
+ * resume. *out {"run_seq", "wave", "decision", "seq"}. */
+struct orch_witness;
+int orch_gate_decide(const struct orch_witness *w,
+                     const struct orch_gate_decision *d, cJSON **out,
+                     struct fo_err *err);
+
+/* orch_gate_decide in parts, for hosts that write asynchronously: the
+ * checks (*gate_seq: the gate_requested the decision's parent is), then
+ * once the decision (seq) is on record FO_OK when it is the first, and
+ * the reply. */
+int orch_gate_check(struct ledger *l, const struct orch_gate_decision *d,
+                    int64_t *gate_seq, struct fo_err *err);
+int orch_gate_first(struct ledger *l, const struct orch_gate_decision *d,
+                    int64_t gate_seq, int64_t seq, struct fo_err *err);
+cJSON *orch_gate_reply(const struct orch_gate_decision *d, int64_t seq);
 
 /* ---- background runs (orch_runs.c) ------------------------------------ */
 

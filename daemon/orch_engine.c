@@ -230,7 +230,25 @@ enum tst {
     TS_SKIPPED,
 };
 
-enum halt { H_NONE, H_BUDGET, H_CANCEL, H_SHUTDOWN };
+enum halt { H_NONE, H_BUDGET, H_CANCEL, H_SHUTDOWN, H_GATE };
+
+/* A wave's approval gate, as its entries say. */
+enum gst {
+    G_NONE,     /* not looked at yet */
+    G_OPEN,     /* the policy does not gate it (or it began before) */
+    G_PENDING,  /* `gate_requested` witnessed: the run waits */
+    G_APPROVED, /* approved, edited or expired into approval */
+    G_REJECTED, /* rejected, or expired into rejection: the run ends */
+};
+
+struct gate {
+    int st;      /* enum gst */
+    int writing; /* its gate_requested or gate_expired is in flight */
+    int approve_on_expiry;
+    int64_t req_seq, decided_seq;
+    int64_t req_ts_us;   /* when it was requested */
+    int64_t deadline_ms; /* unix ms */
+};
 
 /* A role's JSON reply in progress: rejected attempts so far, the last
  * reply and why it was rejected (for the corrective prompt). */
@@ -302,6 +320,11 @@ struct run {
     size_t wave;
     struct dkey *keys;
     size_t n_keys;
+    /* approval gates */
+    cJSON *gates;    /* the run's policy, NULL: none */
+    struct gate *g;  /* per wave, once planned (with a policy) */
+    int64_t wait_us; /* spent waiting for decided gates */
+    int64_t cur_ts;  /* the ts of the entry being applied */
     /* end */
     int ended, failed_rc;
     struct fo_err err;
@@ -326,9 +349,35 @@ struct wr {
     int spent;      /* it witnesses a reserved model call */
     long task;      /* the task whose busy flag it clears, or -1 */
     int phase_busy; /* it clears r->busy */
+    /* called once it landed, after it was applied (may be NULL) */
+    void (*landed)(void *arg, struct run *r, int rc, int64_t seq,
+                   const struct fo_err *err);
+    void *landed_arg;
     int rc;
     struct wr *next;
 };
+
+/* A decision on a run this engine does not hold (another process runs it,
+ * or nothing does now): checked on the ledger, written through the
+ * engine's append, answered once committed. */
+struct gate_off {
+    struct orch_engine *e;
+    struct ledger_append a;
+    char *body;
+    struct orch_gate_decision d; /* the strings point into held */
+    cJSON *held;
+    int64_t gate_seq;
+    orch_run_done_fn done;
+    void *arg;
+    struct gate_off *next;
+};
+
+static void gate_off_free(struct gate_off *g)
+{
+    free(g->body);
+    cJSON_Delete(g->held);
+    free(g);
+}
 
 /* A model call or a job in flight. */
 enum eff_kind { E_ROLE, E_TASK_MODEL, E_TASK_JOB };
@@ -366,6 +415,9 @@ struct orch_engine {
     struct event *stop_ev;
     struct event *grace_ev; /* a shutdown's grace: then work is abandoned */
     struct orch_live *poll_live; /* the blocking host's run in the registry */
+    struct event *gate_ev;       /* while gates wait: decisions, deadlines */
+    struct gate_off *offq;       /* decisions on runs not here, committed */
+    int64_t gate_cursor; /* entries below it were looked at for decisions */
 };
 
 static const char *run_lane(const struct run *r)
@@ -413,6 +465,8 @@ static void run_free(struct run *r)
         attempts_release(&r->t[i].val);
     }
     free(r->t);
+    free(r->g);
+    cJSON_Delete(r->gates);
     for (size_t i = 0; i < r->n_keys; i++)
         free(r->keys[i].key);
     free(r->keys);
@@ -469,9 +523,10 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The run's time, less what it spent waiting for a human at its gates. */
 static int64_t elapsed_ms(const struct run *r)
 {
-    return (now_us() - r->t0_us) / 1000;
+    return (now_us() - r->t0_us - r->wait_us) / 1000;
 }
 
 static void step(struct run *r);
@@ -524,14 +579,20 @@ static void wr_landed(struct wr *w)
             if (r->started)
                 r->started(r->arg, r->id);
         }
+        r->cur_ts = w->a.entry.ts;
         rc = apply(r, w->a.actor, w->a.kind, w->a.entry.seq, w->a.parent,
                    w->payload, &err);
     }
+    if (w->landed)
+        w->landed(w->landed_arg, r, w->a.rc ? w->a.rc : rc,
+                  w->a.rc ? -1 : w->a.entry.seq, w->a.rc ? &w->a.err : &err);
     wr_free(w);
     if (rc)
         fail(r, rc, &err);
     step(r);
 }
+
+static void gate_off_landed(struct orch_engine *e, struct gate_off *g);
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
@@ -540,7 +601,14 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_lock(&e->mu);
     struct wr *list = e->doneq;
     e->doneq = NULL;
+    struct gate_off *off = e->offq;
+    e->offq = NULL;
     pthread_mutex_unlock(&e->mu);
+    while (off) {
+        struct gate_off *n = off->next;
+        gate_off_landed(e, off);
+        off = n;
+    }
     /* the queue is LIFO: land them in the order they were committed */
     struct wr *rev = NULL;
     while (list) {
@@ -559,9 +627,12 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 /* Witnesses payload (taken) as kind by actor under parent; the state
  * changes when it is committed. task >= 0 marks that task busy until then;
  * phase_busy the run's phase. */
-static int witness(struct run *r, const char *actor, const char *kind,
-                   int64_t parent, cJSON *payload, long task, int phase_busy,
-                   int spent, struct fo_err *err)
+static int witness_cb(struct run *r, const char *actor, const char *kind,
+                      int64_t parent, cJSON *payload, long task, int phase_busy,
+                      int spent,
+                      void (*landed)(void *, struct run *, int, int64_t,
+                                     const struct fo_err *),
+                      void *landed_arg, struct fo_err *err)
 {
     struct orch_engine *e = r->e;
     struct wr *w = calloc(1, sizeof(*w));
@@ -585,6 +656,8 @@ static int witness(struct run *r, const char *actor, const char *kind,
     w->task = task;
     w->phase_busy = phase_busy;
     w->spent = spent;
+    w->landed = landed;
+    w->landed_arg = landed_arg;
     r->writes++;
     if (task >= 0)
         r->t[task].busy = 1;
@@ -606,6 +679,14 @@ static int witness(struct run *r, const char *actor, const char *kind,
     ledger_append_batch(e->cfg.ledger, &w->a, 1, &w->a.err);
     on_committed(w);
     return FO_OK;
+}
+
+static int witness(struct run *r, const char *actor, const char *kind,
+                   int64_t parent, cJSON *payload, long task, int phase_busy,
+                   int spent, struct fo_err *err)
+{
+    return witness_cb(r, actor, kind, parent, payload, task, phase_busy, spent,
+                      NULL, NULL, err);
 }
 
 /* ---- budget and halts --------------------------------------------------- */
@@ -1666,6 +1747,8 @@ static int copy_dup(struct run *r, size_t t, struct fo_err *err)
     return FO_OK;
 }
 
+static int gate_step(struct run *r, struct fo_err *err);
+
 /* Moves the tasks of the current wave on; 1 when the wave is complete. */
 static int wave_step(struct run *r, struct fo_err *err)
 {
@@ -1735,6 +1818,13 @@ static void waves_step(struct run *r)
         char what[32];
         snprintf(what, sizeof(what), "wave %zu", r->wave);
         if (!spend(r, what, 1))
+            return;
+        int g = gate_step(r, &err);
+        if (g < 0) {
+            fail(r, -g, &err);
+            return;
+        }
+        if (!g)
             return;
         int w = wave_step(r, &err);
         if (w < 0) {
@@ -1863,9 +1953,11 @@ static void synth_step(struct run *r)
 static const char *stop_answer(const struct run *r)
 {
     const char *s = r->halt_reason ? r->halt_reason : "";
-    return !strcmp(s, "shutdown")    ? ORCH_STOPPED_ANSWER
-           : !strcmp(s, "cancelled") ? ORCH_CANCELLED_ANSWER
-                                     : ORCH_BUDGET_ANSWER;
+    return !strcmp(s, "shutdown")        ? ORCH_STOPPED_ANSWER
+           : !strcmp(s, "cancelled")     ? ORCH_CANCELLED_ANSWER
+           : !strcmp(s, "gate_rejected") ? ORCH_REJECTED_ANSWER
+           : !strcmp(s, "gate_expired")  ? ORCH_EXPIRED_ANSWER
+                                         : ORCH_BUDGET_ANSWER;
 }
 
 /* A halted run, once nothing it started is in flight: a cancel or the
@@ -1972,6 +2064,358 @@ static int bad(struct fo_err *err, int64_t seq, const char *what)
                       (long long)seq, what);
 }
 
+/* ---- approval gates ----------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    return now_us() / 1000;
+}
+
+static long gate_by_req(const struct run *r, int64_t seq)
+{
+    for (size_t w = 0; r->g && w < r->p->n_waves; w++)
+        if (r->g[w].st >= G_PENDING && r->g[w].req_seq == seq)
+            return (long)w;
+    return -1;
+}
+
+/* 1 when a gate of the run was rejected (or expired into rejection). */
+static int gate_rejected(const struct run *r)
+{
+    for (size_t w = 0; r->g && w < r->p->n_waves; w++)
+        if (r->g[w].st == G_REJECTED)
+            return 1;
+    return 0;
+}
+
+static int wave_has(const struct run *r, size_t wave, long t)
+{
+    const struct orch_plan *p = r->p;
+    for (size_t i = p->wave_start[wave]; i < p->wave_start[wave + 1]; i++)
+        if ((long)p->order[i] == t)
+            return 1;
+    return 0;
+}
+
+/* Checks edits ({task id: instruction}) against the tasks of wave. */
+static int edits_check(const struct run *r, size_t wave, const cJSON *edits,
+                       struct fo_err *err)
+{
+    if (!cJSON_IsObject(edits) || !edits->child)
+        return fo_err_set(err, FO_E_INVALID,
+                          "edits: must be an object of {task id: "
+                          "instruction}, not empty");
+    const cJSON *x;
+    cJSON_ArrayForEach (x, edits) {
+        long t = task_by_id(r, x->string);
+        if (t < 0 || !wave_has(r, wave, t))
+            return fo_err_set(err, FO_E_INVALID,
+                              "edits: task \"%.64s\" is not in wave %zu",
+                              x->string, wave);
+        if (!cJSON_IsString(x) || !*x->valuestring ||
+            strlen(x->valuestring) > ORCH_GATE_EDIT_MAX)
+            return fo_err_set(err, FO_E_INVALID,
+                              "edits.%.64s: must be an instruction of 1..%d "
+                              "bytes",
+                              x->string, ORCH_GATE_EDIT_MAX);
+    }
+    return FO_OK;
+}
+
+/* A gate's entries into the run's state. The first decision on record
+ * counts; later ones change nothing. */
+static int apply_gate(struct run *r, const char *kind, int64_t seq,
+                      int64_t parent, const cJSON *b, struct fo_err *err)
+{
+    if (!strcmp(kind, "gate_requested")) {
+        long long w = 0;
+        if (!r->g || fo_json_get_int(b, "wave", 0, (long long)r->p->n_waves - 1,
+                                     &w) != FO_OK)
+            return bad(err, seq, "a gate of no wave of the plan");
+        long long dl = 0;
+        if (fo_json_get_int(b, "deadline_ms", 0, INT64_MAX / 2, &dl) != FO_OK)
+            return bad(err, seq, "a gate without its deadline");
+        struct gate *g = &r->g[w];
+        if (g->st >= G_PENDING)
+            return FO_OK; /* asked twice: the first counts */
+        g->st = G_PENDING;
+        g->writing = 0;
+        g->req_seq = seq;
+        g->req_ts_us = r->cur_ts;
+        g->deadline_ms = dl;
+        const char *ox = str_of(b, "on_expiry");
+        g->approve_on_expiry = ox && !strcmp(ox, "approve");
+        return FO_OK;
+    }
+    long w = gate_by_req(r, parent);
+    if (w < 0)
+        return bad(err, seq, "a gate decision of no gate");
+    struct gate *g = &r->g[w];
+    if (g->st != G_PENDING)
+        return FO_OK;
+    int approve = 1;
+    if (!strcmp(kind, "gate_edited")) {
+        const cJSON *edits = cJSON_GetObjectItemCaseSensitive(b, "edits");
+        struct fo_err why;
+        if (edits_check(r, (size_t)w, edits, &why))
+            return bad(err, seq, why.msg);
+        const cJSON *x;
+        cJSON_ArrayForEach (x, edits) {
+            struct orch_task *k = &r->p->tasks[task_by_id(r, x->string)];
+            char *s = orch_strdup(x->valuestring);
+            if (!s)
+                return nomem(err);
+            free(k->instruction);
+            k->instruction = s;
+        }
+    } else if (!strcmp(kind, "gate_rejected")) {
+        approve = 0;
+    } else if (!strcmp(kind, "gate_expired")) {
+        const char *a = str_of(b, "action");
+        approve = a && !strcmp(a, "approved");
+    }
+    g->st = approve ? G_APPROVED : G_REJECTED;
+    g->writing = 0;
+    g->decided_seq = seq;
+    if (r->cur_ts > g->req_ts_us)
+        r->wait_us += r->cur_ts - g->req_ts_us;
+    if (!approve) {
+        char before[32];
+        snprintf(before, sizeof(before), "wave %ld", w);
+        set_halt(r, H_GATE, kind[5] == 'e' ? "gate_expired" : "gate_rejected",
+                 before);
+    }
+    return FO_OK;
+}
+
+static void gate_arm(struct orch_engine *e)
+{
+    if (!e->gate_ev || evtimer_pending(e->gate_ev, NULL))
+        return;
+    struct timeval tv = {ORCH_GATE_POLL_MS / 1000,
+                         (ORCH_GATE_POLL_MS % 1000) * 1000};
+    evtimer_add(e->gate_ev, &tv);
+}
+
+static int gate_expire(struct run *r, size_t wave, struct fo_err *err)
+{
+    struct gate *g = &r->g[wave];
+    char when[ORCH_TIME_MAX];
+    orch_time_rfc3339(g->deadline_ms, when);
+    cJSON *o = cJSON_CreateObject();
+    int ok = o && fo_json_add_int(o, "run", r->id) &&
+             fo_json_add_int(o, "wave", (long long)wave) &&
+             cJSON_AddStringToObject(o, "deadline", when) &&
+             cJSON_AddStringToObject(
+                 o, "on_expiry", g->approve_on_expiry ? "approve" : "reject") &&
+             cJSON_AddStringToObject(
+                 o, "action", g->approve_on_expiry ? "approved" : "rejected");
+    if (!ok) {
+        cJSON_Delete(o);
+        return nomem(err);
+    }
+    g->writing = 1;
+    int rc = witness(r, "gate", "gate_expired", g->req_seq, o, -1, 0, 0, err);
+    if (rc)
+        g->writing = 0;
+    return rc;
+}
+
+static int gate_request(struct run *r, const char *rule, struct fo_err *err)
+{
+    const struct orch_plan *p = r->p;
+    struct gate *g = &r->g[r->wave];
+    int64_t dl = orch_gate_deadline(r->gates, now_ms());
+    char when[ORCH_TIME_MAX];
+    orch_time_rfc3339(dl, when);
+    const char *q = str_of(r->gates, "question");
+    char question[160];
+    size_t n = p->wave_start[r->wave + 1] - p->wave_start[r->wave];
+    snprintf(question, sizeof(question),
+             "Approve wave %zu of run %lld (%zu task%s) before it runs?",
+             r->wave, (long long)r->id, n, n == 1 ? "" : "s");
+    cJSON *o = cJSON_CreateObject();
+    cJSON *tasks = o ? cJSON_AddArrayToObject(o, "tasks") : NULL;
+    int ok = tasks != NULL;
+    for (size_t i = p->wave_start[r->wave];
+         ok && i < p->wave_start[r->wave + 1]; i++) {
+        const struct orch_task *k = &p->tasks[p->order[i]];
+        cJSON *t = cJSON_CreateObject();
+        ok = t && cJSON_AddItemToArray(tasks, t) &&
+             cJSON_AddStringToObject(t, "id", k->id) &&
+             cJSON_AddStringToObject(t, "agent", k->agent) &&
+             cJSON_AddStringToObject(t, "instruction", k->instruction);
+    }
+    ok = ok && fo_json_add_int(o, "run", r->id) &&
+         fo_json_add_int(o, "wave", (long long)r->wave) &&
+         cJSON_AddStringToObject(o, "question", q ? q : question) &&
+         cJSON_AddStringToObject(o, "rule", rule) &&
+         cJSON_AddStringToObject(o, "deadline", when) &&
+         fo_json_add_int(o, "deadline_ms", dl) &&
+         cJSON_AddStringToObject(
+             o, "on_expiry",
+             orch_gate_on_expiry_approve(r->gates) ? "approve" : "reject");
+    if (!ok) {
+        cJSON_Delete(o);
+        return nomem(err);
+    }
+    g->writing = 1;
+    int rc =
+        witness(r, "gate", "gate_requested", r->plan_seq, o, -1, 0, 0, err);
+    if (rc)
+        g->writing = 0;
+    else
+        elog(r->e, "run %lld: wave %zu waits for approval (%s)",
+             (long long)r->id, r->wave, rule);
+    return rc;
+}
+
+/* Before the current wave runs: 1 when it may, 0 while it waits for its
+ * gate (or its gate ended the run), -rc on an error. */
+static int gate_step(struct run *r, struct fo_err *err)
+{
+    if (!r->g)
+        return 1;
+    struct gate *g = &r->g[r->wave];
+    if (g->st == G_OPEN || g->st == G_APPROVED)
+        return 1;
+    if (g->st == G_REJECTED || g->writing)
+        return 0;
+    if (g->st == G_PENDING) {
+        if (now_ms() >= g->deadline_ms) {
+            int rc = gate_expire(r, r->wave, err);
+            return rc ? -rc : 0;
+        }
+        gate_arm(r->e);
+        return 0;
+    }
+    /* asked once, before the wave's first task (a wave begun before is
+     * not stopped now) */
+    const struct orch_plan *p = r->p;
+    for (size_t i = p->wave_start[r->wave]; i < p->wave_start[r->wave + 1]; i++)
+        if (r->t[p->order[i]].st != TS_PENDING) {
+            g->st = G_OPEN;
+            return 1;
+        }
+    char rule[ORCH_NAME_MAX + 16];
+    if (!orch_gate_rule(r->gates, orch_roster(r->e->o), p, r->wave, rule,
+                        sizeof(rule))) {
+        g->st = G_OPEN;
+        return 1;
+    }
+    int rc = gate_request(r, rule, err);
+    return rc ? -rc : 0;
+}
+
+/* Decisions other processes wrote (`forum gate approve` on the ledger):
+ * the entries since the last look, at most one read per tick for them
+ * all; then the deadlines. */
+struct gate_seen {
+    int64_t *seq, *parent;
+    size_t n, cap;
+    int64_t last;
+};
+
+static int gate_seen_entry(void *ctx, const struct ledger_entry *en)
+{
+    struct gate_seen *g = ctx;
+    g->last = en->seq;
+    if (strncmp(en->kind, "gate_", 5) != 0 ||
+        !strcmp(en->kind, "gate_requested") || en->parent < 0)
+        return 0;
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 8;
+        int64_t *a = realloc(g->seq, cap * sizeof(*a));
+        if (a)
+            g->seq = a;
+        int64_t *b = a ? realloc(g->parent, cap * sizeof(*b)) : NULL;
+        if (!a || !b)
+            return FO_E_NOMEM;
+        g->parent = b;
+        g->cap = cap;
+    }
+    g->seq[g->n] = en->seq;
+    g->parent[g->n++] = en->parent;
+    return 0;
+}
+
+/* Applies decision seq of run r when its gate still waits. */
+static void gate_take(struct run *r, int64_t seq)
+{
+    struct ledger_entry en;
+    struct fo_err err;
+    char *body = NULL;
+    size_t len = 0;
+    cJSON *b = NULL;
+    if (ledger_get(r->e->cfg.ledger, seq, &en, NULL, &err) ||
+        ledger_body(r->e->cfg.ledger, seq, &body, &len, &err) ||
+        fo_json_parse(body, len, &b, &err)) {
+        free(body);
+        return; /* redacted or unreadable: the deadline decides */
+    }
+    free(body);
+    r->cur_ts = en.ts;
+    int rc = apply(r, en.actor, en.kind, en.seq, en.parent, b, &err);
+    cJSON_Delete(b);
+    if (rc)
+        fail(r, rc, &err);
+    step(r);
+}
+
+static void on_gate_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_engine *e = arg;
+    (void)fd, (void)what;
+    struct gate_seen seen = {.last = e->gate_cursor - 1};
+    struct fo_err err;
+    int rc = ledger_range(e->cfg.ledger, e->gate_cursor, 100000,
+                          gate_seen_entry, &seen, &err);
+    if (rc == FO_OK)
+        e->gate_cursor = seen.last + 1;
+    int64_t now = now_ms();
+    int waiting = 0;
+    /* what to do is found first: acting may end runs */
+    size_t nact = 0, cap = 0;
+    int64_t(*act)[2] = NULL;
+    for (struct run *r = e->runs; r; r = r->next)
+        for (size_t w = 0; r->g && !r->ended && w < r->p->n_waves; w++) {
+            struct gate *g = &r->g[w];
+            if (g->st != G_PENDING || g->writing)
+                continue;
+            int64_t take = -1;
+            for (size_t i = 0; i < seen.n && take < 0; i++)
+                if (seen.parent[i] == g->req_seq)
+                    take = seen.seq[i];
+            waiting = 1;
+            if (take < 0 && now < g->deadline_ms)
+                continue;
+            if (nact == cap) {
+                size_t c = cap ? cap * 2 : 8;
+                int64_t(*a)[2] = realloc(act, c * sizeof(*a));
+                if (!a)
+                    break; /* the next tick */
+                act = a;
+                cap = c;
+            }
+            act[nact][0] = r->id;
+            act[nact++][1] = take;
+        }
+    for (size_t i = 0; i < nact; i++) {
+        struct run *r = run_find(e, act[i][0]);
+        if (!r || r->ended)
+            continue;
+        if (act[i][1] >= 0)
+            gate_take(r, act[i][1]);
+        else
+            step(r);
+    }
+    free(act);
+    free(seen.seq);
+    free(seen.parent);
+    if (waiting)
+        gate_arm(e);
+}
+
 static void attempts_note(struct attempts *a, const cJSON *b)
 {
     a->n++;
@@ -2024,6 +2468,13 @@ static int apply_plan(struct run *r, int64_t seq, const char *actor,
         s->tier = -1;
         s->dup_of = -1;
         s->exit_code = -1;
+    }
+    free(r->g);
+    r->g = NULL;
+    if (r->gates &&
+        !(r->g = calloc(p->n_waves ? p->n_waves : 1, sizeof(*r->g)))) {
+        orch_plan_free(p);
+        return nomem(err);
     }
     orch_plan_free(r->p);
     r->p = p;
@@ -2206,17 +2657,25 @@ static int apply(struct run *r, const char *actor, const char *kind,
             if (s->dup_of < 0)
                 return bad(err, seq, "a skip of no task");
         }
+    } else if (!strncmp(kind, "gate_", 5) && (!strcmp(kind, "gate_requested") ||
+                                              !strcmp(kind, "gate_approved") ||
+                                              !strcmp(kind, "gate_edited") ||
+                                              !strcmp(kind, "gate_rejected") ||
+                                              !strcmp(kind, "gate_expired"))) {
+        return apply_gate(r, kind, seq, parent, b, err);
     } else if (!strcmp(kind, "budget")) {
         r->budget_seq = seq;
         r->budget_spent = 1;
         if (!r->halt) {
             r->halt = H_BUDGET;
             const char *why = str_of(b, "reason");
-            r->halt_reason = !why                          ? "max_model_calls"
-                             : !strcmp(why, "cancelled")   ? "cancelled"
-                             : !strcmp(why, "shutdown")    ? "shutdown"
-                             : !strcmp(why, "max_seconds") ? "max_seconds"
-                                                           : "max_model_calls";
+            r->halt_reason = !why                            ? "max_model_calls"
+                             : !strcmp(why, "cancelled")     ? "cancelled"
+                             : !strcmp(why, "shutdown")      ? "shutdown"
+                             : !strcmp(why, "max_seconds")   ? "max_seconds"
+                             : !strcmp(why, "gate_rejected") ? "gate_rejected"
+                             : !strcmp(why, "gate_expired")  ? "gate_expired"
+                                                            : "max_model_calls";
         }
     } else if (!strcmp(kind, "answer")) {
         const char *a = str_of(b, "answer"), *m = str_of(b, "model");
@@ -2562,7 +3021,17 @@ int orch_engine_create(const struct orch *o,
         return fo_err_set(err, FO_E_INTERNAL, "engine: no mutex");
     }
     e->wake = event_new(cfg->base, -1, EV_PERSIST, on_wake, e);
-    if (!e->wake) {
+    e->gate_ev = evtimer_new(cfg->base, on_gate_tick, e);
+    int64_t count = 0;
+    struct fo_err ignore;
+    if (ledger_count(cfg->ledger, &count, &ignore) != FO_OK)
+        count = 0; /* decisions already on record come in by replay */
+    e->gate_cursor = count;
+    if (!e->wake || !e->gate_ev) {
+        if (e->wake)
+            event_free(e->wake);
+        if (e->gate_ev)
+            event_free(e->gate_ev);
         pthread_mutex_destroy(&e->mu);
         free(e);
         return nomem(err);
@@ -2588,9 +3057,26 @@ void orch_engine_free(struct orch_engine *e)
     pthread_mutex_unlock(&e->mu);
     while (w) {
         struct wr *n = w->next;
+        if (w->landed) {
+            struct fo_err err;
+            fo_err_set(&err, FO_E_DRAINING, "the engine stopped");
+            w->landed(w->landed_arg, NULL, FO_E_DRAINING, -1, &err);
+        }
         wr_free(w);
         w = n;
     }
+    struct gate_off *off = e->offq;
+    e->offq = NULL;
+    while (off) {
+        struct gate_off *n = off->next;
+        struct fo_err err;
+        fo_err_set(&err, FO_E_DRAINING, "the engine stopped");
+        if (off->done)
+            off->done(off->arg, FO_E_DRAINING, NULL, &err);
+        gate_off_free(off);
+        off = n;
+    }
+    event_free(e->gate_ev);
     if (e->stop_ev)
         event_free(e->stop_ev);
     if (e->grace_ev)
@@ -2640,6 +3126,12 @@ static struct run *run_new(struct orch_engine *e, const char *via)
     return r;
 }
 
+/* Runs that go past a plan (a `plan` request only plans). */
+static int is_run_via(const char *via)
+{
+    return strcmp(via, "plan") != 0;
+}
+
 static int via_valid(const char *via)
 {
     return via && (!strcmp(via, "submit") || !strcmp(via, "run_start") ||
@@ -2670,20 +3162,38 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
         if (rc)
             return rc;
     }
-    if (e->stopping)
+    rc = orch_gate_policy_check(req->opts.gates, orch_roster(e->o), now_ms(),
+                                err);
+    if (rc)
+        return rc;
+    cJSON *gates = NULL;
+    if (is_run_via(req->via) &&
+        (rc =
+             orch_gate_policy_merge(e->o->gates, req->opts.gates, &gates, err)))
+        return rc;
+    if (e->stopping) {
+        cJSON_Delete(gates);
         return fo_err_set(err, FO_E_DRAINING, "the daemon is stopping");
-    if (e->n_runs >= e->cfg.max_runs)
+    }
+    if (e->n_runs >= e->cfg.max_runs) {
+        cJSON_Delete(gates);
         return fo_err_set(err, FO_E_BUSY, "%zu runs are in progress (max_runs)",
                           e->n_runs);
+    }
     int is_run = strcmp(req->via, "plan") != 0;
     if (is_run) {
         rc = hold_instance(e, err);
-        if (rc)
+        if (rc) {
+            cJSON_Delete(gates);
             return rc;
+        }
     }
     struct run *r = run_new(e, req->via);
-    if (!r)
+    if (!r) {
+        cJSON_Delete(gates);
         return nomem(err);
+    }
+    r->gates = gates;
     r->resumable = resumable;
     r->request = orch_strdup(text);
     r->given = is_plan_run ? cJSON_Duplicate(req->plan, 1) : NULL;
@@ -2696,14 +3206,16 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
     if (is_plan_run)
         r->phase = PH_PLAN;
     cJSON *b = cJSON_CreateObject();
-    int ok =
-        r->request && (!is_plan_run || r->given) && b &&
-        cJSON_AddStringToObject(b, "request", r->request) &&
-        cJSON_AddStringToObject(b, "via", req->via) &&
-        (!is_run || cJSON_AddStringToObject(b, "instance", e->instance)) &&
-        (!is_run || resumable || cJSON_AddFalseToObject(b, "resumable")) &&
-        (!calls || fo_json_add_int(b, "max_model_calls", calls)) &&
-        (!r->max_seconds || fo_json_add_int(b, "max_seconds", r->max_seconds));
+    int ok = r->request && (!is_plan_run || r->given) && b &&
+             cJSON_AddStringToObject(b, "request", r->request) &&
+             cJSON_AddStringToObject(b, "via", req->via) &&
+             (!is_run || cJSON_AddStringToObject(b, "instance", e->instance)) &&
+             (!is_run || resumable || cJSON_AddFalseToObject(b, "resumable")) &&
+             (!calls || fo_json_add_int(b, "max_model_calls", calls)) &&
+             (!r->max_seconds ||
+              fo_json_add_int(b, "max_seconds", r->max_seconds)) &&
+             (!gates ||
+              cJSON_AddItemToObject(b, "gates", cJSON_Duplicate(gates, 1)));
     if (!ok) {
         cJSON_Delete(b);
         run_unlink(r);
@@ -2754,6 +3266,258 @@ int orch_engine_cancel(struct orch_engine *e, int64_t run)
     set_halt(r, H_CANCEL, "cancelled", where);
     step(r);
     return FO_OK;
+}
+
+/* ---- a human's decision on a gate of a run here ------------------------- */
+
+static void gate_off_committed(void *arg)
+{
+    struct gate_off *g = arg;
+    struct orch_engine *e = g->e;
+    pthread_mutex_lock(&e->mu);
+    g->next = e->offq;
+    e->offq = g;
+    pthread_mutex_unlock(&e->mu);
+    event_active(e->wake, EV_READ, 0);
+}
+
+static void gate_off_landed(struct orch_engine *e, struct gate_off *g)
+{
+    struct fo_err err = g->a.err;
+    int rc = g->a.rc;
+    cJSON *o = NULL;
+    if (!rc)
+        rc = orch_gate_first(e->cfg.ledger, &g->d, g->gate_seq, g->a.entry.seq,
+                             &err);
+    if (!rc && !(o = orch_gate_reply(&g->d, g->a.entry.seq)))
+        rc = nomem(&err);
+    if (g->done)
+        g->done(g->arg, rc, o, rc ? &err : NULL);
+    else
+        cJSON_Delete(o);
+    gate_off_free(g);
+}
+
+static int gate_offline(struct orch_engine *e,
+                        const struct orch_gate_decision *d,
+                        orch_run_done_fn done, void *arg, struct fo_err *err)
+{
+    int64_t gseq = -1;
+    int rc = orch_gate_check(e->cfg.ledger, d, &gseq, err);
+    if (rc)
+        return rc;
+    struct gate_off *g = calloc(1, sizeof(*g));
+    cJSON *o = g ? orch_gate_decision_json(d) : NULL;
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    if (!o || fo_json_canon(o, &b, err)) {
+        fo_buf_release(&b);
+        cJSON_Delete(o);
+        free(g);
+        return nomem(err);
+    }
+    g->e = e;
+    g->held = o; /* the decision's strings live on in its body object */
+    g->d = *d;
+    g->d.approver = str_of(o, "approver");
+    g->d.note = str_of(o, "note");
+    g->d.reason = str_of(o, "reason");
+    g->d.edits = cJSON_GetObjectItemCaseSensitive(o, "edits");
+    g->d.decision = orch_gate_kind(d->decision) + 5; /* approved... */
+    g->body = fo_buf_detach(&b, &g->a.body_len);
+    fo_buf_release(&b);
+    g->a.actor = "human";
+    g->a.kind = orch_gate_kind(d->decision);
+    g->a.parent = gseq;
+    g->a.body = g->body;
+    g->gate_seq = gseq;
+    g->done = done;
+    g->arg = arg;
+    if (e->cfg.append) {
+        rc = e->cfg.append(e->cfg.hook, &g->a, gate_off_committed, g, err);
+        if (rc)
+            gate_off_free(g);
+        return rc;
+    }
+    ledger_append_batch(e->cfg.ledger, &g->a, 1, &g->a.err);
+    gate_off_committed(g);
+    return FO_OK;
+}
+
+struct gate_call {
+    orch_run_done_fn done;
+    void *arg;
+    int64_t run, wave;
+    char decision[16]; /* approved, edited, rejected */
+};
+
+static void gate_landed(void *arg, struct run *r, int rc, int64_t seq,
+                        const struct fo_err *err)
+{
+    struct gate_call *c = arg;
+    struct fo_err e2;
+    cJSON *o = NULL;
+    if (!rc && r && r->g && r->g[c->wave].decided_seq != seq)
+        rc = fo_err_set(&e2, FO_E_GATE_DECIDED,
+                        "run %lld wave %lld: another decision (seq %lld) "
+                        "came first",
+                        (long long)c->run, (long long)c->wave,
+                        (long long)r->g[c->wave].decided_seq),
+        err = &e2;
+    if (!rc) {
+        o = cJSON_CreateObject();
+        if (!o || !fo_json_add_int(o, "run_seq", c->run) ||
+            !fo_json_add_int(o, "wave", c->wave) ||
+            !cJSON_AddStringToObject(o, "decision", c->decision) ||
+            !fo_json_add_int(o, "seq", seq)) {
+            cJSON_Delete(o);
+            o = NULL;
+            rc = fo_err_set(&e2, FO_E_NOMEM, NULL);
+            err = &e2;
+        }
+    }
+    if (c->done)
+        c->done(c->arg, rc, o, rc ? err : NULL);
+    else
+        cJSON_Delete(o);
+    free(c);
+}
+
+struct gate_child {
+    int64_t gate, seq;
+};
+
+static int gate_child_entry(void *ctx, const struct ledger_entry *en)
+{
+    struct gate_child *c = ctx;
+    if (en->parent == c->gate && !strncmp(en->kind, "gate_", 5) &&
+        strcmp(en->kind, "gate_requested") != 0) {
+        c->seq = en->seq;
+        return 1;
+    }
+    return 0;
+}
+
+static int check_text(const char *name, const char *v, int required,
+                      struct fo_err *err)
+{
+    if (!v)
+        return required ? fo_err_set(err, FO_E_INVALID, "%s: required", name)
+                        : FO_OK;
+    size_t n = strlen(v);
+    if (n == 0 || n > ORCH_GATE_TEXT_MAX || !fo_utf8_valid(v, n))
+        return fo_err_set(err, FO_E_INVALID, "%s: must be text of 1..%d bytes",
+                          name, ORCH_GATE_TEXT_MAX);
+    return FO_OK;
+}
+
+int orch_gate_decision_check(const struct orch_gate_decision *d,
+                             struct fo_err *err)
+{
+    if (!d->decision || (strcmp(d->decision, "approve") != 0 &&
+                         strcmp(d->decision, "edit") != 0 &&
+                         strcmp(d->decision, "reject") != 0))
+        return fo_err_set(err, FO_E_INVALID,
+                          "decision: approve, edit or reject");
+    int rc = check_text("approver", d->approver, 1, err);
+    if (!rc)
+        rc = check_text("note", d->note, 0, err);
+    if (!rc)
+        rc = check_text("reason", d->reason, 0, err);
+    if (!rc && d->decision[0] != 'e' && d->edits)
+        rc = fo_err_set(err, FO_E_INVALID,
+                        "edits: only for an edit (gate_edit)");
+    if (!rc && d->decision[0] == 'e' && !d->edits)
+        rc = fo_err_set(err, FO_E_INVALID, "edits: required for an edit");
+    return rc;
+}
+
+cJSON *orch_gate_decision_json(const struct orch_gate_decision *d)
+{
+    cJSON *o = cJSON_CreateObject();
+    int ok = o && fo_json_add_int(o, "run", d->run) &&
+             fo_json_add_int(o, "wave", d->wave) &&
+             cJSON_AddStringToObject(o, "approver", d->approver) &&
+             (!d->note || cJSON_AddStringToObject(o, "note", d->note)) &&
+             (!d->reason || cJSON_AddStringToObject(o, "reason", d->reason)) &&
+             (!d->edits ||
+              cJSON_AddItemToObject(o, "edits", cJSON_Duplicate(d->edits, 1)));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+const char *orch_gate_kind(const char *decision)
+{
+    return decision[0] == 'a'   ? "gate_approved"
+           : decision[0] == 'e' ? "gate_edited"
+                                : "gate_rejected";
+}
+
+int orch_engine_gate(struct orch_engine *e, const struct orch_gate_decision *d,
+                     orch_run_done_fn done, void *arg, struct fo_err *err)
+{
+    int rc = orch_gate_decision_check(d, err);
+    if (rc)
+        return rc;
+    struct run *r = run_find(e, d->run);
+    if (!r || r->ended) /* not here: the ledger's way */
+        return gate_offline(e, d, done, arg, err);
+    if (!r->g || r->phase < PH_WAVES || d->wave < 0 ||
+        d->wave >= (int64_t)r->p->n_waves || r->g[d->wave].st < G_PENDING)
+        return fo_err_set(
+            err, FO_E_NO_GATE, "run %lld: no gate at wave %lld (waiting: %s)",
+            (long long)d->run, (long long)d->wave,
+            r->g && r->wave < r->p->n_waves && r->g[r->wave].st == G_PENDING
+                ? "another wave"
+                : "none");
+    struct gate *g = &r->g[d->wave];
+    if (g->st == G_PENDING && !g->writing) { /* decided elsewhere since? */
+        struct gate_child c = {.gate = g->req_seq, .seq = -1};
+        struct fo_err ignore;
+        ledger_descendants(e->cfg.ledger, g->req_seq, 16, gate_child_entry, &c,
+                           &ignore);
+        if (c.seq >= 0) {
+            gate_take(r, c.seq);
+            r = run_find(e, d->run);
+            g = r && r->g ? &r->g[d->wave] : NULL;
+        }
+    }
+    if (!g || g->st != G_PENDING || g->writing)
+        return fo_err_set(err, FO_E_GATE_DECIDED,
+                          "run %lld wave %lld: the gate was decided already%s",
+                          (long long)d->run, (long long)d->wave,
+                          g && g->writing ? " (it expired)" : "");
+    if (now_ms() >= g->deadline_ms) {
+        step(r); /* it expires now */
+        return fo_err_set(err, FO_E_GATE_DECIDED,
+                          "run %lld wave %lld: the gate's deadline passed",
+                          (long long)d->run, (long long)d->wave);
+    }
+    if (d->decision[0] == 'e' &&
+        (rc = edits_check(r, (size_t)d->wave, d->edits, err)))
+        return rc;
+    struct gate_call *c = calloc(1, sizeof(*c));
+    cJSON *o = c ? orch_gate_decision_json(d) : NULL;
+    if (!o) {
+        free(c);
+        return nomem(err);
+    }
+    c->done = done;
+    c->arg = arg;
+    c->run = d->run;
+    c->wave = d->wave;
+    snprintf(c->decision, sizeof(c->decision), "%s",
+             d->decision[0] == 'a'   ? "approved"
+             : d->decision[0] == 'e' ? "edited"
+                                     : "rejected");
+    rc = witness_cb(r, "human", orch_gate_kind(d->decision), g->req_seq, o, -1,
+                    0, 0, gate_landed, c, err);
+    if (rc)
+        free(c);
+    return rc;
 }
 
 static void on_stop_check(evutil_socket_t fd, short what, void *arg)
@@ -2866,6 +3630,7 @@ static int replay_entry(void *ctx, const struct ledger_entry *en)
     if (!rc)
         rc = fo_json_parse(body, len, &b, &err);
     free(body);
+    r->cur_ts = en->ts;
     if (!rc)
         rc = apply(r, en->actor, en->kind, en->seq, en->parent, b, &err);
     cJSON_Delete(b);
@@ -2923,6 +3688,11 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
                                      ORCH_SUBMIT_SECONDS_MAX, &n) == FO_OK
                          ? (int)n
                          : 0;
+    cJSON *gates = cJSON_DetachItemFromObjectCaseSensitive(b, "gates");
+    if (cJSON_IsObject(gates))
+        r->gates = gates;
+    else
+        cJSON_Delete(gates);
     cJSON_Delete(b);
     struct ledger_entry req;
     if (!r->request || ledger_get(l, seq, &req, NULL, err)) {
@@ -2953,6 +3723,8 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
     r->halt = H_NONE;
     if (r->budget_seq >= 0) /* the budget is on record: only the answer */
         r->halt = H_BUDGET;
+    else if (gate_rejected(r)) /* a gate ended it: the budget entry next */
+        r->halt = H_GATE;
     *resumed = 1;
     if (p.rc) { /* its entries do not reduce to a state */
         elog(e, "run %lld: cannot resume: %s", (long long)seq, p.err.msg);

@@ -107,6 +107,17 @@ int orch_engine_resume_all(struct orch_engine *e, size_t *n,
  * the run is here and not yet ending, FO_E_NOT_FOUND when it is not. */
 int orch_engine_cancel(struct orch_engine *e, int64_t run);
 
+/* A human's decision on a gate of a run this engine holds: checks it
+ * (FO_E_INVALID; FO_E_NO_GATE when the run has no gate waiting at that
+ * wave; FO_E_GATE_DECIDED), witnesses it, and calls done (on the loop
+ * thread, never from inside this call) with {"run_seq", "wave",
+ * "decision", "seq"} once it is on record; the run goes on (or ends, when
+ * rejected). A run this engine does not hold is decided on the ledger
+ * (orch_gate_check, then the decision written through the engine's
+ * append), for the process that runs it to find. */
+int orch_engine_gate(struct orch_engine *e, const struct orch_gate_decision *d,
+                     orch_run_done_fn done, void *arg, struct fo_err *err);
+
 /* Shutdown: new runs are refused; every run starts nothing new, lets the
  * model calls and tasks in flight finish within the grace (their outcomes
  * witnessed; what is still in flight then is abandoned, to be redone on

@@ -57,6 +57,7 @@ struct orch {
     int default_api; /* ORCH_EXEC_CHAT/_ANTHROPIC for "default" lanes, or 0 */
     unsigned char model_has[2][3]; /* a provider serves that api and tier */
     struct orch_runs *runs;        /* never NULL once created */
+    cJSON *gates; /* the standing approval-gate policy, or NULL */
 };
 
 /* orch_runs.c: allocates o->runs (FO_E_NOMEM) with room for max_runs

@@ -479,6 +479,7 @@ struct scan {
     cJSON *entries; /* the last ORCH_RUN_ENTRIES_MAX (NULL: not kept) */
     size_t shown;
     int64_t answer_seq, budget_seq, error_seq, stop_seq, resume_seq;
+    int64_t gate_seq; /* the last gate_requested with no decision, or -1 */
     char inst[ORCH_INSTANCE_HEX + 1]; /* of the last `resume`, else "" */
 };
 
@@ -516,6 +517,10 @@ static int scan_entry(void *ctx, const struct ledger_entry *e)
     }
     if (!strcmp(e->kind, "budget"))
         s->budget_seq = e->seq;
+    if (!strcmp(e->kind, "gate_requested"))
+        s->gate_seq = e->seq;
+    else if (!strncmp(e->kind, "gate_", 5) && e->parent == s->gate_seq)
+        s->gate_seq = -1; /* decided */
     if (!strcmp(e->kind, "answer")) {
         s->answer_seq = e->seq;
         return SCAN_END; /* nothing of the run follows its answer */
@@ -627,7 +632,8 @@ static int scan_run(struct ledger *l, struct scan *s, int keep,
                        .budget_seq = -1,
                        .error_seq = -1,
                        .stop_seq = -1,
-                       .resume_seq = -1};
+                       .resume_seq = -1,
+                       .gate_seq = -1};
     if (keep && !(s->entries = cJSON_CreateArray()))
         return fo_err_set(err, FO_E_NOMEM, NULL);
     int rc =
@@ -657,6 +663,8 @@ int orch_run_held(const struct orch *o, struct ledger *l, int64_t run)
     cJSON_Delete(req);
     return held;
 }
+
+static cJSON *gate_view(int64_t seq, const cJSON *b);
 
 int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
 {
@@ -696,15 +704,28 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
     /* With no end on record: "running" while its process holds it; a run
      * a daemon will resume reads "stopped" (by a shutdown or a crash);
      * "interrupted" only where nothing will resume it (a CLI's run). */
+    /* A run waiting at a gate reads "waiting" whether or not a process
+     * holds it now: the next daemon to start resumes it still waiting. */
     const char *state =
         s.error_seq >= 0    ? "failed"
-        : s.answer_seq >= 0 ? s.budget_seq < 0            ? "done"
-                              : !strcmp(why, "shutdown")  ? "stopped"
-                              : !strcmp(why, "cancelled") ? "cancelled"
-                                                          : "budget"
-        : live == LIVE_YES  ? "running"
-        : live == LIVE_NO   ? (resumable ? "stopped" : "interrupted")
-                            : "unknown";
+        : s.answer_seq >= 0 ? s.budget_seq < 0                ? "done"
+                              : !strcmp(why, "shutdown")      ? "stopped"
+                              : !strcmp(why, "cancelled")     ? "cancelled"
+                              : !strcmp(why, "gate_rejected") ? "rejected"
+                              : !strcmp(why, "gate_expired")  ? "expired"
+                                                              : "budget"
+        : s.gate_seq >= 0 && (live == LIVE_YES || resumable) ? "waiting"
+        : live == LIVE_YES                                   ? "running"
+        : live == LIVE_NO ? (resumable ? "stopped" : "interrupted")
+                          : "unknown";
+    cJSON *gate = NULL;
+    if (!strcmp(state, "waiting")) {
+        cJSON *gb = body_of(l, s.gate_seq, NULL, &rc, err);
+        if (rc)
+            goto out;
+        gate = gb ? gate_view(s.gate_seq, gb) : NULL;
+        cJSON_Delete(gb);
+    }
     inst = held[0] ? held : NULL;
     o = cJSON_CreateObject();
     int ok = o && fo_json_add_int(o, "run", run) &&
@@ -719,6 +740,12 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
              (s.answer_seq >= 0
                   ? fo_json_add_int(o, "answer_seq", s.answer_seq) != NULL
                   : cJSON_AddNullToObject(o, "answer_seq") != NULL);
+    if (ok)
+        ok = gate ? cJSON_AddItemToObject(o, "gate", gate) != 0
+                  : cJSON_AddNullToObject(o, "gate") != NULL;
+    if (!ok && gate && !cJSON_GetObjectItemCaseSensitive(o, "gate"))
+        cJSON_Delete(gate);
+    gate = NULL;
     if (ok && fail) {
         cJSON *f = cJSON_AddObjectToObject(o, "error");
         ok = f && add_str_or_null(f, "error", fail, "error") &&
@@ -795,6 +822,12 @@ int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
             /* its request was on record before it was registered */
             state = "running";
             cancel = "requested";
+        } else if (!strcmp(state, "waiting")) {
+            rc = fo_err_set(err, FO_E_RUN_ELSEWHERE,
+                            "run %lld: waiting at an approval gate, not in "
+                            "this process: cancel it where it runs, or "
+                            "reject its gate (forum gate reject)",
+                            (long long)run);
         } else if (!strcmp(state, "running")) {
             rc = ours ? fo_err_set(err, FO_E_RUN_ELSEWHERE,
                                    "run %lld: no longer in progress in this "
@@ -833,4 +866,300 @@ int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
     }
     cJSON_Delete(g);
     return rc;
+}
+
+/* ---- gates on the ledger ------------------------------------------------ */
+
+struct gate_scan {
+    struct ledger *l;
+    int64_t run;  /* only this run's gates, when >= 0 */
+    int64_t wave; /* only this wave's, when >= 0 */
+    cJSON *found; /* [{"seq", "body"}] */
+};
+
+static int64_t body_int(const cJSON *b, const char *k)
+{
+    long long v = -1;
+    if (fo_json_get_int(b, k, 0, INT64_MAX / 2, &v) != FO_OK)
+        return -1;
+    return v;
+}
+
+static int gate_found(void *ctx, const struct ledger_entry *e)
+{
+    struct gate_scan *g = ctx;
+    int rc = FO_OK;
+    struct fo_err ignore;
+    cJSON *b = body_of(g->l, e->seq, NULL, &rc, &ignore);
+    if (!b)
+        return rc == FO_E_NOMEM ? rc : 0; /* redacted: no gate to show */
+    int64_t run = body_int(b, "run"), wave = body_int(b, "wave");
+    if (run < 0 || wave < 0 || (g->run >= 0 && run != g->run) ||
+        (g->wave >= 0 && wave != g->wave)) {
+        cJSON_Delete(b);
+        return 0;
+    }
+    cJSON *item = cJSON_CreateObject();
+    if (!item || !fo_json_add_int(item, "seq", e->seq) ||
+        !cJSON_AddItemToObject(item, "body", b)) {
+        cJSON_Delete(item);
+        if (!item)
+            cJSON_Delete(b);
+        return FO_E_NOMEM;
+    }
+    cJSON_AddItemToArray(g->found, item);
+    return 0;
+}
+
+struct gate_decided {
+    int64_t gate, seq;
+    char kind[LEDGER_KIND_MAX + 1];
+};
+
+static int gate_decided_entry(void *ctx, const struct ledger_entry *en)
+{
+    struct gate_decided *c = ctx;
+    if (en->parent == c->gate && !strncmp(en->kind, "gate_", 5) &&
+        strcmp(en->kind, "gate_requested") != 0) {
+        c->seq = en->seq;
+        snprintf(c->kind, sizeof(c->kind), "%s", en->kind);
+        return 1;
+    }
+    return 0;
+}
+
+/* The gate_requested entries of run (>= 0) or of every run, wave (>= 0)
+ * or every wave: [{"seq", "body"}]. */
+static int gates_of(struct ledger *l, int64_t run, int64_t wave, cJSON **out,
+                    struct fo_err *err)
+{
+    struct gate_scan g = {.l = l, .run = run, .wave = wave};
+    if (!(g.found = cJSON_CreateArray()))
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = ledger_gates(l, run >= 0 ? run : 0, gate_found, &g, err);
+    if (rc == FO_E_NOMEM)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    if (rc) {
+        cJSON_Delete(g.found);
+        return rc;
+    }
+    *out = g.found;
+    return FO_OK;
+}
+
+/* The decision of gate seq on record: its seq (kind in kind), or -1. */
+static int64_t gate_decision(struct ledger *l, int64_t gate,
+                             char kind[LEDGER_KIND_MAX + 1])
+{
+    struct gate_decided c = {.gate = gate, .seq = -1};
+    struct fo_err ignore;
+    ledger_descendants(l, gate, 64, gate_decided_entry, &c, &ignore);
+    if (kind)
+        snprintf(kind, LEDGER_KIND_MAX + 1, "%s", c.kind);
+    return c.seq;
+}
+
+/* 1 when run has an end on record. */
+static int run_ended(struct ledger *l, int64_t run, struct fo_err *err)
+{
+    struct scan s = {.run = run};
+    if (scan_run(l, &s, 0, err))
+        return -1;
+    return s.answer_seq >= 0 || s.error_seq >= 0;
+}
+
+/* A pending gate as gate_list shows it. */
+static cJSON *gate_view(int64_t seq, const cJSON *b)
+{
+    static const char *const copy[] = {"tasks",    "question",  "rule",
+                                       "deadline", "on_expiry", "deadline_ms"};
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !fo_json_add_int(o, "run_seq", body_int(b, "run")) ||
+        !fo_json_add_int(o, "wave", body_int(b, "wave")) ||
+        !fo_json_add_int(o, "requested_seq", seq)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, copy[i]);
+        if (v && !cJSON_AddItemToObject(o, copy[i], cJSON_Duplicate(v, 1))) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+int orch_gate_list(struct ledger *l, int64_t run, cJSON **out,
+                   struct fo_err *err)
+{
+    cJSON *found = NULL;
+    int rc = gates_of(l, run, -1, &found, err);
+    if (rc)
+        return rc;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *list = o ? cJSON_AddArrayToObject(o, "gates") : NULL;
+    if (!list)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    const cJSON *it;
+    cJSON_ArrayForEach (it, found) {
+        if (rc)
+            break;
+        int64_t seq = body_int(it, "seq");
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(it, "body");
+        if (gate_decision(l, seq, NULL) >= 0)
+            continue;
+        int ended = run_ended(l, body_int(b, "run"), err);
+        if (ended < 0) {
+            rc = err->code;
+            break;
+        }
+        if (ended)
+            continue;
+        cJSON *v = gate_view(seq, b);
+        if (!v || !cJSON_AddItemToArray(list, v)) {
+            cJSON_Delete(v);
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        }
+    }
+    cJSON_Delete(found);
+    if (rc) {
+        cJSON_Delete(o);
+        return rc;
+    }
+    *out = o;
+    return FO_OK;
+}
+
+int orch_gate_check(struct ledger *l, const struct orch_gate_decision *d,
+                    int64_t *gate_seq, struct fo_err *err)
+{
+    int rc = orch_gate_decision_check(d, err);
+    if (rc)
+        return rc;
+    cJSON *req = NULL, *found = NULL;
+    rc = run_request(l, d->run, &req, err);
+    cJSON_Delete(req);
+    if (rc == FO_E_NOT_FOUND || rc == FO_E_NOT_A_RUN)
+        return fo_err_set(err, FO_E_NO_GATE, "run %lld: no such run",
+                          (long long)d->run);
+    if (rc)
+        return rc;
+    rc = gates_of(l, d->run, d->wave, &found, err);
+    if (rc)
+        return rc;
+    const cJSON *g = cJSON_GetArrayItem(found, 0);
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(g, "body");
+    int64_t gseq = body_int(g, "seq");
+    char kind[LEDGER_KIND_MAX + 1];
+    int64_t dseq = g ? gate_decision(l, gseq, kind) : -1;
+    int ended = g ? run_ended(l, d->run, err) : 0;
+    if (!g)
+        rc = fo_err_set(err, FO_E_NO_GATE, "run %lld: no gate at wave %lld",
+                        (long long)d->run, (long long)d->wave);
+    else if (dseq >= 0)
+        rc = fo_err_set(err, FO_E_GATE_DECIDED,
+                        "run %lld wave %lld: decided already (%s, seq %lld)",
+                        (long long)d->run, (long long)d->wave, kind,
+                        (long long)dseq);
+    else if (ended < 0)
+        rc = err->code;
+    else if (ended)
+        rc = fo_err_set(err, FO_E_NO_GATE,
+                        "run %lld: ended; its gate waits no more",
+                        (long long)d->run);
+    else if (ledger_now_us() / 1000 >= body_int(b, "deadline_ms"))
+        rc = fo_err_set(
+            err, FO_E_GATE_DECIDED,
+            "run %lld wave %lld: its deadline passed (%.40s): "
+            "it expires when its run goes on",
+            (long long)d->run, (long long)d->wave,
+            cJSON_IsString(cJSON_GetObjectItemCaseSensitive(b, "deadline"))
+                ? cJSON_GetObjectItemCaseSensitive(b, "deadline")->valuestring
+                : "?");
+    if (!rc && d->decision[0] == 'e') {
+        if (!cJSON_IsObject(d->edits) || !d->edits->child)
+            rc = fo_err_set(err, FO_E_INVALID,
+                            "edits: must be an object of {task id: "
+                            "instruction}, not empty");
+        const cJSON *x;
+        cJSON_ArrayForEach (x, d->edits) {
+            if (rc)
+                break;
+            int in_wave = 0;
+            const cJSON *t;
+            cJSON_ArrayForEach (t,
+                                cJSON_GetObjectItemCaseSensitive(b, "tasks")) {
+                const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "id");
+                if (cJSON_IsString(id) && !strcmp(id->valuestring, x->string))
+                    in_wave = 1;
+            }
+            if (!in_wave)
+                rc = fo_err_set(err, FO_E_INVALID,
+                                "edits: task \"%.64s\" is not in wave %lld",
+                                x->string, (long long)d->wave);
+            else if (!cJSON_IsString(x) || !*x->valuestring ||
+                     strlen(x->valuestring) > ORCH_GATE_EDIT_MAX)
+                rc = fo_err_set(err, FO_E_INVALID,
+                                "edits.%.64s: must be an instruction of "
+                                "1..%d bytes",
+                                x->string, ORCH_GATE_EDIT_MAX);
+        }
+    }
+    cJSON_Delete(found);
+    if (!rc)
+        *gate_seq = gseq;
+    return rc;
+}
+
+int orch_gate_first(struct ledger *l, const struct orch_gate_decision *d,
+                    int64_t gate_seq, int64_t seq, struct fo_err *err)
+{
+    char kind[LEDGER_KIND_MAX + 1];
+    int64_t first = gate_decision(l, gate_seq, kind);
+    if (first >= 0 && first != seq)
+        return fo_err_set(err, FO_E_GATE_DECIDED,
+                          "run %lld wave %lld: another decision (%s, seq "
+                          "%lld) came first",
+                          (long long)d->run, (long long)d->wave, kind,
+                          (long long)first);
+    return FO_OK;
+}
+
+cJSON *orch_gate_reply(const struct orch_gate_decision *d, int64_t seq)
+{
+    cJSON *o = cJSON_CreateObject();
+    const char *dec = d->decision[0] == 'a'   ? "approved"
+                      : d->decision[0] == 'e' ? "edited"
+                                              : "rejected";
+    if (!o || !fo_json_add_int(o, "run_seq", d->run) ||
+        !fo_json_add_int(o, "wave", d->wave) ||
+        !cJSON_AddStringToObject(o, "decision", dec) ||
+        !fo_json_add_int(o, "seq", seq)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+int orch_gate_decide(const struct orch_witness *w,
+                     const struct orch_gate_decision *d, cJSON **out,
+                     struct fo_err *err)
+{
+    int64_t gseq = -1, seq = -1;
+    int rc = orch_gate_check(w->ledger, d, &gseq, err);
+    if (!rc) {
+        cJSON *o = orch_gate_decision_json(d);
+        rc = o ? orch_witness_json(w, "human", orch_gate_kind(d->decision),
+                                   gseq, o, &seq, err)
+               : fo_err_set(err, FO_E_NOMEM, NULL);
+        cJSON_Delete(o);
+    }
+    /* another process may have decided in between: the first wins */
+    if (!rc)
+        rc = orch_gate_first(w->ledger, d, gseq, seq, err);
+    if (rc)
+        return rc;
+    *out = orch_gate_reply(d, seq);
+    return *out ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
 }

@@ -48,6 +48,9 @@ static const struct code_info codes[FO_E__COUNT] = {
                             "the ledger's files were moved, replaced or "
                             "truncated under this process; restart it",
                             3, 503},
+    [FO_E_NO_GATE] = {"no_gate", "no gate waits for a decision there", 2, 400},
+    [FO_E_GATE_DECIDED] = {"gate_decided", "the gate was decided already", 2,
+                           400},
 };
 
 static const struct code_info *info(int code)

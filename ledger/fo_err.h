@@ -38,6 +38,8 @@ enum fo_code {
      * replaced or truncated under an open handle: the handle refuses every
      * later write (sticky) until it is closed; a daemon until restarted. */
     FO_E_STORAGE_MOVED = 27,
+    FO_E_NO_GATE = 28,      /* no gate waits at that run and wave */
+    FO_E_GATE_DECIDED = 29, /* the gate was decided already */
     FO_E__COUNT
 };
 

@@ -868,6 +868,13 @@ int ledger_requests(struct ledger *l, int64_t from, ledger_entry_fn fn,
     return l->ops->requests(l->store, from < 0 ? 0 : from, range_row, &r, err);
 }
 
+int ledger_gates(struct ledger *l, int64_t from, ledger_entry_fn fn, void *ctx,
+                 struct fo_err *err)
+{
+    struct range_ctx r = {fn, ctx};
+    return l->ops->gates(l->store, from < 0 ? 0 : from, range_row, &r, err);
+}
+
 int ledger_chain(struct ledger *l, int64_t seq, struct ledger_entry **out,
                  size_t *n, struct fo_err *err)
 {

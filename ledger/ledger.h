@@ -161,6 +161,12 @@ int ledger_descendants(struct ledger *l, int64_t root, int64_t limit,
 int ledger_requests(struct ledger *l, int64_t from, ledger_entry_fn fn,
                     void *ctx, struct fo_err *err);
 
+/* Calls fn for every `gate_requested` entry (a run waiting for a human)
+ * with seq >= from, in seq order, through an index of them alone. A
+ * non-zero return of fn stops and is returned. */
+int ledger_gates(struct ledger *l, int64_t from, ledger_entry_fn fn, void *ctx,
+                 struct fo_err *err);
+
 /* The causal chain of seq: following parent links to the root. *out is a
  * malloc'd array, root first, *n entries. A parent that is missing or not
  * smaller than its child (a damaged ledger) is FO_E_CORRUPT. */

@@ -104,6 +104,10 @@ struct store_ops {
      * runs), in seq order; no bodies. fn as in scan. */
     int (*requests)(struct store *s, int64_t from, store_row_fn fn, void *ctx,
                     struct fo_err *err);
+    /* Streams the entries of kind `gate_requested` with seq >= from, in
+     * seq order; no bodies. fn as in scan. */
+    int (*gates)(struct store *s, int64_t from, store_row_fn fn, void *ctx,
+                 struct fo_err *err);
     /* A cursor over tree nodes with pos >= from in pos order, stepped
      * while a scan runs (verify walks both side by side). next gives FO_OK
      * and a node, or FO_E_NOT_FOUND past the last; end releases it. */

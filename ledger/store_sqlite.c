@@ -43,6 +43,7 @@ enum stmt_id {
     ST_SCAN_CHECKPOINTS,
     ST_DESCENDANTS,
     ST_REQUESTS,
+    ST_GATES,
     ST_HAS_PARENT_INDEX,
     ST__COUNT
 };
@@ -89,9 +90,13 @@ static const char *const sql_text[ST__COUNT] = {
     /* the root `request` entries (runs), through entries_requests */
     [ST_REQUESTS] = "SELECT " ENTRY_COLS " FROM entries WHERE parent IS NULL"
                     " AND kind = 'request' AND seq >= ?1 ORDER BY seq",
+    /* the `gate_requested` entries, through entries_gates */
+    [ST_GATES] = "SELECT " ENTRY_COLS " FROM entries WHERE"
+                 " kind = 'gate_requested' AND seq >= ?1 ORDER BY seq",
     [ST_HAS_PARENT_INDEX] = "SELECT count(*) FROM sqlite_master WHERE"
                             " type = 'index' AND name IN ('entries_parent',"
-                            " 'entries_requests') HAVING count(*) = 2",
+                            " 'entries_requests', 'entries_gates')"
+                            " HAVING count(*) = 3",
 };
 
 /* Children by parent, for the entries of a run (ledger_descendants).
@@ -100,7 +105,9 @@ static const char *const sql_text[ST__COUNT] = {
     "CREATE INDEX IF NOT EXISTS entries_parent ON entries(parent)"             \
     " WHERE parent IS NOT NULL;"                                               \
     "CREATE INDEX IF NOT EXISTS entries_requests ON entries(seq)"              \
-    " WHERE parent IS NULL AND kind = 'request';"
+    " WHERE parent IS NULL AND kind = 'request';"                              \
+    "CREATE INDEX IF NOT EXISTS entries_gates ON entries(seq)"                 \
+    " WHERE kind = 'gate_requested';"
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY,"
@@ -1297,6 +1304,16 @@ static int sq_requests(struct store *s, int64_t from, store_row_fn fn,
     return stream_rows(s, q, "requests", fn, ctx, err);
 }
 
+static int sq_gates(struct store *s, int64_t from, store_row_fn fn, void *ctx,
+                    struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, ST_GATES, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, from);
+    return stream_rows(s, q, "gates", fn, ctx, err);
+}
+
 static int sq_scan_checkpoints(struct store *s,
                                int (*fn)(void *ctx, int64_t size,
                                          const uint8_t root[32],
@@ -1354,6 +1371,7 @@ const struct store_ops store_sqlite_ops = {
     .scan = sq_scan,
     .descendants = sq_descendants,
     .requests = sq_requests,
+    .gates = sq_gates,
     .nodes_begin = sq_nodes_begin,
     .nodes_next = sq_nodes_next,
     .nodes_end = sq_nodes_end,

@@ -331,6 +331,15 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 
 #define NO_INPUT "{\"type\":\"object\",\"properties\":{}}"
 #define SEQ_PROP "\"seq\":{\"type\":\"integer\",\"minimum\":0}"
+/* A gate decision's input: extra properties, extra required names. */
+#define GATE_SCHEMA(props, req)                                                \
+    "{\"type\":\"object\",\"properties\":{"                                    \
+    "\"run_seq\":{\"type\":\"integer\",\"minimum\":0},"                        \
+    "\"wave\":{\"type\":\"integer\",\"minimum\":0},"                           \
+    "\"approver\":{\"type\":\"string\",\"minLength\":1,"                       \
+    "\"maxLength\":4096},"                                                     \
+    "\"note\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096}" props  \
+    "},\"required\":[\"run_seq\",\"wave\",\"approver\"" req "]}"
 
 static const struct surf_method table[] = {
     {"health",
@@ -428,6 +437,7 @@ static const struct surf_method table[] = {
     {"plan_run", "Run a given plan {tasks} wave by wave; every step witnessed.",
      "{\"type\":\"object\",\"properties\":{"
      "\"plan\":{\"type\":\"object\"},"
+     "\"gates\":{\"type\":\"object\"},"
      "\"request\":{\"type\":\"string\",\"maxLength\":65536}},"
      "\"required\":[\"plan\"]}",
      SURF_WRITE, 4096 * KIB, "POST", "/plan/run", surf_h_plan_run, SURF_ON_RUN,
@@ -453,7 +463,8 @@ static const struct surf_method table[] = {
      "\"max_model_calls\":{\"type\":\"integer\",\"minimum\":1,"
      "\"maximum\":1000},"
      "\"max_seconds\":{\"type\":\"integer\",\"minimum\":1,"
-     "\"maximum\":86400}},"
+     "\"maximum\":86400},"
+     "\"gates\":{\"type\":\"object\"}},"
      "\"required\":[\"request\"]}",
      SURF_WRITE, 80 * KIB, "POST", "/submit", surf_h_submit, SURF_ON_RUN,
      surf_s_submit},
@@ -468,7 +479,8 @@ static const struct surf_method table[] = {
      "\"max_model_calls\":{\"type\":\"integer\",\"minimum\":1,"
      "\"maximum\":1000},"
      "\"max_seconds\":{\"type\":\"integer\",\"minimum\":1,"
-     "\"maximum\":86400}},"
+     "\"maximum\":86400},"
+     "\"gates\":{\"type\":\"object\"}},"
      "\"required\":[\"request\"]}",
      SURF_WRITE, 80 * KIB, "POST", "/runs", surf_h_run_start, SURF_ON_RUN,
      surf_s_run_start},
@@ -495,6 +507,36 @@ static const struct surf_method table[] = {
      "\"required\":[\"run\"]}",
      SURF_WRITE, 4 * KIB, "POST", "/runs/{run}/cancel", surf_h_run_cancel,
      SURF_ON_LOOP, NULL},
+    /* approval gates: handlers in methods_orch.c */
+    {"gate_list",
+     "The approval gates waiting for a decision (of one run with run): "
+     "{gates: [{run_seq, wave, tasks, question, rule, deadline, on_expiry, "
+     "requested_seq}]}.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"run\":{\"type\":\"integer\",\"minimum\":0}}}",
+     SURF_READ, 4 * KIB, "GET", "/gates", surf_h_gate_list, SURF_ON_WORKER,
+     NULL},
+    {"gate_approve",
+     "Approve the gate before wave of run run_seq: the wave runs. Recorded "
+     "as gate_approved with the approver: {run_seq, wave, decision, seq}.",
+     GATE_SCHEMA("", ""), SURF_WRITE, 8 * KIB, "POST", "/gate/approve",
+     surf_h_gate_approve, SURF_ON_RUN, surf_s_gate_approve},
+    {"gate_edit",
+     "Approve the gate before wave of run run_seq with new instructions for "
+     "some of its tasks (edits: {task id: instruction}); the edited "
+     "instructions are what run. Recorded as gate_edited.",
+     GATE_SCHEMA(",\"edits\":{\"type\":\"object\"}", ",\"edits\""), SURF_WRITE,
+     1024 * KIB, "POST", "/gate/edit", surf_h_gate_edit, SURF_ON_RUN,
+     surf_s_gate_edit},
+    {"gate_reject",
+     "Reject the gate before wave of run run_seq: the run ends (state "
+     "rejected) without running the wave. Recorded as gate_rejected with "
+     "the reason.",
+     GATE_SCHEMA(",\"reason\":{\"type\":\"string\",\"minLength\":1,"
+                 "\"maxLength\":4096}",
+                 ""),
+     SURF_WRITE, 16 * KIB, "POST", "/gate/reject", surf_h_gate_reject,
+     SURF_ON_RUN, surf_s_gate_reject},
 };
 
 const struct surf_method *surf_methods(size_t *n)

@@ -96,6 +96,7 @@ int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     struct orch_submit_opts opts = {
         .max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
         .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
+        .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
     };
     int rc = get_orch(ctx, &own, &o, err);
     if (!rc) {
@@ -114,6 +115,7 @@ int surf_h_run_start(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     struct orch_submit_opts opts = {
         .max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
         .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
+        .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
     };
     int64_t run = -1;
     int rc = o ? FO_OK : orch_create(NULL, &own, err);
@@ -214,7 +216,8 @@ static int start_run(struct surf_ctx *ctx, const char *via, const cJSON *in,
         .request = surf_in_str(in, "request"),
         .plan = cJSON_GetObjectItemCaseSensitive(in, "plan"),
         .opts = {.max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
-                 .max_seconds = (int)surf_in_int(in, "max_seconds", 0)},
+                 .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
+                 .gates = cJSON_GetObjectItemCaseSensitive(in, "gates")},
     };
     int rc = orch_engine_start(ctx->engine, &req, on_run_started, on_run_done,
                                c, err);
@@ -245,4 +248,79 @@ int surf_s_run_start(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
                      void *arg, struct fo_err *err)
 {
     return start_run(ctx, "run_start", in, 1, reply, arg, err);
+}
+
+/* ---- approval gates ----------------------------------------------------- */
+
+int surf_h_gate_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                     struct fo_err *err)
+{
+    return orch_gate_list(ctx->ledger, surf_in_int(in, "run", -1), out, err);
+}
+
+static struct orch_gate_decision decision_of(const cJSON *in,
+                                             const char *decision)
+{
+    return (struct orch_gate_decision){
+        .run = surf_in_int(in, "run_seq", -1),
+        .wave = surf_in_int(in, "wave", -1),
+        .decision = decision,
+        .approver = surf_in_str(in, "approver"),
+        .note = surf_in_str(in, "note"),
+        .reason = surf_in_str(in, "reason"),
+        .edits = cJSON_GetObjectItemCaseSensitive(in, "edits"),
+    };
+}
+
+/* Without an engine here (the CLI, `forum mcp`): on the ledger, for the
+ * process that runs the run (or the next daemon) to find. */
+static int gate_h(struct surf_ctx *ctx, const cJSON *in, const char *decision,
+                  cJSON **out, struct fo_err *err)
+{
+    struct orch_gate_decision d = decision_of(in, decision);
+    struct orch_witness w = ctx_witness(ctx);
+    return orch_gate_decide(&w, &d, out, err);
+}
+
+int surf_h_gate_approve(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                        struct fo_err *err)
+{
+    return gate_h(ctx, in, "approve", out, err);
+}
+
+int surf_h_gate_edit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                     struct fo_err *err)
+{
+    return gate_h(ctx, in, "edit", out, err);
+}
+
+int surf_h_gate_reject(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                       struct fo_err *err)
+{
+    return gate_h(ctx, in, "reject", out, err);
+}
+
+static int gate_s(struct surf_ctx *ctx, const cJSON *in, const char *decision,
+                  surf_reply_fn reply, void *arg, struct fo_err *err)
+{
+    struct orch_gate_decision d = decision_of(in, decision);
+    return orch_engine_gate(ctx->engine, &d, reply, arg, err);
+}
+
+int surf_s_gate_approve(struct surf_ctx *ctx, const cJSON *in,
+                        surf_reply_fn reply, void *arg, struct fo_err *err)
+{
+    return gate_s(ctx, in, "approve", reply, arg, err);
+}
+
+int surf_s_gate_edit(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
+                     void *arg, struct fo_err *err)
+{
+    return gate_s(ctx, in, "edit", reply, arg, err);
+}
+
+int surf_s_gate_reject(struct surf_ctx *ctx, const cJSON *in,
+                       surf_reply_fn reply, void *arg, struct fo_err *err)
+{
+    return gate_s(ctx, in, "reject", reply, arg, err);
 }

@@ -48,4 +48,20 @@ int surf_h_run_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 int surf_h_run_cancel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                       struct fo_err *err);
 
+/* Approval gates (methods_orch.c). */
+int surf_h_gate_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                     struct fo_err *err);
+int surf_h_gate_approve(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                        struct fo_err *err);
+int surf_h_gate_edit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                     struct fo_err *err);
+int surf_h_gate_reject(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                       struct fo_err *err);
+int surf_s_gate_approve(struct surf_ctx *ctx, const cJSON *in,
+                        surf_reply_fn reply, void *arg, struct fo_err *err);
+int surf_s_gate_edit(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
+                     void *arg, struct fo_err *err);
+int surf_s_gate_reject(struct surf_ctx *ctx, const cJSON *in,
+                       surf_reply_fn reply, void *arg, struct fo_err *err);
+
 #endif
