@@ -74,6 +74,39 @@ int cli_plan(struct cli *c, int argc, char **argv);
  * 3 (code timeout) when --timeout passed first. */
 int cli_run(struct cli *c, int argc, char **argv);
 
+/* The daemon serving a data dir, as cli_run.c talks to it. */
+struct cli_daemon {
+    const char *dir; /* the data dir it serves */
+    char host[256];
+    int port;
+    char token[128];
+    int has_token;
+};
+/* The daemon serving c->ledger_dir: FO_E_NOT_FOUND when none runs (the
+ * message says how to start one), FO_E_IO when its state or token cannot
+ * be read. */
+int cli_daemon_find(struct cli *c, struct cli_daemon *d, struct fo_err *err);
+/* One method call to it (body NULL: none): *out the result object, or err
+ * with the daemon's code and message. */
+int cli_daemon_call(const struct cli_daemon *d, const char *method,
+                    const char *path, const char *body, cJSON **out,
+                    struct fo_err *err);
+
+/* Approval gates (cli_gate.c): `forum gate list|approve|edit|reject`. */
+int cli_gate(struct cli *c, int argc, char **argv);
+
+/* --gate SPEC, --gate-timeout S, --gate-on-expiry approve|reject into
+ * *policy (made on first use): 2 when a and v were taken, 0 when a is not
+ * one of them, -code (err set) on a bad value. */
+int cli_gate_arg(cJSON **policy, const char *a, const char *v,
+                 struct fo_err *err);
+#define CLI_GATE_HELP                                                          \
+    "  --gate SPEC          stop before each wave the policy gates until a\n"  \
+    "                       human decides (forum gate --help): all,\n"         \
+    "                       lane:NAME, category:NAME or wave:N (repeat)\n"     \
+    "  --gate-timeout S     a gate's deadline (default 86400)\n"               \
+    "  --gate-on-expiry X   reject (default) or approve at the deadline\n"
+
 /* The model-provider flags of serve, mcp, submit and plan. A provider is
  * --chat-url URL --model M [--api-key-env VAR], or --api [--model M]
  * [--api-key-env VAR]. The flags before any --tier make the provider of

@@ -63,7 +63,8 @@ static const char help_start[] =
     "`forum submit` to run a request in this process with them.\n"
     "options:\n"
     "  --max-model-calls N  the run's model calls (1..1000; default 32)\n"
-    "  --max-seconds S      the run's wall-clock budget (1..86400)\n"
+    "  --max-seconds S      the run's wall-clock budget "
+    "(1..86400)\n" CLI_GATE_HELP
     "  --json               print {run, state} as POST /runs does\n"
     "exit codes: 0 started; 1 no daemon is running on the data dir (start\n"
     "one with `forum serve start`); 2 usage, or the daemon refused the\n"
@@ -140,19 +141,11 @@ static int daemon_flag(const char *a)
 
 /* ---- the daemon ---------------------------------------------------------- */
 
-struct run_daemon {
-    const char *dir; /* the data dir it serves */
-    char host[256];
-    int port;
-    char token[128];
-    int has_token;
-};
-
 /* The daemon serving c->ledger_dir: its address from forum.state.json and
  * its token. FO_E_NOT_FOUND when none is running (the message says how to
  * start one), FO_E_IO when one holds the dir but its state cannot be
  * read. */
-static int find_daemon(struct cli *c, struct run_daemon *d, struct fo_err *err)
+int cli_daemon_find(struct cli *c, struct cli_daemon *d, struct fo_err *err)
 {
     long pid = 0;
     int r = daemon_running(c->ledger_dir, &pid);
@@ -212,9 +205,9 @@ static int code_of(const char *name, int status)
 /* One method call to the daemon: method and path, body (NULL: none). On
  * FO_OK *out is the result object (the caller frees it); an error reply
  * becomes err with the daemon's code and message. */
-static int daemon_call(const struct run_daemon *d, const char *method,
-                       const char *path, const char *body, cJSON **out,
-                       struct fo_err *err)
+int cli_daemon_call(const struct cli_daemon *d, const char *method,
+                    const char *path, const char *body, cJSON **out,
+                    struct fo_err *err)
 {
     int status = 0;
     char *reply = NULL;
@@ -304,7 +297,7 @@ static int cmd_start(struct cli *c, int argc, char **argv)
     struct fo_buf text, body;
     fo_buf_init(&text, ORCH_REQUEST_MAX);
     fo_buf_init(&body, FO_BUF_UNLIMITED);
-    cJSON *in = NULL, *out = NULL;
+    cJSON *in = NULL, *out = NULL, *gates = NULL;
     struct fo_err err;
     fo_err_clear(&err);
     long long calls = 0, secs = 0;
@@ -315,7 +308,13 @@ static int cmd_start(struct cli *c, int argc, char **argv)
     for (int i = 1; i < argc && !code; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--max-model-calls") || !strcmp(a, "--max-seconds")) {
+        int gv = cli_gate_arg(&gates, a, v, &err);
+        if (gv < 0) {
+            code = cli_usage_error(c, "run start: %s", err.msg);
+        } else if (gv) {
+            i++;
+        } else if (!strcmp(a, "--max-model-calls") ||
+                   !strcmp(a, "--max-seconds")) {
             int m = !strcmp(a, "--max-seconds");
             long long lim = m ? ORCH_SUBMIT_SECONDS_MAX : ORCH_SUBMIT_CALLS_MAX;
             long long x = v ? cli_parse_seq(v) : -1;
@@ -348,15 +347,17 @@ static int cmd_start(struct cli *c, int argc, char **argv)
         code = cli_usage_error(c, "run start: no REQUEST");
         goto out;
     }
-    struct run_daemon d;
-    if (find_daemon(c, &d, &err) != FO_OK) {
+    struct cli_daemon d;
+    if (cli_daemon_find(c, &d, &err) != FO_OK) {
         code = cli_fail(c, &err);
         goto out;
     }
     in = cJSON_CreateObject();
     if (!in || !cJSON_AddStringToObject(in, "request", text.data) ||
         (calls && !fo_json_add_int(in, "max_model_calls", calls)) ||
-        (secs && !fo_json_add_int(in, "max_seconds", secs))) {
+        (secs && !fo_json_add_int(in, "max_seconds", secs)) ||
+        (gates &&
+         !cJSON_AddItemToObject(in, "gates", cJSON_Duplicate(gates, 1)))) {
         code = cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
         goto out;
     }
@@ -364,7 +365,7 @@ static int cmd_start(struct cli *c, int argc, char **argv)
         code = cli_fail(c, &err);
         goto out;
     }
-    if (daemon_call(&d, "POST", "/runs", body.data, &out, &err) != FO_OK) {
+    if (cli_daemon_call(&d, "POST", "/runs", body.data, &out, &err) != FO_OK) {
         code = cli_fail(c, &err);
         goto out;
     }
@@ -380,6 +381,7 @@ static int cmd_start(struct cli *c, int argc, char **argv)
                     run, run);
     }
 out:
+    cJSON_Delete(gates);
     cJSON_Delete(in);
     cJSON_Delete(out);
     fo_buf_release(&text);
@@ -469,13 +471,13 @@ static int cmd_cancel(struct cli *c, int argc, char **argv)
         return ex < 0 ? 0 : ex;
     struct fo_err err;
     fo_err_clear(&err);
-    struct run_daemon d;
+    struct cli_daemon d;
     cJSON *out = NULL;
-    int rc = find_daemon(c, &d, &err);
+    int rc = cli_daemon_find(c, &d, &err);
     if (rc == FO_OK) {
         char path[64];
         snprintf(path, sizeof(path), "/runs/%lld/cancel", id);
-        if (daemon_call(&d, "POST", path, NULL, &out, &err) != FO_OK)
+        if (cli_daemon_call(&d, "POST", path, NULL, &out, &err) != FO_OK)
             return cli_fail(c, &err);
     } else if (rc == FO_E_NOT_FOUND) {
         /* No daemon: nothing here runs the run, but the method still tells

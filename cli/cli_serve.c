@@ -52,8 +52,9 @@ static const char help_serve[] =
     "                         a shell), the prompt as last argument; default\n"
     "                         the stub executor\n"
     "  --roster FILE          a roster JSON file instead of the built-in one\n"
-    "  --max-runs N           background runs (POST /runs) at once, 1-1024\n"
-    "                         (default 8; one more is 503 busy)\n"
+    "  --max-runs N           runs in memory at once (submit, POST /runs,\n"
+    "                         resumed), 1-1000000 (default 10000; one more\n"
+    "                         is 503 busy)\n" CLI_GATE_HELP
     "  --timeout S            stop: seconds before SIGKILL (default 10)\n"
     "\n" CLI_PROVIDER_HELP;
 
@@ -88,7 +89,13 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
         long x;
         int takes = 1;
         int pv = cli_provider_arg(&o->prov, a, v);
-        if (pv > 0) {
+        struct fo_err gerr;
+        int gv = cli_gate_arg(&o->cfg.gates_owned, a, v, &gerr);
+        if (gv < 0)
+            return cli_usage_error(c, "serve: %s", gerr.msg);
+        if (gv) {
+            o->cfg.gates = o->cfg.gates_owned;
+        } else if (pv > 0) {
             takes = pv - 1;
         } else if (!strcmp(a, "--no-auth")) {
             o->cfg.no_auth = 1;
@@ -201,6 +208,10 @@ static int load_config(struct cli *c, struct serve_opts *o)
         file.max_runs = flags.max_runs;
     if (flags.max_connections)
         file.max_connections = flags.max_connections;
+    if (flags.gates) { /* the flags' policy replaces the file's */
+        file.gates = flags.gates;
+        file.gates_owned = flags.gates_owned;
+    }
     file.log_file = flags.log_file;
     file.cmd = flags.cmd;
     file.roster = flags.roster;
@@ -258,7 +269,8 @@ static int check(struct cli *c, struct serve_opts *o)
                              .cmd = o->cfg.cmd,
                              .models =
                                  o->cfg.has_models ? &o->cfg.models : NULL,
-                             .max_runs = o->cfg.max_runs};
+                             .max_runs = o->cfg.max_runs,
+                             .gates = o->cfg.gates};
     struct orch *orch = NULL;
     if (orch_create(&oc, &orch, &err) != FO_OK)
         return cli_fail(c, &err);
@@ -631,12 +643,11 @@ int cli_serve(struct cli *c, int argc, char **argv)
         if (cli_is_help(argv[i]))
             return cli_help(help_serve);
     int ex = parse_opts(c, argc, argv, first, &o);
-    if (ex)
-        return ex;
-    if (!sub || !strcmp(sub, "start")) {
+    if (!ex && (!sub || !strcmp(sub, "start")))
         ex = load_config(c, &o);
-        if (ex)
-            return ex;
+    if (ex) {
+        daemon_config_release(&o.cfg);
+        return ex;
     }
     if (o.check)
         ex = check(c, &o);

@@ -28,7 +28,7 @@ static const char submit_usage[] =
     "  --max-model-calls N  the run's model calls (default and ceiling 32;\n"
     "                       at most 1000); when spent the run stops with a\n"
     "                       `budget` entry and a fixed answer\n"
-    "  --max-seconds S      the run's wall-clock budget\n"
+    "  --max-seconds S      the run's wall-clock budget\n" CLI_GATE_HELP
     "  --roster FILE        the roster (default: the built-in one)\n"
     "  --timeout SECONDS    per task and per model call (default 300)\n"
     "  --json               print {answer, checkpoint, request_seq, ...}\n"
@@ -51,6 +51,7 @@ struct submit_opts {
     struct orch_config cfg;
     struct cli_providers prov;
     int max_calls, max_seconds;
+    cJSON *gates;
 };
 
 static int parse(struct cli *c, const char *name, const char *usage, int argc,
@@ -64,7 +65,13 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
         int pv = cli_provider_arg(&o->prov, a, has ? argv[i + 1] : NULL);
         if (pv < 0)
             return cli_usage_error(c, "%s: %s needs a value", name, a);
-        if (pv) {
+        struct fo_err gerr;
+        int gv = cli_gate_arg(&o->gates, a, has ? argv[i + 1] : NULL, &gerr);
+        if (gv < 0)
+            return cli_usage_error(c, "%s: %s", name, gerr.msg);
+        if (gv) {
+            i++;
+        } else if (pv) {
             i += pv - 1;
         } else if (!strcmp(a, "--cmd") && has) {
             o->cfg.cmd = argv[++i];
@@ -151,7 +158,9 @@ static int run(struct cli *c, const char *name, const char *method,
     in = cJSON_CreateObject();
     if (!in || !cJSON_AddStringToObject(in, "request", o.text.data) ||
         (o.max_calls && !fo_json_add_int(in, "max_model_calls", o.max_calls)) ||
-        (o.max_seconds && !fo_json_add_int(in, "max_seconds", o.max_seconds))) {
+        (o.max_seconds && !fo_json_add_int(in, "max_seconds", o.max_seconds)) ||
+        (o.gates &&
+         !cJSON_AddItemToObject(in, "gates", cJSON_Duplicate(o.gates, 1)))) {
         code = cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
         goto out;
     }
@@ -197,6 +206,7 @@ out:
     orch_free(orch);
     daemon_config_release(&dc);
     fo_buf_release(&o.text);
+    cJSON_Delete(o.gates);
     return code;
 }
 

@@ -33,6 +33,9 @@ static const char usage[] =
     "                 answer a request end to end, every step witnessed\n"
     "  run start|get|cancel|wait ...\n"
     "                 background runs in the daemon (forum run --help)\n"
+    "  gate list|approve|edit|reject ...\n"
+    "                 approval gates: runs waiting for a human (forum gate "
+    "--help)\n"
     "  bench A B      two ledgers' summaries side by side, with deltas\n"
     "  version        print the version\n"
     "\n"
@@ -116,6 +119,8 @@ int main(int argc, char **argv)
         return cli_submit(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) /* cli_run.c */
         return cli_run(&c, argc - 1, argv + 1);
+    if (!strcmp(cmd, "gate")) /* cli_gate.c */
+        return cli_gate(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "plan"))
         return cli_plan(&c, argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))

@@ -500,7 +500,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     struct orch_config oc = {.roster_path = cfg->roster,
                              .cmd = cfg->cmd,
                              .models = cfg->has_models ? &cfg->models : NULL,
-                             .max_runs = cfg->max_runs};
+                             .max_runs = cfg->max_runs,
+                             .gates = cfg->gates};
     rc = orch_create(&oc, &d->orch, err);
     if (rc)
         goto out;
@@ -705,6 +706,8 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
                 return rc;
             }
             cfg->has_models = 1;
+        } else if (!strcmp(k, "gates") && cJSON_IsObject(v)) {
+            cfg->gates = v; /* checked with the roster by orch_create */
         } else if (!strcmp(k, "checkpoint_interval_ms") && is_int && x >= -1 &&
                    x <= 86400000)
             cfg->sign_interval_ms = x == 0 ? -1 : (int)x;
@@ -726,6 +729,9 @@ void daemon_config_release(struct daemon_config *cfg)
     free(cfg->providers_owned);
     cfg->providers_owned = NULL;
     cfg->has_models = 0;
+    cJSON_Delete(cfg->gates_owned);
+    cfg->gates_owned = NULL;
+    cfg->gates = NULL;
 }
 
 int daemon_config_set_providers(struct daemon_config *cfg,

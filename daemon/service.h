@@ -35,7 +35,12 @@ struct daemon_config {
     const char *cmd;      /* plan executor command (NULL: the stub) */
     const char *roster;   /* roster file (NULL: the built-in roster) */
     int max_runs;         /* background runs at once; 0: 8 (1..1024) */
-    void *owned;          /* the parsed forum.json strings point into */
+    /* The approval-gate policy every run starts with (forum.json "gates"
+     * or the --gate flags); NULL: none. gates_owned is freed by
+     * daemon_config_release. */
+    const cJSON *gates;
+    cJSON *gates_owned;
+    void *owned; /* the parsed forum.json strings point into */
     /* Model providers for the control loop (submit, plan): forum.json's
      * "models", or the providers of the model flags. has_models 0: every
      * role is the deterministic stub. */
