@@ -143,7 +143,8 @@ Test(engine, every_method_says_where_it_runs)
                           !strcmp(m->name, "run_cancel"),
                       "%s writes on the loop", m->name);
     }
-    cr_assert_eq(runs, 4); /* submit, plan, plan_run, run_start */
+    /* submit, plan, plan_run, run_start, and the three gate decisions */
+    cr_assert_eq(runs, 7);
     cr_assert_eq(surf_find("ledger_append")->where, SURF_ON_COMMIT);
     cr_assert_eq(surf_find("ledger_chain")->where, SURF_ON_WORKER);
     cr_assert_eq(surf_find("ledger_verify")->where, SURF_ON_WORKER);
