@@ -586,17 +586,18 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
          "connections)",
          cfg->dir, host, port, (long)getpid(), cfg->no_auth ? "off" : "on",
          surf_http_max_connections(d->http));
-    if (!cfg->quiet) {
-        printf("forum: listening on http://%s:%d\n", host, port);
-        fflush(stdout);
-    }
-    /* Runs that a crash or a shutdown left without an end go on. */
+    /* Runs that a crash or a shutdown left without an end go on (their
+     * resume entries committed before the daemon says it is ready). */
     size_t resumed = 0;
     struct fo_err rerr;
     if (orch_engine_resume_all(d->engine, &resumed, &rerr) != FO_OK)
         dlog(d, "resume: %s", rerr.msg);
     else if (resumed)
         dlog(d, "resumed %zu run%s", resumed, resumed == 1 ? "" : "s");
+    if (!cfg->quiet) {
+        printf("forum: listening on http://%s:%d\n", host, port);
+        fflush(stdout);
+    }
     ready(d, "ok %d\n", port);
     if (event_base_dispatch(d->base) != 0)
         rc = fo_err_set(err, FO_E_INTERNAL, "the event loop failed");

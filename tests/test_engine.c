@@ -395,3 +395,52 @@ Test(engine, runs_survive_ten_sigkills_and_no_witnessed_call_is_made_again,
                   calls, SOAK_RUNS, in_flight_at_kills);
     end_test(&f, dir);
 }
+
+/* ---- SIGTERM with a hundred runs in flight --------------------------------
+ */
+
+static long long kind_count(const char *dir, const char *kind)
+{
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
+                                "summary", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *s = tu_run_json(&r);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(s, "by_kind"), kind);
+    long long n = cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    return n;
+}
+
+Test(engine, sigterm_with_a_hundred_runs_in_flight_exits_and_all_resume,
+     .timeout = 180)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct fake f;
+    fake_start(&f, 1); /* every model call held until released */
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    daemon_on(&d, dir, &f, NULL, NULL);
+    for (int i = 0; i < 100; i++)
+        cJSON_Delete(tu_http_json(&d, "POST", "/runs",
+                                  "{\"request\":\"" REQ "\"}", 200));
+    wait_stat(&f, "held", 100); /* each run waits on its first call */
+    /* the held calls never answer: the stop abandons them after its
+     * grace, witnesses a stop for every run, and exits 0 */
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
+    cr_assert_eq(kind_count(dir, "stop"), 100);
+    cr_assert_eq(kind_count(dir, "answer"), 0);
+    kill(f.pid, SIGUSR1); /* answer everything from now on */
+    daemon_on(&d, dir, &f, NULL, NULL);
+    int64_t t0 = tu_now_ms();
+    while (kind_count(dir, "answer") < 100) {
+        cr_assert_lt(tu_now_ms() - t0, 120000, "the resumed runs never ended");
+        usleep(50000);
+    }
+    /* each resumed once, each answered once */
+    cr_assert_eq(kind_count(dir, "resume"), 100);
+    cr_assert_eq(kind_count(dir, "answer"), 100);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0);
+    end_test(&f, dir);
+}
