@@ -406,6 +406,10 @@ struct orch_witness {
     struct ledger *ledger;
     int (*append)(void *hook, struct ledger_append *req, struct fo_err *err);
     void *hook;
+    /* A run begun through this witness calls started(started_arg, run)
+     * on its thread once its request is on record (may be NULL). */
+    void (*started)(void *arg, int64_t run);
+    void *started_arg;
 };
 
 /* Runs a plan: compiles it against the roster (a bad plan is FO_E_INVALID,
@@ -720,6 +724,12 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out,
  * FO_E_NOT_A_RUN (as orch_run_get), FO_E_RUN_ELSEWHERE (in progress in
  * another live process, or its state "unknown": cancel it where it runs),
  * ledger errors. */
+/* Sets the cancel flag of run (of the ledger in dir) when this process runs
+ * it on a blocking host (orch_submit, orch_run_plan, orch_run_start): it
+ * stops at its next step, witnessed as cancelled. 1 when it was found.
+ * Any thread; reads nothing from the ledger. */
+int orch_run_cancel_here(const struct orch *o, const char *dir, int64_t run);
+
 int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
                     struct fo_err *err);
 

@@ -4008,12 +4008,14 @@ static int run_registered(const struct orch *o, const struct orch_witness *w,
 {
     struct orch_live live;
     char inst[ORCH_INSTANCE_HEX + 1];
-    int rc = orch_submit_check(req->request, &req->opts, err);
+    int rc = req->request || strcmp(req->via, "plan_run") != 0
+                 ? orch_submit_check(req->request, &req->opts, err)
+                 : FO_OK;
     if (!rc)
         rc = orch_runs_hold(o, ledger_dir(w->ledger), inst, &live, err);
     if (!rc)
-        rc = orch_engine_run_sync_live(o, w, req, &live, NULL, NULL, NULL, out,
-                                       err);
+        rc = orch_engine_run_sync_live(o, w, req, &live, NULL, w->started,
+                                       w->started_arg, out, err);
     return rc;
 }
 
@@ -4040,5 +4042,5 @@ int orch_run_plan(const struct orch *o, const struct orch_witness *w,
 {
     struct orch_run_req req = {
         .via = "plan_run", .request = request, .plan = plan};
-    return orch_engine_run_sync(o, w, &req, out, err);
+    return run_registered(o, w, &req, out, err);
 }

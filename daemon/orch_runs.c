@@ -788,6 +788,12 @@ static int cancel_live(struct orch_runs *r, const struct stat *st, int64_t seq)
     return found;
 }
 
+int orch_run_cancel_here(const struct orch *o, const char *dir, int64_t run)
+{
+    struct stat st;
+    return o && stat(dir, &st) == 0 && cancel_live(o->runs, &st, run);
+}
+
 static int is_ours(struct orch_runs *r, const char *inst)
 {
     pthread_mutex_lock(&r->mu);

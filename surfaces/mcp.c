@@ -1,14 +1,29 @@
 /* mcp: the MCP server: newline-delimited JSON-RPC 2.0 read with blocking
  * read() from one descriptor and answered on another, one write a message.
- * Every row of the handler table is a tool; surf_call does the work. */
+ * Every row of the handler table is a tool; surf_call does the work.
+ *
+ * A tool that takes as long as a run (SURF_LONG: submit, plan, plan_run)
+ * runs on a thread of its own with its own ledger handle, so `ping`,
+ * reads and other calls are answered meanwhile; the others are answered
+ * in order. A watcher
+ * thread follows the runs those calls begin: `notifications/progress`
+ * (the step each new entry records) when the call carried a
+ * progressToken, and, when the client declared the elicitation
+ * capability, an `elicitation/create` for each approval gate the run
+ * waits at. `notifications/cancelled` cancels the call's run (witnessed)
+ * and its reply is not sent. */
 #include "surfaces/mcp.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "daemon/orch.h"
 #include "ledger/fo_json.h"
 
 #define READ_CHUNK 65536
@@ -28,6 +43,33 @@ static const char oom_reply[] = "{\"error\":{\"code\":-32603,\"message\":"
                                 "\"out of memory\"},\"id\":null,"
                                 "\"jsonrpc\":\"2.0\"}";
 
+#define CALLS_MAX 16       /* tool calls on threads at once */
+#define WATCH_MS 200       /* how often the watcher reads the runs */
+#define ELICIT_TASKS_MAX 8 /* tasks an elicitation offers to edit */
+
+struct mcp;
+
+/* A tool call on a thread of its own. */
+struct call {
+    struct mcp *s;
+    unsigned long serial;
+    cJSON *msg;    /* the request (owned): id and params */
+    cJSON *token;  /* its progressToken, or NULL */
+    int64_t run;   /* the run it began, once on record; else -1 */
+    int cancelled; /* notifications/cancelled came: no reply */
+    int64_t seen;  /* the last entry of the run reported */
+    int progress;  /* entries reported */
+    int64_t gate;  /* the gate_requested last elicited, or -1 */
+    struct call *next;
+};
+
+/* An elicitation/create sent, waiting for the client's answer. */
+struct elicit {
+    char id[40];
+    int64_t run, wave;
+    struct elicit *next;
+};
+
 struct mcp {
     struct surf_ctx *ctx;
     int out_fd;
@@ -35,6 +77,20 @@ struct mcp {
     const char *version; /* negotiated; NULL before initialize */
     struct fo_buf tmp;   /* one serialised reply */
     struct fo_buf out;   /* what goes out in one write */
+    /* shared with the call threads and the watcher, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct call *calls;
+    int n_calls;
+    unsigned long serial;
+    int out_failed; /* a write failed: reported at the end */
+    struct fo_err out_err;
+    int elicit_ok;   /* the client can be asked (elicitation) */
+    char client[64]; /* its clientInfo.name */
+    struct elicit *elicits;
+    unsigned long elicit_n;
+    int watching, stop;
+    pthread_t watcher;
 };
 
 static void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -171,8 +227,8 @@ static int write_all(int fd, const char *p, size_t len, struct fo_err *err)
     return FO_OK;
 }
 
-/* Sends one reply (consumed) as one line. */
-static int send_reply(struct mcp *s, cJSON *reply, struct fo_err *err)
+/* Sends one reply (consumed) as one line; s->mu held. */
+static int send_locked(struct mcp *s, cJSON *reply, struct fo_err *err)
 {
     int rc = FO_OK;
     if (reply) {
@@ -185,6 +241,25 @@ static int send_reply(struct mcp *s, cJSON *reply, struct fo_err *err)
     }
     if (s->tmp.len)
         rc = write_all(s->out_fd, s->tmp.data, s->tmp.len, err);
+    if (rc && !s->out_failed) {
+        s->out_failed = 1;
+        s->out_err = *err;
+    }
+    return rc;
+}
+
+static int send_reply(struct mcp *s, cJSON *reply, struct fo_err *err)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc;
+    if (s->out_failed) {
+        cJSON_Delete(reply);
+        *err = s->out_err;
+        rc = err->code;
+    } else {
+        rc = send_locked(s, reply, err);
+    }
+    pthread_mutex_unlock(&s->mu);
     return rc;
 }
 
@@ -200,6 +275,16 @@ static cJSON *do_initialize(struct mcp *s, const cJSON *id, const cJSON *params)
         if (strcmp(pv->valuestring, versions[i]) == 0)
             ver = versions[i];
     s->version = ver;
+    const cJSON *caps_in =
+        cJSON_GetObjectItemCaseSensitive(params, "capabilities");
+    const cJSON *ci = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(params, "clientInfo"), "name");
+    pthread_mutex_lock(&s->mu);
+    s->elicit_ok = cJSON_IsObject(
+        cJSON_GetObjectItemCaseSensitive(caps_in, "elicitation"));
+    snprintf(s->client, sizeof(s->client), "%s",
+             cJSON_IsString(ci) ? ci->valuestring : "an MCP client");
+    pthread_mutex_unlock(&s->mu);
     cJSON *r = cJSON_CreateObject();
     cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
     cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
@@ -294,7 +379,8 @@ out:
     return r ? rpc_result(id, r) : NULL;
 }
 
-static cJSON *do_tools_call(struct mcp *s, const cJSON *id, const cJSON *params)
+static cJSON *do_tools_call(struct mcp *s, struct surf_ctx *ctx,
+                            const cJSON *id, const cJSON *params)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
     if (!cJSON_IsString(name))
@@ -324,11 +410,413 @@ static cJSON *do_tools_call(struct mcp *s, const cJSON *id, const cJSON *params)
     }
     cJSON *out = NULL;
     if (rc == FO_OK)
-        rc = surf_call(s->ctx, m, args, &out, &err);
+        rc = surf_call(ctx, m, args, &out, &err);
     if (rc == FO_OK)
         return tool_result(id, out, 0);
     utf8_trim(err.msg);
     return tool_result(id, surf_error_json(&err), 1);
+}
+
+/* ---- calls on threads --------------------------------------------------- */
+
+static void call_free(struct call *c)
+{
+    cJSON_Delete(c->msg);
+    cJSON_Delete(c->token);
+    free(c);
+}
+
+/* The run a call began is on record (on the call's thread). */
+static void call_started(void *hook, int64_t run)
+{
+    struct call *c = hook;
+    struct mcp *s = c->s;
+    pthread_mutex_lock(&s->mu);
+    c->run = run;
+    c->seen = run - 1;
+    int cancel = c->cancelled;
+    pthread_mutex_unlock(&s->mu);
+    if (cancel)
+        orch_run_cancel_here(s->ctx->orch, ledger_dir(s->ctx->ledger), run);
+}
+
+static void *call_main(void *arg)
+{
+    struct call *c = arg;
+    struct mcp *s = c->s;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(c->msg, "id");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(c->msg, "params");
+    struct ledger *l = NULL;
+    struct fo_err err;
+    fo_err_clear(&err);
+    cJSON *reply;
+    if (ledger_open(ledger_dir(s->ctx->ledger), 0, NULL, &l, &err) != FO_OK) {
+        utf8_trim(err.msg);
+        reply = tool_result(id, surf_error_json(&err), 1);
+    } else {
+        struct surf_ctx ctx = *s->ctx;
+        ctx.ledger = l;
+        ctx.run_started = call_started;
+        ctx.run_hook = c;
+        reply = do_tools_call(s, &ctx, id, params);
+        ledger_close(l);
+    }
+    pthread_mutex_lock(&s->mu);
+    if (c->cancelled) { /* the client gave up on it: no reply */
+        cJSON_Delete(reply);
+    } else if (s->out_failed) {
+        cJSON_Delete(reply);
+    } else {
+        struct fo_err werr;
+        send_locked(s, reply, &werr);
+    }
+    for (struct call **p = &s->calls; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    s->n_calls--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    call_free(c);
+    return NULL;
+}
+
+static void *watch_main(void *arg);
+
+/* Starts tools/call msg on a thread (msg is taken); waits while CALLS_MAX
+ * calls run. FO_E_NOMEM when no thread could be made (msg kept). */
+static int call_start(struct mcp *s, cJSON *msg)
+{
+    struct call *c = calloc(1, sizeof(*c));
+    if (!c)
+        return FO_E_NOMEM;
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(msg, "params"), "_meta"),
+        "progressToken");
+    c->s = s;
+    c->msg = msg;
+    c->run = -1;
+    c->gate = -1;
+    c->token = cJSON_IsString(tok) || cJSON_IsNumber(tok)
+                   ? cJSON_Duplicate(tok, 1)
+                   : NULL;
+    pthread_mutex_lock(&s->mu);
+    while (s->n_calls >= CALLS_MAX)
+        pthread_cond_wait(&s->cv, &s->mu);
+    c->serial = ++s->serial;
+    if (!s->watching && pthread_create(&s->watcher, NULL, watch_main, s) == 0)
+        s->watching = 1;
+    pthread_attr_t at;
+    pthread_t th;
+    int ok = pthread_attr_init(&at) == 0;
+    if (ok) {
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        ok = pthread_create(&th, &at, call_main, c) == 0;
+        pthread_attr_destroy(&at);
+    }
+    if (ok) {
+        c->next = s->calls;
+        s->calls = c;
+        s->n_calls++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!ok) {
+        c->msg = NULL;
+        call_free(c);
+        return FO_E_NOMEM;
+    }
+    return FO_OK;
+}
+
+/* notifications/cancelled: the call with that id stops; its run is
+ * cancelled (witnessed) and no reply is sent. */
+static void call_cancel(struct mcp *s, const cJSON *params)
+{
+    const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
+    if (!rid)
+        return;
+    int64_t run = -1;
+    pthread_mutex_lock(&s->mu);
+    for (struct call *c = s->calls; c; c = c->next)
+        if (cJSON_Compare(cJSON_GetObjectItemCaseSensitive(c->msg, "id"), rid,
+                          1)) {
+            c->cancelled = 1;
+            run = c->run;
+        }
+    pthread_mutex_unlock(&s->mu);
+    if (run >= 0 &&
+        orch_run_cancel_here(s->ctx->orch, ledger_dir(s->ctx->ledger), run))
+        log_msg("run %lld: cancelled by the client", (long long)run);
+}
+
+/* ---- the watcher: progress and elicitation ------------------------------ */
+
+struct seen {
+    struct ledger_entry *e;
+    size_t n, cap;
+    int64_t after;
+};
+
+static int seen_entry(void *ctx, const struct ledger_entry *en)
+{
+    struct seen *w = ctx;
+    if (en->seq <= w->after)
+        return 0;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 16;
+        struct ledger_entry *a = realloc(w->e, cap * sizeof(*a));
+        if (!a)
+            return FO_E_NOMEM;
+        w->e = a;
+        w->cap = cap;
+    }
+    w->e[w->n++] = *en;
+    return 0;
+}
+
+/* The gate's question and its tasks as editable fields: an
+ * elicitation/create request. */
+static cJSON *elicit_request(const char *id, const cJSON *g, int64_t run)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(g, "question");
+    long long wave = 0;
+    fo_json_get_int(g, "wave", 0, INT64_MAX, &wave);
+    struct fo_buf text;
+    fo_buf_init(&text, 64 * 1024);
+    fo_buf_printf(&text, "%s\n(run %lld, wave %lld)",
+                  cJSON_IsString(q) ? q->valuestring : "Approve this wave?",
+                  (long long)run, wave);
+    cJSON *props = cJSON_CreateObject();
+    cJSON *dec = cJSON_AddObjectToObject(props, "decision");
+    cJSON *en = cJSON_AddArrayToObject(dec, "enum");
+    cJSON_AddStringToObject(dec, "type", "string");
+    cJSON_AddStringToObject(dec, "description",
+                            "approve runs the wave; edit runs it with the "
+                            "instructions given below; reject ends the run");
+    cJSON_AddItemToArray(en, cJSON_CreateString("approve"));
+    cJSON_AddItemToArray(en, cJSON_CreateString("edit"));
+    cJSON_AddItemToArray(en, cJSON_CreateString("reject"));
+    cJSON *reason = cJSON_AddObjectToObject(props, "reason");
+    cJSON_AddStringToObject(reason, "type", "string");
+    cJSON_AddStringToObject(reason, "description",
+                            "why (kept with the "
+                            "decision)");
+    int n = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(g, "tasks")) {
+        const cJSON *tid = cJSON_GetObjectItemCaseSensitive(t, "id");
+        const cJSON *ins = cJSON_GetObjectItemCaseSensitive(t, "instruction");
+        if (!cJSON_IsString(tid) || !cJSON_IsString(ins))
+            continue;
+        fo_buf_printf(&text, "\n- %s: %.300s", tid->valuestring,
+                      ins->valuestring);
+        if (n++ >= ELICIT_TASKS_MAX)
+            continue;
+        cJSON *f = cJSON_AddObjectToObject(props, tid->valuestring);
+        cJSON_AddStringToObject(f, "type", "string");
+        cJSON_AddStringToObject(f, "description",
+                                "edit: the new instruction of this task "
+                                "(empty keeps it)");
+    }
+    cJSON *r = cJSON_CreateObject();
+    cJSON *p = cJSON_AddObjectToObject(r, "params");
+    cJSON *schema = cJSON_AddObjectToObject(p, "requestedSchema");
+    cJSON *req = cJSON_AddArrayToObject(schema, "required");
+    cJSON_AddStringToObject(r, "jsonrpc", "2.0");
+    cJSON_AddStringToObject(r, "id", id);
+    cJSON_AddStringToObject(r, "method", "elicitation/create");
+    cJSON_AddStringToObject(p, "message", text.data ? text.data : "");
+    cJSON_AddStringToObject(schema, "type", "object");
+    cJSON_AddItemToObject(schema, "properties", props);
+    cJSON_AddItemToArray(req, cJSON_CreateString("decision"));
+    fo_buf_release(&text);
+    return r;
+}
+
+/* What one pass tells a call: its new entries, as progress and, at a
+ * gate, an elicitation. */
+static void watch_call(struct mcp *s, struct ledger *l, unsigned long serial,
+                       int64_t run, int64_t after, int want_progress,
+                       int want_elicit)
+{
+    struct seen w = {.after = after};
+    struct fo_err err;
+    if (ledger_descendants(l, run, -1, seen_entry, &w, &err) != FO_OK || !w.n) {
+        free(w.e);
+        return;
+    }
+    cJSON *gate = NULL;
+    int64_t gate_seq = -1;
+    for (size_t i = 0; want_elicit && i < w.n; i++)
+        if (!strcmp(w.e[i].kind, "gate_requested"))
+            gate_seq = w.e[i].seq;
+    if (gate_seq >= 0) {
+        char *body = NULL;
+        size_t len = 0;
+        if (ledger_body(l, gate_seq, &body, &len, &err) != FO_OK ||
+            fo_json_parse(body, len, &gate, &err) != FO_OK)
+            gate_seq = -1;
+        free(body);
+    }
+    pthread_mutex_lock(&s->mu);
+    struct call *c = s->calls;
+    while (c && c->serial != serial)
+        c = c->next;
+    for (size_t i = 0; c && !c->cancelled && i < w.n; i++) {
+        if (w.e[i].seq <= c->seen)
+            continue;
+        c->seen = w.e[i].seq;
+        c->progress++;
+        if (!want_progress || !c->token)
+            continue;
+        char msg[LEDGER_KIND_MAX + LEDGER_ACTOR_MAX + 8];
+        snprintf(msg, sizeof(msg), "%s (%s)", w.e[i].kind, w.e[i].actor);
+        cJSON *n = cJSON_CreateObject();
+        cJSON *p = cJSON_AddObjectToObject(n, "params");
+        cJSON_AddStringToObject(n, "jsonrpc", "2.0");
+        cJSON_AddStringToObject(n, "method", "notifications/progress");
+        cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(c->token, 1));
+        cJSON_AddNumberToObject(p, "progress", c->progress);
+        cJSON_AddStringToObject(p, "message", msg);
+        struct fo_err werr;
+        if (!s->out_failed)
+            send_locked(s, n, &werr);
+        else
+            cJSON_Delete(n);
+    }
+    if (c && !c->cancelled && gate_seq >= 0 && c->gate != gate_seq) {
+        c->gate = gate_seq;
+        struct elicit *e = calloc(1, sizeof(*e));
+        long long wave = -1;
+        fo_json_get_int(gate, "wave", 0, INT64_MAX, &wave);
+        if (e) {
+            snprintf(e->id, sizeof(e->id), "forum-gate-%lu", ++s->elicit_n);
+            e->run = run;
+            e->wave = wave;
+            e->next = s->elicits;
+            s->elicits = e;
+            struct fo_err werr;
+            if (!s->out_failed)
+                send_locked(s, elicit_request(e->id, gate, run), &werr);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    cJSON_Delete(gate);
+    free(w.e);
+}
+
+static void *watch_main(void *arg)
+{
+    struct mcp *s = arg;
+    struct ledger *l = NULL;
+    struct fo_err err;
+    if (ledger_open(ledger_dir(s->ctx->ledger), LEDGER_OPEN_READONLY, NULL, &l,
+                    &err) != FO_OK) {
+        log_msg("progress: cannot open the ledger: %s", err.msg);
+        return NULL;
+    }
+    for (;;) {
+        struct {
+            unsigned long serial;
+            int64_t run, seen;
+            int progress, elicit;
+        } snap[CALLS_MAX];
+        size_t n = 0;
+        pthread_mutex_lock(&s->mu);
+        if (s->stop) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        for (struct call *c = s->calls; c && n < CALLS_MAX; c = c->next)
+            if (c->run >= 0 && !c->cancelled && (c->token || s->elicit_ok)) {
+                snap[n].serial = c->serial;
+                snap[n].run = c->run;
+                snap[n].seen = c->seen;
+                snap[n].progress = c->token != NULL;
+                snap[n++].elicit = s->elicit_ok;
+            }
+        pthread_mutex_unlock(&s->mu);
+        for (size_t i = 0; i < n; i++)
+            watch_call(s, l, snap[i].serial, snap[i].run, snap[i].seen,
+                       snap[i].progress, snap[i].elicit);
+        struct timespec ts = {0, WATCH_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    ledger_close(l);
+    return NULL;
+}
+
+/* The client's answer to an elicitation: its decision on the gate,
+ * witnessed like any other (approver: the client, via elicitation). */
+static void elicit_answer(struct mcp *s, const cJSON *msg)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+    struct elicit *e = NULL;
+    pthread_mutex_lock(&s->mu);
+    for (struct elicit **p = &s->elicits; cJSON_IsString(id) && *p;
+         p = &(*p)->next)
+        if (!strcmp((*p)->id, id->valuestring)) {
+            e = *p;
+            *p = e->next;
+            break;
+        }
+    char approver[96];
+    snprintf(approver, sizeof(approver), "%s (MCP elicitation)", s->client);
+    pthread_mutex_unlock(&s->mu);
+    if (!e) {
+        log_msg("ignored a response from the client");
+        return;
+    }
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(msg, "result");
+    const cJSON *action = cJSON_GetObjectItemCaseSensitive(res, "action");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(res, "content");
+    const cJSON *dec = cJSON_GetObjectItemCaseSensitive(content, "decision");
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(content, "reason");
+    const char *decision = NULL, *reason = NULL;
+    if (cJSON_IsString(action) && !strcmp(action->valuestring, "accept") &&
+        cJSON_IsString(dec))
+        decision = dec->valuestring;
+    else if (cJSON_IsString(action) && !strcmp(action->valuestring, "decline"))
+        decision = "reject", reason = "declined in the client";
+    if (!decision) { /* cancelled, or an error: the gate still waits */
+        free(e);
+        return;
+    }
+    if (cJSON_IsString(why) && *why->valuestring)
+        reason = why->valuestring;
+    cJSON *edits = NULL;
+    if (!strcmp(decision, "edit")) {
+        edits = cJSON_CreateObject();
+        const cJSON *f;
+        cJSON_ArrayForEach (f, content)
+            if (strcmp(f->string, "decision") && strcmp(f->string, "reason") &&
+                cJSON_IsString(f) && *f->valuestring)
+                cJSON_AddStringToObject(edits, f->string, f->valuestring);
+        if (!edits || !edits->child)
+            decision = "approve"; /* nothing edited */
+    }
+    struct orch_gate_decision d = {
+        .run = e->run,
+        .wave = e->wave,
+        .decision = decision,
+        .approver = approver,
+        .reason = decision[0] == 'r' ? reason : NULL,
+        .note = decision[0] != 'r' ? reason : NULL,
+        .edits = decision[0] == 'e' ? edits : NULL,
+    };
+    struct orch_witness w = {.ledger = s->ctx->ledger,
+                             .append = s->ctx->append,
+                             .hook = s->ctx->append_hook};
+    cJSON *out = NULL;
+    struct fo_err err;
+    if (orch_gate_decide(&w, &d, &out, &err) != FO_OK)
+        log_msg("run %lld wave %lld: the client's decision was not taken: %s",
+                (long long)e->run, (long long)e->wave, err.msg);
+    cJSON_Delete(out);
+    cJSON_Delete(edits);
+    free(e);
 }
 
 /* Handles one message (not a batch). *reply is the reply to send, or NULL
@@ -352,8 +840,8 @@ static int handle(struct mcp *s, const cJSON *msg, cJSON **reply)
                            "id must be a string or a number");
     } else if (!method && (cJSON_GetObjectItemCaseSensitive(msg, "result") ||
                            cJSON_GetObjectItemCaseSensitive(msg, "error"))) {
-        /* A response: we send no requests, so nothing waits for it. */
-        log_msg("ignored a response from the client");
+        /* A response: to an elicitation/create of ours, or ignored */
+        elicit_answer(s, msg);
         return FO_OK;
     } else if (!cJSON_IsString(jv) || strcmp(jv->valuestring, "2.0") != 0) {
         *reply =
@@ -364,7 +852,10 @@ static int handle(struct mcp *s, const cJSON *msg, cJSON **reply)
         *reply =
             rpc_error(id, SURF_MCP_INVALID_REQUEST, "method must be a string");
     } else if (!id) {
-        return FO_OK; /* a notification: never answered */
+        /* a notification: never answered */
+        if (!strcmp(method->valuestring, "notifications/cancelled"))
+            call_cancel(s, params);
+        return FO_OK;
     } else if (params && !cJSON_IsObject(params)) {
         *reply =
             rpc_error(id, SURF_MCP_INVALID_PARAMS, "params must be an object");
@@ -375,7 +866,7 @@ static int handle(struct mcp *s, const cJSON *msg, cJSON **reply)
     } else if (!strcmp(method->valuestring, "tools/list")) {
         *reply = do_tools_list(s, id);
     } else if (!strcmp(method->valuestring, "tools/call")) {
-        *reply = do_tools_call(s, id, params);
+        *reply = do_tools_call(s, s->ctx, id, params);
     } else {
         *reply = rpc_error(id, SURF_MCP_METHOD_NOT_FOUND,
                            "method not found: %.64s", method->valuestring);
@@ -385,13 +876,14 @@ static int handle(struct mcp *s, const cJSON *msg, cJSON **reply)
 
 /* A batch (2025-03-26 only): one array of the replies, notifications left
  * out, nothing at all when every message was a notification. */
-static int serve_batch(struct mcp *s, const cJSON *batch, struct fo_err *err)
+static int serve_batch_locked(struct mcp *s, const cJSON *batch,
+                              struct fo_err *err)
 {
     int count = 0;
     const cJSON *msg;
     fo_buf_reset(&s->out);
     if (fo_buf_putc(&s->out, '['))
-        return send_reply(s, NULL, err);
+        return send_locked(s, NULL, err);
     cJSON_ArrayForEach (msg, batch) {
         cJSON *reply = NULL;
         int rc = handle(s, msg, &reply);
@@ -419,14 +911,23 @@ static int serve_batch(struct mcp *s, const cJSON *batch, struct fo_err *err)
             continue;
         if ((count > 0 && fo_buf_putc(&s->out, ',')) ||
             fo_buf_append(&s->out, s->tmp.data, s->tmp.len))
-            return send_reply(s, NULL, err);
+            return send_locked(s, NULL, err);
         count++;
     }
     if (count == 0)
         return FO_OK;
     if (fo_buf_puts(&s->out, "]\n"))
-        return send_reply(s, NULL, err);
+        return send_locked(s, NULL, err);
     return write_all(s->out_fd, s->out.data, s->out.len, err);
+}
+
+/* A batch's calls run here, in order, with the output held. */
+static int serve_batch(struct mcp *s, const cJSON *batch, struct fo_err *err)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = serve_batch_locked(s, batch, err);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 /* Keeps the source text FO_JSON_NUMBER_TEXT gave numbers only on the ids
@@ -444,6 +945,26 @@ static void id_text_only(cJSON *msg, int batch)
     } else {
         fo_json_drop_number_text(msg);
     }
+}
+
+/* A well-formed tools/call of a method that may take as long as a run
+ * (SURF_LONG): it runs on a thread. Anything else is handled in line (and its
+ * errors reported there). */
+static int is_async_call(struct mcp *s, const cJSON *msg)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
+    const cJSON *jv = cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
+    if (!cJSON_IsObject(msg) || !(cJSON_IsString(id) || cJSON_IsNumber(id)) ||
+        !cJSON_IsString(jv) || strcmp(jv->valuestring, "2.0") != 0 ||
+        !cJSON_IsString(method) ||
+        strcmp(method->valuestring, "tools/call") != 0 ||
+        !cJSON_IsObject(params) || !cJSON_IsString(name))
+        return 0;
+    const struct surf_method *m = surf_find(name->valuestring);
+    return m && offered(s, m) && (m->flags & SURF_LONG);
 }
 
 /* Serves one line. Only a failure to write the output is returned. */
@@ -482,6 +1003,8 @@ static int serve_line(struct mcp *s, const char *line, size_t len,
             cJSON_Delete(msg);
             return rc;
         }
+    } else if (is_async_call(s, msg) && call_start(s, msg) == FO_OK) {
+        return FO_OK; /* answered by its thread */
     } else {
         if (handle(s, msg, &reply) == FO_OK && !reply) {
             cJSON_Delete(msg);
@@ -496,6 +1019,8 @@ int surf_mcp_run(struct surf_ctx *ctx, int in_fd, int out_fd, unsigned flags,
                  struct fo_err *err)
 {
     struct mcp s = {.ctx = ctx, .out_fd = out_fd, .flags = flags};
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
     struct fo_buf line;
     int discarding = 0; /* inside a line over the cap */
     int rc = FO_E_NOMEM;
@@ -560,6 +1085,28 @@ int surf_mcp_run(struct surf_ctx *ctx, int in_fd, int out_fd, unsigned flags,
     }
     rc = FO_OK;
 out:
+    /* The end of input (a client that closed its side, or a file of
+     * requests read to its end): every call still running is answered
+     * before the process exits. */
+    pthread_mutex_lock(&s.mu);
+    while (s.n_calls > 0)
+        pthread_cond_wait(&s.cv, &s.mu);
+    s.stop = 1;
+    int watching = s.watching;
+    pthread_mutex_unlock(&s.mu);
+    if (watching)
+        pthread_join(s.watcher, NULL);
+    while (s.elicits) {
+        struct elicit *e = s.elicits;
+        s.elicits = e->next;
+        free(e);
+    }
+    if (rc == FO_OK && s.out_failed) {
+        *err = s.out_err;
+        rc = err->code;
+    }
+    pthread_cond_destroy(&s.cv);
+    pthread_mutex_destroy(&s.mu);
     fo_buf_release(&s.out);
     fo_buf_release(&s.tmp);
     fo_buf_release(&line);

@@ -440,8 +440,8 @@ static const struct surf_method table[] = {
      "\"gates\":{\"type\":\"object\"},"
      "\"request\":{\"type\":\"string\",\"maxLength\":65536}},"
      "\"required\":[\"plan\"]}",
-     SURF_WRITE, 4096 * KIB, "POST", "/plan/run", surf_h_plan_run, SURF_ON_RUN,
-     surf_s_plan_run},
+     SURF_WRITE | SURF_LONG, 4096 * KIB, "POST", "/plan/run", surf_h_plan_run,
+     SURF_ON_RUN, surf_s_plan_run},
     {"plan",
      "The coordinator's plan for a request, not run (request, route and plan "
      "witnessed); without a model provider the stub plans one task on the "
@@ -450,8 +450,8 @@ static const struct surf_method table[] = {
      "\"request\":{\"type\":\"string\",\"minLength\":1,"
      "\"maxLength\":65536}},"
      "\"required\":[\"request\"]}",
-     SURF_WRITE, 80 * KIB, "POST", "/plan", surf_h_plan, SURF_ON_RUN,
-     surf_s_plan},
+     SURF_WRITE | SURF_LONG, 80 * KIB, "POST", "/plan", surf_h_plan,
+     SURF_ON_RUN, surf_s_plan},
     {"submit",
      "Answer a request end to end: route, plan, tasks, verdicts, escalation, "
      "synthesis, every step witnessed: {answer, checkpoint, request_seq}. "
@@ -466,8 +466,8 @@ static const struct surf_method table[] = {
      "\"maximum\":86400},"
      "\"gates\":{\"type\":\"object\"}},"
      "\"required\":[\"request\"]}",
-     SURF_WRITE, 80 * KIB, "POST", "/submit", surf_h_submit, SURF_ON_RUN,
-     surf_s_submit},
+     SURF_WRITE | SURF_LONG, 80 * KIB, "POST", "/submit", surf_h_submit,
+     SURF_ON_RUN, surf_s_submit},
     {"run_start",
      "Start a run of a request (as submit) and answer at once with its id, "
      "the request entry's seq: {run, state}. At most max_runs runs at once "

@@ -12,6 +12,8 @@
 #include "surfaces/surf_int.h"
 
 /* ctx->orch, or a default one in *own (the caller frees it). */
+static struct orch_witness ctx_witness(const struct surf_ctx *ctx);
+
 static int get_orch(struct surf_ctx *ctx, struct orch **own,
                     const struct orch **out, struct fo_err *err)
 {
@@ -54,11 +56,7 @@ int surf_h_plan_run(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     const struct orch *o = NULL;
     int rc = get_orch(ctx, &own, &o, err);
     if (!rc) {
-        struct orch_witness w = {
-            .ledger = ctx->ledger,
-            .append = ctx->append,
-            .hook = ctx->append_hook,
-        };
+        struct orch_witness w = ctx_witness(ctx);
         rc = orch_run_plan(o, &w, plan, surf_in_str(in, "request"), out, err);
     }
     orch_free(own);
@@ -71,6 +69,8 @@ static struct orch_witness ctx_witness(const struct surf_ctx *ctx)
         .ledger = ctx->ledger,
         .append = ctx->append,
         .hook = ctx->append_hook,
+        .started = ctx->run_started,
+        .started_arg = ctx->run_hook,
     };
 }
 

@@ -43,6 +43,11 @@ struct surf_ctx {
     /* The run engine on this host's loop thread (SURF_ON_RUN methods are
      * started on it with surf_start); NULL where there is none. */
     struct orch_engine *engine;
+    /* Called on the handler's thread once a run a blocking handler began
+     * (submit, plan, plan_run) has its request on record (may be NULL):
+     * `forum mcp` follows and cancels runs by it. */
+    void (*run_started)(void *hook, int64_t run);
+    void *run_hook;
 };
 
 typedef int (*surf_handler_fn)(struct surf_ctx *ctx, const cJSON *in,
@@ -52,6 +57,11 @@ enum {
     SURF_READ = 1,
     SURF_WRITE = 2,
     SURF_ADMIN = 4, /* needs the token even under --no-auth; MCP --admin */
+    /* May take as long as a run (submit, plan, plan_run): `forum mcp`
+     * runs it on a thread of its own, so other requests are answered
+     * meanwhile (and its reply may come after theirs). Every other call
+     * is answered in the order it came. */
+    SURF_LONG = 8,
 };
 
 /* Where a method runs: a column of the table that every host honours. */

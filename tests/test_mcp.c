@@ -865,27 +865,41 @@ Test(mcp, every_tool_of_the_table_answers)
     const struct surf_method *m = surf_methods(&n);
     struct fo_buf in;
     fo_buf_init(&in, FO_BUF_UNLIMITED);
+    size_t calls = 0;
     for (size_t i = 0; i < n; i++)
-        cr_assert_eq(fo_buf_printf(&in,
-                                   "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":"
-                                   "\"tools/call\",\"params\":{\"name\":\"%s\","
-                                   "\"arguments\":%s}}\n",
-                                   i, m[i].name, args_for(&m[i])),
-                     FO_OK);
+        if (!tu_method_skip(&m[i]) && ++calls)
+            cr_assert_eq(
+                fo_buf_printf(&in,
+                              "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":"
+                              "\"tools/call\",\"params\":{\"name\":\"%s\","
+                              "\"arguments\":%s}}\n",
+                              i, m[i].name, args_for(&m[i])),
+                FO_OK);
     struct tu_run r = run_mcp(dir, in.data, in.len, 1);
     cr_assert_eq(r.status, 0, "%s", r.err);
     size_t nl;
     cJSON **v = reply_lines(&r, &nl);
-    cr_assert_eq(nl, n);
+    cr_assert_eq(nl, calls);
+    /* long tools (submit, plan, plan_run, verify) answer when they end,
+     * maybe after calls made later: each reply is found by its id */
     for (size_t i = 0; i < n; i++) {
+        if (tu_method_skip(&m[i]))
+            continue;
         char id[32];
         snprintf(id, sizeof(id), "%zu", i);
-        assert_id(v[i], id);
-        const cJSON *res = cJSON_GetObjectItemCaseSensitive(v[i], "result");
-        cr_assert_not_null(res, "%s: %s", m[i].name, canon(v[i]));
+        const cJSON *line = NULL;
+        for (size_t k = 0; k < nl && !line; k++) {
+            const cJSON *vid = cJSON_GetObjectItemCaseSensitive(v[k], "id");
+            if (cJSON_IsNumber(vid) && vid->valuedouble == (double)i)
+                line = v[k];
+        }
+        cr_assert_not_null(line, "no reply to %s", m[i].name);
+        assert_id(line, id);
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(line, "result");
+        cr_assert_not_null(res, "%s: %s", m[i].name, canon(line));
         const cJSON *ie = cJSON_GetObjectItemCaseSensitive(res, "isError");
         cr_assert(cJSON_IsFalse(ie), "%s failed: %s", m[i].name, canon(res));
-        tool_content(v[i], 0);
+        tool_content(line, 0);
     }
     free_lines(v, nl);
     fo_buf_release(&in);

@@ -142,6 +142,8 @@ Test(parity, every_method_gives_the_same_json_over_http_and_mcp, .timeout = 120)
     int reads = 0, writes = 0;
     for (size_t i = 0; i < n; i++) {
         const struct surf_method *m = &t[i];
+        if (tu_method_skip(m))
+            continue;
         cJSON *args = tu_json_parse(tu_method_args(m));
         cJSON *h = over_http(&d, m, args);
         /* a write that names an entry (redact) names another one the

@@ -69,6 +69,8 @@ cJSON *tu_mcp_callv(const char *dir, const char *const *extra, const char *tool,
  * required input and no row here fails the test: add the row. */
 struct surf_method;
 const char *tu_method_args(const struct surf_method *m);
+/* 1 for the methods the table-walking tests leave to their own suite. */
+int tu_method_skip(const struct surf_method *m);
 
 /* In process: method called through the handler table with the JSON text
  * json; the return code must be want (else the test aborts with the

@@ -1,5 +1,7 @@
 // client.mjs: the official MCP client SDK against `forum mcp`: connect
-// (initialize), listTools, callTool ledger_append, then ledger_verify.
+// (initialize), listTools, callTool ledger_append, then ledger_verify;
+// then a submit that waits at an approval gate: a ping is answered while
+// it runs, its progress arrives, and an aborted call cancels its run.
 // Env: FORUM_BIN (the forum binary), FORUM_LEDGER (a fresh ledger dir).
 // Exits non-zero with a message on any mismatch.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -33,7 +35,7 @@ const transport = new StdioClientTransport({
 });
 const client = new Client({ name: 'forum-sdk-test', version: '1.0.0' });
 
-const timer = setTimeout(() => fail('timed out after 60 s'), 60000);
+const timer = setTimeout(() => fail('timed out after 90 s'), 90000);
 try {
   await client.connect(transport);
   const info = client.getServerVersion();
@@ -75,6 +77,45 @@ try {
         `ledger_get without seq: ${JSON.stringify(bad)}`);
 
   await client.ping();
+
+  // A run that waits at a gate for 2 s (then approved by its deadline):
+  // the ping is answered while it runs, and its steps arrive as progress.
+  const steps = [];
+  let submitDone = false;
+  const submit = client.callTool(
+    { name: 'submit',
+      arguments: { request: 'build the api database server',
+                   gates: { all: true, timeout_s: 2, on_expiry: 'approve' } } },
+    undefined,
+    { onprogress: (p) => steps.push(p.message), timeout: 30000 },
+  ).then((r) => { submitDone = true; return r; });
+  await new Promise((r) => setTimeout(r, 300));
+  await client.ping();
+  check(!submitDone, 'the ping waited for the submit');
+  const sub = await submit;
+  check(sub.isError === false && sub.structuredContent.answer,
+        `submit: ${JSON.stringify(sub)}`);
+  check(steps.some((m) => m && m.startsWith('gate_requested')),
+        `progress: ${JSON.stringify(steps)}`);
+
+  // An aborted call: the SDK sends notifications/cancelled; the run ends
+  // cancelled (a budget entry says so).
+  const ac = new AbortController();
+  const doomed = client.callTool(
+    { name: 'submit',
+      arguments: { request: 'build the api database server',
+                   gates: { all: true, timeout_s: 60 } } },
+    undefined, { signal: ac.signal });
+  await new Promise((r) => setTimeout(r, 500));
+  ac.abort('changed my mind');
+  await doomed.then(() => fail('an aborted call answered'), () => {});
+  let cancelled = false;
+  for (let i = 0; i < 100 && !cancelled; i++) {
+    const s = await client.callTool({ name: 'ledger_summary', arguments: {} });
+    cancelled = (s.structuredContent.by_kind.budget ?? 0) === 1;
+    if (!cancelled) await new Promise((r) => setTimeout(r, 100));
+  }
+  check(cancelled, 'the aborted call\'s run was not cancelled');
   await client.close();
 } catch (e) {
   fail(e && e.stack ? e.stack : String(e));

@@ -1,0 +1,308 @@
+/* `forum mcp` as a long-running surface, driven through pipes as a client
+ * does: a ping sent while a submit runs is answered at once, the submit's
+ * progress arrives as notifications/progress, notifications/cancelled
+ * stops its run (witnessed) with no reply, and a gate of a run this
+ * session started is asked through elicitation/create. */
+#include <criterion/criterion.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ledger/fo_buf.h"
+#include "testutil.h"
+#include "tu_daemon.h"
+
+struct fake {
+    pid_t pid;
+    int port;
+};
+
+static void fake_start(struct fake *f)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    f->pid = fork();
+    cr_assert_geq(f->pid, 0);
+    if (f->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        execl(FORUM_FAKE_MODEL, FORUM_FAKE_MODEL, "--port", "0", "--hold",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char line[64] = "";
+    FILE *in = fdopen(p[0], "r");
+    cr_assert_not_null(fgets(line, sizeof(line), in));
+    fclose(in);
+    cr_assert_eq(sscanf(line, "port %d", &f->port), 1, "%s", line);
+}
+
+static long long fake_stat(const struct fake *f, const char *key)
+{
+    struct tu_daemon as = {.port = f->port};
+    char *b = NULL;
+    cr_assert_eq(tu_http(&as, "GET", "/stats", NULL, 0, &b), 200);
+    cJSON *j = tu_json_parse(b);
+    long long v = tu_num(j, key);
+    cJSON_Delete(j);
+    free(b);
+    return v;
+}
+
+/* forum mcp on pipes */
+struct mcp {
+    pid_t pid;
+    int in, out; /* its stdin (we write), its stdout (we read) */
+    struct fo_buf buf;
+};
+
+static void mcp_start(struct mcp *m, const char *dir, const char *url)
+{
+    int a[2], b[2];
+    cr_assert_eq(pipe(a), 0);
+    cr_assert_eq(pipe(b), 0);
+    m->pid = fork();
+    cr_assert_geq(m->pid, 0);
+    if (m->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        dup2(a[0], 0);
+        dup2(b[1], 1);
+        close(a[0]);
+        close(a[1]);
+        close(b[0]);
+        close(b[1]);
+        if (url)
+            execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "mcp", "--chat-url",
+                  url, "--model", "fake", (char *)NULL);
+        else
+            execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "mcp", (char *)NULL);
+        _exit(127);
+    }
+    close(a[0]);
+    close(b[1]);
+    m->in = a[1];
+    m->out = b[0];
+    fo_buf_init(&m->buf, FO_BUF_UNLIMITED);
+}
+
+static void mcp_send(struct mcp *m, const char *line)
+{
+    size_t n = strlen(line);
+    cr_assert_eq(write(m->in, line, n), (ssize_t)n);
+    cr_assert_eq(write(m->in, "\n", 1), 1);
+}
+
+/* The next message, or NULL when none came within ms. */
+static cJSON *mcp_read(struct mcp *m, int ms)
+{
+    for (;;) {
+        char *nl = m->buf.len ? memchr(m->buf.data, '\n', m->buf.len) : NULL;
+        if (nl) {
+            size_t len = (size_t)(nl - m->buf.data);
+            char *line = strndup(m->buf.data, len);
+            memmove(m->buf.data, nl + 1, m->buf.len - len - 1);
+            m->buf.len -= len + 1;
+            cJSON *j = tu_json_parse(line);
+            free(line);
+            return j;
+        }
+        struct pollfd p = {.fd = m->out, .events = POLLIN};
+        if (poll(&p, 1, ms) <= 0)
+            return NULL;
+        char chunk[65536];
+        ssize_t r = read(m->out, chunk, sizeof(chunk));
+        if (r <= 0)
+            return NULL;
+        cr_assert_eq(fo_buf_append(&m->buf, chunk, (size_t)r), FO_OK);
+    }
+}
+
+static int id_is(const cJSON *j, int id)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "id");
+    return cJSON_IsNumber(v) && v->valuedouble == id;
+}
+
+static int method_is(const cJSON *j, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "method");
+    return cJSON_IsString(v) && !strcmp(v->valuestring, name);
+}
+
+static int mcp_end(struct mcp *m)
+{
+    close(m->in);
+    while (mcp_read(m, 20000)) /* drain to EOF */
+        ;
+    int st = 0;
+    waitpid(m->pid, &st, 0);
+    close(m->out);
+    fo_buf_release(&m->buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#define INIT(caps)                                                             \
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"     \
+    "\"protocolVersion\":\"2025-11-25\",\"capabilities\":" caps ","            \
+    "\"clientInfo\":{\"name\":\"editor\",\"version\":\"1\"}}}"
+
+static long long kind_count(const char *dir, const char *kind)
+{
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
+                                "summary", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *s = tu_run_json(&r);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(s, "by_kind"), kind);
+    long long n = cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    return n;
+}
+
+Test(mcp_live, ping_while_a_submit_runs_progress_and_cancel, .timeout = 90)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct fake f;
+    fake_start(&f);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f.port);
+    char *dir = tu_tmpdir();
+    struct mcp m;
+    mcp_start(&m, dir, url);
+    mcp_send(&m, INIT("{}"));
+    cJSON *j = mcp_read(&m, 10000);
+    cr_assert(j && id_is(j, 1));
+    cJSON_Delete(j);
+    mcp_send(&m,
+             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+                 "\"params\":{\"name\":\"submit\",\"_meta\":{\"progressToken\":"
+                 "\"tok\"},\"arguments\":{\"request\":\"build the api "
+                 "database server\"}}}");
+    /* the run waits on the (held) model: a ping is answered meanwhile */
+    int64_t t0 = tu_now_ms();
+    while (fake_stat(&f, "held") < 1) {
+        cr_assert_lt(tu_now_ms() - t0, 30000, "the model was never called");
+        usleep(10000);
+    }
+    mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}");
+    int progress = 0, pong = 0;
+    while (!pong && (j = mcp_read(&m, 10000))) {
+        cr_assert(!id_is(j, 2), "the submit answered while its model held");
+        if (id_is(j, 3))
+            pong = 1;
+        if (method_is(j, "notifications/progress")) {
+            const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "params");
+            cr_assert_str_eq(tu_str(p, "progressToken"), "tok");
+            cr_assert_not_null(tu_str(p, "message"));
+            progress++;
+        }
+        cJSON_Delete(j);
+    }
+    cr_assert(pong, "no answer to the ping while the submit ran");
+    /* the progress names steps: at least the request was reported */
+    while (!progress && (j = mcp_read(&m, 2000))) {
+        progress += method_is(j, "notifications/progress");
+        cJSON_Delete(j);
+    }
+    cr_assert_gt(progress, 0, "no notifications/progress");
+    /* the client gives up: the run is cancelled, witnessed, no reply */
+    mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                 "\"params\":{\"requestId\":2,\"reason\":\"user\"}}");
+    t0 = tu_now_ms();
+    while (kind_count(dir, "answer") < 1) {
+        cr_assert_lt(tu_now_ms() - t0, 30000, "the cancel never ended it");
+        usleep(50000);
+    }
+    mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}");
+    pong = 0;
+    while (!pong && (j = mcp_read(&m, 10000))) {
+        cr_assert(!id_is(j, 2), "a cancelled call was answered");
+        pong = id_is(j, 4);
+        cJSON_Delete(j);
+    }
+    cr_assert(pong);
+    cr_assert_eq(mcp_end(&m), 0);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "run", "get",
+                                "0", (char *)NULL);
+    cJSON *g = tu_run_json(&r);
+    cr_assert_str_eq(tu_str(g, "state"), "cancelled");
+    cJSON_Delete(g);
+    tu_run_free(&r);
+    kill(f.pid, SIGTERM);
+    waitpid(f.pid, NULL, 0);
+    tu_rmrf(dir);
+}
+
+Test(mcp_live, a_gate_is_asked_through_elicitation, .timeout = 90)
+{
+    signal(SIGPIPE, SIG_IGN);
+    char *dir = tu_tmpdir();
+    struct mcp m;
+    mcp_start(&m, dir, NULL);
+    mcp_send(&m, INIT("{\"elicitation\":{}}"));
+    cJSON *j = mcp_read(&m, 10000);
+    cr_assert(j && id_is(j, 1));
+    cJSON_Delete(j);
+    mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+                 "\"params\":{\"name\":\"submit\",\"arguments\":{\"request\":"
+                 "\"build the api database server\",\"gates\":{\"all\":true}"
+                 "}}}");
+    char eid[64] = "";
+    while (!eid[0] && (j = mcp_read(&m, 20000))) {
+        cr_assert(!id_is(j, 2), "answered before its gate was decided");
+        if (method_is(j, "elicitation/create")) {
+            const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "params");
+            cr_assert(strstr(tu_str(p, "message"), "wave 0"), "%s",
+                      tu_str(p, "message"));
+            const cJSON *props = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(p, "requestedSchema"),
+                "properties");
+            cr_assert_not_null(
+                cJSON_GetObjectItemCaseSensitive(props, "decision"));
+            cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(props, "T1"));
+            snprintf(eid, sizeof(eid), "%s", tu_str(j, "id"));
+        }
+        cJSON_Delete(j);
+    }
+    cr_assert(eid[0], "no elicitation/create came");
+    char answer[512];
+    snprintf(answer, sizeof(answer),
+             "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"result\":{\"action\":"
+             "\"accept\",\"content\":{\"decision\":\"edit\",\"T1\":\"write "
+             "the edited schema\"}}}",
+             eid);
+    mcp_send(&m, answer);
+    const char *ans = NULL;
+    cJSON *reply = NULL;
+    while (!reply && (j = mcp_read(&m, 30000))) {
+        if (id_is(j, 2))
+            reply = j;
+        else
+            cJSON_Delete(j);
+    }
+    cr_assert_not_null(reply, "the submit never answered");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(reply, "result"), "structuredContent");
+    ans = tu_str(sc, "answer");
+    cr_assert(ans && strstr(ans, "write the edited schema"), "%s",
+              ans ? ans : "(none)");
+    cJSON_Delete(reply);
+    cr_assert_eq(mcp_end(&m), 0);
+    cr_assert_eq(kind_count(dir, "gate_edited"), 1);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify",
+                                "--deep", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
