@@ -239,6 +239,9 @@ Test(mcp_live, ping_while_a_submit_runs_progress_and_cancel, .timeout = 90)
     cr_assert_str_eq(tu_str(g, "state"), "cancelled");
     cJSON_Delete(g);
     tu_run_free(&r);
+    kill(f.pid, SIGUSR1); /* the held call answered, then the fake goes */
+    while (fake_stat(&f, "held") > 0)
+        usleep(10000);
     kill(f.pid, SIGTERM);
     waitpid(f.pid, NULL, 0);
     tu_rmrf(dir);
