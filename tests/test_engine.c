@@ -346,9 +346,13 @@ Test(engine, runs_survive_ten_sigkills_and_no_witnessed_call_is_made_again,
     struct tu_daemon d;
     daemon_on(&d, dir, &f, NULL, NULL);
     int64_t runs[SOAK_RUNS];
+    /* every fourth run waits at an approval gate before its one wave */
     for (int i = 0; i < SOAK_RUNS; i++) {
-        cJSON *s =
-            tu_http_json(&d, "POST", "/runs", "{\"request\":\"" REQ "\"}", 200);
+        cJSON *s = tu_http_json(&d, "POST", "/runs",
+                                i % 4 == 3 ? "{\"request\":\"" REQ
+                                             "\",\"gates\":{\"all\":true}}"
+                                           : "{\"request\":\"" REQ "\"}",
+                                200);
         runs[i] = tu_num(s, "run");
         cJSON_Delete(s);
     }
@@ -362,6 +366,26 @@ Test(engine, runs_survive_ten_sigkills_and_no_witnessed_call_is_made_again,
         in_flight_at_kills += fake_stat(&f, "calls") - witnessed_calls(dir);
         daemon_on(&d, dir, &f, NULL, NULL);
     }
+    /* the gated runs still wait, their gate kept across the kills: each is
+     * approved once, and goes on */
+    for (int i = 3; i < SOAK_RUNS; i += 4) {
+        char path[64], body[128];
+        snprintf(path, sizeof(path), "/runs/%lld", (long long)runs[i]);
+        for (int k = 0;; k++) {
+            cJSON *g = tu_http_json(&d, "GET", path, NULL, 200);
+            int waiting = !strcmp(tu_str(g, "state"), "waiting");
+            cJSON_Delete(g);
+            if (waiting)
+                break;
+            cr_assert_lt(k, 3000, "run %lld never waited at its gate",
+                         (long long)runs[i]);
+            usleep(10000);
+        }
+        snprintf(body, sizeof(body),
+                 "{\"run_seq\":%lld,\"wave\":0,\"approver\":\"soak\"}",
+                 (long long)runs[i]);
+        cJSON_Delete(tu_http_json(&d, "POST", "/gate/approve", body, 200));
+    }
     /* every run ends done, with one plan and one answer */
     for (int i = 0; i < SOAK_RUNS; i++) {
         char path[64];
@@ -369,7 +393,8 @@ Test(engine, runs_survive_ten_sigkills_and_no_witnessed_call_is_made_again,
         cJSON *g = NULL;
         for (int k = 0;; k++) {
             g = tu_http_json(&d, "GET", path, NULL, 200);
-            if (strcmp(tu_str(g, "state"), "running") != 0)
+            if (strcmp(tu_str(g, "state"), "running") != 0 &&
+                strcmp(tu_str(g, "state"), "waiting") != 0)
                 break;
             cJSON_Delete(g);
             cr_assert_lt(k, 3000, "run %lld never ended", (long long)runs[i]);
@@ -381,6 +406,8 @@ Test(engine, runs_survive_ten_sigkills_and_no_witnessed_call_is_made_again,
         cr_assert_eq(count_kind(g, "task"), 1);
         cr_assert_eq(count_kind(g, "result"), 1);
         cr_assert_eq(count_kind(g, "answer"), 1);
+        cr_assert_eq(count_kind(g, "gate_requested"), i % 4 == 3);
+        cr_assert_eq(count_kind(g, "gate_approved"), i % 4 == 3);
         /* the first kill came before any run could end (3 x 150 ms) */
         cr_assert_geq(count_kind(g, "resume"), 1);
         cJSON_Delete(g);
