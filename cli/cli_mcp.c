@@ -3,6 +3,8 @@
 #include "cli/cli.h"
 
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/orch.h"
@@ -11,16 +13,22 @@
 #include "surfaces/surf.h"
 
 static const char mcp_usage[] =
-    "usage: forum [--ledger DIR] mcp [--admin] [--cmd CMD] [--roster FILE]\n"
-    "                                 [providers]\n"
+    "usage: forum [--ledger DIR] mcp [--init] [--admin] [--cmd CMD]\n"
+    "                                 [--roster FILE] [providers]\n"
     "\n"
     "Serves the Model Context Protocol on stdin/stdout: JSON-RPC 2.0, one\n"
     "message a line; stdout carries the protocol only, logs go to stderr.\n"
     "Every method of the handler table is a tool (forum docs mcp). The\n"
-    "ledger is opened directly and created when absent. Exits 0 at the end\n"
-    "of input.\n"
+    "ledger (--ledger DIR, else $FORUM_LEDGER, else ./forum-ledger) is\n"
+    "opened directly and named on stderr; it is created only with --init.\n"
+    "Exits 0 at the end of input.\n"
+    "example (an editor's MCP server entry):\n"
+    "  forum --ledger /home/me/forum-ledger mcp\n"
     "\n"
     "  --admin        also offer the admin tools (ledger_redact)\n"
+    "  --init         create the ledger when there is none (else that is\n"
+    "                 an error, so an editor started in the wrong directory\n"
+    "                 never makes a stray ledger)\n"
     "  --cmd CMD      plan_run executor: CMD split into argv (never a\n"
     "                 shell), the prompt as last argument (default: stub)\n"
     "  --roster FILE  a roster JSON file instead of the built-in one\n"
@@ -31,6 +39,7 @@ static const char mcp_usage[] =
 int cli_mcp(struct cli *c, int argc, char **argv)
 {
     unsigned flags = 0;
+    int init = 0;
     struct orch_config oc = {0};
     struct cli_providers prov = {0};
     for (int i = 1; i < argc; i++) {
@@ -44,6 +53,8 @@ int cli_mcp(struct cli *c, int argc, char **argv)
             i += pv - 1;
         else if (!strcmp(argv[i], "--admin"))
             flags |= SURF_MCP_ADMIN;
+        else if (!strcmp(argv[i], "--init"))
+            init = 1;
         else if (!strcmp(argv[i], "--cmd") && i + 1 < argc)
             oc.cmd = argv[++i];
         else if (!strcmp(argv[i], "--roster") && i + 1 < argc)
@@ -72,12 +83,39 @@ int cli_mcp(struct cli *c, int argc, char **argv)
         daemon_config_release(&dc);
         return cli_fail(c, &err);
     }
+    /* An editor starts `forum mcp` in whatever directory it likes: a
+     * ledger is made only when asked (--init), and the one opened is
+     * named on stderr. */
     struct ledger *l = NULL;
-    if (cli_open(c, LEDGER_OPEN_CREATE, &l)) {
+    fo_err_clear(&err);
+    int orc2 = ledger_open(c->ledger_dir, init ? LEDGER_OPEN_CREATE : 0, NULL,
+                           &l, &err);
+    if (orc2 == FO_E_NOT_FOUND && !init) {
+        fprintf(stderr,
+                "forum mcp: no ledger at %s: give --ledger DIR (or set "
+                "FORUM_LEDGER) to an existing one, or add --init to create "
+                "it there\n",
+                c->ledger_dir);
         orch_free(orch);
         daemon_config_release(&dc);
-        return 3; /* any failure to open is a storage error (DESIGN §8) */
+        return 3;
     }
+    if (orc2) {
+        orch_free(orch);
+        daemon_config_release(&dc);
+        if (err.code == FO_E_NOT_FOUND)
+            err.code = FO_E_IO;
+        cli_fail(c, &err);
+        return 3; /* any failure to open is a storage error */
+    }
+    int64_t count = 0;
+    struct fo_err cerr;
+    char abs[4096];
+    if (ledger_count(l, &count, &cerr) != FO_OK)
+        count = -1;
+    fprintf(stderr, "forum mcp: ledger %s (%lld entries)\n",
+            realpath(c->ledger_dir, abs) ? abs : c->ledger_dir,
+            (long long)count);
     /* A client that goes away is a write error to report, not a signal. */
     signal(SIGPIPE, SIG_IGN);
     struct surf_ctx ctx = {

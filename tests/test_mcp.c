@@ -3,6 +3,7 @@
  * stdin as a pipe and as a regular file, and every tool of the table. */
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -106,8 +107,8 @@ static void free_lines(cJSON **v, size_t n)
 static struct tu_run run_mcp(const char *dir, const char *input, size_t len,
                              int admin)
 {
-    const char *argv[] = {"--ledger", dir, "mcp", admin ? "--admin" : NULL,
-                          NULL};
+    const char *argv[] = {
+        "--ledger", dir, "mcp", "--init", admin ? "--admin" : NULL, NULL};
     return tu_forum(input, len, argv);
 }
 
@@ -464,7 +465,7 @@ Test(mcp, stdin_may_be_a_regular_file)
     cr_assert_eq(tu_write_file(path, in, strlen(in)), 0);
     char ledger[512];
     snprintf(ledger, sizeof(ledger), "%s/ledger", dir);
-    const char *argv[] = {"--ledger", ledger, "mcp", NULL};
+    const char *argv[] = {"--ledger", ledger, "mcp", "--init", NULL};
     struct tu_run r = tu_forum_file(path, argv);
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     size_t n;
@@ -541,7 +542,7 @@ Test(mcp, deep_and_hostile_lines_never_crash)
     snprintf(path, sizeof(path), "%s/in.jsonl", dir);
     snprintf(ledger, sizeof(ledger), "%s/ledger", dir);
     cr_assert_eq(tu_write_file(path, in.data, in.len), 0);
-    const char *argv[] = {"--ledger", ledger, "mcp", NULL};
+    const char *argv[] = {"--ledger", ledger, "mcp", "--init", NULL};
     struct tu_run r = tu_forum_file(path, argv);
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     size_t n;
@@ -1020,6 +1021,32 @@ Test(mcp, command_line)
     cr_assert_eq(r.status, 3, "exit %d: %s", r.status, r.err);
     cr_assert_eq(r.out_len, 0);
     cr_assert_gt(r.err_len, 0);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+Test(mcp, no_ledger_is_made_without_init_and_the_ledger_is_named)
+{
+    char *dir = tu_tmpdir();
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/elsewhere", dir);
+    const char *in = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+    struct tu_run r = tu_forumv(in, "--ledger", path, "mcp", NULL);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    cr_assert(strstr(r.err, "--init") && strstr(r.err, "FORUM_LEDGER"), "%s",
+              r.err);
+    cr_assert_eq(r.out_len, 0, "stdout: %s", r.out);
+    cr_assert_neq(access(path, F_OK), 0, "a ledger dir was made");
+    tu_run_free(&r);
+    r = tu_forumv(in, "--ledger", path, "mcp", "--init", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "forum mcp: ledger ") && strstr(r.err, "elsewhere"),
+              "%s", r.err);
+    cr_assert(strstr(r.out, "\"id\":1"), "%s", r.out);
+    tu_run_free(&r);
+    /* an existing ledger needs no --init */
+    r = tu_forumv(in, "--ledger", path, "mcp", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
     tu_run_free(&r);
     tu_rmrf(dir);
 }

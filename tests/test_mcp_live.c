@@ -81,10 +81,11 @@ static void mcp_start(struct mcp *m, const char *dir, const char *url)
         close(b[0]);
         close(b[1]);
         if (url)
-            execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "mcp", "--chat-url",
-                  url, "--model", "fake", (char *)NULL);
+            execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "mcp", "--init",
+                  "--chat-url", url, "--model", "fake", (char *)NULL);
         else
-            execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "mcp", (char *)NULL);
+            execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "mcp", "--init",
+                  (char *)NULL);
         _exit(127);
     }
     close(a[0]);

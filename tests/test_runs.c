@@ -333,7 +333,8 @@ static cJSON *mcp_run_get(const char *dir, int64_t run)
              "\"params\":{\"name\":\"run_get\",\"arguments\":{\"run\":%lld}}}"
              "\n",
              (long long)run);
-    struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", (char *)NULL);
+    struct tu_run r =
+        tu_forumv(in, "--ledger", dir, "mcp", "--init", (char *)NULL);
     cr_assert_eq(r.status, 0, "forum mcp: %s", r.err);
     cJSON *reply = tu_json_parse(r.out);
     cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");

@@ -428,7 +428,8 @@ static cJSON *mcp_tool(const char *dir, const char *tool, int64_t run,
              "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
              "\"params\":{\"name\":\"%s\",\"arguments\":{\"run\":%lld}}}\n",
              tool, (long long)run);
-    struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", (char *)NULL);
+    struct tu_run r =
+        tu_forumv(in, "--ledger", dir, "mcp", "--init", (char *)NULL);
     cr_assert_eq(r.status, 0, "forum mcp: %s", r.err);
     cJSON *reply = tu_json_parse(r.out);
     cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");
@@ -724,7 +725,7 @@ Test(runs_live, forum_mcp_takes_max_runs_from_forum_json, .timeout = 60)
     "\"}}}\n"
     const char *in = START_LINE("1") START_LINE("2");
     /* the first run's task takes a second: the second call comes first */
-    struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", "--cmd",
+    struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", "--init", "--cmd",
                                 "sh -c 'sleep 1; echo done' x", (char *)NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     char *second = strchr(r.out, '\n');

@@ -284,8 +284,8 @@ cJSON *tu_mcp_callv(const char *dir, const char *const *extra, const char *tool,
              "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
              "\"params\":{\"name\":\"%s\",\"arguments\":%s}}\n",
              tool, args);
-    const char *argv[64] = {"--ledger", dir, "mcp"};
-    size_t n = 3;
+    const char *argv[64] = {"--ledger", dir, "mcp", "--init"};
+    size_t n = 4;
     for (size_t i = 0; extra && extra[i]; i++) {
         cr_assert_lt(n, 63, "tu_mcp_callv: too many arguments");
         argv[n++] = extra[i];

@@ -29,7 +29,7 @@ for (const k of ['ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS', 'HOME']) {
 
 const transport = new StdioClientTransport({
   command: bin,
-  args: ['mcp'],
+  args: ['mcp', '--init'],
   env,
   stderr: 'inherit',
 });
