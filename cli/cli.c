@@ -264,3 +264,43 @@ int cli_provider_apply(struct cli *c, const char *cmd,
         return cli_fail(c, &err);
     return 0;
 }
+
+/* Edits (insert, delete, substitute, swap two neighbours) from a to b. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 32 || m > 32)
+        return 99;
+    size_t d[33][33];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+                a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+const char *cli_closest(const char *typed, const char *const *names, size_t n)
+{
+    const char *best = NULL;
+    size_t bd = 3; /* at most two edits, and fewer than half the word */
+    for (size_t i = 0; i < n; i++) {
+        size_t dd = distance(typed, names[i]);
+        if (dd < bd && dd * 2 < strlen(names[i])) {
+            bd = dd;
+            best = names[i];
+        }
+    }
+    return best;
+}

@@ -215,6 +215,10 @@ int cli_usage_error(struct cli *c, const char *fmt, ...)
 /* Prints a command's help text on stdout; returns 0. */
 int cli_help(const char *text);
 
+/* Of names, the one nearest to typed (at most two edits, and fewer than
+ * half its letters), for a did-you-mean; NULL when none is near. */
+const char *cli_closest(const char *typed, const char *const *names, size_t n);
+
 /* True when argv[i] is -h or --help. */
 int cli_is_help(const char *arg);
 

@@ -528,5 +528,15 @@ int cli_ledger(struct cli *c, int argc, char **argv)
                          "usage: forum ledger summary\nEntry count, counts "
                          "by kind and by actor, head hash, bodies present "
                          "and redacted.\n");
+    static const char *const subs[] = {
+        "init",  "append",      "get",    "body",   "chain",
+        "show",  "replay",      "verify", "redact", "checkpoint",
+        "prove", "consistency", "key",    "bundle", "summary"};
+    const char *near = cli_closest(cmd, subs, sizeof(subs) / sizeof(subs[0]));
+    if (near)
+        return cli_usage_error(c,
+                               "ledger: unknown command %s; did you mean "
+                               "`forum ledger %s`?",
+                               cmd, near);
     return cli_usage_error(c, "ledger: unknown command %s", cmd);
 }

@@ -1,5 +1,6 @@
 /* main: `forum [--ledger DIR] [--json] <command> ...`. Global options may
  * stand anywhere on the line; the rest goes to the command group. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,14 +37,72 @@ static const char usage[] =
     "  gate list|approve|edit|reject ...\n"
     "                 approval gates: runs waiting for a human (forum gate "
     "--help)\n"
+    "  verify [--deep] the same as `forum ledger verify`\n"
     "  bench A B      two ledgers' summaries side by side, with deltas\n"
-    "  version        print the version\n"
+    "  version        print the version ([--json])\n"
     "\n"
     "global options:\n"
     "  --ledger DIR   the data dir (env FORUM_LEDGER; default "
     "./forum-ledger)\n"
     "  --json         print the result object as JSON\n"
-    "  -h, --help     help (also after any command)\n";
+    "  -h, --help     help (also after any command)\n"
+    "\n"
+    "exit codes: 0 ok; 1 verification failed or not found; 2 usage or bad\n"
+    "input; 3 I/O or storage error (a daemon, a model or the disk)\n"
+    "\n"
+    "examples:\n"
+    "  forum ledger init\n"
+    "  forum serve start\n"
+    "  forum submit \"add a login endpoint to the api server\"\n"
+    "  forum verify --deep\n";
+
+static int cmd_version(struct cli *c, int argc, char **argv)
+{
+    if (argc > 1 && cli_is_help(argv[1])) {
+        printf("usage: forum version [--json]\nPrints the version.\n"
+               "example:\n  forum version --json\n");
+        return 0;
+    }
+    if (argc > 1)
+        return cli_usage_error(c, "version: unexpected argument %s", argv[1]);
+    if (c->json)
+        printf("{\"version\":\"%s\"}\n", FO_VERSION);
+    else
+        printf("forum %s\n", FO_VERSION);
+    return 0;
+}
+
+/* The commands: one row each; `alias` rows run `forum ledger <alias>`. */
+static const struct {
+    const char *name;
+    int (*fn)(struct cli *c, int argc, char **argv);
+    const char *alias;
+} commands[] = {
+    {"ledger", cli_ledger, NULL},
+    {"serve", cli_serve, NULL},
+    {"mcp", cli_mcp, NULL},
+    {"docs", cli_docs, NULL},
+    {"verify-bundle", cli_verify_bundle, NULL},
+    {"verify", NULL, "verify"},
+    {"roster", cli_roster, NULL},
+    {"route", cli_route, NULL},
+    {"run-plan", cli_run_plan, NULL},
+    {"submit", cli_submit, NULL},
+    {"run", cli_run, NULL},
+    {"gate", cli_gate, NULL},
+    {"plan", cli_plan, NULL},
+    {"bench", cli_bench, NULL},
+    {"version", cmd_version, NULL},
+};
+
+/* The command nearest to what was typed, when one is near enough. */
+static const char *closest(const char *typed)
+{
+    const char *names[sizeof(commands) / sizeof(commands[0])];
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        names[i] = commands[i].name;
+    return cli_closest(typed, names, sizeof(names) / sizeof(names[0]));
+}
 
 int main(int argc, char **argv)
 {
@@ -91,40 +150,25 @@ int main(int argc, char **argv)
         fputs(usage, stdout);
         return 0;
     }
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        if (argc > 2 && cli_is_help(argv[2])) {
-            printf("usage: forum version\nPrints the version.\n");
-            return 0;
+    if (!strcmp(cmd, "--version"))
+        cmd = "version";
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(cmd, commands[i].name)) {
+            if (commands[i].alias) { /* `forum verify ...` = `ledger verify` */
+                static char ledger_word[] = "ledger";
+                argv[0] = ledger_word;
+                argv[1] = (char *)(uintptr_t)commands[i].alias;
+                return cli_ledger(&c, argc, argv);
+            }
+            return commands[i].fn(&c, argc - 1, argv + 1);
         }
-        printf("forum %s\n", FO_VERSION);
-        return 0;
-    }
-    if (!strcmp(cmd, "ledger"))
-        return cli_ledger(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "serve"))
-        return cli_serve(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "mcp")) /* cli_mcp.c */
-        return cli_mcp(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "docs")) /* cli_docs.c */
-        return cli_docs(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "verify-bundle")) /* cli_proof.c */
-        return cli_verify_bundle(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "roster")) /* cli_orch.c */
-        return cli_roster(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "route"))
-        return cli_route(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "run-plan"))
-        return cli_run_plan(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "submit")) /* cli_submit.c */
-        return cli_submit(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "run")) /* cli_run.c */
-        return cli_run(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "gate")) /* cli_gate.c */
-        return cli_gate(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "plan"))
-        return cli_plan(&c, argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench"))
-        return cli_bench(&c, argc - 1, argv + 1);
-    fprintf(stderr, "forum: unknown command %s (see forum --help)\n", cmd);
+    const char *near = closest(cmd);
+    if (near)
+        fprintf(stderr,
+                "forum: unknown command %s; did you mean `forum %s`? (see "
+                "forum --help)\n",
+                cmd, near);
+    else
+        fprintf(stderr, "forum: unknown command %s (see forum --help)\n", cmd);
     return 2;
 }

@@ -1715,3 +1715,36 @@ Test(cli_payload, ledger_env_names_the_dir)
     tu_run_free(&r);
     tu_rmrf(dir);
 }
+
+Test(cli, did_you_mean_the_verify_alias_and_version_json)
+{
+    struct tu_run r = tu_forumv(NULL, "ledgr", "show", NULL);
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "did you mean `forum ledger`"), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "ledger", "shwo", NULL);
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "did you mean `forum ledger show`"), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "frobnicate", NULL);
+    cr_assert_eq(r.status, 2);
+    cr_assert(!strstr(r.err, "did you mean"), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--json", "version", NULL);
+    cr_assert_eq(r.status, 0);
+    cJSON *v = tu_run_json(&r);
+    cr_assert_not_null(tu_str(v, "version"));
+    cJSON_Delete(v);
+    tu_run_free(&r);
+    char *dir = tu_tmpdir();
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "init", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "verify", "--deep", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    v = tu_run_json(&r);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "ok")));
+    cJSON_Delete(v);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
