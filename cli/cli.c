@@ -11,6 +11,7 @@
 #include "daemon/orch_model.h"
 #include "daemon/service.h"
 #include "ledger/fo_json.h"
+#include "ledger/fo_version.h"
 #include "surfaces/surf.h"
 
 int cli_fail(struct cli *c, const struct fo_err *err)
@@ -304,3 +305,91 @@ const char *cli_closest(const char *typed, const char *const *names, size_t n)
     }
     return best;
 }
+
+/* ---- the command table ------------------------------------------------ */
+
+const char cli_usage_text[] =
+    "usage: forum [--ledger DIR] [--json] <command> [args]\n"
+    "\n"
+    "forum orchestrates AI agents and witnesses every step in a ledger\n"
+    "anyone can verify.\n"
+    "\n"
+    "commands:\n"
+    "  ledger ...     the ledger: init, append, get, body, show, replay,\n"
+    "                 chain, verify, redact, summary (forum ledger --help)\n"
+    "  serve ...      the daemon: serve [start|stop|status|logs]\n"
+    "                 (forum serve --help)\n"
+    "  mcp [--admin]  the MCP server on stdin/stdout (forum mcp --help)\n"
+    "  docs http|mcp  print the generated reference page (HTTP.md, MCP.md)\n"
+    "  verify-bundle FILE --vkey KEY\n"
+    "                 check a bundle from `forum ledger bundle`, no ledger\n"
+    "  roster [--roster FILE]\n"
+    "                 the lanes the router and planner use\n"
+    "  route TEXT     which lane a request goes to (no model)\n"
+    "  run-plan FILE [--cmd CMD]\n"
+    "                 run a plan wave by wave, every step witnessed\n"
+    "  plan REQUEST   the coordinator's plan for a request, not run\n"
+    "  submit REQUEST [--cmd CMD | --chat-url URL --model M | --api]\n"
+    "                 answer a request end to end, every step witnessed\n"
+    "  run start|get|cancel|wait ...\n"
+    "                 background runs in the daemon (forum run --help)\n"
+    "  gate list|approve|edit|reject ...\n"
+    "                 approval gates: runs waiting for a human (forum gate "
+    "--help)\n"
+    "  verify [--deep] the same as `forum ledger verify`\n"
+    "  bench A B      two ledgers' summaries side by side, with deltas\n"
+    "  version        print the version ([--json])\n"
+    "\n"
+    "global options:\n"
+    "  --ledger DIR   the data dir (env FORUM_LEDGER; default "
+    "./forum-ledger)\n"
+    "  --json         print the result object as JSON\n"
+    "  -h, --help     help (also after any command)\n"
+    "\n"
+    "exit codes: 0 ok; 1 verification failed or not found; 2 usage or bad\n"
+    "input; 3 I/O or storage error (a daemon, a model or the disk)\n"
+    "\n"
+    "examples:\n"
+    "  forum ledger init\n"
+    "  forum serve start\n"
+    "  forum submit \"add a login endpoint to the api server\"\n"
+    "  forum verify --deep\n";
+
+int cli_version(struct cli *c, int argc, char **argv)
+{
+    if (argc > 1 && cli_is_help(argv[1])) {
+        printf("usage: forum version [--json]\nPrints the version.\n"
+               "example:\n  forum version --json\n");
+        return 0;
+    }
+    if (argc > 1)
+        return cli_usage_error(c, "version: unexpected argument %s", argv[1]);
+    if (c->json)
+        printf("{\"version\":\"%s\"}\n", FO_VERSION);
+    else
+        printf("forum %s\n", FO_VERSION);
+    return 0;
+}
+
+/* The commands: one row each; `alias` rows run `forum ledger <alias>`. */
+const struct cli_command cli_commands[] = {
+    {"ledger", cli_ledger, NULL,
+     "init append get body show replay chain verify redact checkpoint prove "
+     "consistency key bundle summary"},
+    {"serve", cli_serve, NULL, "start stop status logs"},
+    {"mcp", cli_mcp, NULL, NULL},
+    {"docs", cli_docs, NULL, "http mcp man completion"},
+    {"verify-bundle", cli_verify_bundle, NULL, NULL},
+    {"verify", NULL, "verify", NULL},
+    {"roster", cli_roster, NULL, NULL},
+    {"route", cli_route, NULL, NULL},
+    {"run-plan", cli_run_plan, NULL, NULL},
+    {"submit", cli_submit, NULL, NULL},
+    {"run", cli_run, NULL, "start get cancel wait"},
+    {"gate", cli_gate, NULL, "list approve edit reject"},
+    {"plan", cli_plan, NULL, NULL},
+    {"bench", cli_bench, NULL, NULL},
+    {"version", cli_version, NULL, NULL},
+};
+
+const size_t cli_n_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);

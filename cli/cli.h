@@ -92,6 +92,21 @@ int cli_daemon_call(const struct cli_daemon *d, const char *method,
                     const char *path, const char *body, cJSON **out,
                     struct fo_err *err);
 
+/* The commands, one row each: the name, its function, or (alias) the
+ * `forum ledger` subcommand it is; subs the subcommands, space-separated
+ * (for completion and the man page). main() dispatches through it. */
+struct cli_command {
+    const char *name;
+    int (*fn)(struct cli *c, int argc, char **argv);
+    const char *alias;
+    const char *subs;
+};
+extern const struct cli_command cli_commands[];
+extern const size_t cli_n_commands;
+/* The top-level help. */
+extern const char cli_usage_text[];
+int cli_version(struct cli *c, int argc, char **argv);
+
 /* Approval gates (cli_gate.c): `forum gate list|approve|edit|reject`. */
 int cli_gate(struct cli *c, int argc, char **argv);
 

@@ -1,36 +1,246 @@
-/* cli_docs: `forum docs http|mcp`: prints docs/HTTP.md or docs/MCP.md as
- * generated from the handler table (scripts/gen-docs.sh writes them). */
+/* cli_docs: `forum docs http|mcp|man|completion`: docs/HTTP.md and
+ * docs/MCP.md as generated from the handler table (scripts/gen-docs.sh
+ * writes them), the man page forum(1) from the commands' own help texts,
+ * and shell completions from the command table (the build installs
+ * both). */
 #include "cli/cli.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "ledger/fo_version.h"
 
 #include "surfaces/docs.h"
 
 static const char docs_usage[] =
-    "usage: forum docs http|mcp\n"
+    "usage: forum docs http|mcp|man|completion bash|zsh\n"
     "\n"
     "Prints the reference page generated from the handler table: http is\n"
     "docs/HTTP.md (routes), mcp is docs/MCP.md (tools). scripts/gen-docs.sh\n"
-    "writes both into docs/.\n";
+    "writes both into docs/. man prints the man page forum(1) (roff) made\n"
+    "of every command's --help; completion prints a bash or zsh completion\n"
+    "script for the commands and their subcommands. `cmake --install`\n"
+    "installs both.\n"
+    "example:\n"
+    "  forum docs man | man -l -\n";
+
+/* What a command prints for --help (argv NULL-terminated), captured. */
+static int help_of(struct cli *c, const struct cli_command *k, const char *sub,
+                   struct fo_buf *out)
+{
+    char a0[64], a1[64], a2[] = "--help";
+    snprintf(a0, sizeof(a0), "%s", k->name);
+    snprintf(a1, sizeof(a1), "%s", sub ? sub : "--help");
+    char *argv[] = {a0, a1, sub ? a2 : NULL, NULL};
+    FILE *t = tmpfile();
+    if (!t)
+        return -1;
+    fflush(stdout);
+    int saved = dup(1);
+    if (saved < 0 || dup2(fileno(t), 1) < 0) {
+        fclose(t);
+        return -1;
+    }
+    struct cli sc = *c;
+    sc.json = 0;
+    if (k->alias) {
+        char l0[] = "ledger", l1[16], l2[] = "--help";
+        snprintf(l1, sizeof(l1), "%s", k->alias);
+        char *lv[] = {l0, l1, l2, NULL};
+        cli_ledger(&sc, 3, lv);
+    } else {
+        k->fn(&sc, sub ? 3 : 2, argv);
+    }
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    rewind(t);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), t)) > 0)
+        if (fo_buf_append(out, buf, n)) {
+            fclose(t);
+            return -1;
+        }
+    fclose(t);
+    return 0;
+}
+
+/* text as roff lines in a no-fill block: backslashes doubled, a line
+ * that starts with . or ' protected. */
+static int roff_block(struct fo_buf *b, const char *text, size_t len)
+{
+    int rc = fo_buf_puts(b, ".nf\n");
+    int bol = 1;
+    for (size_t i = 0; !rc && i < len; i++) {
+        char ch = text[i];
+        if (bol && (ch == '.' || ch == '\''))
+            rc = fo_buf_puts(b, "\\&");
+        if (!rc)
+            rc = ch == '\\' ? fo_buf_puts(b, "\\e") : fo_buf_putc(b, ch);
+        bol = ch == '\n';
+    }
+    if (!rc && !bol)
+        rc = fo_buf_putc(b, '\n');
+    return rc ? rc : fo_buf_puts(b, ".fi\n");
+}
+
+static int man_page(struct cli *c, struct fo_buf *b)
+{
+    int rc = fo_buf_printf(b,
+                           ".TH FORUM 1 \"\" \"forum %s\" \"User Commands\"\n"
+                           ".SH NAME\n"
+                           "forum \\- orchestrates AI agents and witnesses "
+                           "every step in a verifiable ledger\n"
+                           ".SH SYNOPSIS\n"
+                           ".B forum\n"
+                           "[\\fB\\-\\-ledger\\fR \\fIDIR\\fR] "
+                           "[\\fB\\-\\-json\\fR] \\fIcommand\\fR "
+                           "[\\fIargs\\fR]\n"
+                           ".SH DESCRIPTION\n",
+                           FO_VERSION);
+    if (!rc)
+        rc = roff_block(b, cli_usage_text, strlen(cli_usage_text));
+    if (!rc)
+        rc = fo_buf_puts(b, ".SH COMMANDS\n");
+    for (size_t i = 0; !rc && i < cli_n_commands; i++) {
+        const struct cli_command *k = &cli_commands[i];
+        struct fo_buf h;
+        fo_buf_init(&h, FO_BUF_UNLIMITED);
+        rc = fo_buf_printf(b, ".SS %s\n", k->name);
+        if (!rc && help_of(c, k, NULL, &h) == 0 && h.len)
+            rc = roff_block(b, h.data, h.len);
+        /* the subcommands' own pages, where they have them */
+        const char *s = k->subs;
+        while (!rc && s && *s) {
+            size_t w = strcspn(s, " ");
+            char sub[32];
+            snprintf(sub, sizeof(sub), "%.*s", (int)w, s);
+            struct fo_buf sh;
+            fo_buf_init(&sh, FO_BUF_UNLIMITED);
+            if (strcmp(k->name, "docs") != 0 && help_of(c, k, sub, &sh) == 0 &&
+                sh.len &&
+                (h.len != sh.len || memcmp(h.data, sh.data, h.len) != 0)) {
+                rc = fo_buf_printf(b, ".SS %s %s\n", k->name, sub);
+                if (!rc)
+                    rc = roff_block(b, sh.data, sh.len);
+            }
+            fo_buf_release(&sh);
+            s += w;
+            while (*s == ' ')
+                s++;
+        }
+        fo_buf_release(&h);
+    }
+    if (!rc)
+        rc = fo_buf_puts(b, ".SH FILES\n"
+                            "The data dir (\\fB\\-\\-ledger\\fR, "
+                            "FORUM_LEDGER, ./forum-ledger) holds ledger.db, "
+                            "the token, the checkpoint key and forum.json.\n"
+                            ".SH SEE ALSO\n"
+                            "The documents installed in share/doc/forum: "
+                            "OPERATIONS.md, HTTP.md, MCP.md, LEDGER.md.\n");
+    return rc;
+}
+
+static int completion(const char *shell, struct fo_buf *b)
+{
+    int bash = !strcmp(shell, "bash");
+    int rc = bash ? fo_buf_puts(b, "# bash completion for forum (generated by "
+                                   "`forum docs completion bash`)\n"
+                                   "_forum() {\n"
+                                   "  local cur=${COMP_WORDS[COMP_CWORD]} "
+                                   "cmd=\"\" i\n"
+                                   "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+                                   "    case ${COMP_WORDS[i]} in\n"
+                                   "      --ledger) ((i++)) ;;\n"
+                                   "      -*) ;;\n"
+                                   "      *) cmd=${COMP_WORDS[i]}; break ;;\n"
+                                   "    esac\n"
+                                   "  done\n"
+                                   "  case $cmd in\n")
+                  : fo_buf_puts(b, "#compdef forum\n"
+                                   "# zsh completion for forum (generated by "
+                                   "`forum docs completion zsh`)\n"
+                                   "local -a cmds\n"
+                                   "if (( CURRENT == 2 )); then\n"
+                                   "  cmds=(");
+    if (bash) {
+        for (size_t i = 0; !rc && i < cli_n_commands; i++)
+            if (cli_commands[i].subs)
+                rc = fo_buf_printf(b,
+                                   "    %s) COMPREPLY=($(compgen -W \"%s "
+                                   "--help\" -- \"$cur\")) ;;\n",
+                                   cli_commands[i].name, cli_commands[i].subs);
+        if (!rc)
+            rc = fo_buf_puts(b, "    \"\") COMPREPLY=($(compgen -W \"");
+        for (size_t i = 0; !rc && i < cli_n_commands; i++)
+            rc = fo_buf_printf(b, "%s ", cli_commands[i].name);
+        if (!rc)
+            rc = fo_buf_puts(b, "--ledger --json --help\" -- \"$cur\")) ;;\n"
+                                "    *) COMPREPLY=($(compgen -f -W "
+                                "\"--help --json\" -- \"$cur\")) ;;\n"
+                                "  esac\n"
+                                "}\n"
+                                "complete -F _forum forum\n");
+        return rc;
+    }
+    for (size_t i = 0; !rc && i < cli_n_commands; i++)
+        rc = fo_buf_printf(b, "%s%s", i ? " " : "", cli_commands[i].name);
+    if (!rc)
+        rc = fo_buf_puts(b, ")\n  _describe command cmds\n"
+                            "elif (( CURRENT == 3 )); then\n"
+                            "  case $words[2] in\n");
+    for (size_t i = 0; !rc && i < cli_n_commands; i++)
+        if (cli_commands[i].subs)
+            rc = fo_buf_printf(b, "    %s) cmds=(%s) ;;\n",
+                               cli_commands[i].name, cli_commands[i].subs);
+    if (!rc)
+        rc = fo_buf_puts(b, "    *) _files; return ;;\n"
+                            "  esac\n"
+                            "  _describe subcommand cmds\n"
+                            "else\n"
+                            "  _files\n"
+                            "fi\n");
+    return rc;
+}
 
 int cli_docs(struct cli *c, int argc, char **argv)
 {
-    const char *which = NULL;
+    const char *which = NULL, *shell = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return cli_help(docs_usage);
-        if (which)
+        if (which && !shell && !strcmp(which, "completion"))
+            shell = argv[i];
+        else if (which)
             return cli_usage_error(c, "docs: unexpected argument %s", argv[i]);
-        which = argv[i];
+        else
+            which = argv[i];
     }
     if (!which)
-        return cli_usage_error(c, "docs: which page? http or mcp");
-    if (strcmp(which, "http") != 0 && strcmp(which, "mcp") != 0)
-        return cli_usage_error(c, "docs: %s: not a page (http or mcp)", which);
+        return cli_usage_error(c, "docs: which page? http, mcp, man or "
+                                  "completion");
+    if (strcmp(which, "http") != 0 && strcmp(which, "mcp") != 0 &&
+        strcmp(which, "man") != 0 && strcmp(which, "completion") != 0)
+        return cli_usage_error(c,
+                               "docs: %s: not a page (http, mcp, man or "
+                               "completion)",
+                               which);
+    if (!strcmp(which, "completion") &&
+        (!shell || (strcmp(shell, "bash") != 0 && strcmp(shell, "zsh") != 0)))
+        return cli_usage_error(c, "docs completion: bash or zsh");
     struct fo_buf out;
     struct fo_err err;
+    fo_err_clear(&err);
     fo_buf_init(&out, FO_BUF_UNLIMITED);
-    int rc = surf_docs_markdown(which, &out, &err);
+    int rc = !strcmp(which, "man") ? man_page(c, &out)
+             : shell               ? completion(shell, &out)
+                                   : surf_docs_markdown(which, &out, &err);
+    if (rc && !err.code)
+        rc = fo_err_set(&err, FO_E_NOMEM, NULL);
     if (rc == FO_OK && (fwrite(out.data, 1, out.len, stdout) != out.len ||
                         fflush(stdout) != 0))
         rc = fo_err_set(&err, FO_E_IO, "docs: cannot write the output");
