@@ -3,10 +3,18 @@
 # Idempotent and quick when everything is there. Needs root (or sudo).
 set -euo pipefail
 
+# Usage: scripts/install-deps.sh [--serve]
+#   --serve   only what building and serving need (./run.sh); without it
+#             also the test toolchain (./test.sh).
+serve_only=0
+[ "${1:-}" = --serve ] && serve_only=1
+
 pkgs=(build-essential cmake pkg-config ca-certificates
-      libevent-dev libsqlite3-dev libssl-dev libcjson-dev libcriterion-dev
-      clang-format golang-go golang-golang-x-mod-dev)
-[ "${FORUM_DEPS_BENCH:-0}" = 1 ] && pkgs+=(wrk)
+      libevent-dev libsqlite3-dev libssl-dev libcjson-dev)
+if [ $serve_only = 0 ]; then
+  pkgs+=(libcriterion-dev clang-format golang-go golang-golang-x-mod-dev)
+  [ "${FORUM_DEPS_BENCH:-0}" = 1 ] && pkgs+=(wrk)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -15,8 +23,10 @@ for p in "${pkgs[@]}"; do
 done
 # node and npm drive the MCP client test; the machine's nodejs may already
 # bundle npm (nodesource), in which case Debian's npm package conflicts.
-command -v node >/dev/null 2>&1 || missing+=(nodejs)
-command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ $serve_only = 0 ]; then
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
