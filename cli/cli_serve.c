@@ -4,11 +4,13 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -294,13 +296,42 @@ static int check(struct cli *c, struct serve_opts *o)
     return 0;
 }
 
+static int rm_one(const char *path, const struct stat *st, int type,
+                  struct FTW *ftw)
+{
+    (void)st, (void)ftw;
+    return type == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/* A start that failed leaves nothing behind: the data dir it made goes,
+ * with what the failed daemon wrote into it. */
+static void unmake_dir(const char *dir)
+{
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static int foreground(struct cli *c, struct serve_opts *o)
 {
     struct fo_err err;
     fo_err_clear(&err);
     o->cfg.dir = c->ledger_dir;
+    struct stat st;
+    int made = stat(c->ledger_dir, &st) != 0 && errno == ENOENT;
     int rc = daemon_run(&o->cfg, &err);
     daemon_config_release(&o->cfg);
+    if (rc && made) { /* made for a start that failed, and still empty */
+        struct ledger *l = NULL;
+        struct fo_err e2;
+        int64_t n = -1;
+        if (ledger_open(c->ledger_dir, LEDGER_OPEN_READONLY, NULL, &l, &e2) ==
+            FO_OK) {
+            if (ledger_count(l, &n, &e2) != FO_OK)
+                n = -1;
+            ledger_close(l);
+        }
+        if (n == 0)
+            unmake_dir(c->ledger_dir);
+    }
     if (rc)
         return cli_fail(c, &err);
     return 0;
@@ -316,7 +347,8 @@ static int start(struct cli *c, struct serve_opts *o, const char *self)
                    c->ledger_dir);
         return cli_fail(c, &err);
     }
-    if (mkdir(c->ledger_dir, 0755) != 0 && errno != EEXIST) {
+    int made = mkdir(c->ledger_dir, 0700) == 0;
+    if (!made && errno != EEXIST) {
         struct fo_err err;
         fo_err_set(&err, FO_E_IO, "%s: %s", c->ledger_dir, strerror(errno));
         return cli_fail(c, &err);
@@ -406,11 +438,22 @@ static int start(struct cli *c, struct serve_opts *o, const char *self)
         if (nl)
             *nl = '\0';
         struct fo_err err;
-        fo_err_set(&err, FO_E_IO, "the daemon did not start: %s (log: %s)",
-                   !strncmp(msg, "error ", 6) ? msg + 6
-                   : got                      ? msg
-                                              : "it exited without a word",
-                   logp);
+        const char *why = !strncmp(msg, "error ", 6) ? msg + 6
+                          : got                      ? msg
+                                                     : "it exited without a "
+                                                       "word";
+        if (made) { /* nothing of this start stays behind */
+            struct timespec ts = {0, 200 * 1000000L}; /* let it exit */
+            nanosleep(&ts, NULL);
+            unmake_dir(c->ledger_dir);
+            fo_err_set(&err, FO_E_IO,
+                       "the daemon did not start: %s (%s, made for it, was "
+                       "removed)",
+                       why, c->ledger_dir);
+        } else {
+            fo_err_set(&err, FO_E_IO, "the daemon did not start: %s (log: %s)",
+                       why, logp);
+        }
         return cli_fail(c, &err);
     }
     /* It says it listens: check that the port answers. */

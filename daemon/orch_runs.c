@@ -222,7 +222,7 @@ static int lock_create(struct orch_runs *r, const char *dir,
         free(k);
         return fo_err_set(err, FO_E_IO, "%s: path too long", dir);
     }
-    if (mkdir(runs, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(runs, 0700) != 0 && errno != EEXIST) {
         int e = errno;
         free(k);
         return fo_err_set(err, FO_E_IO, "%s: %s", runs, strerror(e));
@@ -231,7 +231,7 @@ static int lock_create(struct orch_runs *r, const char *dir,
     int e = EIO;
     for (int i = 0; i < LOCK_TRIES; i++) {
         k->fd = open(k->path,
-                     O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+                     O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (k->fd < 0) {
             e = errno;
             break;

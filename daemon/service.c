@@ -87,7 +87,7 @@ static int open_log(struct daemon *d, struct fo_err *err)
     if (!d->cfg->log_file)
         return FO_OK;
     int fd =
-        open(d->cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        open(d->cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return fo_err_set(err, FO_E_IO, "%s: %s", d->cfg->log_file,
                           strerror(errno));
@@ -109,7 +109,7 @@ static void reopen_log(struct daemon *d)
     if (d->log_fd < 0)
         return;
     int fd =
-        open(d->cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        open(d->cfg->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {
         dlog(d, "SIGHUP: cannot reopen %s: %s", d->cfg->log_file,
              strerror(errno));
@@ -211,7 +211,7 @@ static int take_lock(struct daemon *d, struct fo_err *err)
 {
     const char *p = dpath(d, DAEMON_PID_FILE);
     for (;;) {
-        int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0)
             return fo_err_set(err, FO_E_IO, "%s: %s", p, strerror(errno));
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -281,7 +281,7 @@ static int write_state(struct daemon *d, int port, struct fo_err *err)
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", final_) >= (int)sizeof(tmp))
         rc = fo_err_set(err, FO_E_INVALID, "data dir path too long");
     if (rc == FO_OK) {
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0 || write(fd, b.data, b.len) != (ssize_t)b.len ||
             close(fd) != 0 || rename(tmp, final_) != 0)
             rc = fo_err_set(err, FO_E_IO, "%s: %s", final_, strerror(errno));

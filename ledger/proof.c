@@ -426,7 +426,7 @@ static int ensure_vkey_file(struct ledger *l, const char *vkey, size_t len,
         return rc;
     if (access(path, F_OK) == 0)
         return FO_OK;
-    rc = fo_file_create(l->dir, path, vkey, len, 0644, err);
+    rc = fo_file_create(l->dir, path, vkey, len, 0600, err);
     return rc == FO_E_EXISTS ? FO_OK : rc;
 }
 

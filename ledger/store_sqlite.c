@@ -346,6 +346,17 @@ static int create_db(const char *dir, const char *path, struct fo_err *err)
     if (n < 0 || (size_t)n >= sizeof(tmp))
         return fo_err_set(err, FO_E_INVALID, "%s: path too long", dir);
     unlink(tmp);
+    /* made 0600 before SQLite opens it, whatever the umask: its WAL and
+     * wal-index take the database file's mode */
+    int mfd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (mfd < 0)
+        return fo_err_set(err, FO_E_IO, "%s: %s", tmp, strerror(errno));
+    int mode_ok = fchmod(mfd, 0600) == 0;
+    close(mfd);
+    if (!mode_ok) {
+        unlink(tmp);
+        return fo_err_set(err, FO_E_IO, "%s: chmod: %s", tmp, strerror(errno));
+    }
     sqlite3 *db = NULL;
     int rc = FO_OK;
     int src = sqlite3_open_v2(

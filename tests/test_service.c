@@ -746,3 +746,51 @@ Test(service, a_truncated_or_deleted_wal_stops_every_acknowledgement,
         tu_rmrf(dir);
     }
 }
+
+/* Every path makes the data dir 0700 and its files 0600, whatever the
+ * umask; a start that fails leaves no new dir behind. */
+Test(service, data_dirs_are_private_and_a_failed_start_leaves_nothing)
+{
+    mode_t old = umask(022);
+    char *root = tu_tmpdir();
+    char dir[4096], bad[4096], port_s[16];
+    snprintf(dir, sizeof(dir), "%s/d", root);
+    snprintf(bad, sizeof(bad), "%s/never", root);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "serve", "start", "--port", "0", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    struct stat st;
+    cr_assert_eq(stat(dir, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0700, "dir %o", st.st_mode & 0777);
+    static const char *const files[] = {
+        "ledger.db", "ledger.db-wal", "ledger.db-shm",   "token",
+        "forum.log", "forum.pid",     "forum.state.json"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char p[4200];
+        snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+        cr_assert_eq(stat(p, &st), 0, "%s", files[i]);
+        cr_assert_eq(st.st_mode & 0777, 0600, "%s is %o", files[i],
+                     st.st_mode & 0777);
+    }
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "stop", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    /* the port is taken: neither start leaves a dir */
+    int port = 0;
+    int fd = tu_listen_loopback(&port);
+    snprintf(port_s, sizeof(port_s), "%d", port);
+    r = tu_forumv(NULL, "--ledger", bad, "serve", "start", "--port", port_s,
+                  NULL);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    cr_assert(strstr(r.err, "in use"), "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_neq(stat(bad, &st), 0, "serve start left %s", bad);
+    r = tu_forumv(NULL, "--ledger", bad, "serve", "--port", port_s, NULL);
+    cr_assert_neq(r.status, 0);
+    tu_run_free(&r);
+    cr_assert_neq(stat(bad, &st), 0, "serve left %s", bad);
+    close(fd);
+    umask(old);
+    tu_rmrf(root);
+}
