@@ -606,6 +606,12 @@ static int status(struct cli *c)
     fo_json_add_int(r, "entries",
                     cJSON_IsNumber(en) ? (long long)en->valuedouble : -1);
     cJSON_AddStringToObject(r, "health", healthy ? "ok" : "unhealthy");
+    const cJSON *rif = cJSON_GetObjectItemCaseSensitive(s, "runs_in_flight");
+    if (cJSON_IsNumber(rif))
+        fo_json_add_int(r, "runs_in_flight", (long long)rif->valuedouble);
+    const cJSON *pv = cJSON_GetObjectItemCaseSensitive(s, "providers");
+    if (cJSON_IsArray(pv))
+        cJSON_AddItemToObject(r, "providers", cJSON_Duplicate(pv, 1));
     if (!healthy && err.msg[0])
         cJSON_AddStringToObject(r, "error", err.msg);
     if (c->json) {
@@ -615,6 +621,24 @@ static int status(struct cli *c)
         if (cJSON_IsNumber(up) && cJSON_IsNumber(en))
             printf("uptime: %lld s\nentries: %lld\n",
                    (long long)up->valuedouble, (long long)en->valuedouble);
+        if (cJSON_IsNumber(rif))
+            printf("runs in flight: %lld\n", (long long)rif->valuedouble);
+        if (cJSON_IsArray(pv)) {
+            if (!cJSON_GetArraySize(pv))
+                printf("model providers: none (every role is the stub)\n");
+            const cJSON *x;
+            cJSON_ArrayForEach (x, pv) {
+                const cJSON *api = cJSON_GetObjectItemCaseSensitive(x, "api");
+                const cJSON *mo = cJSON_GetObjectItemCaseSensitive(x, "model");
+                const cJSON *ti = cJSON_GetObjectItemCaseSensitive(x, "tier");
+                const cJSON *ur = cJSON_GetObjectItemCaseSensitive(x, "url");
+                printf("model provider: %s %s (tier %s) at %s\n",
+                       cJSON_IsString(api) ? api->valuestring : "?",
+                       cJSON_IsString(mo) ? mo->valuestring : "?",
+                       cJSON_IsString(ti) ? ti->valuestring : "?",
+                       cJSON_IsString(ur) ? ur->valuestring : "?");
+            }
+        }
         if (healthy)
             printf("health: ok\n");
         else
@@ -641,15 +665,16 @@ static int logs(struct cli *c, struct serve_opts *o)
     off_t pos = end;
     int lines = 0;
     char buf[8192];
-    /* Walk back from the end until want+1 newlines (a trailing one aside). */
-    while (pos > 0 && lines <= want) {
+    /* Walk back from the end to the newline before the last want lines
+     * (the file's trailing newline aside). */
+    while (pos > 0 && lines < want) {
         size_t chunk = pos > (off_t)sizeof(buf) ? sizeof(buf) : (size_t)pos;
         pos -= (off_t)chunk;
         ssize_t r = pread(fd, buf, chunk, pos);
         if (r <= 0)
             break;
         for (ssize_t i = r - 1; i >= 0; i--) {
-            if (buf[i] == '\n' && pos + i != end - 1 && ++lines > want) {
+            if (buf[i] == '\n' && pos + i != end - 1 && ++lines >= want) {
                 pos += i + 1;
                 break;
             }

@@ -576,6 +576,8 @@ static void wr_landed(struct wr *w)
     if (rc == FO_OK) {
         if (!strcmp(w->a.kind, "request")) {
             r->id = w->a.entry.seq;
+            if (r->resumable)
+                elog(r->e, "run %lld: started (%s)", (long long)r->id, r->via);
             if (r->started)
                 r->started(r->arg, r->id);
         }
@@ -2905,6 +2907,14 @@ static void run_end(struct run *r)
 {
     struct orch_engine *e = r->e;
     r->ended = 1;
+    if (r->id >= 0 && r->resumable)
+        elog(e, "run %lld: %s (%d model call%s, %lld ms)", (long long)r->id,
+             r->failed_rc                ? "failed"
+             : r->halt == H_SHUTDOWN     ? "stopped, to resume on the next "
+                                           "start"
+             : r->halt && r->halt_reason ? r->halt_reason
+                                         : "done",
+             r->calls, r->calls == 1 ? "" : "s", (long long)elapsed_ms(r));
     orch_run_done_fn done = r->done;
     void *arg = r->arg;
     struct fo_err err = r->err;

@@ -472,6 +472,32 @@ static void ready(struct daemon *d, const char *fmt, ...)
     d->ready_fd = -1;
 }
 
+/* `status` in the daemon: its runs in memory and its model providers
+ * (never a key), for `forum serve status`. */
+static void daemon_status(void *hook, cJSON *st)
+{
+    struct daemon *d = hook;
+    fo_json_add_int(st, "runs_in_flight",
+                    (long long)orch_engine_active(d->engine));
+    cJSON *ps = cJSON_AddArrayToObject(st, "providers");
+    const struct daemon_config *cfg = d->cfg;
+    for (size_t i = 0; ps && cfg->has_models && i < cfg->models.n_providers;
+         i++) {
+        const struct orch_model_provider *p = &cfg->models.providers[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(ps, o))
+            break;
+        cJSON_AddStringToObject(
+            o, "api", p->api == ORCH_EXEC_ANTHROPIC ? "anthropic" : "chat");
+        cJSON_AddStringToObject(o, "model", p->model ? p->model : "");
+        cJSON_AddStringToObject(o, "url",
+                                p->url ? p->url : "https://api.anthropic.com");
+        cJSON_AddStringToObject(
+            o, "tier",
+            p->tier == ORCH_TIER_ANY ? "any" : orch_tier_name(p->tier));
+    }
+}
+
 int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
 {
     struct daemon *d = calloc(1, sizeof(*d));
@@ -548,7 +574,9 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                                     .append = daemon_commit_append_sync,
                                     .append_hook = d->commit,
                                     .health = daemon_health,
-                                    .health_hook = d};
+                                    .health_hook = d,
+                                    .status_extra = daemon_status,
+                                    .status_hook = d};
     struct surf_http_config hc = {
         .host = cfg->host,
         .port = cfg->port < 0 ? 8080 : cfg->port,
@@ -586,6 +614,25 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
          "connections)",
          cfg->dir, host, port, (long)getpid(), cfg->no_auth ? "off" : "on",
          surf_http_max_connections(d->http));
+    /* what answers the runs (never a key: only the variable's name) */
+    for (size_t i = 0; cfg->has_models && i < cfg->models.n_providers; i++) {
+        const struct orch_model_provider *p = &cfg->models.providers[i];
+        dlog(d, "model provider %zu: %s %s at %s, tier %s, key %s", i + 1,
+             p->api == ORCH_EXEC_ANTHROPIC ? "anthropic" : "chat", p->model,
+             p->url ? p->url : "https://api.anthropic.com",
+             p->tier == ORCH_TIER_ANY ? "any" : orch_tier_name(p->tier),
+             p->api_key_env ? p->api_key_env : "(none)");
+    }
+    if (!cfg->has_models)
+        dlog(d, "no model provider: %s",
+             cfg->cmd ? "tasks run the --cmd "
+                        "command, every other "
+                        "role the stub"
+                      : "every role is the "
+                        "deterministic stub");
+    if (cfg->gates)
+        dlog(d, "approval gates: a standing policy is set (forum gate "
+                "list shows the gates waiting)");
     /* Runs that a crash or a shutdown left without an end go on (their
      * resume entries committed before the daemon says it is ready). */
     size_t resumed = 0;

@@ -53,14 +53,23 @@ Test(service, start_status_logs_stop, .timeout = 60)
         cJSON_GetObjectItemCaseSensitive(st, "health")->valuestring, "ok");
     cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(st, "entries")));
     cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(st, "uptime_s")));
+    cr_assert_eq(tu_num(st, "runs_in_flight"), 0);
+    cr_assert_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(st, "providers")),
+        0);
     cJSON_Delete(st);
     tu_run_free(&r);
+    /* the log names what serves: the address, then the model providers
+     * (here none) */
     r = tu_forumv(NULL, "--ledger", dir, "serve", "logs", "-n", "1",
                   (char *)NULL);
     cr_assert_eq(r.status, 0);
-    cr_assert(strstr(r.out, "serving"), "%s", r.out);
+    cr_assert(strstr(r.out, "no model provider"), "%s", r.out);
     cr_assert_eq(strchr(r.out, '\n') - r.out + 1, (long)r.out_len,
                  "more than one line: %s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "logs", (char *)NULL);
+    cr_assert(strstr(r.out, "serving"), "%s", r.out);
     tu_run_free(&r);
     r = tu_forumv(NULL, "--ledger", dir, "serve", "stop", (char *)NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
