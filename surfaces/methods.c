@@ -348,7 +348,9 @@ static const struct surf_method table[] = {
      "writes are then refused until it is restarted.",
      NO_INPUT, SURF_READ, 4 * KIB, "GET", "/health", h_health, SURF_ON_LOOP,
      NULL},
-    {"status", "Entry count, live tree root and size, signed size, uptime.",
+    {"status",
+     "Entry count, live tree root and size, signed size, uptime; the daemon "
+     "adds runs_in_flight and its model providers (never a key).",
      NO_INPUT, SURF_READ, 4 * KIB, "GET", "/status", h_status, SURF_ON_LOOP,
      NULL},
     {"methods", "The method table: names, summaries, input schemas.", NO_INPUT,
