@@ -324,8 +324,23 @@ static cJSON *do_tools_list(struct mcp *s, const cJSON *id)
             continue;
         cJSON *tool = cJSON_CreateObject();
         cJSON *schema = cJSON_Duplicate(surf_schema(&t[i]), 1);
-        if (!tool || !schema ||
-            !cJSON_AddStringToObject(tool, "name", t[i].name) ||
+        const struct surf_method *m = &t[i];
+        int ro = !(m->flags & SURF_WRITE);
+        int destructive = (m->flags & SURF_ADMIN) ||
+                          !strcmp(m->name, "run_cancel") ||
+                          !strcmp(m->name, "gate_reject");
+        int open_world =
+            (m->flags & SURF_LONG) || !strcmp(m->name, "run_start");
+        cJSON *ann = cJSON_CreateObject();
+        const char *title = surf_title(m);
+        if (!ann || !cJSON_AddItemToObject(tool, "annotations", ann) ||
+            (title && !cJSON_AddStringToObject(ann, "title", title)) ||
+            !cJSON_AddBoolToObject(ann, "readOnlyHint", ro) ||
+            !cJSON_AddBoolToObject(ann, "destructiveHint", destructive) ||
+            !cJSON_AddBoolToObject(ann, "idempotentHint", ro) ||
+            !cJSON_AddBoolToObject(ann, "openWorldHint", open_world) ||
+            (title && !cJSON_AddStringToObject(tool, "title", title)) ||
+            !schema || !cJSON_AddStringToObject(tool, "name", t[i].name) ||
             !cJSON_AddStringToObject(tool, "description", t[i].summary)) {
             cJSON_Delete(tool);
             cJSON_Delete(schema);

@@ -27,6 +27,7 @@ static void parse_schemas(void)
         if (fo_json_parse(t[i].schema, strlen(t[i].schema), &schemas[i],
                           &err) != FO_OK)
             abort(); /* a bug in the table: caught by every test */
+        surf_describe(t[i].name, schemas[i]);
     }
 }
 

@@ -106,6 +106,12 @@ const struct surf_method *surf_methods(size_t *n);
 /* A method by name, or NULL. */
 const struct surf_method *surf_find(const char *name);
 
+/* A method's title for people and models (NULL: none), and the
+ * descriptions and nested shapes laid over a parsed input schema
+ * (surfaces/describe.c). */
+const char *surf_title(const struct surf_method *m);
+void surf_describe(const char *method, cJSON *schema);
+
 /* The parsed input schema of a method (parsed once, owned by the table). */
 const cJSON *surf_schema(const struct surf_method *m);
 

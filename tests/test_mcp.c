@@ -1050,3 +1050,63 @@ Test(mcp, no_ledger_is_made_without_init_and_the_ledger_is_named)
     tu_run_free(&r);
     tu_rmrf(dir);
 }
+
+/* What a model reads: every tool titled and annotated, every property of
+ * every input described, the plan and gate inputs with their shapes. */
+Test(mcp, tools_are_titled_annotated_and_every_property_described)
+{
+    char *dir = tu_tmpdir();
+    const char *in =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n";
+    struct tu_run r = run_mcp(dir, in, strlen(in), 1);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 1);
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(v[0], "result"), "tools");
+    cr_assert_gt(cJSON_GetArraySize(tools), 20);
+    static const char *const hints[] = {"readOnlyHint", "destructiveHint",
+                                        "idempotentHint", "openWorldHint"};
+    const cJSON *t;
+    cJSON_ArrayForEach (t, tools) {
+        const char *name = str_of(t, "name");
+        cr_assert(str_of(t, "title") && *str_of(t, "title"), "%s: no title",
+                  name);
+        const cJSON *ann = cJSON_GetObjectItemCaseSensitive(t, "annotations");
+        for (size_t i = 0; i < 4; i++)
+            cr_assert(
+                cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(ann, hints[i])),
+                "%s: no %s", name, hints[i]);
+        const cJSON *p;
+        cJSON_ArrayForEach (
+            p, cJSON_GetObjectItemCaseSensitive(
+                   cJSON_GetObjectItemCaseSensitive(t, "inputSchema"),
+                   "properties")) {
+            const cJSON *d = cJSON_GetObjectItemCaseSensitive(p, "description");
+            cr_assert(cJSON_IsString(d) && *d->valuestring,
+                      "%s.%s: no description", name, p->string);
+        }
+        if (!strcmp(name, "ledger_verify"))
+            cr_assert(cJSON_IsTrue(
+                cJSON_GetObjectItemCaseSensitive(ann, "readOnlyHint")));
+        if (!strcmp(name, "ledger_redact"))
+            cr_assert(cJSON_IsTrue(
+                cJSON_GetObjectItemCaseSensitive(ann, "destructiveHint")));
+        if (!strcmp(name, "plan_run")) {
+            const cJSON *plan = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(t, "inputSchema"),
+                    "properties"),
+                "plan");
+            cr_assert_not_null(
+                cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(plan, "properties"),
+                    "tasks"),
+                "plan_run's plan has no shape");
+        }
+    }
+    free_lines(v, n);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
