@@ -194,8 +194,14 @@ static void *run(void *arg)
             break;
         size_t n = 0;
         while (c->head && n < c->cfg.max_batch) {
-            c->taken[n++] = c->head;
-            c->head = c->head->next;
+            /* a group goes whole into one transaction */
+            size_t g = c->head->group > 1 ? c->head->group : 1;
+            if (n > 0 && n + g > c->cfg.max_batch)
+                break;
+            for (size_t k = 0; k < g && c->head; k++) {
+                c->taken[n++] = c->head;
+                c->head = c->head->next;
+            }
         }
         if (!c->head)
             c->tail = NULL;
@@ -273,6 +279,39 @@ int daemon_commit_submit(struct daemon_commit *c, struct daemon_commit_req *r,
     return FO_OK;
 }
 
+size_t daemon_commit_max_batch(const struct daemon_commit *c)
+{
+    return c->cfg.max_batch;
+}
+
+int daemon_commit_submit_group(struct daemon_commit *c,
+                               struct daemon_commit_req *reqs, size_t n,
+                               struct fo_err *err)
+{
+    if (n == 0 || n > c->cfg.max_batch)
+        return fo_err_set(err, FO_E_INVALID,
+                          "a batch of 1..%zu entries, not %zu",
+                          c->cfg.max_batch, n);
+    pthread_mutex_lock(&c->mu);
+    if (c->stopping) {
+        pthread_mutex_unlock(&c->mu);
+        return fo_err_set(err, FO_E_DRAINING, "the daemon is shutting down");
+    }
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].group = i == 0 ? n : 0;
+        reqs[i].next = i + 1 < n ? &reqs[i + 1] : NULL;
+    }
+    if (c->tail)
+        c->tail->next = &reqs[0];
+    else
+        c->head = &reqs[0];
+    c->tail = &reqs[n - 1];
+    c->queued += n;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return FO_OK;
+}
+
 struct sync_wait {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -342,4 +381,52 @@ void daemon_commit_free(struct daemon_commit *c)
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+/* Counts the group's requests done; the last wakes the waiter. */
+static void group_done(struct daemon_commit_req *r)
+{
+    struct sync_wait *w = r->arg;
+    pthread_mutex_lock(&w->mu);
+    w->done--;
+    if (w->done == 0)
+        pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int daemon_commit_append_batch_sync(void *hook, struct ledger_append *reqs,
+                                    size_t n, struct fo_err *err)
+{
+    struct daemon_commit *c = hook;
+    struct daemon_commit_req *rs = calloc(n ? n : 1, sizeof(*rs));
+    if (!rs)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    struct sync_wait w = {.done = (int)n};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    for (size_t i = 0; i < n; i++)
+        rs[i] = (struct daemon_commit_req){
+            .a = reqs[i], .done = group_done, .arg = &w};
+    int rc = daemon_commit_submit_group(c, rs, n, err);
+    if (rc == FO_OK) {
+        pthread_mutex_lock(&w.mu);
+        while (w.done > 0)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        for (size_t i = 0; i < n; i++)
+            reqs[i] = rs[i].a;
+        /* a failed transaction fails every request alike */
+        for (size_t i = 0; i < n && !rc; i++)
+            if (reqs[i].rc == FO_E_STORAGE_MOVED || reqs[i].rc == FO_E_IO ||
+                reqs[i].rc == FO_E_BUSY || reqs[i].rc == FO_E_CORRUPT ||
+                reqs[i].rc == FO_E_DRAINING) {
+                rc = reqs[i].rc;
+                if (err)
+                    *err = reqs[i].err;
+            }
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    free(rs);
+    return rc;
 }

@@ -27,6 +27,9 @@ struct daemon_commit_req {
     void *arg; /* for done */
     void (*flush)(void *flush_arg);
     void *flush_arg;
+    /* set by daemon_commit_submit_group on a group's first request: how
+     * many requests the group has (they go into one transaction) */
+    size_t group;
     struct daemon_commit_req *next; /* private to the queue */
 };
 
@@ -60,6 +63,22 @@ int daemon_commit_create(const char *dir,
  * queued and done is not called. */
 int daemon_commit_submit(struct daemon_commit *c, struct daemon_commit_req *r,
                          struct fo_err *err);
+
+/* Queues reqs[0..n) as one group: they are committed in the same
+ * transaction, one after another (n at most the committer's max_batch:
+ * FO_E_INVALID beyond). As daemon_commit_submit otherwise. */
+int daemon_commit_submit_group(struct daemon_commit *c,
+                               struct daemon_commit_req *reqs, size_t n,
+                               struct fo_err *err);
+
+/* The most requests a group may have (the committer's max_batch). */
+size_t daemon_commit_max_batch(const struct daemon_commit *c);
+
+/* A surf_ctx append_batch hook: queues the n requests as one group and
+ * blocks the calling thread until their transaction committed. Returns
+ * like ledger_append_batch. */
+int daemon_commit_append_batch_sync(void *hook, struct ledger_append *reqs,
+                                    size_t n, struct fo_err *err);
 
 /* A surf_ctx append hook (hook = the daemon_commit): queues req and blocks
  * the calling thread until its batch committed. Returns like
