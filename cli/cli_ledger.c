@@ -354,7 +354,7 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
 {
     int deep = 0;
     const char *cp_file = NULL, *vkey = NULL; /* --checkpoint (cli_proof.c) */
-    const char *witness[64];                   /* --witness (cli_tiles.c) */
+    const char *witness[64];                  /* --witness (cli_tiles.c) */
     int nw = 0, min = -1;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
@@ -393,15 +393,15 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
     if ((nw || min >= 0) && !cp_file)
         return cli_usage_error(c, "verify: --witness needs --checkpoint");
     if (min > nw || (min >= 0 && nw == 0))
-        return cli_usage_error(c, "verify: --min-witnesses %d of %d named",
-                               min, nw);
+        return cli_usage_error(c, "verify: --min-witnesses %d of %d named", min,
+                               nw);
     if (cp_file || vkey) { /* proofs and checkpoints: cli_proof.c */
         if (!cp_file || !vkey)
             return cli_usage_error(c, "verify: %s",
                                    "--checkpoint and --vkey go together");
         if (nw) { /* witnesses first: cli_tiles.c */
-            int ex = cli_witness_check(c, cp_file, witness, nw,
-                                       min < 0 ? nw : min);
+            int ex =
+                cli_witness_check(c, cp_file, witness, nw, min < 0 ? nw : min);
             if (ex)
                 return ex;
         }

@@ -114,7 +114,6 @@ static const char *const sql_text[ST__COUNT] = {
     " key TEXT NOT NULL, ts INTEGER NOT NULL, line TEXT NOT NULL,"             \
     " PRIMARY KEY(size, key)) WITHOUT ROWID"
 
-
 /* Children by parent, for the entries of a run (ledger_descendants).
  * Partial: entries without a parent (most plain appends) never touch it. */
 #define PARENT_INDEX_SQL                                                       \

@@ -409,8 +409,7 @@ static const struct surf_method table[] = {
     {"ledger_checkpoint",
      "The latest signed checkpoint, with witness cosignatures: {checkpoint, "
      "size, root, note, cosignatures}.",
-     NO_INPUT,
-     SURF_READ, 4 * KIB, "GET", "/checkpoint", surf_h_checkpoint,
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/checkpoint", surf_h_checkpoint,
      SURF_ON_WORKER, NULL},
     {"ledger_cosign",
      "Add witness cosignatures (C2SP cosignature/v1) to a stored "
