@@ -45,7 +45,12 @@ int surf_h_cosign(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                   struct fo_err *err)
 {
     const char *note = surf_in_str(in, "note");
-    return ledger_cosign(ctx->ledger, note, strlen(note), out, err);
+    int rc = ledger_cosign(ctx->ledger, note, strlen(note), out, err);
+    /* A refused cosignature is the caller's bad input (400, exit 2), not
+     * a verification verdict (which methods answer with 200). */
+    if (rc == FO_E_VERIFY)
+        err->code = rc = FO_E_INVALID;
+    return rc;
 }
 
 int surf_h_prove(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
