@@ -407,8 +407,8 @@ static const struct surf_method table[] = {
      SURF_ON_WORKER, NULL},
     /* proofs and checkpoints: handlers in methods_proof.c */
     {"ledger_checkpoint",
-     "The latest signed checkpoint, with witness cosignatures: {checkpoint, "
-     "size, root, note, cosignatures}.",
+     "The latest signed checkpoint, witness cosignatures appended to its "
+     "note: {checkpoint, size, root, note}.",
      NO_INPUT, SURF_READ, 4 * KIB, "GET", "/checkpoint", surf_h_checkpoint,
      SURF_ON_WORKER, NULL},
     {"ledger_cosign",

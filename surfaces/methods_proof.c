@@ -34,10 +34,6 @@ int surf_h_checkpoint(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     ledger_checkpoint_release(&cp);
     if (rc)
         return rc;
-    if (*out && !fo_json_add_int(*out, "cosignatures", (long long)n)) {
-        cJSON_Delete(*out);
-        *out = NULL;
-    }
     return *out ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
 }
 

@@ -395,7 +395,7 @@ Test(witness, ledger_accepts_named_witnesses_only_and_verify_needs_k,
     cJSON_Delete(in);
     h = tu_http_json(&d, "GET", "/checkpoint", NULL, 200);
     cr_assert_eq(tu_num(h, "size"), 6);
-    cr_assert_eq(tu_num(h, "cosignatures"), 0);
+    cr_assert_null(strstr(tu_str(h, "note"), "witness.example.com"));
     cJSON_Delete(h);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     /* the same over MCP (a second cosignature by w2 replaces the first) */
@@ -457,6 +457,29 @@ Test(witness, ledger_accepts_named_witnesses_only_and_verify_needs_k,
            "--vkey", at[6], "--witness", at[3], "--witness", at[4]);
     EXPECT(1, "--ledger", led, "ledger", "verify", "--checkpoint", p[SERVED],
            "--vkey", at[6], "--witness", at[5]);
+
+    /* The latest checkpoint (size 6), cosigned by w1: served with it by
+     * ledger_checkpoint, and in the tiles' checkpoint, which verify
+     * --tiles checks against the witness too. */
+    r = forum("--ledger", led, "--json", "ledger", "checkpoint", NULL);
+    j = tu_run_json(&r);
+    cr_assert_eq(tu_num(j, "size"), 6);
+    cr_assert_eq(
+        tu_write_file(p[CP2], tu_str(j, "note"), strlen(tu_str(j, "note"))), 0);
+    cJSON_Delete(j);
+    tu_run_free(&r);
+    to_file(p[C1], forum("witness", "cosign", "--key", at[0], "--vkey", at[6],
+                         p[CP2], NULL));
+    EXPECT(0, "--ledger", led, "ledger", "cosign", p[C1]);
+    h = tu_mcp_call(led, 0, "ledger_checkpoint", "{}");
+    cr_assert_eq(tu_num(h, "size"), 6);
+    cr_assert(strstr(tu_str(h, "note"), "\xe2\x80\x94 witness.example.com/w1 "),
+              "%s", tu_str(h, "note"));
+    cJSON_Delete(h);
+    EXPECT(0, "--ledger", led, "ledger", "tiles", "--out", p[TL]);
+    EXPECT(0, "verify", "--tiles", p[TL], "--vkey", at[6], "--witness", at[3]);
+    EXPECT(1, "verify", "--tiles", p[TL], "--vkey", at[6], "--witness", at[3],
+           "--witness", at[4]);
 
     /* Go opens the note forum's witness cosigned (cosignature/v1 verifier
      * written from the spec in tiles_check.go). */
