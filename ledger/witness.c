@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "ledger/fo_buf.h"
@@ -144,6 +145,12 @@ int ledger_witness_add(struct ledger *l, const char *vkey, size_t len,
         rc = fo_buf_putc(&b, '\n');
     if (!rc)
         rc = tiles_put_file(l->dir, LEDGER_WITNESSES_FILE, b.data, b.len, err);
+    if (!rc) { /* the data dir's files are 0600 (docs/OPERATIONS.md) */
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", l->dir, LEDGER_WITNESSES_FILE);
+        if (chmod(path, 0600) != 0)
+            rc = fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
+    }
     ledger_witnesses_free(w, n);
     cosig_verifier_free(v);
     fo_buf_release(&b);
