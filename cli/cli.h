@@ -48,7 +48,8 @@ int cli_read_vkey(const char *arg, struct fo_buf *out, struct fo_err *err);
 
 /* Static tiles and witnesses (cli_tiles.c): `forum ledger tiles`, `forum
  * ledger cosign`, `forum ledger witness add|list`, `forum witness
- * keygen|cosign`, and `forum verify --tiles|--checkpoint`. */
+ * keygen|cosign`, and `forum verify --tiles` (without --tiles, `forum
+ * verify` is `forum ledger verify`). */
 int cli_ledger_tiles(struct cli *c, int argc, char **argv);
 int cli_ledger_cosign(struct cli *c, int argc, char **argv);
 int cli_ledger_witness(struct cli *c, int argc, char **argv);

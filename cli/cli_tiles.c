@@ -2,7 +2,8 @@
  * writes the log as C2SP tlog-tiles; `forum verify --tiles DIR|URL` proves
  * inclusion and consistency from tiles alone; `forum witness keygen|cosign`
  * act as a witness; `forum ledger cosign` and `forum ledger witness` accept
- * and name witnesses. docs/LEDGER.md, "Static tiles" and "Witnesses". */
+ * and name witnesses; `ledger verify --checkpoint --witness` counts them.
+ * docs/LEDGER.md, "Static tiles" and "Witnesses". */
 #include "cli/cli.h"
 
 #include <errno.h>

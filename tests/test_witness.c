@@ -423,14 +423,14 @@ Test(witness, ledger_accepts_named_witnesses_only_and_verify_needs_k,
     tu_run_free(&r);
 
     /* verify: k of n */
-    EXPECT(0, "verify", "--checkpoint", p[SERVED], "--vkey", at[6], "--witness",
-           at[3], "--witness", at[4]);
-    EXPECT(0, "verify", "--checkpoint", p[SERVED], "--vkey", at[6], "--witness",
-           at[3], "--witness", at[4], "--witness", at[5], "--min-witnesses",
-           "2");
-    r = forum("--json", "verify", "--checkpoint", p[SERVED], "--vkey", at[6],
-              "--witness", at[3], "--witness", at[4], "--witness", at[5],
-              "--min-witnesses", "3", NULL);
+    EXPECT(0, "--ledger", led, "verify", "--checkpoint", p[SERVED], "--vkey",
+           at[6], "--witness", at[3], "--witness", at[4]);
+    EXPECT(0, "--ledger", led, "verify", "--checkpoint", p[SERVED], "--vkey",
+           at[6], "--witness", at[3], "--witness", at[4], "--witness", at[5],
+           "--min-witnesses", "2");
+    r = forum("--ledger", led, "--json", "verify", "--checkpoint", p[SERVED],
+              "--vkey", at[6], "--witness", at[3], "--witness", at[4],
+              "--witness", at[5], "--min-witnesses", "3", NULL);
     cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
     j = tu_run_json(&r);
     cr_assert_str_eq(tu_str(j, "reason"), "witnesses");
@@ -438,20 +438,21 @@ Test(witness, ledger_accepts_named_witnesses_only_and_verify_needs_k,
     cr_assert_eq(tu_num(ws, "valid"), 2);
     cJSON_Delete(j);
     tu_run_free(&r);
-    EXPECT(1, "verify", "--checkpoint", p[CP], "--vkey", at[6], "--witness",
-           at[3]);
-    EXPECT(2, "verify", "--checkpoint", p[SERVED], "--vkey", at[6], "--witness",
-           at[3], "--witness", at[3]);
-    EXPECT(2, "verify", "--checkpoint", p[SERVED], "--vkey", at[6], "--witness",
-           at[3], "--min-witnesses", "2");
+    EXPECT(1, "--ledger", led, "verify", "--checkpoint", p[CP], "--vkey", at[6],
+           "--witness", at[3]);
+    EXPECT(2, "--ledger", led, "verify", "--checkpoint", p[SERVED], "--vkey",
+           at[6], "--witness", at[3], "--witness", at[3]);
+    EXPECT(2, "--ledger", led, "verify", "--checkpoint", p[SERVED], "--vkey",
+           at[6], "--witness", at[3], "--min-witnesses", "2");
     /* a forged line by a named witness fails, never skipped */
     char *s = tu_read_file(p[SERVED], NULL);
     char *w2l = strstr(s, "witness.example.com/w2 ");
     w2l[30] = w2l[30] == 'A' ? 'B' : 'A';
     cr_assert_eq(tu_write_file(p[BAD], s, strlen(s)), 0);
     free(s);
-    EXPECT(1, "verify", "--checkpoint", p[BAD], "--vkey", at[6], "--witness",
-           at[3], "--witness", at[4], "--min-witnesses", "1");
+    EXPECT(1, "--ledger", led, "verify", "--checkpoint", p[BAD], "--vkey",
+           at[6], "--witness", at[3], "--witness", at[4], "--min-witnesses",
+           "1");
     /* and through `ledger verify --checkpoint` */
     EXPECT(0, "--ledger", led, "ledger", "verify", "--checkpoint", p[SERVED],
            "--vkey", at[6], "--witness", at[3], "--witness", at[4]);
