@@ -168,6 +168,7 @@ Test(cosig, known_answer_vector_made_with_go)
     cosig_signer_free(w);
     cosig_signer_free(w2);
     cosig_verifier_free(wv);
+    cosig_verifier_free(wv2);
     note_verifier_free(lv);
     note_signer_free(log);
     cJSON_Delete(v);
