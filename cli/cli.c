@@ -337,6 +337,10 @@ const char cli_usage_text[] =
     "                 approval gates: runs waiting for a human (forum gate "
     "--help)\n"
     "  verify [--deep] the same as `forum ledger verify`\n"
+    "  verify --tiles DIR|URL --vkey KEY [--old NOTE] [--witness WKEY]\n"
+    "                 check a log from its static tiles alone, no ledger\n"
+    "  witness keygen|cosign ...\n"
+    "                 act as a witness: cosign checkpoints (C2SP)\n"
     "  bench A B      two ledgers' summaries side by side, with deltas\n"
     "  version        print the version ([--json])\n"
     "\n"
@@ -375,12 +379,14 @@ int cli_version(struct cli *c, int argc, char **argv)
 const struct cli_command cli_commands[] = {
     {"ledger", cli_ledger, NULL,
      "init append get body show replay chain verify redact checkpoint prove "
-     "consistency key bundle summary"},
+     "consistency key bundle summary tiles cosign witness"},
     {"serve", cli_serve, NULL, "start stop status logs"},
     {"mcp", cli_mcp, NULL, NULL},
     {"docs", cli_docs, NULL, "http mcp man completion"},
     {"verify-bundle", cli_verify_bundle, NULL, NULL},
-    {"verify", NULL, "verify", NULL},
+    /* forum verify is ledger verify, but with --tiles (cli_tiles.c) */
+    {"verify", cli_verify, NULL, NULL},
+    {"witness", cli_witness, NULL, "keygen cosign"},
     {"roster", cli_roster, NULL, NULL},
     {"route", cli_route, NULL, NULL},
     {"run-plan", cli_run_plan, NULL, NULL},

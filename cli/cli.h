@@ -37,6 +37,30 @@ int cli_verify_bundle(struct cli *c, int argc, char **argv);
 int cli_verify_checkpoint(struct cli *c, int deep, const char *note_file,
                           const char *vkey_arg);
 
+/* Reads a whole file of at most max bytes into out (initialised here):
+ * FO_E_INVALID when it cannot be opened or is longer (cli_proof.c). */
+struct fo_buf;
+int cli_read_file(const char *path, size_t max, struct fo_buf *out,
+                  struct fo_err *err);
+/* A --vkey (or --witness) argument: the key text, or @FILE holding it (one
+ * trailing newline allowed), into out (initialised here). */
+int cli_read_vkey(const char *arg, struct fo_buf *out, struct fo_err *err);
+
+/* Static tiles and witnesses (cli_tiles.c): `forum ledger tiles`, `forum
+ * ledger cosign`, `forum ledger witness add|list`, `forum witness
+ * keygen|cosign`, and `forum verify --tiles` (without --tiles, `forum
+ * verify` is `forum ledger verify`). */
+int cli_ledger_tiles(struct cli *c, int argc, char **argv);
+int cli_ledger_cosign(struct cli *c, int argc, char **argv);
+int cli_ledger_witness(struct cli *c, int argc, char **argv);
+int cli_witness(struct cli *c, int argc, char **argv);
+int cli_verify(struct cli *c, int argc, char **argv);
+/* The --witness/--min-witnesses check of `ledger verify --checkpoint`: 0
+ * when at least min of the n witnesses cosigned the note in note_file, 1
+ * (message printed) when not, 2 for bad input. */
+int cli_witness_check(struct cli *c, const char *note_file,
+                      const char *const *witness, int n, int min);
+
 /* `forum serve [start|stop|status|logs]` (cli_serve.c). */
 int cli_serve(struct cli *c, int argc, char **argv);
 

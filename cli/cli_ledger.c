@@ -31,6 +31,10 @@ static const char ledger_usage[] =
     "  consistency A [B]            consistency proof between tree sizes\n"
     "  key                          the checkpoint verifier key\n"
     "  bundle SEQ [-o FILE]         a self-contained proof of one entry\n"
+    "  tiles --out DIR              the log as static C2SP tlog-tiles\n"
+    "  witness add VKEY | list      the witnesses whose cosignatures count\n"
+    "  cosign NOTE                  store witness cosignatures on a\n"
+    "                               checkpoint\n"
     "  redact SEQ --reason R        delete a body, witnessed\n"
     "  summary                      counts by kind and actor\n"
     "\n"
@@ -350,14 +354,21 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
 {
     int deep = 0;
     const char *cp_file = NULL, *vkey = NULL; /* --checkpoint (cli_proof.c) */
+    const char *witness[64];                  /* --witness (cli_tiles.c) */
+    int nw = 0, min = -1;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return cli_help(
                 "usage: forum ledger verify [--deep] [--checkpoint NOTE "
-                "--vkey KEY]\n"
+                "--vkey KEY\n"
+                "                           [--witness WKEY ... "
+                "[--min-witnesses K]]]\n"
                 "With --checkpoint: also checks the signed checkpoint NOTE "
                 "with KEY\n(the key text or @FILE) and that the log's root "
-                "at its size matches\n(reasons: docs/LEDGER.md).\n"
+                "at its size matches\n(reasons: docs/LEDGER.md). "
+                "--witness names a witness (its verifier\nkey, text or "
+                "@FILE); at least K of them (default: all) must have\n"
+                "cosigned NOTE, else exit 1 with reason witnesses.\n"
                 "Walks the whole ledger: seq continuity, prev links, entry\n"
                 "hashes, parents, timestamps and the Merkle tree; --deep "
                 "also\nre-hashes every stored body. Exit 0 when it "
@@ -369,14 +380,31 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
             cp_file = argv[++i];
         else if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
             vkey = argv[++i];
+        else if (!strcmp(argv[i], "--witness") && i + 1 < argc &&
+                 nw < (int)(sizeof(witness) / sizeof(witness[0])))
+            witness[nw++] = argv[++i];
+        else if (!strcmp(argv[i], "--min-witnesses") && i + 1 < argc &&
+                 (min = (int)cli_parse_seq(argv[++i])) >= 0)
+            continue;
         else
             return cli_usage_error(c, "verify: unexpected argument %s",
                                    argv[i]);
     }
+    if ((nw || min >= 0) && !cp_file)
+        return cli_usage_error(c, "verify: --witness needs --checkpoint");
+    if (min > nw || (min >= 0 && nw == 0))
+        return cli_usage_error(c, "verify: --min-witnesses %d of %d named", min,
+                               nw);
     if (cp_file || vkey) { /* proofs and checkpoints: cli_proof.c */
         if (!cp_file || !vkey)
             return cli_usage_error(c, "verify: %s",
                                    "--checkpoint and --vkey go together");
+        if (nw) { /* witnesses first: cli_tiles.c */
+            int ex =
+                cli_witness_check(c, cp_file, witness, nw, min < 0 ? nw : min);
+            if (ex)
+                return ex;
+        }
         return cli_verify_checkpoint(c, deep, cp_file, vkey);
     }
     struct ledger *l = NULL;
@@ -515,6 +543,12 @@ int cli_ledger(struct cli *c, int argc, char **argv)
     /* proofs and checkpoints: cli_proof.c */
     if (!strcmp(cmd, "checkpoint"))
         return cli_ledger_checkpoint(c, argc, argv);
+    if (!strcmp(cmd, "tiles")) /* static tiles, witnesses: cli_tiles.c */
+        return cli_ledger_tiles(c, argc, argv);
+    if (!strcmp(cmd, "cosign"))
+        return cli_ledger_cosign(c, argc, argv);
+    if (!strcmp(cmd, "witness"))
+        return cli_ledger_witness(c, argc, argv);
     if (!strcmp(cmd, "prove"))
         return cli_ledger_prove(c, argc, argv);
     if (!strcmp(cmd, "consistency"))

@@ -29,9 +29,8 @@ static int fail_msg(struct cli *c, int code, const char *fmt, ...)
     return cli_fail(c, &err);
 }
 
-/* Reads a whole file of at most max bytes into out. */
-static int read_file(const char *path, size_t max, struct fo_buf *out,
-                     struct fo_err *err)
+int cli_read_file(const char *path, size_t max, struct fo_buf *out,
+                  struct fo_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -54,16 +53,14 @@ static int read_file(const char *path, size_t max, struct fo_buf *out,
     return rc;
 }
 
-/* A --vkey argument: the key text, or @FILE holding it (one trailing
- * newline allowed). */
-static int read_vkey(const char *arg, struct fo_buf *out, struct fo_err *err)
+int cli_read_vkey(const char *arg, struct fo_buf *out, struct fo_err *err)
 {
     if (arg[0] != '@') {
         fo_buf_init(out, VKEY_MAX);
         int rc = fo_buf_puts(out, arg);
         return rc ? fo_err_set(err, FO_E_INVALID, "--vkey: too long") : FO_OK;
     }
-    int rc = read_file(arg + 1, VKEY_MAX, out, err);
+    int rc = cli_read_file(arg + 1, VKEY_MAX, out, err);
     if (rc == FO_OK && out->len > 0 && out->data[out->len - 1] == '\n')
         out->data[--out->len] = '\0';
     return rc;
@@ -378,9 +375,9 @@ int cli_verify_checkpoint(struct cli *c, int deep, const char *note_file,
     fo_err_clear(&err);
     fo_buf_init(&note, NOTE_MAX_LEN);
     fo_buf_init(&vkey, VKEY_MAX);
-    int rc = read_file(note_file, NOTE_MAX_LEN, &note, &err);
+    int rc = cli_read_file(note_file, NOTE_MAX_LEN, &note, &err);
     if (rc == FO_OK)
-        rc = read_vkey(vkey_arg, &vkey, &err);
+        rc = cli_read_vkey(vkey_arg, &vkey, &err);
     if (rc) {
         fo_buf_release(&note);
         fo_buf_release(&vkey);
@@ -460,9 +457,9 @@ int cli_verify_bundle(struct cli *c, int argc, char **argv)
     fo_err_clear(&err);
     fo_buf_init(&text, BUNDLE_MAX);
     fo_buf_init(&vkey, VKEY_MAX);
-    int rc = read_file(file, BUNDLE_MAX, &text, &err);
+    int rc = cli_read_file(file, BUNDLE_MAX, &text, &err);
     if (rc == FO_OK)
-        rc = read_vkey(vkey_arg, &vkey, &err);
+        rc = cli_read_vkey(vkey_arg, &vkey, &err);
     if (rc == FO_OK) {
         rc = fo_json_parse(text.data ? text.data : "", text.len, &b, &err);
         if (rc) {

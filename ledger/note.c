@@ -250,6 +250,17 @@ static int b64_decode(const char *src, size_t len, uint8_t *out, size_t cap,
     return 0;
 }
 
+int note_b64_encode(struct fo_buf *out, const uint8_t *in, size_t len)
+{
+    return b64_encode(out, in, len);
+}
+
+int note_b64_decode(const char *src, size_t len, uint8_t *out, size_t cap,
+                    size_t *outlen)
+{
+    return b64_decode(src, len, out, cap, outlen);
+}
+
 /* ---- keys ---- */
 
 static uint32_t key_id(const char *name, size_t name_len,

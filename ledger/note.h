@@ -149,6 +149,14 @@ int note_checkpoint_sign(const struct note_signer *s,
                          const struct note_checkpoint *c, struct fo_buf *out,
                          struct fo_err *err);
 
+/* The strict base64 of this file, for the other signed-note formats
+ * (cosignatures, ledger/cosig.h): encode appends to out; decode is
+ * note_open's strict reader (canonical, padded, no whitespace) and returns
+ * 0 and *outlen, or -1. */
+int note_b64_encode(struct fo_buf *out, const uint8_t *in, size_t len);
+int note_b64_decode(const char *src, size_t len, uint8_t *out, size_t cap,
+                    size_t *outlen);
+
 /* Opens a signed checkpoint with the one verifier v and parses it, and also
  * requires that the origin equal v's key name (FO_E_VERIFY otherwise): the
  * check `forum ledger verify --checkpoint` wants. Fills *out on success. */

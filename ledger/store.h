@@ -140,6 +140,19 @@ struct store_ops {
                                       const uint8_t root[32], const char *note),
                             void *ctx, struct fo_err *err);
 
+    /* Witness cosignatures of the stored checkpoint of tree size `size`,
+     * one per witness key ("<name>+<8 hex id>"): the signature line
+     * without its newline and its timestamp. A witness's later cosignature
+     * replaces its earlier one. Inside a write transaction. */
+    int (*put_cosignature)(struct store *s, int64_t size, const char *key,
+                           int64_t ts, const char *line, struct fo_err *err);
+    /* Streams the cosignatures of size, by key. None when the ledger has
+     * never stored one. */
+    int (*scan_cosignatures)(struct store *s, int64_t size,
+                             int (*fn)(void *ctx, const char *key, int64_t ts,
+                                       const char *line),
+                             void *ctx, struct fo_err *err);
+
     /* Moves the WAL into the database and truncates it, so deleted bytes
      * leave the disk (redaction). */
     int (*wal_truncate)(struct store *s, struct fo_err *err);

@@ -45,6 +45,9 @@ enum stmt_id {
     ST_REQUESTS,
     ST_GATES,
     ST_HAS_PARENT_INDEX,
+    ST_PUT_COSIG,
+    ST_SCAN_COSIG,
+    ST_HAS_COSIG,
     ST__COUNT
 };
 
@@ -97,7 +100,19 @@ static const char *const sql_text[ST__COUNT] = {
                             " type = 'index' AND name IN ('entries_parent',"
                             " 'entries_requests', 'entries_gates')"
                             " HAVING count(*) = 3",
+    [ST_PUT_COSIG] = "INSERT OR REPLACE INTO cosignatures(size, key, ts, line)"
+                     " VALUES (?1, ?2, ?3, ?4)",
+    [ST_SCAN_COSIG] = "SELECT key, ts, line FROM cosignatures WHERE size = ?1"
+                      " ORDER BY key",
+    [ST_HAS_COSIG] = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND"
+                     " name = 'cosignatures'",
 };
+
+/* Witness cosignatures (made on first use: older ledgers read as before). */
+#define COSIG_TABLE_SQL                                                        \
+    "CREATE TABLE IF NOT EXISTS cosignatures(size INTEGER NOT NULL,"           \
+    " key TEXT NOT NULL, ts INTEGER NOT NULL, line TEXT NOT NULL,"             \
+    " PRIMARY KEY(size, key)) WITHOUT ROWID"
 
 /* Children by parent, for the entries of a run (ledger_descendants).
  * Partial: entries without a parent (most plain appends) never touch it. */
@@ -1353,6 +1368,60 @@ static int sq_scan_checkpoints(struct store *s,
     return out;
 }
 
+static int sq_put_cosignature(struct store *s, int64_t size, const char *key,
+                              int64_t ts, const char *line, struct fo_err *err)
+{
+    int rc = exec(s, COSIG_TABLE_SQL, err);
+    if (rc)
+        return rc;
+    sqlite3_stmt *q = stmt(s, ST_PUT_COSIG, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, size);
+    sqlite3_bind_text(q, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, ts);
+    sqlite3_bind_text(q, 4, line, -1, SQLITE_STATIC);
+    int src = sqlite3_step(q);
+    done(q);
+    return src == SQLITE_DONE ? FO_OK : db_fail(s, src, "cosignature", err);
+}
+
+static int sq_scan_cosignatures(struct store *s, int64_t size,
+                                int (*fn)(void *ctx, const char *key,
+                                          int64_t ts, const char *line),
+                                void *ctx, struct fo_err *err)
+{
+    /* Not prepared (nor cached) before the table exists. */
+    sqlite3_stmt *q = stmt(s, ST_HAS_COSIG, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    int src = sqlite3_step(q);
+    done(q);
+    if (src == SQLITE_DONE)
+        return FO_OK;
+    if (src != SQLITE_ROW)
+        return db_fail(s, src, "cosignatures", err);
+    if (!(q = stmt(s, ST_SCAN_COSIG, err)))
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, size);
+    int out = FO_OK;
+    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(q, 0);
+        const char *line = (const char *)sqlite3_column_text(q, 2);
+        if (!key || !line) {
+            out = fo_err_set(err, FO_E_CORRUPT, "damaged cosignature row");
+            break;
+        }
+        out = fn(ctx, key, sqlite3_column_int64(q, 1), line);
+        if (out)
+            break;
+    }
+    if (out == FO_OK && src != SQLITE_DONE && src != SQLITE_ROW)
+        out = db_fail(s, src, "cosignatures", err);
+    done(q);
+    return out;
+}
+
 static int sq_wal_truncate(struct store *s, struct fo_err *err)
 {
     int log = 0, ckpt = 0;
@@ -1393,6 +1462,8 @@ const struct store_ops store_sqlite_ops = {
     .put_checkpoint = sq_put_checkpoint,
     .get_checkpoint = sq_get_checkpoint,
     .scan_checkpoints = sq_scan_checkpoints,
+    .put_cosignature = sq_put_cosignature,
+    .scan_cosignatures = sq_scan_cosignatures,
     .wal_truncate = sq_wal_truncate,
     .check = sq_check,
     .fail_commit_after = sq_fail_commit_after,

@@ -409,8 +409,18 @@ static const struct surf_method table[] = {
      SURF_ON_WORKER, NULL},
     /* proofs and checkpoints: handlers in methods_proof.c */
     {"ledger_checkpoint",
-     "The latest signed checkpoint: {checkpoint, size, root, note}.", NO_INPUT,
-     SURF_READ, 4 * KIB, "GET", "/checkpoint", surf_h_checkpoint,
+     "The latest signed checkpoint, witness cosignatures appended to its "
+     "note: {checkpoint, size, root, note}.",
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/checkpoint", surf_h_checkpoint,
+     SURF_ON_WORKER, NULL},
+    {"ledger_cosign",
+     "Add witness cosignatures (C2SP cosignature/v1) to a stored "
+     "checkpoint: {size, root, accepted, cosignatures, note}.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"note\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":65536}},"
+     "\"required\":[\"note\"]}",
+     SURF_WRITE, 80 * KIB, "POST", "/checkpoint/cosign", surf_h_cosign,
      SURF_ON_WORKER, NULL},
     {"ledger_prove",
      "Inclusion proof of entry seq in the tree of size (default current).",

@@ -4,8 +4,13 @@
 #include "surfaces/surf_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
+#include "ledger/fo_buf.h"
+#include "ledger/fo_json.h"
+#include "ledger/note.h"
 #include "ledger/proof.h"
+#include "ledger/witness.h"
 
 int surf_h_checkpoint(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                       struct fo_err *err)
@@ -15,9 +20,33 @@ int surf_h_checkpoint(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     int rc = ledger_checkpoint_get(ctx->ledger, &cp, err);
     if (rc)
         return rc;
-    *out = ledger_checkpoint_json(&cp);
+    /* Served with the witnesses' cosignatures appended to the note. */
+    struct fo_buf note;
+    fo_buf_init(&note, 2 * NOTE_MAX_LEN);
+    size_t n = 0;
+    rc = ledger_checkpoint_cosigned_n(ctx->ledger, cp.size, &note, &n, err);
+    if (rc == FO_OK && n > 0) {
+        free(cp.note);
+        cp.note = fo_buf_detach(&note, NULL);
+    }
+    fo_buf_release(&note);
+    *out = rc ? NULL : ledger_checkpoint_json(&cp);
     ledger_checkpoint_release(&cp);
+    if (rc)
+        return rc;
     return *out ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
+}
+
+int surf_h_cosign(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                  struct fo_err *err)
+{
+    const char *note = surf_in_str(in, "note");
+    int rc = ledger_cosign(ctx->ledger, note, strlen(note), out, err);
+    /* A refused cosignature is the caller's bad input (400, exit 2), not
+     * a verification verdict (which methods answer with 200). */
+    if (rc == FO_E_VERIFY)
+        err->code = rc = FO_E_INVALID;
+    return rc;
 }
 
 int surf_h_prove(struct surf_ctx *ctx, const cJSON *in, cJSON **out,

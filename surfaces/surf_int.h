@@ -20,6 +20,9 @@ int surf_h_prove(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                  struct fo_err *err);
 int surf_h_consistency(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                        struct fo_err *err);
+/* ledger_cosign (methods_proof.c): witness cosignatures on a checkpoint. */
+int surf_h_cosign(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                  struct fo_err *err);
 
 /* Orchestrator handlers (methods_orch.c): route, plan_run, plan, submit. */
 int surf_h_route(struct surf_ctx *ctx, const cJSON *in, cJSON **out,

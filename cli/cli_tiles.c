@@ -1,0 +1,985 @@
+/* cli_tiles: static tiles and witnesses. `forum ledger tiles --out DIR`
+ * writes the log as C2SP tlog-tiles; `forum verify --tiles DIR|URL` proves
+ * inclusion and consistency from tiles alone; `forum witness keygen|cosign`
+ * act as a witness; `forum ledger cosign` and `forum ledger witness` accept
+ * and name witnesses; `ledger verify --checkpoint --witness` counts them.
+ * docs/LEDGER.md, "Static tiles" and "Witnesses". */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#include "ledger/cosig.h"
+#include "ledger/fo_buf.h"
+#include "ledger/fo_file.h"
+#include "ledger/fo_json.h"
+#include "ledger/note.h"
+#include "ledger/proof.h"
+#include "ledger/tiles.h"
+#include "ledger/witness.h"
+
+#define VKEY_MAX 4096
+#define WITNESS_ARGS_MAX LEDGER_WITNESSES_MAX
+#define FETCH_TIMEOUT_MS 15000
+
+/* ---- forum ledger tiles ---------------------------------------------------
+ */
+
+int cli_ledger_tiles(struct cli *c, int argc, char **argv)
+{
+    const char *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return cli_help(
+                "usage: forum ledger tiles --out DIR\n"
+                "Writes the log as C2SP tlog-tiles under DIR, for any static "
+                "web server\nor CDN to serve: tile/<L>/<N> (256 Merkle "
+                "hashes to a full tile),\npartial tiles tile/<L>/<N>.p/<W>, "
+                "entry bundles tile/entries/<N>, and\nDIR/checkpoint (a "
+                "checkpoint signed now at the current size, with\nits "
+                "witness cosignatures). Incremental: full tiles never change "
+                "and\nare written once; a re-run writes only new tiles and "
+                "the checkpoint.\nA DIR holding another log's tiles is "
+                "refused.\n"
+                "e.g. forum ledger tiles --out /var/www/log && \\\n"
+                "     forum verify --tiles /var/www/log --vkey "
+                "@DIR/checkpoint.vkey\n"
+                "--json prints {\"out\", \"size\", \"root\", \"written\", "
+                "\"kept\"}.\n");
+        if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
+        else
+            return cli_usage_error(c, "tiles: unexpected argument %s", argv[i]);
+    }
+    if (!out || !*out)
+        return cli_usage_error(c, "tiles: --out DIR is required");
+    struct ledger *l = NULL;
+    int ex = cli_open(c, 0, &l);
+    if (ex)
+        return ex;
+    struct tiles_stats st = {0};
+    struct fo_err err;
+    fo_err_clear(&err);
+    uint8_t root[32];
+    int rc = ledger_tiles_write(l, out, &st, &err);
+    if (!rc)
+        rc = ledger_root(l, (int64_t)st.size, root, &err);
+    ledger_close(l);
+    if (rc)
+        return cli_fail(c, &err);
+    char hex[65];
+    fo_hex(root, 32, hex);
+    if (c->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "out", out);
+        fo_json_add_int(o, "size", (long long)st.size);
+        cJSON_AddStringToObject(o, "root", hex);
+        fo_json_add_int(o, "written", (long long)st.written);
+        fo_json_add_int(o, "kept", (long long)st.kept);
+        cli_print_json(o, 0);
+        cJSON_Delete(o);
+    } else {
+        printf("tiles of size %llu (root %.16s...) in %s: %lld written, "
+               "%lld kept\n",
+               (unsigned long long)st.size, hex, out, (long long)st.written,
+               (long long)st.kept);
+    }
+    return 0;
+}
+
+/* ---- forum ledger cosign, forum ledger witness ------------------------------
+ */
+
+int cli_ledger_cosign(struct cli *c, int argc, char **argv)
+{
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return cli_help(
+                "usage: forum ledger cosign NOTE\n"
+                "Adds the witness cosignatures on NOTE (a checkpoint this "
+                "ledger signed,\nwith cosignature/v1 lines appended, as "
+                "`forum witness cosign` writes\nit) to the ledger. Every "
+                "cosignature must be by a witness named in\nDIR/witnesses "
+                "(forum ledger witness add) and verify over the stored\n"
+                "checkpoint, else nothing is stored (exit 1). The method "
+                "ledger_cosign\n(POST /checkpoint/cosign).\n"
+                "e.g. forum witness cosign --key @w1.key --vkey "
+                "@DIR/checkpoint.vkey cp.note \\\n"
+                "       > cp.cosigned && forum ledger cosign cp.cosigned\n"
+                "--json prints {\"size\", \"root\", \"accepted\", "
+                "\"cosignatures\", \"note\"}.\n");
+        if (!file && argv[i][0] != '-')
+            file = argv[i];
+        else
+            return cli_usage_error(c, "cosign: unexpected argument %s",
+                                   argv[i]);
+    }
+    if (!file)
+        return cli_usage_error(c, "cosign: a NOTE file is required");
+    struct fo_buf note;
+    struct fo_err err;
+    fo_err_clear(&err);
+    int rc = cli_read_file(file, NOTE_MAX_LEN, &note, &err);
+    if (rc) {
+        fo_buf_release(&note);
+        return cli_fail(c, &err);
+    }
+    struct ledger *l = NULL;
+    int ex = cli_open(c, 0, &l);
+    cJSON *in = ex ? NULL : cJSON_CreateObject();
+    cJSON *out = NULL;
+    if (in)
+        cJSON_AddStringToObject(in, "note", note.data ? note.data : "");
+    if (!ex)
+        ex = cli_call(c, l, "ledger_cosign", in, &out);
+    if (!ex) {
+        if (c->json) {
+            cli_print_json(out, 0);
+        } else {
+            const cJSON *a = cJSON_GetObjectItemCaseSensitive(out, "accepted");
+            const cJSON *e;
+            cJSON_ArrayForEach (e, a) {
+                const cJSON *w = cJSON_GetObjectItemCaseSensitive(e, "witness");
+                printf("accepted: cosignature by %s\n",
+                       cJSON_IsString(w) ? w->valuestring : "?");
+            }
+            const cJSON *n =
+                cJSON_GetObjectItemCaseSensitive(out, "cosignatures");
+            printf("checkpoint %.0f now has %.0f cosignature(s)\n",
+                   cJSON_GetNumberValue(
+                       cJSON_GetObjectItemCaseSensitive(out, "size")),
+                   cJSON_GetNumberValue(n));
+        }
+    }
+    cJSON_Delete(out);
+    ledger_close(l);
+    fo_buf_release(&note);
+    return ex;
+}
+
+int cli_ledger_witness(struct cli *c, int argc, char **argv)
+{
+    static const char help[] =
+        "usage: forum ledger witness add VKEY | list\n"
+        "The witnesses whose cosignatures the ledger accepts, kept in\n"
+        "DIR/witnesses (one witness verifier key per line). add takes the "
+        "key\ntext or @FILE (`forum witness keygen` prints one).\n"
+        "e.g. forum ledger witness add @w1.vkey\n"
+        "--json (list) prints {\"witnesses\": [{\"name\", \"key_id\", "
+        "\"vkey\"}]}.\n";
+    if (argc < 2)
+        return cli_usage_error(c, "witness: add or list");
+    if (cli_is_help(argv[1]))
+        return cli_help(help);
+    const char *sub = argv[1];
+    for (int i = 2; i < argc; i++)
+        if (cli_is_help(argv[i]))
+            return cli_help(help);
+    struct fo_err err;
+    fo_err_clear(&err);
+    struct ledger *l = NULL;
+    if (!strcmp(sub, "add")) {
+        if (argc != 3)
+            return cli_usage_error(c, "witness add: one VKEY is needed");
+        struct fo_buf k;
+        int rc = cli_read_vkey(argv[2], &k, &err);
+        int ex = rc ? cli_fail(c, &err) : cli_open(c, 0, &l);
+        if (!ex) {
+            rc = ledger_witness_add(l, k.data ? k.data : "", k.len, &err);
+            ex = rc ? cli_fail(c, &err) : 0;
+        }
+        if (!ex && !c->json)
+            printf("witness added: %s\n", k.data);
+        else if (!ex) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "vkey", k.data);
+            cli_print_json(o, 0);
+            cJSON_Delete(o);
+        }
+        fo_buf_release(&k);
+        ledger_close(l);
+        return ex;
+    }
+    if (strcmp(sub, "list") || argc != 2)
+        return cli_usage_error(c, "witness: unknown command %s", sub);
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    struct cosig_verifier **w = NULL;
+    size_t n = 0;
+    int rc = ledger_witnesses(l, &w, &n, &err);
+    ledger_close(l);
+    if (rc)
+        return cli_fail(c, &err);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "witnesses");
+    for (size_t i = 0; i < n; i++) {
+        struct fo_buf t;
+        fo_buf_init(&t, VKEY_MAX);
+        char id[9];
+        snprintf(id, sizeof(id), "%08" PRIx32, cosig_verifier_id(w[i]));
+        cosig_verifier_format(w[i], &t, &err);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", cosig_verifier_name(w[i]));
+        cJSON_AddStringToObject(e, "key_id", id);
+        cJSON_AddStringToObject(e, "vkey", t.data ? t.data : "");
+        cJSON_AddItemToArray(arr, e);
+        if (!c->json)
+            printf("%s\n", t.data ? t.data : "");
+        fo_buf_release(&t);
+    }
+    if (c->json)
+        cli_print_json(o, 0);
+    else if (n == 0)
+        printf("(no witnesses: add one with `forum ledger witness add "
+               "VKEY`)\n");
+    cJSON_Delete(o);
+    ledger_witnesses_free(w, n);
+    return 0;
+}
+
+/* ---- forum witness keygen|cosign ---------------------------------------- */
+
+static int witness_keygen(struct cli *c, int argc, char **argv)
+{
+    const char *name = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
+        else if (!name && argv[i][0] != '-')
+            name = argv[i];
+        else
+            return cli_usage_error(c, "witness keygen: unexpected argument %s",
+                                   argv[i]);
+    }
+    if (!name || !out)
+        return cli_usage_error(c, "witness keygen: NAME and --out FILE are "
+                                  "required");
+    struct fo_err err;
+    fo_err_clear(&err);
+    struct cosig_signer *s = NULL;
+    struct fo_buf sk, vk;
+    fo_buf_init(&sk, VKEY_MAX);
+    fo_buf_init(&vk, VKEY_MAX);
+    int rc = cosig_signer_generate(name, &s, &err);
+    if (rc == FO_E_INVALID)
+        err.code = FO_E_USAGE;
+    if (!rc)
+        rc = cosig_signer_format(s, &sk, &err);
+    if (!rc)
+        rc = cosig_signer_format_verifier(s, &vk, &err);
+    if (!rc && !(rc = fo_buf_putc(&sk, '\n'))) {
+        char dir[4096];
+        snprintf(dir, sizeof(dir), "%s", out);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            snprintf(dir, sizeof(dir), ".");
+        rc = fo_file_create(dir, out, sk.data, sk.len - 1, 0600, &err);
+        if (rc == FO_E_EXISTS)
+            fo_err_set(&err, FO_E_EXISTS, "%s: exists; not overwritten", out);
+    }
+    int ex = rc ? cli_fail(c, &err) : 0;
+    if (!ex && c->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", name);
+        cJSON_AddStringToObject(o, "key_file", out);
+        cJSON_AddStringToObject(o, "vkey", vk.data);
+        cli_print_json(o, 0);
+        cJSON_Delete(o);
+    } else if (!ex) {
+        printf("%s\n", vk.data);
+    }
+    if (sk.data)
+        memset(sk.data, 0, sk.len);
+    fo_buf_release(&sk);
+    fo_buf_release(&vk);
+    cosig_signer_free(s);
+    return ex;
+}
+
+/* Reads a private witness key file (one trailing newline allowed). */
+static int read_witness_key(const char *arg, struct cosig_signer **out,
+                            struct fo_err *err)
+{
+    struct fo_buf k;
+    int rc = cli_read_vkey(arg, &k, err);
+    if (!rc)
+        rc = cosig_signer_parse(k.data ? k.data : "", k.len, out, err);
+    if (k.data)
+        memset(k.data, 0, k.len);
+    fo_buf_release(&k);
+    return rc;
+}
+
+static int witness_cosign(struct cli *c, int argc, char **argv)
+{
+    const char *key = NULL, *vkey_arg = NULL, *file = NULL, *time_arg = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--key") && i + 1 < argc)
+            key = argv[++i];
+        else if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
+            vkey_arg = argv[++i];
+        else if (!strcmp(argv[i], "--time") && i + 1 < argc)
+            time_arg = argv[++i];
+        else if (!file && argv[i][0] != '-')
+            file = argv[i];
+        else
+            return cli_usage_error(c, "witness cosign: unexpected argument %s",
+                                   argv[i]);
+    }
+    if (!key || !vkey_arg || !file)
+        return cli_usage_error(c, "witness cosign: --key KEY, --vkey LOGKEY "
+                                  "and NOTE are required");
+    uint64_t ts = (uint64_t)time(NULL);
+    if (time_arg) {
+        long long t = cli_parse_seq(time_arg);
+        if (t < 0)
+            return cli_usage_error(c, "witness cosign: --time: POSIX seconds");
+        ts = (uint64_t)t;
+    }
+    struct fo_err err;
+    fo_err_clear(&err);
+    struct cosig_signer *s = NULL;
+    struct note_verifier *logv = NULL;
+    struct fo_buf note, vkey, text, line;
+    fo_buf_init(&text, NOTE_MAX_LEN);
+    fo_buf_init(&line, VKEY_MAX);
+    int rc = cli_read_file(file, NOTE_MAX_LEN, &note, &err);
+    if (!rc)
+        rc = cli_read_vkey(vkey_arg, &vkey, &err);
+    else
+        fo_buf_init(&vkey, VKEY_MAX);
+    if (!rc)
+        rc = read_witness_key(key, &s, &err);
+    if (!rc)
+        rc = note_verifier_parse(vkey.data ? vkey.data : "", vkey.len, &logv,
+                                 &err);
+    struct note_checkpoint cp;
+    if (!rc) {
+        /* A witness signs only a checkpoint the log signed. */
+        rc = note_checkpoint_open(note.data ? note.data : "", note.len, logv,
+                                  &cp, &err);
+        if (rc == FO_OK) {
+            const struct note_verifier *k[1] = {logv};
+            rc = note_open(note.data, note.len, k, 1, &text, &err);
+        }
+    }
+    if (!rc)
+        rc = cosig_sign(s, text.data, text.len, ts, &line, &err);
+    int ex;
+    if (rc == FO_E_VERIFY) {
+        fprintf(stderr, "forum: %s\n", err.msg);
+        ex = 1;
+    } else {
+        ex = rc ? cli_fail(c, &err) : 0;
+    }
+    if (!ex && c->json) {
+        cJSON *o = cJSON_CreateObject();
+        struct fo_buf both;
+        fo_buf_init(&both, FO_BUF_UNLIMITED);
+        fo_buf_append(&both, note.data, note.len);
+        fo_buf_append(&both, line.data, line.len);
+        cJSON_AddStringToObject(o, "witness", cosig_signer_name(s));
+        fo_json_add_int(o, "timestamp", (long long)ts);
+        fo_json_add_int(o, "size", (long long)cp.size);
+        cJSON_AddStringToObject(o, "note", both.data);
+        cli_print_json(o, 0);
+        cJSON_Delete(o);
+        fo_buf_release(&both);
+    } else if (!ex) {
+        fwrite(note.data, 1, note.len, stdout);
+        fwrite(line.data, 1, line.len, stdout);
+    }
+    cosig_signer_free(s);
+    note_verifier_free(logv);
+    fo_buf_release(&note);
+    fo_buf_release(&vkey);
+    fo_buf_release(&text);
+    fo_buf_release(&line);
+    return ex;
+}
+
+int cli_witness(struct cli *c, int argc, char **argv)
+{
+    static const char help[] =
+        "usage: forum witness keygen NAME --out FILE\n"
+        "       forum witness cosign --key @FILE --vkey LOGKEY NOTE "
+        "[--time T]\n"
+        "Act as a witness (C2SP tlog-cosignature, Ed25519 "
+        "cosignature/v1).\n"
+        "keygen makes a witness key named NAME (a schema-less URL, e.g.\n"
+        "witness.example.com/w1) in FILE (0600, PRIVATE+KEY+... text) and "
+        "prints\nits verifier key (NAME+<id>+<base64(0x04 || key)>) for "
+        "logs and\nverifiers to name it by.\n"
+        "cosign checks that NOTE is a checkpoint signed by LOGKEY (the "
+        "log's\nverifier key, text or @FILE) and prints NOTE with this "
+        "witness's\ncosignature line appended, timestamped now (or T, "
+        "POSIX seconds). It\ndoes not check consistency with checkpoints "
+        "seen before: run\n`forum verify --tiles URL --old PREVIOUS` "
+        "first, as a witness must.\n"
+        "e.g. forum witness keygen witness.example.com/w1 --out w1.key\n"
+        "     forum witness cosign --key @w1.key --vkey @log.vkey cp.note "
+        "> cp.cosigned\n"
+        "--json prints {\"name\", \"key_file\", \"vkey\"} (keygen) or\n"
+        "{\"witness\", \"timestamp\", \"size\", \"note\"} (cosign).\n";
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i]))
+            return cli_help(help);
+    if (argc < 2)
+        return cli_usage_error(c, "witness: keygen or cosign");
+    if (!strcmp(argv[1], "keygen"))
+        return witness_keygen(c, argc - 1, argv + 1);
+    if (!strcmp(argv[1], "cosign"))
+        return witness_cosign(c, argc - 1, argv + 1);
+    return cli_usage_error(c, "witness: unknown command %s", argv[1]);
+}
+
+/* ---- witnesses on a checkpoint --------------------------------------------
+ */
+
+struct wcheck {
+    size_t n;
+    size_t valid;
+    struct cosig_verifier *w[WITNESS_ARGS_MAX];
+    int ok[WITNESS_ARGS_MAX];
+    uint64_t ts[WITNESS_ARGS_MAX];
+};
+
+static void wcheck_release(struct wcheck *wc)
+{
+    for (size_t i = 0; i < wc->n; i++)
+        cosig_verifier_free(wc->w[i]);
+    wc->n = 0;
+}
+
+/* Parses the --witness keys (refusing one named twice). */
+static int wcheck_keys(struct wcheck *wc, const char *const *arg, int n,
+                       struct fo_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        struct fo_buf k;
+        int rc = cli_read_vkey(arg[i], &k, err);
+        if (!rc)
+            rc = cosig_verifier_parse(k.data ? k.data : "", k.len,
+                                      &wc->w[wc->n], err);
+        fo_buf_release(&k);
+        if (rc)
+            return rc;
+        wc->n++;
+        for (size_t j = 0; j + 1 < wc->n; j++)
+            if (!strcmp(cosig_verifier_name(wc->w[j]),
+                        cosig_verifier_name(wc->w[wc->n - 1])) &&
+                cosig_verifier_id(wc->w[j]) ==
+                    cosig_verifier_id(wc->w[wc->n - 1]))
+                return fo_err_set(err, FO_E_USAGE, "--witness %s given twice",
+                                  cosig_verifier_name(wc->w[j]));
+    }
+    return FO_OK;
+}
+
+static cJSON *wcheck_json(const struct wcheck *wc, int min)
+{
+    cJSON *o = cJSON_CreateObject();
+    fo_json_add_int(o, "required", min);
+    fo_json_add_int(o, "valid", (long long)wc->valid);
+    cJSON *arr = cJSON_AddArrayToObject(o, "named");
+    for (size_t i = 0; i < wc->n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        char id[9];
+        snprintf(id, sizeof(id), "%08" PRIx32, cosig_verifier_id(wc->w[i]));
+        cJSON_AddStringToObject(e, "witness", cosig_verifier_name(wc->w[i]));
+        cJSON_AddStringToObject(e, "key_id", id);
+        cJSON_AddBoolToObject(e, "ok", wc->ok[i]);
+        if (wc->ok[i])
+            fo_json_add_int(e, "timestamp", (long long)wc->ts[i]);
+        else
+            cJSON_AddNullToObject(e, "timestamp");
+        cJSON_AddItemToArray(arr, e);
+    }
+    return o;
+}
+
+int cli_witness_check(struct cli *c, const char *note_file,
+                      const char *const *witness, int n, int min)
+{
+    struct wcheck wc = {0};
+    struct fo_buf note;
+    struct fo_err err;
+    fo_err_clear(&err);
+    int rc = cli_read_file(note_file, NOTE_MAX_LEN, &note, &err);
+    if (!rc)
+        rc = wcheck_keys(&wc, witness, n, &err);
+    if (!rc)
+        rc = cosig_check_note(note.data ? note.data : "", note.len,
+                              (const struct cosig_verifier *const *)wc.w, wc.n,
+                              wc.ok, wc.ts, &wc.valid, &err);
+    int ex = 0;
+    if (rc == FO_E_VERIFY || (!rc && wc.valid < (size_t)min)) {
+        if (!rc)
+            fo_err_set(&err, FO_E_VERIFY,
+                       "%zu of %d required witness cosignatures", wc.valid,
+                       min);
+        if (c->json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddFalseToObject(o, "ok");
+            cJSON_AddStringToObject(o, "reason", "witnesses");
+            cJSON_AddStringToObject(o, "detail", err.msg);
+            cJSON_AddItemToObject(o, "witnesses", wcheck_json(&wc, min));
+            cli_print_json(o, 0);
+            cJSON_Delete(o);
+        } else {
+            printf("FAILED: witnesses: %s\n", err.msg);
+        }
+        ex = 1;
+    } else if (rc) {
+        ex = cli_fail(c, &err);
+        if (ex == 1)
+            ex = 2;
+    }
+    wcheck_release(&wc);
+    fo_buf_release(&note);
+    return ex;
+}
+
+/* ---- forum verify ----------------------------------------------------------
+ */
+
+/* Where tiles come from: a directory, or an http:// URL prefix. */
+struct source {
+    const char *dir;
+    char host[256];
+    int port;
+    char prefix[1024];
+};
+
+static int parse_source(const char *arg, struct source *s, struct fo_err *err)
+{
+    memset(s, 0, sizeof(*s));
+    if (strncmp(arg, "http://", 7) != 0) {
+        if (!strncmp(arg, "https://", 8))
+            return fo_err_set(err, FO_E_USAGE,
+                              "--tiles %s: https is not supported; give an "
+                              "http:// URL or a directory",
+                              arg);
+        s->dir = arg;
+        return FO_OK;
+    }
+    const char *h = arg + 7;
+    size_t hl = strcspn(h, ":/");
+    if (hl == 0 || hl >= sizeof(s->host))
+        return fo_err_set(err, FO_E_USAGE, "--tiles %s: no host", arg);
+    memcpy(s->host, h, hl);
+    const char *p = h + hl;
+    s->port = 80;
+    if (*p == ':') {
+        char *end = NULL;
+        long port = strtol(p + 1, &end, 10);
+        if (end == p + 1 || port < 1 || port > 65535 || (*end && *end != '/'))
+            return fo_err_set(err, FO_E_USAGE, "--tiles %s: bad port", arg);
+        s->port = (int)port;
+        p = end;
+    }
+    size_t pl = strlen(p);
+    while (pl > 0 && p[pl - 1] == '/')
+        pl--;
+    if (pl >= sizeof(s->prefix))
+        return fo_err_set(err, FO_E_USAGE, "--tiles %s: path too long", arg);
+    memcpy(s->prefix, p, pl);
+    return FO_OK;
+}
+
+static int fetch(void *ctx, const char *path, struct fo_buf *out,
+                 struct fo_err *err)
+{
+    const struct source *s = ctx;
+    if (s->dir) {
+        char full[4096];
+        int n = snprintf(full, sizeof(full), "%s/%s", s->dir, path);
+        if (n < 0 || (size_t)n >= sizeof(full))
+            return fo_err_set(err, FO_E_INVALID, "%s: path too long", s->dir);
+        FILE *f = fopen(full, "rb");
+        if (!f)
+            return fo_err_set(err, errno == ENOENT ? FO_E_NOT_FOUND : FO_E_IO,
+                              "%s: %s", full, strerror(errno));
+        char chunk[8192];
+        size_t got;
+        int rc = FO_OK;
+        while (!rc && (got = fread(chunk, 1, sizeof(chunk), f)) > 0)
+            rc = fo_buf_append(out, chunk, got);
+        if (!rc && ferror(f))
+            rc = fo_err_set(err, FO_E_IO, "%s: read error", full);
+        fclose(f);
+        if (rc == FO_E_TOO_LARGE || rc == FO_E_NOMEM)
+            fo_err_set(err, rc, "%s: %s", full, fo_code_message(rc));
+        return rc;
+    }
+    char url[2048];
+    snprintf(url, sizeof(url), "%s/%s", s->prefix, path);
+    int status = 0;
+    char *body = NULL;
+    size_t len = 0;
+    int rc = cli_http_request(s->host, s->port, "GET", url, NULL, NULL, 0,
+                              FETCH_TIMEOUT_MS, &status, &body, &len, err);
+    if (rc)
+        return rc;
+    if (status == 404 || status == 410)
+        rc = fo_err_set(err, FO_E_NOT_FOUND, "http://%s:%d%s: %d", s->host,
+                        s->port, url, status);
+    else if (status != 200)
+        rc = fo_err_set(err, FO_E_IO, "http://%s:%d%s: HTTP %d", s->host,
+                        s->port, url, status);
+    else if ((rc = fo_buf_append(out, body, len)) != FO_OK)
+        fo_err_set(err, rc, "http://%s:%d%s: %s", s->host, s->port, url,
+                   fo_code_message(rc));
+    free(body);
+    return rc;
+}
+
+struct vres {
+    const char *reason; /* NULL when ok */
+    char detail[FO_ERR_MSG_MAX];
+};
+
+static void vfail(struct vres *v, const char *reason, const struct fo_err *err)
+{
+    if (v->reason)
+        return;
+    v->reason = reason;
+    snprintf(v->detail, sizeof(v->detail), "%s", err->msg);
+}
+
+static cJSON *hex_item(const uint8_t h[32])
+{
+    char hex[65];
+    fo_hex(h, 32, hex);
+    return cJSON_CreateString(hex);
+}
+
+/* forum verify without --tiles is `forum ledger verify`. */
+static int ledger_verify_alias(struct cli *c, int argc, char **argv)
+{
+    char **v = calloc((size_t)argc + 2, sizeof(*v));
+    if (!v)
+        return 3;
+    static char ledger_word[] = "ledger";
+    v[0] = ledger_word;
+    for (int i = 0; i < argc; i++)
+        v[i + 1] = argv[i];
+    int ex = cli_ledger(c, argc + 1, v);
+    free(v);
+    return ex;
+}
+
+int cli_verify(struct cli *c, int argc, char **argv)
+{
+    int tiled = 0;
+    for (int i = 1; i < argc; i++)
+        tiled |= !strcmp(argv[i], "--tiles");
+    if (!tiled)
+        return ledger_verify_alias(c, argc, argv);
+    const char *tiles = NULL, *vkey_arg = NULL, *old = NULL;
+    const char *witness[WITNESS_ARGS_MAX];
+    int nw = 0, min = -1;
+    long long index = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a))
+            return cli_help(
+                "usage: forum verify --tiles DIR|URL --vkey KEY [--index I]\n"
+                "                    [--old NOTE] [--witness WKEY ... "
+                "[--min-witnesses K]]\n"
+                "(Without --tiles, forum verify is forum ledger verify: see "
+                "its --help.)\n"
+                "Checks a log from what it publishes, with no ledger and no "
+                "database:\nreads DIR/checkpoint (or URL/checkpoint: an "
+                "http:// prefix\nserved by any static web server), checks "
+                "its signature by KEY (the\nlog's verifier key, text or "
+                "@FILE), recomputes its root from the\ntiles, proves that "
+                "entry I (default: a random one) is in it from the\ntiles "
+                "and its entry bundle, and with --old NOTE (an earlier "
+                "signed\ncheckpoint of the same log) proves the two "
+                "consistent from the tiles.\n"
+                "--witness WKEY (text or @FILE, repeatable) names a witness; "
+                "at least K\n(default: all named) must have cosigned the "
+                "checkpoint\n(cosignature/v1). A bad cosignature by a named "
+                "witness fails.\n"
+                "e.g. forum verify --tiles http://logs.example/forum-log "
+                "--vkey @log.vkey\n"
+                "     forum verify --tiles ./tiles --vkey @log.vkey --old "
+                "yesterday.note \\\n"
+                "         --witness @w1.vkey --witness @w2.vkey "
+                "--min-witnesses 1\n"
+                "Exit 0 verified, 1 not verified (reason: bad_signature, "
+                "witnesses,\nmissing_tile, bad_tile, root_mismatch, "
+                "inclusion, consistency),\n2 bad input, 3 a source that "
+                "cannot be read. --json prints {\"ok\",\n\"reason\", "
+                "\"detail\", \"checkpoint\", \"witnesses\", \"inclusion\", "
+                "\"consistency\",\n\"fetches\"}.\n");
+        if (!strcmp(a, "--tiles") && i + 1 < argc)
+            tiles = argv[++i];
+        else if (!strcmp(a, "--vkey") && i + 1 < argc)
+            vkey_arg = argv[++i];
+        else if (!strcmp(a, "--old") && i + 1 < argc)
+            old = argv[++i];
+        else if (!strcmp(a, "--witness") && i + 1 < argc) {
+            if (nw == WITNESS_ARGS_MAX)
+                return cli_usage_error(c, "verify: too many --witness");
+            witness[nw++] = argv[++i];
+        } else if (!strcmp(a, "--min-witnesses") && i + 1 < argc) {
+            long long k = cli_parse_seq(argv[++i]);
+            if (k < 0 || k > WITNESS_ARGS_MAX)
+                return cli_usage_error(c, "verify: --min-witnesses: 0 to %d",
+                                       WITNESS_ARGS_MAX);
+            min = (int)k;
+        } else if (!strcmp(a, "--index") && i + 1 < argc) {
+            if ((index = cli_parse_seq(argv[++i])) < 0)
+                return cli_usage_error(c, "verify: --index: a seq");
+        } else
+            return cli_usage_error(c, "verify: unexpected argument %s", a);
+    }
+    if (!vkey_arg || !tiles)
+        return cli_usage_error(c, "verify: --tiles and --vkey are required");
+    if (min >= 0 && nw == 0)
+        return cli_usage_error(c, "verify: --min-witnesses needs --witness");
+    if (min > nw)
+        return cli_usage_error(c, "verify: --min-witnesses %d of %d named", min,
+                               nw);
+    if (min < 0)
+        min = nw;
+
+    struct fo_err err;
+    fo_err_clear(&err);
+    struct source src;
+    struct fo_buf vkey, note, oldnote;
+    fo_buf_init(&vkey, VKEY_MAX);
+    fo_buf_init(&note, NOTE_MAX_LEN * 2);
+    fo_buf_init(&oldnote, NOTE_MAX_LEN * 2);
+    struct note_verifier *v = NULL;
+    struct tile_reader *r = NULL;
+    struct wcheck wc = {0};
+    struct vres res = {0};
+    struct note_checkpoint cp, ocp;
+    cJSON *inc = NULL, *con = NULL;
+    int ex = 0;
+    int rc = cli_read_vkey(vkey_arg, &vkey, &err);
+    if (!rc)
+        rc = note_verifier_parse(vkey.data, vkey.len, &v, &err);
+    if (!rc)
+        rc = wcheck_keys(&wc, witness, nw, &err);
+    if (!rc)
+        rc = parse_source(tiles, &src, &err);
+    if (!rc) {
+        rc = fetch(&src, "checkpoint", &note, &err);
+        if (rc == FO_E_NOT_FOUND)
+            rc = FO_E_IO; /* no checkpoint: not a log at all */
+    }
+    if (!rc && old) {
+        fo_buf_release(&oldnote);
+        rc = cli_read_file(old, NOTE_MAX_LEN * 2, &oldnote, &err);
+    }
+    if (rc) {
+        ex = cli_fail(c, &err);
+        if (ex == 1)
+            ex = 2;
+        goto out;
+    }
+    /* 1. the checkpoint's signature */
+    rc = note_checkpoint_open(note.data, note.len, v, &cp, &err);
+    if (rc == FO_E_VERIFY)
+        vfail(&res, "bad_signature", &err);
+    else if (rc) {
+        ex = cli_fail(c, &err);
+        goto out;
+    }
+    /* 2. the witnesses */
+    if (!res.reason && wc.n > 0) {
+        rc = cosig_check_note(note.data, note.len,
+                              (const struct cosig_verifier *const *)wc.w, wc.n,
+                              wc.ok, wc.ts, &wc.valid, &err);
+        if (rc == FO_E_VERIFY)
+            vfail(&res, "witnesses", &err);
+        else if (rc) {
+            ex = cli_fail(c, &err);
+            goto out;
+        } else if (wc.valid < (size_t)min) {
+            fo_err_set(&err, FO_E_VERIFY,
+                       "%zu of %d required witness cosignatures", wc.valid,
+                       min);
+            vfail(&res, "witnesses", &err);
+        }
+    }
+    /* 3. the tiles: root, inclusion, consistency */
+    if (!res.reason && cp.size > 0) {
+        rc = tile_reader_create(fetch, &src, cp.size, &r, &err);
+        uint8_t root[32];
+        if (!rc)
+            rc = merkle_root(tile_reader_node, r, cp.size, root, &err);
+        if (!rc && memcmp(root, cp.root, 32) != 0) {
+            fo_err_set(&err, FO_E_VERIFY,
+                       "the tiles give another root than the checkpoint's");
+            rc = FO_E_VERIFY;
+            vfail(&res, "root_mismatch", &err);
+        }
+        if (!rc) {
+            uint64_t idx = (uint64_t)index;
+            if (index < 0) {
+                uint64_t rnd = 0;
+                RAND_bytes((unsigned char *)&rnd, sizeof(rnd));
+                idx = rnd % cp.size;
+            }
+            uint8_t(*path)[32] = malloc(MERKLE_MAX_PATH * 32);
+            uint8_t data[32], leaf[32];
+            size_t plen = 0;
+            if (!path)
+                rc = fo_err_set(&err, FO_E_NOMEM, NULL);
+            if (!rc && idx >= cp.size)
+                rc = fo_err_set(&err, FO_E_VERIFY,
+                                "entry %llu is not in the checkpoint (size "
+                                "%llu)",
+                                (unsigned long long)idx,
+                                (unsigned long long)cp.size);
+            if (!rc)
+                rc = tile_reader_leaf_data(r, idx, data, &err);
+            if (!rc)
+                merkle_leaf_hash(NULL, data, 32, leaf);
+            if (!rc)
+                rc = merkle_inclusion_proof(tile_reader_node, r, idx, cp.size,
+                                            path, &plen, &err);
+            if (!rc)
+                rc = merkle_verify_inclusion(leaf, idx, cp.size,
+                                             (const uint8_t(*)[32])path, plen,
+                                             cp.root, &err);
+            if (rc == FO_E_VERIFY || rc == FO_E_INVALID)
+                vfail(&res, "inclusion", &err);
+            if (!rc) {
+                inc = cJSON_CreateObject();
+                fo_json_add_int(inc, "index", (long long)idx);
+                cJSON_AddItemToObject(inc, "entry_hash", hex_item(data));
+                cJSON_AddItemToObject(inc, "leaf_hash", hex_item(leaf));
+                fo_json_add_int(inc, "path_len", (long long)plen);
+            }
+            free(path);
+        }
+        if (!rc && old) {
+            rc = note_checkpoint_open(oldnote.data, oldnote.len, v, &ocp, &err);
+            if (rc == FO_E_VERIFY) {
+                fo_err_prefix(&err, "--old");
+                vfail(&res, "bad_signature", &err);
+            } else if (rc == FO_OK) {
+                uint8_t(*path)[32] = malloc(MERKLE_MAX_PATH * 32);
+                size_t plen = 0;
+                rc = path ? FO_OK : fo_err_set(&err, FO_E_NOMEM, NULL);
+                if (!rc && (ocp.size == 0 || ocp.size > cp.size))
+                    rc = fo_err_set(&err, FO_E_VERIFY,
+                                    "--old size %llu: must be 1 to the "
+                                    "checkpoint's size %llu",
+                                    (unsigned long long)ocp.size,
+                                    (unsigned long long)cp.size);
+                if (!rc)
+                    rc = merkle_consistency_proof(tile_reader_node, r, ocp.size,
+                                                  cp.size, path, &plen, &err);
+                if (!rc)
+                    rc = merkle_verify_consistency(
+                        ocp.size, cp.size, ocp.root, cp.root,
+                        (const uint8_t(*)[32])path, plen, &err);
+                if (rc == FO_E_VERIFY || rc == FO_E_INVALID)
+                    vfail(&res, "consistency", &err);
+                if (!rc) {
+                    con = cJSON_CreateObject();
+                    fo_json_add_int(con, "first", (long long)ocp.size);
+                    fo_json_add_int(con, "second", (long long)cp.size);
+                    cJSON_AddItemToObject(con, "root1", hex_item(ocp.root));
+                    fo_json_add_int(con, "path_len", (long long)plen);
+                }
+                free(path);
+            }
+        }
+        if (rc == FO_E_NOT_FOUND)
+            vfail(&res, "missing_tile", &err);
+        else if (rc && !res.reason && rc != FO_E_IO && rc != FO_E_NOMEM &&
+                 rc != FO_E_UNAVAILABLE && rc != FO_E_TIMEOUT)
+            vfail(&res, "bad_tile", &err);
+        else if (rc && !res.reason) {
+            ex = cli_fail(c, &err);
+            goto out;
+        }
+    } else if (!res.reason && old) {
+        fo_err_set(&err, FO_E_VERIFY, "the checkpoint is of the empty tree");
+        vfail(&res, "consistency", &err);
+    }
+    ex = res.reason ? 1 : 0;
+    if (c->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddBoolToObject(o, "ok", !res.reason);
+        if (res.reason) {
+            cJSON_AddStringToObject(o, "reason", res.reason);
+            cJSON_AddStringToObject(o, "detail", res.detail);
+        } else {
+            cJSON_AddNullToObject(o, "reason");
+            cJSON_AddNullToObject(o, "detail");
+        }
+        if (res.reason && !strcmp(res.reason, "bad_signature") && !old) {
+            cJSON_AddNullToObject(o, "checkpoint");
+        } else {
+            cJSON *jc = cJSON_AddObjectToObject(o, "checkpoint");
+            cJSON_AddStringToObject(jc, "origin", cp.origin);
+            fo_json_add_int(jc, "size", (long long)cp.size);
+            cJSON_AddItemToObject(jc, "root", hex_item(cp.root));
+        }
+        if (wc.n > 0)
+            cJSON_AddItemToObject(o, "witnesses", wcheck_json(&wc, min));
+        else
+            cJSON_AddNullToObject(o, "witnesses");
+        cJSON_AddItemToObject(o, "inclusion", inc ? inc : cJSON_CreateNull());
+        cJSON_AddItemToObject(o, "consistency", con ? con : cJSON_CreateNull());
+        inc = con = NULL;
+        fo_json_add_int(o, "fetches",
+                        r ? (long long)tile_reader_fetches(r) + 1 : 0);
+        cli_print_json(o, 0);
+        cJSON_Delete(o);
+    } else if (res.reason) {
+        printf("FAILED: %s: %s\n", res.reason, res.detail);
+    } else {
+        char hex[65];
+        fo_hex(cp.root, 32, hex);
+        printf("ok: checkpoint %s at size %llu (root %.16s...) signed by "
+               "the given key\n",
+               cp.origin, (unsigned long long)cp.size, hex);
+        if (wc.n > 0)
+            printf("ok: %zu of %zu named witnesses cosigned it (%d "
+                   "required)\n",
+                   wc.valid, wc.n, min);
+        if (inc) {
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(inc, "index");
+            const cJSON *h =
+                cJSON_GetObjectItemCaseSensitive(inc, "entry_hash");
+            printf("ok: entry %.0f (hash %.16s...) is in it, proved from "
+                   "tiles alone (%llu fetched)\n",
+                   cJSON_GetNumberValue(e), h->valuestring,
+                   (unsigned long long)tile_reader_fetches(r) + 1);
+        }
+        if (con)
+            printf("ok: consistent with the checkpoint at size %llu\n",
+                   (unsigned long long)ocp.size);
+    }
+out:
+    cJSON_Delete(inc);
+    cJSON_Delete(con);
+    tile_reader_free(r);
+    wcheck_release(&wc);
+    note_verifier_free(v);
+    fo_buf_release(&vkey);
+    fo_buf_release(&note);
+    fo_buf_release(&oldnote);
+    return ex;
+}
