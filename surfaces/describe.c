@@ -43,6 +43,9 @@ static const struct text props[] = {
     {"plan", "request", "The request to plan, in plain language."},
     {"plan_run", "request",
      "The request the plan answers (recorded with it; optional)."},
+    {"ledger_cosign", "note",
+     "The checkpoint's signed note with the witnesses' cosignature lines "
+     "(C2SP cosignature/v1) after the log's own signature."},
     {NULL, "seq", "An entry's sequence number (0 is the first entry)."},
     {NULL, "deep",
      "Also re-hash every stored body (slower; proves the bodies too)."},
@@ -90,6 +93,7 @@ static const struct {
     {"ledger_checkpoint", "Latest signed checkpoint"},
     {"ledger_prove", "Prove an entry is included"},
     {"ledger_consistency", "Prove two tree sizes consistent"},
+    {"ledger_cosign", "Add witness cosignatures to a checkpoint"},
     {"route", "Route a request to a lane"},
     {"plan_run", "Run a given plan"},
     {"plan", "Plan a request"},
