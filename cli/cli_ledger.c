@@ -3,12 +3,15 @@
  * the handler table, so --json prints exactly what HTTP and MCP serve. */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ledger/fo_json.h"
+#include "surfaces/surf.h"
 
 static const char ledger_usage[] =
     "usage: forum [--ledger DIR] ledger <command> [options]\n"
@@ -125,22 +128,164 @@ static int cmd_init(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* The entries of a JSONL stream, a batch at a time: each batch is checked
+ * whole (a bad line names its number, and nothing of its batch is
+ * written), then appended in one transaction. */
+#define JSONL_BATCH 4096
+#define JSONL_LINE_MAX (2u << 20)
+
+struct jsonl_batch {
+    struct ledger_append reqs[JSONL_BATCH];
+    struct fo_buf bodies[JSONL_BATCH];
+    cJSON *objs[JSONL_BATCH];
+    size_t n;
+};
+
+static void batch_clear(struct jsonl_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        fo_buf_release(&b->bodies[i]);
+        cJSON_Delete(b->objs[i]);
+    }
+    b->n = 0;
+}
+
+static int batch_flush(struct ledger *l, struct jsonl_batch *b, long long *done,
+                       struct fo_err *err)
+{
+    if (!b->n)
+        return FO_OK;
+    int rc = ledger_append_batch(l, b->reqs, b->n, err);
+    for (size_t i = 0; !rc && i < b->n; i++)
+        if (b->reqs[i].rc) {
+            rc = b->reqs[i].rc;
+            *err = b->reqs[i].err;
+        }
+    if (!rc)
+        *done += (long long)b->n;
+    batch_clear(b);
+    return rc;
+}
+
+static int append_jsonl(struct cli *c, const char *path)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) {
+        struct fo_err err;
+        fo_err_set(&err, FO_E_IO, "%s: %s", path, strerror(errno));
+        return cli_fail(c, &err);
+    }
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_CREATE, &l);
+    struct jsonl_batch *b = ex ? NULL : calloc(1, sizeof(*b));
+    struct fo_err err;
+    fo_err_clear(&err);
+    int rc = ex ? FO_OK : b ? FO_OK : fo_err_set(&err, FO_E_NOMEM, NULL);
+    int64_t base = 0;
+    if (!ex && !rc)
+        rc = ledger_count(l, &base, &err);
+    char *line = NULL;
+    size_t cap = 0;
+    long long lineno = 0, done = 0;
+    int tty = isatty(2);
+    int64_t t0 = ledger_mono_us(), shown = t0;
+    ssize_t len;
+    while (!ex && !rc && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (len == 0)
+            continue; /* a blank line is no entry */
+        if ((size_t)len > JSONL_LINE_MAX) {
+            rc = fo_err_set(&err, FO_E_TOO_LARGE, "over %u bytes",
+                            JSONL_LINE_MAX);
+        } else {
+            cJSON *o = NULL;
+            rc = fo_json_parse(line, (size_t)len, &o, &err);
+            if (!rc) {
+                b->objs[b->n] = o;
+                rc = surf_batch_entry(l, o, base, &b->reqs[b->n],
+                                      &b->bodies[b->n], &err);
+                if (rc)
+                    cJSON_Delete(o);
+                else
+                    b->n++;
+            }
+        }
+        if (rc) {
+            fo_err_prefix(&err, "%s: line %lld", path, lineno);
+            break;
+        }
+        if (b->n == JSONL_BATCH)
+            rc = batch_flush(l, b, &done, &err);
+        int64_t now = ledger_mono_us();
+        if (tty && now - shown > 500000) {
+            fprintf(stderr, "\rforum: %lld entries appended, %.0f/s", done,
+                    (double)done * 1e6 / (double)(now - t0 + 1));
+            shown = now;
+        }
+    }
+    if (!ex && !rc && ferror(f))
+        rc = fo_err_set(&err, FO_E_IO, "%s: read error", path);
+    if (!ex && !rc)
+        rc = batch_flush(l, b, &done, &err);
+    if (b)
+        batch_clear(b);
+    if (tty && done)
+        fputc('\n', stderr);
+    free(line);
+    free(b);
+    if (f != stdin)
+        fclose(f);
+    ledger_close(l);
+    if (ex)
+        return ex;
+    if (rc) {
+        if (done)
+            fprintf(stderr, "forum: %lld entries before it were appended\n",
+                    done);
+        return cli_fail(c, &err);
+    }
+    double secs = (double)(ledger_mono_us() - t0) / 1e6;
+    if (c->json)
+        printf("{\"appended\":%lld,\"lines\":%lld}\n", done, lineno);
+    else
+        printf("appended %lld entries (%.0f/s)\n", done,
+               secs > 0 ? (double)done / secs : 0.0);
+    return 0;
+}
+
 static int cmd_append(struct cli *c, int argc, char **argv)
 {
     const char *actor = NULL, *kind = NULL, *payload = NULL, *parent = NULL;
+    const char *jsonl = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return cli_help(
                 "usage: forum ledger append --actor A --kind K "
                 "--payload JSON|@FILE|- [--parent N]\n"
-                "Appends one entry and prints it once it is durable.\n"
+                "       forum ledger append --jsonl FILE|-\n"
+                "Appends one entry and prints it once it is durable; with\n"
+                "--jsonl, one entry a line ({actor, kind, payload, "
+                "parent?}),\n"
+                "4096 lines to a transaction, progress on a terminal. A bad\n"
+                "line is named by its number and nothing of its batch is\n"
+                "written (the batches before it are). A parent must be on\n"
+                "record before the file's first line.\n"
                 "  --payload JSON   inline; @FILE reads a file; - reads "
                 "stdin\n"
-                "  --parent N       the seq that caused this entry\n");
+                "  --parent N       the seq that caused this entry\n"
+                "  --jsonl FILE     many entries from FILE (- for stdin)\n"
+                "examples:\n"
+                "  forum ledger append --actor me --kind note --payload "
+                "'{\"text\":\"hi\"}'\n"
+                "  forum ledger append --jsonl steps.jsonl\n");
         const char *o = argv[i];
         if (i + 1 >= argc)
             return cli_usage_error(c, "append: %s needs a value", o);
-        if (!strcmp(o, "--actor"))
+        if (!strcmp(o, "--jsonl"))
+            jsonl = argv[++i];
+        else if (!strcmp(o, "--actor"))
             actor = argv[++i];
         else if (!strcmp(o, "--kind"))
             kind = argv[++i];
@@ -151,6 +296,11 @@ static int cmd_append(struct cli *c, int argc, char **argv)
         else
             return cli_usage_error(c, "append: unexpected argument %s", o);
     }
+    if (jsonl && (actor || kind || payload || parent))
+        return cli_usage_error(c, "append: --jsonl takes its entries from the "
+                                  "file, not from --actor/--kind/--payload");
+    if (jsonl)
+        return append_jsonl(c, jsonl);
     if (!actor || !kind || !payload)
         return cli_usage_error(c, "append: %s",
                                "--actor, --kind and --payload "

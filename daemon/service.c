@@ -333,6 +333,7 @@ static int ctx_open(void *hook, struct surf_ctx **out, struct fo_err *err)
     ctx->start_us = d->start_us;
     ctx->orch = d->orch;
     ctx->append = daemon_commit_append_sync;
+    ctx->append_batch = daemon_commit_append_batch_sync;
     ctx->append_hook = d->commit;
     ctx->health = worker_health;
     ctx->health_hook = d;
@@ -567,16 +568,18 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     rc = orch_engine_create(d->orch, &ec, &d->engine, err);
     if (rc)
         goto out;
-    d->loop_ctx = (struct surf_ctx){.ledger = d->ledger,
-                                    .start_us = d->start_us,
-                                    .orch = d->orch,
-                                    .engine = d->engine,
-                                    .append = daemon_commit_append_sync,
-                                    .append_hook = d->commit,
-                                    .health = daemon_health,
-                                    .health_hook = d,
-                                    .status_extra = daemon_status,
-                                    .status_hook = d};
+    d->loop_ctx =
+        (struct surf_ctx){.ledger = d->ledger,
+                          .start_us = d->start_us,
+                          .orch = d->orch,
+                          .engine = d->engine,
+                          .append = daemon_commit_append_sync,
+                          .append_batch = daemon_commit_append_batch_sync,
+                          .append_hook = d->commit,
+                          .health = daemon_health,
+                          .health_hook = d,
+                          .status_extra = daemon_status,
+                          .status_hook = d};
     struct surf_http_config hc = {
         .host = cfg->host,
         .port = cfg->port < 0 ? 8080 : cfg->port,

@@ -46,6 +46,8 @@ static const struct text props[] = {
     {"ledger_cosign", "note",
      "The checkpoint's signed note with the witnesses' cosignature lines "
      "(C2SP cosignature/v1) after the log's own signature."},
+    {NULL, "entries",
+     "The steps, in order: [{actor, kind, payload, parent?}] (1..4096)."},
     {NULL, "seq", "An entry's sequence number (0 is the first entry)."},
     {NULL, "deep",
      "Also re-hash every stored body (slower; proves the bodies too)."},
@@ -89,6 +91,7 @@ static const struct {
     {"ledger_chain", "Read an entry's causal chain"},
     {"ledger_summary", "Summarize the ledger"},
     {"ledger_append", "Witness a step"},
+    {"ledger_append_batch", "Witness many steps at once"},
     {"ledger_redact", "Redact an entry's body"},
     {"ledger_checkpoint", "Latest signed checkpoint"},
     {"ledger_prove", "Prove an entry is included"},
@@ -146,6 +149,12 @@ static const char edits_shape[] =
     "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\","
     "\"description\":\"The task's new instruction.\"}}";
 
+static const char entries_shape[] =
+    "{\"items\":{\"type\":\"object\",\"required\":[\"actor\",\"kind\","
+    "\"payload\"],\"properties\":{\"actor\":{\"type\":\"string\"},"
+    "\"kind\":{\"type\":\"string\"},\"payload\":{},\"parent\":{"
+    "\"type\":[\"integer\",\"null\"]}}}}";
+
 static const char *text_of(const char *method, const char *prop)
 {
     for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++)
@@ -184,6 +193,8 @@ void surf_describe(const char *method, cJSON *schema)
             shape(p, gates_shape);
         else if (!strcmp(p->string, "edits"))
             shape(p, edits_shape);
+        else if (!strcmp(p->string, "entries"))
+            shape(p, entries_shape);
         const char *t = text_of(method, p->string);
         if (t && !cJSON_GetObjectItemCaseSensitive(p, "description"))
             cJSON_AddStringToObject(p, "description", t);

@@ -299,6 +299,112 @@ int surf_append_result(struct ledger_append *req, cJSON **out,
     return *out ? FO_OK : nomem(err);
 }
 
+int surf_batch_entry(struct ledger *l, const cJSON *entry, int64_t base,
+                     struct ledger_append *req, struct fo_buf *body,
+                     struct fo_err *err)
+{
+    static const char *const keys[] = {"actor", "kind", "payload", "parent"};
+    if (!cJSON_IsObject(entry))
+        return fo_err_set(err, FO_E_INVALID,
+                          "must be an object {actor, kind, payload, "
+                          "parent?}");
+    int rc = fo_json_only_keys(entry, keys, 4, err);
+    if (!rc)
+        rc = surf_validate(surf_find("ledger_append"), entry, err);
+    if (!rc)
+        rc = ledger_check_actor(surf_in_str(entry, "actor"), err);
+    if (!rc)
+        rc = ledger_check_kind(surf_in_str(entry, "kind"), err);
+    if (rc)
+        return rc;
+    const cJSON *parent = cJSON_GetObjectItemCaseSensitive(entry, "parent");
+    if (cJSON_IsNumber(parent) && parent->valuedouble >= (double)base)
+        return fo_err_set(err, FO_E_INVALID,
+                          "parent %.0f: must be an entry already on record "
+                          "(below %lld) when the batch begins",
+                          parent->valuedouble, (long long)base);
+    const size_t max = ledger_max_body(l);
+    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(entry, "payload");
+    fo_buf_init(body, max);
+    rc = fo_json_canon(payload, body, err);
+    if (rc == FO_E_TOO_LARGE)
+        rc = fo_err_set(err, FO_E_TOO_LARGE,
+                        "payload: over %zu bytes in canonical form", max);
+    if (rc) {
+        fo_buf_release(body);
+        return rc;
+    }
+    *req = (struct ledger_append){
+        .actor = surf_in_str(entry, "actor"),
+        .kind = surf_in_str(entry, "kind"),
+        .parent = cJSON_IsNumber(parent) ? (int64_t)parent->valuedouble
+                                         : LEDGER_NO_PARENT,
+        .body = body->data ? body->data : "",
+        .body_len = body->len,
+    };
+    return FO_OK;
+}
+
+/* POST /append/batch: every entry checked first (a bad one names its
+ * index and nothing is written), then all in one transaction. */
+static int h_append_batch(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                          struct fo_err *err)
+{
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(in, "entries");
+    int n = cJSON_GetArraySize(entries);
+    if (n < 1 || n > SURF_APPEND_BATCH_MAX)
+        return fo_err_set(err, FO_E_INVALID, "entries: 1..%d entries, not %d",
+                          SURF_APPEND_BATCH_MAX, n);
+    int64_t base = 0;
+    int rc = ledger_count(ctx->ledger, &base, err);
+    if (rc)
+        return rc;
+    struct ledger_append *reqs = calloc((size_t)n, sizeof(*reqs));
+    struct fo_buf *bodies = calloc((size_t)n, sizeof(*bodies));
+    int made = 0;
+    if (!reqs || !bodies)
+        rc = nomem(err);
+    const cJSON *e = entries ? entries->child : NULL;
+    for (int i = 0; !rc && i < n; i++, e = e->next) {
+        rc = surf_batch_entry(ctx->ledger, e, base, &reqs[i], &bodies[i], err);
+        if (rc)
+            fo_err_prefix(err, "entries[%d]", i);
+        else
+            made++;
+    }
+    if (!rc)
+        rc = ctx->append_batch
+                 ? ctx->append_batch(ctx->append_hook, reqs, (size_t)n, err)
+                 : ledger_append_batch(ctx->ledger, reqs, (size_t)n, err);
+    for (int i = 0; !rc && i < n; i++)
+        if (reqs[i].rc) { /* checked above: only a storage fault is left */
+            rc = reqs[i].rc;
+            *err = reqs[i].err;
+            fo_err_prefix(err, "entries[%d]", i);
+        }
+    if (!rc) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON *seqs = o ? cJSON_AddArrayToObject(o, "seqs") : NULL;
+        int ok = seqs && fo_json_add_int(o, "count", n) &&
+                 fo_json_add_int(o, "first_seq", reqs[0].entry.seq) &&
+                 fo_json_add_int(o, "last_seq", reqs[n - 1].entry.seq);
+        for (int i = 0; ok && i < n; i++)
+            ok = cJSON_AddItemToArray(
+                seqs, cJSON_CreateNumber((double)reqs[i].entry.seq));
+        if (ok)
+            *out = o;
+        else {
+            cJSON_Delete(o);
+            rc = nomem(err);
+        }
+    }
+    for (int i = 0; i < made; i++)
+        fo_buf_release(&bodies[i]);
+    free(bodies);
+    free(reqs);
+    return rc;
+}
+
 static int h_append(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                     struct fo_err *err)
 {
@@ -400,6 +506,18 @@ static const struct surf_method table[] = {
      "\"required\":[\"actor\",\"kind\",\"payload\"]}",
      SURF_WRITE, (1u << 20) + 64 * KIB, "POST", "/append", h_append,
      SURF_ON_COMMIT, NULL},
+    {"ledger_append_batch",
+     "Witness up to 4096 steps at once: {entries: [{actor, kind, payload, "
+     "parent?}]}, every entry checked first (a bad one is named by its "
+     "index and nothing is written), then all in one transaction: {count, "
+     "first_seq, last_seq, seqs}. A parent must be on record before the "
+     "batch.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"entries\":{\"type\":\"array\",\"minItems\":1,"
+     "\"maxItems\":4096}},"
+     "\"required\":[\"entries\"]}",
+     SURF_WRITE, 64u << 20, "POST", "/append/batch", h_append_batch,
+     SURF_ON_WORKER, NULL},
     {"ledger_redact",
      "Delete an entry's body (every copy), witnessed as a redaction entry.",
      "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","

@@ -27,6 +27,11 @@ struct surf_ctx {
      * ledger_append_batch for a batch of one. */
     int (*append)(void *hook, struct ledger_append *req, struct fo_err *err);
     void *append_hook;
+    /* A batch appended in one transaction through the same hook (the
+     * daemon's group commit); NULL: ledger_append_batch on ctx->ledger.
+     * Returns like ledger_append_batch. */
+    int (*append_batch)(void *hook, struct ledger_append *reqs, size_t n,
+                        struct fo_err *err);
     int64_t start_us; /* when the server started (uptime) */
     /* The host's own health (may be NULL): FO_OK, or why it can no
      * longer write (the daemon: the ledger's files went from under it).
@@ -146,6 +151,19 @@ int surf_append_prepare(struct surf_ctx *ctx, const cJSON *in,
                         struct fo_err *err);
 int surf_append_result(struct ledger_append *req, cJSON **out,
                        struct fo_err *err);
+
+/* The most entries one ledger_append_batch call (POST /append/batch)
+ * takes: one transaction of the daemon's group commit. */
+#define SURF_APPEND_BATCH_MAX 4096
+
+/* Checks one entry of a batch ({actor, kind, payload, parent?}, nothing
+ * else) as ledger_append would, and that its parent is below base (the
+ * ledger's size before the batch); turns it into req with its canonical
+ * body in *body (released by the caller). FO_E_INVALID / FO_E_TOO_LARGE
+ * naming the field. */
+int surf_batch_entry(struct ledger *l, const cJSON *entry, int64_t base,
+                     struct ledger_append *req, struct fo_buf *body,
+                     struct fo_err *err);
 
 /* Converts a string (an HTTP query parameter or path segment) to the JSON
  * type the schema gives field `name`, for GET routes. NULL when it does not

@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include <sqlite3.h>
 
+#include "ledger/fo_buf.h"
 #include "tests/testutil.h"
 
 #define ZERO_HASH                                                              \
@@ -1746,5 +1747,62 @@ Test(cli, did_you_mean_the_verify_alias_and_version_json)
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "ok")));
     cJSON_Delete(v);
     tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* Batch ingest: every line an entry, a batch a transaction; a bad line
+ * is named and nothing of its batch is written. */
+Test(cli, append_jsonl_names_a_bad_line_and_writes_nothing_of_its_batch)
+{
+    char *dir = tu_tmpdir();
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/in.jsonl", dir);
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    for (int i = 0; i < 5000; i++)
+        cr_assert_eq(fo_buf_printf(&b,
+                                   "{\"actor\":\"agent\",\"kind\":\"step\","
+                                   "\"payload\":{\"i\":%d}}\n\n",
+                                   i),
+                     FO_OK);
+    cr_assert_eq(tu_write_file(path, b.data, b.len), 0);
+    char ld[4096];
+    snprintf(ld, sizeof(ld), "%s/l", dir);
+    struct tu_run r = tu_forumv(NULL, "--ledger", ld, "--json", "ledger",
+                                "append", "--jsonl", path, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *o = tu_run_json(&r);
+    cr_assert_eq(tu_num(o, "appended"), 5000);
+    cJSON_Delete(o);
+    tu_run_free(&r);
+    /* a bad kind on line 4 of a new file: its batch is not written */
+    const char *bad = "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":1}\n"
+                      "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":2,"
+                      "\"parent\":4999}\n"
+                      "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":3}\n"
+                      "{\"actor\":\"a\",\"kind\":\"NO GOOD\",\"payload\":4}\n";
+    r = tu_forumv(bad, "--ledger", ld, "ledger", "append", "--jsonl", "-",
+                  NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "line 4"), "%s", r.err);
+    tu_run_free(&r);
+    /* a parent that is not on record yet, and an unknown field */
+    r = tu_forumv("{\"actor\":\"a\",\"kind\":\"k\",\"payload\":1,"
+                  "\"parent\":5000}\n",
+                  "--ledger", ld, "ledger", "append", "--jsonl", "-", NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "line 1") && strstr(r.err, "parent"), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv("{\"actor\":\"a\",\"kind\":\"k\",\"payload\":1,\"x\":1}\n",
+                  "--ledger", ld, "ledger", "append", "--jsonl", "-", NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", ld, "--json", "verify", "--deep", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    o = tu_run_json(&r);
+    cr_assert_eq(tu_num(o, "entries"), 5000);
+    cJSON_Delete(o);
+    tu_run_free(&r);
+    fo_buf_release(&b);
     tu_rmrf(dir);
 }

@@ -13,6 +13,7 @@
 
 #include <criterion/criterion.h>
 
+#include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 #include "tests/testutil.h"
 #include "tests/tu_daemon.h"
@@ -567,4 +568,45 @@ Test(http, large_replies_to_a_slow_reader_arrive_whole)
     free(buf);
     close(fd);
     still_serving();
+}
+
+/* POST /append/batch: checked whole, then one transaction through the
+ * group commit; a bad entry is named by its index and nothing is
+ * written. */
+Test(http, append_batch_is_all_or_nothing)
+{
+    char *bdir = tu_tmpdir();
+    struct tu_daemon bd;
+    tu_daemon_start(&bd, bdir, NULL);
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    cr_assert_eq(fo_buf_puts(&b, "{\"entries\":["), FO_OK);
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(fo_buf_printf(&b,
+                                   "%s{\"actor\":\"agent\",\"kind\":\"step\","
+                                   "\"payload\":{\"i\":%d}}",
+                                   i ? "," : "", i),
+                     FO_OK);
+    cr_assert_eq(fo_buf_puts(&b, "]}"), FO_OK);
+    cJSON *o = tu_http_json(&bd, "POST", "/append/batch", b.data, 200);
+    cr_assert_eq(tu_num(o, "count"), 1000);
+    cr_assert_eq(tu_num(o, "first_seq"), 0);
+    cr_assert_eq(tu_num(o, "last_seq"), 999);
+    cJSON_Delete(o);
+    o = tu_http_json(&bd, "POST", "/append/batch",
+                     "{\"entries\":[{\"actor\":\"a\",\"kind\":\"k\","
+                     "\"payload\":1},{\"actor\":\"a\",\"kind\":\"Bad\","
+                     "\"payload\":2}]}",
+                     400);
+    cr_assert(strstr(tu_str(o, "error"), "entries[1]"), "%s",
+              tu_str(o, "error"));
+    cJSON_Delete(o);
+    o = tu_http_json(&bd, "POST", "/append/batch", "{\"entries\":[]}", 400);
+    cJSON_Delete(o);
+    o = tu_http_json(&bd, "GET", "/status", NULL, 200);
+    cr_assert_eq(tu_num(o, "entries"), 1000);
+    cJSON_Delete(o);
+    cr_assert_eq(tu_daemon_signal_wait(&bd, SIGTERM, 10000), 0);
+    fo_buf_release(&b);
+    tu_rmrf(bdir);
 }

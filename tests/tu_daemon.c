@@ -223,6 +223,10 @@ static const char *const method_args[][2] = {
     {"ledger_append", "{\"actor\":\"mcp\",\"kind\":\"test\",\"payload\":"
                       "{\"x\":[1,2.5,\"y\"]},\"parent\":1}"},
     {"ledger_redact", "{\"seq\":2,\"reason\":\"test\"}"},
+    {"ledger_append_batch",
+     "{\"entries\":[{\"actor\":\"mcp\",\"kind\":\"test\",\"payload\":1},"
+     "{\"actor\":\"mcp\",\"kind\":\"test\",\"payload\":{\"x\":2},"
+     "\"parent\":0}]}"},
     {"ledger_prove", "{\"seq\":1}"},
     {"ledger_consistency", "{\"first\":1}"},
     {"route", "{\"text\":\"build the api database server endpoint\"}"},
