@@ -379,7 +379,7 @@ int cli_version(struct cli *c, int argc, char **argv)
 const struct cli_command cli_commands[] = {
     {"ledger", cli_ledger, NULL,
      "init append get body show replay chain verify redact checkpoint prove "
-     "consistency key bundle summary tiles cosign witness"},
+     "consistency key bundle summary tiles cosign witness backup restore"},
     {"serve", cli_serve, NULL, "start stop status logs"},
     {"mcp", cli_mcp, NULL, NULL},
     {"docs", cli_docs, NULL, "http mcp man completion"},

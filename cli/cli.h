@@ -131,6 +131,10 @@ extern const size_t cli_n_commands;
 extern const char cli_usage_text[];
 int cli_version(struct cli *c, int argc, char **argv);
 
+/* `forum ledger backup FILE` and `ledger restore FILE` (cli_backup.c). */
+int cli_ledger_backup(struct cli *c, int argc, char **argv);
+int cli_ledger_restore(struct cli *c, int argc, char **argv);
+
 /* Approval gates (cli_gate.c): `forum gate list|approve|edit|reject`. */
 int cli_gate(struct cli *c, int argc, char **argv);
 

@@ -868,6 +868,15 @@ int ledger_requests(struct ledger *l, int64_t from, ledger_entry_fn fn,
     return l->ops->requests(l->store, from < 0 ? 0 : from, range_row, &r, err);
 }
 
+int ledger_backup(struct ledger *l, const char *path, struct fo_err *err)
+{
+    if (!l->ops->backup)
+        return fo_err_set(err, FO_E_INVALID,
+                          "this ledger's store has no backup (use its "
+                          "database's own tools)");
+    return l->ops->backup(l->store, path, err);
+}
+
 int ledger_gates(struct ledger *l, int64_t from, ledger_entry_fn fn, void *ctx,
                  struct fo_err *err)
 {

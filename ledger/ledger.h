@@ -161,6 +161,12 @@ int ledger_descendants(struct ledger *l, int64_t root, int64_t limit,
 int ledger_requests(struct ledger *l, int64_t from, ledger_entry_fn fn,
                     void *ctx, struct fo_err *err);
 
+/* An online, consistent copy of the ledger's database into a new file at
+ * path (FO_E_EXISTS when it exists), durable before it returns. Other
+ * processes may append meanwhile; the copy is one state of the ledger.
+ * The keys and token of the data dir are not in it. */
+int ledger_backup(struct ledger *l, const char *path, struct fo_err *err);
+
 /* Calls fn for every `gate_requested` entry (a run waiting for a human)
  * with seq >= from, in seq order, through an index of them alone. A
  * non-zero return of fn stops and is returned. */

@@ -108,6 +108,11 @@ struct store_ops {
      * seq order; no bodies. fn as in scan. */
     int (*gates)(struct store *s, int64_t from, store_row_fn fn, void *ctx,
                  struct fo_err *err);
+    /* An online, consistent copy of the whole store (one read snapshot)
+     * into a new file at path (which must not exist), made durable before
+     * it returns; NULL
+     * where the store has no such copy (then FO_E_INVALID). */
+    int (*backup)(struct store *s, const char *path, struct fo_err *err);
     /* A cursor over tree nodes with pos >= from in pos order, stepped
      * while a scan runs (verify walks both side by side). next gives FO_OK
      * and a node, or FO_E_NOT_FOUND past the last; end releases it. */

@@ -1806,3 +1806,72 @@ Test(cli, append_jsonl_names_a_bad_line_and_writes_nothing_of_its_batch)
     fo_buf_release(&b);
     tu_rmrf(dir);
 }
+
+/* Backup while a daemon serves (and takes appends), restore that checks
+ * first: a tampered copy replaces nothing. */
+Test(cli, backup_online_and_restore_verifies_first)
+{
+    char *root = tu_tmpdir();
+    char dir[4096], dir2[4096], bk[4096], bad[4096];
+    snprintf(dir, sizeof(dir), "%s/l", root);
+    snprintf(dir2, sizeof(dir2), "%s/l2", root);
+    snprintf(bk, sizeof(bk), "%s/b.db", root);
+    snprintf(bad, sizeof(bad), "%s/bad.db", root);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "serve", "start", "--port", "0", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    for (int i = 0; i < 20; i++) {
+        r = tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "a",
+                      "--kind", "k", "--payload", "{\"i\":1}", NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        tu_run_free(&r);
+    }
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger", "backup", bk,
+                  NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *o = tu_run_json(&r);
+    cr_assert_eq(tu_num(o, "entries"), 20);
+    cJSON_Delete(o);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "backup", bk, NULL);
+    cr_assert_eq(r.status, 2, "an existing FILE is kept: %s", r.err);
+    tu_run_free(&r);
+    /* not while a daemon serves the dir */
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "restore", bk, "--replace",
+                  NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "stop it first"), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "stop", NULL);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir2, "ledger", "restore", bk, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir2, "--json", "verify", "--deep", NULL);
+    o = tu_run_json(&r);
+    cr_assert_eq(tu_num(o, "entries"), 20);
+    cJSON_Delete(o);
+    tu_run_free(&r);
+    /* a tampered copy: an entry's actor changed in the file */
+    size_t n = 0;
+    char *data = tu_read_file(bk, &n);
+    cr_assert_not_null(data);
+    sqlite3 *db = NULL;
+    cr_assert_eq(tu_write_file(bad, data, n), 0);
+    free(data);
+    cr_assert_eq(sqlite3_open(bad, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, "UPDATE entries SET actor='z' WHERE seq=3",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(db);
+    r = tu_forumv(NULL, "--ledger", dir2, "ledger", "restore", bad, "--replace",
+                  NULL);
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "nothing was replaced"), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir2, "verify", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    tu_run_free(&r);
+    tu_rmrf(root);
+}
