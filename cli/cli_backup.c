@@ -119,7 +119,7 @@ int cli_ledger_backup(struct cli *c, int argc, char **argv)
     if (ex)
         return ex < 0 ? 0 : ex;
     struct ledger *l = NULL;
-    ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    ex = cli_open(c, 0, &l); /* SQLite writes the copy through this handle */
     if (ex)
         return ex;
     struct fo_err err;
