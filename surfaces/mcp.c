@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "daemon/orch.h"
+#include "surfaces/mcp_res.h"
 #include "ledger/fo_json.h"
 
 #define READ_CHUNK 65536
@@ -288,6 +289,14 @@ static cJSON *do_initialize(struct mcp *s, const cJSON *id, const cJSON *params)
     cJSON *r = cJSON_CreateObject();
     cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
     cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
+    cJSON *res = cJSON_AddObjectToObject(caps, "resources");
+    cJSON *prompts = cJSON_AddObjectToObject(caps, "prompts");
+    if (res) {
+        cJSON_AddFalseToObject(res, "subscribe");
+        cJSON_AddFalseToObject(res, "listChanged");
+    }
+    if (prompts)
+        cJSON_AddFalseToObject(prompts, "listChanged");
     cJSON *info = cJSON_AddObjectToObject(r, "serverInfo");
     if (!r || !caps || !tools || !info ||
         !cJSON_AddFalseToObject(tools, "listChanged") ||
@@ -834,6 +843,38 @@ static void elicit_answer(struct mcp *s, const cJSON *msg)
     free(e);
 }
 
+/* resources/read and prompts/get: a missing resource is -32002 (the
+ * specification's "resource not found"), bad params -32602. */
+static cJSON *do_read_or_prompt(struct mcp *s, const cJSON *id,
+                                const char *method, const cJSON *params)
+{
+    int read = !strcmp(method, "resources/read");
+    const cJSON *key =
+        cJSON_GetObjectItemCaseSensitive(params, read ? "uri" : "name");
+    if (!cJSON_IsString(key))
+        return rpc_error(id, SURF_MCP_INVALID_PARAMS,
+                         "%s: params.%s must be a string", method,
+                         read ? "uri" : "name");
+    struct fo_err err;
+    fo_err_clear(&err);
+    cJSON *out = NULL;
+    int rc = read ? mcp_resource_read(s->ctx, key->valuestring, &out, &err)
+                  : mcp_prompt_get(
+                        s->ctx, key->valuestring,
+                        cJSON_GetObjectItemCaseSensitive(params, "arguments"),
+                        &out, &err);
+    if (rc == FO_OK)
+        return rpc_result(id, out);
+    utf8_trim(err.msg);
+    return rpc_error(
+        id,
+        read && (rc == FO_E_NOT_FOUND || rc == FO_E_NOT_A_RUN) ? -32002
+        : rc == FO_E_NOT_FOUND || rc == FO_E_INVALID || rc == FO_E_NOT_A_RUN
+            ? SURF_MCP_INVALID_PARAMS
+            : SURF_MCP_INTERNAL_ERROR,
+        "%s", err.msg);
+}
+
 /* Handles one message (not a batch). *reply is the reply to send, or NULL
  * for none (a notification, a response). FO_E_NOMEM when a reply is owed
  * but could not be built. */
@@ -882,6 +923,15 @@ static int handle(struct mcp *s, const cJSON *msg, cJSON **reply)
         *reply = do_tools_list(s, id);
     } else if (!strcmp(method->valuestring, "tools/call")) {
         *reply = do_tools_call(s, s->ctx, id, params);
+    } else if (!strcmp(method->valuestring, "resources/list")) {
+        *reply = rpc_result(id, mcp_resources_list());
+    } else if (!strcmp(method->valuestring, "resources/templates/list")) {
+        *reply = rpc_result(id, mcp_resource_templates());
+    } else if (!strcmp(method->valuestring, "prompts/list")) {
+        *reply = rpc_result(id, mcp_prompts_list());
+    } else if (!strcmp(method->valuestring, "resources/read") ||
+               !strcmp(method->valuestring, "prompts/get")) {
+        *reply = do_read_or_prompt(s, id, method->valuestring, params);
     } else {
         *reply = rpc_error(id, SURF_MCP_METHOD_NOT_FOUND,
                            "method not found: %.64s", method->valuestring);

@@ -1110,3 +1110,79 @@ Test(mcp, tools_are_titled_annotated_and_every_property_described)
     tu_run_free(&r);
     tu_rmrf(dir);
 }
+
+/* The ledger as resources, and prompts an editor can start from. */
+Test(mcp, resources_and_prompts)
+{
+    char *dir = tu_tmpdir();
+    make_ledger(dir);
+    const char *in =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+        "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/list\"}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/templates/"
+        "list\"}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"resources/read\","
+        "\"params\":{\"uri\":\"forum://entry/1\"}}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"resources/read\","
+        "\"params\":{\"uri\":\"forum://run/0\"}}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"resources/read\","
+        "\"params\":{\"uri\":\"forum://checkpoint/latest\"}}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"resources/read\","
+        "\"params\":{\"uri\":\"forum://entry/999\"}}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"prompts/list\"}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"prompts/get\",\"params\":"
+        "{\"name\":\"audit_run\",\"arguments\":{\"run\":\"0\"}}}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"prompts/get\","
+        "\"params\":{\"name\":\"nope\"}}\n";
+    struct tu_run r = run_mcp(dir, in, strlen(in), 0);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    size_t n;
+    cJSON **v = reply_lines(&r, &n);
+    cr_assert_eq(n, 10);
+    const cJSON *caps = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(v[0], "result"), "capabilities");
+    cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(caps, "resources"));
+    cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(caps, "prompts"));
+    /* entry 1: the answer {"answer": 42} */
+    const cJSON *c0 = cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(v[3], "result"), "contents"),
+        0);
+    cr_assert_str_eq(str_of(c0, "uri"), "forum://entry/1");
+    cJSON *e = NULL;
+    struct fo_err err;
+    cr_assert_eq(
+        fo_json_parse(str_of(c0, "text"), strlen(str_of(c0, "text")), &e, &err),
+        FO_OK);
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(
+                     cJSON_GetObjectItemCaseSensitive(e, "body"), "answer")
+                     ->valuedouble,
+                 42);
+    cr_assert_str_eq(
+        str_of(cJSON_GetObjectItemCaseSensitive(e, "entry"), "kind"), "answer");
+    cJSON_Delete(e);
+    /* the run and the signed checkpoint */
+    cr_assert(strstr(canon(v[4]), "\\\"state\\\":\\\"done\\\""), "%s",
+              canon(v[4]));
+    cr_assert(strstr(canon(v[5]), "\\u2014") || strstr(canon(v[5]), "—"),
+              "no signature line: %s", canon(v[5]));
+    /* a missing entry is -32002 */
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(
+                     cJSON_GetObjectItemCaseSensitive(v[6], "error"), "code")
+                     ->valuedouble,
+                 -32002);
+    cr_assert(strstr(canon(v[7]), "audit_run") &&
+              strstr(canon(v[7]), "explain_verify_failure"));
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(v[8], "result"), "messages");
+    cr_assert_eq(cJSON_GetArraySize(msgs), 2);
+    cr_assert_str_eq(str_of(cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetArrayItem(msgs, 1), "content"),
+                            "type"),
+                     "resource");
+    cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(v[9], "error"));
+    free_lines(v, n);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
