@@ -26,6 +26,9 @@ static const char mcp_usage[] =
     "  forum --ledger /home/me/forum-ledger mcp\n"
     "\n"
     "  --admin        also offer the admin tools (ledger_redact)\n"
+    "  --print-config CLIENT  print the MCP configuration of this binary\n"
+    "                 and ledger for claude-desktop, vscode, cursor or\n"
+    "                 claude-code (where it goes: on stderr)\n"
     "  --init         create the ledger when there is none (else that is\n"
     "                 an error, so an editor started in the wrong directory\n"
     "                 never makes a stray ledger)\n"
@@ -35,6 +38,55 @@ static const char mcp_usage[] =
     "\n" CLI_PROVIDER_HELP "\n"
     "exit codes: 0 end of input, 2 usage, 3 the ledger cannot be opened or\n"
     "            the output cannot be written\n";
+
+/* The client's configuration for this binary and ledger (absolute paths:
+ * editors start servers from anywhere). */
+static int print_config(struct cli *c, const char *client, unsigned flags)
+{
+    char bin[4096], led[4096];
+    ssize_t n = readlink("/proc/self/exe", bin, sizeof(bin) - 1);
+    if (n <= 0)
+        snprintf(bin, sizeof(bin), "forum");
+    else
+        bin[n] = '\0';
+    if (!realpath(c->ledger_dir, led))
+        snprintf(led, sizeof(led), "%s", c->ledger_dir);
+    int vscode = !strcmp(client, "vscode");
+    int claude_code = !strcmp(client, "claude-code");
+    if (!vscode && !claude_code && strcmp(client, "claude-desktop") != 0 &&
+        strcmp(client, "cursor") != 0)
+        return cli_usage_error(c, "mcp: --print-config: claude-desktop, "
+                                  "vscode, cursor or claude-code");
+    cJSON *root = cJSON_CreateObject();
+    cJSON *servers =
+        cJSON_AddObjectToObject(root, vscode ? "servers" : "mcpServers");
+    cJSON *srv = cJSON_AddObjectToObject(servers, "forum");
+    if (vscode || claude_code)
+        cJSON_AddStringToObject(srv, "type", "stdio");
+    cJSON_AddStringToObject(srv, "command", bin);
+    cJSON *args = cJSON_AddArrayToObject(srv, "args");
+    cJSON_AddItemToArray(args, cJSON_CreateString("--ledger"));
+    cJSON_AddItemToArray(args, cJSON_CreateString(led));
+    cJSON_AddItemToArray(args, cJSON_CreateString("mcp"));
+    if (flags & SURF_MCP_ADMIN)
+        cJSON_AddItemToArray(args, cJSON_CreateString("--admin"));
+    cli_print_json(root, 1);
+    cJSON_Delete(root);
+    fprintf(stderr, "%s",
+            vscode ? "forum: put this in .vscode/mcp.json (a workspace) or "
+                     "run \"MCP: Open User Configuration\"\n"
+            : claude_code
+                ? "forum: put this in .mcp.json at the project's root, or "
+                  "run: claude mcp add forum -- <command> <args...>\n"
+            : !strcmp(client, "cursor")
+                ? "forum: put this in ~/.cursor/mcp.json (or "
+                  ".cursor/mcp.json in a project)\n"
+                : "forum: put this in claude_desktop_config.json "
+                  "(~/Library/Application Support/Claude/ on macOS, "
+                  "%APPDATA%\\Claude\\ on Windows, ~/.config/Claude/ on "
+                  "Linux)\n");
+    return 0;
+}
 
 int cli_mcp(struct cli *c, int argc, char **argv)
 {
@@ -55,6 +107,8 @@ int cli_mcp(struct cli *c, int argc, char **argv)
             flags |= SURF_MCP_ADMIN;
         else if (!strcmp(argv[i], "--init"))
             init = 1;
+        else if (!strcmp(argv[i], "--print-config") && i + 1 < argc)
+            return print_config(c, argv[++i], flags);
         else if (!strcmp(argv[i], "--cmd") && i + 1 < argc)
             oc.cmd = argv[++i];
         else if (!strcmp(argv[i], "--roster") && i + 1 < argc)

@@ -1186,3 +1186,41 @@ Test(mcp, resources_and_prompts)
     tu_run_free(&r);
     tu_rmrf(dir);
 }
+
+/* The configuration printed for each client runs as printed. */
+Test(mcp, print_config_for_each_client_runs)
+{
+    char *dir = tu_tmpdir();
+    make_ledger(dir);
+    static const char *const clients[] = {"claude-desktop", "vscode", "cursor",
+                                          "claude-code"};
+    for (size_t i = 0; i < 4; i++) {
+        struct tu_run r = tu_forumv(NULL, "--ledger", dir, "mcp",
+                                    "--print-config", clients[i], NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cJSON *cfg = tu_run_json(&r);
+        const cJSON *servers = cJSON_GetObjectItemCaseSensitive(
+            cfg, i == 1 ? "servers" : "mcpServers");
+        const cJSON *srv = cJSON_GetObjectItemCaseSensitive(servers, "forum");
+        cr_assert_not_null(srv, "%s: %s", clients[i], r.out);
+        const char *cmd = str_of(srv, "command");
+        cr_assert(cmd && cmd[0] == '/', "%s: command %s", clients[i], cmd);
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(srv, "args");
+        cr_assert_eq(cJSON_GetArraySize(args), 3);
+        /* run it as the client would: the args after the binary */
+        const char *argv[8] = {0};
+        size_t n = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach (a, args)
+            argv[n++] = a->valuestring;
+        cr_assert(argv[1][0] == '/', "ledger path not absolute: %s", argv[1]);
+        const char *in = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+        struct tu_run m = tu_forumv(in, argv[0], argv[1], argv[2], NULL);
+        cr_assert_eq(m.status, 0, "%s", m.err);
+        cr_assert(strstr(m.out, "\"id\":1"), "%s", m.out);
+        tu_run_free(&m);
+        cJSON_Delete(cfg);
+        tu_run_free(&r);
+    }
+    tu_rmrf(dir);
+}
