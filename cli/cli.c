@@ -333,6 +333,9 @@ const char cli_usage_text[] =
     "                 answer a request end to end, every step witnessed\n"
     "  run start|get|cancel|wait ...\n"
     "                 background runs in the daemon (forum run --help)\n"
+    "  session list|show|fork|remember|forget ...\n"
+    "                 multi-turn sessions and their facts (forum session "
+    "--help)\n"
     "  gate list|approve|edit|reject ...\n"
     "                 approval gates: runs waiting for a human (forum gate "
     "--help)\n"
@@ -393,6 +396,7 @@ const struct cli_command cli_commands[] = {
     {"submit", cli_submit, NULL, NULL},
     {"run", cli_run, NULL, "start get cancel wait"},
     {"gate", cli_gate, NULL, "list approve edit reject"},
+    {"session", cli_session, NULL, "list show fork remember forget"},
     {"plan", cli_plan, NULL, NULL},
     {"bench", cli_bench, NULL, NULL},
     {"version", cli_version, NULL, NULL},

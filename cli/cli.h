@@ -135,6 +135,19 @@ int cli_version(struct cli *c, int argc, char **argv);
 int cli_ledger_backup(struct cli *c, int argc, char **argv);
 int cli_ledger_restore(struct cli *c, int argc, char **argv);
 
+/* Sessions (cli_session.c). */
+int cli_session(struct cli *c, int argc, char **argv);
+/* --session NAME and --max-{total,request,history,facts}-tokens N into
+ * *session and *context (made on first use): 2 when taken, 0 when a is
+ * none of them, -code (err set) on a bad value. */
+int cli_session_arg(const char **session, cJSON **context, const char *a,
+                    const char *v, struct fo_err *err);
+#define CLI_SESSION_HELP                                                       \
+    "  --session NAME       a turn of session NAME: it sees the earlier\n"     \
+    "                       turns and facts (forum session --help)\n"          \
+    "  --max-total-tokens N, --max-history-tokens N, --max-facts-tokens N\n"   \
+    "                       the context budget (4 bytes a token)\n"
+
 /* Approval gates (cli_gate.c): `forum gate list|approve|edit|reject`. */
 int cli_gate(struct cli *c, int argc, char **argv);
 

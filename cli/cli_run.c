@@ -64,7 +64,7 @@ static const char help_start[] =
     "options:\n"
     "  --max-model-calls N  the run's model calls (1..1000; default 32)\n"
     "  --max-seconds S      the run's wall-clock budget "
-    "(1..86400)\n" CLI_GATE_HELP
+    "(1..86400)\n" CLI_GATE_HELP CLI_SESSION_HELP
     "  --json               print {run, state} as POST /runs does\n"
     "exit codes: 0 started; 1 no daemon is running on the data dir (start\n"
     "one with `forum serve start`); 2 usage, or the daemon refused the\n"
@@ -297,7 +297,8 @@ static int cmd_start(struct cli *c, int argc, char **argv)
     struct fo_buf text, body;
     fo_buf_init(&text, ORCH_REQUEST_MAX);
     fo_buf_init(&body, FO_BUF_UNLIMITED);
-    cJSON *in = NULL, *out = NULL, *gates = NULL;
+    cJSON *in = NULL, *out = NULL, *gates = NULL, *context = NULL;
+    const char *session = NULL;
     struct fo_err err;
     fo_err_clear(&err);
     long long calls = 0, secs = 0;
@@ -309,6 +310,8 @@ static int cmd_start(struct cli *c, int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int gv = cli_gate_arg(&gates, a, v, &err);
+        if (!gv)
+            gv = cli_session_arg(&session, &context, a, v, &err);
         if (gv < 0) {
             code = cli_usage_error(c, "run start: %s", err.msg);
         } else if (gv) {
@@ -357,7 +360,10 @@ static int cmd_start(struct cli *c, int argc, char **argv)
         (calls && !fo_json_add_int(in, "max_model_calls", calls)) ||
         (secs && !fo_json_add_int(in, "max_seconds", secs)) ||
         (gates &&
-         !cJSON_AddItemToObject(in, "gates", cJSON_Duplicate(gates, 1)))) {
+         !cJSON_AddItemToObject(in, "gates", cJSON_Duplicate(gates, 1))) ||
+        (session && !cJSON_AddStringToObject(in, "session", session)) ||
+        (context &&
+         !cJSON_AddItemToObject(in, "context", cJSON_Duplicate(context, 1)))) {
         code = cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
         goto out;
     }
@@ -382,6 +388,7 @@ static int cmd_start(struct cli *c, int argc, char **argv)
     }
 out:
     cJSON_Delete(gates);
+    cJSON_Delete(context);
     cJSON_Delete(in);
     cJSON_Delete(out);
     fo_buf_release(&text);

@@ -29,6 +29,7 @@ static const char submit_usage[] =
     "                       at most 1000); when spent the run stops with a\n"
     "                       `budget` entry and a fixed answer\n"
     "  --max-seconds S      the run's wall-clock budget\n" CLI_GATE_HELP
+        CLI_SESSION_HELP
     "  --roster FILE        the roster (default: the built-in one)\n"
     "  --timeout SECONDS    per task and per model call (default 300)\n"
     "  --json               print {answer, checkpoint, request_seq, ...}\n"
@@ -52,6 +53,8 @@ struct submit_opts {
     struct cli_providers prov;
     int max_calls, max_seconds;
     cJSON *gates;
+    const char *session;
+    cJSON *context;
 };
 
 static int parse(struct cli *c, const char *name, const char *usage, int argc,
@@ -67,6 +70,9 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
             return cli_usage_error(c, "%s: %s needs a value", name, a);
         struct fo_err gerr;
         int gv = cli_gate_arg(&o->gates, a, has ? argv[i + 1] : NULL, &gerr);
+        if (!gv)
+            gv = cli_session_arg(&o->session, &o->context, a,
+                                 has ? argv[i + 1] : NULL, &gerr);
         if (gv < 0)
             return cli_usage_error(c, "%s: %s", name, gerr.msg);
         if (gv) {
@@ -160,7 +166,10 @@ static int run(struct cli *c, const char *name, const char *method,
         (o.max_calls && !fo_json_add_int(in, "max_model_calls", o.max_calls)) ||
         (o.max_seconds && !fo_json_add_int(in, "max_seconds", o.max_seconds)) ||
         (o.gates &&
-         !cJSON_AddItemToObject(in, "gates", cJSON_Duplicate(o.gates, 1)))) {
+         !cJSON_AddItemToObject(in, "gates", cJSON_Duplicate(o.gates, 1))) ||
+        (o.session && !cJSON_AddStringToObject(in, "session", o.session)) ||
+        (o.context && !cJSON_AddItemToObject(in, "context",
+                                             cJSON_Duplicate(o.context, 1)))) {
         code = cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
         goto out;
     }
@@ -207,6 +216,7 @@ out:
     daemon_config_release(&dc);
     fo_buf_release(&o.text);
     cJSON_Delete(o.gates);
+    cJSON_Delete(o.context);
     return code;
 }
 

@@ -477,6 +477,10 @@ struct orch_submit_opts {
     /* Approval gates this run adds to the orchestrator's policy (see
      * orch_gate_policy_check); NULL: none. */
     const cJSON *gates;
+    /* The session this run is a turn of (NULL: none), and its context
+     * limits (NULL: the defaults). */
+    const char *session;
+    const cJSON *context;
 };
 
 /* Answers a request end to end (DESIGN §6), witnessing every step on w:
@@ -640,6 +644,88 @@ int orch_gate_check(struct ledger *l, const struct orch_gate_decision *d,
 int orch_gate_first(struct ledger *l, const struct orch_gate_decision *d,
                     int64_t gate_seq, int64_t seq, struct fo_err *err);
 cJSON *orch_gate_reply(const struct orch_gate_decision *d, int64_t seq);
+
+/* ---- sessions and the context budget (orch_session.c) ----------------- */
+
+#define ORCH_SESSION_NAME_MAX 64
+#define ORCH_FACT_KEY_MAX 128
+#define ORCH_FACT_VALUE_MAX 4096
+#define ORCH_CTX_TOKENS_MAX 1000000
+#define ORCH_CTX_TOTAL_DEFAULT 8000
+#define ORCH_CTX_REQUEST_DEFAULT 16384
+#define ORCH_CTX_HISTORY_DEFAULT 6000
+#define ORCH_CTX_FACTS_DEFAULT 1000
+
+/* 1 when s is a session name: 1..ORCH_SESSION_NAME_MAX of [A-Za-z0-9._-]. */
+int orch_session_name_ok(const char *s);
+
+/* Token limits of a turn's context: the total and one per source. */
+struct orch_ctx_limits {
+    int total, request, history, facts;
+};
+void orch_ctx_limits_default(struct orch_ctx_limits *l);
+/* Lays {"max_total_tokens", "max_request_tokens", "max_history_tokens",
+ * "max_facts_tokens"} (integers 0..ORCH_CTX_TOKENS_MAX) over l. */
+int orch_ctx_limits_parse(const cJSON *o, struct orch_ctx_limits *l,
+                          struct fo_err *err);
+/* Tokens of bytes of UTF-8: ceil(bytes / 4). */
+int orch_ctx_tokens(size_t bytes);
+
+/* One slice of context and what the budget made of it. */
+struct orch_ctx_slice {
+    const char *source; /* "request", "facts" or "history" */
+    int64_t ref;        /* the fact's seq or the turn's run; -1: none */
+    const char *key;    /* a fact's key */
+    const char *text;
+    size_t len;         /* bytes kept (cut at a character on a trim) */
+    int tokens, kept;   /* before and after */
+    const char *action; /* "retained", "trimmed" or "omitted" */
+    const char *reason; /* NULL, or max_<source>_tokens / max_total_tokens */
+};
+/* Admits slices in order: each gets at most the smaller of its source's
+ * remaining limit and the total's remaining (which then names the
+ * reason), trimmed at a character boundary, or omitted when nothing is
+ * left. */
+void orch_ctx_admit(struct orch_ctx_slice *s, size_t n,
+                    const struct orch_ctx_limits *lim);
+
+/* A session as its entries say, as of before (a seq; < 0: now): its
+ * turns before that run, its current facts, its fork's parent. */
+struct orch_session;
+int orch_session_read(struct ledger *l, const char *name, int64_t before,
+                      struct orch_session **out, struct fo_err *err);
+void orch_session_free(struct orch_session *s);
+int64_t orch_session_start(const struct orch_session *s);
+size_t orch_session_turns(const struct orch_session *s);
+
+/* The context a turn of session (NULL: none) whose request entry is
+ * before sees: *text (NULL when there is none) and *slices, one
+ * {source, ref?, key?, tokens, kept_tokens, action, reason?} per slice
+ * (the request, each fact, each earlier turn newest first). */
+int orch_session_context(struct ledger *l, const char *session,
+                         const char *request, int64_t before,
+                         const struct orch_ctx_limits *lim, char **text,
+                         cJSON **slices, struct fo_err *err);
+
+/* The sessions of the ledger: {"sessions": [{session, started_seq, turns,
+ * forked_from?}]}; one session: {session, started_seq, forked_from?, at?,
+ * turns: [{turn, run, request, answer, state}], facts: {key: value}}. */
+int orch_session_list(struct ledger *l, cJSON **out, struct fo_err *err);
+int orch_session_show(struct ledger *l, const char *name, cJSON **out,
+                      struct fo_err *err);
+
+/* Writes through w: a fork of session name as it stood at its turn whose
+ * run is at (FO_E_INVALID when no such turn); a fact (key 1..128 bytes,
+ * value 1..4096), or a forgotten one (its body redacted, then a
+ * fact_forgotten tombstone: FO_E_NOT_FOUND when the key is not set). */
+int orch_session_fork(const struct orch_witness *w, const char *name,
+                      int64_t at, const char *into, cJSON **out,
+                      struct fo_err *err);
+int orch_session_remember(const struct orch_witness *w, const char *name,
+                          const char *key, const char *value, cJSON **out,
+                          struct fo_err *err);
+int orch_session_forget(const struct orch_witness *w, const char *name,
+                        const char *key, cJSON **out, struct fo_err *err);
 
 /* ---- background runs (orch_runs.c) ------------------------------------ */
 

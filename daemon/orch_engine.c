@@ -216,7 +216,7 @@ static cJSON *coverage(const char *request, const char *answer)
 
 /* ---- the state of a run ------------------------------------------------- */
 
-enum phase { PH_ROUTE, PH_PLAN, PH_WAVES, PH_SYNTH, PH_END };
+enum phase { PH_CONTEXT, PH_ROUTE, PH_PLAN, PH_WAVES, PH_SYNTH, PH_END };
 
 /* Where a task stands, as its entries say. */
 enum tst {
@@ -320,6 +320,15 @@ struct run {
     size_t wave;
     struct dkey *keys;
     size_t n_keys;
+    /* a session's turn */
+    char *session;              /* NULL: not a turn of a session */
+    struct orch_ctx_limits lim; /* its context budget */
+    char *context;              /* what earlier turns and facts give */
+    char *prompt;               /* context + request, for the models */
+    int after_context;          /* the phase that follows PH_CONTEXT */
+    int creating_session;       /* its session_started is being written */
+    int waiting_session;        /* another run writes that first */
+    int64_t session_start, turn_seq;
     /* approval gates */
     cJSON *gates;    /* the run's policy, NULL: none */
     struct gate *g;  /* per wave, once planned (with a policy) */
@@ -425,6 +434,13 @@ static const char *run_lane(const struct run *r)
     return r->lane;
 }
 
+/* What the models are asked: the request, after the session's context
+ * when the run is a turn of one. */
+static const char *run_prompt(const struct run *r)
+{
+    return r->prompt ? r->prompt : r->request;
+}
+
 static const char *run_request(const struct run *r)
 {
     return r->request;
@@ -467,6 +483,9 @@ static void run_free(struct run *r)
     free(r->t);
     free(r->g);
     cJSON_Delete(r->gates);
+    free(r->session);
+    free(r->context);
+    free(r->prompt);
     for (size_t i = 0; i < r->n_keys; i++)
         free(r->keys[i].key);
     free(r->keys);
@@ -588,6 +607,19 @@ static void wr_landed(struct wr *w)
     if (w->landed)
         w->landed(w->landed_arg, r, w->a.rc ? w->a.rc : rc,
                   w->a.rc ? -1 : w->a.entry.seq, w->a.rc ? &w->a.err : &err);
+    if (!strcmp(w->a.kind, "session_started")) {
+        r->creating_session = 0; /* landed or failed: the others go on */
+        for (;;) { /* from the head each time: a step may end a run */
+            struct run *o = r->e->runs;
+            while (o && !(o != r && o->waiting_session && o->session &&
+                          r->session && !strcmp(o->session, r->session)))
+                o = o->next;
+            if (!o)
+                break;
+            o->waiting_session = 0;
+            step(o);
+        }
+    }
     wr_free(w);
     if (rc)
         fail(r, rc, &err);
@@ -933,12 +965,15 @@ static int rejected(struct run *r, int role, long task, int64_t parent,
                     const struct attempts *a, const char *why,
                     const char *model, const char *text, struct fo_err *err)
 {
-    char kind[32];
-    snprintf(kind, sizeof(kind), "%s_attempt", role_name[role]);
+    /* the kind outlives this call (the write lands later): a constant */
+    static const char *const kinds[] = {
+        "coordinator_attempt", "classifier_attempt", "validator_attempt",
+        "synthesizer_attempt"};
     cJSON *e = attempt_json(role, a->n + 1, why, model, text);
     if (!e)
         return nomem(err);
-    return witness(r, role_name[role], kind, parent, e, task, task < 0, 1, err);
+    return witness(r, role_name[role], kinds[role], parent, e, task, task < 0,
+                   1, err);
 }
 
 /* ---- route -------------------------------------------------------------- */
@@ -995,6 +1030,127 @@ static void on_classifier(struct run *r, long task, int rc,
         rc = rejected(r, R_CLASSIFIER, -1, r->id, &r->cls, why.msg, rep->model,
                       rep->text, &err);
     orch_route_release(&rt);
+    if (rc)
+        fail(r, rc, &err);
+}
+
+/* ---- a session's turn: its context --------------------------------------- */
+
+/* r->context and r->prompt from the ledger (reads only): what the
+ * session's earlier turns and facts give this turn within its budget.
+ * *slices (may be NULL) gets the budget's account of every slice. */
+static int session_context(struct run *r, cJSON **slices, struct fo_err *err)
+{
+    char *text = NULL;
+    cJSON *sl = NULL;
+    int rc = orch_session_context(r->e->cfg.ledger, r->session, r->request,
+                                  r->id, &r->lim, &text, &sl, err);
+    if (rc)
+        return rc;
+    free(r->context);
+    free(r->prompt);
+    r->context = text;
+    r->prompt = NULL;
+    if (text) {
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        if (fo_buf_printf(&b, "%s\nThe request of this turn:\n%s", text,
+                          r->request) == FO_OK)
+            r->prompt = fo_buf_detach(&b, NULL);
+        fo_buf_release(&b);
+        if (!r->prompt) {
+            cJSON_Delete(sl);
+            return nomem(err);
+        }
+    }
+    if (slices)
+        *slices = sl;
+    else
+        cJSON_Delete(sl);
+    return FO_OK;
+}
+
+/* Before the route: the session exists (its first turn writes
+ * session_started, once, whatever runs of it start together), then the
+ * `turn` entry, with a `context_budget` entry per slice of context. */
+static void context_step(struct run *r)
+{
+    struct orch_engine *e = r->e;
+    struct fo_err err;
+    int rc = FO_OK;
+    if (r->waiting_session || r->creating_session)
+        return;
+    if (r->session_start < 0) {
+        struct orch_session *s = NULL;
+        rc = orch_session_read(e->cfg.ledger, r->session, -1, &s, &err);
+        if (rc == FO_OK) {
+            r->session_start = orch_session_start(s);
+            orch_session_free(s);
+        } else if (rc == FO_E_NOT_FOUND) {
+            for (struct run *o = e->runs; o; o = o->next)
+                if (o != r && o->creating_session && o->session &&
+                    !strcmp(o->session, r->session)) {
+                    r->waiting_session = 1; /* woken when it lands */
+                    return;
+                }
+            cJSON *b = cJSON_CreateObject();
+            if (!b || !cJSON_AddStringToObject(b, "session", r->session)) {
+                cJSON_Delete(b);
+                fail(r, nomem(&err), &err);
+                return;
+            }
+            r->creating_session = 1;
+            rc = witness(r, "session", "session_started", LEDGER_NO_PARENT, b,
+                         -1, 1, 0, &err);
+            if (rc) {
+                r->creating_session = 0;
+                fail(r, rc, &err);
+            }
+            return;
+        } else {
+            fail(r, rc, &err);
+            return;
+        }
+    }
+    cJSON *slices = NULL;
+    rc = session_context(r, &slices, &err);
+    if (rc) {
+        fail(r, rc, &err);
+        return;
+    }
+    long long turn = 1;
+    const cJSON *x;
+    cJSON_ArrayForEach (x, slices) {
+        const cJSON *src = cJSON_GetObjectItemCaseSensitive(x, "source");
+        turn += cJSON_IsString(src) && !strcmp(src->valuestring, "history");
+    }
+    cJSON *t = cJSON_CreateObject();
+    if (!t || !cJSON_AddStringToObject(t, "session", r->session) ||
+        !fo_json_add_int(t, "run", r->id) ||
+        !fo_json_add_int(t, "turn", turn)) {
+        cJSON_Delete(t);
+        cJSON_Delete(slices);
+        fail(r, nomem(&err), &err);
+        return;
+    }
+    /* under the request, so a resumed run finds it among its entries (the
+     * session finds its turns through the index of turns) */
+    rc = witness(r, "session", "turn", r->id, t, -1, 1, 0, &err);
+    /* what the budget made of each slice: sizes and actions, never text */
+    cJSON *sl = slices ? slices->child : NULL;
+    while (!rc && sl) {
+        cJSON *next = sl->next;
+        cJSON *one = cJSON_DetachItemViaPointer(slices, sl);
+        if (!fo_json_add_int(one, "run", r->id)) {
+            cJSON_Delete(one);
+            rc = nomem(&err);
+            break;
+        }
+        rc =
+            witness(r, "context", "context_budget", r->id, one, -1, 0, 0, &err);
+        sl = next;
+    }
+    cJSON_Delete(slices);
     if (rc)
         fail(r, rc, &err);
 }
@@ -1135,7 +1291,7 @@ static void plan_step(struct run *r)
     if (!rc && !(stub = stub_plan(r)))
         rc = nomem(&err);
     if (!rc)
-        rc = json_role_start(r, R_COORDINATOR, -1, system, r->request, stub,
+        rc = json_role_start(r, R_COORDINATOR, -1, system, run_prompt(r), stub,
                              &r->coord, on_coordinator, &err);
     free(system);
     free(stub);
@@ -1934,7 +2090,7 @@ static void synth_step(struct run *r)
                      results_text(r, 0, &res) || results_text(r, 1, &stub)
                  ? nomem(&err)
                  : FO_OK;
-    struct orch_tmpl_var v[] = {{"request", r->request},
+    struct orch_tmpl_var v[] = {{"request", run_prompt(r)},
                                 {"results", res.data ? res.data : ""}};
     if (!rc)
         rc = orch_template_render(synth_user, v, 2, 0, &user, &err);
@@ -2665,6 +2821,15 @@ static int apply(struct run *r, const char *actor, const char *kind,
                                               !strcmp(kind, "gate_rejected") ||
                                               !strcmp(kind, "gate_expired"))) {
         return apply_gate(r, kind, seq, parent, b, err);
+    } else if (!strcmp(kind, "session_started")) {
+        if (r->creating_session) {
+            r->creating_session = 0;
+            r->session_start = seq;
+        }
+    } else if (!strcmp(kind, "turn")) {
+        r->turn_seq = seq;
+        if (r->phase == PH_CONTEXT)
+            r->phase = r->after_context;
     } else if (!strcmp(kind, "budget")) {
         r->budget_seq = seq;
         r->budget_spent = 1;
@@ -2998,7 +3163,9 @@ static void step(struct run *r)
         }
         if (r->busy)
             break;
-        if (r->phase == PH_ROUTE)
+        if (r->phase == PH_CONTEXT)
+            context_step(r);
+        else if (r->phase == PH_ROUTE)
             route_step(r);
         else if (r->phase == PH_PLAN)
             plan_step(r);
@@ -3123,6 +3290,7 @@ static struct run *run_new(struct orch_engine *e, const char *via)
     r->e = e;
     r->id = -1;
     r->route_seq = r->plan_seq = r->budget_seq = r->answer_seq = -1;
+    r->session_start = r->turn_seq = -1;
     r->last_seq = -1;
     r->resumable = 1;
     snprintf(r->via, sizeof(r->via), "%s", via);
@@ -3176,6 +3344,13 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
                                 err);
     if (rc)
         return rc;
+    struct orch_ctx_limits lim;
+    orch_ctx_limits_default(&lim);
+    if (req->opts.session && !orch_session_name_ok(req->opts.session))
+        return fo_err_set(err, FO_E_INVALID, "session: 1..%d of [A-Za-z0-9._-]",
+                          ORCH_SESSION_NAME_MAX);
+    if ((rc = orch_ctx_limits_parse(req->opts.context, &lim, err)))
+        return rc;
     cJSON *gates = NULL;
     if (is_run_via(req->via) &&
         (rc =
@@ -3204,6 +3379,8 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
         return nomem(err);
     }
     r->gates = gates;
+    r->lim = lim;
+    int with_session = req->opts.session && is_run_via(req->via);
     r->resumable = resumable;
     r->request = orch_strdup(text);
     r->given = is_plan_run ? cJSON_Duplicate(req->plan, 1) : NULL;
@@ -3215,17 +3392,28 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
     r->arg = arg;
     if (is_plan_run)
         r->phase = PH_PLAN;
+    if (with_session) {
+        r->session = orch_strdup(req->opts.session);
+        r->after_context = r->phase;
+        r->phase = PH_CONTEXT;
+    }
     cJSON *b = cJSON_CreateObject();
-    int ok = r->request && (!is_plan_run || r->given) && b &&
-             cJSON_AddStringToObject(b, "request", r->request) &&
-             cJSON_AddStringToObject(b, "via", req->via) &&
-             (!is_run || cJSON_AddStringToObject(b, "instance", e->instance)) &&
-             (!is_run || resumable || cJSON_AddFalseToObject(b, "resumable")) &&
-             (!calls || fo_json_add_int(b, "max_model_calls", calls)) &&
-             (!r->max_seconds ||
-              fo_json_add_int(b, "max_seconds", r->max_seconds)) &&
-             (!gates ||
-              cJSON_AddItemToObject(b, "gates", cJSON_Duplicate(gates, 1)));
+    int ok =
+        r->request && (!is_plan_run || r->given) && b &&
+        cJSON_AddStringToObject(b, "request", r->request) &&
+        cJSON_AddStringToObject(b, "via", req->via) &&
+        (!is_run || cJSON_AddStringToObject(b, "instance", e->instance)) &&
+        (!is_run || resumable || cJSON_AddFalseToObject(b, "resumable")) &&
+        (!calls || fo_json_add_int(b, "max_model_calls", calls)) &&
+        (!r->max_seconds ||
+         fo_json_add_int(b, "max_seconds", r->max_seconds)) &&
+        (!gates ||
+         cJSON_AddItemToObject(b, "gates", cJSON_Duplicate(gates, 1))) &&
+        (!with_session ||
+         (r->session && cJSON_AddStringToObject(b, "session", r->session))) &&
+        (!with_session || !req->opts.context ||
+         cJSON_AddItemToObject(b, "context",
+                               cJSON_Duplicate(req->opts.context, 1)));
     if (!ok) {
         cJSON_Delete(b);
         run_unlink(r);
@@ -3703,6 +3891,13 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
         r->gates = gates;
     else
         cJSON_Delete(gates);
+    const char *sess = str_of(b, "session");
+    orch_ctx_limits_default(&r->lim);
+    struct fo_err lerr;
+    if (sess && orch_session_name_ok(sess) &&
+        orch_ctx_limits_parse(cJSON_GetObjectItemCaseSensitive(b, "context"),
+                              &r->lim, &lerr) == FO_OK)
+        r->session = orch_strdup(sess);
     cJSON_Delete(b);
     struct ledger_entry req;
     if (!r->request || ledger_get(l, seq, &req, NULL, err)) {
@@ -3714,6 +3909,10 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
     r->t0_us = req.ts;
     if (!strcmp(r->via, "plan_run")) /* via was in the freed body */
         r->phase = PH_PLAN;
+    if (r->session) { /* its turn entry moves it on */
+        r->after_context = r->phase;
+        r->phase = PH_CONTEXT;
+    }
     struct replay p = {.r = r};
     int rc =
         ledger_descendants(l, seq, ORCH_RUN_SCAN_MAX, replay_entry, &p, err);
@@ -3744,6 +3943,12 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
     }
     snprintf(r->stopped_before, sizeof(r->stopped_before), "%s",
              p.last_kind[0] ? p.last_kind : "request");
+    /* a turn past its context: the same context again, nothing written */
+    struct fo_err cerr;
+    if (r->session && r->phase != PH_CONTEXT &&
+        session_context(r, NULL, &cerr) != FO_OK)
+        elog(e, "run %lld: its session's context cannot be read: %s",
+             (long long)seq, cerr.msg);
     *out = r;
     return FO_OK;
 }

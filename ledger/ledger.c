@@ -868,6 +868,17 @@ int ledger_requests(struct ledger *l, int64_t from, ledger_entry_fn fn,
     return l->ops->requests(l->store, from < 0 ? 0 : from, range_row, &r, err);
 }
 
+int ledger_marked(struct ledger *l, int which, int64_t from, ledger_entry_fn fn,
+                  void *ctx, struct fo_err *err)
+{
+    if (!l->ops->marked)
+        return fo_err_set(err, FO_E_INVALID,
+                          "this ledger's store cannot list sessions");
+    struct range_ctx r = {fn, ctx};
+    return l->ops->marked(l->store, which, from < 0 ? 0 : from, range_row, &r,
+                          err);
+}
+
 int ledger_backup(struct ledger *l, const char *path, struct fo_err *err)
 {
     if (!l->ops->backup)

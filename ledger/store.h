@@ -108,6 +108,10 @@ struct store_ops {
      * seq order; no bodies. fn as in scan. */
     int (*gates)(struct store *s, int64_t from, store_row_fn fn, void *ctx,
                  struct fo_err *err);
+    /* Streams the entries of kind `session_started` (which 0) or `turn`
+     * (which 1) with seq >= from, in seq order; no bodies. */
+    int (*marked)(struct store *s, int which, int64_t from, store_row_fn fn,
+                  void *ctx, struct fo_err *err);
     /* An online, consistent copy of the whole store (one read snapshot)
      * into a new file at path (which must not exist), made durable before
      * it returns; NULL

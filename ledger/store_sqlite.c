@@ -44,6 +44,8 @@ enum stmt_id {
     ST_DESCENDANTS,
     ST_REQUESTS,
     ST_GATES,
+    ST_SESSIONS,
+    ST_TURNS,
     ST_HAS_PARENT_INDEX,
     ST_PUT_COSIG,
     ST_SCAN_COSIG,
@@ -98,8 +100,14 @@ static const char *const sql_text[ST__COUNT] = {
                  " kind = 'gate_requested' AND seq >= ?1 ORDER BY seq",
     [ST_HAS_PARENT_INDEX] = "SELECT count(*) FROM sqlite_master WHERE"
                             " type = 'index' AND name IN ('entries_parent',"
-                            " 'entries_requests', 'entries_gates')"
-                            " HAVING count(*) = 3",
+                            " 'entries_requests', 'entries_gates',"
+                            " 'entries_sessions', 'entries_turns')"
+                            " HAVING count(*) = 5",
+    /* the `session_started` and `turn` entries, through their indexes */
+    [ST_SESSIONS] = "SELECT " ENTRY_COLS " FROM entries WHERE"
+                    " kind = 'session_started' AND seq >= ?1 ORDER BY seq",
+    [ST_TURNS] = "SELECT " ENTRY_COLS " FROM entries WHERE"
+                 " kind = 'turn' AND seq >= ?1 ORDER BY seq",
     [ST_PUT_COSIG] = "INSERT OR REPLACE INTO cosignatures(size, key, ts, line)"
                      " VALUES (?1, ?2, ?3, ?4)",
     [ST_SCAN_COSIG] = "SELECT key, ts, line FROM cosignatures WHERE size = ?1"
@@ -122,7 +130,11 @@ static const char *const sql_text[ST__COUNT] = {
     "CREATE INDEX IF NOT EXISTS entries_requests ON entries(seq)"              \
     " WHERE parent IS NULL AND kind = 'request';"                              \
     "CREATE INDEX IF NOT EXISTS entries_gates ON entries(seq)"                 \
-    " WHERE kind = 'gate_requested';"
+    " WHERE kind = 'gate_requested';"                                         \
+    "CREATE INDEX IF NOT EXISTS entries_sessions ON entries(seq)"              \
+    " WHERE kind = 'session_started';"                                        \
+    "CREATE INDEX IF NOT EXISTS entries_turns ON entries(seq)"                 \
+    " WHERE kind = 'turn';"
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY,"
@@ -1330,6 +1342,16 @@ static int sq_requests(struct store *s, int64_t from, store_row_fn fn,
     return stream_rows(s, q, "requests", fn, ctx, err);
 }
 
+static int sq_marked(struct store *s, int which, int64_t from,
+                     store_row_fn fn, void *ctx, struct fo_err *err)
+{
+    sqlite3_stmt *q = stmt(s, which ? ST_TURNS : ST_SESSIONS, err);
+    if (!q)
+        return err ? err->code : FO_E_IO;
+    sqlite3_bind_int64(q, 1, from);
+    return stream_rows(s, q, which ? "turns" : "sessions", fn, ctx, err);
+}
+
 static int sq_gates(struct store *s, int64_t from, store_row_fn fn, void *ctx,
                     struct fo_err *err)
 {
@@ -1489,6 +1511,7 @@ const struct store_ops store_sqlite_ops = {
     .descendants = sq_descendants,
     .requests = sq_requests,
     .gates = sq_gates,
+    .marked = sq_marked,
     .backup = sq_backup,
     .nodes_begin = sq_nodes_begin,
     .nodes_next = sq_nodes_next,

@@ -437,6 +437,8 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 
 #define NO_INPUT "{\"type\":\"object\",\"properties\":{}}"
 #define SEQ_PROP "\"seq\":{\"type\":\"integer\",\"minimum\":0}"
+#define SESSION_PROP                                                           \
+    "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}"
 /* A gate decision's input: extra properties, extra required names. */
 #define GATE_SCHEMA(props, req)                                                \
     "{\"type\":\"object\",\"properties\":{"                                    \
@@ -594,7 +596,9 @@ static const struct surf_method table[] = {
      "\"maximum\":1000},"
      "\"max_seconds\":{\"type\":\"integer\",\"minimum\":1,"
      "\"maximum\":86400},"
-     "\"gates\":{\"type\":\"object\"}},"
+     "\"gates\":{\"type\":\"object\"},"
+     "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
+     "\"context\":{\"type\":\"object\"}},"
      "\"required\":[\"request\"]}",
      SURF_WRITE | SURF_LONG, 80 * KIB, "POST", "/submit", surf_h_submit,
      SURF_ON_RUN, surf_s_submit},
@@ -610,7 +614,9 @@ static const struct surf_method table[] = {
      "\"maximum\":1000},"
      "\"max_seconds\":{\"type\":\"integer\",\"minimum\":1,"
      "\"maximum\":86400},"
-     "\"gates\":{\"type\":\"object\"}},"
+     "\"gates\":{\"type\":\"object\"},"
+     "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
+     "\"context\":{\"type\":\"object\"}},"
      "\"required\":[\"request\"]}",
      SURF_WRITE, 80 * KIB, "POST", "/runs", surf_h_run_start, SURF_ON_RUN,
      surf_s_run_start},
@@ -637,6 +643,56 @@ static const struct surf_method table[] = {
      "\"required\":[\"run\"]}",
      SURF_WRITE, 4 * KIB, "POST", "/runs/{run}/cancel", surf_h_run_cancel,
      SURF_ON_LOOP, NULL},
+    /* sessions: handlers in methods_orch.c */
+    {"session_list",
+     "The sessions: {sessions: [{session, started_seq, turns}]}.", NO_INPUT,
+     SURF_READ, 4 * KIB, "GET", "/sessions", surf_h_session_list,
+     SURF_ON_WORKER, NULL},
+    {"session_show",
+     "A session: its turns (request, answer, state) and its current facts.",
+     "{\"type\":\"object\",\"properties\":{" SESSION_PROP "},"
+     "\"required\":[\"session\"]}",
+     SURF_READ, 4 * KIB, "GET", "/sessions/{session}", surf_h_session_show,
+     SURF_ON_WORKER, NULL},
+    {"session_fork",
+     "A new session (into) that starts from session as it stood at its turn "
+     "at (a run id): it sees that turn and those before it.",
+     "{\"type\":\"object\",\"properties\":{" SESSION_PROP ","
+     "\"at\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"into\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}},"
+     "\"required\":[\"session\",\"at\",\"into\"]}",
+     SURF_WRITE, 4 * KIB, "POST", "/sessions/{session}/fork",
+     surf_h_session_fork, SURF_ON_WORKER, NULL},
+    {"session_remember",
+     "Keep a fact in a session (key, value): later turns see it in their "
+     "context.",
+     "{\"type\":\"object\",\"properties\":{" SESSION_PROP ","
+     "\"key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":128},"
+     "\"value\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":4096}},"
+     "\"required\":[\"session\",\"key\",\"value\"]}",
+     SURF_WRITE, 8 * KIB, "POST", "/sessions/{session}/facts",
+     surf_h_session_remember, SURF_ON_WORKER, NULL},
+    {"session_forget",
+     "Forget a fact: its body is redacted (no text of it is left) and a "
+     "fact_forgotten entry records the key.",
+     "{\"type\":\"object\",\"properties\":{" SESSION_PROP ","
+     "\"key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":128}},"
+     "\"required\":[\"session\",\"key\"]}",
+     SURF_WRITE, 4 * KIB, "POST", "/sessions/{session}/forget",
+     surf_h_session_forget, SURF_ON_WORKER, NULL},
+    {"context_preflight",
+     "What a request would send to the models in a session, writing "
+     "nothing: per slice tokens, kept tokens and action (retained, "
+     "trimmed, omitted) with the reason.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"request\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":65536},"
+     "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
+     "\"context\":{\"type\":\"object\"}},"
+     "\"required\":[\"request\"]}",
+     SURF_READ, 80 * KIB, "POST", "/context/preflight",
+     surf_h_context_preflight, SURF_ON_WORKER, NULL},
     /* approval gates: handlers in methods_orch.c */
     {"gate_list",
      "The approval gates waiting for a decision (of one run with run): "

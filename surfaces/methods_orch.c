@@ -4,6 +4,7 @@
  * the call. */
 #include "surfaces/surf.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/orch.h"
@@ -97,6 +98,8 @@ int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
         .max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
         .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
         .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
+        .session = surf_in_str(in, "session"),
+        .context = cJSON_GetObjectItemCaseSensitive(in, "context"),
     };
     int rc = get_orch(ctx, &own, &o, err);
     if (!rc) {
@@ -116,6 +119,8 @@ int surf_h_run_start(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
         .max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
         .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
         .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
+        .session = surf_in_str(in, "session"),
+        .context = cJSON_GetObjectItemCaseSensitive(in, "context"),
     };
     int64_t run = -1;
     int rc = o ? FO_OK : orch_create(NULL, &own, err);
@@ -217,7 +222,9 @@ static int start_run(struct surf_ctx *ctx, const char *via, const cJSON *in,
         .plan = cJSON_GetObjectItemCaseSensitive(in, "plan"),
         .opts = {.max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
                  .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
-                 .gates = cJSON_GetObjectItemCaseSensitive(in, "gates")},
+                 .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
+                 .session = surf_in_str(in, "session"),
+                 .context = cJSON_GetObjectItemCaseSensitive(in, "context")},
     };
     int rc = orch_engine_start(ctx->engine, &req, on_run_started, on_run_done,
                                c, err);
@@ -323,4 +330,85 @@ int surf_s_gate_reject(struct surf_ctx *ctx, const cJSON *in,
                        surf_reply_fn reply, void *arg, struct fo_err *err)
 {
     return gate_s(ctx, in, "reject", reply, arg, err);
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+
+int surf_h_session_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                        struct fo_err *err)
+{
+    (void)in;
+    return orch_session_list(ctx->ledger, out, err);
+}
+
+int surf_h_session_show(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                        struct fo_err *err)
+{
+    return orch_session_show(ctx->ledger, surf_in_str(in, "session"), out, err);
+}
+
+int surf_h_session_fork(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                        struct fo_err *err)
+{
+    struct orch_witness w = ctx_witness(ctx);
+    return orch_session_fork(&w, surf_in_str(in, "session"),
+                             surf_in_int(in, "at", -1), surf_in_str(in, "into"),
+                             out, err);
+}
+
+int surf_h_session_remember(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                            struct fo_err *err)
+{
+    struct orch_witness w = ctx_witness(ctx);
+    if (!orch_session_name_ok(surf_in_str(in, "session")))
+        return fo_err_set(err, FO_E_INVALID,
+                          "session: 1..64 of [A-Za-z0-9._-]");
+    return orch_session_remember(&w, surf_in_str(in, "session"),
+                                 surf_in_str(in, "key"),
+                                 surf_in_str(in, "value"), out, err);
+}
+
+int surf_h_session_forget(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                          struct fo_err *err)
+{
+    struct orch_witness w = ctx_witness(ctx);
+    return orch_session_forget(&w, surf_in_str(in, "session"),
+                               surf_in_str(in, "key"), out, err);
+}
+
+int surf_h_context_preflight(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                             struct fo_err *err)
+{
+    struct orch_ctx_limits lim;
+    orch_ctx_limits_default(&lim);
+    const char *session = surf_in_str(in, "session");
+    if (session && !orch_session_name_ok(session))
+        return fo_err_set(err, FO_E_INVALID,
+                          "session: 1..64 of [A-Za-z0-9._-]");
+    int rc = orch_ctx_limits_parse(
+        cJSON_GetObjectItemCaseSensitive(in, "context"), &lim, err);
+    char *text = NULL;
+    cJSON *slices = NULL;
+    if (!rc)
+        rc = orch_session_context(ctx->ledger, session,
+                                  surf_in_str(in, "request"), -1, &lim, &text,
+                                  &slices, err);
+    if (rc)
+        return rc;
+    long long total = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach (x, slices) {
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(x, "kept_tokens");
+        total += cJSON_IsNumber(k) ? (long long)k->valuedouble : 0;
+    }
+    free(text);
+    *out = cJSON_CreateObject();
+    if (!*out || !fo_json_add_int(*out, "tokens", total) ||
+        !fo_json_add_int(*out, "max_total_tokens", lim.total) ||
+        !cJSON_AddItemToObject(*out, "slices", slices)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    return FO_OK;
 }

@@ -51,6 +51,20 @@ int surf_h_run_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 int surf_h_run_cancel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                       struct fo_err *err);
 
+/* Sessions (methods_orch.c). */
+int surf_h_session_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                        struct fo_err *err);
+int surf_h_session_show(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                        struct fo_err *err);
+int surf_h_session_fork(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                        struct fo_err *err);
+int surf_h_session_remember(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                            struct fo_err *err);
+int surf_h_session_forget(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                          struct fo_err *err);
+int surf_h_context_preflight(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                             struct fo_err *err);
+
 /* Approval gates (methods_orch.c). */
 int surf_h_gate_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                      struct fo_err *err);

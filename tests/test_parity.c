@@ -37,9 +37,14 @@ static cJSON *over_http(const struct tu_daemon *d, const struct surf_method *m,
             char name[64];
             snprintf(name, sizeof(name), "%.*s", (int)(e - p - 1), p + 1);
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(rest, name);
-            cr_assert(cJSON_IsNumber(v), "%s: no %s", m->name, name);
-            n += (size_t)snprintf(path + n, sizeof(path) - n, "%lld",
-                                  (long long)v->valuedouble);
+            cr_assert(cJSON_IsNumber(v) || cJSON_IsString(v), "%s: no %s",
+                      m->name, name);
+            /* names in paths ([A-Za-z0-9._-]) need no escaping */
+            n += cJSON_IsString(v)
+                     ? (size_t)snprintf(path + n, sizeof(path) - n, "%s",
+                                        v->valuestring)
+                     : (size_t)snprintf(path + n, sizeof(path) - n, "%lld",
+                                        (long long)v->valuedouble);
             cJSON_DeleteItemFromObjectCaseSensitive(rest, name);
             p = e + 1;
         } else {

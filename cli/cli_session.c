@@ -1,0 +1,162 @@
+/* cli_session: `forum session list|show|fork|remember|forget` and
+ * `forum context preflight`: sessions read and written on the ledger in
+ * this process (like `ledger append`, no daemon needed). */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon/orch.h"
+#include "ledger/fo_json.h"
+
+static const char session_usage[] =
+    "usage: forum session list [--json]\n"
+    "       forum session show SESSION [--json]\n"
+    "       forum session fork SESSION --at RUN --into NEW\n"
+    "       forum session remember SESSION KEY VALUE\n"
+    "       forum session forget SESSION KEY\n"
+    "A session is a chain of turns: runs started with --session NAME\n"
+    "(submit, run start, or \"session\" in a request) see the session's\n"
+    "earlier turns and its facts as context, within a token budget\n"
+    "(--max-total-tokens and the others; forum context preflight shows\n"
+    "what a request would send). A session is only ledger entries: it\n"
+    "survives restarts and verifies like the rest.\n"
+    "  fork      a new session that starts from SESSION as it stood at its\n"
+    "            turn RUN (that turn and those before it)\n"
+    "  remember  keep a fact; later turns see it\n"
+    "  forget    the fact's text is redacted (none of it is left) and a\n"
+    "            fact_forgotten entry records the key\n"
+    "examples:\n"
+    "  forum submit --session api \"design the login endpoint\"\n"
+    "  forum session remember api language C11\n"
+    "  forum session show api\n"
+    "exit codes: 0 ok; 1 no such session or fact; 2 usage or bad input; 3 "
+    "I/O\n";
+
+static int run_method(struct cli *c, const char *method, cJSON *in, int rw)
+{
+    struct ledger *l = NULL;
+    int ex = cli_open(c, rw ? LEDGER_OPEN_CREATE : LEDGER_OPEN_READONLY, &l);
+    if (ex) {
+        cJSON_Delete(in);
+        return ex;
+    }
+    cJSON *out = NULL;
+    ex = cli_call(c, l, method, in, &out);
+    ledger_close(l);
+    if (ex)
+        return ex;
+    if (c->json || strcmp(method, "session_show") != 0) {
+        cli_print_json(out, !c->json);
+    } else {
+        const cJSON *t;
+        printf("session %s (started at seq %lld)\n",
+               cJSON_GetObjectItemCaseSensitive(out, "session")->valuestring,
+               (long long)cJSON_GetObjectItemCaseSensitive(out, "started_seq")
+                   ->valuedouble);
+        cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(out, "turns")) {
+            const cJSON *rq = cJSON_GetObjectItemCaseSensitive(t, "request");
+            const cJSON *an = cJSON_GetObjectItemCaseSensitive(t, "answer");
+            printf("turn %lld (run %lld, %s)\n  request: %.200s\n  answer: "
+                   "%.200s\n",
+                   (long long)cJSON_GetObjectItemCaseSensitive(t, "turn")
+                       ->valuedouble,
+                   (long long)cJSON_GetObjectItemCaseSensitive(t, "run")
+                       ->valuedouble,
+                   cJSON_GetObjectItemCaseSensitive(t, "state")->valuestring,
+                   cJSON_IsString(rq) ? rq->valuestring : "(redacted)",
+                   cJSON_IsString(an) ? an->valuestring : "(none)");
+        }
+        const cJSON *f;
+        cJSON_ArrayForEach (f, cJSON_GetObjectItemCaseSensitive(out, "facts"))
+            printf("fact %s: %s\n", f->string, f->valuestring);
+    }
+    cJSON_Delete(out);
+    return 0;
+}
+
+int cli_session(struct cli *c, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i]))
+            return cli_help(session_usage);
+    if (argc < 2)
+        return cli_usage_error(c, "session: list, show, fork, remember or "
+                                  "forget");
+    const char *sub = argv[1];
+    cJSON *in = cJSON_CreateObject();
+    if (!in)
+        return 3;
+    if (!strcmp(sub, "list") && argc == 2)
+        return run_method(c, "session_list", in, 0);
+    if (argc < 3) {
+        cJSON_Delete(in);
+        return cli_usage_error(c, "session %s: SESSION is required", sub);
+    }
+    cJSON_AddStringToObject(in, "session", argv[2]);
+    if (!strcmp(sub, "show") && argc == 3)
+        return run_method(c, "session_show", in, 0);
+    if (!strcmp(sub, "remember") && argc == 5) {
+        cJSON_AddStringToObject(in, "key", argv[3]);
+        cJSON_AddStringToObject(in, "value", argv[4]);
+        return run_method(c, "session_remember", in, 1);
+    }
+    if (!strcmp(sub, "forget") && argc == 4) {
+        cJSON_AddStringToObject(in, "key", argv[3]);
+        return run_method(c, "session_forget", in, 1);
+    }
+    if (!strcmp(sub, "fork") && argc == 7) {
+        long long at = -1;
+        const char *into = NULL;
+        for (int i = 3; i + 1 < argc; i += 2) {
+            if (!strcmp(argv[i], "--at"))
+                at = cli_parse_seq(argv[i + 1]);
+            else if (!strcmp(argv[i], "--into"))
+                into = argv[i + 1];
+        }
+        if (at < 0 || !into) {
+            cJSON_Delete(in);
+            return cli_usage_error(c, "session fork: --at RUN --into NEW");
+        }
+        fo_json_add_int(in, "at", at);
+        cJSON_AddStringToObject(in, "into", into);
+        return run_method(c, "session_fork", in, 1);
+    }
+    cJSON_Delete(in);
+    return cli_usage_error(c,
+                           "session: %s: see forum session --help for the "
+                           "arguments",
+                           sub);
+}
+
+int cli_session_arg(const char **session, cJSON **context, const char *a,
+                    const char *v, struct fo_err *err)
+{
+    static const char *const lims[] = {
+        "--max-total-tokens", "--max-request-tokens", "--max-history-tokens",
+        "--max-facts-tokens"};
+    if (!strcmp(a, "--session")) {
+        if (!v)
+            return -fo_err_set(err, FO_E_USAGE, "--session needs a name");
+        *session = v;
+        return 2;
+    }
+    for (size_t i = 0; i < 4; i++)
+        if (!strcmp(a, lims[i])) {
+            long long n = v ? cli_parse_seq(v) : -1;
+            if (n < 0 || n > ORCH_CTX_TOKENS_MAX)
+                return -fo_err_set(err, FO_E_USAGE, "%s: tokens 0..%d", a,
+                                   ORCH_CTX_TOKENS_MAX);
+            if (!*context && !(*context = cJSON_CreateObject()))
+                return -fo_err_set(err, FO_E_NOMEM, NULL);
+            char key[32];
+            snprintf(key, sizeof(key), "%s", a + 2);
+            for (char *p = key; *p; p++)
+                if (*p == '-')
+                    *p = '_';
+            cJSON_DeleteItemFromObjectCaseSensitive(*context, key);
+            fo_json_add_int(*context, key, n);
+            return 2;
+        }
+    return 0;
+}

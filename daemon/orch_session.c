@@ -1,0 +1,720 @@
+/* orch_session: sessions (multi-turn work), their facts, and the context
+ * budget that decides what of them a turn's models see. A session is
+ * nothing but ledger entries: `session_started` {session, forked_from?,
+ * at?}, a `turn` {session, run, turn} under each run that belongs to it,
+ * `fact` {session, key, value} and `fact_forgotten` {session, key,
+ * fact_seq} under its session_started, so it survives restarts and is
+ * verifiable and redactable like everything else. */
+#include "daemon/orch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/orch_int.h"
+#include "ledger/fo_buf.h"
+#include "ledger/fo_json.h"
+
+int orch_session_name_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n < 1 || n > ORCH_SESSION_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- the budget --------------------------------------------------------- */
+
+void orch_ctx_limits_default(struct orch_ctx_limits *l)
+{
+    *l = (struct orch_ctx_limits){
+        .total = ORCH_CTX_TOTAL_DEFAULT,
+        .request = ORCH_CTX_REQUEST_DEFAULT,
+        .history = ORCH_CTX_HISTORY_DEFAULT,
+        .facts = ORCH_CTX_FACTS_DEFAULT,
+    };
+}
+
+int orch_ctx_limits_parse(const cJSON *o, struct orch_ctx_limits *l,
+                          struct fo_err *err)
+{
+    static const char *const keys[] = {"max_total_tokens", "max_request_tokens",
+                                       "max_history_tokens",
+                                       "max_facts_tokens"};
+    int *fields[] = {&l->total, &l->request, &l->history, &l->facts};
+    if (!o || cJSON_IsNull(o))
+        return FO_OK;
+    if (!cJSON_IsObject(o))
+        return fo_err_set(err, FO_E_INVALID, "context: must be an object");
+    int rc = fo_json_only_keys(o, keys, 4, err);
+    if (rc) {
+        fo_err_prefix(err, "context");
+        return rc;
+    }
+    for (size_t i = 0; i < 4; i++) {
+        long long v = 0;
+        rc = fo_json_get_int(o, keys[i], 0, ORCH_CTX_TOKENS_MAX, &v);
+        if (rc == FO_E_INVALID)
+            return fo_err_set(err, FO_E_INVALID, "context.%s: an integer 0..%d",
+                              keys[i], ORCH_CTX_TOKENS_MAX);
+        if (rc == FO_OK)
+            *fields[i] = (int)v;
+    }
+    return FO_OK;
+}
+
+int orch_ctx_tokens(size_t bytes)
+{
+    return (int)((bytes + 3) / 4);
+}
+
+/* One slice admitted, trimmed or omitted against its source's remaining
+ * limit and the total's: the smaller binds, and names the reason. */
+static void admit(struct orch_ctx_slice *s, int *src_left, int *total_left,
+                  const char *src_reason)
+{
+    int allowed = *src_left < *total_left ? *src_left : *total_left;
+    const char *why =
+        *src_left <= *total_left ? src_reason : "max_total_tokens";
+    s->tokens = orch_ctx_tokens(s->len);
+    if (s->tokens <= allowed) {
+        s->action = "retained";
+        s->reason = NULL;
+        s->kept = s->tokens;
+    } else if (allowed > 0) {
+        s->action = "trimmed";
+        s->reason = why;
+        s->len = orch_utf8_prefix(s->text, s->len, (size_t)allowed * 4);
+        s->kept = orch_ctx_tokens(s->len);
+    } else {
+        s->action = "omitted";
+        s->reason = why;
+        s->len = 0;
+        s->kept = 0;
+    }
+    *src_left -= s->kept;
+    *total_left -= s->kept;
+}
+
+void orch_ctx_admit(struct orch_ctx_slice *s, size_t n,
+                    const struct orch_ctx_limits *lim)
+{
+    int total = lim->total;
+    int left[3] = {lim->request, lim->facts, lim->history};
+    static const char *const reasons[3] = {
+        "max_request_tokens", "max_facts_tokens", "max_history_tokens"};
+    for (size_t i = 0; i < n; i++) {
+        int k = !strcmp(s[i].source, "request") ? 0
+                : !strcmp(s[i].source, "facts") ? 1
+                                                : 2;
+        admit(&s[i], &left[k], &total, reasons[k]);
+    }
+}
+
+/* ---- a session read back from the ledger -------------------------------- */
+
+struct turn {
+    int64_t run, seq;
+};
+
+struct fact {
+    char *key, *value;
+    int64_t seq;
+};
+
+struct orch_session {
+    char name[ORCH_SESSION_NAME_MAX + 1];
+    int64_t start;   /* the first session_started; -1: none */
+    int64_t *starts; /* every session_started of the name */
+    size_t n_starts;
+    char parent[ORCH_SESSION_NAME_MAX + 1]; /* forked from, or "" */
+    int64_t at;         /* the parent's last run taken, when forked */
+    struct turn *turns; /* in seq order */
+    size_t n_turns;
+    struct fact *facts; /* the current set, by key */
+    size_t n_facts;
+};
+
+void orch_session_free(struct orch_session *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_facts; i++) {
+        free(s->facts[i].key);
+        free(s->facts[i].value);
+    }
+    free(s->facts);
+    free(s->turns);
+    free(s->starts);
+    free(s);
+}
+
+static cJSON *body_json(struct ledger *l, int64_t seq)
+{
+    char *b = NULL;
+    size_t n = 0;
+    struct fo_err err;
+    cJSON *j = NULL;
+    if (ledger_body(l, seq, &b, &n, &err) == FO_OK)
+        fo_json_parse(b, n, &j, &err);
+    free(b);
+    return j;
+}
+
+static const char *str_in(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+struct scan_ctx {
+    struct ledger *l;
+    struct orch_session *s;
+    int64_t before;
+    int rc;
+};
+
+static int on_start(void *ctx, const struct ledger_entry *e)
+{
+    struct scan_ctx *c = ctx;
+    cJSON *b = body_json(c->l, e->seq);
+    const char *name = str_in(b, "session");
+    if (name && !strcmp(name, c->s->name)) {
+        int64_t *a =
+            realloc(c->s->starts, (c->s->n_starts + 1) * sizeof(*c->s->starts));
+        if (!a) {
+            cJSON_Delete(b);
+            return FO_E_NOMEM;
+        }
+        c->s->starts = a;
+        a[c->s->n_starts++] = e->seq;
+        if (c->s->start < 0) {
+            c->s->start = e->seq;
+            const char *p = str_in(b, "forked_from");
+            long long at = -1;
+            if (p && orch_session_name_ok(p) &&
+                fo_json_get_int(b, "at", 0, INT64_MAX / 2, &at) == FO_OK) {
+                snprintf(c->s->parent, sizeof(c->s->parent), "%s", p);
+                c->s->at = at;
+            }
+        }
+    }
+    cJSON_Delete(b);
+    return 0;
+}
+
+static int on_turn(void *ctx, const struct ledger_entry *e)
+{
+    struct scan_ctx *c = ctx;
+    cJSON *b = body_json(c->l, e->seq);
+    const char *name = str_in(b, "session");
+    long long run = -1;
+    if (name && !strcmp(name, c->s->name) &&
+        fo_json_get_int(b, "run", 0, INT64_MAX / 2, &run) == FO_OK &&
+        run < c->before) {
+        struct turn *t =
+            realloc(c->s->turns, (c->s->n_turns + 1) * sizeof(*c->s->turns));
+        if (!t) {
+            cJSON_Delete(b);
+            return FO_E_NOMEM;
+        }
+        c->s->turns = t;
+        t[c->s->n_turns++] = (struct turn){.run = run, .seq = e->seq};
+    }
+    cJSON_Delete(b);
+    return 0;
+}
+
+static long fact_find(const struct orch_session *s, const char *key)
+{
+    for (size_t i = 0; i < s->n_facts; i++)
+        if (!strcmp(s->facts[i].key, key))
+            return (long)i;
+    return -1;
+}
+
+static int on_fact(void *ctx, const struct ledger_entry *e)
+{
+    struct scan_ctx *c = ctx;
+    struct orch_session *s = c->s;
+    if (e->seq >= c->before || (strcmp(e->kind, "fact") != 0 &&
+                                strcmp(e->kind, "fact_forgotten") != 0))
+        return 0;
+    cJSON *b = body_json(c->l, e->seq); /* a forgotten fact: redacted */
+    const char *key = str_in(b, "key"), *value = str_in(b, "value");
+    long i = key ? fact_find(s, key) : -1;
+    if (key && !strcmp(e->kind, "fact_forgotten") && i >= 0) {
+        free(s->facts[i].key);
+        free(s->facts[i].value);
+        s->facts[i] = s->facts[--s->n_facts];
+    } else if (key && value && !strcmp(e->kind, "fact")) {
+        char *k = orch_strdup(key), *v = orch_strdup(value);
+        struct fact *f =
+            i >= 0 ? s->facts
+                   : realloc(s->facts, (s->n_facts + 1) * sizeof(*s->facts));
+        if (!k || !v || !f) {
+            free(k);
+            free(v);
+            cJSON_Delete(b);
+            return FO_E_NOMEM;
+        }
+        s->facts = f;
+        if (i < 0)
+            i = (long)s->n_facts++;
+        else {
+            free(f[i].key);
+            free(f[i].value);
+        }
+        f[i] = (struct fact){.key = k, .value = v, .seq = e->seq};
+    }
+    cJSON_Delete(b);
+    return 0;
+}
+
+static int read_one(struct ledger *l, const char *name, int64_t before,
+                    int depth, struct orch_session **out, struct fo_err *err)
+{
+    *out = NULL;
+    struct orch_session *s = calloc(1, sizeof(*s));
+    if (!s)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    snprintf(s->name, sizeof(s->name), "%s", name);
+    s->start = -1;
+    s->at = -1;
+    struct scan_ctx c = {.l = l, .s = s, .before = before};
+    int rc = ledger_marked(l, LEDGER_SESSIONS, 0, on_start, &c, err);
+    if (!rc && s->start < 0)
+        rc = fo_err_set(err, FO_E_NOT_FOUND, "session %s: no such session",
+                        name);
+    if (!rc && s->parent[0] && depth < 8) {
+        /* a fork: the parent's turns up to the fork, its facts as they
+         * stood when the fork was made */
+        struct orch_session *p = NULL;
+        rc = read_one(l, s->parent, s->at + 1, depth + 1, &p, err);
+        if (!rc) {
+            s->turns = p->turns;
+            s->n_turns = p->n_turns;
+            p->turns = NULL;
+            s->facts = p->facts;
+            s->n_facts = p->n_facts;
+            p->facts = NULL;
+            p->n_facts = 0;
+        }
+        orch_session_free(p);
+    }
+    if (!rc)
+        rc = ledger_marked(l, LEDGER_TURNS, s->start, on_turn, &c, err);
+    for (size_t i = 0; !rc && i < s->n_starts; i++)
+        rc = ledger_descendants(l, s->starts[i], -1, on_fact, &c, err);
+    if (rc == FO_E_NOMEM)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    if (rc) {
+        orch_session_free(s);
+        return rc;
+    }
+    *out = s;
+    return FO_OK;
+}
+
+int orch_session_read(struct ledger *l, const char *name, int64_t before,
+                      struct orch_session **out, struct fo_err *err)
+{
+    if (!orch_session_name_ok(name))
+        return fo_err_set(err, FO_E_INVALID, "session: 1..%d of [A-Za-z0-9._-]",
+                          ORCH_SESSION_NAME_MAX);
+    return read_one(l, name, before < 0 ? INT64_MAX : before, 0, out, err);
+}
+
+int64_t orch_session_start(const struct orch_session *s)
+{
+    return s->start;
+}
+
+size_t orch_session_turns(const struct orch_session *s)
+{
+    return s->n_turns;
+}
+
+/* ---- the context of a turn ---------------------------------------------- */
+
+static char *run_field(struct ledger *l, int64_t run, const char *k,
+                       char **state)
+{
+    cJSON *g = NULL;
+    struct fo_err err;
+    char *v = NULL;
+    if (orch_run_get(l, run, &g, &err) == FO_OK) {
+        const char *s = str_in(g, k);
+        v = s ? orch_strdup(s) : NULL;
+        if (state && str_in(g, "state"))
+            *state = orch_strdup(str_in(g, "state"));
+    }
+    cJSON_Delete(g);
+    return v;
+}
+
+int orch_session_context(struct ledger *l, const char *session,
+                         const char *request, int64_t before,
+                         const struct orch_ctx_limits *lim, char **text,
+                         cJSON **slices, struct fo_err *err)
+{
+    *text = NULL;
+    *slices = NULL;
+    struct orch_session *s = NULL;
+    int rc = FO_OK;
+    if (session) {
+        rc = orch_session_read(l, session, before, &s, err);
+        if (rc == FO_E_NOT_FOUND) /* its first turn: nothing before it */
+            rc = FO_OK;
+        if (rc)
+            return rc;
+    }
+    size_t nt = s ? s->n_turns : 0, nf = s ? s->n_facts : 0;
+    size_t n = 1 + nf + nt;
+    struct orch_ctx_slice *sl = calloc(n, sizeof(*sl));
+    char **own = calloc(n, sizeof(*own));
+    if (!sl || !own) {
+        free(sl);
+        free(own);
+        orch_session_free(s);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    size_t k = 0;
+    sl[k++] = (struct orch_ctx_slice){.source = "request",
+                                      .ref = -1,
+                                      .text = request,
+                                      .len = strlen(request)};
+    for (size_t i = 0; i < nf; i++) {
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        fo_buf_printf(&b, "- %s: %s\n", s->facts[i].key, s->facts[i].value);
+        own[k] = fo_buf_detach(&b, NULL);
+        fo_buf_release(&b);
+        sl[k] = (struct orch_ctx_slice){.source = "facts",
+                                        .ref = s->facts[i].seq,
+                                        .key = s->facts[i].key,
+                                        .text = own[k] ? own[k] : "",
+                                        .len = own[k] ? strlen(own[k]) : 0};
+        k++;
+    }
+    /* history newest first: the oldest turns go first when it is full */
+    for (size_t j = nt; j-- > 0;) {
+        char *req = run_field(l, s->turns[j].run, "request", NULL);
+        char *ans = run_field(l, s->turns[j].run, "answer", NULL);
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        fo_buf_printf(&b, "Turn %zu (run %lld)\nrequest: %s\nanswer: %s\n",
+                      j + 1, (long long)s->turns[j].run,
+                      req ? req : "(redacted)", ans ? ans : "(none)");
+        free(req);
+        free(ans);
+        own[k] = fo_buf_detach(&b, NULL);
+        fo_buf_release(&b);
+        sl[k] = (struct orch_ctx_slice){.source = "history",
+                                        .ref = s->turns[j].run,
+                                        .text = own[k] ? own[k] : "",
+                                        .len = own[k] ? strlen(own[k]) : 0};
+        k++;
+    }
+    orch_ctx_admit(sl, k, lim);
+    /* the text models see: facts, then the turns oldest first */
+    struct fo_buf t;
+    fo_buf_init(&t, FO_BUF_UNLIMITED);
+    int any_f = 0, any_h = 0;
+    for (size_t i = 1; i < k; i++) {
+        if (!sl[i].len || strcmp(sl[i].source, "facts") != 0)
+            continue;
+        if (!any_f++)
+            fo_buf_puts(&t, "Facts of this session:\n");
+        fo_buf_append(&t, sl[i].text, sl[i].len);
+    }
+    for (size_t i = k; i-- > 1;) {
+        if (!sl[i].len || strcmp(sl[i].source, "history") != 0)
+            continue;
+        if (!any_h++)
+            fo_buf_puts(&t, "Earlier turns of this session (oldest "
+                            "first):\n");
+        fo_buf_append(&t, sl[i].text, sl[i].len);
+        if (sl[i].action[0] == 't')
+            fo_buf_puts(&t, " [trimmed]\n");
+    }
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr && i < k; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(arr, o))
+            break;
+        cJSON_AddStringToObject(o, "source", sl[i].source);
+        if (sl[i].ref >= 0)
+            fo_json_add_int(o, "ref", sl[i].ref);
+        if (sl[i].key)
+            cJSON_AddStringToObject(o, "key", sl[i].key);
+        fo_json_add_int(o, "tokens", sl[i].tokens);
+        fo_json_add_int(o, "kept_tokens", sl[i].kept);
+        cJSON_AddStringToObject(o, "action", sl[i].action);
+        if (sl[i].reason)
+            cJSON_AddStringToObject(o, "reason", sl[i].reason);
+    }
+    size_t tl = 0;
+    *text = any_f || any_h ? fo_buf_detach(&t, &tl) : NULL;
+    fo_buf_release(&t);
+    *slices = arr;
+    for (size_t i = 0; i < n; i++)
+        free(own[i]);
+    free(own);
+    free(sl);
+    orch_session_free(s);
+    if (!arr)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    return FO_OK;
+}
+
+/* ---- list, show, fork, remember, forget --------------------------------- */
+
+struct list_ctx {
+    struct ledger *l;
+    cJSON *arr;
+};
+
+static int on_list(void *ctx, const struct ledger_entry *e)
+{
+    struct list_ctx *c = ctx;
+    cJSON *b = body_json(c->l, e->seq);
+    const char *name = str_in(b, "session");
+    int dup = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach (x, c->arr)
+        if (name && str_in(x, "session") && !strcmp(str_in(x, "session"), name))
+            dup = 1;
+    if (name && !dup) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(c->arr, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(b);
+            return FO_E_NOMEM;
+        }
+        cJSON_AddStringToObject(o, "session", name);
+        fo_json_add_int(o, "started_seq", e->seq);
+        if (str_in(b, "forked_from"))
+            cJSON_AddStringToObject(o, "forked_from", str_in(b, "forked_from"));
+    }
+    cJSON_Delete(b);
+    return 0;
+}
+
+int orch_session_list(struct ledger *l, cJSON **out, struct fo_err *err)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = o ? cJSON_AddArrayToObject(o, "sessions") : NULL;
+    if (!arr) {
+        cJSON_Delete(o);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    struct list_ctx c = {.l = l, .arr = arr};
+    int rc = ledger_marked(l, LEDGER_SESSIONS, 0, on_list, &c, err);
+    cJSON *x;
+    cJSON_ArrayForEach (x, arr) {
+        struct orch_session *s = NULL;
+        if (!rc &&
+            !(rc = orch_session_read(l, str_in(x, "session"), -1, &s, err)))
+            fo_json_add_int(x, "turns", (long long)s->n_turns);
+        orch_session_free(s);
+    }
+    if (rc) {
+        cJSON_Delete(o);
+        return rc == FO_E_NOMEM ? fo_err_set(err, rc, NULL) : rc;
+    }
+    *out = o;
+    return FO_OK;
+}
+
+int orch_session_show(struct ledger *l, const char *name, cJSON **out,
+                      struct fo_err *err)
+{
+    struct orch_session *s = NULL;
+    int rc = orch_session_read(l, name, -1, &s, err);
+    if (rc)
+        return rc;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *turns = o ? cJSON_AddArrayToObject(o, "turns") : NULL;
+    cJSON *facts = o ? cJSON_AddObjectToObject(o, "facts") : NULL;
+    if (!turns || !facts) {
+        cJSON_Delete(o);
+        orch_session_free(s);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    cJSON_AddStringToObject(o, "session", s->name);
+    fo_json_add_int(o, "started_seq", s->start);
+    if (s->parent[0]) {
+        cJSON_AddStringToObject(o, "forked_from", s->parent);
+        fo_json_add_int(o, "at", s->at);
+    }
+    for (size_t i = 0; i < s->n_turns; i++) {
+        cJSON *t = cJSON_CreateObject();
+        if (!t || !cJSON_AddItemToArray(turns, t))
+            break;
+        char *state = NULL;
+        char *req = run_field(l, s->turns[i].run, "request", &state);
+        char *ans = run_field(l, s->turns[i].run, "answer", NULL);
+        fo_json_add_int(t, "turn", (long long)i + 1);
+        fo_json_add_int(t, "run", s->turns[i].run);
+        if (req)
+            cJSON_AddStringToObject(t, "request", req);
+        else
+            cJSON_AddNullToObject(t, "request");
+        if (ans)
+            cJSON_AddStringToObject(t, "answer", ans);
+        else
+            cJSON_AddNullToObject(t, "answer");
+        cJSON_AddStringToObject(t, "state", state ? state : "unknown");
+        free(req);
+        free(ans);
+        free(state);
+    }
+    for (size_t i = 0; i < s->n_facts; i++)
+        cJSON_AddStringToObject(facts, s->facts[i].key, s->facts[i].value);
+    orch_session_free(s);
+    *out = o;
+    return FO_OK;
+}
+
+static int witness_obj(const struct orch_witness *w, const char *actor,
+                       const char *kind, int64_t parent, cJSON *o, int64_t *seq,
+                       struct fo_err *err)
+{
+    int rc = o ? orch_witness_json(w, actor, kind, parent, o, seq, err)
+               : fo_err_set(err, FO_E_NOMEM, NULL);
+    cJSON_Delete(o);
+    return rc;
+}
+
+int orch_session_fork(const struct orch_witness *w, const char *name,
+                      int64_t at, const char *into, cJSON **out,
+                      struct fo_err *err)
+{
+    struct orch_session *s = NULL, *t = NULL;
+    if (!orch_session_name_ok(into))
+        return fo_err_set(err, FO_E_INVALID, "into: 1..%d of [A-Za-z0-9._-]",
+                          ORCH_SESSION_NAME_MAX);
+    int rc = orch_session_read(w->ledger, name, -1, &s, err);
+    if (rc)
+        return rc;
+    int found = 0;
+    for (size_t i = 0; i < s->n_turns; i++)
+        found |= s->turns[i].run == at;
+    orch_session_free(s);
+    if (!found)
+        return fo_err_set(err, FO_E_INVALID,
+                          "at: %lld is not a turn (run) of session %s",
+                          (long long)at, name);
+    if (orch_session_read(w->ledger, into, -1, &t, err) == FO_OK) {
+        orch_session_free(t);
+        return fo_err_set(err, FO_E_EXISTS, "session %s exists already", into);
+    }
+    cJSON *o = cJSON_CreateObject();
+    int64_t seq = -1;
+    if (o) {
+        cJSON_AddStringToObject(o, "session", into);
+        cJSON_AddStringToObject(o, "forked_from", name);
+        fo_json_add_int(o, "at", at);
+    }
+    rc = witness_obj(w, "session", "session_started", LEDGER_NO_PARENT, o, &seq,
+                     err);
+    if (rc)
+        return rc;
+    return orch_session_show(w->ledger, into, out, err);
+}
+
+int orch_session_remember(const struct orch_witness *w, const char *name,
+                          const char *key, const char *value, cJSON **out,
+                          struct fo_err *err)
+{
+    size_t kl = key ? strlen(key) : 0, vl = value ? strlen(value) : 0;
+    if (kl < 1 || kl > ORCH_FACT_KEY_MAX || !fo_utf8_valid(key, kl))
+        return fo_err_set(err, FO_E_INVALID, "key: 1..%d bytes of text",
+                          ORCH_FACT_KEY_MAX);
+    if (vl < 1 || vl > ORCH_FACT_VALUE_MAX || !fo_utf8_valid(value, vl))
+        return fo_err_set(err, FO_E_INVALID, "value: 1..%d bytes of text",
+                          ORCH_FACT_VALUE_MAX);
+    struct orch_session *s = NULL;
+    int64_t start = -1, seq = -1;
+    int rc = orch_session_read(w->ledger, name, -1, &s, err);
+    if (rc == FO_E_NOT_FOUND) { /* a fact begins a session too */
+        cJSON *o = cJSON_CreateObject();
+        if (o)
+            cJSON_AddStringToObject(o, "session", name);
+        rc = witness_obj(w, "session", "session_started", LEDGER_NO_PARENT, o,
+                         &start, err);
+    } else if (!rc) {
+        start = s->start;
+    }
+    orch_session_free(s);
+    if (rc)
+        return rc;
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddStringToObject(o, "session", name);
+        cJSON_AddStringToObject(o, "key", key);
+        cJSON_AddStringToObject(o, "value", value);
+    }
+    rc = witness_obj(w, "session", "fact", start, o, &seq, err);
+    if (rc)
+        return rc;
+    *out = cJSON_CreateObject();
+    if (!*out || !cJSON_AddStringToObject(*out, "session", name) ||
+        !cJSON_AddStringToObject(*out, "key", key) ||
+        !fo_json_add_int(*out, "seq", seq)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    return FO_OK;
+}
+
+int orch_session_forget(const struct orch_witness *w, const char *name,
+                        const char *key, cJSON **out, struct fo_err *err)
+{
+    struct orch_session *s = NULL;
+    int rc = orch_session_read(w->ledger, name, -1, &s, err);
+    if (rc)
+        return rc;
+    long i = key ? fact_find(s, key) : -1;
+    if (i < 0) {
+        orch_session_free(s);
+        return fo_err_set(err, FO_E_NOT_FOUND, "session %s: no fact %.128s",
+                          name, key ? key : "");
+    }
+    int64_t fseq = s->facts[i].seq, start = s->start;
+    orch_session_free(s);
+    /* the fact's body goes (every copy of it), witnessed as a redaction;
+     * then the tombstone, which names the key only */
+    struct ledger_entry red;
+    rc = ledger_redact(w->ledger, fseq, "forgotten (session fact)", &red, err);
+    if (rc && rc != FO_E_REDACTED)
+        return rc;
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddStringToObject(o, "session", name);
+        cJSON_AddStringToObject(o, "key", key);
+        fo_json_add_int(o, "fact_seq", fseq);
+    }
+    int64_t seq = -1;
+    rc = witness_obj(w, "session", "fact_forgotten", start, o, &seq, err);
+    if (rc)
+        return rc;
+    *out = cJSON_CreateObject();
+    if (!*out || !cJSON_AddStringToObject(*out, "session", name) ||
+        !cJSON_AddStringToObject(*out, "key", key) ||
+        !fo_json_add_int(*out, "fact_seq", fseq) ||
+        !fo_json_add_int(*out, "seq", seq)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    return FO_OK;
+}
