@@ -331,7 +331,7 @@ const char cli_usage_text[] =
     "  plan REQUEST   the coordinator's plan for a request, not run\n"
     "  submit REQUEST [--cmd CMD | --chat-url URL --model M | --api]\n"
     "                 answer a request end to end, every step witnessed\n"
-    "  run start|get|cancel|wait ...\n"
+    "  run start|get|cancel|wait|list|show ...\n"
     "                 background runs in the daemon (forum run --help)\n"
     "  session list|show|fork|remember|forget ...\n"
     "                 multi-turn sessions and their facts (forum session "
@@ -394,7 +394,7 @@ const struct cli_command cli_commands[] = {
     {"route", cli_route, NULL, NULL},
     {"run-plan", cli_run_plan, NULL, NULL},
     {"submit", cli_submit, NULL, NULL},
-    {"run", cli_run, NULL, "start get cancel wait"},
+    {"run", cli_run, NULL, "start get cancel wait list show"},
     {"gate", cli_gate, NULL, "list approve edit reject"},
     {"session", cli_session, NULL, "list show fork remember forget"},
     {"plan", cli_plan, NULL, NULL},

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon/orch.h"
@@ -571,11 +572,141 @@ static int cmd_wait(struct cli *c, int argc, char **argv)
     return done ? 0 : 1;
 }
 
+/* `forum run list [--state S] [--limit N] [--before ID]`: a table for
+ * people, the method's object with --json. */
+static int cmd_list(struct cli *c, int argc, char **argv)
+{
+    cJSON *in = cJSON_CreateObject();
+    if (!in)
+        return 3;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(a)) {
+            cJSON_Delete(in);
+            return cli_help(
+                "usage: forum run list [--state S] [--limit N] [--before ID] "
+                "[--json]\n"
+                "The runs of the ledger, newest first (run_list, GET /runs):\n"
+                "id, state, when it started, entries, the request.\n"
+                "example:\n  forum run list --state waiting\n");
+        }
+        long long n = v ? cli_parse_seq(v) : -1;
+        if (!strcmp(a, "--state") && v) {
+            cJSON_AddStringToObject(in, "state", v);
+        } else if ((!strcmp(a, "--limit") || !strcmp(a, "--before")) &&
+                   n >= 0) {
+            fo_json_add_int(in, a + 2, n);
+        } else {
+            cJSON_Delete(in);
+            return cli_usage_error(c, "run list: unexpected %s", a);
+        }
+        i++;
+    }
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex) {
+        cJSON_Delete(in);
+        return ex;
+    }
+    cJSON *out = NULL;
+    ex = cli_call(c, l, "run_list", in, &out);
+    ledger_close(l);
+    if (ex)
+        return ex;
+    if (c->json) {
+        cli_print_json(out, 0);
+    } else {
+        printf("%-8s %-12s %-19s %7s  %s\n", "RUN", "STATE", "STARTED",
+               "ENTRIES", "REQUEST");
+        const cJSON *x;
+        cJSON_ArrayForEach (x, cJSON_GetObjectItemCaseSensitive(out, "runs")) {
+            char when[32] = "?";
+            time_t t = (time_t)(int_or(x, "started_ts", 0) / 1000000);
+            struct tm tm;
+            if (localtime_r(&t, &tm))
+                strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+            const char *req = str_or(x, "request", "(redacted)");
+            printf("%-8lld %-12s %-19s %7lld  %.60s%s\n", int_or(x, "run", -1),
+                   str_or(x, "state", "?"), when, int_or(x, "entries", 0), req,
+                   strlen(req) > 60 ? "..." : "");
+        }
+        const cJSON *nx = cJSON_GetObjectItemCaseSensitive(out, "next");
+        if (cJSON_IsNumber(nx))
+            printf("(more: --before %lld)\n", (long long)nx->valuedouble + 1);
+    }
+    cJSON_Delete(out);
+    return 0;
+}
+
+/* `forum run show ID`: the whole run, step by step. */
+static int cmd_show(struct cli *c, int argc, char **argv)
+{
+    long long id = -1;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return cli_help("usage: forum run show ID [--json]\n"
+                            "The whole run (run_show, GET /runs/{id}/show): "
+                            "its route, plan, every task with its result "
+                            "and verdict, gates, budget and answer.\n"
+                            "example:\n  forum run show 12\n");
+        if (id >= 0 || (id = cli_parse_seq(argv[i])) < 0)
+            return cli_usage_error(c, "run show: one run ID");
+    }
+    if (id < 0)
+        return cli_usage_error(c, "run show: a run ID");
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    cJSON *in = cJSON_CreateObject(), *out = NULL;
+    if (in)
+        fo_json_add_int(in, "run", id);
+    ex = cli_call(c, l, "run_show", in, &out);
+    ledger_close(l);
+    if (ex)
+        return ex;
+    if (c->json) {
+        cli_print_json(out, 0);
+        cJSON_Delete(out);
+        return 0;
+    }
+    printf("run %lld: %s, %lld entries over %lld ms\n", id,
+           str_or(out, "state", "?"), int_or(out, "entries", 0),
+           int_or(out, "duration_ms", 0));
+    printf("request: %s\n", str_or(out, "request", "(redacted)"));
+    if (str_or(out, "session", NULL))
+        printf("session: %s\n", str_or(out, "session", ""));
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(out, "route");
+    if (rt)
+        printf("route: %s (by %s)\n", str_or(rt, "lane", "?"),
+               str_or(rt, "by", "?"));
+    const cJSON *t;
+    cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(out, "tasks")) {
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(t, "result"), "body");
+        const char *outp = str_or(res, "output", "");
+        printf("  %-6s %-10s %-18s %.60s\n", str_or(t, "id", "?"),
+               str_or(t, "state", "?"), str_or(t, "agent", "?"),
+               str_or(t, "instruction", ""));
+        if (*outp)
+            printf("         -> %.100s%s\n", outp,
+                   strlen(outp) > 100 ? "..." : "");
+    }
+    cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(out, "gates"))
+        printf("  gate: %s (seq %lld)\n", str_or(t, "kind", "?"),
+               int_or(t, "seq", -1));
+    const cJSON *ans = cJSON_GetObjectItemCaseSensitive(out, "answer");
+    if (ans)
+        printf("answer: %s\n", str_or(ans, "text", ""));
+    cJSON_Delete(out);
+    return 0;
+}
+
 int cli_run(struct cli *c, int argc, char **argv)
 {
     if (argc < 2)
-        return cli_usage_error(c,
-                               "run: no command (start, get, cancel or wait)");
+        return cli_usage_error(
+            c, "run: no command (start, get, cancel, wait, list or show)");
     const char *sub = argv[1];
     if (cli_is_help(sub) || !strcmp(sub, "help"))
         return cli_help(help_run);
@@ -587,8 +718,12 @@ int cli_run(struct cli *c, int argc, char **argv)
         return cmd_cancel(c, argc - 1, argv + 1);
     if (!strcmp(sub, "wait"))
         return cmd_wait(c, argc - 1, argv + 1);
+    if (!strcmp(sub, "list"))
+        return cmd_list(c, argc - 1, argv + 1);
+    if (!strcmp(sub, "show"))
+        return cmd_show(c, argc - 1, argv + 1);
     return cli_usage_error(c,
                            "run: unknown command %s (start, get, cancel, "
-                           "wait)",
+                           "wait, list, show)",
                            sub);
 }

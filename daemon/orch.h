@@ -816,6 +816,19 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out,
  * Any thread; reads nothing from the ledger. */
 int orch_run_cancel_here(const struct orch *o, const char *dir, int64_t run);
 
+/* The runs, newest first: {"runs": [{run, state, via, request (its first
+ * 200 bytes), started_ts, entries}], "next"} at most limit of them, of
+ * state (NULL: any), with run id < before (< 0: any) and >= since; next
+ * is the before of the next page, or null. */
+int orch_run_list(struct ledger *l, const char *state, int64_t before,
+                  int64_t since, int limit, cJSON **out, struct fo_err *err);
+
+/* A whole run: its request, route, plan (waves), every task with its
+ * task/result/verdict/escalation entries and bodies, gates, budget, answer,
+ * times. */
+int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
+                  struct fo_err *err);
+
 int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
                     struct fo_err *err);
 

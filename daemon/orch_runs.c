@@ -1169,3 +1169,267 @@ int orch_gate_decide(const struct orch_witness *w,
     *out = orch_gate_reply(d, seq);
     return *out ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
 }
+
+/* ---- run_list and run_show ---------------------------------------------- */
+
+struct req_list {
+    int64_t *seq;
+    int64_t *ts;
+    size_t n, cap;
+};
+
+static int on_request(void *ctx, const struct ledger_entry *e)
+{
+    struct req_list *c = ctx;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        int64_t *a = realloc(c->seq, cap * sizeof(*a));
+        if (a)
+            c->seq = a;
+        int64_t *b = a ? realloc(c->ts, cap * sizeof(*b)) : NULL;
+        if (!a || !b)
+            return FO_E_NOMEM;
+        c->ts = b;
+        c->cap = cap;
+    }
+    c->seq[c->n] = e->seq;
+    c->ts[c->n++] = e->ts;
+    return 0;
+}
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int orch_run_list(struct ledger *l, const char *state, int64_t before,
+                  int64_t since, int limit, cJSON **out, struct fo_err *err)
+{
+    struct req_list c = {0};
+    int rc = ledger_requests(l, since < 0 ? 0 : since, on_request, &c, err);
+    if (rc == FO_E_NOMEM)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    cJSON *o = rc ? NULL : cJSON_CreateObject();
+    cJSON *arr = o ? cJSON_AddArrayToObject(o, "runs") : NULL;
+    if (!rc && !arr)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    int64_t next = -1;
+    int got = 0;
+    /* newest first, from before */
+    for (size_t i = c.n; !rc && i-- > 0;) {
+        if (before >= 0 && c.seq[i] >= before)
+            continue;
+        cJSON *g = NULL;
+        struct fo_err gerr;
+        if (orch_run_get(l, c.seq[i], &g, &gerr) != FO_OK)
+            continue; /* not a run (plan, a client's request) */
+        const char *st = jstr(g, "state");
+        if (state && (!st || strcmp(st, state) != 0)) {
+            cJSON_Delete(g);
+            continue;
+        }
+        if (got == limit) {
+            next = c.seq[i] + 1;
+            cJSON_Delete(g);
+            break;
+        }
+        cJSON *x = cJSON_CreateObject();
+        const char *req = jstr(g, "request");
+        char cut[201];
+        snprintf(cut, sizeof(cut), "%s", req ? req : "");
+        cut[orch_utf8_prefix(cut, strlen(cut), 200)] = '\0';
+        if (!x || !cJSON_AddItemToArray(arr, x) ||
+            !fo_json_add_int(x, "run", c.seq[i]) ||
+            !cJSON_AddStringToObject(x, "state", st ? st : "unknown") ||
+            !cJSON_AddStringToObject(x, "via",
+                                     jstr(g, "via") ? jstr(g, "via") : "") ||
+            !(req ? cJSON_AddStringToObject(x, "request", cut)
+                  : cJSON_AddNullToObject(x, "request")) ||
+            !fo_json_add_int(x, "started_ts", c.ts[i]) ||
+            !fo_json_add_int(x, "entries",
+                             (long long)cJSON_GetObjectItemCaseSensitive(
+                                 g, "count")
+                                 ->valuedouble))
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        got++;
+        cJSON_Delete(g);
+    }
+    if (!rc && !(next >= 0 ? fo_json_add_int(o, "next", next - 1) != NULL
+                           : cJSON_AddNullToObject(o, "next") != NULL))
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    free(c.seq);
+    free(c.ts);
+    if (rc) {
+        cJSON_Delete(o);
+        return rc;
+    }
+    *out = o;
+    return FO_OK;
+}
+
+struct show_ctx {
+    struct ledger *l;
+    cJSON *entries; /* every entry with its body */
+};
+
+static int on_show(void *ctx, const struct ledger_entry *e)
+{
+    struct show_ctx *c = ctx;
+    cJSON *x = ledger_entry_json(e);
+    if (!x)
+        return FO_E_NOMEM;
+    int rc = FO_OK;
+    struct fo_err err;
+    cJSON *b = body_of(c->l, e->seq, NULL, &rc, &err);
+    cJSON_AddItemToObject(x, "body", b ? b : cJSON_CreateNull());
+    cJSON_AddItemToArray(c->entries, x);
+    return 0;
+}
+
+static cJSON *find_task(cJSON *tasks, const char *id)
+{
+    cJSON *t;
+    cJSON_ArrayForEach (t, tasks)
+        if (id && jstr(t, "id") && !strcmp(jstr(t, "id"), id))
+            return t;
+    return NULL;
+}
+
+int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
+                  struct fo_err *err)
+{
+    cJSON *g = NULL;
+    int rc = orch_run_get(l, run, &g, err);
+    if (rc)
+        return rc;
+    struct show_ctx c = {.l = l, .entries = cJSON_CreateArray()};
+    cJSON *o = cJSON_CreateObject();
+    cJSON *tasks = o ? cJSON_AddArrayToObject(o, "tasks") : NULL;
+    cJSON *gates = o ? cJSON_AddArrayToObject(o, "gates") : NULL;
+    if (!c.entries || !tasks || !gates) {
+        cJSON_Delete(c.entries);
+        cJSON_Delete(o);
+        cJSON_Delete(g);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    rc = ledger_descendants(l, run, ORCH_RUN_SCAN_MAX, on_show, &c, err);
+    if (rc == FO_E_NOMEM)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    fo_json_add_int(o, "run", run);
+    cJSON_AddStringToObject(o, "state", jstr(g, "state") ? jstr(g, "state")
+                                                         : "unknown");
+    cJSON_AddItemToObject(
+        o, "request",
+        cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(g, "request"), 1));
+    cJSON_AddItemToObject(
+        o, "via", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(g, "via"),
+                                  1));
+    int64_t t0 = -1, t1 = -1;
+    const cJSON *e;
+    cJSON_ArrayForEach (e, c.entries) {
+        const char *kind = jstr(e, "kind");
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "body");
+        long long seq = (long long)cJSON_GetObjectItemCaseSensitive(e, "seq")
+                            ->valuedouble;
+        long long ts = (long long)cJSON_GetObjectItemCaseSensitive(e, "ts")
+                           ->valuedouble;
+        if (t0 < 0)
+            t0 = ts;
+        t1 = ts;
+        if (!kind)
+            continue;
+        if (!strcmp(kind, "request")) {
+            if (jstr(b, "session"))
+                cJSON_AddStringToObject(o, "session", jstr(b, "session"));
+        } else if (!strcmp(kind, "route")) {
+            cJSON *r = cJSON_AddObjectToObject(o, "route");
+            cJSON_AddItemToObject(r, "lane", cJSON_Duplicate(
+                                                 cJSON_GetObjectItemCaseSensitive(
+                                                     b, "lane"),
+                                                 1));
+            cJSON_AddItemToObject(
+                r, "by",
+                cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(b, "by"), 1));
+            fo_json_add_int(r, "seq", seq);
+        } else if (!strcmp(kind, "plan")) {
+            cJSON *p = cJSON_AddObjectToObject(o, "plan");
+            cJSON_AddItemToObject(
+                p, "waves",
+                cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(b, "waves"),
+                                1));
+            fo_json_add_int(p, "seq", seq);
+            const cJSON *t;
+            cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(b, "tasks")) {
+                cJSON *x = cJSON_CreateObject();
+                cJSON_AddItemToArray(tasks, x);
+                cJSON_AddItemToObject(x, "id", cJSON_Duplicate(
+                                                   cJSON_GetObjectItemCaseSensitive(
+                                                       t, "id"),
+                                                   1));
+                cJSON_AddItemToObject(
+                    x, "agent",
+                    cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(t, "agent"),
+                                    1));
+                cJSON_AddItemToObject(
+                    x, "instruction",
+                    cJSON_Duplicate(
+                        cJSON_GetObjectItemCaseSensitive(t, "instruction"), 1));
+                cJSON_AddStringToObject(x, "state", "pending");
+            }
+        } else if (!strcmp(kind, "task") || !strcmp(kind, "result") ||
+                   !strcmp(kind, "verdict") || !strcmp(kind, "refusal") ||
+                   !strcmp(kind, "skip") ||
+                   !strcmp(kind, "tier_escalation")) {
+            cJSON *x = find_task(tasks, jstr(b, "id"));
+            if (!x)
+                continue;
+            cJSON *step = cJSON_CreateObject();
+            fo_json_add_int(step, "seq", seq);
+            fo_json_add_int(step, "ts", ts);
+            cJSON_AddItemToObject(step, "body", cJSON_Duplicate(b, 1));
+            cJSON_DeleteItemFromObjectCaseSensitive(x, kind);
+            cJSON_AddItemToObject(x, kind, step);
+            cJSON_DeleteItemFromObjectCaseSensitive(x, "state");
+            const cJSON *pass = cJSON_GetObjectItemCaseSensitive(b, "pass");
+            cJSON_AddStringToObject(
+                x, "state",
+                !strcmp(kind, "task")     ? "running"
+                : !strcmp(kind, "result") ? "judging"
+                : !strcmp(kind, "refusal") ? "refused"
+                : !strcmp(kind, "skip")    ? "skipped"
+                : !strcmp(kind, "tier_escalation") ? "escalated"
+                : cJSON_IsTrue(pass)                 ? "passed"
+                : jstr(b, "by") && !strcmp(jstr(b, "by"), "unjudged")
+                    ? "unjudged"
+                    : "failed");
+        } else if (!strncmp(kind, "gate_", 5)) {
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddItemToArray(gates, x);
+            cJSON_AddStringToObject(x, "kind", kind);
+            fo_json_add_int(x, "seq", seq);
+            cJSON_AddItemToObject(x, "body", cJSON_Duplicate(b, 1));
+        } else if (!strcmp(kind, "budget")) {
+            cJSON_AddItemToObject(o, "budget", cJSON_Duplicate(b, 1));
+        } else if (!strcmp(kind, "answer")) {
+            cJSON *a = cJSON_AddObjectToObject(o, "answer");
+            cJSON_AddItemToObject(
+                a, "text",
+                cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(b, "answer"),
+                                1));
+            fo_json_add_int(a, "seq", seq);
+        }
+    }
+    fo_json_add_int(o, "started_ts", t0);
+    fo_json_add_int(o, "last_ts", t1);
+    fo_json_add_int(o, "duration_ms", t0 >= 0 ? (t1 - t0) / 1000 : 0);
+    fo_json_add_int(o, "entries", cJSON_GetArraySize(c.entries));
+    cJSON_Delete(c.entries);
+    cJSON_Delete(g);
+    if (rc) {
+        cJSON_Delete(o);
+        return rc;
+    }
+    *out = o;
+    return FO_OK;
+}

@@ -643,6 +643,25 @@ static const struct surf_method table[] = {
      "\"required\":[\"run\"]}",
      SURF_WRITE, 4 * KIB, "POST", "/runs/{run}/cancel", surf_h_run_cancel,
      SURF_ON_LOOP, NULL},
+    {"run_list",
+     "The runs, newest first: {runs: [{run, state, via, request, "
+     "started_ts, entries}], next}; filter by state, page with before.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"state\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":32},"
+     "\"before\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"since\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}}}",
+     SURF_READ, 4 * KIB, "GET", "/runs", surf_h_run_list, SURF_ON_WORKER,
+     NULL},
+    {"run_show",
+     "A whole run: request, route, plan and waves, each task with its "
+     "task, result, verdict and escalation entries (bodies and times), "
+     "gates, budget, answer.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
+     "\"required\":[\"run\"]}",
+     SURF_READ, 4 * KIB, "GET", "/runs/{run}/show", surf_h_run_show,
+     SURF_ON_WORKER, NULL},
     /* sessions: handlers in methods_orch.c */
     {"session_list",
      "The sessions: {sessions: [{session, started_seq, turns}]}.", NO_INPUT,

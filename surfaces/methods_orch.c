@@ -412,3 +412,20 @@ int surf_h_context_preflight(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     }
     return FO_OK;
 }
+
+/* ---- run views ---------------------------------------------------------- */
+
+int surf_h_run_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    return orch_run_list(ctx->ledger, surf_in_str(in, "state"),
+                         surf_in_int(in, "before", -1),
+                         surf_in_int(in, "since", -1),
+                         (int)surf_in_int(in, "limit", 50), out, err);
+}
+
+int surf_h_run_show(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    return orch_run_show(ctx->ledger, surf_in_int(in, "run", 0), out, err);
+}

@@ -51,6 +51,12 @@ int surf_h_run_get(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 int surf_h_run_cancel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                       struct fo_err *err);
 
+/* Run views (methods_orch.c). */
+int surf_h_run_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err);
+int surf_h_run_show(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err);
+
 /* Sessions (methods_orch.c). */
 int surf_h_session_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                         struct fo_err *err);

@@ -127,6 +127,22 @@ Test(gates, approve_over_http_and_the_token)
         tu_str(cJSON_GetObjectItemCaseSensitive(p, "body"), "approver"),
         "alice");
     cJSON_Delete(p);
+    /* the run views show it whole: the gate, the task, the answer */
+    cJSON *lst = tu_http_json(&d, "GET", "/runs?state=done", NULL, 200);
+    const cJSON *runs = cJSON_GetObjectItemCaseSensitive(lst, "runs");
+    cr_assert_eq(cJSON_GetArraySize(runs), 1);
+    cr_assert_eq(tu_num(cJSON_GetArrayItem(runs, 0), "run"), run);
+    cJSON_Delete(lst);
+    char sp[64];
+    snprintf(sp, sizeof(sp), "/runs/%lld/show", run);
+    cJSON *show = tu_http_json(&d, "GET", sp, NULL, 200);
+    cr_assert_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(show, "gates")), 2);
+    const cJSON *t0 =
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(show, "tasks"), 0);
+    cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(t0, "result"));
+    cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(show, "answer"));
+    cJSON_Delete(show);
     /* a second decision on the decided gate */
     e = tu_http_json(&d, "POST", "/gate/reject", body, 400);
     cr_assert_str_eq(tu_str(e, "code"), "gate_decided");

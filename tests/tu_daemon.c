@@ -241,6 +241,7 @@ static const char *const method_args[][2] = {
     /* entries 0 and 1 of the test ledger are a run's request (via
      * submit) and its answer: a run that ended */
     {"run_get", "{\"run\":0}"},
+    {"run_show", "{\"run\":0}"},
     {"session_remember",
      "{\"session\":\"s1\",\"key\":\"lang\",\"value\":\"C11\"}"},
     {"context_preflight", "{\"request\":\"build the api\"}"},
