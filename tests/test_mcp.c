@@ -1163,17 +1163,20 @@ Test(mcp, resources_and_prompts)
         str_of(cJSON_GetObjectItemCaseSensitive(e, "entry"), "kind"), "answer");
     cJSON_Delete(e);
     /* the run and the signed checkpoint */
-    cr_assert(strstr(canon(v[4]), "\\\"state\\\":\\\"done\\\""), "%s",
-              canon(v[4]));
-    cr_assert(strstr(canon(v[5]), "\\u2014") || strstr(canon(v[5]), "—"),
-              "no signature line: %s", canon(v[5]));
+    char *c4 = canon(v[4]), *c5 = canon(v[5]);
+    cr_assert(strstr(c4, "\\\"state\\\":\\\"done\\\""), "%s", c4);
+    cr_assert(strstr(c5, "\\u2014") || strstr(c5, "—"), "no signature line: %s",
+              c5);
+    free(c4);
+    free(c5);
     /* a missing entry is -32002 */
     cr_assert_eq(cJSON_GetObjectItemCaseSensitive(
                      cJSON_GetObjectItemCaseSensitive(v[6], "error"), "code")
                      ->valuedouble,
                  -32002);
-    cr_assert(strstr(canon(v[7]), "audit_run") &&
-              strstr(canon(v[7]), "explain_verify_failure"));
+    char *c7 = canon(v[7]);
+    cr_assert(strstr(c7, "audit_run") && strstr(c7, "explain_verify_failure"));
+    free(c7);
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(v[8], "result"), "messages");
     cr_assert_eq(cJSON_GetArraySize(msgs), 2);
