@@ -403,3 +403,17 @@ const struct cli_command cli_commands[] = {
 };
 
 const size_t cli_n_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
+
+const char *cli_str_or(const cJSON *o, const char *k, const char *dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : dflt;
+}
+
+long long cli_int_or(const cJSON *o, const char *k, long long dflt)
+{
+    long long v = dflt;
+    if (fo_json_get_int(o, k, INT64_MIN, INT64_MAX, &v) != FO_OK)
+        v = dflt;
+    return v;
+}

@@ -271,6 +271,10 @@ int cli_usage_error(struct cli *c, const char *fmt, ...)
 /* Prints a command's help text on stdout; returns 0. */
 int cli_help(const char *text);
 
+/* A string member of o, or dflt; an integer member, or dflt. */
+const char *cli_str_or(const cJSON *o, const char *k, const char *dflt);
+long long cli_int_or(const cJSON *o, const char *k, long long dflt);
+
 /* Of names, the one nearest to typed (at most two edits, and fewer than
  * half its letters), for a did-you-mean; NULL when none is near. */
 const char *cli_closest(const char *typed, const char *const *names, size_t n);

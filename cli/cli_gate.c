@@ -53,20 +53,6 @@ static const char help_gate[] =
     "already (gate_decided), a task not in the wave; 3 I/O, or the daemon\n"
     "cannot be reached\n";
 
-static const char *str_or(const cJSON *o, const char *k, const char *dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : dflt;
-}
-
-static long long int_or(const cJSON *o, const char *k, long long dflt)
-{
-    long long v = dflt;
-    if (fo_json_get_int(o, k, INT64_MIN, INT64_MAX, &v) != FO_OK)
-        v = dflt;
-    return v;
-}
-
 static int cmd_list(struct cli *c, int argc, char **argv)
 {
     long long run = -1;
@@ -101,21 +87,21 @@ static int cmd_list(struct cli *c, int argc, char **argv)
                "TASKS");
         const cJSON *g;
         cJSON_ArrayForEach (g, gates) {
-            printf("%-6lld %-4lld %-25s %-8s", int_or(g, "run_seq", -1),
-                   int_or(g, "wave", -1), str_or(g, "deadline", "?"),
-                   str_or(g, "on_expiry", "?"));
+            printf("%-6lld %-4lld %-25s %-8s", cli_int_or(g, "run_seq", -1),
+                   cli_int_or(g, "wave", -1), cli_str_or(g, "deadline", "?"),
+                   cli_str_or(g, "on_expiry", "?"));
             const cJSON *t;
             int first = 1;
             cJSON_ArrayForEach (t,
                                 cJSON_GetObjectItemCaseSensitive(g, "tasks")) {
-                printf("%s%s (%s)", first ? " " : ", ", str_or(t, "id", "?"),
-                       str_or(t, "agent", "?"));
+                printf("%s%s (%s)", first ? " " : ", ",
+                       cli_str_or(t, "id", "?"), cli_str_or(t, "agent", "?"));
                 first = 0;
             }
-            printf("\n       %s\n", str_or(g, "question", ""));
+            printf("\n       %s\n", cli_str_or(g, "question", ""));
             cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(g, "tasks"))
-                printf("       %s: %.200s\n", str_or(t, "id", "?"),
-                       str_or(t, "instruction", ""));
+                printf("       %s: %.200s\n", cli_str_or(t, "id", "?"),
+                       cli_str_or(t, "instruction", ""));
         }
     }
     cJSON_Delete(out);
@@ -222,7 +208,7 @@ static int decide(struct cli *c, const char *what, int argc, char **argv)
         cli_print_json(out, 0);
     else
         printf("run %lld wave %lld: %s (entry %lld)\n", run, wave,
-               str_or(out, "decision", "?"), int_or(out, "seq", -1));
+               cli_str_or(out, "decision", "?"), cli_int_or(out, "seq", -1));
     cJSON_Delete(out);
     return 0;
 }

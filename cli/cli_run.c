@@ -251,20 +251,6 @@ int cli_daemon_call(const struct cli_daemon *d, const char *method,
 
 /* ---- output -------------------------------------------------------------- */
 
-static const char *str_or(const cJSON *o, const char *k, const char *dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : dflt;
-}
-
-static long long int_or(const cJSON *o, const char *k, long long dflt)
-{
-    long long v = dflt;
-    if (fo_json_get_int(o, k, INT64_MIN, INT64_MAX, &v) != FO_OK)
-        v = dflt;
-    return v;
-}
-
 /* A run_get result: the object with --json, else one field a line. */
 static void print_run(struct cli *c, const cJSON *g)
 {
@@ -272,23 +258,23 @@ static void print_run(struct cli *c, const cJSON *g)
         cli_print_json(g, 0);
         return;
     }
-    printf("run: %lld\n", int_or(g, "run", -1));
-    printf("state: %s\n", str_or(g, "state", "?"));
-    const char *req = str_or(g, "request", NULL);
+    printf("run: %lld\n", cli_int_or(g, "run", -1));
+    printf("state: %s\n", cli_str_or(g, "state", "?"));
+    const char *req = cli_str_or(g, "request", NULL);
     printf("request: %s\n", req ? req : "(redacted)");
-    long long count = int_or(g, "count", 0);
+    long long count = cli_int_or(g, "count", 0);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "truncated")))
         printf("entries: %lld (--json shows the last %d)\n", count,
                ORCH_RUN_ENTRIES_MAX);
     else
         printf("entries: %lld\n", count);
-    const char *ans = str_or(g, "answer", NULL);
+    const char *ans = cli_str_or(g, "answer", NULL);
     if (ans)
         printf("answer: %s\n", ans);
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(g, "error");
     if (cJSON_IsObject(e))
-        printf("error: %s (%s)\n", str_or(e, "error", "?"),
-               str_or(e, "code", "?"));
+        printf("error: %s (%s)\n", cli_str_or(e, "error", "?"),
+               cli_str_or(e, "code", "?"));
 }
 
 /* ---- the commands -------------------------------------------------------- */
@@ -379,7 +365,7 @@ static int cmd_start(struct cli *c, int argc, char **argv)
     if (c->json) {
         cli_print_json(out, 0);
     } else {
-        long long run = int_or(out, "run", -1);
+        long long run = cli_int_or(out, "run", -1);
         printf("%lld\n", run);
         if (isatty(2))
             fprintf(stderr,
@@ -505,10 +491,11 @@ static int cmd_cancel(struct cli *c, int argc, char **argv)
     }
     if (c->json) {
         cli_print_json(out, 0);
-    } else if (!strcmp(str_or(out, "cancel", ""), "requested")) {
+    } else if (!strcmp(cli_str_or(out, "cancel", ""), "requested")) {
         printf("run %lld: cancel requested; it stops at its next step\n", id);
     } else {
-        printf("run %lld: already ended: %s\n", id, str_or(out, "state", "?"));
+        printf("run %lld: already ended: %s\n", id,
+               cli_str_or(out, "state", "?"));
     }
     cJSON_Delete(out);
     return 0;
@@ -534,20 +521,21 @@ static int cmd_wait(struct cli *c, int argc, char **argv)
     int rc;
     for (;;) {
         rc = call_run(l, "run_get", id, &g, &err);
-        if (rc || strcmp(str_or(g, "state", ""), "running") != 0)
+        if (rc || strcmp(cli_str_or(g, "state", ""), "running") != 0)
             break;
         int64_t now = ledger_mono_us() / 1000;
         if (now >= deadline) {
             rc = fo_err_set(&err, FO_E_TIMEOUT,
                             "run %lld: still running after %lld s "
                             "(entries so far: %lld)",
-                            id, timeout, int_or(g, "count", 0));
+                            id, timeout, cli_int_or(g, "count", 0));
             break;
         }
         if (tty) {
             fprintf(stderr,
                     "\rforum: run %lld: running, entries: %lld, %lld s\033[K",
-                    id, int_or(g, "count", 0), (long long)(now - t0) / 1000);
+                    id, cli_int_or(g, "count", 0),
+                    (long long)(now - t0) / 1000);
             shown = 1;
         }
         cJSON_Delete(g);
@@ -564,7 +552,7 @@ static int cmd_wait(struct cli *c, int argc, char **argv)
         return cli_fail(c, &err);
     }
     print_run(c, g);
-    const char *state = str_or(g, "state", "?");
+    const char *state = cli_str_or(g, "state", "?");
     int done = !strcmp(state, "done");
     if (!done)
         fprintf(stderr, "forum: run %lld ended %s, not done\n", id, state);
@@ -621,13 +609,14 @@ static int cmd_list(struct cli *c, int argc, char **argv)
         const cJSON *x;
         cJSON_ArrayForEach (x, cJSON_GetObjectItemCaseSensitive(out, "runs")) {
             char when[32] = "?";
-            time_t t = (time_t)(int_or(x, "started_ts", 0) / 1000000);
+            time_t t = (time_t)(cli_int_or(x, "started_ts", 0) / 1000000);
             struct tm tm;
             if (localtime_r(&t, &tm))
                 strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-            const char *req = str_or(x, "request", "(redacted)");
-            printf("%-8lld %-12s %-19s %7lld  %.60s%s\n", int_or(x, "run", -1),
-                   str_or(x, "state", "?"), when, int_or(x, "entries", 0), req,
+            const char *req = cli_str_or(x, "request", "(redacted)");
+            printf("%-8lld %-12s %-19s %7lld  %.60s%s\n",
+                   cli_int_or(x, "run", -1), cli_str_or(x, "state", "?"), when,
+                   cli_int_or(x, "entries", 0), req,
                    strlen(req) > 60 ? "..." : "");
         }
         const cJSON *nx = cJSON_GetObjectItemCaseSensitive(out, "next");
@@ -671,33 +660,33 @@ static int cmd_show(struct cli *c, int argc, char **argv)
         return 0;
     }
     printf("run %lld: %s, %lld entries over %lld ms\n", id,
-           str_or(out, "state", "?"), int_or(out, "entries", 0),
-           int_or(out, "duration_ms", 0));
-    printf("request: %s\n", str_or(out, "request", "(redacted)"));
-    if (str_or(out, "session", NULL))
-        printf("session: %s\n", str_or(out, "session", ""));
+           cli_str_or(out, "state", "?"), cli_int_or(out, "entries", 0),
+           cli_int_or(out, "duration_ms", 0));
+    printf("request: %s\n", cli_str_or(out, "request", "(redacted)"));
+    if (cli_str_or(out, "session", NULL))
+        printf("session: %s\n", cli_str_or(out, "session", ""));
     const cJSON *rt = cJSON_GetObjectItemCaseSensitive(out, "route");
     if (rt)
-        printf("route: %s (by %s)\n", str_or(rt, "lane", "?"),
-               str_or(rt, "by", "?"));
+        printf("route: %s (by %s)\n", cli_str_or(rt, "lane", "?"),
+               cli_str_or(rt, "by", "?"));
     const cJSON *t;
     cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(out, "tasks")) {
         const cJSON *res = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(t, "result"), "body");
-        const char *outp = str_or(res, "output", "");
-        printf("  %-6s %-10s %-18s %.60s\n", str_or(t, "id", "?"),
-               str_or(t, "state", "?"), str_or(t, "agent", "?"),
-               str_or(t, "instruction", ""));
+        const char *outp = cli_str_or(res, "output", "");
+        printf("  %-6s %-10s %-18s %.60s\n", cli_str_or(t, "id", "?"),
+               cli_str_or(t, "state", "?"), cli_str_or(t, "agent", "?"),
+               cli_str_or(t, "instruction", ""));
         if (*outp)
             printf("         -> %.100s%s\n", outp,
                    strlen(outp) > 100 ? "..." : "");
     }
     cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(out, "gates"))
-        printf("  gate: %s (seq %lld)\n", str_or(t, "kind", "?"),
-               int_or(t, "seq", -1));
+        printf("  gate: %s (seq %lld)\n", cli_str_or(t, "kind", "?"),
+               cli_int_or(t, "seq", -1));
     const cJSON *ans = cJSON_GetObjectItemCaseSensitive(out, "answer");
     if (ans)
-        printf("answer: %s\n", str_or(ans, "text", ""));
+        printf("answer: %s\n", cli_str_or(ans, "text", ""));
     cJSON_Delete(out);
     return 0;
 }

@@ -323,26 +323,8 @@ int surf_batch_entry(struct ledger *l, const cJSON *entry, int64_t base,
                           "parent %.0f: must be an entry already on record "
                           "(below %lld) when the batch begins",
                           parent->valuedouble, (long long)base);
-    const size_t max = ledger_max_body(l);
-    const cJSON *payload = cJSON_GetObjectItemCaseSensitive(entry, "payload");
-    fo_buf_init(body, max);
-    rc = fo_json_canon(payload, body, err);
-    if (rc == FO_E_TOO_LARGE)
-        rc = fo_err_set(err, FO_E_TOO_LARGE,
-                        "payload: over %zu bytes in canonical form", max);
-    if (rc) {
-        fo_buf_release(body);
-        return rc;
-    }
-    *req = (struct ledger_append){
-        .actor = surf_in_str(entry, "actor"),
-        .kind = surf_in_str(entry, "kind"),
-        .parent = cJSON_IsNumber(parent) ? (int64_t)parent->valuedouble
-                                         : LEDGER_NO_PARENT,
-        .body = body->data ? body->data : "",
-        .body_len = body->len,
-    };
-    return FO_OK;
+    struct surf_ctx ctx = {.ledger = l};
+    return surf_append_prepare(&ctx, entry, req, body, err);
 }
 
 /* POST /append/batch: every entry checked first (a bad one names its
@@ -651,8 +633,7 @@ static const struct surf_method table[] = {
      "\"before\":{\"type\":\"integer\",\"minimum\":0},"
      "\"since\":{\"type\":\"integer\",\"minimum\":0},"
      "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}}}",
-     SURF_READ, 4 * KIB, "GET", "/runs", surf_h_run_list, SURF_ON_WORKER,
-     NULL},
+     SURF_READ, 4 * KIB, "GET", "/runs", surf_h_run_list, SURF_ON_WORKER, NULL},
     {"run_show",
      "A whole run: request, route, plan and waves, each task with its "
      "task, result, verdict and escalation entries (bodies and times), "

@@ -24,59 +24,14 @@
 
 /* ---- the fake model ------------------------------------------------------ */
 
-struct fake {
-    pid_t pid;
-    int port;
-};
-
-/* Starts bench/fake_model answering after delay_ms (hold: not before
- * SIGUSR1); it dies with the test. */
-static void fake_start_delay(struct fake *f, int hold, const char *delay_ms)
-{
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    f->pid = fork();
-    cr_assert_geq(f->pid, 0);
-    if (f->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        dup2(p[1], 1);
-        close(p[0]);
-        close(p[1]);
-        execl(FORUM_FAKE_MODEL, FORUM_FAKE_MODEL, "--port", "0", "--delay-ms",
-              delay_ms, hold ? "--hold" : NULL, (char *)NULL);
-        _exit(127);
-    }
-    close(p[1]);
-    char line[64] = "";
-    FILE *in = fdopen(p[0], "r");
-    cr_assert_not_null(fgets(line, sizeof(line), in),
-                       "fake_model said nothing");
-    fclose(in);
-    cr_assert_eq(sscanf(line, "port %d", &f->port), 1, "%s", line);
-}
+#define fake tu_fakebin
+#define fake_start_delay tu_fakebin_start
+#define fake_stop tu_fakebin_stop
+#define fake_stat tu_fakebin_stat
 
 static void fake_start(struct fake *f, int hold)
 {
     fake_start_delay(f, hold, "0");
-}
-
-static void fake_stop(struct fake *f)
-{
-    kill(f->pid, SIGTERM);
-    waitpid(f->pid, NULL, 0);
-}
-
-/* A counter of the fake's GET /stats. */
-static long long fake_stat(const struct fake *f, const char *key)
-{
-    struct tu_daemon as = {.port = f->port};
-    char *b = NULL;
-    cr_assert_eq(tu_http(&as, "GET", "/stats", NULL, 0, &b), 200);
-    cJSON *j = tu_json_parse(b);
-    long long v = tu_num(j, key);
-    cJSON_Delete(j);
-    free(b);
-    return v;
 }
 
 static void wait_stat(const struct fake *f, const char *key, long long n)
@@ -426,19 +381,7 @@ Test(engine, runs_survive_ten_sigkills_and_no_witnessed_call_is_made_again,
 /* ---- SIGTERM with a hundred runs in flight --------------------------------
  */
 
-static long long kind_count(const char *dir, const char *kind)
-{
-    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
-                                "summary", (char *)NULL);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    cJSON *s = tu_run_json(&r);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(s, "by_kind"), kind);
-    long long n = cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
-    cJSON_Delete(s);
-    tu_run_free(&r);
-    return n;
-}
+#define kind_count tu_kind_count
 
 Test(engine, sigterm_with_a_hundred_runs_in_flight_exits_and_all_resume,
      .timeout = 180)

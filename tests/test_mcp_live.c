@@ -18,44 +18,12 @@
 #include "testutil.h"
 #include "tu_daemon.h"
 
-struct fake {
-    pid_t pid;
-    int port;
-};
+#define fake tu_fakebin
+#define fake_stat tu_fakebin_stat
 
 static void fake_start(struct fake *f)
 {
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    f->pid = fork();
-    cr_assert_geq(f->pid, 0);
-    if (f->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        dup2(p[1], 1);
-        close(p[0]);
-        close(p[1]);
-        execl(FORUM_FAKE_MODEL, FORUM_FAKE_MODEL, "--port", "0", "--hold",
-              (char *)NULL);
-        _exit(127);
-    }
-    close(p[1]);
-    char line[64] = "";
-    FILE *in = fdopen(p[0], "r");
-    cr_assert_not_null(fgets(line, sizeof(line), in));
-    fclose(in);
-    cr_assert_eq(sscanf(line, "port %d", &f->port), 1, "%s", line);
-}
-
-static long long fake_stat(const struct fake *f, const char *key)
-{
-    struct tu_daemon as = {.port = f->port};
-    char *b = NULL;
-    cr_assert_eq(tu_http(&as, "GET", "/stats", NULL, 0, &b), 200);
-    cJSON *j = tu_json_parse(b);
-    long long v = tu_num(j, key);
-    cJSON_Delete(j);
-    free(b);
-    return v;
+    tu_fakebin_start(f, 1, "0");
 }
 
 /* forum mcp on pipes */
@@ -156,19 +124,7 @@ static int mcp_end(struct mcp *m)
     "\"protocolVersion\":\"2025-11-25\",\"capabilities\":" caps ","            \
     "\"clientInfo\":{\"name\":\"editor\",\"version\":\"1\"}}}"
 
-static long long kind_count(const char *dir, const char *kind)
-{
-    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
-                                "summary", (char *)NULL);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    cJSON *s = tu_run_json(&r);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(s, "by_kind"), kind);
-    long long n = cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
-    cJSON_Delete(s);
-    tu_run_free(&r);
-    return n;
-}
+#define kind_count tu_kind_count
 
 Test(mcp_live, ping_while_a_submit_runs_progress_and_cancel, .timeout = 90)
 {

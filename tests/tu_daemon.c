@@ -378,3 +378,59 @@ void tu_entry_kinds(const cJSON *g, char *out, size_t size)
         snprintf(out + n, size - n, "%s ", tu_str(v, "kind"));
     }
 }
+
+void tu_fakebin_start(struct tu_fakebin *f, int hold, const char *delay_ms)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    f->pid = fork();
+    cr_assert_geq(f->pid, 0);
+    if (f->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        execl(FORUM_FAKE_MODEL, FORUM_FAKE_MODEL, "--port", "0", "--delay-ms",
+              delay_ms, hold ? "--hold" : NULL, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char line[64] = "";
+    FILE *in = fdopen(p[0], "r");
+    cr_assert_not_null(fgets(line, sizeof(line), in),
+                       "fake_model said nothing");
+    fclose(in);
+    cr_assert_eq(sscanf(line, "port %d", &f->port), 1, "%s", line);
+}
+
+void tu_fakebin_stop(struct tu_fakebin *f)
+{
+    kill(f->pid, SIGTERM);
+    waitpid(f->pid, NULL, 0);
+}
+
+long long tu_fakebin_stat(const struct tu_fakebin *f, const char *key)
+{
+    struct tu_daemon as = {.port = f->port};
+    char *b = NULL;
+    cr_assert_eq(tu_http(&as, "GET", "/stats", NULL, 0, &b), 200);
+    cJSON *j = tu_json_parse(b);
+    long long v = tu_num(j, key);
+    cJSON_Delete(j);
+    free(b);
+    return v;
+}
+
+long long tu_kind_count(const char *dir, const char *kind)
+{
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
+                                "summary", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *s = tu_run_json(&r);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(s, "by_kind"), kind);
+    long long n = cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    return n;
+}

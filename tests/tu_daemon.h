@@ -84,4 +84,17 @@ cJSON *tu_run_wait(struct surf_ctx *ctx, long long run, int ms);
 /* "request route plan ... " from the entries of a run_get result. */
 void tu_entry_kinds(const cJSON *g, char *out, size_t size);
 
+/* bench/fake_model as a child process (it dies with the test): replies
+ * after delay_ms, or (hold) not before SIGUSR1. */
+struct tu_fakebin {
+    pid_t pid;
+    int port;
+};
+void tu_fakebin_start(struct tu_fakebin *f, int hold, const char *delay_ms);
+void tu_fakebin_stop(struct tu_fakebin *f);
+/* A counter of its GET /stats (calls, held, in_flight, coordinator...). */
+long long tu_fakebin_stat(const struct tu_fakebin *f, const char *key);
+/* How many entries of kind the ledger in dir has (ledger summary). */
+long long tu_kind_count(const char *dir, const char *kind);
+
 #endif
