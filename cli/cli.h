@@ -15,7 +15,7 @@ struct cli {
     int json;               /* --json: print the method's result object */
 };
 
-/* Command groups: each returns the process exit code (DESIGN §8). */
+/* Command groups: each returns the process exit code. */
 int cli_ledger(struct cli *c, int argc, char **argv);
 
 /* `forum mcp [--admin]` (cli_mcp.c): the MCP server on stdin/stdout. Exit 0
@@ -93,7 +93,7 @@ int cli_plan(struct cli *c, int argc, char **argv);
  * ID` go to the daemon of the data dir over HTTP (POST /runs, POST
  * /runs/{id}/cancel; with no daemon, cancel calls run_cancel here); `run
  * get ID` and `run wait ID [--timeout S]` call run_get on the ledger in
- * this process. Exit codes: DESIGN §8 through fo_code_exit (no daemon:
+ * this process. Exit codes: the four classes through fo_code_exit (no daemon:
  * not_found, 1); wait also exits 1 when the run ended other than done and
  * 3 (code timeout) when --timeout passed first. */
 int cli_run(struct cli *c, int argc, char **argv);

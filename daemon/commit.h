@@ -3,7 +3,7 @@
  * (one fsync) and only then reports each request done. A lone writer is
  * never kept waiting: the committer starts a transaction as soon as the
  * queue is non-empty, and what arrives during that fsync forms the next
- * batch. The same thread signs checkpoints on the cadence of DESIGN §2. */
+ * batch. The same thread signs checkpoints on its cadence (docs/LEDGER.md). */
 #ifndef DAEMON_COMMIT_H
 #define DAEMON_COMMIT_H
 

@@ -1,4 +1,4 @@
-/* orch: the orchestrator's deterministic core (DESIGN §6): the roster of
+/* orch: the orchestrator's deterministic core: the roster of
  * lanes, the lexical router, the planner (tasks into waves), the policy
  * (allowed categories, max_parallel), the executors (stub, subprocess) and
  * the witnessed dispatch of a plan. It writes to the ledger only through a
@@ -174,7 +174,7 @@ struct orch_route {
     size_t n;
 };
 
-/* Routes text by DESIGN §6, exactly as the reference: the tokens are the
+/* Routes text exactly as the reference: the tokens are the
  * maximal [a-z0-9]+ runs of the ASCII-lowercased text; score = hits /
  * keywords; candidates by (score desc, name asc); then the margin rule, the
  * hit-count floor, and escalation with the margin as confidence. The
@@ -483,7 +483,7 @@ struct orch_submit_opts {
     const cJSON *context;
 };
 
-/* Answers a request end to end (DESIGN §6), witnessing every step on w:
+/* Answers a request end to end, witnessing every step on w:
  * `request` (actor "client", {"request", "via": "submit", "instance"}: see
  * orch_run_get for the instance and its lock file) → `route`
  * (actor "router": the router's frame and the lane taken; when the router

@@ -1,4 +1,4 @@
-/* orch_model: the model executors (DESIGN §6) and the pure helpers the
+/* orch_model: the model executors and the pure helpers the
  * control roles need: an HTTP(S) client for OpenAI-compatible chat
  * completions and the Anthropic Messages API with timeouts, retries and
  * fallover; lenient JSON extraction from model text; prompt templates;

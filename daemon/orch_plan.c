@@ -1,4 +1,4 @@
-/* orch_plan: the planner's compiler (DESIGN §6): a plan's tasks and their
+/* orch_plan: the planner's compiler: a plan's tasks and their
  * typed dependencies into waves by Kahn layering, each wave sorted by id in
  * byte order; bad plans are refused with the tasks named. */
 #include "daemon/orch.h"

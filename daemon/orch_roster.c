@@ -1,4 +1,4 @@
-/* orch_roster: the roster of lanes (DESIGN §6): parsing and validating a
+/* orch_roster: the roster of lanes: parsing and validating a
  * roster from JSON, the default roster compiled into the binary, and its
  * JSON form for `forum roster`. */
 #include "daemon/orch.h"

@@ -1,4 +1,4 @@
-/* orch_route: the reference's lexical router (DESIGN §6), exactly: token
+/* orch_route: the reference's lexical router, exactly: token
  * set, per-lane hits and score, the margin rule, the hit-count floor, and
  * escalation with the margin as its confidence. */
 #include "daemon/orch.h"

@@ -1247,10 +1247,10 @@ int orch_run_list(struct ledger *l, const char *state, int64_t before,
             !(req ? cJSON_AddStringToObject(x, "request", cut)
                   : cJSON_AddNullToObject(x, "request")) ||
             !fo_json_add_int(x, "started_ts", c.ts[i]) ||
-            !fo_json_add_int(x, "entries",
-                             (long long)cJSON_GetObjectItemCaseSensitive(
-                                 g, "count")
-                                 ->valuedouble))
+            !fo_json_add_int(
+                x, "entries",
+                (long long)cJSON_GetObjectItemCaseSensitive(g, "count")
+                    ->valuedouble))
             rc = fo_err_set(err, FO_E_NOMEM, NULL);
         got++;
         cJSON_Delete(g);
@@ -1317,23 +1317,23 @@ int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
     if (rc == FO_E_NOMEM)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
     fo_json_add_int(o, "run", run);
-    cJSON_AddStringToObject(o, "state", jstr(g, "state") ? jstr(g, "state")
-                                                         : "unknown");
+    cJSON_AddStringToObject(o, "state",
+                            jstr(g, "state") ? jstr(g, "state") : "unknown");
     cJSON_AddItemToObject(
         o, "request",
         cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(g, "request"), 1));
     cJSON_AddItemToObject(
-        o, "via", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(g, "via"),
-                                  1));
+        o, "via",
+        cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(g, "via"), 1));
     int64_t t0 = -1, t1 = -1;
     const cJSON *e;
     cJSON_ArrayForEach (e, c.entries) {
         const char *kind = jstr(e, "kind");
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "body");
-        long long seq = (long long)cJSON_GetObjectItemCaseSensitive(e, "seq")
-                            ->valuedouble;
-        long long ts = (long long)cJSON_GetObjectItemCaseSensitive(e, "ts")
-                           ->valuedouble;
+        long long seq =
+            (long long)cJSON_GetObjectItemCaseSensitive(e, "seq")->valuedouble;
+        long long ts =
+            (long long)cJSON_GetObjectItemCaseSensitive(e, "ts")->valuedouble;
         if (t0 < 0)
             t0 = ts;
         t1 = ts;
@@ -1344,10 +1344,10 @@ int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
                 cJSON_AddStringToObject(o, "session", jstr(b, "session"));
         } else if (!strcmp(kind, "route")) {
             cJSON *r = cJSON_AddObjectToObject(o, "route");
-            cJSON_AddItemToObject(r, "lane", cJSON_Duplicate(
-                                                 cJSON_GetObjectItemCaseSensitive(
-                                                     b, "lane"),
-                                                 1));
+            cJSON_AddItemToObject(
+                r, "lane",
+                cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(b, "lane"),
+                                1));
             cJSON_AddItemToObject(
                 r, "by",
                 cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(b, "by"), 1));
@@ -1360,17 +1360,18 @@ int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
                                 1));
             fo_json_add_int(p, "seq", seq);
             const cJSON *t;
-            cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(b, "tasks")) {
+            cJSON_ArrayForEach (t,
+                                cJSON_GetObjectItemCaseSensitive(b, "tasks")) {
                 cJSON *x = cJSON_CreateObject();
                 cJSON_AddItemToArray(tasks, x);
-                cJSON_AddItemToObject(x, "id", cJSON_Duplicate(
-                                                   cJSON_GetObjectItemCaseSensitive(
-                                                       t, "id"),
-                                                   1));
+                cJSON_AddItemToObject(
+                    x, "id",
+                    cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(t, "id"),
+                                    1));
                 cJSON_AddItemToObject(
                     x, "agent",
-                    cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(t, "agent"),
-                                    1));
+                    cJSON_Duplicate(
+                        cJSON_GetObjectItemCaseSensitive(t, "agent"), 1));
                 cJSON_AddItemToObject(
                     x, "instruction",
                     cJSON_Duplicate(
@@ -1379,8 +1380,7 @@ int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
             }
         } else if (!strcmp(kind, "task") || !strcmp(kind, "result") ||
                    !strcmp(kind, "verdict") || !strcmp(kind, "refusal") ||
-                   !strcmp(kind, "skip") ||
-                   !strcmp(kind, "tier_escalation")) {
+                   !strcmp(kind, "skip") || !strcmp(kind, "tier_escalation")) {
             cJSON *x = find_task(tasks, jstr(b, "id"));
             if (!x)
                 continue;
@@ -1394,12 +1394,12 @@ int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
             const cJSON *pass = cJSON_GetObjectItemCaseSensitive(b, "pass");
             cJSON_AddStringToObject(
                 x, "state",
-                !strcmp(kind, "task")     ? "running"
-                : !strcmp(kind, "result") ? "judging"
-                : !strcmp(kind, "refusal") ? "refused"
-                : !strcmp(kind, "skip")    ? "skipped"
+                !strcmp(kind, "task")              ? "running"
+                : !strcmp(kind, "result")          ? "judging"
+                : !strcmp(kind, "refusal")         ? "refused"
+                : !strcmp(kind, "skip")            ? "skipped"
                 : !strcmp(kind, "tier_escalation") ? "escalated"
-                : cJSON_IsTrue(pass)                 ? "passed"
+                : cJSON_IsTrue(pass)               ? "passed"
                 : jstr(b, "by") && !strcmp(jstr(b, "by"), "unjudged")
                     ? "unjudged"
                     : "failed");

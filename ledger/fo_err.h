@@ -57,7 +57,7 @@ const char *fo_code_name(int code);
 /* A short lower-case sentence for a code ("no such entry"). */
 const char *fo_code_message(int code);
 
-/* The CLI exit class of a code (DESIGN §8): 0 ok, 1 verification failed or
+/* The CLI exit class of a code: 0 ok, 1 verification failed or
  * not found, 2 usage or bad input, 3 I/O or storage error. */
 int fo_code_exit(int code);
 

@@ -215,7 +215,7 @@ int ledger_verify(struct ledger *l, unsigned flags, ledger_progress_fn progress,
                   void *pctx, struct ledger_verify_result *res,
                   struct fo_err *err);
 
-/* The verify object of DESIGN §2 as JSON. */
+/* The verify object of docs/LEDGER.md as JSON. */
 cJSON *ledger_verify_json(const struct ledger_verify_result *res);
 
 /* Redacts the body of entry seq: deletes every stored copy of that payload

@@ -144,7 +144,7 @@ int note_checkpoint_parse(const char *text, size_t len,
                           struct note_checkpoint *out, struct fo_err *err);
 
 /* Formats c and signs it with s, appending the signed note to out. The key
- * name should equal the origin (DESIGN §2); this is not enforced here. */
+ * name should equal the origin; this is not enforced here. */
 int note_checkpoint_sign(const struct note_signer *s,
                          const struct note_checkpoint *c, struct fo_buf *out,
                          struct fo_err *err);

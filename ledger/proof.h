@@ -1,8 +1,9 @@
 /* proof: what the ledger proves to others. Tree roots at any size,
- * RFC 6962 inclusion and consistency proofs in the JSON shapes of DESIGN
- * §2, C2SP checkpoints signed with the ledger's Ed25519 key, verification
- * against a signed checkpoint, and self-contained bundles (one entry, its
- * body, a checkpoint and the proof that ties them) anyone can check. */
+ * RFC 6962 inclusion and consistency proofs in the JSON shapes of
+ * docs/LEDGER.md, C2SP checkpoints signed with the ledger's Ed25519 key,
+ * verification against a signed checkpoint, and self-contained bundles (one
+ * entry, its body, a checkpoint and the proof that ties them) anyone can check.
+ */
 #ifndef LEDGER_PROOF_H
 #define LEDGER_PROOF_H
 
@@ -66,7 +67,7 @@ int ledger_prove_consistency(struct ledger *l, int64_t first, int64_t second,
                              struct ledger_consistency *out,
                              struct fo_err *err);
 
-/* The JSON shapes of DESIGN §2: {"index", "size", "leaf_hash", "root",
+/* The JSON shapes of docs/LEDGER.md: {"index", "size", "leaf_hash", "root",
  * "path": [hex...]} and {"first", "second", "root1", "root2", "path"}.
  * NULL when out of memory. The caller frees with cJSON_Delete. */
 cJSON *ledger_inclusion_json(const struct ledger_inclusion *p);
@@ -153,7 +154,7 @@ int ledger_verify_checkpoint(struct ledger *l, unsigned flags, const char *note,
                              struct ledger_checkpoint_result *res,
                              struct fo_err *err);
 
-/* The verify object of DESIGN §2 with "ok" and "reason" covering the
+/* The verify object of docs/LEDGER.md with "ok" and "reason" covering the
  * checkpoint too, plus "checkpoint": {"ok", "reason", "size", "root",
  * "detail", "stored_checked"}. NULL when out of memory. */
 cJSON *ledger_checkpoint_result_json(const struct ledger_checkpoint_result *r);

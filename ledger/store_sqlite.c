@@ -130,9 +130,9 @@ static const char *const sql_text[ST__COUNT] = {
     "CREATE INDEX IF NOT EXISTS entries_requests ON entries(seq)"              \
     " WHERE parent IS NULL AND kind = 'request';"                              \
     "CREATE INDEX IF NOT EXISTS entries_gates ON entries(seq)"                 \
-    " WHERE kind = 'gate_requested';"                                         \
+    " WHERE kind = 'gate_requested';"                                          \
     "CREATE INDEX IF NOT EXISTS entries_sessions ON entries(seq)"              \
-    " WHERE kind = 'session_started';"                                        \
+    " WHERE kind = 'session_started';"                                         \
     "CREATE INDEX IF NOT EXISTS entries_turns ON entries(seq)"                 \
     " WHERE kind = 'turn';"
 
@@ -1342,8 +1342,8 @@ static int sq_requests(struct store *s, int64_t from, store_row_fn fn,
     return stream_rows(s, q, "requests", fn, ctx, err);
 }
 
-static int sq_marked(struct store *s, int which, int64_t from,
-                     store_row_fn fn, void *ctx, struct fo_err *err)
+static int sq_marked(struct store *s, int which, int64_t from, store_row_fn fn,
+                     void *ctx, struct fo_err *err)
 {
     sqlite3_stmt *q = stmt(s, which ? ST_TURNS : ST_SESSIONS, err);
     if (!q)

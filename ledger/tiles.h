@@ -5,7 +5,7 @@
  * and a reader that answers merkle_node_fn calls from fetched tiles alone,
  * so proofs can be made and checked with no database.
  *
- * Forum's leaf data is the 32-byte entry hash (DESIGN: leaf =
+ * Forum's leaf data is the 32-byte entry hash (the leaf =
  * SHA-256(0x00 || entry_hash)), so an entry bundle holds, per entry, the
  * big-endian uint16 length 32 and the 32 raw bytes of the entry hash:
  * hashed as an RFC 6962 leaf, each gives the level-0 tile hash, as the spec

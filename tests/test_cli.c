@@ -1,6 +1,7 @@
 /* test_cli: the `forum` command run as a user runs it: bad input refused
  * before anything is written, damaged files refused untouched, the exit codes
- * of DESIGN §8, --help everywhere, and --json output anyone can recompute. */
+ * of the four exit classes, --help everywhere, and --json output anyone can
+ * recompute. */
 #include <dirent.h>
 #include <limits.h>
 #include <stdarg.h>
