@@ -54,6 +54,9 @@ static const char help_serve[] =
     "                         a shell), the prompt as last argument; default\n"
     "                         the stub executor\n"
     "  --roster FILE          a roster JSON file instead of the built-in one\n"
+    "  --workspace DIR        where agents' tools act (an absolute path; a\n"
+    "                         project of yours); default: a fresh\n"
+    "                         DIR/workspaces/run-<id> per run\n"
     "  --max-runs N           runs in memory at once (submit, POST /runs,\n"
     "                         resumed), 1-1000000 (default 10000; one more\n"
     "                         is 503 busy)\n" CLI_GATE_HELP
@@ -139,6 +142,11 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->cfg.cmd = v;
         } else if (!strcmp(a, "--roster")) {
             o->cfg.roster = v;
+        } else if (!strcmp(a, "--workspace")) {
+            if (v[0] != '/')
+                return cli_usage_error(c, "serve: --workspace: an absolute "
+                                          "path");
+            o->cfg.workspace = v;
         } else if (!strcmp(a, "--max-connections")) {
             if (parse_int(v, 1, SURF_HTTP_CONNECTIONS_MAX, &x))
                 return cli_usage_error(c, "serve: --max-connections: 1-%d",
@@ -217,6 +225,8 @@ static int load_config(struct cli *c, struct serve_opts *o)
     file.log_file = flags.log_file;
     file.cmd = flags.cmd;
     file.roster = flags.roster;
+    if (flags.workspace)
+        file.workspace = flags.workspace;
     file.ready_fd = flags.ready_fd;
     o->cfg = file;
     /* flags win over forum.json's models */

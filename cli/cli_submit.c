@@ -31,6 +31,8 @@ static const char submit_usage[] =
     "  --max-seconds S      the run's wall-clock budget\n" CLI_GATE_HELP
         CLI_SESSION_HELP
     "  --roster FILE        the roster (default: the built-in one)\n"
+    "  --workspace DIR      where agents' tools act (default: a fresh\n"
+    "                       DIR/workspaces/run-<id>)\n"
     "  --timeout SECONDS    per task and per model call (default 300)\n"
     "  --json               print {answer, checkpoint, request_seq, ...}\n"
     "exit codes: 0 answered (also when the budget stopped the run: see\n"
@@ -83,6 +85,8 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
             o->cfg.cmd = argv[++i];
         } else if (!strcmp(a, "--roster") && has) {
             o->cfg.roster_path = argv[++i];
+        } else if (!strcmp(a, "--workspace") && has) {
+            o->cfg.workspace = argv[++i];
         } else if (!strcmp(a, "--timeout") && has) {
             long long s = cli_parse_seq(argv[++i]);
             if (s < 1 || s > 86400)
@@ -151,6 +155,9 @@ static int run(struct cli *c, const char *name, const char *method,
             dc.models.timeout_ms = o.cfg.timeout_ms;
         o.cfg.models = &dc.models;
     }
+    char wsroot[4096];
+    snprintf(wsroot, sizeof(wsroot), "%s/workspaces", c->ledger_dir);
+    o.cfg.workspace_root = wsroot;
     int rc = orch_create(&o.cfg, &orch, &err);
     if (rc) {
         if (rc == FO_E_NOT_FOUND) /* a roster file that is not there */

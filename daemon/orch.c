@@ -74,6 +74,9 @@ void orch_free(struct orch *o)
     free_strings(o->env);
     orch_model_free(o->models);
     cJSON_Delete(o->gates);
+    orch_guard_release(&o->guard);
+    free(o->workspace);
+    free(o->workspace_root);
     free(o);
 }
 
@@ -315,9 +318,46 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
         if (rc)
             goto out;
     }
+    /* the guardrails look for every configured key's value */
+    for (size_t i = 0; c->models && i < c->models->n_providers && !rc; i++)
+        rc = orch_guard_add_env(&o->guard, c->models->providers[i].api_key_env);
+    if (!rc && ((c->workspace && !(o->workspace = orch_strdup(c->workspace))) ||
+                (c->workspace_root &&
+                 !(o->workspace_root = orch_strdup(c->workspace_root)))))
+        rc = FO_E_NOMEM;
+    if (rc) {
+        rc = fo_err_set(err, rc,
+                        rc == FO_E_TOO_LARGE ? "too many secrets" : NULL);
+        goto out;
+    }
     *out = o;
     o = NULL;
 out:
     orch_free(o);
     return rc;
+}
+
+int orch_add_secret(struct orch *o, const char *value)
+{
+    return orch_guard_add_secret(&o->guard, value);
+}
+
+const struct orch_guard *orch_guardrails(const struct orch *o)
+{
+    return &o->guard;
+}
+
+const char *orch_workspace_dir(const struct orch *o)
+{
+    return o->workspace;
+}
+
+const char *orch_workspace_root(const struct orch *o)
+{
+    return o->workspace_root;
+}
+
+const char *const *orch_child_env(const struct orch *o)
+{
+    return (const char *const *)o->env;
 }

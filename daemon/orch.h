@@ -80,6 +80,11 @@ struct orch_config {
      * to it): an object as orch_gate_policy_check takes; NULL: none.
      * Copied. */
     const cJSON *gates;
+    /* Where tools act: every run in workspace (a user's project), else
+     * each run in a fresh directory run-<id> under workspace_root (made
+     * 0700 on first use). Both NULL: tools that need a workspace fail. */
+    const char *workspace;
+    const char *workspace_root;
 };
 
 /* Creates an orchestrator: loads and validates the roster, splits cmd,
@@ -90,6 +95,10 @@ struct orch_config {
  * block beyond reading the roster file. */
 int orch_create(const struct orch_config *cfg, struct orch **out,
                 struct fo_err *err);
+
+/* Adds a value the guardrails replace wherever it appears in tool or
+ * model output (the daemon's token): FO_OK, FO_E_NOMEM, FO_E_TOO_LARGE. */
+int orch_add_secret(struct orch *o, const char *value);
 
 /* Frees the orchestrator (NULL-safe). First waits for every background
  * run (orch_run_start) to end; no other run may be using it. */
@@ -113,9 +122,19 @@ struct orch_lane {
     char *domain;
     char **keywords;
     size_t n_keywords;
-    int tier;     /* enum orch_tier */
-    int executor; /* enum orch_exec_kind */
-    int max_turns;
+    int tier;      /* enum orch_tier */
+    int executor;  /* enum orch_exec_kind */
+    int max_turns; /* model turns of a task that calls tools */
+    /* The tools its tasks may call (built-in names or "server.tool" of an
+     * MCP server), those that must have been called before an answer is
+     * accepted, what the guardrails do with a finding (1: the task fails;
+     * 0: it is redacted) and whether run_command may use the network. */
+    char **tools;
+    size_t n_tools;
+    char **required_tools;
+    size_t n_required;
+    int guard_block;
+    int network;
 };
 
 struct orch_roster {
@@ -124,7 +143,8 @@ struct orch_roster {
 };
 
 /* Parses and validates a roster: {"lanes": [{name, category, domain,
- * keywords, model_tier, executor, max_turns?}]} (other top-level members
+ * keywords, model_tier, executor, max_turns?, tools?, required_tools?,
+ * guardrails?: "redact"|"block", network?}]} (other top-level members
  * are ignored). Every error is FO_E_INVALID (FO_E_JSON for text that is
  * not strict JSON) and names the lane (by name, or by index when it has no
  * name) and the field: missing field, empty or non-list keywords, a
@@ -262,6 +282,7 @@ struct orch_exec_config {
      * own deadline and response cap). */
     const struct orch_model *models;
     int tier;
+    const char *cwd; /* CLI: the child's working directory; NULL: ours */
 };
 
 struct orch_result {

@@ -8,17 +8,22 @@
  * model providers each role is a deterministic stub. */
 #include "daemon/orch_engine.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <event2/dns.h>
 #include <event2/event.h>
 
+#include "daemon/orch_guard.h"
 #include "daemon/orch_int.h"
 #include "daemon/orch_model.h"
+#include "daemon/orch_tools.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 #include "ledger/proof.h"
@@ -30,6 +35,8 @@
 #define SALIENT_MAX 64
 #define MISSING_SHOWN 20
 #define ROUTE_SHOWN 5
+#define BAD_CALLS_MAX 3 /* malformed tool calls in a row a task survives */
+#define COMMAND_TIMEOUT_MS 120000 /* run_command without timeout_s */
 
 enum role { R_COORDINATOR, R_CLASSIFIER, R_VALIDATOR, R_SYNTHESIZER };
 
@@ -278,6 +285,18 @@ struct task {
     struct attempts val;
     struct effect *eff; /* the job or model call in flight */
     char model[ORCH_MODEL_MAX + 1];
+    /* the tool loop of a task whose lane has tools (apply keeps it) */
+    cJSON *conv;       /* tool_call, tool_result, tool_rescue payloads, each
+                          with "k": its kind, in order */
+    int64_t conv_last; /* the last of them, else the task: the next parent */
+    int64_t await;     /* a tool_call witnessed without its result, or -1 */
+    int turn;          /* model turns begun in this attempt */
+    int turn_seen;     /* the last turn an entry witnessed */
+    int n_calls;       /* tool calls witnessed */
+    int bad_calls;     /* rejected tool calls in a row */
+    int blocked;       /* a guardrail blocked a tool's output */
+    cJSON *pending;    /* calls of the last reply not yet witnessed */
+    char *pending_text;
 };
 
 struct dkey { /* one (agent, instruction, executor) dispatched */
@@ -329,6 +348,9 @@ struct run {
     int creating_session;       /* its session_started is being written */
     int waiting_session;        /* another run writes that first */
     int64_t session_start, turn_seq;
+    /* the workspace of its tools, opened at the first tool call */
+    char *ws_path;
+    int ws_fd;
     /* approval gates */
     cJSON *gates;    /* the run's policy, NULL: none */
     struct gate *g;  /* per wave, once planned (with a policy) */
@@ -398,6 +420,7 @@ struct stub_reply {
 };
 struct effect {
     int kind;
+    int tools; /* a model turn of the tool loop */
     struct run *r;
     int role;
     long task; /* -1 for the route, plan and synthesis roles */
@@ -479,8 +502,14 @@ static void run_free(struct run *r)
         free(r->t[i].output);
         cJSON_Delete(r->t[i].failed);
         attempts_release(&r->t[i].val);
+        cJSON_Delete(r->t[i].conv);
+        cJSON_Delete(r->t[i].pending);
+        free(r->t[i].pending_text);
     }
     free(r->t);
+    if (r->ws_fd >= 0)
+        close(r->ws_fd);
+    free(r->ws_path);
     free(r->g);
     cJSON_Delete(r->gates);
     free(r->session);
@@ -549,6 +578,7 @@ static int64_t elapsed_ms(const struct run *r)
 }
 
 static void step(struct run *r);
+static const char *str_of(const cJSON *b, const char *k);
 static void step_name(const struct run *r, char *out, size_t size);
 
 /* ---- writes ------------------------------------------------------------- */
@@ -919,15 +949,17 @@ static int json_role_start(struct run *r, int role, long task,
                            role_done_fn fn, struct fo_err *err)
 {
     char fix[FO_ERR_MSG_MAX + 160];
-    struct orch_model_msg m[4] = {{"system", system}, {"user", user}};
+    struct orch_model_msg m[4] = {{.role = "system", .content = system},
+                                  {.role = "user", .content = user}};
     size_t n = 2;
     if (a->last) {
         snprintf(fix, sizeof(fix),
                  "That reply was rejected: %s. Answer again with only the "
                  "corrected JSON object.",
                  a->why);
-        m[n++] = (struct orch_model_msg){"assistant", a->last};
-        m[n++] = (struct orch_model_msg){"user", fix};
+        m[n++] =
+            (struct orch_model_msg){.role = "assistant", .content = a->last};
+        m[n++] = (struct orch_model_msg){.role = "user", .content = fix};
     }
     return role_start(r, role, task, m, n, stub_text, fn, err);
 }
@@ -1474,16 +1506,126 @@ static cJSON *result_json(const struct run *r, const char *id,
     }
 }
 
-static void task_result(struct run *r, size_t t, struct orch_result *res)
+/* ---- guardrails -----------------------------------------------------------
+ */
+
+static const struct orch_lane *task_lane(const struct run *r, size_t t)
+{
+    return orch_roster_find(orch_roster(r->e->o), r->p->tasks[t].agent);
+}
+
+/* Scans text for secrets and personal data. Nothing found: 0 and *clean
+ * NULL. Else 1, *clean the redacted text (malloc'd) and a `guardrail`
+ * entry (parent: parent) says what kind was found where, never the value;
+ * with the lane's guardrails "block", *blocked is set. An error: minus its
+ * code, err set. */
+static int guard(struct run *r, size_t t, const char *source,
+                 const char *call_id, int64_t parent, const char *text,
+                 char **clean, int *blocked, struct fo_err *err)
+{
+    *clean = NULL;
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    cJSON *found = NULL;
+    long n = orch_guard_scan(orch_guardrails(r->e->o), text ? text : "",
+                             text ? strlen(text) : 0, &b, &found);
+    if (n <= 0) {
+        fo_buf_release(&b);
+        cJSON_Delete(found);
+        return n < 0 ? -nomem(err) : 0;
+    }
+    const struct orch_lane *ln = task_lane(r, t);
+    int block = ln && ln->guard_block;
+    cJSON *o = cJSON_CreateObject();
+    int ok = o && cJSON_AddStringToObject(o, "id", r->p->tasks[t].id) &&
+             cJSON_AddStringToObject(o, "source", source) &&
+             (!call_id || cJSON_AddStringToObject(o, "call_id", call_id)) &&
+             cJSON_AddStringToObject(o, "action", block ? "block" : "redact");
+    if (ok)
+        cJSON_AddItemToObject(o, "found", found);
+    else
+        cJSON_Delete(found);
+    *clean = ok ? fo_buf_detach(&b, NULL) : NULL;
+    fo_buf_release(&b);
+    if (!*clean) {
+        cJSON_Delete(o);
+        return -nomem(err);
+    }
+    if (blocked && block)
+        *blocked = 1;
+    int rc =
+        witness(r, "guardrail", "guardrail", parent, o, (long)t, 0, 0, err);
+    if (rc) {
+        free(*clean);
+        *clean = NULL;
+        return -rc;
+    }
+    return 1;
+}
+
+/* The result entry of task t's attempt: its parent is the last step of its
+ * tool loop (or the task). stop (NULL: none) says why a tool loop ended;
+ * spent: the entry witnesses a reserved model call. A model's output passes
+ * the guardrails first. */
+static void task_result_ex(struct run *r, size_t t, struct orch_result *res,
+                           const char *stop, int spent)
 {
     struct fo_err err;
+    struct task *s = &r->t[t];
     const struct orch_task *k = &r->p->tasks[t];
-    cJSON *o = result_json(r, k->id, res);
-    int rc = o ? witness(r, k->agent, "result", r->t[t].task_seq, o, (long)t, 0,
-                         0, &err)
-               : nomem(&err);
+    int64_t parent = s->conv ? s->conv_last : s->task_seq;
+    char *clean = NULL;
+    int blocked = 0, rc = FO_OK;
+    int model =
+        s->ex->kind == ORCH_EXEC_CHAT || s->ex->kind == ORCH_EXEC_ANTHROPIC;
+    struct orch_result cp = *res;
+    if (model && res->ok && res->output) {
+        rc = guard(r, t, "result", NULL, parent, res->output, &clean, &blocked,
+                   &err);
+        if (rc < 0) {
+            fail(r, -rc, &err);
+            return;
+        }
+        rc = FO_OK;
+        if (clean) {
+            static char none[] = "";
+            cp.output = blocked ? none : clean;
+            cp.output_len = strlen(cp.output);
+        }
+        if (blocked) {
+            cp.ok = 0;
+            snprintf(cp.error, sizeof(cp.error), "%s",
+                     "the guardrails blocked the answer: it held secrets or "
+                     "personal data");
+            stop = "guardrail";
+        }
+    }
+    cJSON *o = result_json(r, k->id, &cp);
+    free(clean);
+    int turns = s->turn > 0 ? s->turn : 0;
+    if (o && s->conv &&
+        (!fo_json_add_int(o, "turns", turns) ||
+         !fo_json_add_int(o, "tool_calls", s->n_calls))) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    if (o && stop && !cJSON_AddStringToObject(o, "stop_reason", stop)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    if (o && turns >= 2 && !s->conv && !fo_json_add_int(o, "turns", turns)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    rc = o ? witness(r, k->agent, "result", parent, o, (long)t, 0, spent, &err)
+           : nomem(&err);
     if (rc)
         fail(r, rc, &err);
+}
+
+static void task_result(struct run *r, size_t t, struct orch_result *res)
+{
+    task_result_ex(r, t, res, NULL, 0);
 }
 
 static void on_job_done(void *arg, int rc, struct orch_result *res,
@@ -1506,6 +1648,9 @@ static void on_job_done(void *arg, int rc, struct orch_result *res,
     step(r);
 }
 
+static void tool_reply(struct run *r, size_t t, int rc,
+                       struct orch_model_reply *rep, const struct fo_err *cerr);
+
 static void on_task_model(void *arg, int rc, struct orch_model_reply *rep,
                           const struct fo_err *cerr)
 {
@@ -1513,9 +1658,15 @@ static void on_task_model(void *arg, int rc, struct orch_model_reply *rep,
     struct run *r = f->r;
     size_t t = (size_t)f->task;
     const struct orch_exec_config *ex = r->t[t].ex;
+    int tools = f->tools;
     r->t[t].eff = NULL;
     r->t[t].busy = 0;
     free(f);
+    if (tools) {
+        tool_reply(r, t, rc, rep, cerr);
+        step(r);
+        return;
+    }
     struct orch_result res = {.exit_code = -1};
     snprintf(res.model, sizeof(res.model), "%s",
              rep && rep->model[0] ? rep->model : ex->model);
@@ -1534,6 +1685,651 @@ static void on_task_model(void *arg, int rc, struct orch_model_reply *rep,
     step(r);
 }
 
+/* ---- the tool loop ----------------------------------------------------------
+ *
+ * A task whose lane has tools, on a model executor, is a conversation: the
+ * model is offered the lane's tools; each call it makes is witnessed
+ * (`tool_call`, parent the previous step), run, and its result witnessed
+ * (`tool_result`, parent the call) and fed back, until the model answers in
+ * text (the `result`, parent the last step) or max_turns is reached. Every
+ * decision is made from the witnessed steps (apply keeps them in
+ * task.conv), so a resumed run rebuilds the conversation from the ledger
+ * and never re-runs a call whose result is on record. */
+
+static int tool_task(const struct run *r, size_t t)
+{
+    const struct orch_lane *ln = task_lane(r, t);
+    const struct orch_exec_config *ex = r->t[t].ex;
+    return ln && ln->n_tools > 0 && ex && ex->models &&
+           (ex->kind == ORCH_EXEC_CHAT || ex->kind == ORCH_EXEC_ANTHROPIC);
+}
+
+static int lane_has_tool(const struct orch_lane *ln, const char *name)
+{
+    for (size_t i = 0; name && i < ln->n_tools; i++)
+        if (!strcmp(ln->tools[i], name))
+            return 1;
+    return 0;
+}
+
+/* The tools offered to the lane's model, as orch_model_call_tools_start
+ * takes them: the built-ins it names (an MCP server's tools are offered
+ * once their servers are known). */
+static char *tools_json(const struct orch_lane *ln)
+{
+    cJSON *a = cJSON_CreateArray();
+    int ok = a != NULL;
+    for (size_t i = 0; ok && i < ln->n_tools; i++) {
+        const struct orch_tool_def *d = orch_tool_builtin(ln->tools[i]);
+        if (!d)
+            continue;
+        cJSON *o = cJSON_CreateObject(), *sch = NULL;
+        ok = o &&
+             fo_json_parse(d->schema, strlen(d->schema), &sch, NULL) == FO_OK;
+        if (o)
+            cJSON_AddItemToArray(a, o);
+        ok = ok && cJSON_AddStringToObject(o, "name", d->name) &&
+             cJSON_AddStringToObject(o, "description", d->description) &&
+             cJSON_AddItemToObject(o, "input_schema", sch);
+        if (!ok)
+            cJSON_Delete(sch);
+    }
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    char *out =
+        ok && !fo_json_canon(a, &b, NULL) ? fo_buf_detach(&b, NULL) : NULL;
+    fo_buf_release(&b);
+    cJSON_Delete(a);
+    return out;
+}
+
+/* The tools of the lane that must be called (with an ok result) before an
+ * answer is taken, and were not: "a, b" into out; 0 when none is missing. */
+static int missing_tools(const struct run *r, size_t t, struct fo_buf *out)
+{
+    const struct orch_lane *ln = task_lane(r, t);
+    int n = 0;
+    for (size_t i = 0; ln && i < ln->n_required; i++) {
+        int called = 0;
+        const cJSON *c;
+        cJSON_ArrayForEach (c, r->t[t].conv) {
+            const char *tool = str_of(c, "tool"), *k = str_of(c, "k");
+            called |= k && !strcmp(k, "tool_result") && tool &&
+                      !strcmp(tool, ln->required_tools[i]) &&
+                      cJSON_IsTrue(cJSON_GetObjectItem(c, "ok"));
+        }
+        if (!called) {
+            if (fo_buf_printf(out, "%s%s", n ? ", " : "",
+                              ln->required_tools[i]))
+                return -1;
+            n++;
+        }
+    }
+    return n;
+}
+
+struct conv_msgs {
+    struct orch_model_msg *m;
+    size_t n;
+    char **own; /* strings made for the messages */
+    size_t n_own;
+};
+
+static void conv_msgs_release(struct conv_msgs *c)
+{
+    for (size_t i = 0; i < c->n_own; i++)
+        free(c->own[i]);
+    free(c->own);
+    free(c->m);
+}
+
+static char *conv_own(struct conv_msgs *c, char *s)
+{
+    if (s)
+        c->own[c->n_own++] = s;
+    return s;
+}
+
+/* The conversation so far: the system text, the prompt, then each step. */
+static int conv_build(const struct run *r, size_t t, const char *prompt,
+                      struct conv_msgs *c)
+{
+    const struct orch_lane *ln = task_lane(r, t);
+    const struct task *s = &r->t[t];
+    size_t steps = s->conv ? (size_t)cJSON_GetArraySize(s->conv) : 0;
+    *c = (struct conv_msgs){0};
+    c->m = calloc(2 + 2 * steps, sizeof(*c->m));
+    c->own = calloc(2 + 2 * steps, sizeof(*c->own));
+    if (!c->m || !c->own)
+        return FO_E_NOMEM;
+    struct fo_buf sys;
+    fo_buf_init(&sys, FO_BUF_UNLIMITED);
+    int rc = fo_buf_printf(
+        &sys,
+        "You are the %s agent: %s\nYou work in a workspace directory with "
+        "the tools offered (paths are relative to it). Call them as the task "
+        "needs, one step at a time; when the task is done, answer with your "
+        "final result as plain text, without calling a tool.",
+        ln->name, ln->domain);
+    if (!rc && ln->n_required) {
+        rc = fo_buf_puts(&sys, " Before you answer you must have called:");
+        for (size_t i = 0; !rc && i < ln->n_required; i++)
+            rc = fo_buf_printf(&sys, " %s", ln->required_tools[i]);
+        if (!rc)
+            rc = fo_buf_putc(&sys, '.');
+    }
+    char *st = rc ? NULL : fo_buf_detach(&sys, NULL);
+    fo_buf_release(&sys);
+    if (!conv_own(c, st))
+        return FO_E_NOMEM;
+    c->m[c->n++] = (struct orch_model_msg){.role = "system", .content = st};
+    c->m[c->n++] = (struct orch_model_msg){.role = "user", .content = prompt};
+    const cJSON *e;
+    cJSON_ArrayForEach (e, s->conv) {
+        const char *k = str_of(e, "k");
+        if (!strcmp(k, "tool_call")) {
+            cJSON *a = cJSON_CreateArray(), *o = cJSON_CreateObject();
+            if (o)
+                cJSON_AddItemToArray(a, o);
+            struct fo_buf b;
+            fo_buf_init(&b, FO_BUF_UNLIMITED);
+            char *calls =
+                a && o &&
+                        cJSON_AddStringToObject(o, "id",
+                                                str_of(e, "call_id")) &&
+                        cJSON_AddStringToObject(o, "name", str_of(e, "tool")) &&
+                        cJSON_AddStringToObject(o, "arguments",
+                                                str_of(e, "arguments")) &&
+                        !fo_json_canon(a, &b, NULL)
+                    ? fo_buf_detach(&b, NULL)
+                    : NULL;
+            fo_buf_release(&b);
+            cJSON_Delete(a);
+            if (!conv_own(c, calls))
+                return FO_E_NOMEM;
+            const char *text = str_of(e, "text");
+            c->m[c->n++] = (struct orch_model_msg){.role = "assistant",
+                                                   .content = text ? text : "",
+                                                   .tool_calls = calls};
+        } else if (!strcmp(k, "tool_result")) {
+            int ok = cJSON_IsTrue(cJSON_GetObjectItem(e, "ok"));
+            const char *out = str_of(e, "output"), *why = str_of(e, "error");
+            char *text = NULL;
+            if (!ok) {
+                struct fo_buf b;
+                fo_buf_init(&b, FO_BUF_UNLIMITED);
+                if (!fo_buf_printf(&b, "error: %s%s%s", why ? why : "failed",
+                                   out && out[0] ? "\n" : "", out ? out : ""))
+                    text = fo_buf_detach(&b, NULL);
+                fo_buf_release(&b);
+                if (!conv_own(c, text))
+                    return FO_E_NOMEM;
+            }
+            c->m[c->n++] =
+                (struct orch_model_msg){.role = "tool",
+                                        .content = ok ? (out ? out : "") : text,
+                                        .tool_call_id = str_of(e, "call_id"),
+                                        .is_error = !ok};
+        } else { /* tool_rescue */
+            const char *text = str_of(e, "text"), *miss = str_of(e, "missing");
+            struct fo_buf b;
+            fo_buf_init(&b, FO_BUF_UNLIMITED);
+            char *fix = !fo_buf_printf(&b,
+                                       "[forum: that answer was not taken: "
+                                       "call %s first, then answer.]",
+                                       miss ? miss : "the required tools")
+                            ? fo_buf_detach(&b, NULL)
+                            : NULL;
+            fo_buf_release(&b);
+            if (!conv_own(c, fix))
+                return FO_E_NOMEM;
+            c->m[c->n++] = (struct orch_model_msg){
+                .role = "assistant", .content = text && text[0] ? text : "-"};
+            c->m[c->n++] =
+                (struct orch_model_msg){.role = "user", .content = fix};
+        }
+    }
+    return FO_OK;
+}
+
+/* A result of the tool loop that ends the task without an answer. */
+static void tool_end(struct run *r, size_t t, const char *stop, const char *why,
+                     int spent)
+{
+    struct orch_result res = {.exit_code = -1};
+    snprintf(res.model, sizeof(res.model), "%s",
+             r->t[t].model[0] ? r->t[t].model : r->t[t].ex->model);
+    snprintf(res.error, sizeof(res.error), "%s", why);
+    task_result_ex(r, t, &res, stop, spent);
+}
+
+/* The model's reply in the tool loop. */
+static void tool_reply(struct run *r, size_t t, int rc,
+                       struct orch_model_reply *rep, const struct fo_err *cerr)
+{
+    struct task *s = &r->t[t];
+    struct fo_err err;
+    int spent = s->turn >= 2 && s->turn > s->turn_seen;
+    if (rep && rep->model[0])
+        snprintf(s->model, sizeof(s->model), "%s", rep->model);
+    if (rc != FO_OK) {
+        struct orch_result res = {.exit_code = -1};
+        snprintf(res.model, sizeof(res.model), "%s",
+                 rep && rep->model[0] ? rep->model : s->ex->model);
+        res.timed_out = rc == FO_E_TIMEOUT;
+        res.elapsed_us = rep ? rep->elapsed_us : 0;
+        snprintf(res.error, sizeof(res.error), "%s",
+                 cerr ? cerr->msg : "the model call failed");
+        task_result_ex(r, t, &res, "model_error", spent);
+        return;
+    }
+    if (rep->tool_calls) {
+        cJSON *calls = NULL;
+        if (fo_json_parse(rep->tool_calls, strlen(rep->tool_calls), &calls,
+                          NULL) != FO_OK) {
+            fail(r, nomem(&err), &err);
+            return;
+        }
+        cJSON_Delete(s->pending);
+        free(s->pending_text);
+        s->pending = calls;
+        s->pending_text = rep->text;
+        rep->text = NULL;
+        return; /* step witnesses them one by one */
+    }
+    struct fo_buf miss;
+    fo_buf_init(&miss, FO_BUF_UNLIMITED);
+    const struct orch_lane *ln = task_lane(r, t);
+    int n = missing_tools(r, t, &miss);
+    if (n < 0) {
+        fo_buf_release(&miss);
+        fail(r, nomem(&err), &err);
+        return;
+    }
+    if (n > 0 && s->turn < ln->max_turns) {
+        /* the answer is not taken yet: the model is told what is missing */
+        char *clean = NULL;
+        int g = guard(r, t, "tool_rescue", NULL, s->conv_last, rep->text,
+                      &clean, NULL, &err);
+        cJSON *o = g >= 0 ? cJSON_CreateObject() : NULL;
+        int ok = o && cJSON_AddStringToObject(o, "id", r->p->tasks[t].id) &&
+                 fo_json_add_int(o, "turn", s->turn) &&
+                 cJSON_AddStringToObject(o, "reason", "required_tools") &&
+                 cJSON_AddStringToObject(o, "missing", miss.data) &&
+                 cJSON_AddStringToObject(o, "text", clean ? clean : rep->text);
+        free(clean);
+        fo_buf_release(&miss);
+        if (!ok) {
+            cJSON_Delete(o);
+            fail(r, g < 0 ? -g : nomem(&err), &err);
+            return;
+        }
+        int wrc = witness(r, "loop", "tool_rescue", s->conv_last, o, (long)t, 0,
+                          spent, &err);
+        if (wrc)
+            fail(r, wrc, &err);
+        return;
+    }
+    if (n > 0) {
+        char why[FO_ERR_MSG_MAX];
+        snprintf(why, sizeof(why),
+                 "max_turns reached and the required tools were never "
+                 "called: %s",
+                 miss.data);
+        fo_buf_release(&miss);
+        tool_end(r, t, "required_tools_missing", why, spent);
+        return;
+    }
+    fo_buf_release(&miss);
+    struct orch_result res = {.ok = 1, .exit_code = 0};
+    snprintf(res.model, sizeof(res.model), "%s",
+             rep->model[0] ? rep->model : s->ex->model);
+    res.elapsed_us = rep->elapsed_us;
+    res.output = rep->text;
+    res.output_len = rep->text_len;
+    task_result_ex(r, t, &res, "answer", spent);
+}
+
+/* Witnesses the next call of the last reply. */
+static void tool_call_write(struct run *r, size_t t)
+{
+    struct task *s = &r->t[t];
+    struct fo_err err;
+    cJSON *c = cJSON_DetachItemFromArray(s->pending, 0);
+    int first = s->turn > s->turn_seen;
+    char *args = NULL, *text = NULL;
+    int ga = guard(r, t, "tool_call", str_of(c, "id"), s->conv_last,
+                   str_of(c, "arguments"), &args, NULL, &err);
+    int gt = ga >= 0 && first && s->pending_text
+                 ? guard(r, t, "tool_call", str_of(c, "id"), s->conv_last,
+                         s->pending_text, &text, NULL, &err)
+                 : 0;
+    cJSON *o = ga >= 0 && gt >= 0 ? cJSON_CreateObject() : NULL;
+    const char *tx = text ? text : s->pending_text;
+    int ok =
+        c && o && cJSON_AddStringToObject(o, "id", r->p->tasks[t].id) &&
+        fo_json_add_int(o, "turn", s->turn) &&
+        cJSON_AddStringToObject(o, "call_id", str_of(c, "id")) &&
+        cJSON_AddStringToObject(o, "tool", str_of(c, "name")) &&
+        cJSON_AddStringToObject(o, "arguments",
+                                args ? args : str_of(c, "arguments")) &&
+        (!first || !tx || !tx[0] || cJSON_AddStringToObject(o, "text", tx)) &&
+        cJSON_AddStringToObject(o, "model",
+                                s->model[0] ? s->model : s->ex->model);
+    free(args);
+    free(text);
+    cJSON_Delete(c);
+    if (first) {
+        free(s->pending_text);
+        s->pending_text = NULL;
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        int rc = ga < 0 ? -ga : gt < 0 ? -gt : nomem(&err);
+        fail(r, rc, &err);
+        return;
+    }
+    int spent = first && s->turn >= 2;
+    int rc = witness(r, r->p->tasks[t].agent, "tool_call", s->conv_last, o,
+                     (long)t, 0, spent, &err);
+    if (rc)
+        fail(r, rc, &err);
+}
+
+/* Witnesses the result of the call awaiting one. */
+static void tool_result_write(struct run *r, size_t t, int ok,
+                              const char *output, const char *why, int rejected,
+                              int exit_code)
+{
+    struct task *s = &r->t[t];
+    struct fo_err err;
+    const cJSON *call =
+        cJSON_GetArrayItem(s->conv, cJSON_GetArraySize(s->conv) - 1);
+    const char *call_id = str_of(call, "call_id");
+    char *clean = NULL;
+    int blocked = 0;
+    int g = output && output[0] ? guard(r, t, "tool_result", call_id, s->await,
+                                        output, &clean, &blocked, &err)
+                                : 0;
+    if (g < 0) {
+        fail(r, -g, &err);
+        return;
+    }
+    const char *out = blocked ? "" : clean ? clean : output ? output : "";
+    cJSON *o = cJSON_CreateObject();
+    int good =
+        o && cJSON_AddStringToObject(o, "id", r->p->tasks[t].id) &&
+        cJSON_AddStringToObject(o, "call_id", call_id) &&
+        cJSON_AddStringToObject(o, "tool", str_of(call, "tool")) &&
+        cJSON_AddBoolToObject(o, "ok", ok && !blocked) &&
+        cJSON_AddStringToObject(o, "output", out) &&
+        (!why || cJSON_AddStringToObject(o, "error", why)) &&
+        (!blocked || (cJSON_AddTrueToObject(o, "blocked") &&
+                      cJSON_AddStringToObject(o, "error",
+                                              "the guardrails blocked this "
+                                              "output"))) &&
+        (!rejected || cJSON_AddTrueToObject(o, "rejected")) &&
+        (exit_code == INT32_MIN || fo_json_add_int(o, "exit_code", exit_code));
+    free(clean);
+    if (!good) {
+        cJSON_Delete(o);
+        fail(r, nomem(&err), &err);
+        return;
+    }
+    int rc =
+        witness(r, "tool", "tool_result", s->await, o, (long)t, 0, 0, &err);
+    if (rc)
+        fail(r, rc, &err);
+}
+
+/* The run's workspace: the configured directory, or a fresh one per run
+ * under the workspace root. */
+static int workspace(struct run *r, struct fo_err *err)
+{
+    if (r->ws_fd >= 0)
+        return FO_OK;
+    const struct orch *o = r->e->o;
+    const char *dir = orch_workspace_dir(o), *root = orch_workspace_root(o);
+    char path[4096];
+    int create = 0;
+    if (dir) {
+        snprintf(path, sizeof(path), "%s", dir);
+    } else if (root) {
+        if (mkdir(root, 0700) != 0 && errno != EEXIST)
+            return fo_err_set(err, FO_E_IO, "workspaces %s: %s", root,
+                              strerror(errno));
+        int w =
+            snprintf(path, sizeof(path), "%s/run-%lld", root, (long long)r->id);
+        if (w < 0 || (size_t)w >= sizeof(path))
+            return fo_err_set(err, FO_E_INVALID, "workspace path too long");
+        create = 1;
+    } else {
+        return fo_err_set(err, FO_E_INVALID,
+                          "no workspace: tools need a data dir or --workspace");
+    }
+    int rc = orch_workspace_open(path, create, &r->ws_fd, err);
+    if (!rc && !(r->ws_path = orch_strdup(path))) {
+        close(r->ws_fd);
+        r->ws_fd = -1;
+        rc = nomem(err);
+    }
+    return rc;
+}
+
+static void on_command_done(void *arg, int rc, struct orch_result *res,
+                            const struct fo_err *jerr)
+{
+    struct effect *f = arg;
+    struct run *r = f->r;
+    size_t t = (size_t)f->task;
+    r->t[t].eff = NULL;
+    r->t[t].busy = 0;
+    free(f);
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    int brc = FO_OK;
+    if (rc == FO_OK) {
+        if (res->timed_out)
+            brc = fo_buf_puts(&b, "timed out: the command and its processes "
+                                  "were killed\n");
+        else if (res->signal)
+            brc = fo_buf_printf(&b, "killed by signal %d\n", res->signal);
+        else
+            brc = fo_buf_printf(&b, "exit code %d\n", res->exit_code);
+        if (!brc && res->output_len)
+            brc = fo_buf_printf(&b, "--- stdout ---\n%s\n", res->output);
+        if (!brc && res->errout_len)
+            brc = fo_buf_printf(&b, "--- stderr ---\n%s\n", res->errout);
+    }
+    if (brc) {
+        fo_buf_release(&b);
+        struct fo_err err;
+        fail(r, nomem(&err), &err);
+        step(r);
+        return;
+    }
+    if (rc == FO_OK)
+        tool_result_write(r, t, res->ok, b.data ? b.data : "", NULL, 0,
+                          res->timed_out || res->signal ? -1 : res->exit_code);
+    else
+        tool_result_write(r, t, 0, "", jerr ? jerr->msg : "the command failed",
+                          0, INT32_MIN);
+    fo_buf_release(&b);
+    step(r);
+}
+
+/* Runs the call awaiting its result. */
+static void tool_run(struct run *r, size_t t)
+{
+    struct task *s = &r->t[t];
+    const struct orch_lane *ln = task_lane(r, t);
+    const cJSON *call =
+        cJSON_GetArrayItem(s->conv, cJSON_GetArraySize(s->conv) - 1);
+    const char *tool = str_of(call, "tool");
+    struct fo_err err;
+    char why[FO_ERR_MSG_MAX + 64];
+    if (!lane_has_tool(ln, tool)) {
+        struct fo_buf names;
+        fo_buf_init(&names, 2048);
+        for (size_t i = 0; i < ln->n_tools; i++)
+            fo_buf_printf(&names, "%s%s", i ? ", " : "", ln->tools[i]);
+        snprintf(why, sizeof(why),
+                 "unknown tool \"%s\": this agent's tools are %s", tool,
+                 names.data ? names.data : "none");
+        fo_buf_release(&names);
+        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN);
+        return;
+    }
+    const struct orch_tool_def *d = orch_tool_builtin(tool);
+    if (!d) {
+        snprintf(why, sizeof(why),
+                 "tool \"%s\": no MCP server of that name is configured", tool);
+        tool_result_write(r, t, 0, NULL, why, 0, INT32_MIN);
+        return;
+    }
+    cJSON *args = NULL;
+    int rc = orch_tool_args(d, str_of(call, "arguments"), &args, &err);
+    if (rc == FO_E_NOMEM) {
+        fail(r, rc, &err);
+        return;
+    }
+    if (rc) {
+        snprintf(why, sizeof(why),
+                 "%s: %s; call it again with arguments "
+                 "that match its schema",
+                 tool, err.msg);
+        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN);
+        return;
+    }
+    rc = workspace(r, &err);
+    if (rc) {
+        cJSON_Delete(args);
+        tool_result_write(r, t, 0, NULL, err.msg, 0, INT32_MIN);
+        return;
+    }
+    if (!d->program) {
+        struct fo_buf out;
+        fo_buf_init(&out, FO_BUF_UNLIMITED);
+        rc = orch_tool_run_file(r->ws_fd, tool, args, &out, &err);
+        cJSON_Delete(args);
+        if (rc == FO_E_NOMEM) {
+            fo_buf_release(&out);
+            fail(r, rc, &err);
+            return;
+        }
+        tool_result_write(r, t, rc == FO_OK,
+                          rc ? NULL : (out.data ? out.data : ""),
+                          rc ? err.msg : NULL, 0, INT32_MIN);
+        fo_buf_release(&out);
+        return;
+    }
+    const char **argv = NULL;
+    int timeout_ms = 0;
+    rc = orch_tool_command_argv(args, &argv, &timeout_ms, &err);
+    struct effect *f = rc ? NULL : calloc(1, sizeof(*f));
+    if (!rc && !f)
+        rc = nomem(&err);
+    if (!rc) {
+        *f = (struct effect){.r = r, .task = (long)t, .kind = E_TASK_JOB};
+        struct orch_exec_config cfg = {
+            .kind = ORCH_EXEC_CLI,
+            .argv = argv,
+            .env = orch_child_env(r->e->o),
+            .timeout_ms = timeout_ms ? timeout_ms : COMMAND_TIMEOUT_MS,
+            .output_max = ORCH_TOOL_OUTPUT_MAX / 2,
+            .model = "run_command",
+            .cwd = r->ws_path,
+        };
+        rc = orch_job_start(&cfg, r->e->cfg.base, NULL, on_command_done, f,
+                            &f->job, &err);
+    }
+    free(argv);
+    cJSON_Delete(args);
+    if (rc == FO_E_NOMEM) {
+        free(f);
+        fail(r, rc, &err);
+        return;
+    }
+    if (rc) {
+        free(f);
+        tool_result_write(r, t, 0, NULL, err.msg, 0, INT32_MIN);
+        return;
+    }
+    s->eff = f;
+    s->busy = 1;
+}
+
+/* The next move of a tool task's attempt (its task entry is on record). */
+static void tool_exec(struct run *r, size_t t, const char *prompt)
+{
+    struct task *s = &r->t[t];
+    const struct orch_lane *ln = task_lane(r, t);
+    struct fo_err err;
+    char why[FO_ERR_MSG_MAX];
+    if (s->blocked) {
+        tool_end(r, t, "guardrail",
+                 "the guardrails blocked a tool's output: it held secrets "
+                 "or personal data",
+                 0);
+        return;
+    }
+    if (s->await >= 0) {
+        tool_run(r, t);
+        return;
+    }
+    if (s->pending && cJSON_GetArraySize(s->pending) > 0) {
+        tool_call_write(r, t);
+        return;
+    }
+    if (s->bad_calls >= BAD_CALLS_MAX) {
+        snprintf(why, sizeof(why),
+                 "%d malformed or unknown tool calls in a row", s->bad_calls);
+        tool_end(r, t, "malformed_tool_calls", why, 0);
+        return;
+    }
+    if (s->turn >= ln->max_turns) {
+        snprintf(why, sizeof(why), "max_turns (%d) reached without an answer",
+                 ln->max_turns);
+        tool_end(r, t, "max_turns", why, 0);
+        return;
+    }
+    char what[ORCH_NAME_MAX + 24];
+    snprintf(what, sizeof(what), "task %s turn %d", r->p->tasks[t].id,
+             s->turn + 1);
+    if (s->turn >= 1 && !spend(r, what, 0))
+        return; /* the run halts */
+    s->turn++;
+    struct conv_msgs c;
+    char *tools = tools_json(ln);
+    struct effect *f = calloc(1, sizeof(*f));
+    int rc = tools && f ? conv_build(r, t, prompt, &c) : FO_E_NOMEM;
+    if (!rc) {
+        *f = (struct effect){
+            .r = r, .task = (long)t, .kind = E_TASK_MODEL, .tools = 1};
+        rc = orch_model_call_tools_start(
+            s->ex->models, r->e->cfg.base, r->e->cfg.dns, s->ex->kind,
+            s->ex->tier, tools, c.m, c.n, on_task_model, f, &f->call, &err);
+    } else {
+        c = (struct conv_msgs){0};
+        nomem(&err);
+    }
+    conv_msgs_release(&c);
+    free(tools);
+    if (rc) {
+        free(f);
+        if (rc == FO_E_NOMEM) {
+            if (s->turn >= 2)
+                r->reserved--;
+            fail(r, rc, &err);
+            return;
+        }
+        tool_end(r, t, "model_error", err.msg, s->turn >= 2);
+        return;
+    }
+    s->eff = f;
+    s->busy = 1;
+}
+
 /* Runs task t's current attempt (its task entry is on record). */
 static void task_exec(struct run *r, size_t t)
 {
@@ -1541,6 +2337,16 @@ static void task_exec(struct run *r, size_t t)
     struct fo_err err;
     struct fo_buf prompt;
     fo_buf_init(&prompt, FO_BUF_UNLIMITED);
+    if (tool_task(r, t)) {
+        int rc = build_prompt(r, t, s->esc_seq >= 0 ? s->failed : NULL, &prompt,
+                              NULL);
+        if (rc)
+            fail(r, nomem(&err), &err);
+        else
+            tool_exec(r, t, prompt.data ? prompt.data : "");
+        fo_buf_release(&prompt);
+        return;
+    }
     struct effect *f = calloc(1, sizeof(*f));
     int rc = f ? build_prompt(r, t, s->esc_seq >= 0 ? s->failed : NULL, &prompt,
                               NULL)
@@ -2094,7 +2900,8 @@ static void synth_step(struct run *r)
                                 {"results", res.data ? res.data : ""}};
     if (!rc)
         rc = orch_template_render(synth_user, v, 2, 0, &user, &err);
-    struct orch_model_msg m[] = {{"system", synth_system}, {"user", user}};
+    struct orch_model_msg m[] = {{.role = "system", .content = synth_system},
+                                 {.role = "user", .content = user}};
     if (!rc)
         rc = role_start(r, R_SYNTHESIZER, -1, m, 2, stub.data ? stub.data : "",
                         on_synth, &err);
@@ -2626,6 +3433,7 @@ static int apply_plan(struct run *r, int64_t seq, const char *actor,
         s->tier = -1;
         s->dup_of = -1;
         s->exit_code = -1;
+        s->await = -1;
     }
     free(r->g);
     r->g = NULL;
@@ -2667,6 +3475,14 @@ static int apply_task(struct run *r, int64_t seq, int64_t parent,
     s->result_seq = -1;
     s->st = TS_RUN;
     s->slot = 1;
+    cJSON_Delete(s->conv);
+    cJSON_Delete(s->pending);
+    free(s->pending_text);
+    s->conv = s->pending = NULL;
+    s->pending_text = NULL;
+    s->conv_last = seq;
+    s->await = -1;
+    s->turn = s->turn_seen = s->n_calls = s->bad_calls = s->blocked = 0;
     /* the wave the task is in is the one that runs (resume) */
     for (size_t w = 0; w < r->p->n_waves; w++)
         for (size_t i = r->p->wave_start[w]; i < r->p->wave_start[w + 1]; i++)
@@ -2688,10 +3504,15 @@ static int apply_result(struct run *r, int64_t seq, int64_t parent,
                         const cJSON *b, struct fo_err *err)
 {
     long t = task_by_id(r, str_of(b, "id"));
-    if (t < 0 || r->t[t].task_seq != parent || r->t[t].st != TS_RUN)
+    if (t < 0 || r->t[t].st != TS_RUN ||
+        (r->t[t].task_seq != parent && r->t[t].conv_last != parent))
         return bad(err, seq, "a result without its task");
     struct task *s = &r->t[t];
     const char *out = str_of(b, "output"), *model = str_of(b, "model");
+    long long turns = 0;
+    if (fo_json_get_int(b, "turns", 1, 1000000, &turns) == FO_OK &&
+        turns >= 2 && turns > s->turn_seen)
+        r->calls++; /* the turn that answered (the first is the task's) */
     s->slot = 0;
     s->result_seq = seq;
     s->ran_ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "ok"));
@@ -2762,6 +3583,51 @@ static int apply_escalation(struct run *r, int64_t seq, int64_t parent,
     return FO_OK;
 }
 
+/* A step of a task's tool loop: kept for the next model turn. */
+static int apply_conv(struct run *r, const char *kind, int64_t seq,
+                      int64_t parent, const cJSON *b, struct fo_err *err)
+{
+    long t = task_by_id(r, str_of(b, "id"));
+    if (t < 0 || r->t[t].st != TS_RUN)
+        return bad(err, seq, "a tool step of no running task");
+    struct task *s = &r->t[t];
+    int result = !strcmp(kind, "tool_result");
+    if (result ? parent != s->await : parent != s->conv_last)
+        return bad(err, seq, "a tool step out of order");
+    long long turn = 0;
+    if (!result) {
+        if (fo_json_get_int(b, "turn", 1, 1000000, &turn) != FO_OK)
+            return bad(err, seq, "a tool step without its turn");
+        if (turn > s->turn_seen) {
+            if (turn >= 2)
+                r->calls++; /* the model turn it witnesses */
+            s->turn_seen = (int)turn;
+        }
+        if (turn > s->turn)
+            s->turn = (int)turn;
+    }
+    cJSON *c = cJSON_Duplicate(b, 1);
+    if (!c || (!s->conv && !(s->conv = cJSON_CreateArray())) ||
+        !cJSON_AddStringToObject(c, "k", kind)) {
+        cJSON_Delete(c);
+        return nomem(err);
+    }
+    cJSON_AddItemToArray(s->conv, c);
+    s->conv_last = seq;
+    if (!strcmp(kind, "tool_call")) {
+        s->await = seq;
+        s->n_calls++;
+    } else if (result) {
+        s->await = -1;
+        s->bad_calls = cJSON_IsTrue(cJSON_GetObjectItem(b, "rejected"))
+                           ? s->bad_calls + 1
+                           : 0;
+        if (cJSON_IsTrue(cJSON_GetObjectItem(b, "blocked")))
+            s->blocked = 1;
+    }
+    return FO_OK;
+}
+
 static int apply(struct run *r, const char *actor, const char *kind,
                  int64_t seq, int64_t parent, const cJSON *b,
                  struct fo_err *err)
@@ -2791,6 +3657,9 @@ static int apply(struct run *r, const char *actor, const char *kind,
         return apply_task(r, seq, parent, b, err);
     } else if (!strcmp(kind, "result")) {
         return apply_result(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "tool_call") || !strcmp(kind, "tool_result") ||
+               !strcmp(kind, "tool_rescue")) {
+        return apply_conv(r, kind, seq, parent, b, err);
     } else if (!strcmp(kind, "validator_attempt")) {
         long t = task_by_result(r, parent);
         if (t < 0)
@@ -3292,6 +4161,7 @@ static struct run *run_new(struct orch_engine *e, const char *via)
     r->route_seq = r->plan_seq = r->budget_seq = r->answer_seq = -1;
     r->session_start = r->turn_seq = -1;
     r->last_seq = -1;
+    r->ws_fd = -1;
     r->resumable = 1;
     snprintf(r->via, sizeof(r->via), "%s", via);
     r->phase = PH_ROUTE;

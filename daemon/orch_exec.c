@@ -253,8 +253,8 @@ static int stub_output(const char *prompt, struct fo_buf *b)
  * group of its own, env as its whole environment, no other descriptor and
  * default signal handling. */
 static int spawn_child(const char *const *cmd, const char *const *env,
-                       const char *prompt, int out_w, int err_w, pid_t *pid,
-                       struct fo_err *err)
+                       const char *cwd, const char *prompt, int out_w,
+                       int err_w, pid_t *pid, struct fo_err *err)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -280,6 +280,8 @@ static int spawn_child(const char *const *cmd, const char *const *env,
         e = posix_spawn_file_actions_adddup2(&fa, err_w, 2);
     if (!e) /* nothing of ours leaks into the child, CLOEXEC or not */
         e = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    if (!e && cwd)
+        e = posix_spawn_file_actions_addchdir_np(&fa, cwd);
     if (!e) {
         e = posix_spawnattr_init(&at);
         at_ok = e == 0;
@@ -736,8 +738,8 @@ static int start_child(struct orch_job *j, const struct orch_exec_config *cfg,
         rc = fo_err_set(err, FO_E_NOMEM, "executor: no timer");
         goto out;
     }
-    rc = spawn_child(cfg->argv, cfg->env, prompt, outp[1], errp[1], &j->pid,
-                     err);
+    rc = spawn_child(cfg->argv, cfg->env, cfg->cwd, prompt, outp[1], errp[1],
+                     &j->pid, err);
     if (rc)
         goto out;
     /* The child runs. Without a pidfd (an old kernel, or no room to watch
@@ -773,7 +775,8 @@ int orch_job_start(const struct orch_exec_config *cfg, struct event_base *base,
                    const char *prompt, orch_job_done_fn done, void *arg,
                    struct orch_job **out, struct fo_err *err)
 {
-    assert(base && prompt && done && out);
+    /* a CLI job without a prompt runs argv as it is */
+    assert(base && done && out && (prompt || cfg->kind == ORCH_EXEC_CLI));
     int rc = check_config(cfg, 0, err);
     if (rc)
         return rc;

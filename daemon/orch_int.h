@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "daemon/orch.h"
+#include "daemon/orch_guard.h"
 #include "ledger/fo_buf.h"
 
 struct orch_run_thread; /* orch_runs.c */
@@ -57,8 +58,16 @@ struct orch {
     int default_api; /* ORCH_EXEC_CHAT/_ANTHROPIC for "default" lanes, or 0 */
     unsigned char model_has[2][3]; /* a provider serves that api and tier */
     struct orch_runs *runs;        /* never NULL once created */
-    cJSON *gates; /* the standing approval-gate policy, or NULL */
+    cJSON *gates;            /* the standing approval-gate policy, or NULL */
+    struct orch_guard guard; /* secrets the guardrails look for */
+    char *workspace;         /* every run's tools act here, or NULL */
+    char *workspace_root;    /* else a fresh run-<id> under it, or NULL */
 };
+
+const struct orch_guard *orch_guardrails(const struct orch *o);
+const char *orch_workspace_dir(const struct orch *o);
+const char *orch_workspace_root(const struct orch *o);
+const char *const *orch_child_env(const struct orch *o);
 
 /* orch_runs.c: allocates o->runs (FO_E_NOMEM) with room for max_runs
  * background runs and, on free, waits for every background run to end,

@@ -447,7 +447,9 @@ out:
 
 /* ---- bodies ------------------------------------------------------------- */
 
-/* Each message needs a known role and UTF-8 content. */
+/* Each message needs a known role and UTF-8 content; a tool message the id
+ * of its call; an assistant's tool calls are an array of {id, name,
+ * arguments} strings. */
 static int msgs_check(const struct orch_model_msg *msgs, size_t n,
                       struct fo_err *err)
 {
@@ -455,23 +457,189 @@ static int msgs_check(const struct orch_model_msg *msgs, size_t n,
         const char *role = msgs[i].role, *c = msgs[i].content;
         if (!role || !c ||
             (strcmp(role, "system") && strcmp(role, "user") &&
-             strcmp(role, "assistant")) ||
+             strcmp(role, "assistant") && strcmp(role, "tool")) ||
             !fo_utf8_valid(c, strlen(c)))
             return fo_err_set(err, FO_E_INVALID,
-                              "message %zu: needs role system, user or "
-                              "assistant and UTF-8 content",
+                              "message %zu: needs role system, user, "
+                              "assistant or tool and UTF-8 content",
                               i);
+        if (!strcmp(role, "tool") &&
+            (!msgs[i].tool_call_id || !msgs[i].tool_call_id[0]))
+            return fo_err_set(err, FO_E_INVALID,
+                              "message %zu: a tool message needs the id of "
+                              "its call",
+                              i);
+        if (msgs[i].tool_calls) {
+            cJSON *a = NULL;
+            int ok =
+                strcmp(role, "assistant") == 0 &&
+                fo_json_parse(msgs[i].tool_calls, strlen(msgs[i].tool_calls),
+                              &a, NULL) == FO_OK &&
+                cJSON_IsArray(a);
+            const cJSON *c1;
+            cJSON_ArrayForEach (c1, a)
+                ok = ok && cJSON_IsString(cJSON_GetObjectItem(c1, "id")) &&
+                     cJSON_IsString(cJSON_GetObjectItem(c1, "name")) &&
+                     cJSON_IsString(cJSON_GetObjectItem(c1, "arguments"));
+            cJSON_Delete(a);
+            if (!ok)
+                return fo_err_set(err, FO_E_INVALID,
+                                  "message %zu: tool calls must be an "
+                                  "assistant's array of {id, name, "
+                                  "arguments}",
+                                  i);
+        }
     }
     return FO_OK;
 }
 
-/* The request body for p; msgs have passed msgs_check. */
-static int build_body(const struct provider *p,
+/* The tools offered, in p's wire format, added to o. tools has passed
+ * tools_check. */
+static int add_tools(const struct provider *p, const char *tools, cJSON *o)
+{
+    cJSON *in = NULL;
+    if (!tools || fo_json_parse(tools, strlen(tools), &in, NULL) != FO_OK)
+        return FO_OK;
+    int rc = FO_OK;
+    if (cJSON_GetArraySize(in) > 0) {
+        cJSON *arr = cJSON_AddArrayToObject(o, "tools");
+        const cJSON *t;
+        rc = arr ? FO_OK : FO_E_NOMEM;
+        cJSON_ArrayForEach (t, in) {
+            if (rc)
+                break;
+            const cJSON *name = cJSON_GetObjectItem(t, "name");
+            const cJSON *desc = cJSON_GetObjectItem(t, "description");
+            const cJSON *schema = cJSON_GetObjectItem(t, "input_schema");
+            cJSON *w = cJSON_CreateObject(), *f = w;
+            if (w)
+                cJSON_AddItemToArray(arr, w);
+            if (w && p->api == ORCH_EXEC_CHAT) {
+                f = cJSON_AddObjectToObject(w, "function");
+                if (!cJSON_AddStringToObject(w, "type", "function"))
+                    f = NULL;
+            }
+            if (!f || !cJSON_AddStringToObject(f, "name", name->valuestring) ||
+                (cJSON_IsString(desc) &&
+                 !cJSON_AddStringToObject(f, "description",
+                                          desc->valuestring)) ||
+                !cJSON_AddItemToObject(
+                    f, p->api == ORCH_EXEC_CHAT ? "parameters" : "input_schema",
+                    schema ? cJSON_Duplicate(schema, 1)
+                           : cJSON_Parse("{\"type\":\"object\"}")))
+                rc = FO_E_NOMEM;
+        }
+    }
+    cJSON_Delete(in);
+    return rc;
+}
+
+/* tools is NULL or an array of {name, description?, input_schema?}. */
+static int tools_check(const char *tools, struct fo_err *err)
+{
+    if (!tools)
+        return FO_OK;
+    cJSON *a = NULL;
+    int ok = fo_json_parse(tools, strlen(tools), &a, NULL) == FO_OK &&
+             cJSON_IsArray(a);
+    const cJSON *t;
+    cJSON_ArrayForEach (t, a) {
+        const cJSON *d = cJSON_GetObjectItem(t, "description");
+        const cJSON *s = cJSON_GetObjectItem(t, "input_schema");
+        ok = ok && cJSON_IsString(cJSON_GetObjectItem(t, "name")) &&
+             (!d || cJSON_IsString(d)) && (!s || cJSON_IsObject(s));
+    }
+    cJSON_Delete(a);
+    return ok ? FO_OK
+              : fo_err_set(err, FO_E_INVALID,
+                           "model call: tools must be an array of {name, "
+                           "description, input_schema}");
+}
+
+/* An assistant message with tool calls, in p's wire format. */
+static int add_assistant_calls(const struct provider *p,
+                               const struct orch_model_msg *m, cJSON *mo)
+{
+    cJSON *calls = NULL;
+    if (fo_json_parse(m->tool_calls, strlen(m->tool_calls), &calls, NULL))
+        return FO_E_NOMEM; /* checked before: only memory can fail */
+    int rc = FO_E_NOMEM;
+    const cJSON *c;
+    if (p->api == ORCH_EXEC_CHAT) {
+        cJSON *arr = cJSON_AddArrayToObject(mo, "tool_calls");
+        if (!arr || !cJSON_AddStringToObject(mo, "content", m->content))
+            goto out;
+        cJSON_ArrayForEach (c, calls) {
+            cJSON *w = cJSON_CreateObject(), *f;
+            if (!w)
+                goto out;
+            cJSON_AddItemToArray(arr, w);
+            f = cJSON_AddObjectToObject(w, "function");
+            if (!f ||
+                !cJSON_AddStringToObject(
+                    w, "id", cJSON_GetObjectItem(c, "id")->valuestring) ||
+                !cJSON_AddStringToObject(w, "type", "function") ||
+                !cJSON_AddStringToObject(
+                    f, "name", cJSON_GetObjectItem(c, "name")->valuestring) ||
+                !cJSON_AddStringToObject(
+                    f, "arguments",
+                    cJSON_GetObjectItem(c, "arguments")->valuestring))
+                goto out;
+        }
+    } else {
+        cJSON *arr = cJSON_AddArrayToObject(mo, "content");
+        if (!arr)
+            goto out;
+        if (m->content[0]) {
+            cJSON *t = cJSON_CreateObject();
+            if (!t)
+                goto out;
+            cJSON_AddItemToArray(arr, t);
+            if (!cJSON_AddStringToObject(t, "type", "text") ||
+                !cJSON_AddStringToObject(t, "text", m->content))
+                goto out;
+        }
+        cJSON_ArrayForEach (c, calls) {
+            const char *args = cJSON_GetObjectItem(c, "arguments")->valuestring;
+            cJSON *in = NULL;
+            /* arguments that do not parse to an object were answered with
+             * an error: what the model meant cannot be shown, so {} */
+            if (fo_json_parse(args, strlen(args), &in, NULL) != FO_OK ||
+                !cJSON_IsObject(in)) {
+                cJSON_Delete(in);
+                in = cJSON_CreateObject();
+            }
+            cJSON *w = cJSON_CreateObject();
+            if (!w || !in) {
+                cJSON_Delete(w);
+                cJSON_Delete(in);
+                goto out;
+            }
+            cJSON_AddItemToArray(arr, w);
+            if (!cJSON_AddStringToObject(w, "type", "tool_use") ||
+                !cJSON_AddStringToObject(
+                    w, "id", cJSON_GetObjectItem(c, "id")->valuestring) ||
+                !cJSON_AddStringToObject(
+                    w, "name", cJSON_GetObjectItem(c, "name")->valuestring) ||
+                !cJSON_AddItemToObject(w, "input", in))
+                goto out;
+        }
+    }
+    rc = FO_OK;
+out:
+    cJSON_Delete(calls);
+    return rc;
+}
+
+/* The request body for p; msgs have passed msgs_check, tools tools_check. */
+static int build_body(const struct provider *p, const char *tools,
                       const struct orch_model_msg *msgs, size_t n,
                       struct fo_buf *out, struct fo_err *err)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *arr = o ? cJSON_AddArrayToObject(o, "messages") : NULL;
+    cJSON *results = NULL; /* anthropic: the tool_result blocks being
+                              gathered into one user message */
     struct fo_buf sys;
     fo_buf_init(&sys, FO_BUF_UNLIMITED);
     int rc = FO_E_NOMEM;
@@ -482,8 +650,33 @@ static int build_body(const struct provider *p,
         goto out;
     for (size_t i = 0; i < n; i++) {
         const char *role = msgs[i].role, *c = msgs[i].content;
+        int tool = strcmp(role, "tool") == 0;
         if (p->api == ORCH_EXEC_ANTHROPIC && strcmp(role, "system") == 0) {
             if ((sys.len && fo_buf_puts(&sys, "\n\n")) || fo_buf_puts(&sys, c))
+                goto out;
+            continue;
+        }
+        if (!tool)
+            results = NULL;
+        if (tool && p->api == ORCH_EXEC_ANTHROPIC) {
+            if (!results) {
+                cJSON *mo = cJSON_CreateObject();
+                if (!mo)
+                    goto out;
+                cJSON_AddItemToArray(arr, mo);
+                if (!cJSON_AddStringToObject(mo, "role", "user") ||
+                    !(results = cJSON_AddArrayToObject(mo, "content")))
+                    goto out;
+            }
+            cJSON *b = cJSON_CreateObject();
+            if (!b)
+                goto out;
+            cJSON_AddItemToArray(results, b);
+            if (!cJSON_AddStringToObject(b, "type", "tool_result") ||
+                !cJSON_AddStringToObject(b, "tool_use_id",
+                                         msgs[i].tool_call_id) ||
+                !cJSON_AddStringToObject(b, "content", c) ||
+                (msgs[i].is_error && !cJSON_AddTrueToObject(b, "is_error")))
                 goto out;
             continue;
         }
@@ -491,11 +684,21 @@ static int build_body(const struct provider *p,
         if (!mo)
             goto out;
         cJSON_AddItemToArray(arr, mo);
-        if (!cJSON_AddStringToObject(mo, "role", role) ||
-            !cJSON_AddStringToObject(mo, "content", c))
+        if (!cJSON_AddStringToObject(mo, "role", role))
+            goto out;
+        if (msgs[i].tool_calls) {
+            if (add_assistant_calls(p, &msgs[i], mo))
+                goto out;
+            continue;
+        }
+        if (!cJSON_AddStringToObject(mo, "content", c) ||
+            (tool && !cJSON_AddStringToObject(mo, "tool_call_id",
+                                              msgs[i].tool_call_id)))
             goto out;
     }
     if (sys.len && !cJSON_AddStringToObject(o, "system", sys.data))
+        goto out;
+    if (add_tools(p, tools, o))
         goto out;
     rc = fo_json_canon(o, out, err);
 out:
@@ -584,11 +787,37 @@ static void error_snippet(const struct fo_buf *body, const char *key, char *out,
     cJSON_Delete(j);
 }
 
-/* Reads the answer of a 2xx body: the text and the model id. */
+/* Adds {id, name, arguments} to calls: arguments as the model wrote them
+ * (a string), or an object's canonical JSON text. */
+static int add_call(cJSON *calls, const char *id, const char *name,
+                    const cJSON *args)
+{
+    char *text = NULL;
+    if (!cJSON_IsString(args)) {
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        if (fo_json_canon(args, &b, NULL) ||
+            !(text = fo_buf_detach(&b, NULL))) {
+            fo_buf_release(&b);
+            return FO_E_NOMEM;
+        }
+    }
+    cJSON *c = cJSON_CreateObject();
+    int ok = c && cJSON_AddStringToObject(c, "id", id) &&
+             cJSON_AddStringToObject(c, "name", name) &&
+             cJSON_AddStringToObject(c, "arguments",
+                                     text ? text : args->valuestring);
+    free(text);
+    if (c)
+        cJSON_AddItemToArray(calls, c);
+    return ok ? FO_OK : FO_E_NOMEM;
+}
+
+/* Reads the answer of a 2xx body: the text, the tool calls, the model id. */
 static int parse_answer(const struct provider *p, const struct fo_buf *body,
                         struct orch_model_reply *out, struct fo_err *err)
 {
-    cJSON *j = NULL;
+    cJSON *j = NULL, *calls = NULL;
     struct fo_buf text;
     fo_buf_init(&text, FO_BUF_UNLIMITED);
     struct fo_err perr;
@@ -608,6 +837,9 @@ static int parse_answer(const struct provider *p, const struct fo_buf *body,
                    p->name);
         goto out;
     }
+    calls = cJSON_CreateArray();
+    if (!calls)
+        goto nomem;
     if (p->api == ORCH_EXEC_CHAT) {
         const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "choices");
         const cJSON *c0 = cJSON_IsArray(ch) ? cJSON_GetArrayItem(ch, 0) : NULL;
@@ -615,14 +847,38 @@ static int parse_answer(const struct provider *p, const struct fo_buf *body,
             c0 ? cJSON_GetObjectItemCaseSensitive(c0, "message") : NULL;
         const cJSON *content =
             msg ? cJSON_GetObjectItemCaseSensitive(msg, "content") : NULL;
-        if (!cJSON_IsString(content)) {
+        const cJSON *tc =
+            msg ? cJSON_GetObjectItemCaseSensitive(msg, "tool_calls") : NULL;
+        const cJSON *one;
+        if (!cJSON_IsArray(tc))
+            tc = NULL;
+        cJSON_ArrayForEach (one, tc) {
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(one, "function");
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(one, "id");
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+            const cJSON *args =
+                cJSON_GetObjectItemCaseSensitive(f, "arguments");
+            if (!cJSON_IsString(id) || !cJSON_IsString(name) ||
+                !(cJSON_IsString(args) || cJSON_IsObject(args))) {
+                fo_err_set(err, rc,
+                           "provider %s: a tool call of the answer has no "
+                           "id, function.name or function.arguments",
+                           p->name);
+                goto out;
+            }
+            if (add_call(calls, id->valuestring, name->valuestring, args))
+                goto nomem;
+        }
+        if (!cJSON_IsString(content) &&
+            !(cJSON_GetArraySize(calls) > 0 &&
+              (!content || cJSON_IsNull(content)))) {
             fo_err_set(err, rc,
                        "provider %s: the answer has no "
                        "choices[0].message.content string",
                        p->name);
             goto out;
         }
-        if (fo_buf_puts(&text, content->valuestring))
+        if (cJSON_IsString(content) && fo_buf_puts(&text, content->valuestring))
             goto nomem;
     } else {
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
@@ -636,6 +892,24 @@ static int parse_answer(const struct provider *p, const struct fo_buf *body,
         cJSON_ArrayForEach (part, content) {
             const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
             const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+            if (cJSON_IsString(type) &&
+                strcmp(type->valuestring, "tool_use") == 0) {
+                const cJSON *id = cJSON_GetObjectItemCaseSensitive(part, "id");
+                const cJSON *name =
+                    cJSON_GetObjectItemCaseSensitive(part, "name");
+                const cJSON *in =
+                    cJSON_GetObjectItemCaseSensitive(part, "input");
+                if (!cJSON_IsString(id) || !cJSON_IsString(name) || !in) {
+                    fo_err_set(err, rc,
+                               "provider %s: a tool_use part of the answer "
+                               "has no id, name or input",
+                               p->name);
+                    goto out;
+                }
+                if (add_call(calls, id->valuestring, name->valuestring, in))
+                    goto nomem;
+                continue;
+            }
             if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
                 continue;
             if (!cJSON_IsString(t)) {
@@ -649,10 +923,19 @@ static int parse_answer(const struct provider *p, const struct fo_buf *body,
             if (fo_buf_puts(&text, t->valuestring))
                 goto nomem;
         }
-        if (!texts) {
+        if (!texts && cJSON_GetArraySize(calls) == 0) {
             fo_err_set(err, rc, "provider %s: the answer has no text part",
                        p->name);
             goto out;
+        }
+    }
+    if (cJSON_GetArraySize(calls) > 0) {
+        struct fo_buf cb;
+        fo_buf_init(&cb, FO_BUF_UNLIMITED);
+        if (fo_json_canon(calls, &cb, NULL) ||
+            !(out->tool_calls = fo_buf_detach(&cb, NULL))) {
+            fo_buf_release(&cb);
+            goto nomem;
         }
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
@@ -667,7 +950,12 @@ static int parse_answer(const struct provider *p, const struct fo_buf *body,
 nomem:
     rc = fo_err_set(err, FO_E_NOMEM, NULL);
 out:
+    if (rc) {
+        free(out->tool_calls);
+        out->tool_calls = NULL;
+    }
     cJSON_Delete(j);
+    cJSON_Delete(calls);
     fo_buf_release(&text);
     return rc;
 }
@@ -681,6 +969,8 @@ void orch_model_reply_release(struct orch_model_reply *r)
     free(r->text);
     r->text = NULL;
     r->text_len = 0;
+    free(r->tool_calls);
+    r->tool_calls = NULL;
 }
 
 /* Why our own timers cut an attempt short. */
@@ -741,6 +1031,7 @@ struct orch_model_call {
     /* one block; kept only while a later candidate needs a body built */
     struct orch_model_msg *msgs;
     size_t n_msgs;
+    char *tools;              /* offered to the model; NULL: none */
     const struct provider *p; /* the provider being asked */
     /* its API key: the environment's own string, never copied (glibc never
      * frees one, even when the variable is set again) */
@@ -800,6 +1091,7 @@ static void call_free(struct orch_model_call *c)
     if (c->deadline)
         event_free(c->deadline);
     free(c->msgs);
+    free(c->tools);
     fo_buf_release(&c->req_body);
     orch_model_reply_release(&c->rep);
     free(c);
@@ -1343,7 +1635,7 @@ static void next_provider(struct orch_model_call *c)
         c->key = key;
     }
     if (!first) { /* the start built the first body */
-        rc = build_body(p, c->msgs, c->n_msgs, &c->req_body, &c->err);
+        rc = build_body(p, c->tools, c->msgs, c->n_msgs, &c->req_body, &c->err);
         if (c->next_cand >= c->n_cand) { /* no later body to build */
             free(c->msgs);
             c->msgs = NULL;
@@ -1378,26 +1670,40 @@ static size_t candidates(const struct orch_model *m, int api, int tier,
     return m->fallover || n == 0 ? n : 1;
 }
 
+static size_t opt_len(const char *s)
+{
+    return s ? strlen(s) + 1 : 0;
+}
+
+static const char *opt_copy(char **s, const char *from)
+{
+    if (!from)
+        return NULL;
+    size_t n = strlen(from) + 1;
+    char *at = *s;
+    memcpy(at, from, n);
+    *s += n;
+    return at;
+}
+
 /* msgs and their strings in one block. */
 static struct orch_model_msg *msgs_copy(const struct orch_model_msg *msgs,
                                         size_t n)
 {
     size_t size = n * sizeof(*msgs);
     for (size_t i = 0; i < n; i++)
-        size += strlen(msgs[i].role) + strlen(msgs[i].content) + 2;
+        size += opt_len(msgs[i].role) + opt_len(msgs[i].content) +
+                opt_len(msgs[i].tool_calls) + opt_len(msgs[i].tool_call_id);
     struct orch_model_msg *cp = malloc(size);
     if (!cp)
         return NULL;
     char *s = (char *)(cp + n);
     for (size_t i = 0; i < n; i++) {
-        size_t rl = strlen(msgs[i].role) + 1;
-        size_t cl = strlen(msgs[i].content) + 1;
-        memcpy(s, msgs[i].role, rl);
-        cp[i].role = s;
-        s += rl;
-        memcpy(s, msgs[i].content, cl);
-        cp[i].content = s;
-        s += cl;
+        cp[i].role = opt_copy(&s, msgs[i].role);
+        cp[i].content = opt_copy(&s, msgs[i].content);
+        cp[i].tool_calls = opt_copy(&s, msgs[i].tool_calls);
+        cp[i].tool_call_id = opt_copy(&s, msgs[i].tool_call_id);
+        cp[i].is_error = msgs[i].is_error;
     }
     return cp;
 }
@@ -1407,6 +1713,18 @@ int orch_model_call_start(const struct orch_model *m, struct event_base *base,
                           const struct orch_model_msg *msgs, size_t n_msgs,
                           orch_model_done_fn done, void *arg,
                           struct orch_model_call **out, struct fo_err *err)
+{
+    return orch_model_call_tools_start(m, base, dns, api, tier, NULL, msgs,
+                                       n_msgs, done, arg, out, err);
+}
+
+int orch_model_call_tools_start(const struct orch_model *m,
+                                struct event_base *base, struct evdns_base *dns,
+                                int api, int tier, const char *tools,
+                                const struct orch_model_msg *msgs,
+                                size_t n_msgs, orch_model_done_fn done,
+                                void *arg, struct orch_model_call **out,
+                                struct fo_err *err)
 {
     struct orch_model_call *c = NULL;
     int rc = FO_E_INVALID;
@@ -1418,6 +1736,9 @@ int orch_model_call_start(const struct orch_model *m, struct event_base *base,
         fo_err_set(err, rc, "model call: no messages");
         goto out;
     }
+    rc = tools_check(tools, err);
+    if (rc)
+        goto out;
     c = calloc(1, sizeof(*c));
     if (!c)
         goto nomem;
@@ -1442,12 +1763,12 @@ int orch_model_call_start(const struct orch_model *m, struct event_base *base,
             goto out;
         }
     }
-    rc = build_body(&m->p[c->cand[0]], msgs, n_msgs, &c->req_body, err);
+    rc = build_body(&m->p[c->cand[0]], tools, msgs, n_msgs, &c->req_body, err);
     if (rc)
         goto out;
     if (c->n_cand > 1) {
         c->msgs = msgs_copy(msgs, n_msgs);
-        if (!c->msgs)
+        if (!c->msgs || (tools && !(c->tools = orch_strdup(tools))))
             goto nomem;
         c->n_msgs = n_msgs;
     }
@@ -1522,6 +1843,7 @@ static void sync_done(void *arg, int rc, struct orch_model_reply *rep,
     struct sync_call *s = arg;
     *s->out = *rep;
     rep->text = NULL; /* handed over to out */
+    rep->tool_calls = NULL;
     if (s->err)
         *s->err = *err;
     s->rc = rc;

@@ -90,11 +90,19 @@ int orch_model_config_parse(const cJSON *j, struct orch_model_config *cfg,
                             struct orch_model_provider **providers,
                             struct fo_err *err);
 
-/* One message of a conversation. role: "system", "user" or "assistant".
- * For Anthropic, system messages become the top-level "system" text. */
+/* One message of a conversation. role: "system", "user", "assistant" or
+ * "tool". For Anthropic, system messages become the top-level "system"
+ * text, and tool messages user messages of tool_result blocks (consecutive
+ * ones merged into one). */
 struct orch_model_msg {
     const char *role;
-    const char *content;
+    const char *content; /* "" allowed for an assistant making tool calls */
+    /* assistant: the tool calls it made, a JSON array of {"id", "name",
+     * "arguments"}, arguments being the JSON text as the model wrote it
+     * (it may not parse); NULL: none */
+    const char *tool_calls;
+    const char *tool_call_id; /* tool: the call this answers */
+    int is_error;             /* tool: the call failed */
 };
 
 /* What a call did. Filled on success and on failure (text NULL then), so a
@@ -102,6 +110,10 @@ struct orch_model_msg {
 struct orch_model_reply {
     char *text; /* the answer, malloc'd valid UTF-8; NULL on failure */
     size_t text_len;
+    /* the tools the model asked to call, as orch_model_msg.tool_calls
+     * (malloc'd); NULL when it called none. text is then what it said
+     * alongside, often "". */
+    char *tool_calls;
     char model[ORCH_MODEL_MAX + 1];   /* reported by the server, else asked */
     char provider[ORCH_NAME_MAX + 1]; /* the provider that answered last */
     int api;                          /* its api */
@@ -195,6 +207,19 @@ int orch_model_call_start(const struct orch_model *m, struct event_base *base,
                           const struct orch_model_msg *msgs, size_t n_msgs,
                           orch_model_done_fn done, void *arg,
                           struct orch_model_call **out, struct fo_err *err);
+
+/* As orch_model_call_start, offering the model tools: a JSON array text
+ * of {"name", "description", "input_schema"} (NULL or "[]": no tools),
+ * sent as OpenAI "tools" of type function or Anthropic "tools". A reply
+ * that calls tools fills rep->tool_calls. FO_E_INVALID when tools is not
+ * such an array. */
+int orch_model_call_tools_start(const struct orch_model *m,
+                                struct event_base *base, struct evdns_base *dns,
+                                int api, int tier, const char *tools,
+                                const struct orch_model_msg *msgs,
+                                size_t n_msgs, orch_model_done_fn done,
+                                void *arg, struct orch_model_call **out,
+                                struct fo_err *err);
 
 /* Ends a call in flight at once: closes its connection, cancels its
  * lookup and timers, frees it; done is not called. Safe from any callback

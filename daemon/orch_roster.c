@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "daemon/orch_int.h"
+#include "daemon/orch_tools.h"
 #include "ledger/fo_json.h"
 
 /* Generated from daemon/roster-default.json by cmake/embed.cmake. */
@@ -82,6 +83,98 @@ static void lane_release(struct orch_lane *l)
     for (size_t i = 0; l->keywords && i < l->n_keywords; i++)
         free(l->keywords[i]);
     free(l->keywords);
+    for (size_t i = 0; l->tools && i < l->n_tools; i++)
+        free(l->tools[i]);
+    free(l->tools);
+    for (size_t i = 0; l->required_tools && i < l->n_required; i++)
+        free(l->required_tools[i]);
+    free(l->required_tools);
+}
+
+/* A built-in tool's name, or "server.tool" of an MCP server. */
+static int tool_name_ok(const char *s)
+{
+    if (orch_tool_builtin(s))
+        return 1;
+    const char *dot = strchr(s, '.');
+    if (!dot || dot == s || !dot[1] || strlen(s) > ORCH_TOOL_NAME_MAX)
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' ||
+              (*p == '.' && p == dot)))
+            return 0;
+    return 1;
+}
+
+static int lane_names(const cJSON *lane, const char *label, const char *field,
+                      char ***out, size_t *n, struct fo_err *err)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(lane, field);
+    if (!a)
+        return FO_OK;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > 64)
+        return fo_err_set(err, FO_E_INVALID,
+                          "roster: %s: %s: must be a list of at most 64 tool "
+                          "names",
+                          label, field);
+    *out = calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof(char *));
+    if (!*out)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    const cJSON *t;
+    cJSON_ArrayForEach (t, a) {
+        if (!cJSON_IsString(t) || !tool_name_ok(t->valuestring))
+            return fo_err_set(err, FO_E_INVALID,
+                              "roster: %s: %s: \"%s\" is not a tool (the "
+                              "built-ins are read_file, write_file, list_dir, "
+                              "search_text, apply_patch and run_command; an "
+                              "MCP server's tool is server.tool)",
+                              label, field,
+                              cJSON_IsString(t) ? t->valuestring : "?");
+        for (size_t j = 0; j < *n; j++)
+            if (!strcmp((*out)[j], t->valuestring))
+                return fo_err_set(err, FO_E_INVALID,
+                                  "roster: %s: %s: \"%s\" twice", label, field,
+                                  t->valuestring);
+        if (!((*out)[*n] = orch_strdup(t->valuestring)))
+            return fo_err_set(err, FO_E_NOMEM, NULL);
+        (*n)++;
+    }
+    return FO_OK;
+}
+
+static int lane_tools(const cJSON *lane, const char *label, struct orch_lane *l,
+                      struct fo_err *err)
+{
+    int rc = lane_names(lane, label, "tools", &l->tools, &l->n_tools, err);
+    if (!rc)
+        rc = lane_names(lane, label, "required_tools", &l->required_tools,
+                        &l->n_required, err);
+    for (size_t i = 0; !rc && i < l->n_required; i++) {
+        size_t j = 0;
+        while (j < l->n_tools && strcmp(l->tools[j], l->required_tools[i]))
+            j++;
+        if (j == l->n_tools)
+            rc = fo_err_set(err, FO_E_INVALID,
+                            "roster: %s: required_tools: \"%s\" is not one "
+                            "of its tools",
+                            label, l->required_tools[i]);
+    }
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(lane, "guardrails");
+    if (!rc && g &&
+        !(cJSON_IsString(g) && (!strcmp(g->valuestring, "redact") ||
+                                !strcmp(g->valuestring, "block"))))
+        rc = fo_err_set(err, FO_E_INVALID,
+                        "roster: %s: guardrails: must be \"redact\" or "
+                        "\"block\"",
+                        label);
+    l->guard_block = !rc && g && !strcmp(g->valuestring, "block");
+    const cJSON *net = cJSON_GetObjectItemCaseSensitive(lane, "network");
+    if (!rc && net && !cJSON_IsBool(net))
+        rc = fo_err_set(err, FO_E_INVALID,
+                        "roster: %s: network: must be true or false", label);
+    l->network = cJSON_IsTrue(net);
+    return rc;
 }
 
 void orch_roster_free(struct orch_roster *r)
@@ -215,7 +308,7 @@ static int parse_lane(const cJSON *lane, size_t idx, struct orch_lane *l,
                           "roster: %s: max_turns: must be an integer in "
                           "1..%d",
                           label, MAX_TURNS_MAX);
-    return FO_OK;
+    return lane_tools(lane, label, l, err);
 }
 
 int orch_roster_parse(const char *json, size_t len, struct orch_roster **out,
@@ -336,7 +429,25 @@ cJSON *orch_roster_json(const struct orch_roster *r)
                                      orch_tier_name(l->tier)) &&
              cJSON_AddStringToObject(lo, "executor",
                                      orch_exec_name(l->executor)) &&
-             fo_json_add_int(lo, "max_turns", l->max_turns);
+             fo_json_add_int(lo, "max_turns", l->max_turns) &&
+             cJSON_AddStringToObject(lo, "guardrails",
+                                     l->guard_block ? "block" : "redact") &&
+             cJSON_AddBoolToObject(lo, "network", l->network);
+        cJSON *tl = ok ? cJSON_AddArrayToObject(lo, "tools") : NULL;
+        cJSON *rl = tl ? cJSON_AddArrayToObject(lo, "required_tools") : NULL;
+        ok = ok && rl;
+        for (size_t j = 0; ok && j < l->n_tools; j++) {
+            cJSON *s = cJSON_CreateString(l->tools[j]);
+            ok = s != NULL;
+            if (s)
+                cJSON_AddItemToArray(tl, s);
+        }
+        for (size_t j = 0; ok && j < l->n_required; j++) {
+            cJSON *s = cJSON_CreateString(l->required_tools[j]);
+            ok = s != NULL;
+            if (s)
+                cJSON_AddItemToArray(rl, s);
+        }
         for (size_t j = 0; ok && j < l->n_keywords; j++) {
             cJSON *s = cJSON_CreateString(l->keywords[j]);
             ok = s != NULL;

@@ -4,6 +4,7 @@
 #include "daemon/service.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -524,14 +525,28 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     rc = daemon_token(cfg->dir, 1, d->token, sizeof(d->token), err);
     if (rc)
         goto out;
+    char wsroot[PATH_MAX];
+    if (snprintf(wsroot, sizeof(wsroot), "%s/workspaces", cfg->dir) >=
+        (int)sizeof(wsroot)) {
+        rc = fo_err_set(err, FO_E_INVALID, "%s: path too long", cfg->dir);
+        goto out;
+    }
     struct orch_config oc = {.roster_path = cfg->roster,
                              .cmd = cfg->cmd,
                              .models = cfg->has_models ? &cfg->models : NULL,
                              .max_runs = cfg->max_runs,
-                             .gates = cfg->gates};
+                             .gates = cfg->gates,
+                             .workspace = cfg->workspace,
+                             .workspace_root = wsroot};
     rc = orch_create(&oc, &d->orch, err);
     if (rc)
         goto out;
+    /* the guardrails keep the daemon's own token out of the ledger */
+    rc = orch_add_secret(d->orch, d->token);
+    if (rc) {
+        fo_err_set(err, rc, NULL);
+        goto out;
+    }
     if (evthread_use_pthreads() != 0) {
         rc = fo_err_set(err, FO_E_INTERNAL, "libevent without threads");
         goto out;
@@ -759,6 +774,10 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
             cfg->has_models = 1;
         } else if (!strcmp(k, "gates") && cJSON_IsObject(v)) {
             cfg->gates = v; /* checked with the roster by orch_create */
+        } else if (!strcmp(k, "workspace") && cJSON_IsString(v) &&
+                   v->valuestring[0] == '/') {
+            if (!cfg->workspace)
+                cfg->workspace = v->valuestring; /* the flag wins */
         } else if (!strcmp(k, "checkpoint_interval_ms") && is_int && x >= -1 &&
                    x <= 86400000)
             cfg->sign_interval_ms = x == 0 ? -1 : (int)x;

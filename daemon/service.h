@@ -35,6 +35,9 @@ struct daemon_config {
     const char *cmd;      /* plan executor command (NULL: the stub) */
     const char *roster;   /* roster file (NULL: the built-in roster) */
     int max_runs;         /* background runs at once; 0: 8 (1..1024) */
+    /* Where tools act (--workspace, forum.json "workspace"); NULL: a fresh
+     * DIR/workspaces/run-<id> per run. */
+    const char *workspace;
     /* The approval-gate policy every run starts with (forum.json "gates"
      * or the --gate flags); NULL: none. gates_owned is freed by
      * daemon_config_release. */

@@ -330,8 +330,8 @@ static struct orch_model *client(int api, const char *url, int attempts,
 static int ask(struct orch_model *m, int api, struct orch_model_reply *rep,
                struct fo_err *err)
 {
-    struct orch_model_msg msgs[] = {{"system", "be brief"},
-                                    {"user", "say hello"}};
+    struct orch_model_msg msgs[] = {{.role = "system", .content = "be brief"},
+                                    {.role = "user", .content = "say hello"}};
     fo_err_clear(err);
     int rc = orch_model_call(m, api, ORCH_TIER_CAPABLE, msgs, 2, rep, err);
     cr_assert_null(strstr(err->msg, KEY), "key leaked: %s", err->msg);
@@ -1032,8 +1032,8 @@ Test(model_async, two_hundred_calls_in_flight_on_one_thread, .init = setup,
     mc->tick = event_new(base, -1, EV_PERSIST, many_tick, mc);
     struct timeval tv = {0, 5000};
     cr_assert_eq(event_add(mc->tick, &tv), 0);
-    struct orch_model_msg msgs[] = {{"system", "be brief"},
-                                    {"user", "say hello"}};
+    struct orch_model_msg msgs[] = {{.role = "system", .content = "be brief"},
+                                    {.role = "user", .content = "say hello"}};
     int threads0 = thread_count();
     mc->threads_max = threads0;
     mc->heap_base = mallinfo2().uordblks;
@@ -1112,7 +1112,7 @@ Test(model_async, cancel_closes_the_connection_and_never_calls_done,
     struct orch_model *m =
         client(ORCH_EXEC_CHAT, url_of("http", x->port), 3, 30000, NULL);
     struct event_base *base = event_base_new();
-    struct orch_model_msg msg = {"user", "hi"};
+    struct orch_model_msg msg = {.role = "user", .content = "hi"};
     struct one o = {.seen = &x->requests};
     struct fo_err err;
     cr_assert_eq(orch_model_call_start(m, base, NULL, ORCH_EXEC_CHAT,
@@ -1160,7 +1160,8 @@ Test(model_async, start_errors_and_late_failures, .init = setup,
     struct event_base *base = event_base_new();
     struct one o = {0};
     struct fo_err err;
-    struct orch_model_msg ok = {"user", "hi"}, bad = {"robot", "hi"};
+    struct orch_model_msg ok = {.role = "user", .content = "hi"},
+                          bad = {.role = "robot", .content = "hi"};
     /* refused at the start: nothing runs, done is never called */
     cr_assert_eq(orch_model_call_start(m, base, NULL, ORCH_EXEC_CHAT,
                                        ORCH_TIER_ANY, NULL, 0, one_done, &o,
@@ -1232,7 +1233,7 @@ Test(model_async, host_names_are_looked_up_with_evdns, .init = setup,
     struct fo_err err;
     cr_assert_eq(orch_model_dns_create(base, &dns, &err), FO_OK, "%s", err.msg);
     cr_assert_eq(evdns_base_load_hosts(dns, hosts), 0);
-    struct orch_model_msg msg = {"user", "hi"};
+    struct orch_model_msg msg = {.role = "user", .content = "hi"};
     struct one o = {0};
     cr_assert_eq(orch_model_call_start(m, base, dns, ORCH_EXEC_CHAT,
                                        ORCH_TIER_ANY, &msg, 1, one_done, &o,
@@ -1309,7 +1310,7 @@ Test(model_async, a_lookup_is_cut_by_the_deadline_or_a_cancel, .init = setup,
     cr_assert_eq(evdns_base_nameserver_ip_add(dns, ns), 0);
     struct orch_model *m =
         client(ORCH_EXEC_CHAT, "http://model.test:9", 3, 300, NULL);
-    struct orch_model_msg msg = {"user", "hi"};
+    struct orch_model_msg msg = {.role = "user", .content = "hi"};
     struct fo_err err;
     /* the deadline passes while the name server is silent */
     struct one o = {0};
@@ -1390,7 +1391,7 @@ Test(model_select, tiers_pick_providers_and_fallover_moves_on, .init = setup,
     struct orch_model *m = NULL;
     struct fo_err err;
     cr_assert_eq(orch_model_create(&c, &m, &err), FO_OK, "%s", err.msg);
-    struct orch_model_msg msg = {"user", "hi"};
+    struct orch_model_msg msg = {.role = "user", .content = "hi"};
     struct orch_model_reply rep;
     cr_assert_eq(orch_model_call(m, ORCH_EXEC_CHAT, ORCH_TIER_CHEAP, &msg, 1,
                                  &rep, &err),

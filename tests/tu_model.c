@@ -66,8 +66,16 @@ static void answer(struct fake *f, int fd, const char *req)
             r = i;
     }
     const char *m = cJSON_IsString(model) ? model->valuestring : "?";
-    const char *prompt =
-        cJSON_GetObjectItemCaseSensitive(last, "content")->valuestring;
+    /* the last message's text; a tool result (OpenAI "tool" message, or
+     * Anthropic's tool_result block) is what the script sees then */
+    const cJSON *lc = cJSON_GetObjectItemCaseSensitive(last, "content");
+    if (cJSON_IsArray(lc)) {
+        const cJSON *b0 = cJSON_GetArrayItem(lc, 0);
+        lc = cJSON_GetObjectItemCaseSensitive(b0, "content")
+                 ? cJSON_GetObjectItemCaseSensitive(b0, "content")
+                 : cJSON_GetObjectItemCaseSensitive(b0, "text");
+    }
+    const char *prompt = cJSON_IsString(lc) ? lc->valuestring : "";
     size_t ll = strlen(f->log);
     snprintf(f->log + ll, sizeof(f->log) - ll, "%s:%s ", roles[r], m);
     if (f->n_prompts < 64)
@@ -79,7 +87,47 @@ static void answer(struct fake *f, int fd, const char *req)
     const char *text = f->fn(f, roles[r], f->count[r]++, m, prompt);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", m);
-    if (anthropic) {
+    /* "CALL tool ARGS": a tool call with the arguments text ARGS as the
+     * model wrote it (valid JSON or not) */
+    if (!strncmp(text, "CALL ", 5)) {
+        char name[128] = "";
+        const char *sp = strchr(text + 5, ' ');
+        size_t nl = sp ? (size_t)(sp - text - 5) : strlen(text + 5);
+        snprintf(name, sizeof(name), "%.*s", (int)nl, text + 5);
+        const char *args = sp ? sp + 1 : "{}";
+        char id[32];
+        snprintf(id, sizeof(id), "call_%d", f->count[r]);
+        if (anthropic) {
+            f->anthropic++;
+            cJSON_AddStringToObject(o, "type", "message");
+            cJSON_AddStringToObject(o, "role", "assistant");
+            cJSON *content = cJSON_AddArrayToObject(o, "content");
+            cJSON *c0 = cJSON_CreateObject();
+            cJSON_AddStringToObject(c0, "type", "tool_use");
+            cJSON_AddStringToObject(c0, "id", id);
+            cJSON_AddStringToObject(c0, "name", name);
+            cJSON *in = cJSON_Parse(args);
+            cJSON_AddItemToObject(c0, "input", in ? in : cJSON_CreateObject());
+            cJSON_AddItemToArray(content, c0);
+            cJSON_AddStringToObject(o, "stop_reason", "tool_use");
+        } else {
+            cJSON *ch = cJSON_AddArrayToObject(o, "choices");
+            cJSON *c0 = cJSON_CreateObject();
+            cJSON *msg = cJSON_AddObjectToObject(c0, "message");
+            cJSON_AddStringToObject(msg, "role", "assistant");
+            cJSON_AddNullToObject(msg, "content");
+            cJSON *tc = cJSON_AddArrayToObject(msg, "tool_calls");
+            cJSON *one = cJSON_CreateObject();
+            cJSON_AddStringToObject(one, "id", id);
+            cJSON_AddStringToObject(one, "type", "function");
+            cJSON *fn = cJSON_AddObjectToObject(one, "function");
+            cJSON_AddStringToObject(fn, "name", name);
+            cJSON_AddStringToObject(fn, "arguments", args);
+            cJSON_AddItemToArray(tc, one);
+            cJSON_AddStringToObject(c0, "finish_reason", "tool_calls");
+            cJSON_AddItemToArray(ch, c0);
+        }
+    } else if (anthropic) {
         f->anthropic++;
         cJSON_AddStringToObject(o, "type", "message");
         cJSON_AddStringToObject(o, "role", "assistant");

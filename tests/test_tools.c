@@ -1,0 +1,427 @@
+/* test_tools: the built-in tools and their workspace, the guardrails, and
+ * the tool loop of a task end to end (forum submit against a fake chat
+ * server, in both wire formats). */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/orch_guard.h"
+#include "daemon/orch_tools.h"
+#include "ledger/fo_json.h"
+#include "ledger/ledger.h"
+#include "testutil.h"
+#include "tu_model.h"
+
+/* ---- the file tools --------------------------------------------------------
+ */
+
+struct ws {
+    char *dir;        /* the temp dir */
+    char path[600];   /* the workspace inside it */
+    char secret[700]; /* a file beside the workspace, outside it */
+    int fd;
+};
+
+static void ws_open(struct ws *w)
+{
+    w->dir = tu_tmpdir();
+    snprintf(w->path, sizeof(w->path), "%s/ws", w->dir);
+    snprintf(w->secret, sizeof(w->secret), "%s/token", w->dir);
+    cr_assert_eq(tu_write_file(w->secret, "TOKEN-OUTSIDE", 13), 0);
+    struct fo_err err;
+    cr_assert_eq(orch_workspace_open(w->path, 1, &w->fd, &err), FO_OK, "%s",
+                 err.msg);
+}
+
+static void ws_close(struct ws *w)
+{
+    close(w->fd);
+    tu_rmrf(w->dir);
+}
+
+/* Runs tool with the arguments text; the output (or the error) in out. */
+static int run(struct ws *w, const char *tool, const char *args, char *out,
+               size_t size)
+{
+    cJSON *a = NULL;
+    struct fo_err err;
+    int rc = orch_tool_args(orch_tool_builtin(tool), args, &a, &err);
+    if (rc) {
+        snprintf(out, size, "%s", err.msg);
+        return rc;
+    }
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    rc = orch_tool_run_file(w->fd, tool, a, &b, &err);
+    snprintf(out, size, "%s", rc ? err.msg : (b.data ? b.data : ""));
+    fo_buf_release(&b);
+    cJSON_Delete(a);
+    return rc;
+}
+
+Test(tools, file_tools_read_write_list_search_and_patch)
+{
+    struct ws w;
+    ws_open(&w);
+    char out[4096];
+    cr_assert_eq(run(&w, "write_file",
+                     "{\"path\":\"src/a.txt\",\"content\":\"one\\ntwo\\n"
+                     "three\\n\"}",
+                     out, sizeof(out)),
+                 FO_OK, "%s", out);
+    cr_assert_eq(
+        run(&w, "read_file", "{\"path\":\"src/a.txt\"}", out, sizeof(out)),
+        FO_OK);
+    cr_assert_str_eq(out, "one\ntwo\nthree\n");
+    cr_assert_eq(run(&w, "list_dir", "{}", out, sizeof(out)), FO_OK);
+    cr_assert_str_eq(out, "src/\n");
+    cr_assert_eq(
+        run(&w, "search_text", "{\"pattern\":\"two\"}", out, sizeof(out)),
+        FO_OK);
+    cr_assert_str_eq(out, "src/a.txt:2: two\n");
+    cr_assert_eq(run(&w, "apply_patch",
+                     "{\"patch\":\"--- a/src/a.txt\\n+++ b/src/a.txt\\n@@ "
+                     "-1,3 +1,3 @@\\n one\\n-two\\n+TWO\\n three\\n\"}",
+                     out, sizeof(out)),
+                 FO_OK, "%s", out);
+    cr_assert_eq(
+        run(&w, "read_file", "{\"path\":\"src/a.txt\"}", out, sizeof(out)),
+        FO_OK);
+    cr_assert_str_eq(out, "one\nTWO\nthree\n");
+    /* a hunk that does not match changes nothing */
+    cr_assert_eq(run(&w, "apply_patch",
+                     "{\"patch\":\"--- a/src/a.txt\\n+++ b/src/a.txt\\n@@ "
+                     "-1,2 +1,2 @@\\n one\\n-two\\n+2\\n\"}",
+                     out, sizeof(out)),
+                 FO_E_INVALID);
+    cr_assert(strstr(out, "does not match"), "%s", out);
+    /* a new file from /dev/null */
+    cr_assert_eq(run(&w, "apply_patch",
+                     "{\"patch\":\"--- /dev/null\\n+++ b/new.txt\\n@@ -0,0 "
+                     "+1 @@\\n+hello\\n\"}",
+                     out, sizeof(out)),
+                 FO_OK, "%s", out);
+    cr_assert_eq(
+        run(&w, "read_file", "{\"path\":\"new.txt\"}", out, sizeof(out)),
+        FO_OK);
+    cr_assert_str_eq(out, "hello\n");
+    ws_close(&w);
+}
+
+Test(tools, no_path_leaves_the_workspace)
+{
+    struct ws w;
+    ws_open(&w);
+    char out[4096], args[1200], link[700];
+    /* absolute, climbing, and a symlink planted inside that points out */
+    snprintf(args, sizeof(args), "{\"path\":\"%s\"}", w.secret);
+    cr_assert_eq(run(&w, "read_file", args, out, sizeof(out)), FO_E_INVALID);
+    cr_assert(strstr(out, "outside the workspace"), "%s", out);
+    cr_assert_eq(
+        run(&w, "read_file", "{\"path\":\"../token\"}", out, sizeof(out)),
+        FO_E_INVALID);
+    cr_assert_eq(run(&w, "write_file", "{\"path\":\"a/x\",\"content\":\"\"}",
+                     out, sizeof(out)),
+                 FO_OK, "%s", out);
+    cr_assert_eq(
+        run(&w, "read_file", "{\"path\":\"a/../../token\"}", out, sizeof(out)),
+        FO_E_INVALID);
+    snprintf(link, sizeof(link), "%s/planted", w.path);
+    cr_assert_eq(symlink(w.secret, link), 0);
+    cr_assert_eq(
+        run(&w, "read_file", "{\"path\":\"planted\"}", out, sizeof(out)),
+        FO_E_INVALID, "%s", out);
+    cr_assert_null(strstr(out, "TOKEN-OUTSIDE"));
+    /* writing through the planted link, or beside the workspace */
+    cr_assert_eq(run(&w, "write_file",
+                     "{\"path\":\"planted\",\"content\":\"x\"}", out,
+                     sizeof(out)),
+                 FO_E_INVALID, "%s", out);
+    cr_assert_eq(run(&w, "write_file",
+                     "{\"path\":\"../evil\",\"content\":\"x\"}", out,
+                     sizeof(out)),
+                 FO_E_INVALID, "%s", out);
+    char evil[700];
+    snprintf(evil, sizeof(evil), "%s/evil", w.dir);
+    cr_assert_neq(access(evil, F_OK), 0, "a file was written outside");
+    char *tok = tu_read_file(w.secret, NULL);
+    cr_assert_str_eq(tok, "TOKEN-OUTSIDE");
+    free(tok);
+    /* a symlinked directory that points out */
+    snprintf(link, sizeof(link), "%s/up", w.path);
+    cr_assert_eq(symlink(w.dir, link), 0);
+    cr_assert_eq(run(&w, "write_file",
+                     "{\"path\":\"up/evil\",\"content\":\"x\"}", out,
+                     sizeof(out)),
+                 FO_E_INVALID, "%s", out);
+    cr_assert_neq(access(evil, F_OK), 0, "a file was written outside");
+    cr_assert_eq(run(&w, "list_dir", "{\"path\":\"up\"}", out, sizeof(out)),
+                 FO_E_INVALID);
+    cr_assert_eq(run(&w, "apply_patch",
+                     "{\"patch\":\"--- /dev/null\\n+++ b/../evil\\n@@ -0,0 "
+                     "+1 @@\\n+x\\n\"}",
+                     out, sizeof(out)),
+                 FO_E_INVALID, "%s", out);
+    cr_assert_neq(access(evil, F_OK), 0, "a file was written outside");
+    ws_close(&w);
+}
+
+Test(tools, arguments_are_checked_against_the_schema)
+{
+    struct ws w;
+    ws_open(&w);
+    char out[4096];
+    cr_assert_eq(run(&w, "read_file", "{\"path\": 3}", out, sizeof(out)),
+                 FO_E_INVALID);
+    cr_assert_str_eq(out, "path: must be a string");
+    cr_assert_eq(run(&w, "read_file", "{}", out, sizeof(out)), FO_E_INVALID);
+    cr_assert_str_eq(out, "missing argument \"path\"");
+    cr_assert_eq(
+        run(&w, "read_file", "{\"path\":\"a\",\"mode\":1}", out, sizeof(out)),
+        FO_E_INVALID);
+    cr_assert_str_eq(out, "unknown argument \"mode\"");
+    cr_assert_eq(run(&w, "read_file", "{\"path\": \"a\"", out, sizeof(out)),
+                 FO_E_INVALID);
+    cr_assert(strstr(out, "not valid JSON"), "%s", out);
+    cr_assert_eq(run(&w, "run_command", "{\"argv\": []}", out, sizeof(out)),
+                 FO_E_INVALID);
+    cr_assert_str_eq(out, "argv: needs at least 1 item");
+    ws_close(&w);
+}
+
+/* ---- guardrails
+ * -------------------------------------------------------------- */
+
+static char *scan(const struct orch_guard *g, const char *in, cJSON **found)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    cr_assert_geq(orch_guard_scan(g, in, strlen(in), &b, found), 0);
+    char *s = fo_buf_detach(&b, NULL);
+    fo_buf_release(&b);
+    return s ? s : strdup("");
+}
+
+static int kind_count(const cJSON *found, const char *kind)
+{
+    const cJSON *k;
+    cJSON_ArrayForEach (k, found)
+        if (!strcmp(cJSON_GetObjectItem(k, "kind")->valuestring, kind))
+            return cJSON_GetObjectItem(k, "count")->valueint;
+    return 0;
+}
+
+Test(guard, secrets_and_personal_data_become_placeholders)
+{
+    struct orch_guard g = {0};
+    cr_assert_eq(orch_guard_add_secret(&g, "my-daemon-token-123"), FO_OK);
+    cJSON *found = NULL;
+    char *s = scan(&g,
+                   "key sk-proj-abcdefghijklmnopqrstuvwxyz012345 and "
+                   "AKIAIOSFODNN7EXAMPLE; mail bob.smith+x@example.co.uk, "
+                   "call +1 415-555-0132 or (415) 555-0199, card "
+                   "4111 1111 1111 1111, token my-daemon-token-123, "
+                   "Authorization: Bearer abcdefghijklmnopqrstu.vwxyz\n"
+                   "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n"
+                   "-----END OPENSSH PRIVATE KEY-----\nafter",
+                   &found);
+    cr_assert_str_eq(s, "key [redacted:api_key] and [redacted:api_key]; mail "
+                        "[redacted:email], call [redacted:phone] or "
+                        "[redacted:phone], card [redacted:card_number], token "
+                        "[redacted:configured_secret], Authorization: "
+                        "[redacted:bearer_token]\n[redacted:private_key]\n"
+                        "after");
+    cr_assert_eq(kind_count(found, "api_key"), 2);
+    cr_assert_eq(kind_count(found, "email"), 1);
+    cr_assert_eq(kind_count(found, "phone"), 2);
+    cr_assert_eq(kind_count(found, "card_number"), 1);
+    cr_assert_eq(kind_count(found, "configured_secret"), 1);
+    cr_assert_eq(kind_count(found, "private_key"), 1);
+    cr_assert_eq(kind_count(found, "bearer_token"), 1);
+    free(s);
+    cJSON_Delete(found);
+    orch_guard_release(&g);
+}
+
+Test(guard, ordinary_output_is_left_alone)
+{
+    const char *in =
+        "seq 1700000000123 ts 2026-11-24T02:53:08Z ip 192.168.100.200 "
+        "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f0"
+        "0a08 version 1.2.3 port 8080 exit code 0 4111111111111112 "
+        "user@localhost";
+    cJSON *found = NULL;
+    char *s = scan(NULL, in, &found);
+    cr_assert_str_eq(s, in);
+    cr_assert_null(found);
+    free(s);
+}
+
+/* ---- the tool loop, end to end ---------------------------------------------
+ */
+
+static const char roster[] =
+    "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+    "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+    "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
+    "\"read_file\",\"write_file\",\"run_command\"],\"required_tools\":["
+    "\"run_command\"],\"max_turns\":8}]}";
+
+static const char *plan_reply =
+    "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"coder\",\"instruction\":"
+    "\"upper-case in.txt into out.txt and check it\"}]}";
+
+/* read in.txt, write out.txt, check it with a command, answer */
+static const char *acting(struct fake *f, const char *role, int n,
+                          const char *model, const char *prompt)
+{
+    (void)f, (void)model;
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "out.txt holds HELLO WORLD";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    switch (n) {
+    case 0:
+        return "CALL read_file {\"path\":\"in.txt\"}";
+    case 1:
+        return strstr(prompt, "hello world")
+                   ? "CALL write_file {\"path\":\"out.txt\",\"content\":"
+                     "\"HELLO WORLD\\n\"}"
+                   : "the file was not read";
+    case 2:
+        return "CALL run_command {\"argv\":[\"grep\",\"-c\",\"HELLO\","
+               "\"out.txt\"]}";
+    default:
+        return strstr(prompt, "exit code 0") ? "done: out.txt is upper-case"
+                                             : "the check failed";
+    }
+}
+
+struct kinds {
+    char kind[64][LEDGER_KIND_MAX + 1];
+    int64_t seq[64], parent[64];
+    int n;
+};
+
+static int collect(void *ctx, const struct ledger_entry *e)
+{
+    struct kinds *k = ctx;
+    if (k->n < 64) {
+        snprintf(k->kind[k->n], sizeof(k->kind[0]), "%s", e->kind);
+        k->seq[k->n] = e->seq;
+        k->parent[k->n] = e->parent;
+        k->n++;
+    }
+    return 0;
+}
+
+static void read_kinds(const char *dir, struct kinds *k)
+{
+    struct ledger *l = NULL;
+    struct fo_err err;
+    memset(k, 0, sizeof(*k));
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK,
+                 "%s", err.msg);
+    cr_assert_eq(ledger_range(l, 0, 64, collect, k, &err), FO_OK);
+    ledger_close(l);
+}
+
+static long find(const struct kinds *k, const char *kind, int nth)
+{
+    for (int i = 0; i < k->n; i++)
+        if (!strcmp(k->kind[i], kind) && nth-- == 0)
+            return i;
+    return -1;
+}
+
+static void acting_run(int anthropic)
+{
+    struct fake *f = fake_start(acting);
+    char *dir = tu_tmpdir();
+    char ws[600], rpath[600], url[80], in[700], outp[700];
+    snprintf(ws, sizeof(ws), "%s/project", dir);
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    cr_assert_eq(mkdir(ws, 0700), 0);
+    snprintf(in, sizeof(in), "%s/in.txt", ws);
+    cr_assert_eq(tu_write_file(in, "hello world\n", 12), 0);
+    const char *r = anthropic ? "{\"lanes\":[{\"name\":\"coder\",\"category\""
+                                ":\"engineering\",\"domain\":\"edits "
+                                "files\",\"keywords\":[\"edit\",\"file\"],"
+                                "\"model_tier\":\"capable\",\"executor\":"
+                                "\"anthropic\",\"tools\":[\"read_file\","
+                                "\"write_file\",\"run_command\"],"
+                                "\"required_tools\":[\"run_command\"],"
+                                "\"max_turns\":8}]}"
+                              : roster;
+    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    struct tu_run run;
+    if (anthropic) { /* an Anthropic provider at the fake's URL */
+        char cfg[400], cpath[700];
+        snprintf(cfg, sizeof(cfg),
+                 "{\"models\":{\"providers\":[{\"api\":\"anthropic\","
+                 "\"url\":\"%s\",\"model\":\"m1\"}]}}",
+                 url);
+        snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+        cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+        run =
+            tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                      "file", "--roster", rpath, "--workspace", ws, NULL);
+    } else {
+        run = tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit",
+                        "the", "file", "--roster", rpath, "--workspace", ws,
+                        "--chat-url", url, "--model", "m1", NULL);
+    }
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    tu_run_free(&run);
+    snprintf(outp, sizeof(outp), "%s/out.txt", ws);
+    char *got = tu_read_file(outp, NULL);
+    cr_assert_not_null(got, "out.txt was not written");
+    cr_assert_str_eq(got, "HELLO WORLD\n");
+    free(got);
+    /* task → call → result → call → result → call → result → result */
+    struct kinds k;
+    read_kinds(dir, &k);
+    long task = find(&k, "task", 0), res = find(&k, "result", 0);
+    cr_assert_geq(task, 0);
+    cr_assert_geq(res, 0);
+    int64_t prev = k.seq[task];
+    for (int i = 0; i < 3; i++) {
+        long c = find(&k, "tool_call", i), tr = find(&k, "tool_result", i);
+        cr_assert_geq(c, 0, "tool call %d missing", i);
+        cr_assert_geq(tr, 0, "tool result %d missing", i);
+        cr_assert_eq(k.parent[c], prev, "call %d's parent", i);
+        cr_assert_eq(k.parent[tr], k.seq[c], "result %d's parent", i);
+        prev = k.seq[tr];
+    }
+    cr_assert_eq(find(&k, "tool_call", 3), -1);
+    cr_assert_eq(k.parent[res], prev, "the result's parent is the last step");
+    /* the model saw each tool's output: the last turn answered "done" */
+    char *db = NULL;
+    cr_assert(f->count[R_TASK] == 4, "%d task turns", f->count[R_TASK]);
+    cr_assert(strstr(f->seen, anthropic ? "\"tool_result\"" : "\"tool\""),
+              "the tool results were sent back");
+    cr_assert(strstr(f->seen, "\"read_file\""), "the tools were offered");
+    free(db);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+Test(tool_loop, a_chat_model_reads_writes_and_checks_with_three_calls,
+     .timeout = 60)
+{
+    acting_run(0);
+}
+
+Test(tool_loop, an_anthropic_model_does_the_same, .timeout = 60)
+{
+    acting_run(1);
+}
