@@ -268,6 +268,7 @@ struct attempts {
 struct task {
     int st;          /* enum tst */
     int busy;        /* a write or an effect of this task is in flight */
+    int writes;      /* its writes in flight */
     int slot;        /* holds one of the wave's max_parallel slots */
     int ran_ok;      /* the last result was ok */
     int pass;        /* the last verdict passed */
@@ -616,8 +617,11 @@ static void wr_landed(struct wr *w)
     r->writes--;
     if (w->spent)
         r->reserved--;
-    if (w->task >= 0)
-        r->t[w->task].busy = 0;
+    if (w->task >= 0) { /* busy until its last write lands */
+        struct task *s = &r->t[w->task];
+        s->writes--;
+        s->busy = s->writes > 0 || s->eff;
+    }
     if (w->phase_busy)
         r->busy = 0;
     int rc = w->a.rc;
@@ -723,16 +727,21 @@ static int witness_cb(struct run *r, const char *actor, const char *kind,
     w->landed = landed;
     w->landed_arg = landed_arg;
     r->writes++;
-    if (task >= 0)
+    if (task >= 0) {
         r->t[task].busy = 1;
+        r->t[task].writes++;
+    }
     if (phase_busy)
         r->busy = 1;
     if (e->cfg.append) {
         rc = e->cfg.append(e->cfg.hook, &w->a, on_committed, w, err);
         if (rc) {
             r->writes--;
-            if (task >= 0)
-                r->t[task].busy = 0;
+            if (task >= 0) {
+                struct task *s = &r->t[task];
+                s->writes--;
+                s->busy = s->writes > 0 || s->eff;
+            }
             if (phase_busy)
                 r->busy = 0;
             wr_free(w);

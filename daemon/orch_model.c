@@ -1739,6 +1739,7 @@ int orch_model_call_tools_start(const struct orch_model *m,
     rc = tools_check(tools, err);
     if (rc)
         goto out;
+    rc = FO_E_INVALID;
     c = calloc(1, sizeof(*c));
     if (!c)
         goto nomem;

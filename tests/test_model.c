@@ -416,7 +416,8 @@ Test(model_anthropic, ok_joins_text_parts_and_sends_its_headers, .init = setup,
          .body =
              "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\","
              "\"model\":\"claude-test-1\",\"content\":[{\"type\":\"text\","
-             "\"text\":\"one \"},{\"type\":\"tool_use\",\"id\":\"t\"},"
+             "\"text\":\"one \"},{\"type\":\"tool_use\",\"id\":\"t\","
+             "\"name\":\"read_file\",\"input\":{\"path\":\"a\"}},"
              "{\"type\":\"text\",\"text\":\"two\"}],\"stop_reason\":"
              "\"end_turn\"}"}};
     struct fake *f = fake_start(s, 1, NULL);
@@ -426,6 +427,9 @@ Test(model_anthropic, ok_joins_text_parts_and_sends_its_headers, .init = setup,
     struct fo_err err;
     cr_assert_eq(ask(m, ORCH_EXEC_ANTHROPIC, &rep, &err), FO_OK, "%s", err.msg);
     cr_assert_str_eq(rep.text, "one two");
+    cr_assert_str_eq(rep.tool_calls,
+                     "[{\"arguments\":\"{\\\"path\\\":\\\"a\\\"}\","
+                     "\"id\":\"t\",\"name\":\"read_file\"}]");
     cr_assert_str_eq(rep.model, "claude-test-1");
     cr_assert_eq(rep.api, ORCH_EXEC_ANTHROPIC);
     orch_model_reply_release(&rep);

@@ -333,6 +333,32 @@ static void read_kinds(const char *dir, struct kinds *k)
     ledger_close(l);
 }
 
+/* The bodies of the entries of kind, joined by newlines (malloc'd). */
+static char *bodies_of(const char *dir, const char *kind)
+{
+    struct kinds k;
+    read_kinds(dir, &k);
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK);
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    for (int i = 0; i < k.n; i++) {
+        char *body = NULL;
+        size_t len = 0;
+        if (strcmp(k.kind[i], kind) ||
+            ledger_body(l, k.seq[i], &body, &len, &err) != FO_OK)
+            continue;
+        fo_buf_append(&b, body, len);
+        fo_buf_putc(&b, '\n');
+        free(body);
+    }
+    ledger_close(l);
+    char *s = fo_buf_detach(&b, NULL);
+    fo_buf_release(&b);
+    return s ? s : strdup("");
+}
+
 static long find(const struct kinds *k, const char *kind, int nth)
 {
     for (int i = 0; i < k->n; i++)
@@ -424,4 +450,136 @@ Test(tool_loop, a_chat_model_reads_writes_and_checks_with_three_calls,
 Test(tool_loop, an_anthropic_model_does_the_same, .timeout = 60)
 {
     acting_run(1);
+}
+
+/* A model that errs: a call whose arguments fail the schema, a tool it
+ * does not have, an answer before the required tool; then a command whose
+ * output holds a key and an email; then the answer. */
+#define LEAKED_KEY "sk-ant-api03-LEAKEDKEYabcdefghijklmnopqrstuvwxyz"
+#define LEAKED_MAIL "alice.jones@example.org"
+
+static const char *erring(struct fake *f, const char *role, int n,
+                          const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "done";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    switch (n) {
+    case 0:
+        return "CALL read_file {\"path\": 3}";
+    case 1:
+        return "CALL delete_everything {}";
+    case 2:
+        return "all done, trust me";
+    case 3:
+        return "CALL run_command {\"argv\":[\"sh\",\"-c\",\"echo " LEAKED_KEY
+               "; echo " LEAKED_MAIL "\"]}";
+    default:
+        return "done";
+    }
+}
+
+/* Every request the fake was sent, and every file of the data dir: the
+ * key and the email are in none of them. */
+static void assert_nowhere(const struct fake *f, const char *dir,
+                           const char *needle)
+{
+    cr_assert_null(strstr(f->seen, needle), "%s reached the model", needle);
+    const char *files[] = {"ledger.db", "ledger.db-wal"};
+    for (int i = 0; i < 2; i++) {
+        char path[700];
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        cr_assert_not(tu_file_has(path, needle), "%s is in %s", needle,
+                      files[i]);
+    }
+}
+
+Test(tool_loop,
+     bad_calls_are_corrected_required_tools_enforced_and_secrets_kept_out,
+     .timeout = 60)
+{
+    struct fake *f = fake_start(erring);
+    char *dir = tu_tmpdir();
+    char ws[600], rpath[600], url[80];
+    snprintf(ws, sizeof(ws), "%s/project", dir);
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    cr_assert_eq(mkdir(ws, 0700), 0);
+    cr_assert_eq(tu_write_file(rpath, roster, strlen(roster)), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", rpath, "--workspace", ws, "--chat-url",
+                  url, "--model", "m1", NULL);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    cr_assert_null(strstr(run.out, LEAKED_KEY));
+    tu_run_free(&run);
+    struct kinds k;
+    read_kinds(dir, &k);
+    cr_assert_geq(find(&k, "tool_call", 2), 0);
+    cr_assert_eq(find(&k, "tool_call", 3), -1);
+    cr_assert_geq(find(&k, "tool_rescue", 0), 0, "the early answer was taken");
+    cr_assert_geq(find(&k, "guardrail", 0), 0, "no guardrail entry");
+    /* the corrective results the model was sent */
+    cr_assert(strstr(f->seen, "path: must be a string"), "no schema error");
+    cr_assert(strstr(f->seen, "unknown tool \\\"delete_everything\\\""),
+              "no unknown-tool error");
+    cr_assert(strstr(f->seen, "call run_command first"), "no rescue prompt");
+    cr_assert(strstr(f->seen, "[redacted:api_key]"), "the output was not sent");
+    cr_assert(strstr(f->seen, "[redacted:email]"));
+    assert_nowhere(f, dir, LEAKED_KEY);
+    assert_nowhere(f, dir, LEAKED_MAIL);
+    /* the guardrail entry names the kinds, and the result took the answer */
+    char *g = bodies_of(dir, "guardrail");
+    cr_assert(strstr(g, "\"api_key\"") && strstr(g, "\"email\""), "%s", g);
+    free(g);
+    char *res = bodies_of(dir, "result");
+    cr_assert(strstr(res, "\"stop_reason\":\"answer\""), "%s", res);
+    free(res);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+static const char *malformed(struct fake *f, const char *role, int n,
+                             const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt, (void)n;
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "nothing";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": false, \"reason\": \"no\"}";
+    return "CALL write_file {\"path\": \"x\", ";
+}
+
+Test(tool_loop, three_malformed_calls_in_a_row_fail_the_task, .timeout = 60)
+{
+    struct fake *f = fake_start(malformed);
+    char *dir = tu_tmpdir();
+    char ws[600], rpath[600], url[80];
+    snprintf(ws, sizeof(ws), "%s/project", dir);
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    cr_assert_eq(mkdir(ws, 0700), 0);
+    cr_assert_eq(tu_write_file(rpath, roster, strlen(roster)), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", rpath, "--workspace", ws, "--chat-url",
+                  url, "--model", "m1", "--max-model-calls", "8", NULL);
+    tu_run_free(&run);
+    /* three turns an attempt (the failed verdict escalates it a tier) */
+    cr_assert_eq(f->count[R_TASK] % 3, 0, "%d turns", f->count[R_TASK]);
+    char *res = bodies_of(dir, "result");
+    cr_assert(strstr(res, "\"stop_reason\":\"malformed_tool_calls\"") &&
+                  strstr(res, "\"tool_calls\":3") && strstr(res, "\"turns\":3"),
+              "%s", res);
+    free(res);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
 }
