@@ -143,13 +143,13 @@ static int run(struct cli *c, const char *name, const char *method,
     }
     /* The provider flags, else the providers (with their tiers) of the data
      * dir's forum.json "models", as `forum serve` uses them. */
-    code = cli_provider_apply(c, name, &o.prov, &dc);
-    if (code)
-        goto out;
-    if (!dc.has_models && daemon_config_load(&dc, &err) != FO_OK) {
+    if (daemon_config_load(&dc, &err) != FO_OK) {
         code = cli_fail(c, &err);
         goto out;
     }
+    code = cli_provider_apply(c, name, &o.prov, &dc);
+    if (code)
+        goto out;
     if (dc.has_models) {
         if (o.cfg.timeout_ms && !dc.models.timeout_ms)
             dc.models.timeout_ms = o.cfg.timeout_ms;
@@ -158,6 +158,7 @@ static int run(struct cli *c, const char *name, const char *method,
     char wsroot[4096];
     snprintf(wsroot, sizeof(wsroot), "%s/workspaces", c->ledger_dir);
     o.cfg.workspace_root = wsroot;
+    o.cfg.mcp_servers = dc.mcp_servers;
     int rc = orch_create(&o.cfg, &orch, &err);
     if (rc) {
         if (rc == FO_E_NOT_FOUND) /* a roster file that is not there */

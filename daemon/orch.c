@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon/orch_int.h"
+#include "daemon/orch_mcpc.h"
 #include "daemon/orch_model.h"
 
 #define ENV_MAX 256
@@ -77,7 +78,13 @@ void orch_free(struct orch *o)
     orch_guard_release(&o->guard);
     free(o->workspace);
     free(o->workspace_root);
+    cJSON_Delete(o->mcp_servers);
     free(o);
+}
+
+const cJSON *orch_mcp_servers(const struct orch *o)
+{
+    return o->mcp_servers;
 }
 
 const struct orch_roster *orch_roster(const struct orch *o)
@@ -321,6 +328,13 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
     /* the guardrails look for every configured key's value */
     for (size_t i = 0; c->models && i < c->models->n_providers && !rc; i++)
         rc = orch_guard_add_env(&o->guard, c->models->providers[i].api_key_env);
+    if (!rc && c->mcp_servers) {
+        rc = orch_mcpc_check(c->mcp_servers, err);
+        if (rc)
+            goto out;
+        if (!(o->mcp_servers = cJSON_Duplicate(c->mcp_servers, 1)))
+            rc = FO_E_NOMEM;
+    }
     if (!rc && ((c->workspace && !(o->workspace = orch_strdup(c->workspace))) ||
                 (c->workspace_root &&
                  !(o->workspace_root = orch_strdup(c->workspace_root)))))

@@ -85,6 +85,9 @@ struct orch_config {
      * 0700 on first use). Both NULL: tools that need a workspace fail. */
     const char *workspace;
     const char *workspace_root;
+    /* MCP servers whose tools lanes may name "server.tool" (forum.json
+     * "mcp_servers", see daemon/orch_mcpc.h); NULL: none. Copied. */
+    const cJSON *mcp_servers;
 };
 
 /* Creates an orchestrator: loads and validates the roster, splits cmd,

@@ -22,6 +22,7 @@
 
 #include "daemon/orch_guard.h"
 #include "daemon/orch_int.h"
+#include "daemon/orch_mcpc.h"
 #include "daemon/orch_model.h"
 #include "daemon/orch_tools.h"
 #include "ledger/fo_buf.h"
@@ -298,6 +299,8 @@ struct task {
     int blocked;       /* a guardrail blocked a tool's output */
     cJSON *pending;    /* calls of the last reply not yet witnessed */
     char *pending_text;
+    int mcp_turn;       /* the turn whose MCP servers were made ready */
+    uint64_t mcp_tried; /* lane tools whose server was tried that turn */
 };
 
 struct dkey { /* one (agent, instruction, executor) dispatched */
@@ -427,6 +430,7 @@ struct effect {
     long task; /* -1 for the route, plan and synthesis roles */
     struct orch_model_call *call;
     struct orch_job *job;
+    struct orch_mcpc_op *mcp;
     struct stub_reply *stub; /* a stub role's reply, due next turn */
 };
 
@@ -450,6 +454,7 @@ struct orch_engine {
     struct orch_live *poll_live; /* the blocking host's run in the registry */
     struct event *gate_ev;       /* while gates wait: decisions, deadlines */
     struct gate_off *offq;       /* decisions on runs not here, committed */
+    struct orch_mcpc *mcpc;      /* the MCP servers' clients, or NULL */
     int64_t gate_cursor; /* entries below it were looked at for decisions */
 };
 
@@ -831,6 +836,8 @@ static void effect_cancel(struct effect *f)
         orch_model_call_cancel(f->call);
     if (f->job)
         orch_job_cancel(f->job);
+    if (f->mcp)
+        orch_mcpc_cancel(f->mcp);
     if (f->stub) {
         event_free(f->stub->ev);
         free(f->stub->text);
@@ -1724,14 +1731,18 @@ static int lane_has_tool(const struct orch_lane *ln, const char *name)
 /* The tools offered to the lane's model, as orch_model_call_tools_start
  * takes them: the built-ins it names (an MCP server's tools are offered
  * once their servers are known). */
-static char *tools_json(const struct orch_lane *ln)
+static char *tools_json(const struct run *r, const struct orch_lane *ln)
 {
     cJSON *a = cJSON_CreateArray();
     int ok = a != NULL;
     for (size_t i = 0; ok && i < ln->n_tools; i++) {
         const struct orch_tool_def *d = orch_tool_builtin(ln->tools[i]);
-        if (!d)
+        if (!d) { /* an MCP server's, when it is up */
+            cJSON *m = orch_mcpc_tool(r->e->mcpc, ln->tools[i]);
+            if (m)
+                cJSON_AddItemToArray(a, m);
             continue;
+        }
         cJSON *o = cJSON_CreateObject(), *sch = NULL;
         ok = o &&
              fo_json_parse(d->schema, strlen(d->schema), &sch, NULL) == FO_OK;
@@ -2167,6 +2178,87 @@ static void on_command_done(void *arg, int rc, struct orch_result *res,
     step(r);
 }
 
+static void on_mcp_done(void *arg, int rc, const char *text, int is_error,
+                        const struct fo_err *merr)
+{
+    struct effect *f = arg;
+    struct run *r = f->r;
+    size_t t = (size_t)f->task;
+    r->t[t].eff = NULL;
+    r->t[t].busy = 0;
+    free(f);
+    if (rc == FO_OK)
+        tool_result_write(r, t, !is_error, text ? text : "",
+                          is_error ? "the tool reported an error" : NULL, 0,
+                          INT32_MIN);
+    else
+        tool_result_write(r, t, 0, NULL, merr ? merr->msg : "failed", 0,
+                          INT32_MIN);
+    step(r);
+}
+
+/* A tool of an MCP server ("server.tool"). */
+static void mcp_run(struct run *r, size_t t, const char *tool,
+                    const char *args_text)
+{
+    struct task *s = &r->t[t];
+    struct fo_err err;
+    char why[FO_ERR_MSG_MAX + 64];
+    const char *dot = strchr(tool, '.');
+    char server[64];
+    snprintf(server, sizeof(server), "%.*s", dot ? (int)(dot - tool) : 0, tool);
+    if (!dot || !orch_mcpc_has(r->e->mcpc, server)) {
+        snprintf(why, sizeof(why),
+                 "tool \"%s\": no MCP server \"%s\" is configured "
+                 "(forum.json mcp_servers)",
+                 tool, server);
+        tool_result_write(r, t, 0, NULL, why, 0, INT32_MIN);
+        return;
+    }
+    cJSON *def = orch_mcpc_tool(r->e->mcpc, tool);
+    cJSON *args = NULL;
+    struct orch_tool_def d = {.name = tool};
+    char *schema = NULL;
+    if (def)
+        schema = cJSON_PrintUnformatted(
+            cJSON_GetObjectItemCaseSensitive(def, "input_schema"));
+    d.schema = schema;
+    int rc = orch_tool_args(&d, args_text, &args, &err);
+    free(schema);
+    cJSON_Delete(def);
+    if (rc == FO_E_NOMEM) {
+        fail(r, rc, &err);
+        return;
+    }
+    if (rc) {
+        snprintf(why, sizeof(why),
+                 "%s: %s; call it again with arguments that match its "
+                 "schema",
+                 tool, err.msg);
+        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN);
+        return;
+    }
+    struct effect *f = calloc(1, sizeof(*f));
+    if (!f) {
+        cJSON_Delete(args);
+        fail(r, nomem(&err), &err);
+        return;
+    }
+    *f = (struct effect){.r = r, .task = (long)t, .kind = E_TASK_JOB};
+    rc = orch_mcpc_call(r->e->mcpc, tool, args, on_mcp_done, f, &f->mcp, &err);
+    cJSON_Delete(args);
+    if (rc) {
+        free(f);
+        if (rc == FO_E_NOMEM)
+            fail(r, rc, &err);
+        else
+            tool_result_write(r, t, 0, NULL, err.msg, 0, INT32_MIN);
+        return;
+    }
+    s->eff = f;
+    s->busy = 1;
+}
+
 /* Runs the call awaiting its result. */
 static void tool_run(struct run *r, size_t t)
 {
@@ -2191,9 +2283,7 @@ static void tool_run(struct run *r, size_t t)
     }
     const struct orch_tool_def *d = orch_tool_builtin(tool);
     if (!d) {
-        snprintf(why, sizeof(why),
-                 "tool \"%s\": no MCP server of that name is configured", tool);
-        tool_result_write(r, t, 0, NULL, why, 0, INT32_MIN);
+        mcp_run(r, t, tool, str_of(call, "arguments"));
         return;
     }
     cJSON *args = NULL;
@@ -2268,6 +2358,64 @@ static void tool_run(struct run *r, size_t t)
     s->busy = 1;
 }
 
+static void on_mcp_ready(void *arg, int rc, const char *text, int is_error,
+                         const struct fo_err *merr)
+{
+    struct effect *f = arg;
+    struct run *r = f->r;
+    size_t t = (size_t)f->task;
+    (void)rc, (void)text, (void)is_error, (void)merr;
+    r->t[t].eff = NULL;
+    r->t[t].busy = 0;
+    free(f);
+    /* a server that could not start: its tools are not offered this turn,
+     * and a call to one is answered with the server's error */
+    step(r);
+}
+
+/* Before a model turn: starts the first MCP server of the lane's tools that
+ * is not up and was not tried for this turn. 1 when one was started (the
+ * task waits), 0 when every one is up or was tried. */
+static int mcp_prepare(struct run *r, size_t t)
+{
+    struct task *s = &r->t[t];
+    const struct orch_lane *ln = task_lane(r, t);
+    if (!r->e->mcpc)
+        return 0;
+    if (s->mcp_turn != s->turn + 1) {
+        s->mcp_turn = s->turn + 1;
+        s->mcp_tried = 0;
+    }
+    for (size_t i = 0; i < ln->n_tools && i < 64; i++) {
+        const char *dot = strchr(ln->tools[i], '.');
+        char server[64];
+        if (!dot || orch_tool_builtin(ln->tools[i]) ||
+            (s->mcp_tried & ((uint64_t)1 << i)))
+            continue;
+        snprintf(server, sizeof(server), "%.*s", (int)(dot - ln->tools[i]),
+                 ln->tools[i]);
+        s->mcp_tried |= (uint64_t)1 << i;
+        if (!orch_mcpc_has(r->e->mcpc, server) ||
+            orch_mcpc_is_ready(r->e->mcpc, server))
+            continue;
+        struct effect *f = calloc(1, sizeof(*f));
+        struct fo_err err;
+        if (!f)
+            return 0;
+        *f = (struct effect){.r = r, .task = (long)t, .kind = E_TASK_JOB};
+        if (orch_mcpc_ready(r->e->mcpc, server, on_mcp_ready, f, &f->mcp,
+                            &err) != FO_OK) {
+            free(f);
+            elog(r->e, "run %lld: %s", (long long)r->id, err.msg);
+            continue;
+        }
+        s->eff = f;
+        s->busy = 1;
+        return 1;
+    }
+    return 0;
+}
+
 /* The next move of a tool task's attempt (its task entry is on record). */
 static void tool_exec(struct run *r, size_t t, const char *prompt)
 {
@@ -2302,6 +2450,8 @@ static void tool_exec(struct run *r, size_t t, const char *prompt)
         tool_end(r, t, "max_turns", why, 0);
         return;
     }
+    if (mcp_prepare(r, t))
+        return; /* a server is being started: the turn waits for it */
     char what[ORCH_NAME_MAX + 24];
     snprintf(what, sizeof(what), "task %s turn %d", r->p->tasks[t].id,
              s->turn + 1);
@@ -2309,7 +2459,7 @@ static void tool_exec(struct run *r, size_t t, const char *prompt)
         return; /* the run halts */
     s->turn++;
     struct conv_msgs c;
-    char *tools = tools_json(ln);
+    char *tools = tools_json(r, ln);
     struct effect *f = calloc(1, sizeof(*f));
     int rc = tools && f ? conv_build(r, t, prompt, &c) : FO_E_NOMEM;
     if (!rc) {
@@ -4082,14 +4232,19 @@ int orch_engine_create(const struct orch *o,
     if (ledger_count(cfg->ledger, &count, &ignore) != FO_OK)
         count = 0; /* decisions already on record come in by replay */
     e->gate_cursor = count;
-    if (!e->wake || !e->gate_ev) {
+    int rc = FO_OK;
+    if (!e->wake || !e->gate_ev)
+        rc = nomem(err);
+    if (!rc && orch_mcp_servers(o))
+        rc = orch_mcpc_create(orch_mcp_servers(o), cfg->base, &e->mcpc, err);
+    if (rc) {
         if (e->wake)
             event_free(e->wake);
         if (e->gate_ev)
             event_free(e->gate_ev);
         pthread_mutex_destroy(&e->mu);
         free(e);
-        return nomem(err);
+        return rc;
     }
     *out = e;
     return FO_OK;
@@ -4105,6 +4260,7 @@ void orch_engine_free(struct orch_engine *e)
         run_unlink(r);
         run_free(r);
     }
+    orch_mcpc_free(e->mcpc);
     /* writes still queued belong to runs that are gone */
     pthread_mutex_lock(&e->mu);
     struct wr *w = e->doneq;

@@ -62,7 +62,10 @@ struct orch {
     struct orch_guard guard; /* secrets the guardrails look for */
     char *workspace;         /* every run's tools act here, or NULL */
     char *workspace_root;    /* else a fresh run-<id> under it, or NULL */
+    cJSON *mcp_servers;      /* forum.json's, checked; or NULL */
 };
+
+const cJSON *orch_mcp_servers(const struct orch *o);
 
 const struct orch_guard *orch_guardrails(const struct orch *o);
 const char *orch_workspace_dir(const struct orch *o);

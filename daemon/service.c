@@ -537,7 +537,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                              .max_runs = cfg->max_runs,
                              .gates = cfg->gates,
                              .workspace = cfg->workspace,
-                             .workspace_root = wsroot};
+                             .workspace_root = wsroot,
+                             .mcp_servers = cfg->mcp_servers};
     rc = orch_create(&oc, &d->orch, err);
     if (rc)
         goto out;
@@ -774,6 +775,8 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
             cfg->has_models = 1;
         } else if (!strcmp(k, "gates") && cJSON_IsObject(v)) {
             cfg->gates = v; /* checked with the roster by orch_create */
+        } else if (!strcmp(k, "mcp_servers") && cJSON_IsObject(v)) {
+            cfg->mcp_servers = v; /* checked by orch_create */
         } else if (!strcmp(k, "workspace") && cJSON_IsString(v) &&
                    v->valuestring[0] == '/') {
             if (!cfg->workspace)
@@ -802,6 +805,7 @@ void daemon_config_release(struct daemon_config *cfg)
     cJSON_Delete(cfg->gates_owned);
     cfg->gates_owned = NULL;
     cfg->gates = NULL;
+    cfg->mcp_servers = NULL;
 }
 
 int daemon_config_set_providers(struct daemon_config *cfg,

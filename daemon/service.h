@@ -38,6 +38,8 @@ struct daemon_config {
     /* Where tools act (--workspace, forum.json "workspace"); NULL: a fresh
      * DIR/workspaces/run-<id> per run. */
     const char *workspace;
+    /* forum.json "mcp_servers" (daemon/orch_mcpc.h), or NULL */
+    const cJSON *mcp_servers;
     /* The approval-gate policy every run starts with (forum.json "gates"
      * or the --gate flags); NULL: none. gates_owned is freed by
      * daemon_config_release. */

@@ -583,3 +583,82 @@ Test(tool_loop, three_malformed_calls_in_a_row_fail_the_task, .timeout = 60)
     fake_free(f);
     tu_rmrf(dir);
 }
+
+/* ---- tools from MCP servers -------------------------------------------------
+ */
+
+static const char *mcp_script(struct fake *f, const char *role, int n,
+                              const char *model, const char *prompt)
+{
+    (void)f, (void)model;
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "done";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    switch (n) {
+    case 0:
+        return "CALL srv.shout {\"text\":\"hi there\"}";
+    case 1:
+        return strstr(prompt, "HI THERE") ? "CALL srv.die {}" : "no shout";
+    case 2:
+        return "CALL srv.shout {\"text\":\"again\"}";
+    case 3:
+        return strstr(prompt, "AGAIN") ? "CALL bad.shout {\"text\":\"x\"}"
+                                       : "no restart";
+    case 4:
+        return "CALL nosuch.tool {}";
+    default:
+        return "done";
+    }
+}
+
+Test(tool_loop, mcp_server_tools_are_called_and_a_dead_server_restarts,
+     .timeout = 60)
+{
+    struct fake *f = fake_start(mcp_script);
+    char *dir = tu_tmpdir();
+    char rpath[600], cpath[600], logp[600], cfg[2048];
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    snprintf(logp, sizeof(logp), "%s/mcp.log", dir);
+    const char *r =
+        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
+        "\"srv.shout\",\"srv.die\",\"bad.shout\",\"nosuch.tool\"],"
+        "\"max_turns\":8}]}";
+    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]},\"mcp_servers\":{"
+             "\"srv\":{\"command\":\"%s\",\"env\":{\"FAKE_MCP_LOG\":\"%s\"}},"
+             "\"bad\":{\"command\":\"%s\",\"args\":[\"garbage\"]}}}",
+             f->port, FORUM_FAKE_MCP, logp, FORUM_FAKE_MCP);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", rpath, NULL);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    tu_run_free(&run);
+    cr_assert(strstr(f->seen, "\"srv.shout\""), "the server's tool was "
+                                                "not offered");
+    char *res = bodies_of(dir, "tool_result");
+    cr_assert(strstr(res, "\"output\":\"HI THERE\""), "%s", res);
+    cr_assert(strstr(res, "MCP server srv: exited"), "%s", res);
+    cr_assert(strstr(res, "\"output\":\"AGAIN\""), "%s", res);
+    cr_assert(strstr(res, "MCP server bad: answered garbage"), "%s", res);
+    cr_assert(strstr(res, "no MCP server \\\"nosuch\\\" is configured"), "%s",
+              res);
+    free(res);
+    char *log = tu_read_file(logp, NULL);
+    cr_assert_str_eq(log, "start\ncall shout\ncall die\nstart\ncall shout\n");
+    free(log);
+    char *out = bodies_of(dir, "result");
+    cr_assert(strstr(out, "\"stop_reason\":\"answer\""), "%s", out);
+    free(out);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}

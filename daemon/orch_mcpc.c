@@ -1,0 +1,810 @@
+/* orch_mcpc: the MCP client of forum (orch_mcpc.h). */
+#include "daemon/orch_mcpc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "daemon/orch_int.h"
+#include "ledger/fo_json.h"
+#include "ledger/fo_version.h"
+
+#define NAME_MAX_LEN 32
+#define PROTOCOL_VERSION "2025-06-18"
+
+enum { S_DOWN, S_INIT, S_LIST, S_READY };
+enum { OP_READY, OP_CALL };
+
+struct srv;
+
+struct orch_mcpc_op {
+    struct orch_mcpc *m;
+    struct srv *s;
+    int kind;
+    int sent;
+    int64_t id;
+    orch_mcpc_done_fn done; /* NULL once cancelled */
+    void *arg;
+    struct event *timer;
+    char *tool; /* the server's own name of the tool */
+    cJSON *args;
+    struct orch_mcpc_op *next;
+};
+
+struct srv {
+    char name[NAME_MAX_LEN + 1];
+    const cJSON *cfg;
+    int timeout_s;
+    int state;
+    pid_t pid;
+    struct bufferevent *bev;
+    int64_t init_id, list_id;
+    cJSON *tools;
+    char err[FO_ERR_MSG_MAX];
+    struct orch_mcpc_op *ops;
+};
+
+struct orch_mcpc {
+    struct event_base *base;
+    cJSON *cfg; /* the servers object, copied */
+    struct srv s[ORCH_MCPC_SERVERS_MAX];
+    size_t n;
+    int64_t next_id;
+};
+
+static int name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > NAME_MAX_LEN)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '_' || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+int orch_mcpc_check(const cJSON *servers, struct fo_err *err)
+{
+    if (!servers)
+        return FO_OK;
+    if (!cJSON_IsObject(servers) ||
+        cJSON_GetArraySize(servers) > ORCH_MCPC_SERVERS_MAX)
+        return fo_err_set(err, FO_E_INVALID,
+                          "mcp_servers: must be an object of at most %d "
+                          "servers",
+                          ORCH_MCPC_SERVERS_MAX);
+    const cJSON *s;
+    cJSON_ArrayForEach (s, servers) {
+        const char *n = s->string;
+        if (!name_ok(n))
+            return fo_err_set(err, FO_E_INVALID,
+                              "mcp_servers: \"%s\": a name is 1-32 of "
+                              "[a-z0-9_-]",
+                              n);
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(s, "command");
+        if (!cJSON_IsObject(s) || !cJSON_IsString(c) || !c->valuestring[0])
+            return fo_err_set(err, FO_E_INVALID,
+                              "mcp_servers.%s: needs \"command\" (a program; "
+                              "stdio servers only)",
+                              n);
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(s, "args"), *x;
+        if (a && !cJSON_IsArray(a))
+            return fo_err_set(err, FO_E_INVALID,
+                              "mcp_servers.%s.args: must be a list of strings",
+                              n);
+        cJSON_ArrayForEach (x, a)
+            if (!cJSON_IsString(x))
+                return fo_err_set(err, FO_E_INVALID,
+                                  "mcp_servers.%s.args: must be a list of "
+                                  "strings",
+                                  n);
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "env");
+        if (e && !cJSON_IsObject(e))
+            return fo_err_set(err, FO_E_INVALID,
+                              "mcp_servers.%s.env: must be an object of "
+                              "strings",
+                              n);
+        cJSON_ArrayForEach (x, e)
+            if (!cJSON_IsString(x) || strchr(x->string, '='))
+                return fo_err_set(err, FO_E_INVALID,
+                                  "mcp_servers.%s.env: must be an object of "
+                                  "strings",
+                                  n);
+        long long t = 0;
+        int g = fo_json_get_int(s, "timeout_s", 1, 3600, &t);
+        if (g != FO_OK && g != FO_E_NOT_FOUND)
+            return fo_err_set(err, FO_E_INVALID,
+                              "mcp_servers.%s.timeout_s: 1-3600", n);
+        const cJSON *k;
+        cJSON_ArrayForEach (k, s)
+            if (strcmp(k->string, "command") && strcmp(k->string, "args") &&
+                strcmp(k->string, "env") && strcmp(k->string, "timeout_s"))
+                return fo_err_set(err, FO_E_INVALID,
+                                  "mcp_servers.%s: unknown field \"%s\"", n,
+                                  k->string);
+    }
+    return FO_OK;
+}
+
+int orch_mcpc_create(const cJSON *servers, struct event_base *base,
+                     struct orch_mcpc **out, struct fo_err *err)
+{
+    int rc = orch_mcpc_check(servers, err);
+    if (rc)
+        return rc;
+    struct orch_mcpc *m = calloc(1, sizeof(*m));
+    if (!m || (servers && !(m->cfg = cJSON_Duplicate(servers, 1)))) {
+        free(m);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    m->base = base;
+    m->next_id = 1;
+    const cJSON *s;
+    cJSON_ArrayForEach (s, m->cfg) {
+        struct srv *v = &m->s[m->n++];
+        snprintf(v->name, sizeof(v->name), "%s", s->string);
+        v->cfg = s;
+        long long t = ORCH_MCPC_TIMEOUT_S_DEFAULT;
+        fo_json_get_int(s, "timeout_s", 1, 3600, &t);
+        v->timeout_s = (int)t;
+        v->pid = -1;
+    }
+    *out = m;
+    return FO_OK;
+}
+
+static long find_i(const struct orch_mcpc *m, const char *name, size_t len)
+{
+    for (size_t i = 0; m && i < m->n; i++)
+        if (strlen(m->s[i].name) == len && !memcmp(m->s[i].name, name, len))
+            return (long)i;
+    return -1;
+}
+
+static struct srv *find(struct orch_mcpc *m, const char *name, size_t len)
+{
+    long i = find_i(m, name, len);
+    return i < 0 ? NULL : &m->s[i];
+}
+
+static const struct srv *find_c(const struct orch_mcpc *m, const char *name,
+                                size_t len)
+{
+    long i = find_i(m, name, len);
+    return i < 0 ? NULL : &m->s[i];
+}
+
+int orch_mcpc_has(const struct orch_mcpc *m, const char *server)
+{
+    return server && find_c(m, server, strlen(server)) != NULL;
+}
+
+int orch_mcpc_is_ready(const struct orch_mcpc *m, const char *server)
+{
+    const struct srv *s = server ? find_c(m, server, strlen(server)) : NULL;
+    return s && s->state == S_READY;
+}
+
+const char *orch_mcpc_error(const struct orch_mcpc *m, const char *server)
+{
+    const struct srv *s = server ? find_c(m, server, strlen(server)) : NULL;
+    return s && s->err[0] ? s->err : NULL;
+}
+
+/* ---- operations -------------------------------------------------------------
+ */
+
+static void op_free(struct orch_mcpc_op *op)
+{
+    if (op->timer)
+        event_free(op->timer);
+    free(op->tool);
+    cJSON_Delete(op->args);
+    free(op);
+}
+
+static void op_unlink(struct orch_mcpc_op *op)
+{
+    struct orch_mcpc_op **p = &op->s->ops;
+    while (*p && *p != op)
+        p = &(*p)->next;
+    if (*p)
+        *p = op->next;
+}
+
+/* Ends op: unlinks it, calls done (unless cancelled), frees it. */
+static void op_end(struct orch_mcpc_op *op, int rc, const char *text,
+                   int is_error, const struct fo_err *err)
+{
+    op_unlink(op);
+    orch_mcpc_done_fn done = op->done;
+    void *arg = op->arg;
+    op_free(op);
+    if (done)
+        done(arg, rc, text, is_error, err);
+}
+
+static void srv_stop(struct srv *s, const char *why);
+
+static void on_op_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_mcpc_op *op = arg;
+    (void)fd, (void)what;
+    struct fo_err err;
+    if (op->kind == OP_READY && op->s->state != S_READY) {
+        char why[FO_ERR_MSG_MAX];
+        snprintf(why, sizeof(why),
+                 "MCP server %s: not ready within %d s (initialize and "
+                 "tools/list)",
+                 op->s->name, op->s->timeout_s);
+        srv_stop(op->s, why); /* ends op too */
+        return;
+    }
+    fo_err_set(&err, FO_E_TIMEOUT, "MCP server %s: %s took over %d s",
+               op->s->name, op->tool ? op->tool : "a request",
+               op->s->timeout_s);
+    op_end(op, FO_E_TIMEOUT, NULL, 0, &err);
+}
+
+static struct orch_mcpc_op *op_new(struct orch_mcpc *m, struct srv *s, int kind,
+                                   orch_mcpc_done_fn done, void *arg)
+{
+    struct orch_mcpc_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return NULL;
+    *op = (struct orch_mcpc_op){
+        .m = m, .s = s, .kind = kind, .done = done, .arg = arg};
+    op->timer = evtimer_new(m->base, on_op_timer, op);
+    struct timeval tv = {.tv_sec = s->timeout_s};
+    if (!op->timer || evtimer_add(op->timer, &tv) != 0) {
+        op_free(op);
+        return NULL;
+    }
+    op->next = s->ops;
+    s->ops = op;
+    return op;
+}
+
+void orch_mcpc_cancel(struct orch_mcpc_op *op)
+{
+    if (!op)
+        return;
+    op->done = NULL;
+    if (!op->sent || op->kind == OP_READY) { /* nothing to wait for */
+        op_unlink(op);
+        op_free(op);
+    }
+    /* a call sent stays until its answer (or the server's end), unseen */
+}
+
+/* ---- the server process
+ * ------------------------------------------------------ */
+
+static int send_msg(struct srv *s, cJSON *msg)
+{
+    char *t = cJSON_PrintUnformatted(msg);
+    cJSON_Delete(msg);
+    if (!t)
+        return FO_E_NOMEM;
+    int rc = bufferevent_write(s->bev, t, strlen(t)) == 0 &&
+                     bufferevent_write(s->bev, "\n", 1) == 0
+                 ? FO_OK
+                 : FO_E_IO;
+    free(t);
+    return rc;
+}
+
+static cJSON *request(int64_t id, const char *method, cJSON *params)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "jsonrpc", "2.0") ||
+        (id && !fo_json_add_int(o, "id", id)) ||
+        !cJSON_AddStringToObject(o, "method", method) ||
+        (params && !cJSON_AddItemToObject(o, "params", params))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Stops the server: its calls and waiters fail with why. */
+static void srv_stop(struct srv *s, const char *why)
+{
+    if (s->bev) {
+        bufferevent_free(s->bev);
+        s->bev = NULL;
+    }
+    if (s->pid > 0) {
+        kill(-s->pid, SIGKILL);
+        kill(s->pid, SIGKILL);
+        while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        s->pid = -1;
+    }
+    s->state = S_DOWN;
+    cJSON_Delete(s->tools);
+    s->tools = NULL;
+    snprintf(s->err, sizeof(s->err), "%s", why);
+    struct fo_err err;
+    fo_err_set(&err, FO_E_UNAVAILABLE, "%s", why);
+    while (s->ops) /* a done may start the server again: ops are re-read */
+        op_end(s->ops, FO_E_UNAVAILABLE, NULL, 0, &err);
+}
+
+/* Sends op's tools/call. FO_OK, or an error and op is unchanged. */
+static int send_call(struct srv *s, struct orch_mcpc_op *op, struct fo_err *err)
+{
+    cJSON *p = cJSON_CreateObject();
+    if (!p || !cJSON_AddStringToObject(p, "name", op->tool) ||
+        !cJSON_AddItemToObject(p, "arguments",
+                               op->args ? cJSON_Duplicate(op->args, 1)
+                                        : cJSON_CreateObject())) {
+        cJSON_Delete(p);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    int64_t id = op->m->next_id++;
+    cJSON *r = request(id, "tools/call", p);
+    if (!r)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    if (send_msg(s, r))
+        return fo_err_set(err, FO_E_IO, "MCP server %s: cannot send", s->name);
+    op->id = id;
+    op->sent = 1;
+    return FO_OK;
+}
+
+static void became_ready(struct srv *s)
+{
+    s->state = S_READY;
+    s->err[0] = '\0';
+    struct orch_mcpc_op *op = s->ops, *next;
+    for (; op; op = next) { /* calls first: their ops stay */
+        next = op->next;
+        struct fo_err err;
+        if (op->kind == OP_CALL && !op->sent && send_call(s, op, &err))
+            op_end(op, err.code, NULL, 0, &err);
+    }
+    for (int again = 1; again;) {
+        again = 0;
+        for (op = s->ops; op; op = op->next)
+            if (op->kind == OP_READY) {
+                op_end(op, FO_OK, NULL, 0, NULL);
+                again = 1;
+                break;
+            }
+    }
+}
+
+/* The text of a tools/call result: its text parts, one per line. */
+static char *result_text(const cJSON *res, int *is_error)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    const cJSON *c, *content = cJSON_GetObjectItemCaseSensitive(res, "content");
+    *is_error = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "isError"));
+    int n = 0, rc = FO_OK;
+    cJSON_ArrayForEach (c, content) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(c, "text");
+        if (n++ && (rc = fo_buf_putc(&b, '\n')))
+            break;
+        if (cJSON_IsString(text))
+            rc = fo_buf_puts(&b, text->valuestring);
+        else
+            rc = fo_buf_printf(&b, "[%s content]",
+                               cJSON_IsString(type) ? type->valuestring
+                                                    : "other");
+        if (rc)
+            break;
+    }
+    char *s = rc ? NULL : fo_buf_detach(&b, NULL);
+    fo_buf_release(&b);
+    return s ? s : (rc ? NULL : orch_strdup(""));
+}
+
+static void on_message(struct srv *s, cJSON *msg)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(msg, "result");
+    const cJSON *error = cJSON_GetObjectItemCaseSensitive(msg, "error");
+    char why[FO_ERR_MSG_MAX];
+    if (cJSON_IsString(method)) { /* a request or notification to us */
+        if (id) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "jsonrpc", "2.0");
+            cJSON_AddItemToObject(r, "id", cJSON_Duplicate(id, 1));
+            if (!strcmp(method->valuestring, "ping")) {
+                cJSON_AddItemToObject(r, "result", cJSON_CreateObject());
+            } else {
+                cJSON *e = cJSON_AddObjectToObject(r, "error");
+                fo_json_add_int(e, "code", -32601);
+                cJSON_AddStringToObject(e, "message", "method not found");
+            }
+            send_msg(s, r);
+        }
+        return;
+    }
+    if (!cJSON_IsNumber(id)) {
+        snprintf(why, sizeof(why),
+                 "MCP server %s: an answer without a numeric id", s->name);
+        srv_stop(s, why);
+        return;
+    }
+    int64_t n = (int64_t)id->valuedouble;
+    if (n == s->init_id && s->state == S_INIT) {
+        if (!cJSON_IsObject(res)) {
+            snprintf(why, sizeof(why), "MCP server %s: initialize failed",
+                     s->name);
+            srv_stop(s, why);
+            return;
+        }
+        cJSON *note = request(0, "notifications/initialized", NULL);
+        s->list_id = s->init_id + 1; /* reserved with initialize's */
+        cJSON *list = request(s->list_id, "tools/list", cJSON_CreateObject());
+        if (!note || !list || send_msg(s, note) || send_msg(s, list)) {
+            snprintf(why, sizeof(why), "MCP server %s: cannot send", s->name);
+            srv_stop(s, why);
+            return;
+        }
+        s->state = S_LIST;
+        return;
+    }
+    if (n == s->list_id && s->state == S_LIST) {
+        const cJSON *tools =
+            cJSON_IsObject(res) ? cJSON_GetObjectItemCaseSensitive(res, "tools")
+                                : NULL;
+        const cJSON *t;
+        int ok = cJSON_IsArray(tools);
+        cJSON_ArrayForEach (t, tools)
+            ok = ok && cJSON_IsString(cJSON_GetObjectItem(t, "name"));
+        if (!ok) {
+            snprintf(why, sizeof(why),
+                     "MCP server %s: tools/list did not answer a list of "
+                     "named tools",
+                     s->name);
+            srv_stop(s, why);
+            return;
+        }
+        cJSON_Delete(s->tools);
+        s->tools = cJSON_Duplicate(tools, 1);
+        became_ready(s);
+        return;
+    }
+    struct orch_mcpc_op *op = s->ops;
+    while (op && !(op->kind == OP_CALL && op->sent && op->id == n))
+        op = op->next;
+    if (!op)
+        return; /* an answer to a cancelled or timed-out call */
+    struct fo_err err;
+    if (cJSON_IsObject(error) || !cJSON_IsObject(res)) {
+        const cJSON *em = cJSON_GetObjectItemCaseSensitive(error, "message");
+        fo_err_set(&err, FO_E_UPSTREAM, "MCP server %s: %s: %s", s->name,
+                   op->tool, cJSON_IsString(em) ? em->valuestring : "an error");
+        op_end(op, FO_E_UPSTREAM, NULL, 0, &err);
+        return;
+    }
+    int is_error = 0;
+    char *text = result_text(res, &is_error);
+    if (!text) {
+        fo_err_set(&err, FO_E_NOMEM, NULL);
+        op_end(op, FO_E_NOMEM, NULL, 0, &err);
+        return;
+    }
+    op_end(op, FO_OK, text, is_error, NULL);
+    free(text);
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    struct srv *s = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    char why[FO_ERR_MSG_MAX];
+    for (;;) {
+        size_t n = 0;
+        char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF);
+        if (!line) {
+            if (evbuffer_get_length(in) > ORCH_MCPC_LINE_MAX) {
+                snprintf(why, sizeof(why),
+                         "MCP server %s: a message over %u bytes", s->name,
+                         ORCH_MCPC_LINE_MAX);
+                srv_stop(s, why);
+            }
+            return;
+        }
+        if (n == 0 || (n == 1 && line[0] == '\r')) {
+            free(line);
+            continue;
+        }
+        cJSON *msg = NULL;
+        struct fo_err perr;
+        int rc = fo_json_parse(line, n, &msg, &perr);
+        free(line);
+        if (rc || !cJSON_IsObject(msg)) {
+            cJSON_Delete(msg);
+            snprintf(why, sizeof(why),
+                     "MCP server %s: answered garbage (not a JSON-RPC "
+                     "message: %.120s)",
+                     s->name, rc ? perr.msg : "not an object");
+            srv_stop(s, why);
+            return;
+        }
+        struct bufferevent *was = s->bev;
+        on_message(s, msg);
+        cJSON_Delete(msg);
+        if (s->bev != was) /* stopped (and maybe started again) */
+            return;
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct srv *s = arg;
+    (void)bev;
+    char why[FO_ERR_MSG_MAX];
+    snprintf(why, sizeof(why), "MCP server %.32s: %s", s->name,
+             what & BEV_EVENT_EOF ? "exited" : "connection error");
+    srv_stop(s, why);
+}
+
+static int srv_start(struct orch_mcpc *m, struct srv *s, struct fo_err *err)
+{
+    int sv[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return fo_err_set(err, FO_E_IO, "MCP server %s: socketpair: %s",
+                          s->name, strerror(errno));
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(s->cfg, "command");
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(s->cfg, "args");
+    const cJSON *envo = cJSON_GetObjectItemCaseSensitive(s->cfg, "env"), *x;
+    size_t na = (size_t)cJSON_GetArraySize(args);
+    size_t ne = (size_t)cJSON_GetArraySize(envo);
+    char **argv = calloc(na + 2, sizeof(char *));
+    char **env = calloc(ne + 4, sizeof(char *));
+    char path[4096], home[4096];
+    size_t k = 0;
+    int rc = FO_OK;
+    if (!argv || !env) {
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        goto out;
+    }
+    argv[0] = cmd->valuestring;
+    size_t i = 1;
+    cJSON_ArrayForEach (x, args)
+        argv[i++] = x->valuestring;
+    snprintf(path, sizeof(path), "PATH=%s",
+             getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    snprintf(home, sizeof(home), "HOME=%s",
+             getenv("HOME") ? getenv("HOME") : "/");
+    env[k++] = path;
+    env[k++] = home;
+    static char lang[] = "LANG=C.UTF-8";
+    env[k++] = lang;
+    cJSON_ArrayForEach (x, envo) {
+        size_t l = strlen(x->string) + strlen(x->valuestring) + 2;
+        char *e = malloc(l);
+        if (!e) {
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+            goto out;
+        }
+        snprintf(e, l, "%s=%s", x->string, x->valuestring);
+        env[k++] = e;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    sigset_t none, dfl;
+    sigemptyset(&none);
+    sigfillset(&dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP |
+                                      POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&at, 0);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    pid_t pid = -1;
+    int e = posix_spawnp(&pid, argv[0], &fa, &at, argv, env);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    if (e) {
+        rc = fo_err_set(err, FO_E_NOT_FOUND,
+                        "MCP server %s: cannot run \"%s\": %s", s->name,
+                        argv[0], strerror(e));
+        goto out;
+    }
+    close(sv[1]);
+    sv[1] = -1;
+    evutil_make_socket_nonblocking(sv[0]);
+    s->bev = bufferevent_socket_new(m->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+    if (!s->bev) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        goto out;
+    }
+    sv[0] = -1;
+    s->pid = pid;
+    bufferevent_setcb(s->bev, on_read, NULL, on_event, s);
+    bufferevent_enable(s->bev, EV_READ);
+    s->init_id = m->next_id;
+    m->next_id += 2; /* initialize, then tools/list */
+    cJSON *p = cJSON_CreateObject();
+    cJSON *ci = p ? cJSON_AddObjectToObject(p, "clientInfo") : NULL;
+    if (!ci ||
+        !cJSON_AddStringToObject(p, "protocolVersion", PROTOCOL_VERSION) ||
+        !cJSON_AddObjectToObject(p, "capabilities") ||
+        !cJSON_AddStringToObject(ci, "name", "forum") ||
+        !cJSON_AddStringToObject(ci, "version", FO_VERSION)) {
+        cJSON_Delete(p);
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        goto out;
+    }
+    cJSON *r = request(s->init_id, "initialize", p);
+    if (!r || send_msg(s, r)) {
+        rc = fo_err_set(err, FO_E_IO, "MCP server %s: cannot send", s->name);
+        goto out;
+    }
+    s->state = S_INIT;
+out:
+    if (sv[0] >= 0)
+        close(sv[0]);
+    if (sv[1] >= 0)
+        close(sv[1]);
+    for (size_t j = 3; env && j < k; j++)
+        free(env[j]);
+    free(env);
+    free(argv);
+    if (rc && s->bev) {
+        char why[FO_ERR_MSG_MAX];
+        snprintf(why, sizeof(why), "%s", err->msg);
+        srv_stop(s, why);
+    }
+    if (rc)
+        snprintf(s->err, sizeof(s->err), "%s", err->msg);
+    return rc;
+}
+
+/* ---- the API
+ * -------------------------------------------------------------------- */
+
+static void on_ready_now(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_mcpc_op *op = arg;
+    (void)fd, (void)what;
+    op_end(op, FO_OK, NULL, 0, NULL);
+}
+
+int orch_mcpc_ready(struct orch_mcpc *m, const char *server,
+                    orch_mcpc_done_fn done, void *arg,
+                    struct orch_mcpc_op **out, struct fo_err *err)
+{
+    struct srv *s = server ? find(m, server, strlen(server)) : NULL;
+    if (!s)
+        return fo_err_set(err, FO_E_NOT_FOUND, "no MCP server %s is configured",
+                          server ? server : "");
+    struct orch_mcpc_op *op = op_new(m, s, OP_READY, done, arg);
+    if (!op)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    if (s->state == S_READY) { /* answered from the loop, never inside */
+        event_free(op->timer);
+        op->timer = evtimer_new(m->base, on_ready_now, op);
+        if (!op->timer) {
+            op_unlink(op);
+            op_free(op);
+            return fo_err_set(err, FO_E_NOMEM, NULL);
+        }
+        event_active(op->timer, EV_TIMEOUT, 0);
+    } else if (s->state == S_DOWN) {
+        int rc = srv_start(m, s, err);
+        if (rc) {
+            op_unlink(op);
+            op_free(op);
+            return rc;
+        }
+    }
+    *out = op;
+    return FO_OK;
+}
+
+cJSON *orch_mcpc_tool(const struct orch_mcpc *m, const char *full)
+{
+    const char *dot = full ? strchr(full, '.') : NULL;
+    const struct srv *s = dot ? find_c(m, full, (size_t)(dot - full)) : NULL;
+    if (!s || s->state != S_READY)
+        return NULL;
+    const cJSON *t;
+    cJSON_ArrayForEach (t, s->tools) {
+        const cJSON *name = cJSON_GetObjectItem(t, "name");
+        if (strcmp(name->valuestring, dot + 1))
+            continue;
+        const cJSON *d = cJSON_GetObjectItem(t, "description");
+        const cJSON *sch = cJSON_GetObjectItem(t, "inputSchema");
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "name", full) ||
+            !cJSON_AddStringToObject(o, "description",
+                                     cJSON_IsString(d) ? d->valuestring : "") ||
+            !cJSON_AddItemToObject(
+                o, "input_schema",
+                cJSON_IsObject(sch) ? cJSON_Duplicate(sch, 1)
+                                    : cJSON_Parse("{\"type\":\"object\"}"))) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+        return o;
+    }
+    return NULL;
+}
+
+int orch_mcpc_call(struct orch_mcpc *m, const char *full, const cJSON *args,
+                   orch_mcpc_done_fn done, void *arg, struct orch_mcpc_op **out,
+                   struct fo_err *err)
+{
+    const char *dot = full ? strchr(full, '.') : NULL;
+    struct srv *s = dot ? find(m, full, (size_t)(dot - full)) : NULL;
+    if (!s)
+        return fo_err_set(err, FO_E_NOT_FOUND, "no MCP server for tool %s",
+                          full ? full : "");
+    struct orch_mcpc_op *op = op_new(m, s, OP_CALL, done, arg);
+    if (!op || !(op->tool = orch_strdup(dot + 1)) ||
+        (args && !(op->args = cJSON_Duplicate(args, 1)))) {
+        if (op) {
+            op_unlink(op);
+            op_free(op);
+        }
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    if (s->state == S_READY) {
+        int rc = send_call(s, op, err);
+        if (rc) {
+            op_unlink(op);
+            op_free(op);
+            return rc;
+        }
+        *out = op;
+        return FO_OK;
+    }
+    if (s->state == S_DOWN) {
+        int rc = srv_start(m, s, err);
+        if (rc) {
+            op_unlink(op);
+            op_free(op);
+            return rc;
+        }
+    }
+    *out = op;
+    return FO_OK;
+}
+
+void orch_mcpc_free(struct orch_mcpc *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n; i++) {
+        struct srv *s = &m->s[i];
+        while (s->ops) { /* no callbacks */
+            struct orch_mcpc_op *op = s->ops;
+            s->ops = op->next;
+            op_free(op);
+        }
+        srv_stop(s, "stopping");
+    }
+    cJSON_Delete(m->cfg);
+    free(m);
+}
