@@ -464,15 +464,12 @@ int orch_run_plan(const struct orch *o, const struct orch_witness *w,
 #define ORCH_COVERAGE_MIN 0.5 /* answers covering less are flagged */
 #define ORCH_REQUEST_MAX (64u * 1024u)
 
-/* The first line of every answer synthesized without a model provider: with
- * no command the whole run was the deterministic stub; with a command the
- * tasks ran on it and every role (plan, verdicts, answer) was the stub. */
+/* The first line of every answer synthesized with neither a model provider
+ * nor a command: the whole run was the deterministic stub. (A --cmd
+ * command answers every role, as a model would.) */
 #define ORCH_NO_MODEL_NOTE                                                     \
     "[forum: no model is configured, so no model was used: every step ran "    \
     "on the deterministic stub, which echoes its instructions]\n\n"
-#define ORCH_NO_MODEL_CMD_NOTE                                                 \
-    "[forum: no model is configured: the tasks ran on the command, and the "   \
-    "plan, the verdicts and this answer are the deterministic stub's]\n\n"
 
 /* The answer of a run stopped by orch_runs_stop (daemon shutdown). */
 #define ORCH_STOPPED_ANSWER                                                    \

@@ -909,6 +909,37 @@ static void on_stub_reply(evutil_socket_t fd, short what, void *arg)
     free(rep.text);
 }
 
+/* A role answered by the --cmd command: its stdout is the reply. */
+static void on_role_job(void *arg, int rc, struct orch_result *res,
+                        const struct fo_err *jerr)
+{
+    struct role_call_ctx *c = arg;
+    struct orch_model_reply rep = {0};
+    struct fo_err err;
+    fo_err_clear(&err);
+    snprintf(rep.model, sizeof(rep.model), "%s", res->model);
+    rep.elapsed_us = res->elapsed_us;
+    rep.attempts = 1;
+    if (rc == FO_OK && res->ok) {
+        rep.text = res->output;
+        rep.text_len = res->output_len;
+    } else if (rc == FO_OK) {
+        size_t el = res->errout
+                        ? orch_utf8_prefix(res->errout, res->errout_len, 300)
+                        : 0;
+        rc = res->timed_out ? FO_E_TIMEOUT : FO_E_UPSTREAM;
+        fo_err_set(&err, rc, "the command %s%s%.*s",
+                   res->error[0] ? res->error : "failed", el ? ": " : "",
+                   (int)el, el ? res->errout : "");
+    } else {
+        err = *jerr;
+    }
+    int gave = rep.text != NULL;
+    on_role_reply(c, rc, &rep, &err);
+    if (gave && !rep.text) /* the role took the output */
+        res->output = NULL;
+}
+
 static int role_start(struct run *r, int role, long task,
                       const struct orch_model_msg *m, size_t n,
                       const char *stub_text, role_done_fn fn,
@@ -921,7 +952,25 @@ static int role_start(struct run *r, int role, long task,
     c->f = (struct effect){.kind = E_ROLE, .r = r, .role = role, .task = task};
     c->fn = fn;
     int rc = FO_OK;
-    if (!o->models) {
+    if (!o->models && o->argv) { /* --cmd answers every role */
+        struct fo_buf prompt;
+        fo_buf_init(&prompt, PROMPT_MAX);
+        for (size_t i = 0; i < n && !rc; i++)
+            rc = fo_buf_printf(&prompt, "%s%s", i ? "\n\n" : "", m[i].content);
+        if (!rc)
+            rc = orch_job_start(&o->exec, r->e->cfg.base, prompt.data,
+                                on_role_job, c, &c->f.job, err);
+        else
+            rc = fo_err_set(err, rc,
+                            rc == FO_E_TOO_LARGE
+                                ? "the role's prompt is over 1 MiB"
+                                : NULL);
+        fo_buf_release(&prompt);
+        if (rc) {
+            free(c);
+            return rc;
+        }
+    } else if (!o->models) {
         struct stub_reply *s = calloc(1, sizeof(*s));
         char *text = orch_strdup(stub_text);
         struct event *ev =
@@ -3050,11 +3099,11 @@ static void synth_step(struct run *r)
     const struct orch *o = r->e->o;
     /* Without a model the answer says so first, whatever the tasks ran on
      * (the stub, or a --cmd): no reader should take it for a model's. */
-    int rc = (!o->models && fo_buf_puts(&stub, o->argv ? ORCH_NO_MODEL_CMD_NOTE
-                                                       : ORCH_NO_MODEL_NOTE)) ||
-                     results_text(r, 0, &res) || results_text(r, 1, &stub)
-                 ? nomem(&err)
-                 : FO_OK;
+    int rc =
+        (!o->models && !o->argv && fo_buf_puts(&stub, ORCH_NO_MODEL_NOTE)) ||
+                results_text(r, 0, &res) || results_text(r, 1, &stub)
+            ? nomem(&err)
+            : FO_OK;
     struct orch_tmpl_var v[] = {{"request", run_prompt(r)},
                                 {"results", res.data ? res.data : ""}};
     if (!rc)
@@ -4070,7 +4119,8 @@ static cJSON *result_object(struct run *r, struct fo_err *err)
          cJSON_AddBoolToObject(res, "ok",
                                !r->budget_spent && r->p && all_pass) &&
          fo_json_add_int(res, "unjudged", unjudged) &&
-         cJSON_AddBoolToObject(res, "models", r->e->o->models != NULL) &&
+         cJSON_AddBoolToObject(res, "models",
+                               r->e->o->models != NULL || r->e->o->argv) &&
          cJSON_AddBoolToObject(res, "budget_spent", r->budget_spent) &&
          (!r->budget_spent ||
           cJSON_AddStringToObject(res, "budget_reason", r->halt_reason)) &&

@@ -644,11 +644,9 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     }
     if (!cfg->has_models)
         dlog(d, "no model provider: %s",
-             cfg->cmd ? "tasks run the --cmd "
-                        "command, every other "
-                        "role the stub"
-                      : "every role is the "
-                        "deterministic stub");
+             cfg->cmd ? "the --cmd command answers every role and runs "
+                        "every task"
+                      : "every role is the deterministic stub");
     if (cfg->gates)
         dlog(d, "approval gates: a standing policy is set (forum gate "
                 "list shows the gates waiting)");

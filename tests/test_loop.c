@@ -978,3 +978,43 @@ Test(honest, with_nothing_configured_the_answer_says_no_model_was_used)
     ledger_close(l);
     tu_rmrf(dir);
 }
+
+/* --cmd is a model on the command line: it answers every role (plan,
+ * route, verdicts, answer) as well as the tasks, and a command that cannot
+ * run is an error of the run. */
+Test(honest, cmd_drives_every_role_and_an_unrunnable_one_fails_the_run,
+     .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    char log[700], cmd[1400];
+    snprintf(log, sizeof(log), "%s/prompts.log", dir);
+    /* a command that notes the first line of every prompt, then answers */
+    snprintf(cmd, sizeof(cmd),
+             "sh -c 'printf \"%%s\\n\" \"$1\" | head -n 1 >> %s; exec sh "
+             "%s/tests/fake_cli.sh ok \"$1\"' x",
+             log, FORUM_SRC);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit",
+                  "add a login endpoint to the api server", "--cmd", cmd, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *out = tu_run_json(&r);
+    cr_assert_str_eq(tu_str(out, "answer"), "done: the answer, from the "
+                                            "command\n");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "models")));
+    cJSON_Delete(out);
+    tu_run_free(&r);
+    char *seen = tu_read_file(log, NULL);
+    cr_assert_not_null(seen);
+    cr_assert(strstr(seen, "You are the coordinator"), "%s", seen);
+    cr_assert(strstr(seen, "You are the synthesizer"), "%s", seen);
+    cr_assert(strstr(seen, "add a login endpoint") || strstr(seen, "do the "
+                                                                   "work"),
+              "no task prompt: %s", seen);
+    free(seen);
+    r = tu_forumv(NULL, "--ledger", dir, "submit", "add a login endpoint",
+                  "--cmd", "no-such-model-cli-xyz run", NULL);
+    cr_assert_neq(r.status, 0, "an unrunnable command exited 0");
+    cr_assert(strstr(r.err, "no-such-model-cli-xyz"), "%s", r.err);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}

@@ -21,8 +21,10 @@
 #include "tests/testutil.h"
 #include "tests/tu_daemon.h"
 
-#define SLOW_CMD "sh -c 'sleep 2; echo done' x"
-#define SLOWER_CMD "sh -c 'sleep 4; echo done' x" /* room for slow starts */
+/* every role answers at once, each task takes 2 s */
+#define SLOW_CMD "sh " FORUM_SRC "/tests/fake_cli.sh slow"
+/* every role at once, each task 4 s (room for slow starts) */
+#define SLOWER_CMD "sh " FORUM_SRC "/tests/fake_cli.sh slower"
 
 struct env {
     char *dir;

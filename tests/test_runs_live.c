@@ -725,8 +725,9 @@ Test(runs_live, forum_mcp_takes_max_runs_from_forum_json, .timeout = 60)
     "\"}}}\n"
     const char *in = START_LINE("1") START_LINE("2");
     /* the first run's task takes a second: the second call comes first */
-    struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", "--init", "--cmd",
-                                "sh -c 'sleep 1; echo done' x", (char *)NULL);
+    struct tu_run r =
+        tu_forumv(in, "--ledger", dir, "mcp", "--init", "--cmd",
+                  "sh " FORUM_SRC "/tests/fake_cli.sh slow", (char *)NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     char *second = strchr(r.out, '\n');
     cr_assert_not_null(second, "%s", r.out);
