@@ -37,7 +37,9 @@ static int make_orch(struct cli *c, const struct orch_config *cfg,
 static const char roster_usage[] =
     "usage: forum roster [--roster FILE] [--json]\n"
     "Prints the roster of lanes the router and planner use: the default one\n"
-    "built into forum, or FILE (JSON, {\"lanes\": [...]}) validated.\n";
+    "built into forum, or FILE (JSON, {\"lanes\": [...]}) validated, with\n"
+    "each lane's tools (docs/AGENTS.md).\n"
+    "example: forum roster --roster my-lanes.json\n";
 
 int cli_roster(struct cli *c, int argc, char **argv)
 {
@@ -73,6 +75,20 @@ int cli_roster(struct cli *c, int argc, char **argv)
             for (size_t k = 0; k < l->n_keywords; k++)
                 printf(" %s", l->keywords[k]);
             printf("\n");
+            if (l->n_tools) {
+                printf("%-20s tools:", "");
+                for (size_t k = 0; k < l->n_tools; k++)
+                    printf(" %s%s", l->tools[k], k + 1 < l->n_tools ? "," : "");
+                if (l->n_required) {
+                    printf(" (required:");
+                    for (size_t k = 0; k < l->n_required; k++)
+                        printf(" %s", l->required_tools[k]);
+                    printf(")");
+                }
+                printf("; guardrails %s%s\n",
+                       l->guard_block ? "block" : "redact",
+                       l->network ? "; network" : "");
+            }
         }
         printf("%zu lanes\n", r->n);
     }
