@@ -662,3 +662,93 @@ Test(tool_loop, mcp_server_tools_are_called_and_a_dead_server_restarts,
     fake_free(f);
     tu_rmrf(dir);
 }
+
+/* ---- a run killed mid-loop resumes without running a witnessed call -------
+ */
+
+#include <signal.h>
+#include <stdatomic.h>
+
+#include "tu_daemon.h"
+
+static atomic_int resume_hold = 1;   /* the second turn waits while set */
+static atomic_int resume_second = 0; /* the second turn has been asked */
+
+static const char *resuming(struct fake *f, const char *role, int n,
+                            const char *model, const char *prompt)
+{
+    (void)f, (void)model;
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "done";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (n == 0)
+        return "CALL run_command {\"argv\":[\"sh\",\"-c\",\"echo ran >> "
+               "calls.log\"]}";
+    /* later turns: the first is held until the daemon was killed */
+    atomic_store(&resume_second, 1);
+    for (int i = 0; i < 3000 && atomic_load(&resume_hold); i++)
+        usleep(10000);
+    return strstr(prompt, "exit code 0") ? "the log has one line"
+                                         : "the call's result was lost";
+}
+
+Test(tool_loop, a_run_killed_mid_loop_resumes_and_runs_no_witnessed_call_again,
+     .timeout = 90)
+{
+    struct fake *f = fake_start(resuming);
+    char *dir = tu_tmpdir();
+    char ws[600], rpath[600], cpath[600], cfg[600], logp[700];
+    snprintf(ws, sizeof(ws), "%s/project", dir);
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    snprintf(logp, sizeof(logp), "%s/calls.log", ws);
+    cr_assert_eq(mkdir(ws, 0700), 0);
+    cr_assert_eq(tu_write_file(rpath, roster, strlen(roster)), 0);
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]}}",
+             f->port);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--roster", rpath, "--workspace", ws, NULL);
+    cJSON *s = tu_http_json(&d, "POST", "/runs",
+                            "{\"request\":\"edit the file\"}", 200);
+    long long run = tu_num(s, "run");
+    cJSON_Delete(s);
+    /* the call ran and its result is on record; the next turn is asked */
+    for (int i = 0; i < 3000 && !atomic_load(&resume_second); i++)
+        usleep(10000);
+    cr_assert(atomic_load(&resume_second), "the second turn never came");
+    cr_assert_eq(tu_kind_count(dir, "tool_result"), 1);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
+    atomic_store(&resume_hold, 0);
+    tu_daemon_start(&d, dir, "--roster", rpath, "--workspace", ws, NULL);
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld", run);
+    cJSON *g = NULL;
+    for (int i = 0; i < 300; i++) {
+        g = tu_http_json(&d, "GET", path, NULL, 200);
+        if (strcmp(tu_str(g, "state"), "running"))
+            break;
+        cJSON_Delete(g);
+        g = NULL;
+        usleep(100000);
+    }
+    cr_assert_not_null(g, "the run did not end");
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cJSON_Delete(g);
+    tu_daemon_signal_wait(&d, SIGTERM, 10000);
+    char *log = tu_read_file(logp, NULL);
+    cr_assert_str_eq(log, "ran\n", "the witnessed call ran again");
+    free(log);
+    /* the resumed conversation held the witnessed result */
+    char *res = bodies_of(dir, "result");
+    cr_assert(strstr(res, "the log has one line"), "%s", res);
+    free(res);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
