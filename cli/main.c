@@ -1,5 +1,6 @@
 /* main: `forum [--ledger DIR] [--json] <command> ...`. Global options may
  * stand anywhere on the line; the rest goes to the command group. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,21 @@
 #include "cli/cli.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_version.h"
+
+/* Every command's output must reach stdout: a full disk or a closed file
+ * is an I/O error (exit 3), as git does, never a silent success. A reader
+ * that went away (EPIPE: `forum ledger show | head`) is not an error. */
+static int finish(int code)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return code;
+    if (errno == EPIPE)
+        return code;
+    fprintf(stderr, "forum: cannot write the output: %s\n",
+            errno ? strerror(errno) : "write error");
+    return code ? code : 3;
+}
 
 int main(int argc, char **argv)
 {
@@ -53,7 +69,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (cli_is_help(cmd) || !strcmp(cmd, "help")) {
         fputs(cli_usage_text, stdout);
-        return 0;
+        return finish(0);
     }
     if (!strcmp(cmd, "--version"))
         cmd = "version";
@@ -63,9 +79,9 @@ int main(int argc, char **argv)
                 static char ledger_word[] = "ledger";
                 argv[0] = ledger_word;
                 argv[1] = (char *)(uintptr_t)cli_commands[i].alias;
-                return cli_ledger(&c, argc, argv);
+                return finish(cli_ledger(&c, argc, argv));
             }
-            return cli_commands[i].fn(&c, argc - 1, argv + 1);
+            return finish(cli_commands[i].fn(&c, argc - 1, argv + 1));
         }
     const char *names[64];
     size_t nn = 0;

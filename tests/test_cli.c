@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1875,4 +1876,29 @@ Test(cli, backup_online_and_restore_verifies_first)
     cr_assert_eq(r.status, 0, "%s", r.out);
     tu_run_free(&r);
     tu_rmrf(root);
+}
+
+/* A command whose output cannot be written fails (exit 3, a reason on
+ * stderr), as git does: `forum ledger show --json > /dev/full`. */
+Test(cli, output_that_cannot_be_written_is_an_error)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "a",
+                  "--kind", "k", "--payload", "{}", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    const char *cmds[] = {"ledger show --json", "ledger show", "--help",
+                          "version --json", "ledger verify"};
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        char sh[2048], errp[700];
+        snprintf(errp, sizeof(errp), "%s/err.txt", dir);
+        snprintf(sh, sizeof(sh), "%s --ledger %s %s > /dev/full 2> %s",
+                 FORUM_BIN, dir, cmds[i], errp);
+        int st = system(sh);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 3,
+                  "forum %s > /dev/full: status %d", cmds[i], st);
+        cr_assert(tu_file_has(errp, "cannot write the output"), "%s", cmds[i]);
+    }
+    tu_rmrf(dir);
 }
