@@ -135,6 +135,10 @@ int cli_version(struct cli *c, int argc, char **argv);
 int cli_ledger_backup(struct cli *c, int argc, char **argv);
 int cli_ledger_restore(struct cli *c, int argc, char **argv);
 
+/* `forum ledger export` and `ledger import` (cli_export.c). */
+int cli_ledger_export(struct cli *c, int argc, char **argv);
+int cli_ledger_import(struct cli *c, int argc, char **argv);
+
 /* Sessions (cli_session.c). */
 int cli_session(struct cli *c, int argc, char **argv);
 /* --session NAME and --max-{total,request,history,facts}-tokens N into

@@ -42,6 +42,8 @@ static const char ledger_usage[] =
     "  summary                      counts by kind and actor\n"
     "  backup FILE                  an online, verified copy of the ledger\n"
     "  restore FILE [--replace]     a backup made the ledger, verified first\n"
+    "  export [-o FILE]             the log as JSON lines, bodies included\n"
+    "  import FILE|-                an export made a new ledger, same hashes\n"
     "\n"
     "options for every command: --json (print the result object), --help\n"
     "exit codes: 0 ok, 1 verification failed or not found, 2 bad input,\n"
@@ -713,16 +715,20 @@ int cli_ledger(struct cli *c, int argc, char **argv)
         return cli_ledger_backup(c, argc, argv);
     if (!strcmp(cmd, "restore"))
         return cli_ledger_restore(c, argc, argv);
+    if (!strcmp(cmd, "export")) /* cli_export.c */
+        return cli_ledger_export(c, argc, argv);
+    if (!strcmp(cmd, "import"))
+        return cli_ledger_import(c, argc, argv);
     if (!strcmp(cmd, "summary"))
         return cmd_noarg(c, argc, argv, "ledger_summary",
                          "usage: forum ledger summary\nEntry count, counts "
                          "by kind and by actor, head hash, bodies present "
                          "and redacted.\n");
     static const char *const subs[] = {
-        "init",  "append", "get",     "body",    "chain",
-        "show",  "replay", "verify",  "redact",  "checkpoint",
-        "tiles", "cosign", "witness", "prove",   "consistency",
-        "key",   "bundle", "backup",  "restore", "summary"};
+        "init",    "append",  "get",         "body",       "chain",  "show",
+        "replay",  "verify",  "redact",      "checkpoint", "tiles",  "cosign",
+        "witness", "prove",   "consistency", "key",        "bundle", "backup",
+        "restore", "summary", "export",      "import"};
     const char *near = cli_closest(cmd, subs, sizeof(subs) / sizeof(subs[0]));
     if (near)
         return cli_usage_error(c,

@@ -609,9 +609,13 @@ static int check_req(struct ledger *l, const struct ledger_append *r,
         return fo_err_set(err, FO_E_INVALID,
                           "parent %lld: must be an existing seq below %lld",
                           (long long)r->parent, (long long)seq);
-    if (!r->body)
+    if (!r->body && !r->import)
         return fo_err_set(err, FO_E_INVALID, "payload: missing");
-    if (r->body_len > l->max_body)
+    if (r->import && r->import->seq != seq)
+        return fo_err_set(err, FO_E_CORRUPT,
+                          "entry %lld: out of order (the next seq is %lld)",
+                          (long long)r->import->seq, (long long)seq);
+    if (r->body && r->body_len > l->max_body)
         return fo_err_set(err, FO_E_TOO_LARGE,
                           "payload: %zu bytes in canonical form; the limit "
                           "is %zu",
@@ -628,15 +632,35 @@ static int append_one(struct ledger *l, struct ledger_head *h,
     e->seq = h->count;
     int64_t ts = ledger_now_us();
     e->ts = ts > h->ts ? ts : h->ts;
+    if (r->import) {
+        if (r->import->ts < h->ts)
+            return fo_err_set(err, FO_E_CORRUPT,
+                              "entry %lld: its ts goes back in time",
+                              (long long)e->seq);
+        e->ts = r->import->ts;
+    }
     e->parent = r->parent;
     size_t an = strlen(r->actor), kn = strlen(r->kind);
     memcpy(e->actor, r->actor, an + 1);
     memcpy(e->kind, r->kind, kn + 1);
-    fo_sha_digest(l->sha, r->body, r->body_len, e->payload);
+    if (r->body)
+        fo_sha_digest(l->sha, r->body, r->body_len, e->payload);
+    else
+        memcpy(e->payload, r->import->payload, 32);
     memcpy(e->prev, h->prev, 32);
     int rc = hash_entry(l, e, an, kn, e->hash);
     if (rc)
         return fo_err_set(err, rc, "entry: cannot encode");
+    if (r->import && memcmp(e->payload, r->import->payload, 32))
+        return fo_err_set(err, FO_E_CORRUPT,
+                          "entry %lld: the body does not match its payload "
+                          "hash",
+                          (long long)e->seq);
+    if (r->import && memcmp(e->hash, r->import->hash, 32))
+        return fo_err_set(err, FO_E_CORRUPT,
+                          "entry %lld: its hash does not match (the entry "
+                          "or one before it was changed)",
+                          (long long)e->seq);
     rec.seq = e->seq;
     rec.ts = e->ts;
     rec.parent = e->parent;

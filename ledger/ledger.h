@@ -79,9 +79,15 @@ size_t ledger_max_body(const struct ledger *l);
 struct ledger_append {
     const char *actor;
     const char *kind;
-    int64_t parent; /* LEDGER_NO_PARENT or an existing seq */
-    const char *body;
+    int64_t parent;   /* LEDGER_NO_PARENT or an existing seq */
+    const char *body; /* NULL only with import: a redacted body */
     size_t body_len;
+    /* Import (`forum ledger import`): the entry as the exporting ledger
+     * recorded it. Its seq must be the next one, its ts not below the last,
+     * its payload the SHA-256 of body (or, body NULL, the redacted body's),
+     * and the hash the entry comes out with must be its hash: FO_E_CORRUPT
+     * otherwise. NULL: a new entry. */
+    const struct ledger_entry *import;
     /* results */
     int rc;                    /* FO_OK when appended */
     struct fo_err err;         /* why not, when rc != FO_OK */

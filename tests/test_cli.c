@@ -1902,3 +1902,89 @@ Test(cli, output_that_cannot_be_written_is_an_error)
     }
     tu_rmrf(dir);
 }
+
+/* export → import makes a ledger with the same hashes and root; a changed
+ * body, a cut file or an existing ledger are refused and leave nothing. */
+Test(cli, export_import_round_trip_and_tampering)
+{
+    char *dir = tu_tmpdir();
+    char a[600], b[600], x[600], y[600], db[700];
+    snprintf(a, sizeof(a), "%s/a", dir);
+    snprintf(b, sizeof(b), "%s/b", dir);
+    snprintf(x, sizeof(x), "%s/x.jsonl", dir);
+    snprintf(y, sizeof(y), "%s/y.jsonl", dir);
+    for (int i = 0; i < 5; i++) {
+        char p[64];
+        snprintf(p, sizeof(p), "{\"n\":%d,\"s\":\"caf\\u00e9\"}", i);
+        struct tu_run r =
+            tu_forumv(NULL, "--ledger", a, "ledger", "append", "--actor", "a",
+                      "--kind", "k", "--payload", p, NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        tu_run_free(&r);
+    }
+    struct tu_run r = tu_forumv(NULL, "--ledger", a, "ledger", "redact", "1",
+                                "--reason", "test", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", a, "ledger", "export", "-o", x, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", b, "--json", "ledger", "import", x, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    /* the same entries, hashes and root; the redacted body stays redacted */
+    struct tu_run ha =
+        tu_forumv(NULL, "--ledger", a, "--json", "ledger", "checkpoint", NULL);
+    struct tu_run hb =
+        tu_forumv(NULL, "--ledger", b, "--json", "ledger", "checkpoint", NULL);
+    cJSON *ca = tu_run_json(&ha), *cb = tu_run_json(&hb);
+    cr_assert_str_eq(tu_str(ca, "root"), tu_str(cb, "root"));
+    cr_assert_eq(tu_num(ca, "size"), 6);
+    cJSON_Delete(ca);
+    cJSON_Delete(cb);
+    tu_run_free(&ha);
+    tu_run_free(&hb);
+    r = tu_forumv(NULL, "--ledger", b, "ledger", "verify", "--deep", NULL);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_assert(strstr(r.out, "1 redacted"), "%s", r.out);
+    tu_run_free(&r);
+    /* into a data dir that has a ledger: refused */
+    r = tu_forumv(NULL, "--ledger", b, "ledger", "import", x, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    tu_run_free(&r);
+    /* a changed body: exit 1, naming the entry; nothing is left */
+    char *text = tu_read_file(x, NULL);
+    char *at = strstr(text, "\"n\":3");
+    cr_assert_not_null(at);
+    at[4] = '7';
+    cr_assert_eq(tu_write_file(y, text, strlen(text)), 0);
+    char c[600];
+    snprintf(c, sizeof(c), "%s/c", dir);
+    r = tu_forumv(NULL, "--ledger", c, "ledger", "import", y, NULL);
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "entry 3"), "%s", r.err);
+    tu_run_free(&r);
+    snprintf(db, sizeof(db), "%s/ledger.db", c);
+    cr_assert_neq(access(db, F_OK), 0, "a failed import left a ledger");
+    /* a cut file (no end line): exit 2 */
+    at[4] = '3';
+    *strrchr(text, '{') = '\0';
+    cr_assert_eq(tu_write_file(y, text, strlen(text)), 0);
+    r = tu_forumv(NULL, "--ledger", c, "ledger", "import", y, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "no end line"), "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_neq(access(db, F_OK), 0, "a failed import left a ledger");
+    /* a line that is not JSON names its line */
+    cr_assert_eq(tu_write_file(y,
+                               "{\"forum_export\":1,\"origin\":\"o\","
+                               "\"from\":0}\nnot json\n",
+                               48),
+                 0);
+    r = tu_forumv(NULL, "--ledger", c, "ledger", "import", y, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "line 2"), "%s", r.err);
+    tu_run_free(&r);
+    free(text);
+    tu_rmrf(dir);
+}
