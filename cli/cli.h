@@ -149,8 +149,10 @@ int cli_session_arg(const char **session, cJSON **context, const char *a,
 #define CLI_SESSION_HELP                                                       \
     "  --session NAME       a turn of session NAME: it sees the earlier\n"     \
     "                       turns and facts (forum session --help)\n"          \
-    "  --max-total-tokens N, --max-history-tokens N, --max-facts-tokens N\n"   \
-    "                       the context budget (4 bytes a token)\n"
+    "  --max-total-tokens N, --max-history-tokens N, --max-facts-tokens N,\n"  \
+    "  --max-tool-results-tokens N\n"                                          \
+    "                       the context budget (4 bytes a token; defaults\n"   \
+    "                       from forum.json \"context\")\n"
 
 /* Approval gates (cli_gate.c): `forum gate list|approve|edit|reject`. */
 int cli_gate(struct cli *c, int argc, char **argv);

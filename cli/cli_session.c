@@ -134,14 +134,14 @@ int cli_session_arg(const char **session, cJSON **context, const char *a,
 {
     static const char *const lims[] = {
         "--max-total-tokens", "--max-request-tokens", "--max-history-tokens",
-        "--max-facts-tokens"};
+        "--max-facts-tokens", "--max-tool-results-tokens"};
     if (!strcmp(a, "--session")) {
         if (!v)
             return -fo_err_set(err, FO_E_USAGE, "--session needs a name");
         *session = v;
         return 2;
     }
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++)
         if (!strcmp(a, lims[i])) {
             long long n = v ? cli_parse_seq(v) : -1;
             if (n < 0 || n > ORCH_CTX_TOKENS_MAX)

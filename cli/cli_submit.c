@@ -159,6 +159,7 @@ static int run(struct cli *c, const char *name, const char *method,
     snprintf(wsroot, sizeof(wsroot), "%s/workspaces", c->ledger_dir);
     o.cfg.workspace_root = wsroot;
     o.cfg.mcp_servers = dc.mcp_servers;
+    o.cfg.context = dc.context;
     int rc = orch_create(&o.cfg, &orch, &err);
     if (rc) {
         if (rc == FO_E_NOT_FOUND) /* a roster file that is not there */

@@ -79,7 +79,13 @@ void orch_free(struct orch *o)
     free(o->workspace);
     free(o->workspace_root);
     cJSON_Delete(o->mcp_servers);
+    cJSON_Delete(o->context);
     free(o);
+}
+
+const cJSON *orch_context_defaults(const struct orch *o)
+{
+    return o->context;
 }
 
 const cJSON *orch_mcp_servers(const struct orch *o)
@@ -328,6 +334,15 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
     /* the guardrails look for every configured key's value */
     for (size_t i = 0; c->models && i < c->models->n_providers && !rc; i++)
         rc = orch_guard_add_env(&o->guard, c->models->providers[i].api_key_env);
+    if (!rc && c->context) {
+        struct orch_ctx_limits lim;
+        orch_ctx_limits_default(&lim);
+        rc = orch_ctx_limits_parse(c->context, &lim, err);
+        if (rc)
+            goto out;
+        if (!(o->context = cJSON_Duplicate(c->context, 1)))
+            rc = FO_E_NOMEM;
+    }
     if (!rc && c->mcp_servers) {
         rc = orch_mcpc_check(c->mcp_servers, err);
         if (rc)

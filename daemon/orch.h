@@ -85,6 +85,10 @@ struct orch_config {
      * 0700 on first use). Both NULL: tools that need a workspace fail. */
     const char *workspace;
     const char *workspace_root;
+    /* The context limits every session turn starts from (forum.json
+     * "context", as orch_ctx_limits_parse takes; a request's own limits
+     * go over them); NULL: the defaults. Copied. */
+    const cJSON *context;
     /* MCP servers whose tools lanes may name "server.tool" (forum.json
      * "mcp_servers", see daemon/orch_mcpc.h); NULL: none. Copied. */
     const cJSON *mcp_servers;
@@ -676,17 +680,20 @@ cJSON *orch_gate_reply(const struct orch_gate_decision *d, int64_t seq);
 #define ORCH_CTX_REQUEST_DEFAULT 16384
 #define ORCH_CTX_HISTORY_DEFAULT 6000
 #define ORCH_CTX_FACTS_DEFAULT 1000
+#define ORCH_CTX_TOOLS_DEFAULT 2000
+#define ORCH_CTX_TOOL_OUTPUT_MAX 1024 /* bytes of one earlier tool result */
 
 /* 1 when s is a session name: 1..ORCH_SESSION_NAME_MAX of [A-Za-z0-9._-]. */
 int orch_session_name_ok(const char *s);
 
 /* Token limits of a turn's context: the total and one per source. */
 struct orch_ctx_limits {
-    int total, request, history, facts;
+    int total, request, history, facts, tools;
 };
 void orch_ctx_limits_default(struct orch_ctx_limits *l);
 /* Lays {"max_total_tokens", "max_request_tokens", "max_history_tokens",
- * "max_facts_tokens"} (integers 0..ORCH_CTX_TOKENS_MAX) over l. */
+ * "max_facts_tokens", "max_tool_results_tokens"} (integers
+ * 0..ORCH_CTX_TOKENS_MAX) over l. */
 int orch_ctx_limits_parse(const cJSON *o, struct orch_ctx_limits *l,
                           struct fo_err *err);
 /* Tokens of bytes of UTF-8: ceil(bytes / 4). */
@@ -694,7 +701,7 @@ int orch_ctx_tokens(size_t bytes);
 
 /* One slice of context and what the budget made of it. */
 struct orch_ctx_slice {
-    const char *source; /* "request", "facts" or "history" */
+    const char *source; /* "request", "facts", "history", "tool_results" */
     int64_t ref;        /* the fact's seq or the turn's run; -1: none */
     const char *key;    /* a fact's key */
     const char *text;
@@ -722,7 +729,9 @@ size_t orch_session_turns(const struct orch_session *s);
 /* The context a turn of session (NULL: none) whose request entry is
  * before sees: *text (NULL when there is none) and *slices, one
  * {source, ref?, key?, tokens, kept_tokens, action, reason?} per slice
- * (the request, each fact, each earlier turn newest first). */
+ * (the request, each fact, each earlier turn newest first, then the tool
+ * results of each earlier turn newest first: when the total runs short,
+ * the oldest tool results go first, then the oldest turns). */
 int orch_session_context(struct ledger *l, const char *session,
                          const char *request, int64_t before,
                          const struct orch_ctx_limits *lim, char **text,

@@ -4355,6 +4355,18 @@ size_t orch_engine_active(const struct orch_engine *e)
 /* Makes sure this engine holds its process's run lock in the ledger's dir
  * (DIR/runs/<instance>.lock): a run's request names the instance, and
  * orch_run_get reads "running" while the lock is held. */
+/* The limits a turn ran with, all of them, so a resumed run uses the same
+ * whatever forum.json says by then. */
+static int limits_add(cJSON *b, const struct orch_ctx_limits *l)
+{
+    cJSON *c = cJSON_AddObjectToObject(b, "context");
+    return c && fo_json_add_int(c, "max_total_tokens", l->total) &&
+           fo_json_add_int(c, "max_request_tokens", l->request) &&
+           fo_json_add_int(c, "max_history_tokens", l->history) &&
+           fo_json_add_int(c, "max_facts_tokens", l->facts) &&
+           fo_json_add_int(c, "max_tool_results_tokens", l->tools);
+}
+
 static int hold_instance(struct orch_engine *e, struct fo_err *err)
 {
     if (e->have_instance)
@@ -4434,7 +4446,8 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
     if (req->opts.session && !orch_session_name_ok(req->opts.session))
         return fo_err_set(err, FO_E_INVALID, "session: 1..%d of [A-Za-z0-9._-]",
                           ORCH_SESSION_NAME_MAX);
-    if ((rc = orch_ctx_limits_parse(req->opts.context, &lim, err)))
+    if ((rc = orch_ctx_limits_parse(orch_context_defaults(e->o), &lim, err)) ||
+        (rc = orch_ctx_limits_parse(req->opts.context, &lim, err)))
         return rc;
     cJSON *gates = NULL;
     if (is_run_via(req->via) &&
@@ -4496,9 +4509,7 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
          cJSON_AddItemToObject(b, "gates", cJSON_Duplicate(gates, 1))) &&
         (!with_session ||
          (r->session && cJSON_AddStringToObject(b, "session", r->session))) &&
-        (!with_session || !req->opts.context ||
-         cJSON_AddItemToObject(b, "context",
-                               cJSON_Duplicate(req->opts.context, 1)));
+        (!with_session || limits_add(b, &lim));
     if (!ok) {
         cJSON_Delete(b);
         run_unlink(r);

@@ -63,7 +63,10 @@ struct orch {
     char *workspace;         /* every run's tools act here, or NULL */
     char *workspace_root;    /* else a fresh run-<id> under it, or NULL */
     cJSON *mcp_servers;      /* forum.json's, checked; or NULL */
+    cJSON *context;          /* forum.json's context limits, or NULL */
 };
+
+const cJSON *orch_context_defaults(const struct orch *o);
 
 const cJSON *orch_mcp_servers(const struct orch *o);
 

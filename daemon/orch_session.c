@@ -38,6 +38,7 @@ void orch_ctx_limits_default(struct orch_ctx_limits *l)
         .request = ORCH_CTX_REQUEST_DEFAULT,
         .history = ORCH_CTX_HISTORY_DEFAULT,
         .facts = ORCH_CTX_FACTS_DEFAULT,
+        .tools = ORCH_CTX_TOOLS_DEFAULT,
     };
 }
 
@@ -45,19 +46,19 @@ int orch_ctx_limits_parse(const cJSON *o, struct orch_ctx_limits *l,
                           struct fo_err *err)
 {
     static const char *const keys[] = {"max_total_tokens", "max_request_tokens",
-                                       "max_history_tokens",
-                                       "max_facts_tokens"};
-    int *fields[] = {&l->total, &l->request, &l->history, &l->facts};
+                                       "max_history_tokens", "max_facts_tokens",
+                                       "max_tool_results_tokens"};
+    int *fields[] = {&l->total, &l->request, &l->history, &l->facts, &l->tools};
     if (!o || cJSON_IsNull(o))
         return FO_OK;
     if (!cJSON_IsObject(o))
         return fo_err_set(err, FO_E_INVALID, "context: must be an object");
-    int rc = fo_json_only_keys(o, keys, 4, err);
+    int rc = fo_json_only_keys(o, keys, 5, err);
     if (rc) {
         fo_err_prefix(err, "context");
         return rc;
     }
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 5; i++) {
         long long v = 0;
         rc = fo_json_get_int(o, keys[i], 0, ORCH_CTX_TOKENS_MAX, &v);
         if (rc == FO_E_INVALID)
@@ -106,13 +107,15 @@ void orch_ctx_admit(struct orch_ctx_slice *s, size_t n,
                     const struct orch_ctx_limits *lim)
 {
     int total = lim->total;
-    int left[3] = {lim->request, lim->facts, lim->history};
-    static const char *const reasons[3] = {
-        "max_request_tokens", "max_facts_tokens", "max_history_tokens"};
+    int left[4] = {lim->request, lim->facts, lim->history, lim->tools};
+    static const char *const reasons[4] = {
+        "max_request_tokens", "max_facts_tokens", "max_history_tokens",
+        "max_tool_results_tokens"};
     for (size_t i = 0; i < n; i++) {
-        int k = !strcmp(s[i].source, "request") ? 0
-                : !strcmp(s[i].source, "facts") ? 1
-                                                : 2;
+        int k = !strcmp(s[i].source, "request")   ? 0
+                : !strcmp(s[i].source, "facts")   ? 1
+                : !strcmp(s[i].source, "history") ? 2
+                                                  : 3;
         admit(&s[i], &left[k], &total, reasons[k]);
     }
 }
@@ -359,6 +362,48 @@ static char *run_field(struct ledger *l, int64_t run, const char *k,
     return v;
 }
 
+struct tool_results_ctx {
+    struct ledger *l;
+    struct fo_buf *b;
+    int n;
+};
+
+static int on_tool_result(void *ctx, const struct ledger_entry *e)
+{
+    struct tool_results_ctx *c = ctx;
+    if (strcmp(e->kind, "tool_result"))
+        return 0;
+    cJSON *b = body_json(c->l, e->seq);
+    const char *tool = str_in(b, "tool"), *out = str_in(b, "output");
+    const char *why = str_in(b, "error");
+    if (tool) {
+        const char *text = out && out[0] ? out : why ? why : "";
+        size_t n =
+            orch_utf8_prefix(text, strlen(text), ORCH_CTX_TOOL_OUTPUT_MAX);
+        fo_buf_printf(c->b, "- %s%s: %.*s%s\n", tool,
+                      cJSON_IsTrue(cJSON_GetObjectItem(b, "ok")) ? ""
+                                                                 : " (failed)",
+                      (int)n, text, n < strlen(text) ? " [cut]" : "");
+        c->n++;
+    }
+    cJSON_Delete(b);
+    return 0;
+}
+
+/* "Tool results of turn N:" and one line each, or NULL when it had none. */
+static char *tool_results(struct ledger *l, int64_t run, size_t turn)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    fo_buf_printf(&b, "Tool results of turn %zu:\n", turn);
+    struct tool_results_ctx c = {l, &b, 0};
+    struct fo_err err;
+    ledger_descendants(l, run, ORCH_RUN_SCAN_MAX, on_tool_result, &c, &err);
+    char *s = c.n ? fo_buf_detach(&b, NULL) : NULL;
+    fo_buf_release(&b);
+    return s;
+}
+
 int orch_session_context(struct ledger *l, const char *session,
                          const char *request, int64_t before,
                          const struct orch_ctx_limits *lim, char **text,
@@ -376,7 +421,7 @@ int orch_session_context(struct ledger *l, const char *session,
             return rc;
     }
     size_t nt = s ? s->n_turns : 0, nf = s ? s->n_facts : 0;
-    size_t n = 1 + nf + nt;
+    size_t n = 1 + nf + 2 * nt;
     struct orch_ctx_slice *sl = calloc(n, sizeof(*sl));
     char **own = calloc(n, sizeof(*own));
     if (!sl || !own) {
@@ -422,8 +467,23 @@ int orch_session_context(struct ledger *l, const char *session,
                                         .len = own[k] ? strlen(own[k]) : 0};
         k++;
     }
+    /* then each turn's tool results, newest first: they go before the
+     * turns themselves when the total is short */
+    size_t first_tools = k;
+    for (size_t j = nt; j-- > 0;) {
+        char *tr = tool_results(l, s->turns[j].run, j + 1);
+        if (!tr)
+            continue;
+        own[k] = tr;
+        sl[k] = (struct orch_ctx_slice){.source = "tool_results",
+                                        .ref = s->turns[j].run,
+                                        .text = tr,
+                                        .len = strlen(tr)};
+        k++;
+    }
     orch_ctx_admit(sl, k, lim);
-    /* the text models see: facts, then the turns oldest first */
+    /* the text models see: facts, then the turns oldest first, each with
+     * its tool results */
     struct fo_buf t;
     fo_buf_init(&t, FO_BUF_UNLIMITED);
     int any_f = 0, any_h = 0;
@@ -443,6 +503,12 @@ int orch_session_context(struct ledger *l, const char *session,
         fo_buf_append(&t, sl[i].text, sl[i].len);
         if (sl[i].action[0] == 't')
             fo_buf_puts(&t, " [trimmed]\n");
+        for (size_t q = first_tools; q < k; q++)
+            if (sl[q].ref == sl[i].ref && sl[q].len) {
+                fo_buf_append(&t, sl[q].text, sl[q].len);
+                if (sl[q].action[0] == 't')
+                    fo_buf_puts(&t, " [trimmed]\n");
+            }
     }
     cJSON *arr = cJSON_CreateArray();
     for (size_t i = 0; arr && i < k; i++) {

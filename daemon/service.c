@@ -538,7 +538,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                              .gates = cfg->gates,
                              .workspace = cfg->workspace,
                              .workspace_root = wsroot,
-                             .mcp_servers = cfg->mcp_servers};
+                             .mcp_servers = cfg->mcp_servers,
+                             .context = cfg->context};
     rc = orch_create(&oc, &d->orch, err);
     if (rc)
         goto out;
@@ -773,6 +774,8 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
             cfg->has_models = 1;
         } else if (!strcmp(k, "gates") && cJSON_IsObject(v)) {
             cfg->gates = v; /* checked with the roster by orch_create */
+        } else if (!strcmp(k, "context") && cJSON_IsObject(v)) {
+            cfg->context = v; /* checked by orch_create */
         } else if (!strcmp(k, "mcp_servers") && cJSON_IsObject(v)) {
             cfg->mcp_servers = v; /* checked by orch_create */
         } else if (!strcmp(k, "workspace") && cJSON_IsString(v) &&
@@ -804,6 +807,7 @@ void daemon_config_release(struct daemon_config *cfg)
     cfg->gates_owned = NULL;
     cfg->gates = NULL;
     cfg->mcp_servers = NULL;
+    cfg->context = NULL;
 }
 
 int daemon_config_set_providers(struct daemon_config *cfg,

@@ -40,6 +40,8 @@ struct daemon_config {
     const char *workspace;
     /* forum.json "mcp_servers" (daemon/orch_mcpc.h), or NULL */
     const cJSON *mcp_servers;
+    /* forum.json "context": the context limits of session turns, or NULL */
+    const cJSON *context;
     /* The approval-gate policy every run starts with (forum.json "gates"
      * or the --gate flags); NULL: none. gates_owned is freed by
      * daemon_config_release. */

@@ -57,7 +57,8 @@ static const struct text props[] = {
     {NULL, "value", "The fact (1..4096 bytes)."},
     {NULL, "context",
      "Context token limits: {max_total_tokens, max_request_tokens, "
-     "max_history_tokens, max_facts_tokens} (4 bytes of UTF-8 a token)."},
+     "max_history_tokens, max_facts_tokens, max_tool_results_tokens} (4 "
+     "bytes of UTF-8 a token)."},
     {"run_show", "run", "The run's id: the seq of its request entry."},
     {"run_list", "state",
      "Only runs in this state (running, waiting, done, failed, ...)."},

@@ -752,3 +752,79 @@ Test(tool_loop, a_run_killed_mid_loop_resumes_and_runs_no_witnessed_call_again,
     fake_free(f);
     tu_rmrf(dir);
 }
+
+/* ---- a session's later turns see the tool results of earlier ones -------- */
+
+static const char *session_script(struct fake *f, const char *role, int n,
+                                  const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "done";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (n == 0)
+        return "CALL read_file {\"path\":\"in.txt\"}";
+    if (n == 1)
+        return "CALL run_command {\"argv\":[\"true\"]}";
+    return "read it";
+}
+
+static void session_turns(const char *context_json, int want_seen)
+{
+    struct fake *f = fake_start(session_script);
+    char *dir = tu_tmpdir();
+    char ws[600], rpath[600], cpath[600], cfg[800], in[700];
+    snprintf(ws, sizeof(ws), "%s/project", dir);
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    cr_assert_eq(mkdir(ws, 0700), 0);
+    snprintf(in, sizeof(in), "%s/in.txt", ws);
+    cr_assert_eq(tu_write_file(in, "the secret word is plover\n", 26), 0);
+    cr_assert_eq(tu_write_file(rpath, roster, strlen(roster)), 0);
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]}%s%s}",
+             f->port, context_json ? ",\"context\":" : "",
+             context_json ? context_json : "");
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    for (int turn = 0; turn < 2; turn++) {
+        struct tu_run run = tu_forumv(
+            NULL, "--ledger", dir, "submit", "edit the file", "--roster", rpath,
+            "--workspace", ws, "--session", "s1", NULL);
+        cr_assert_eq(run.status, 0, "%s", run.err);
+        tu_run_free(&run);
+        if (turn == 0) { /* what turn 1 sent is not what turn 2 sees */
+            free(f->seen);
+            f->seen = NULL;
+            f->seen_len = 0;
+        }
+    }
+    /* turn 2's coordinator was sent turn 1's tool results, or not */
+    int seen = strstr(f->seen, "Tool results of turn 1") &&
+               strstr(f->seen, "- read_file: the secret word is plover");
+    cr_assert_eq(seen, want_seen, "%.2000s", f->seen);
+    char *budget = bodies_of(dir, "context_budget");
+    cr_assert(strstr(budget, "\"source\":\"tool_results\""), "%s", budget);
+    if (!want_seen)
+        cr_assert(strstr(budget, "\"reason\":\"max_tool_results_tokens\""),
+                  "%s", budget);
+    free(budget);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+Test(tool_loop, a_later_turn_sees_the_tool_results_of_earlier_ones,
+     .timeout = 60)
+{
+    session_turns(NULL, 1);
+}
+
+Test(tool_loop, forum_json_context_limits_can_leave_tool_results_out,
+     .timeout = 60)
+{
+    session_turns("{\"max_tool_results_tokens\":0}", 0);
+}
