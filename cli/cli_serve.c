@@ -2,6 +2,7 @@
  * once the port answers), `serve stop`, `serve status`, `serve logs`, and
  * `serve --check`. The daemon itself is daemon/service.c. */
 #include "cli/cli.h"
+#include "daemon/orch_sandbox.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -54,6 +55,9 @@ static const char help_serve[] =
     "                         a shell), the prompt as last argument; default\n"
     "                         the stub executor\n"
     "  --roster FILE          a roster JSON file instead of the built-in one\n"
+    "  --sandbox bwrap|none   where agents' commands run (default bwrap;\n"
+    "                         none runs them unconfined, said on every "
+    "result)\n"
     "  --workspace DIR        where agents' tools act (an absolute path; a\n"
     "                         project of yours); default: a fresh\n"
     "                         DIR/workspaces/run-<id> per run\n"
@@ -65,6 +69,7 @@ static const char help_serve[] =
 
 struct serve_opts {
     struct daemon_config cfg;
+    int sandbox_given;
     struct cli_providers prov;
     int check;
     int lines;
@@ -142,6 +147,11 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->cfg.cmd = v;
         } else if (!strcmp(a, "--roster")) {
             o->cfg.roster = v;
+        } else if (!strcmp(a, "--sandbox")) {
+            if (orch_sandbox_mode_parse(v) < 0)
+                return cli_usage_error(c, "serve: --sandbox: bwrap or none");
+            o->cfg.sandbox = orch_sandbox_mode_parse(v);
+            o->sandbox_given = 1;
         } else if (!strcmp(a, "--workspace")) {
             if (v[0] != '/')
                 return cli_usage_error(c, "serve: --workspace: an absolute "
@@ -227,6 +237,8 @@ static int load_config(struct cli *c, struct serve_opts *o)
     file.roster = flags.roster;
     if (flags.workspace)
         file.workspace = flags.workspace;
+    if (o->sandbox_given)
+        file.sandbox = flags.sandbox;
     file.ready_fd = flags.ready_fd;
     o->cfg = file;
     /* flags win over forum.json's models */

@@ -2,6 +2,7 @@
  * loop in this process on the ledger dir, through the handler table (so
  * --json prints exactly what POST /submit and POST /plan serve). */
 #include "cli/cli.h"
+#include "daemon/orch_sandbox.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ static const char submit_usage[] =
     "  --max-seconds S      the run's wall-clock budget\n" CLI_GATE_HELP
         CLI_SESSION_HELP
     "  --roster FILE        the roster (default: the built-in one)\n"
+    "  --sandbox bwrap|none where agents' commands run (default bwrap)\n"
     "  --workspace DIR      where agents' tools act (default: a fresh\n"
     "                       DIR/workspaces/run-<id>)\n"
     "  --timeout SECONDS    per task and per model call (default 300)\n"
@@ -57,6 +59,7 @@ struct submit_opts {
     cJSON *gates;
     const char *session;
     cJSON *context;
+    int sandbox, sandbox_given;
 };
 
 static int parse(struct cli *c, const char *name, const char *usage, int argc,
@@ -87,6 +90,11 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
             o->cfg.roster_path = argv[++i];
         } else if (!strcmp(a, "--workspace") && has) {
             o->cfg.workspace = argv[++i];
+        } else if (!strcmp(a, "--sandbox") && has) {
+            if (orch_sandbox_mode_parse(argv[i + 1]) < 0)
+                return cli_usage_error(c, "%s: --sandbox: bwrap or none", name);
+            o->sandbox = orch_sandbox_mode_parse(argv[++i]);
+            o->sandbox_given = 1;
         } else if (!strcmp(a, "--timeout") && has) {
             long long s = cli_parse_seq(argv[++i]);
             if (s < 1 || s > 86400)
@@ -159,6 +167,7 @@ static int run(struct cli *c, const char *name, const char *method,
     snprintf(wsroot, sizeof(wsroot), "%s/workspaces", c->ledger_dir);
     o.cfg.workspace_root = wsroot;
     o.cfg.mcp_servers = dc.mcp_servers;
+    o.cfg.sandbox = o.sandbox_given ? o.sandbox : dc.sandbox;
     o.cfg.context = dc.context;
     int rc = orch_create(&o.cfg, &orch, &err);
     if (rc) {

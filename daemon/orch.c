@@ -83,6 +83,11 @@ void orch_free(struct orch *o)
     free(o);
 }
 
+int orch_sandbox_mode(const struct orch *o)
+{
+    return o->sandbox;
+}
+
 const cJSON *orch_context_defaults(const struct orch *o)
 {
     return o->context;
@@ -334,6 +339,7 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
     /* the guardrails look for every configured key's value */
     for (size_t i = 0; c->models && i < c->models->n_providers && !rc; i++)
         rc = orch_guard_add_env(&o->guard, c->models->providers[i].api_key_env);
+    o->sandbox = c->sandbox;
     if (!rc && c->context) {
         struct orch_ctx_limits lim;
         orch_ctx_limits_default(&lim);

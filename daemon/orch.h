@@ -85,6 +85,9 @@ struct orch_config {
      * 0700 on first use). Both NULL: tools that need a workspace fail. */
     const char *workspace;
     const char *workspace_root;
+    /* Where run_command runs: ORCH_SANDBOX_BWRAP (0, the default) or
+     * ORCH_SANDBOX_NONE (daemon/orch_sandbox.h). */
+    int sandbox;
     /* The context limits every session turn starts from (forum.json
      * "context", as orch_ctx_limits_parse takes; a request's own limits
      * go over them); NULL: the defaults. Copied. */

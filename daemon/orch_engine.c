@@ -9,6 +9,7 @@
 #include "daemon/orch_engine.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 #include "daemon/orch_int.h"
 #include "daemon/orch_mcpc.h"
 #include "daemon/orch_model.h"
+#include "daemon/orch_sandbox.h"
 #include "daemon/orch_tools.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
@@ -2105,10 +2107,12 @@ static void tool_call_write(struct run *r, size_t t)
         fail(r, rc, &err);
 }
 
-/* Witnesses the result of the call awaiting one. */
-static void tool_result_write(struct run *r, size_t t, int ok,
-                              const char *output, const char *why, int rejected,
-                              int exit_code)
+/* Witnesses the result of the call awaiting one; sandbox (NULL: not a
+ * program) says where a program ran. */
+static void tool_result_write_ex(struct run *r, size_t t, int ok,
+                                 const char *output, const char *why,
+                                 int rejected, int exit_code,
+                                 const char *sandbox)
 {
     struct task *s = &r->t[t];
     struct fo_err err;
@@ -2138,7 +2142,9 @@ static void tool_result_write(struct run *r, size_t t, int ok,
                                               "the guardrails blocked this "
                                               "output"))) &&
         (!rejected || cJSON_AddTrueToObject(o, "rejected")) &&
-        (exit_code == INT32_MIN || fo_json_add_int(o, "exit_code", exit_code));
+        (exit_code == INT32_MIN ||
+         fo_json_add_int(o, "exit_code", exit_code)) &&
+        (!sandbox || cJSON_AddStringToObject(o, "sandbox", sandbox));
     free(clean);
     if (!good) {
         cJSON_Delete(o);
@@ -2149,6 +2155,13 @@ static void tool_result_write(struct run *r, size_t t, int ok,
         witness(r, "tool", "tool_result", s->await, o, (long)t, 0, 0, &err);
     if (rc)
         fail(r, rc, &err);
+}
+
+static void tool_result_write(struct run *r, size_t t, int ok,
+                              const char *output, const char *why, int rejected,
+                              int exit_code)
+{
+    tool_result_write_ex(r, t, ok, output, why, rejected, exit_code, NULL);
 }
 
 /* The run's workspace: the configured directory, or a fresh one per run
@@ -2177,7 +2190,15 @@ static int workspace(struct run *r, struct fo_err *err)
                           "no workspace: tools need a data dir or --workspace");
     }
     int rc = orch_workspace_open(path, create, &r->ws_fd, err);
-    if (!rc && !(r->ws_path = orch_strdup(path))) {
+    char abs[PATH_MAX];
+    if (!rc && !realpath(path, abs)) /* the sandbox binds it by this name */
+        rc =
+            fo_err_set(err, FO_E_IO, "workspace %s: %s", path, strerror(errno));
+    if (rc && r->ws_fd >= 0) {
+        close(r->ws_fd);
+        r->ws_fd = -1;
+    }
+    if (!rc && !(r->ws_path = orch_strdup(abs))) {
         close(r->ws_fd);
         r->ws_fd = -1;
         rc = nomem(err);
@@ -2217,12 +2238,16 @@ static void on_command_done(void *arg, int rc, struct orch_result *res,
         step(r);
         return;
     }
+    const char *sb =
+        orch_sandbox_mode(r->e->o) == ORCH_SANDBOX_NONE ? "none" : "bwrap";
     if (rc == FO_OK)
-        tool_result_write(r, t, res->ok, b.data ? b.data : "", NULL, 0,
-                          res->timed_out || res->signal ? -1 : res->exit_code);
+        tool_result_write_ex(
+            r, t, res->ok, b.data ? b.data : "", NULL, 0,
+            res->timed_out || res->signal ? -1 : res->exit_code, sb);
     else
-        tool_result_write(r, t, 0, "", jerr ? jerr->msg : "the command failed",
-                          0, INT32_MIN);
+        tool_result_write_ex(r, t, 0, "",
+                             jerr ? jerr->msg : "the command failed", 0,
+                             INT32_MIN, sb);
     fo_buf_release(&b);
     step(r);
 }
@@ -2372,8 +2397,27 @@ static void tool_run(struct run *r, size_t t)
         return;
     }
     const char **argv = NULL;
+    char **boxed = NULL;
     int timeout_ms = 0;
+    int none = orch_sandbox_mode(r->e->o) == ORCH_SANDBOX_NONE;
+    char sbwhy[256];
+    if (!none && !orch_sandbox_available(sbwhy, sizeof(sbwhy))) {
+        cJSON_Delete(args);
+        snprintf(
+            why, sizeof(why),
+            "refused: the sandbox cannot be made (%.200s); the operator may "
+            "set \"sandbox\": \"none\" in forum.json to run commands "
+            "unconfined",
+            sbwhy);
+        tool_result_write_ex(r, t, 0, NULL, why, 0, INT32_MIN, "unavailable");
+        return;
+    }
     rc = orch_tool_command_argv(args, &argv, &timeout_ms, &err);
+    if (!rc && !none) {
+        struct orch_sandbox sb = {.workspace = r->ws_path,
+                                  .network = ln->network};
+        rc = orch_sandbox_argv(&sb, argv, &boxed, &err);
+    }
     struct effect *f = rc ? NULL : calloc(1, sizeof(*f));
     if (!rc && !f)
         rc = nomem(&err);
@@ -2381,7 +2425,7 @@ static void tool_run(struct run *r, size_t t)
         *f = (struct effect){.r = r, .task = (long)t, .kind = E_TASK_JOB};
         struct orch_exec_config cfg = {
             .kind = ORCH_EXEC_CLI,
-            .argv = argv,
+            .argv = boxed ? (const char *const *)boxed : argv,
             .env = orch_child_env(r->e->o),
             .timeout_ms = timeout_ms ? timeout_ms : COMMAND_TIMEOUT_MS,
             .output_max = ORCH_TOOL_OUTPUT_MAX / 2,
@@ -2392,6 +2436,7 @@ static void tool_run(struct run *r, size_t t)
                             &f->job, &err);
     }
     free(argv);
+    free(boxed);
     cJSON_Delete(args);
     if (rc == FO_E_NOMEM) {
         free(f);
@@ -2400,7 +2445,8 @@ static void tool_run(struct run *r, size_t t)
     }
     if (rc) {
         free(f);
-        tool_result_write(r, t, 0, NULL, err.msg, 0, INT32_MIN);
+        tool_result_write_ex(r, t, 0, NULL, err.msg, 0, INT32_MIN,
+                             none ? "none" : "bwrap");
         return;
     }
     s->eff = f;

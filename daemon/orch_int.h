@@ -64,7 +64,10 @@ struct orch {
     char *workspace_root;    /* else a fresh run-<id> under it, or NULL */
     cJSON *mcp_servers;      /* forum.json's, checked; or NULL */
     cJSON *context;          /* forum.json's context limits, or NULL */
+    int sandbox;             /* enum orch_sandbox_mode */
 };
+
+int orch_sandbox_mode(const struct orch *o);
 
 const cJSON *orch_context_defaults(const struct orch *o);
 

@@ -24,6 +24,7 @@
 
 #include "daemon/commit.h"
 #include "daemon/orch.h"
+#include "daemon/orch_sandbox.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_file.h"
 #include "ledger/fo_json.h"
@@ -539,7 +540,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                              .workspace = cfg->workspace,
                              .workspace_root = wsroot,
                              .mcp_servers = cfg->mcp_servers,
-                             .context = cfg->context};
+                             .context = cfg->context,
+                             .sandbox = cfg->sandbox};
     rc = orch_create(&oc, &d->orch, err);
     if (rc)
         goto out;
@@ -648,6 +650,21 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
              cfg->cmd ? "the --cmd command answers every role and runs "
                         "every task"
                       : "every role is the deterministic stub");
+    if (cfg->sandbox == ORCH_SANDBOX_NONE) {
+        dlog(d, "sandbox: none (configured): agents' commands run "
+                "unconfined, and every result says so");
+    } else {
+        char why[256];
+        if (orch_sandbox_available(why, sizeof(why)))
+            dlog(d, "sandbox: bubblewrap (agents' commands run confined to "
+                    "their workspace)");
+        else
+            dlog(d,
+                 "sandbox: unavailable: %s; run_command calls are "
+                 "refused (set \"sandbox\": \"none\" to run them "
+                 "unconfined)",
+                 why);
+    }
     if (cfg->gates)
         dlog(d, "approval gates: a standing policy is set (forum gate "
                 "list shows the gates waiting)");
@@ -774,6 +791,9 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
             cfg->has_models = 1;
         } else if (!strcmp(k, "gates") && cJSON_IsObject(v)) {
             cfg->gates = v; /* checked with the roster by orch_create */
+        } else if (!strcmp(k, "sandbox") && cJSON_IsString(v) &&
+                   orch_sandbox_mode_parse(v->valuestring) >= 0) {
+            cfg->sandbox = orch_sandbox_mode_parse(v->valuestring);
         } else if (!strcmp(k, "context") && cJSON_IsObject(v)) {
             cfg->context = v; /* checked by orch_create */
         } else if (!strcmp(k, "mcp_servers") && cJSON_IsObject(v)) {

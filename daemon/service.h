@@ -42,6 +42,8 @@ struct daemon_config {
     const cJSON *mcp_servers;
     /* forum.json "context": the context limits of session turns, or NULL */
     const cJSON *context;
+    /* forum.json "sandbox" / --sandbox: ORCH_SANDBOX_BWRAP (0) or _NONE */
+    int sandbox;
     /* The approval-gate policy every run starts with (forum.json "gates"
      * or the --gate flags); NULL: none. gates_owned is freed by
      * daemon_config_release. */

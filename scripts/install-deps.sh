@@ -9,8 +9,9 @@ set -euo pipefail
 serve_only=0
 [ "${1:-}" = --serve ] && serve_only=1
 
+# bubblewrap: the sandbox agents' commands run in (docs/AGENTS.md)
 pkgs=(build-essential cmake pkg-config ca-certificates
-      libevent-dev libsqlite3-dev libssl-dev libcjson-dev)
+      libevent-dev libsqlite3-dev libssl-dev libcjson-dev bubblewrap)
 if [ $serve_only = 0 ]; then
   pkgs+=(libcriterion-dev clang-format golang-go golang-golang-x-mod-dev)
   [ "${FORUM_DEPS_BENCH:-0}" = 1 ] && pkgs+=(wrk)

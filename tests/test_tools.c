@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "daemon/orch_guard.h"
+#include "daemon/orch_sandbox.h"
 #include "daemon/orch_tools.h"
 #include "ledger/fo_json.h"
 #include "ledger/ledger.h"
@@ -827,4 +828,76 @@ Test(tool_loop, forum_json_context_limits_can_leave_tool_results_out,
      .timeout = 60)
 {
     session_turns("{\"max_tool_results_tokens\":0}", 0);
+}
+
+/* ---- run_command runs in the sandbox, and says so -------------------------
+ */
+
+static char sandbox_secret_path[700];
+
+static const char *peeking(struct fake *f, const char *role, int n,
+                           const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    static char call[1024];
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "done";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (n % 2 == 0) {
+        snprintf(call, sizeof(call),
+                 "CALL run_command {\"argv\":[\"cat\",\"%s\"]}",
+                 sandbox_secret_path);
+        return call;
+    }
+    return "done";
+}
+
+static char *peek_run(const char *mode)
+{
+    struct fake *f = fake_start(peeking);
+    char *dir = tu_tmpdir();
+    char rpath[600], url[80];
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    snprintf(sandbox_secret_path, sizeof(sandbox_secret_path), "%s/secret.txt",
+             dir);
+    cr_assert_eq(tu_write_file(sandbox_secret_path, "PLOVER-XYZZY", 12), 0);
+    const char *r =
+        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
+        "\"run_command\"]}]}";
+    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    struct tu_run run = tu_forumv(
+        NULL, "--ledger", dir, "submit", "edit", "the", "file", "--roster",
+        rpath, "--sandbox", mode, "--chat-url", url, "--model", "m1", NULL);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    tu_run_free(&run);
+    char *res = bodies_of(dir, "tool_result");
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+    return res;
+}
+
+Test(tool_loop, run_command_cannot_read_the_data_dir_from_its_sandbox,
+     .timeout = 60)
+{
+    char why[256];
+    if (!orch_sandbox_available(why, sizeof(why)))
+        cr_skip_test("no sandbox on this machine: %s", why);
+    char *res = peek_run("bwrap");
+    cr_assert(strstr(res, "\"sandbox\":\"bwrap\""), "%s", res);
+    cr_assert_null(strstr(res, "PLOVER-XYZZY"), "%s", res);
+    cr_assert(strstr(res, "No such file"), "%s", res);
+    free(res);
+    /* unconfined, as the operator may choose: the same call reads it, and
+     * every result says it ran without a sandbox */
+    res = peek_run("none");
+    cr_assert(strstr(res, "\"sandbox\":\"none\""), "%s", res);
+    cr_assert(strstr(res, "PLOVER-XYZZY"), "%s", res);
+    free(res);
 }
