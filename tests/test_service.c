@@ -60,13 +60,18 @@ Test(service, start_status_logs_stop, .timeout = 60)
     cJSON_Delete(st);
     tu_run_free(&r);
     /* the log names what serves: the address, then the model providers
-     * (here none) */
-    r = tu_forumv(NULL, "--ledger", dir, "serve", "logs", "-n", "1",
+     * (here none), then the sandbox of agents' commands */
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "logs", "-n", "2",
                   (char *)NULL);
     cr_assert_eq(r.status, 0);
-    cr_assert(strstr(r.out, "no model provider"), "%s", r.out);
-    cr_assert_eq(strchr(r.out, '\n') - r.out + 1, (long)r.out_len,
-                 "more than one line: %s", r.out);
+    char *nl = strchr(r.out, '\n');
+    cr_assert_not_null(nl, "%s", r.out);
+    cr_assert(strstr(r.out, "no model provider") &&
+                  strstr(r.out, "no model provider") < nl,
+              "%s", r.out);
+    cr_assert(strstr(nl, "sandbox: "), "%s", r.out);
+    cr_assert_eq(strchr(nl + 1, '\n') - r.out + 1, (long)r.out_len,
+                 "not two lines: %s", r.out);
     tu_run_free(&r);
     r = tu_forumv(NULL, "--ledger", dir, "serve", "logs", (char *)NULL);
     cr_assert(strstr(r.out, "serving"), "%s", r.out);
