@@ -20,7 +20,7 @@ struct daemon_commit {
     int started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct daemon_commit_req *head, *tail;
+    struct ledger_queued_append *head, *tail;
     size_t queued;
     int stopping;
     int stopped;
@@ -31,7 +31,7 @@ struct daemon_commit {
     struct fo_err refused;
     /* committer-thread state */
     struct ledger_append *scratch;
-    struct daemon_commit_req **taken;
+    struct ledger_queued_append **taken;
     int64_t signed_size;
     int64_t last_sign_us;
 };
@@ -123,7 +123,7 @@ static void commit_batch(struct daemon_commit *c, size_t n)
         }
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
-        struct daemon_commit_req *r = c->taken[i];
+        struct ledger_queued_append *r = c->taken[i];
         r->a.rc = c->scratch[i].rc;
         r->a.err = c->scratch[i].err;
         r->a.entry = c->scratch[i].entry;
@@ -150,7 +150,7 @@ static void commit_batch(struct daemon_commit *c, size_t n)
     void (*flush)(void *) = NULL;
     void *flush_arg = NULL;
     for (size_t i = 0; i < n; i++) {
-        struct daemon_commit_req *r = c->taken[i];
+        struct ledger_queued_append *r = c->taken[i];
         void (*f)(void *) = r->flush;
         void *fa = r->flush_arg;
         if (flush && (flush != f || flush_arg != fa))
@@ -259,8 +259,8 @@ out:
     return rc;
 }
 
-int daemon_commit_submit(struct daemon_commit *c, struct daemon_commit_req *r,
-                         struct fo_err *err)
+int daemon_commit_submit(struct daemon_commit *c,
+                         struct ledger_queued_append *r, struct fo_err *err)
 {
     pthread_mutex_lock(&c->mu);
     if (c->stopping) {
@@ -285,7 +285,7 @@ size_t daemon_commit_max_batch(const struct daemon_commit *c)
 }
 
 int daemon_commit_submit_group(struct daemon_commit *c,
-                               struct daemon_commit_req *reqs, size_t n,
+                               struct ledger_queued_append *reqs, size_t n,
                                struct fo_err *err)
 {
     if (n == 0 || n > c->cfg.max_batch)
@@ -318,7 +318,7 @@ struct sync_wait {
     int done;
 };
 
-static void sync_done(struct daemon_commit_req *r)
+static void sync_done(struct ledger_queued_append *r)
 {
     struct sync_wait *w = r->arg;
     pthread_mutex_lock(&w->mu);
@@ -334,7 +334,7 @@ int daemon_commit_append_sync(void *hook, struct ledger_append *req,
     struct sync_wait w = {.done = 0};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
-    struct daemon_commit_req r = {.a = *req, .done = sync_done, .arg = &w};
+    struct ledger_queued_append r = {.a = *req, .done = sync_done, .arg = &w};
     int rc = daemon_commit_submit(c, &r, err);
     if (rc == FO_OK) {
         pthread_mutex_lock(&w.mu);
@@ -384,7 +384,7 @@ void daemon_commit_free(struct daemon_commit *c)
 }
 
 /* Counts the group's requests done; the last wakes the waiter. */
-static void group_done(struct daemon_commit_req *r)
+static void group_done(struct ledger_queued_append *r)
 {
     struct sync_wait *w = r->arg;
     pthread_mutex_lock(&w->mu);
@@ -398,14 +398,14 @@ int daemon_commit_append_batch_sync(void *hook, struct ledger_append *reqs,
                                     size_t n, struct fo_err *err)
 {
     struct daemon_commit *c = hook;
-    struct daemon_commit_req *rs = calloc(n ? n : 1, sizeof(*rs));
+    struct ledger_queued_append *rs = calloc(n ? n : 1, sizeof(*rs));
     if (!rs)
         return fo_err_set(err, FO_E_NOMEM, NULL);
     struct sync_wait w = {.done = (int)n};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     for (size_t i = 0; i < n; i++)
-        rs[i] = (struct daemon_commit_req){
+        rs[i] = (struct ledger_queued_append){
             .a = reqs[i], .done = group_done, .arg = &w};
     int rc = daemon_commit_submit_group(c, rs, n, err);
     if (rc == FO_OK) {
@@ -429,4 +429,50 @@ int daemon_commit_append_batch_sync(void *hook, struct ledger_append *reqs,
     pthread_mutex_destroy(&w.mu);
     free(rs);
     return rc;
+}
+
+int daemon_commit_metrics(struct daemon_commit *c, struct fo_buf *b)
+{
+    struct daemon_commit_stats s;
+    daemon_commit_stats(c, &s);
+    int rc = fo_buf_printf(
+        b,
+        "# HELP forum_appends_total Appends committed.\n"
+        "# TYPE forum_appends_total counter\n"
+        "forum_appends_total %llu\n"
+        "# HELP forum_appends_rejected_total Appends refused.\n"
+        "# TYPE forum_appends_rejected_total counter\n"
+        "forum_appends_rejected_total %llu\n"
+        "# HELP forum_commits_total Transactions committed.\n"
+        "# TYPE forum_commits_total counter\n"
+        "forum_commits_total %llu\n"
+        "# HELP forum_commit_failures_total Transactions that failed.\n"
+        "# TYPE forum_commit_failures_total counter\n"
+        "forum_commit_failures_total %llu\n"
+        "# HELP forum_checkpoints_signed_total Checkpoints signed.\n"
+        "# TYPE forum_checkpoints_signed_total counter\n"
+        "forum_checkpoints_signed_total %llu\n"
+        "# HELP forum_commit_queue Appends waiting for a commit.\n"
+        "# TYPE forum_commit_queue gauge\n"
+        "forum_commit_queue %llu\n"
+        "# HELP forum_commit_batch_size Appends per transaction.\n"
+        "# TYPE forum_commit_batch_size histogram\n",
+        (unsigned long long)s.appends, (unsigned long long)s.rejected,
+        (unsigned long long)s.commits, (unsigned long long)s.failed,
+        (unsigned long long)s.checkpoints, (unsigned long long)s.queued);
+    unsigned long long cum = 0;
+    for (int i = 0; i < 8; i++) {
+        cum += s.batch_hist[i];
+        if (i < 7)
+            rc |= fo_buf_printf(b,
+                                "forum_commit_batch_size_bucket{le=\"%d\"} "
+                                "%llu\n",
+                                (2 << i) - 1, cum);
+    }
+    rc |= fo_buf_printf(b,
+                        "forum_commit_batch_size_bucket{le=\"+Inf\"} %llu\n"
+                        "forum_commit_batch_size_sum %llu\n"
+                        "forum_commit_batch_size_count %llu\n",
+                        cum, (unsigned long long)s.batch_sum, cum);
+    return rc ? FO_E_NOMEM : FO_OK;
 }

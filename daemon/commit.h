@@ -10,28 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ledger/fo_buf.h"
 #include "ledger/fo_err.h"
 #include "ledger/ledger.h"
 
 struct daemon_commit;
 
-/* One queued append. The submitter owns it (and a's body) until done runs.
- * done is called on the committer thread once the batch holding it has
- * committed (a.rc FO_OK, a.entry set) or failed (a.rc, a.err say why).
- * flush, when set, is called on the same thread after done has run for
- * every request of the batch that names the same flush and flush_arg: a
- * submitter can hand a whole batch of answers over at once. */
-struct daemon_commit_req {
-    struct ledger_append a;
-    void (*done)(struct daemon_commit_req *r);
-    void *arg; /* for done */
-    void (*flush)(void *flush_arg);
-    void *flush_arg;
-    /* set by daemon_commit_submit_group on a group's first request: how
-     * many requests the group has (they go into one transaction) */
-    size_t group;
-    struct daemon_commit_req *next; /* private to the queue */
-};
+/* One queued append: struct ledger_queued_append (ledger/ledger.h). */
 
 struct daemon_commit_config {
     size_t max_batch;     /* appends per transaction; 0: 4096 */
@@ -61,14 +46,14 @@ int daemon_commit_create(const char *dir,
 
 /* Queues r (never blocks on I/O). FO_E_DRAINING once stopping: r is not
  * queued and done is not called. */
-int daemon_commit_submit(struct daemon_commit *c, struct daemon_commit_req *r,
-                         struct fo_err *err);
+int daemon_commit_submit(struct daemon_commit *c,
+                         struct ledger_queued_append *r, struct fo_err *err);
 
 /* Queues reqs[0..n) as one group: they are committed in the same
  * transaction, one after another (n at most the committer's max_batch:
  * FO_E_INVALID beyond). As daemon_commit_submit otherwise. */
 int daemon_commit_submit_group(struct daemon_commit *c,
-                               struct daemon_commit_req *reqs, size_t n,
+                               struct ledger_queued_append *reqs, size_t n,
                                struct fo_err *err);
 
 /* The most requests a group may have (the committer's max_batch). */
@@ -102,6 +87,11 @@ void daemon_commit_refuse(struct daemon_commit *c, const struct fo_err *why);
 /* Snapshot of the counters. */
 void daemon_commit_stats(struct daemon_commit *c,
                          struct daemon_commit_stats *out);
+
+/* The counters as Prometheus text (forum_appends_total, the commit batch
+ * size histogram, ...), appended to out: what GET /metrics adds for the
+ * group commit. FO_OK or FO_E_NOMEM. */
+int daemon_commit_metrics(struct daemon_commit *c, struct fo_buf *out);
 
 /* Stops taking requests, commits everything already queued (calling each
  * done), signs a last checkpoint when the tree grew, and joins the thread.

@@ -321,6 +321,18 @@ static int worker_health(void *hook, struct fo_err *err)
 
 /* ---- contexts --------------------------------------------------------- */
 
+/* The surfaces' view of the group commit (surfaces/http.h). */
+static int commit_submit(void *hook, struct ledger_queued_append *r,
+                         struct fo_err *err)
+{
+    return daemon_commit_submit(hook, r, err);
+}
+
+static int commit_metrics(void *hook, struct fo_buf *out)
+{
+    return daemon_commit_metrics(hook, out);
+}
+
 static int ctx_open(void *hook, struct surf_ctx **out, struct fo_err *err)
 {
     struct daemon *d = hook;
@@ -357,13 +369,13 @@ static void ctx_close(void *hook, struct surf_ctx *ctx)
 /* An engine entry through the group committer: the committer's request
  * around the engine's, copied back when its batch committed. */
 struct engine_creq {
-    struct daemon_commit_req creq;
+    struct ledger_queued_append creq;
     struct ledger_append *a;
     void (*done)(void *arg);
     void *arg;
 };
 
-static void engine_committed(struct daemon_commit_req *r)
+static void engine_committed(struct ledger_queued_append *r)
 {
     struct engine_creq *c = r->arg;
     c->a->rc = r->a.rc;
@@ -612,7 +624,9 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         .ctx_open = ctx_open,
         .ctx_close = ctx_close,
         .hook = d,
-        .commit = d->commit,
+        .append_submit = d->commit ? commit_submit : NULL,
+        .metrics = d->commit ? commit_metrics : NULL,
+        .append_hook = d->commit,
         .log = dlog,
     };
     rc = surf_http_create(d->base, &hc, &d->http, err);

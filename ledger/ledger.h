@@ -94,6 +94,26 @@ struct ledger_append {
     struct ledger_entry entry; /* the new entry, when rc == FO_OK */
 };
 
+/* An append queued for an asynchronous committer (the daemon's group
+ * commit, daemon/commit.h; the surfaces see only this). The submitter owns
+ * it (and a's body) until done runs. done is called on the committer's
+ * thread once the batch holding it has committed (a.rc FO_OK, a.entry set)
+ * or failed (a.rc, a.err say why). flush, when set, is called on the same
+ * thread after done has run for every request of the batch that names the
+ * same flush and flush_arg: a submitter can hand a whole batch of answers
+ * over at once. */
+struct ledger_queued_append {
+    struct ledger_append a;
+    void (*done)(struct ledger_queued_append *r);
+    void *arg; /* for done */
+    void (*flush)(void *flush_arg);
+    void *flush_arg;
+    /* set by a group submit on the group's first request: how many
+     * requests the group has (they go into one transaction) */
+    size_t group;
+    struct ledger_queued_append *next; /* private to the queue */
+};
+
 /* Appends a batch in one transaction: one fsync for all. Each request is
  * validated on its own (actor 1-128 bytes of UTF-8, kind 1-64 bytes of
  * [a-z0-9_.-], parent < its seq, body within the limit); invalid ones get

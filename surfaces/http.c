@@ -63,7 +63,7 @@ struct job {
     char *body;
     size_t body_len;
     /* an append */
-    struct daemon_commit_req creq;
+    struct ledger_queued_append creq;
     struct fo_buf cbody;
     struct job *next;
 };
@@ -377,7 +377,7 @@ static void *worker(void *arg)
 /* Committer thread: an append's transaction ended. The reply is written
  * here, off the loop thread: the served entry directly in its canonical
  * form (ledger_entry_text), or the error; queued for append_flush. */
-static void append_done(struct daemon_commit_req *r)
+static void append_done(struct ledger_queued_append *r)
 {
     struct job *j = r->arg;
     struct surf_http *h = j->h;
@@ -519,49 +519,8 @@ static int metrics_text(struct surf_http *h, struct fo_buf *b)
         "forum_http_request_deadline_total %llu\n",
         h->open, h->max_open, h->full_stops, ACCEPT_PAUSE_MS, h->accept_errors,
         h->deadline_closes);
-    if (h->cfg.commit) {
-        struct daemon_commit_stats s;
-        daemon_commit_stats(h->cfg.commit, &s);
-        rc |= fo_buf_printf(
-            b,
-            "# HELP forum_appends_total Appends committed.\n"
-            "# TYPE forum_appends_total counter\n"
-            "forum_appends_total %llu\n"
-            "# HELP forum_appends_rejected_total Appends refused.\n"
-            "# TYPE forum_appends_rejected_total counter\n"
-            "forum_appends_rejected_total %llu\n"
-            "# HELP forum_commits_total Transactions committed.\n"
-            "# TYPE forum_commits_total counter\n"
-            "forum_commits_total %llu\n"
-            "# HELP forum_commit_failures_total Transactions that failed.\n"
-            "# TYPE forum_commit_failures_total counter\n"
-            "forum_commit_failures_total %llu\n"
-            "# HELP forum_checkpoints_signed_total Checkpoints signed.\n"
-            "# TYPE forum_checkpoints_signed_total counter\n"
-            "forum_checkpoints_signed_total %llu\n"
-            "# HELP forum_commit_queue Appends waiting for a commit.\n"
-            "# TYPE forum_commit_queue gauge\n"
-            "forum_commit_queue %llu\n"
-            "# HELP forum_commit_batch_size Appends per transaction.\n"
-            "# TYPE forum_commit_batch_size histogram\n",
-            (unsigned long long)s.appends, (unsigned long long)s.rejected,
-            (unsigned long long)s.commits, (unsigned long long)s.failed,
-            (unsigned long long)s.checkpoints, (unsigned long long)s.queued);
-        unsigned long long cum = 0;
-        for (int i = 0; i < 8; i++) {
-            cum += s.batch_hist[i];
-            if (i < 7)
-                rc |= fo_buf_printf(b,
-                                    "forum_commit_batch_size_bucket{le=\"%d\"} "
-                                    "%llu\n",
-                                    (2 << i) - 1, cum);
-        }
-        rc |= fo_buf_printf(b,
-                            "forum_commit_batch_size_bucket{le=\"+Inf\"} %llu\n"
-                            "forum_commit_batch_size_sum %llu\n"
-                            "forum_commit_batch_size_count %llu\n",
-                            cum, (unsigned long long)s.batch_sum, cum);
-    }
+    if (h->cfg.metrics)
+        rc |= h->cfg.metrics(h->cfg.append_hook, b);
     rc |= fo_buf_puts(b, "# HELP forum_http_requests_total Requests answered "
                          "by route and status.\n"
                          "# TYPE forum_http_requests_total counter\n");
@@ -1321,7 +1280,7 @@ static void handle(struct evhttp_request *req, void *arg)
         }
         return; /* answered by run_reply */
     }
-    if (m->where == SURF_ON_COMMIT && h->cfg.commit) {
+    if (m->where == SURF_ON_COMMIT && h->cfg.append_submit) {
         /* The group commit: validate and canonicalise here, answer when
          * the committer has made it durable. */
         if (surf_validate(m, in, &err) != FO_OK) {
@@ -1344,7 +1303,7 @@ static void handle(struct evhttp_request *req, void *arg)
         j->creq.arg = j;
         j->creq.flush = append_flush;
         j->creq.flush_arg = h;
-        if (daemon_commit_submit(h->cfg.commit, &j->creq, &err) != FO_OK) {
+        if (h->cfg.append_submit(h->cfg.append_hook, &j->creq, &err) != FO_OK) {
             job_free(j);
             send_error(h, req, &err, 1, route, t0);
             goto done;

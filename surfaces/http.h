@@ -12,7 +12,8 @@
 
 #include <event2/event.h>
 
-#include "daemon/commit.h"
+#include "ledger/fo_buf.h"
+#include "ledger/ledger.h"
 #include "surfaces/surf.h"
 
 struct surf_http;
@@ -39,8 +40,14 @@ struct surf_http_config {
     int (*ctx_open)(void *hook, struct surf_ctx **out, struct fo_err *err);
     void (*ctx_close)(void *hook, struct surf_ctx *ctx);
     void *hook;
-    /* Group commit for POST /append; NULL: appends run on a worker. */
-    struct daemon_commit *commit;
+    /* Asynchronous appends for SURF_ON_COMMIT methods (the daemon's group
+     * commit): append_submit queues r, whose done then runs on another
+     * thread once r committed or failed; NULL: appends run on a worker.
+     * metrics appends its counters to GET /metrics (may be NULL). */
+    int (*append_submit)(void *hook, struct ledger_queued_append *r,
+                         struct fo_err *err);
+    int (*metrics)(void *hook, struct fo_buf *out);
+    void *append_hook;
     /* Log lines (may be NULL). */
     void (*log)(void *hook, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
