@@ -219,6 +219,7 @@ static void free_ref(const void *data, size_t len, void *arg)
 
 static void drain_check(struct surf_http *h);
 static void conn_replied(struct surf_http *h, struct evhttp_request *req);
+static void conn_sent(struct surf_http *h, struct evhttp_request *req);
 
 /* libevent wrote a whole reply to the socket. */
 static void reply_written(struct evhttp_request *req, void *arg)
@@ -242,12 +243,24 @@ static void send_raw(struct surf_http *h, struct evhttp_request *req,
     evhttp_add_header(oh, "Content-Type", ctype);
     if (close)
         evhttp_add_header(oh, "Connection", "close");
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        /* the GET's headers, its length, and no body: a keep-alive client
+         * reads the next reply where it starts */
+        char cl[32];
+        snprintf(cl, sizeof(cl), "%zu", data ? len : 0);
+        evhttp_remove_header(oh, "Content-Length");
+        evhttp_add_header(oh, "Content-Length", cl);
+        free(data);
+        data = NULL;
+        len = 0;
+    }
     struct evbuffer *buf = evbuffer_new();
     if (buf && data && len &&
         evbuffer_add_reference(buf, data, len, free_ref, data) == 0)
         data = NULL; /* owned by buf now */
     free(data);
     h->unsent++;
+    conn_sent(h, req);
     evhttp_request_set_on_complete_cb(req, reply_written, h);
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct bufferevent *bev =
@@ -801,6 +814,7 @@ struct conn {
     int pin_mode; /* PIN_READ, PIN_QUIET or PIN_HUP */
     int pinned;   /* the first request made the pin */
     int fresh;    /* a request was taken since the pin last fired */
+    long unsent;  /* its replies handed to libevent, not yet written */
 };
 
 /* libevent 2.1 calls a listener's error callback with the listener's
@@ -949,9 +963,18 @@ static void conn_drop(struct conn *c)
 
 static void conn_closed(struct evhttp_connection *evcon, void *arg)
 {
-    struct conn *c = conn_find(arg, evcon);
-    if (c)
-        conn_drop(c);
+    struct surf_http *h = arg;
+    struct conn *c = conn_find(h, evcon);
+    if (!c)
+        return;
+    /* replies the client went away before reading are never written (and
+     * never reported written): they are no longer waited for */
+    long lost = c->unsent;
+    conn_drop(c);
+    if (lost) {
+        h->unsent -= lost;
+        drain_check(h);
+    }
 }
 
 static int conn_add(struct surf_http *h, struct evhttp_connection *evcon,
@@ -1099,6 +1122,14 @@ static void conn_request(struct surf_http *h, struct evhttp_request *req)
     c->fresh = 1;
 }
 
+/* A reply was handed to libevent on req's connection. */
+static void conn_sent(struct surf_http *h, struct evhttp_request *req)
+{
+    struct conn *c = conn_find(h, evhttp_request_get_connection(req));
+    if (c)
+        c->unsent++;
+}
+
 /* Its reply is written: the next request's deadline starts with its first
  * byte, which may be here already (pipelined). */
 static void conn_replied(struct surf_http *h, struct evhttp_request *req)
@@ -1106,6 +1137,8 @@ static void conn_replied(struct surf_http *h, struct evhttp_request *req)
     struct conn *c = conn_find(h, evhttp_request_get_connection(req));
     if (!c)
         return;
+    if (c->unsent > 0)
+        c->unsent--;
     c->state = CONN_IDLE;
     if (evbuffer_get_length(c->in))
         conn_reading(c);
@@ -1164,6 +1197,9 @@ static void handle(struct evhttp_request *req, void *arg)
     }
     memcpy(path, upath, plen + 1);
     const char *verb = method_name(evhttp_request_get_command(req));
+    /* HEAD is a GET whose body is not sent (send_raw) */
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD)
+        verb = "GET";
     int is_health = strcmp(path, "/health") == 0;
     if (!is_health && !h->cfg.no_auth && !token_ok(h, req)) {
         send_errorf(h, req, FO_E_UNAUTHORIZED,

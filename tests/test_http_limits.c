@@ -306,3 +306,95 @@ Test(http_limits, a_request_trickling_in_is_closed_at_its_deadline,
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     tu_rmrf(dir);
 }
+
+/* HEAD answers the GET's headers with its Content-Length and no body, so
+ * a keep-alive client reads the next reply where it starts; HEAD on a POST
+ * route is a 405 naming the method allowed (issue 18, defect 5). */
+Test(http_limits, head_has_no_body_and_keeps_the_connection_in_step,
+     .timeout = 30)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--no-auth", NULL);
+    const char req[] = "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                       "HEAD /append HTTP/1.1\r\nHost: x\r\n\r\n"
+                       "GET /health HTTP/1.1\r\nHost: x\r\n"
+                       "Connection: close\r\n\r\n";
+    int closed = 0;
+    char *reply = NULL;
+    int st = tu_http_raw(d.port, req, sizeof(req) - 1, 5000, &closed, &reply);
+    cr_assert_eq(st, 200, "%s", reply ? reply : "");
+    /* three replies back to back: each head ends where the next begins */
+    char *a = reply, *end = strstr(a, "\r\n\r\n");
+    cr_assert_not_null(end, "%s", reply);
+    cr_assert(strstr(a, "Content-Length: 12\r\n") &&
+                  strstr(a, "Content-Length: 12\r\n") < end,
+              "%s", reply);
+    char *b = end + 4;
+    cr_assert_eq(strncmp(b, "HTTP/1.1 405", 12), 0, "a body after HEAD: %s",
+                 reply);
+    end = strstr(b, "\r\n\r\n");
+    cr_assert_not_null(end);
+    cr_assert(strstr(b, "Allow: POST\r\n") && strstr(b, "Allow: POST") < end,
+              "%s", reply);
+    char *c = end + 4;
+    cr_assert_eq(strncmp(c, "HTTP/1.1 200", 12), 0, "%s", reply);
+    cr_assert(strstr(c, "\r\n\r\n{\"ok\":true}\n"), "%s", reply);
+    free(reply);
+    tu_daemon_signal_wait(&d, SIGTERM, 10000);
+    tu_rmrf(dir);
+}
+
+/* A client that resets its connection before reading its replies: the
+ * replies libevent was still writing are no longer waited for, so a later
+ * SIGTERM drains at once instead of waiting out its grace for them (issue
+ * 18, defect 10). */
+Test(http_limits, replies_to_a_reset_client_are_not_waited_for_at_stop,
+     .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    /* one entry with a body near the 1 MiB limit */
+    size_t n = 900 * 1024;
+    char *payload = malloc(n + 32);
+    cr_assert_not_null(payload);
+    memcpy(payload, "{\"x\":\"", 6);
+    memset(payload + 6, 'a', n);
+    memcpy(payload + 6 + n, "\"}", 3);
+    char pf[700], log[700];
+    snprintf(pf, sizeof(pf), "%s/payload.json", dir);
+    snprintf(log, sizeof(log), "%s/forum.log", dir);
+    cr_assert_eq(tu_write_file(pf, payload, strlen(payload)), 0);
+    free(payload);
+    char at[710];
+    snprintf(at, sizeof(at), "@%s", pf);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "a",
+                  "--kind", "big", "--payload", at, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--no-auth", "--log-file", log, NULL);
+    /* 16 pipelined requests for the 900 KiB body, never read: far more
+     * than the kernel's buffers take, so a reply is left half-written */
+    int fd = tu_connect_loopback(d.port, 4096);
+    char reqs[16 * 64];
+    size_t len = 0;
+    for (int i = 0; i < 16; i++)
+        len += (size_t)snprintf(reqs + len, sizeof(reqs) - len,
+                                "GET /ledger/0/payload HTTP/1.1\r\nHost: "
+                                "x\r\n\r\n");
+    cr_assert_eq(write(fd, reqs, len), (ssize_t)len);
+    /* wait until the daemon has a reply in hand: /status answers once the
+     * loop has gone round since */
+    usleep(300000);
+    cJSON *st = tu_http_json(&d, "GET", "/status", NULL, 200);
+    cJSON_Delete(st);
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    close(fd); /* a reset */
+    usleep(200000);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
+    cr_assert_not(tu_file_has(log, "still unwritten"),
+                  "the stop waited for replies to a client that was gone");
+    tu_rmrf(dir);
+}
