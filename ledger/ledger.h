@@ -227,7 +227,12 @@ struct ledger_verify_result {
 };
 
 /* The fixed reasons: "seq_gap", "prev_mismatch", "hash_mismatch",
- * "bad_parent", "ts_backwards", "bad_field", "tree_mismatch". */
+ * "bad_parent", "ts_backwards", "bad_field", "tree_mismatch",
+ * "format_mismatch" (meta.format is not forum-ledger/1), "orphan_body"
+ * (deep: a stored body of no entry), "checkpoint_beyond_log" (a stored
+ * checkpoint signs more entries than the log has: it was cut), and
+ * "checkpoint_mismatch" (a stored checkpoint's root or note is not what
+ * the entries give). */
 
 typedef void (*ledger_progress_fn)(void *ctx, int64_t done, int64_t total);
 

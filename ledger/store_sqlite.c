@@ -960,7 +960,9 @@ static int sq_head(struct store *s, int64_t *count, struct store_rec *last,
     int out = FO_OK;
     if (rc == SQLITE_ROW) {
         struct store_rec tmp;
-        if (read_rec(q, last ? last : &tmp) != 0)
+        if (read_rec(q, last ? last : &tmp) != 0 ||
+            (last ? last : &tmp)->seq < 0 ||
+            (last ? last : &tmp)->seq == INT64_MAX)
             out = fo_err_set(err, FO_E_CORRUPT, "%s: damaged head entry",
                              s->path);
         else

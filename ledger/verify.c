@@ -11,6 +11,7 @@
 #include "ledger/fo_json.h"
 #include "ledger/ledger_int.h"
 #include "ledger/merkle.h"
+#include "ledger/note.h"
 
 #define PROGRESS_EVERY 65536
 
@@ -283,6 +284,34 @@ static int check_all(struct vctx *v)
     return rc;
 }
 
+/* Every checkpoint the ledger stored signs a size it has, the root its
+ * entries give at that size, and its note says the same: a log cut below a
+ * size it once signed, or a garbled stored note, is caught by plain verify
+ * (no key needed: the note's signature is checked by verify --checkpoint). */
+static int check_checkpoint(void *ctx, int64_t size, const uint8_t root[32],
+                            const char *note)
+{
+    struct vctx *v = ctx;
+    if (size < 0 || size > v->total)
+        return fail(v, v->total, "checkpoint_beyond_log");
+    uint8_t r[32];
+    int rc = merkle_root(ledger_tree_node, v->l, (uint64_t)size, r, v->err);
+    if (rc)
+        return rc;
+    if (memcmp(r, root, 32) != 0)
+        return fail(v, size, "checkpoint_mismatch");
+    const char *end = note ? strstr(note, "\n\n") : NULL;
+    struct note_checkpoint cp;
+    struct fo_err perr;
+    if (!end ||
+        note_checkpoint_parse(note, (size_t)(end - note) + 1, &cp, &perr) !=
+            FO_OK ||
+        cp.size != (uint64_t)size || memcmp(cp.root, root, 32) != 0 ||
+        strcmp(cp.origin, ledger_origin(v->l)) != 0)
+        return fail(v, size, "checkpoint_mismatch");
+    return FO_OK;
+}
+
 int ledger_verify(struct ledger *l, unsigned flags, ledger_progress_fn progress,
                   void *pctx, struct ledger_verify_result *res,
                   struct fo_err *err)
@@ -307,9 +336,19 @@ int ledger_verify(struct ledger *l, unsigned flags, ledger_progress_fn progress,
     int rc = l->ops->begin_read(l->store, err);
     if (rc)
         goto out;
-    rc = l->ops->head(l->store, &v->total, NULL, err);
+    char *format = NULL;
+    rc = l->ops->meta_get(l->store, "format", &format, err);
+    if (rc == FO_E_NOT_FOUND || (!rc && strcmp(format, "forum-ledger/1"))) {
+        fail(v, 0, "format_mismatch"); /* not this format: nothing holds */
+        rc = STOP;
+    }
+    free(format);
     if (!rc)
-        rc = l->ops->nodes_begin(l->store, 0, err);
+        rc = l->ops->head(l->store, &v->total, NULL, err);
+    /* every stored node, from the lowest position there is: a row at a
+     * negative position is no node of this log */
+    if (!rc)
+        rc = l->ops->nodes_begin(l->store, INT64_MIN, err);
     if (!rc)
         rc = check_all(v);
     if (rc == STOP)
@@ -331,6 +370,17 @@ int ledger_verify(struct ledger *l, unsigned flags, ledger_progress_fn progress,
         }
     }
     l->ops->nodes_end(l->store);
+    if (rc == FO_OK && res->chain && v->deep) { /* a body of no entry */
+        int64_t present = 0;
+        rc = l->ops->count_bodies(l->store, &present, err);
+        if (!rc && present != res->bodies_checked)
+            fail(v, v->total, "orphan_body");
+    }
+    if (rc == FO_OK && res->chain) {
+        rc = l->ops->scan_checkpoints(l->store, check_checkpoint, v, err);
+        if (rc == STOP)
+            rc = FO_OK;
+    }
     l->ops->rollback(l->store);
     if (progress && rc == FO_OK)
         progress(pctx, v->expect, v->total);

@@ -369,6 +369,21 @@ Test(proof_verify, clean_rewrite_caught_by_checkpoint)
     tu_run_free(&r);
 
     clean_rewrite(dir, 4);
+    /* the ledger's own stored checkpoint of size 10 no longer matches the
+     * rewritten entries: plain verify catches that much */
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger", "verify", NULL);
+    cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+    cr_assert(strstr(r.out, "checkpoint_mismatch"), "%s", r.out);
+    tu_run_free(&r);
+    /* a thorough rewrite drops the stored checkpoints too: then only a
+     * checkpoint kept elsewhere tells */
+    char *dbp = path_in(dir, "ledger.db");
+    sqlite3 *cdb = NULL;
+    cr_assert_eq(sqlite3_open(dbp, &cdb), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(cdb, "DELETE FROM checkpoints", NULL, NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(cdb);
+    free(dbp);
     r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify", NULL);
     cr_assert_eq(r.status, 0, "plain verify should pass: %s%s", r.out, r.err);
     tu_run_free(&r);
@@ -936,4 +951,83 @@ Test(checkpoint_key, stale_temp_keys_are_removed_on_open)
     cr_assert_eq(access(live, F_OK), 0, "a live process's temp file went");
     cr_assert_eq(access(other, F_OK), 0, "a look-alike name went");
     tu_rmrf(dir);
+}
+
+/* ---- what plain and deep verify catch from the ledger alone (issue 18,
+ * defect 13) ---------------------------------------------------------- */
+
+/* A ledger of n entries with a stored checkpoint of size n, then sql run on
+ * its database file behind its back; returns verify's JSON (deep or not)
+ * and its exit status in *status. */
+static cJSON *tampered(const char *sql, int deep, int *status)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_dir(dir, LEDGER_OPEN_CREATE);
+    fill(l, 12);
+    struct fo_err err;
+    struct ledger_checkpoint cp = {0};
+    cr_assert_eq(ledger_checkpoint_sign(l, 12, &cp, &err), FO_OK, "%s",
+                 err.msg);
+    ledger_close(l);
+    char *dbp = path_in(dir, "ledger.db");
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open(dbp, &db), SQLITE_OK);
+    char *msg = NULL;
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK, "%s: %s",
+                 sql, msg ? msg : "");
+    sqlite3_close(db);
+    free(dbp);
+    struct tu_run r = deep ? tu_forumv(NULL, "--ledger", dir, "--json",
+                                       "ledger", "verify", "--deep", NULL)
+                           : tu_forumv(NULL, "--ledger", dir, "--json",
+                                       "ledger", "verify", NULL);
+    *status = r.status;
+    cJSON *o = r.out && r.out[0] == '{' ? cJSON_Parse(r.out) : NULL;
+    if (!o)
+        o = cJSON_Parse(r.err ? strchr(r.err, '{') ? strchr(r.err, '{') : "{}"
+                              : "{}");
+    tu_run_free(&r);
+    tu_rmrf(dir);
+    return o;
+}
+
+static void caught(const char *sql, int deep, const char *reason)
+{
+    int st = 0;
+    cJSON *o = tampered(sql, deep, &st);
+    cr_assert_eq(st, 1, "%s: exit %d", sql, st);
+    const cJSON *rs = cJSON_GetObjectItem(o, "reason");
+    cr_assert(cJSON_IsString(rs) && !strcmp(rs->valuestring, reason),
+              "%s: reason %s, not %s", sql,
+              cJSON_IsString(rs) ? rs->valuestring : "(none)", reason);
+    cJSON_Delete(o);
+}
+
+Test(proof_verify, the_ledger_alone_catches_these_tamperings)
+{
+    /* untouched: ok (the check above can fail) */
+    int st = 0;
+    cJSON *o = tampered("SELECT 1", 1, &st);
+    cr_assert_eq(st, 0);
+    cJSON_Delete(o);
+    caught("INSERT INTO tree(pos, hash) VALUES(-5, zeroblob(32))", 0,
+           "tree_mismatch");
+    caught("UPDATE checkpoints SET note = 'garbage'", 0, "checkpoint_mismatch");
+    caught("INSERT INTO bodies(seq, body) VALUES(999, 'x')", 1, "orphan_body");
+    caught("UPDATE meta SET value = 'forum-ledger/2' WHERE key = 'format'", 0,
+           "format_mismatch");
+    /* cut below the size the ledger itself signed */
+    caught("DELETE FROM entries WHERE seq >= 9; DELETE FROM bodies WHERE seq "
+           ">= 9; DELETE FROM tree WHERE (pos >> 6) >= 8",
+           0, "checkpoint_beyond_log");
+}
+
+Test(proof_verify, a_seq_at_int64_max_is_damage_not_overflow)
+{
+    int st = 0;
+    cJSON *o = tampered("UPDATE entries SET seq = 9223372036854775807 WHERE "
+                        "seq = 11",
+                        0, &st);
+    cr_assert_neq(st, 0, "a seq at INT64_MAX verified");
+    cJSON_Delete(o);
 }
