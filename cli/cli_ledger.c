@@ -632,6 +632,12 @@ static int cmd_redact(struct cli *c, int argc, char **argv)
     else if (!ex)
         printf("redacted the body of entry %lld (witnessed as entry %.0f)\n",
                seq, cJSON_GetObjectItemCaseSensitive(out, "seq")->valuedouble);
+    if (!ex &&
+        cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(out, "wal_truncated")))
+        fprintf(stderr,
+                "forum: note: a reader held an old snapshot, so the deleted "
+                "bytes may stay in ledger.db-wal until the next redaction or "
+                "restart\n");
     cJSON_Delete(out);
     ledger_close(l);
     return ex;

@@ -979,17 +979,25 @@ int ledger_chain(struct ledger *l, int64_t seq, struct ledger_entry **out,
 
 /* ---- redaction -------------------------------------------------------- */
 
+/* The seqs whose stored body is the target's (the same payload hash). */
 struct redact_ctx {
-    struct ledger *l;
-    int64_t deleted;
-    struct fo_err *err;
+    int64_t *seqs;
+    size_t n, cap;
 };
 
-static int redact_one(void *ctx, int64_t seq)
+static int redact_collect(void *ctx, int64_t seq)
 {
     struct redact_ctx *r = ctx;
-    r->deleted++;
-    return r->l->ops->delete_body(r->l->store, seq, r->err);
+    if (r->n == r->cap) {
+        size_t nc = r->cap ? r->cap * 2 : 8;
+        int64_t *ns = realloc(r->seqs, nc * sizeof(*ns));
+        if (!ns)
+            return FO_E_NOMEM;
+        r->seqs = ns;
+        r->cap = nc;
+    }
+    r->seqs[r->n++] = seq;
+    return FO_OK;
 }
 
 int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
@@ -1005,7 +1013,9 @@ int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
     cJSON *payload = cJSON_CreateObject();
     struct fo_buf body;
     fo_buf_init(&body, FO_BUF_UNLIMITED);
+    struct redact_ctx rctx = {0};
     int rc = FO_OK;
+    l->wal_pending = 0;
     if (!h || !payload) {
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
         goto out;
@@ -1019,17 +1029,39 @@ int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
     if (rc == FO_OK && !present)
         rc = fo_err_set(err, FO_E_REDACTED, "entry %lld: already redacted",
                         (long long)seq);
+    /* a redaction is the record that a body went: it stays */
+    if (rc == FO_OK && target.kind_len == 9 &&
+        !memcmp(target.kind, "redaction", 9))
+        rc = fo_err_set(err, FO_E_INVALID,
+                        "entry %lld: a redaction entry cannot be redacted "
+                        "(it is the record of one)",
+                        (long long)seq);
+    /* every entry whose body is this one loses it too: all are named */
+    if (rc == FO_OK)
+        rc = l->ops->find_payload(l->store, target.payload, redact_collect,
+                                  &rctx, err);
+    if (rc == FO_E_NOMEM)
+        fo_err_set(err, rc, NULL);
     char hex[65];
-    fo_hex(target.payload, 32, hex);
-    if (rc == FO_OK && (!cJSON_AddStringToObject(payload, "payload", hex) ||
-                        !cJSON_AddStringToObject(payload, "reason", reason)))
-        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    cJSON *seqs = NULL;
+    if (rc == FO_OK) {
+        fo_hex(target.payload, 32, hex);
+        seqs = cJSON_AddArrayToObject(payload, "seqs");
+        if (!seqs || !cJSON_AddStringToObject(payload, "payload", hex) ||
+            !cJSON_AddStringToObject(payload, "reason", reason))
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    for (size_t i = 0; rc == FO_OK && i < rctx.n; i++) {
+        cJSON *v = cJSON_CreateNumber((double)rctx.seqs[i]);
+        if (!v)
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        else
+            cJSON_AddItemToArray(seqs, v);
+    }
     if (rc == FO_OK)
         rc = fo_json_canon(payload, &body, err);
-    struct redact_ctx rctx = {l, 0, err};
-    if (rc == FO_OK)
-        rc = l->ops->find_payload(l->store, target.payload, redact_one, &rctx,
-                                  err);
+    for (size_t i = 0; rc == FO_OK && i < rctx.n; i++)
+        rc = l->ops->delete_body(l->store, rctx.seqs[i], err);
     if (rc == FO_OK)
         rc = load_head(l, h, err);
     struct ledger_append req = {.actor = "admin",
@@ -1056,15 +1088,22 @@ int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
         /* Move the WAL into the database and truncate it so the deleted
          * bytes (zeroed by secure_delete) leave the disk. A reader holding
          * an old snapshot can delay this; the next redaction or a restart
-         * finishes it. The redaction itself is already durable. */
+         * finishes it. The redaction itself is already durable, and the
+         * caller can tell (ledger_redact_wal_pending). */
         struct fo_err werr;
-        (void)l->ops->wal_truncate(l->store, &werr);
+        l->wal_pending = l->ops->wal_truncate(l->store, &werr) != FO_OK;
     }
 out:
+    free(rctx.seqs);
     fo_buf_release(&body);
     cJSON_Delete(payload);
     free(h);
     return rc;
+}
+
+int ledger_redact_wal_pending(const struct ledger *l)
+{
+    return l->wal_pending;
 }
 
 /* ---- summary ---------------------------------------------------------- */

@@ -257,6 +257,11 @@ cJSON *ledger_verify_json(const struct ledger_verify_result *res);
 int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
                   struct ledger_entry *out, struct fo_err *err);
 
+/* 1 when the last ledger_redact on l committed but could not truncate the
+ * WAL (a reader held an old snapshot): the deleted bytes may stay in
+ * ledger.db-wal until the next redaction or a restart. */
+int ledger_redact_wal_pending(const struct ledger *l);
+
 /* Summary counts: {"entries", "head", "by_kind": {}, "by_actor": {},
  * "bodies_present", "bodies_redacted"}. */
 int ledger_summary(struct ledger *l, cJSON **out, struct fo_err *err);

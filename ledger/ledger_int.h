@@ -18,6 +18,7 @@ struct ledger_head {
 };
 
 struct ledger {
+    int wal_pending; /* the last redaction could not truncate the WAL */
     const struct store_ops *ops;
     struct store *store;
     struct fo_sha *sha;

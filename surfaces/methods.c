@@ -412,6 +412,11 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     if (rc)
         return rc;
     *out = ledger_entry_json(&e);
+    if (*out && ledger_redact_wal_pending(ctx->ledger) &&
+        !cJSON_AddFalseToObject(*out, "wal_truncated")) {
+        cJSON_Delete(*out);
+        *out = NULL;
+    }
     return *out ? FO_OK : nomem(err);
 }
 

@@ -1261,3 +1261,37 @@ Test(ledger_storage, checks_beside_a_busy_writer_find_nothing, .timeout = 120)
     cr_assert(verify(dir, 1).ok);
     tu_rmrf(dir);
 }
+
+/* Redaction holes (issue 18, defect 8): a redaction names every entry whose
+ * body it removes (entries that share a payload share its body), and a
+ * redaction entry, the record of one, cannot itself be redacted. */
+Test(ledger, a_redaction_names_every_body_it_removes_and_stays)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    append(l, "note", LEDGER_NO_PARENT, "{\"same\":1}");
+    append(l, "note", LEDGER_NO_PARENT, "{\"same\":1}");
+    append(l, "note", LEDGER_NO_PARENT, "{\"other\":1}");
+    struct ledger_entry red;
+    struct fo_err err;
+    cr_assert_eq(ledger_redact(l, 0, "test", &red, &err), FO_OK, "%s", err.msg);
+    char *body = NULL;
+    size_t len = 0;
+    cr_assert_eq(ledger_body(l, red.seq, &body, &len, &err), FO_OK);
+    cr_assert(strstr(body, "\"seqs\":[0,1]"), "%s", body);
+    free(body);
+    cr_assert_eq(ledger_body(l, 1, &body, &len, &err), FO_E_REDACTED);
+    cr_assert_eq(ledger_body(l, 2, &body, &len, &err), FO_OK);
+    free(body);
+    /* the record of a redaction cannot be redacted */
+    cr_assert_eq(ledger_redact(l, red.seq, "hide it", NULL, &err),
+                 FO_E_INVALID);
+    cr_assert(strstr(err.msg, "cannot be redacted"), "%s", err.msg);
+    cr_assert_eq(ledger_body(l, red.seq, &body, &len, &err), FO_OK);
+    free(body);
+    ledger_close(l);
+    struct ledger_verify_result res = verify(dir, 1);
+    cr_assert(res.ok);
+    cr_assert_eq(res.bodies_redacted, 2); /* = the seqs the redaction names */
+    tu_rmrf(dir);
+}
