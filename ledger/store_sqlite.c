@@ -753,18 +753,48 @@ static int sq_open(const char *dir, unsigned flags, int busy_ms,
                           "it away)",
                           path);
     }
+    if ((flags & STORE_READONLY) && access(path, R_OK) != 0 && errno == EACCES)
+        return fo_err_set(err, FO_E_IO,
+                          "%s: permission denied (the ledger's files are "
+                          "0600: run as the user that owns them)",
+                          path);
     rc = check_header(path, err);
     if (rc)
         return rc;
+    /* Read-only, in a directory we may not write, with no WAL to replay:
+     * SQLite could not make its -shm file there, so the database is opened
+     * as immutable (nothing of it is in a WAL; a writer, which needs to
+     * write the directory, is not ours to wait for). */
+    char uri[PATH_MAX * 3 + 32];
+    const char *open_as = path;
+    int uri_flag = 0;
+    if ((flags & STORE_READONLY) && access(dir, W_OK) != 0) {
+        char walp[PATH_MAX + 8];
+        struct stat ws;
+        snprintf(walp, sizeof(walp), "%s-wal", path);
+        if (stat(walp, &ws) != 0 || ws.st_size == 0) {
+            size_t u = (size_t)snprintf(uri, sizeof(uri), "file:");
+            for (const char *c = path; *c && u + 4 < sizeof(uri); c++) {
+                if (*c == '%' || *c == '?' || *c == '#')
+                    u += (size_t)snprintf(uri + u, sizeof(uri) - u, "%%%02X",
+                                          (unsigned char)*c);
+                else
+                    uri[u++] = *c;
+            }
+            snprintf(uri + u, sizeof(uri) - u, "?immutable=1");
+            open_as = uri;
+            uri_flag = SQLITE_OPEN_URI;
+        }
+    }
 
     struct store *s = calloc(1, sizeof(*s));
     if (!s)
         return fo_err_set(err, FO_E_NOMEM, NULL);
     s->path = strdup(path);
     s->readonly = (flags & STORE_READONLY) != 0;
-    int oflags = SQLITE_OPEN_NOMUTEX |
+    int oflags = SQLITE_OPEN_NOMUTEX | uri_flag |
                  (s->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
-    int src = sqlite3_open_v2(path, &s->db, oflags, NULL);
+    int src = sqlite3_open_v2(open_as, &s->db, oflags, NULL);
     if (!s->path || src != SQLITE_OK) {
         rc = s->path ? db_fail(s, src, "open", err)
                      : fo_err_set(err, FO_E_NOMEM, NULL);

@@ -1988,3 +1988,44 @@ Test(cli, export_import_round_trip_and_tampering)
     free(text);
     tu_rmrf(dir);
 }
+
+/* A ledger in a directory the reader cannot write (a backup mounted
+ * read-only, an auditor's account): verify and show read it; a ledger the
+ * reader may not read is a permission error, not "damaged" (issue 18,
+ * defect 6). */
+Test(cli, a_read_only_data_dir_is_read_and_permissions_are_named)
+{
+    char *dir = tu_tmpdir();
+    char led[700], db[720], sh[2400], outp[740];
+    snprintf(led, sizeof(led), "%s/ro", dir);
+    snprintf(db, sizeof(db), "%s/ledger.db", led);
+    snprintf(outp, sizeof(outp), "%s/out.txt", dir);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", led, "ledger", "append", "--actor", "a",
+                  "--kind", "k", "--payload", "{}", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    /* as root, read as an unprivileged user (root may write anywhere) */
+    const char *as = geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 "
+                                      "--clear-groups "
+                                    : "";
+    cr_assert_eq(chmod(dir, 0755), 0);
+    cr_assert_eq(chmod(db, 0444), 0);
+    cr_assert_eq(chmod(led, 0555), 0);
+    snprintf(sh, sizeof(sh), "%s%s --ledger %s ledger verify > %s 2>&1", as,
+             FORUM_BIN, led, outp);
+    int st = system(sh);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st,
+              tu_read_file(outp, NULL));
+    cr_assert(tu_file_has(outp, "ok: 1 entries verified"));
+    /* not readable: named as a permission problem */
+    if (geteuid() == 0) {
+        cr_assert_eq(chmod(db, 0400), 0);
+        st = system(sh);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 3, "status %d", st);
+        cr_assert(tu_file_has(outp, "permission denied"), "%s",
+                  tu_read_file(outp, NULL));
+    }
+    cr_assert_eq(chmod(led, 0700), 0);
+    tu_rmrf(dir);
+}
