@@ -119,11 +119,17 @@ static void reopen_log(struct daemon *d)
     }
     pthread_mutex_lock(&d->log_mu);
     fflush(d->log);
-    dup3(fd, d->log_fd, O_CLOEXEC);
-    dup2(fd, STDERR_FILENO);
+    int ok = dup3(fd, d->log_fd, O_CLOEXEC) >= 0;
+    int e = errno;
+    if (ok)
+        dup2(fd, STDERR_FILENO);
     pthread_mutex_unlock(&d->log_mu);
     close(fd);
-    dlog(d, "SIGHUP: log reopened");
+    if (ok)
+        dlog(d, "SIGHUP: log reopened");
+    else /* still the old file: say so there */
+        dlog(d, "SIGHUP: cannot reopen %s: %s (logging on to the old file)",
+             d->cfg->log_file, strerror(e));
 }
 
 /* ---- files in the data dir -------------------------------------------- */
@@ -766,6 +772,9 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
         cJSON_Delete(o);
         return fo_err_set(err, FO_E_INVALID, "%s: must be a JSON object", path);
     }
+    /* the fields below may point into o: on an error they are put back,
+     * so nothing is left pointing into the freed file */
+    const struct daemon_config before = *cfg;
     const cJSON *v;
     cJSON_ArrayForEach (v, o) {
         const char *k = v->string;
@@ -793,15 +802,17 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
                  x <= SURF_HTTP_CONNECTIONS_MAX)
             cfg->max_connections = (int)x;
         else if (!strcmp(k, "models") && cJSON_IsObject(v)) {
-            free(cfg->providers_owned);
-            cfg->providers_owned = NULL;
-            rc = orch_model_config_parse(v, &cfg->models, &cfg->providers_owned,
-                                         err);
+            struct orch_model_provider *pv = NULL;
+            struct orch_model_config mc;
+            rc = orch_model_config_parse(v, &mc, &pv, err);
             if (rc) {
                 fo_err_prefix(err, "%s", path);
-                cJSON_Delete(o);
-                return rc;
+                goto fail;
             }
+            if (cfg->providers_owned != before.providers_owned)
+                free(cfg->providers_owned); /* "models" given twice */
+            cfg->providers_owned = pv;
+            cfg->models = mc;
             cfg->has_models = 1;
         } else if (!strcmp(k, "gates") && cJSON_IsObject(v)) {
             cfg->gates = v; /* checked with the roster by orch_create */
@@ -822,12 +833,19 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
         else {
             rc = fo_err_set(err, FO_E_INVALID,
                             "%s: field %s: unknown or out of range", path, k);
-            cJSON_Delete(o);
-            return rc;
+            goto fail;
         }
     }
+    if (cfg->providers_owned != before.providers_owned)
+        free(before.providers_owned);
     cfg->owned = o;
     return FO_OK;
+fail:
+    if (cfg->providers_owned != before.providers_owned)
+        free(cfg->providers_owned);
+    *cfg = before; /* nothing points into the file about to be freed */
+    cJSON_Delete(o);
+    return rc;
 }
 
 void daemon_config_release(struct daemon_config *cfg)

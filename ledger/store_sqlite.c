@@ -416,11 +416,17 @@ static int create_db(const char *dir, const char *path, struct fo_err *err)
         unlink(tmp);
         return fo_err_set(err, FO_E_IO, "%s: close failed", tmp);
     }
+    /* the new file and then its name must be on disk before anything is
+     * appended to it: a failed sync is a failed creation */
     int fd = open(tmp, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
+    if (fd < 0 || fsync(fd) != 0) {
+        rc = fo_err_set(err, FO_E_IO, "%s: fsync: %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        unlink(tmp);
+        return rc;
     }
+    close(fd);
     if (link(tmp, path) != 0 && errno != EEXIST) {
         rc = fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
         unlink(tmp);
@@ -428,10 +434,14 @@ static int create_db(const char *dir, const char *path, struct fo_err *err)
     }
     unlink(tmp);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        rc = fo_err_set(err, FO_E_IO, "%s: fsync of the directory: %s", dir,
+                        strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+        return rc; /* the name may not be durable: say so, keep the file */
     }
+    close(dfd);
     return FO_OK;
 }
 

@@ -20,6 +20,7 @@
 #include "ledger/fo_json.h"
 #include "ledger/ledger.h"
 #include "ledger/proof.h"
+#include "daemon/service.h"
 #include "tests/testutil.h"
 #include "tests/tu_daemon.h"
 #include "tests/tu_model.h"
@@ -807,4 +808,30 @@ Test(service, data_dirs_are_private_and_a_failed_start_leaves_nothing)
     close(fd);
     umask(old);
     tu_rmrf(root);
+}
+
+/* A forum.json that fails late leaves the config as it was: no field
+ * points into the freed file (issue 18, defect 15). */
+Test(service, a_config_file_that_fails_late_leaves_nothing_dangling)
+{
+    char *dir = tu_tmpdir();
+    char path[600];
+    snprintf(path, sizeof(path), "%s/forum.json", dir);
+    const char *text =
+        "{\"host\":\"example.test\",\"models\":{\"providers\":[{\"api\":"
+        "\"chat\",\"url\":\"http://127.0.0.1:9\",\"model\":\"m\"}]},"
+        "\"workspace\":\"/srv/ws\",\"bogus\":1}";
+    cr_assert_eq(tu_write_file(path, text, strlen(text)), 0);
+    struct daemon_config cfg;
+    daemon_config_init(&cfg);
+    cfg.dir = dir;
+    struct fo_err err;
+    cr_assert_eq(daemon_config_load(&cfg, &err), FO_E_INVALID);
+    cr_assert(strstr(err.msg, "bogus"), "%s", err.msg);
+    cr_assert_null(cfg.host);
+    cr_assert_null(cfg.workspace);
+    cr_assert_eq(cfg.has_models, 0);
+    cr_assert_null(cfg.providers_owned);
+    daemon_config_release(&cfg);
+    tu_rmrf(dir);
 }
