@@ -802,6 +802,8 @@ enum { CONN_IDLE, CONN_READING, CONN_BUSY };
  * the connection. */
 enum { PIN_READ, PIN_QUIET, PIN_HUP };
 
+#define HDR_SCAN_MAX 8192 /* header bytes scanned; libevent caps the rest */
+
 struct conn {
     struct surf_http *h;
     struct evhttp_connection *evcon;
@@ -815,6 +817,12 @@ struct conn {
     int pinned;   /* the first request made the pin */
     int fresh;    /* a request was taken since the pin last fired */
     long unsent;  /* its replies handed to libevent, not yet written */
+    /* the header block of the request being read, scanned as it arrives
+     * for framing that cannot be honoured (hdr_done: its end was seen) */
+    char hdr[HDR_SCAN_MAX];
+    size_t hdr_len;
+    int hdr_done;
+    int refused; /* answered 400 from here: closing */
 };
 
 /* libevent 2.1 calls a listener's error callback with the listener's
@@ -917,20 +925,118 @@ static struct conn *conn_find(struct surf_http *h,
     return h->conns[fd];
 }
 
+static int hdr_scan(struct conn *c, struct evbuffer *buf, size_t from);
+
 static void conn_reading(struct conn *c)
 {
     c->state = CONN_READING;
+    c->hdr_len = 0;
+    c->hdr_done = 0;
     evtimer_add(c->deadline, c->h->deadline_tv);
 }
 
-/* The first bytes of a request start its deadline. */
+/* Two Content-Length values that differ, in the header block so far. */
+static int hdr_conflict(const char *h, size_t n)
+{
+    const char *first = NULL;
+    size_t first_len = 0;
+    for (size_t i = 0; i < n;) {
+        const char *e = memchr(h + i, '\n', n - i);
+        size_t ll = e ? (size_t)(e - (h + i)) : n - i;
+        if (ll >= 15 && !strncasecmp(h + i, "content-length:", 15)) {
+            const char *v = h + i + 15;
+            size_t vl = ll - 15;
+            while (vl && (*v == ' ' || *v == '\t'))
+                v++, vl--;
+            while (vl && (v[vl - 1] == '\r' || v[vl - 1] == ' '))
+                vl--;
+            if (first && (vl != first_len || memcmp(v, first, vl)))
+                return 1;
+            first = v;
+            first_len = vl;
+        }
+        if (!e)
+            break;
+        i += ll + 1;
+    }
+    return 0;
+}
+
+/* Answers 400 at once and closes: the body could never be framed. The
+ * reply is small and goes straight to the socket (there is no request
+ * object yet to answer through). */
+static void hdr_refuse(struct conn *c)
+{
+    static const char body[] =
+        "{\"code\":\"invalid_input\",\"error\":\"conflicting "
+        "Content-Length headers\"}\n";
+    char reply[256];
+    int n = snprintf(reply, sizeof(reply),
+                     "HTTP/1.1 400 Bad Request\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\nConnection: "
+                     "close\r\n\r\n%s",
+                     sizeof(body) - 1, body);
+    if (n > 0)
+        (void)!send(c->fd, reply, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    count(c->h, ROUTE_UNKNOWN, 400, ledger_now_us());
+    /* closed from the loop, not from inside libevent's read */
+    c->refused = 1;
+    static const struct timeval now = {0, 0};
+    evtimer_add(c->deadline, &now);
+}
+
+/* Scans buf from byte `from` on into the header block; 1 when the
+ * connection was refused (it closes on the loop's next turn). */
+static int hdr_scan(struct conn *c, struct evbuffer *buf, size_t from)
+{
+    size_t len = evbuffer_get_length(buf);
+    if (c->refused || c->hdr_done || from >= len ||
+        c->hdr_len >= sizeof(c->hdr))
+        return 0;
+    size_t take = len - from;
+    if (take > sizeof(c->hdr) - c->hdr_len)
+        take = sizeof(c->hdr) - c->hdr_len;
+    struct evbuffer_ptr p;
+    if (evbuffer_ptr_set(buf, &p, from, EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(buf, &p, c->hdr + c->hdr_len, take) < 0)
+        return 0;
+    size_t old = c->hdr_len;
+    c->hdr_len += take;
+    /* the block ends at the first blank line (looked for from just before
+     * the new bytes, which may complete it) */
+    size_t start = old >= 3 ? old - 3 : 0;
+    for (size_t i = start; i + 1 < c->hdr_len; i++) {
+        if (c->hdr[i] == '\n' &&
+            (c->hdr[i + 1] == '\n' ||
+             (c->hdr[i + 1] == '\r' && i + 2 < c->hdr_len &&
+              c->hdr[i + 2] == '\n'))) {
+            c->hdr_done = 1;
+            c->hdr_len = i + 1;
+            break;
+        }
+    }
+    if (c->hdr_done && hdr_conflict(c->hdr, c->hdr_len)) {
+        hdr_refuse(c);
+        return 1;
+    }
+    return 0;
+}
+
+/* The first bytes of a request start its deadline; its header block is
+ * checked as it arrives. */
 static void input_grew(struct evbuffer *buf,
                        const struct evbuffer_cb_info *info, void *arg)
 {
-    (void)buf;
     struct conn *c = arg;
-    if (info->n_added && c->state == CONN_IDLE)
+    if (!info->n_added)
+        return;
+    size_t len = evbuffer_get_length(buf);
+    if (c->state == CONN_IDLE) {
         conn_reading(c);
+        hdr_scan(c, buf, 0); /* what is there is this request's start */
+    } else if (c->state == CONN_READING) {
+        hdr_scan(c, buf, len - info->n_added);
+    }
 }
 
 static void deadline_passed(evutil_socket_t fd, short what, void *arg)
@@ -938,7 +1044,8 @@ static void deadline_passed(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct conn *c = arg;
-    c->h->deadline_closes++;
+    if (!c->refused)
+        c->h->deadline_closes++;
     evhttp_connection_free(c->evcon); /* conn_closed frees c */
 }
 
@@ -1140,8 +1247,10 @@ static void conn_replied(struct surf_http *h, struct evhttp_request *req)
     if (c->unsent > 0)
         c->unsent--;
     c->state = CONN_IDLE;
-    if (evbuffer_get_length(c->in))
+    if (evbuffer_get_length(c->in)) {
         conn_reading(c);
+        hdr_scan(c, c->in, 0); /* a pipelined request, already here */
+    }
 }
 
 /* A reply evhttp has queued, written at once instead of on the loop's next
@@ -1170,6 +1279,9 @@ static void handle(struct evhttp_request *req, void *arg)
 {
     struct surf_http *h = arg;
     int64_t t0 = ledger_now_us();
+    struct conn *rc0 = conn_find(h, evhttp_request_get_connection(req));
+    if (rc0 && rc0->refused)
+        return; /* answered 400 as its headers came; closing */
     h->inflight++;
     conn_request(h, req);
     struct fo_err err;

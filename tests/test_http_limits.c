@@ -398,3 +398,44 @@ Test(http_limits, replies_to_a_reset_client_are_not_waited_for_at_stop,
                   "the stop waited for replies to a client that was gone");
     tu_rmrf(dir);
 }
+
+/* Two Content-Length headers that disagree, the body shorter than the
+ * first: 400 as soon as the headers are in, not a wait for a body that
+ * can never be framed (issue 18, defect 16); a split header block too. */
+Test(http_limits, conflicting_lengths_are_refused_when_the_headers_arrive,
+     .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--no-auth", "--timeout-s", "60", NULL);
+    const char req[] = "POST /append HTTP/1.1\r\nHost: x\r\n"
+                       "Content-Length: 100\r\nContent-Length: 5\r\n\r\nabc";
+    int closed = 0;
+    char *reply = NULL;
+    /* the daemon would wait up to its 60 s deadline for 100 bytes: the
+     * reply comes well within the 10 s this waits */
+    int st = tu_http_raw(d.port, req, sizeof(req) - 1, 10000, &closed, &reply);
+    cr_assert_eq(st, 400, "%s", reply ? reply : "(no reply)");
+    cr_assert(closed, "the connection stayed open");
+    cr_assert(strstr(reply, "conflicting Content-Length"), "%s", reply);
+    free(reply);
+    /* the same, the header block in two writes */
+    int fd = tu_connect_loopback(d.port, 0);
+    const char *a = "POST /append HTTP/1.1\r\nContent-Length: 100\r\n";
+    const char *b = "Content-Length: 7\r\nHost: x\r\n\r\nab";
+    cr_assert_eq(write(fd, a, strlen(a)), (ssize_t)strlen(a));
+    usleep(100000);
+    cr_assert_eq(write(fd, b, strlen(b)), (ssize_t)strlen(b));
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    cr_assert_eq(poll(&pf, 1, 10000), 1, "no reply");
+    char buf[512] = "";
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    cr_assert_gt(n, 0);
+    cr_assert_eq(strncmp(buf, "HTTP/1.1 400", 12), 0, "%s", buf);
+    close(fd);
+    /* and a well-framed request on a new connection still works */
+    cJSON *h = tu_http_json(&d, "GET", "/health", NULL, 200);
+    cJSON_Delete(h);
+    tu_daemon_signal_wait(&d, SIGTERM, 10000);
+    tu_rmrf(dir);
+}
