@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: installs what is missing, then builds and runs the suite
-# twice (a -Werror build, and an AddressSanitizer + UBSan build), and checks
+# twice (a -Werror build, and an AddressSanitizer + UBSan build), runs each
+# libFuzzer target briefly (fuzz/run.sh), and checks
 # the formatting. Usage: ./test.sh
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -22,6 +23,9 @@ run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DFORUM_SANITIZE=ON
+
+echo "== fuzz smoke (each target 15 s; fuzz/run.sh SECONDS runs them long)"
+fuzz/run.sh "${FORUM_FUZZ_SECONDS:-15}"
 
 echo "== format check"
 git ls-files '*.c' '*.h' | xargs -r clang-format --dry-run --Werror
