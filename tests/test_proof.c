@@ -968,6 +968,7 @@ static cJSON *tampered(const char *sql, int deep, int *status)
     struct ledger_checkpoint cp = {0};
     cr_assert_eq(ledger_checkpoint_sign(l, 12, &cp, &err), FO_OK, "%s",
                  err.msg);
+    ledger_checkpoint_release(&cp);
     ledger_close(l);
     char *dbp = path_in(dir, "ledger.db");
     sqlite3 *db = NULL;
