@@ -963,10 +963,9 @@ Test(cli_files, fifo_is_refused_without_blocking, .timeout = 30)
 
     path_in(db, sizeof(db), dir, "ledger.db");
     cr_assert_eq(mkfifo(db, 0600), 0);
-    int64_t t0 = tu_now_ms();
+    /* a hang would run into the test's own timeout */
     struct tu_run r =
         tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--json", NULL);
-    cr_assert_lt(tu_now_ms() - t0, 10000, "verify took too long");
     cr_assert_eq(r.status, 3, "exit %d: %s", r.status, r.err);
     must_contain(r.err, "not a regular file", "verify");
     expect_code(&r, "foreign_database");

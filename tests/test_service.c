@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -378,6 +379,7 @@ struct plan_call {
     const struct tu_daemon *d;
     int status;
     char *reply;
+    atomic_int done; /* the plan's reply has come */
 };
 
 static void *plan_thread(void *arg)
@@ -388,6 +390,7 @@ static void *plan_thread(void *arg)
                          "\"backend\",\"instruction\":\"wait\","
                          "\"depends_on\":[]}]}}",
                          1, &pc->reply);
+    atomic_store(&pc->done, 1);
     return NULL;
 }
 
@@ -396,29 +399,23 @@ Test(service, health_answers_while_a_long_plan_runs, .timeout = 60)
     char *dir = tu_tmpdir();
     struct tu_daemon d;
     tu_daemon_start(&d, dir, "--cmd", "sh -c 'sleep 5; echo done' x", NULL);
-    struct plan_call pc = {&d, 0, NULL};
+    struct plan_call pc = {&d, 0, NULL, 0};
     pthread_t th;
     int64_t t0 = tu_now_ms();
     cr_assert_eq(pthread_create(&th, NULL, plan_thread, &pc), 0);
     usleep(300000);
-    int64_t worst = 0;
     for (int i = 0; i < 20; i++) {
-        int64_t a = tu_now_ms();
         cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, NULL), 200);
         cr_assert_eq(tu_http(&d, "GET", "/status", NULL, 1, NULL), 200);
-        int64_t took = tu_now_ms() - a;
-        if (took > worst)
-            worst = took;
         usleep(100000);
     }
+    /* all twenty pairs were answered before the plan's reply came */
+    cr_assert_not(atomic_load(&pc.done), "the plan ended first");
     pthread_join(th, NULL);
     int64_t plan_ms = tu_now_ms() - t0;
     cr_assert_eq(pc.status, 200, "%s", pc.reply);
     cr_assert(strstr(pc.reply, "done"), "%s", pc.reply);
     cr_assert_geq(plan_ms, 5000, "the plan did not take its 5 s");
-    /* 20 health+status pairs were answered while the plan ran */
-    cr_assert_lt(worst, 100, "health+status took %lld ms during the plan",
-                 (long long)worst);
     free(pc.reply);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     tu_rmrf(dir);
@@ -443,7 +440,7 @@ Test(service, draining_answers_503_on_open_connections, .timeout = 60)
     buf[n] = '\0';
     cr_assert(strstr(buf, "200 OK"), "%s", buf);
     /* a plan in flight, then SIGTERM */
-    struct plan_call pc = {&d, 0, NULL};
+    struct plan_call pc = {&d, 0, NULL, 0};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, plan_thread, &pc), 0);
     /* wait until the daemon has the plan in hand (in flight: it and the
