@@ -2271,6 +2271,30 @@ static void on_mcp_done(void *arg, int rc, const char *text, int is_error,
     step(r);
 }
 
+/* The arguments of a call checked against its tool's schema: 0 and *args,
+ * or 1 when the call was answered (a rejected result the model is told to
+ * correct) or the run failed (out of memory). */
+static int tool_args(struct run *r, size_t t, const struct orch_tool_def *d,
+                     const char *text, cJSON **args)
+{
+    struct fo_err err;
+    int rc = orch_tool_args(d, text, args, &err);
+    if (rc == FO_E_NOMEM) {
+        fail(r, rc, &err);
+        return 1;
+    }
+    if (rc) {
+        char why[FO_ERR_MSG_MAX + 64];
+        snprintf(why, sizeof(why),
+                 "%s: %s; call it again with arguments that match its "
+                 "schema",
+                 d->name, err.msg);
+        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN);
+        return 1;
+    }
+    return 0;
+}
+
 /* A tool of an MCP server ("server.tool"). */
 static void mcp_run(struct run *r, size_t t, const char *tool,
                     const char *args_text)
@@ -2297,21 +2321,11 @@ static void mcp_run(struct run *r, size_t t, const char *tool,
         schema = cJSON_PrintUnformatted(
             cJSON_GetObjectItemCaseSensitive(def, "input_schema"));
     d.schema = schema;
-    int rc = orch_tool_args(&d, args_text, &args, &err);
+    int rc = tool_args(r, t, &d, args_text, &args);
     free(schema);
     cJSON_Delete(def);
-    if (rc == FO_E_NOMEM) {
-        fail(r, rc, &err);
+    if (rc)
         return;
-    }
-    if (rc) {
-        snprintf(why, sizeof(why),
-                 "%s: %s; call it again with arguments that match its "
-                 "schema",
-                 tool, err.msg);
-        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN);
-        return;
-    }
     struct effect *f = calloc(1, sizeof(*f));
     if (!f) {
         cJSON_Delete(args);
@@ -2361,19 +2375,9 @@ static void tool_run(struct run *r, size_t t)
         return;
     }
     cJSON *args = NULL;
-    int rc = orch_tool_args(d, str_of(call, "arguments"), &args, &err);
-    if (rc == FO_E_NOMEM) {
-        fail(r, rc, &err);
+    int rc = tool_args(r, t, d, str_of(call, "arguments"), &args);
+    if (rc)
         return;
-    }
-    if (rc) {
-        snprintf(why, sizeof(why),
-                 "%s: %s; call it again with arguments "
-                 "that match its schema",
-                 tool, err.msg);
-        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN);
-        return;
-    }
     rc = workspace(r, &err);
     if (rc) {
         cJSON_Delete(args);

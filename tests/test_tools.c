@@ -453,6 +453,25 @@ Test(tool_loop, an_anthropic_model_does_the_same, .timeout = 60)
     acting_run(1);
 }
 
+/* A fake model running script, a temp data dir with the test roster and
+ * an empty project directory as the workspace. */
+struct scene {
+    struct fake *f;
+    char *dir;
+    char ws[600], rpath[600], url[80];
+};
+
+static void scene_open(struct scene *sc, fake_fn script)
+{
+    sc->f = fake_start(script);
+    sc->dir = tu_tmpdir();
+    snprintf(sc->ws, sizeof(sc->ws), "%s/project", sc->dir);
+    snprintf(sc->rpath, sizeof(sc->rpath), "%s/roster.json", sc->dir);
+    cr_assert_eq(mkdir(sc->ws, 0700), 0);
+    cr_assert_eq(tu_write_file(sc->rpath, roster, strlen(roster)), 0);
+    snprintf(sc->url, sizeof(sc->url), "http://127.0.0.1:%d", sc->f->port);
+}
+
 /* A model that errs: a call whose arguments fail the schema, a tool it
  * does not have, an answer before the required tool; then a command whose
  * output holds a key and an email; then the answer. */
@@ -503,14 +522,10 @@ Test(tool_loop,
      bad_calls_are_corrected_required_tools_enforced_and_secrets_kept_out,
      .timeout = 60)
 {
-    struct fake *f = fake_start(erring);
-    char *dir = tu_tmpdir();
-    char ws[600], rpath[600], url[80];
-    snprintf(ws, sizeof(ws), "%s/project", dir);
-    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
-    cr_assert_eq(mkdir(ws, 0700), 0);
-    cr_assert_eq(tu_write_file(rpath, roster, strlen(roster)), 0);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    struct scene sc;
+    scene_open(&sc, erring);
+    struct fake *f = sc.f;
+    char *dir = sc.dir, *ws = sc.ws, *rpath = sc.rpath, *url = sc.url;
     struct tu_run run =
         tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
                   "file", "--roster", rpath, "--workspace", ws, "--chat-url",
@@ -560,14 +575,10 @@ static const char *malformed(struct fake *f, const char *role, int n,
 
 Test(tool_loop, three_malformed_calls_in_a_row_fail_the_task, .timeout = 60)
 {
-    struct fake *f = fake_start(malformed);
-    char *dir = tu_tmpdir();
-    char ws[600], rpath[600], url[80];
-    snprintf(ws, sizeof(ws), "%s/project", dir);
-    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
-    cr_assert_eq(mkdir(ws, 0700), 0);
-    cr_assert_eq(tu_write_file(rpath, roster, strlen(roster)), 0);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    struct scene sc;
+    scene_open(&sc, malformed);
+    struct fake *f = sc.f;
+    char *dir = sc.dir, *ws = sc.ws, *rpath = sc.rpath, *url = sc.url;
     struct tu_run run =
         tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
                   "file", "--roster", rpath, "--workspace", ws, "--chat-url",
