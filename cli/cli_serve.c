@@ -41,6 +41,7 @@ static const char help_serve[] =
     "                         and written to DIR/forum.state.json)\n"
     "  --no-auth              no bearer token needed (admin methods still\n"
     "                         need DIR/token)\n"
+    "  --metrics-public       GET /metrics without the token\n"
     "  --timeout-s S          HTTP idle read/write timeout, and the time a\n"
     "                         request has to arrive whole from its first\n"
     "                         byte (default 30)\n"
@@ -51,16 +52,12 @@ static const char help_serve[] =
     "  --checkpoint-ms MS     checkpoint signing cadence (default 1000;\n"
     "                         0 = never)\n"
     "  --log-file F           log to F instead of stderr\n"
-    "  --cmd CMD              plan_run executor: CMD split into argv (never\n"
-    "                         a shell), the prompt as last argument; default\n"
-    "                         the stub executor\n"
+    "  --cmd CMD              a model command line: answers every role and\n"
+    "                         task, the prompt its last argument (no shell)\n"
     "  --roster FILE          a roster JSON file instead of the built-in one\n"
-    "  --sandbox bwrap|none   where agents' commands run (default bwrap;\n"
-    "                         none runs them unconfined, said on every "
-    "result)\n"
-    "  --workspace DIR        where agents' tools act (an absolute path; a\n"
-    "                         project of yours); default: a fresh\n"
-    "                         DIR/workspaces/run-<id> per run\n"
+    "  --sandbox bwrap|none   where agents' commands run (default bwrap)\n"
+    "  --workspace DIR        where agents' tools act (absolute; default a\n"
+    "                         fresh DIR/workspaces/run-<id> per run)\n"
     "  --max-runs N           runs in memory at once (submit, POST /runs,\n"
     "                         resumed), 1-1000000 (default 10000; one more\n"
     "                         is 503 busy)\n" CLI_GATE_HELP
@@ -109,6 +106,9 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             takes = pv - 1;
         } else if (!strcmp(a, "--no-auth")) {
             o->cfg.no_auth = 1;
+            takes = 0;
+        } else if (!strcmp(a, "--metrics-public")) {
+            o->cfg.metrics_public = 1;
             takes = 0;
         } else if (!strcmp(a, "--check")) {
             o->check = 1;
@@ -218,6 +218,8 @@ static int load_config(struct cli *c, struct serve_opts *o)
         file.port = flags.port;
     if (flags.no_auth)
         file.no_auth = 1;
+    if (flags.metrics_public)
+        file.metrics_public = 1;
     if (flags.timeout_s)
         file.timeout_s = flags.timeout_s;
     if (flags.workers)

@@ -457,6 +457,10 @@ struct orch_engine {
     struct event *gate_ev;       /* while gates wait: decisions, deadlines */
     struct gate_off *offq;       /* decisions on runs not here, committed */
     struct orch_mcpc *mcpc;      /* the MCP servers' clients, or NULL */
+    /* counters for /metrics (loop thread only) */
+    uint64_t m_runs_started, m_calls_ok, m_calls_failed;
+    uint64_t m_lat[10]; /* model call latency buckets, see LAT_BOUNDS */
+    double m_lat_sum;
     int64_t gate_cursor; /* entries below it were looked at for decisions */
 };
 
@@ -857,12 +861,32 @@ struct role_call_ctx {
     role_done_fn fn;
 };
 
+/* The bounds (seconds) of the model-call latency histogram of /metrics. */
+static const double lat_bounds[9] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+
+/* A model call (a provider's or the command's, never the stub's) ended. */
+static void record_call(struct orch_engine *e, int ok, int64_t elapsed_us)
+{
+    double sec = (double)elapsed_us / 1e6;
+    size_t i = 0;
+    while (i < 9 && sec > lat_bounds[i])
+        i++;
+    e->m_lat[i]++;
+    e->m_lat_sum += sec;
+    if (ok)
+        e->m_calls_ok++;
+    else
+        e->m_calls_failed++;
+}
+
 static void on_role_reply(void *arg, int rc, struct orch_model_reply *rep,
                           const struct fo_err *err)
 {
     struct role_call_ctx *c = arg;
     struct run *r = c->f.r;
     long task = c->f.task;
+    if (!c->f.stub) /* the stub is no model call */
+        record_call(r->e, rc == FO_OK, rep ? rep->elapsed_us : 0);
     role_done_fn fn = c->fn;
     if (task >= 0) {
         r->t[task].eff = NULL;
@@ -1726,6 +1750,7 @@ static void on_task_model(void *arg, int rc, struct orch_model_reply *rep,
     size_t t = (size_t)f->task;
     const struct orch_exec_config *ex = r->t[t].ex;
     int tools = f->tools;
+    record_call(r->e, rc == FO_OK, rep ? rep->elapsed_us : 0);
     r->t[t].eff = NULL;
     r->t[t].busy = 0;
     free(f);
@@ -4402,6 +4427,51 @@ size_t orch_engine_active(const struct orch_engine *e)
     return e ? e->n_runs : 0;
 }
 
+int orch_engine_metrics(const struct orch_engine *e, struct fo_buf *b)
+{
+    size_t waiting = 0;
+    for (const struct run *r = e->runs; r; r = r->next)
+        for (size_t w = 0; r->g && r->p && w < r->p->n_waves; w++)
+            waiting += r->g[w].st == G_PENDING;
+    int rc = fo_buf_printf(
+        b,
+        "# HELP forum_runs_in_flight Runs in memory: running or waiting.\n"
+        "# TYPE forum_runs_in_flight gauge\n"
+        "forum_runs_in_flight %zu\n"
+        "# HELP forum_runs_started_total Runs started or resumed here.\n"
+        "# TYPE forum_runs_started_total counter\n"
+        "forum_runs_started_total %llu\n"
+        "# HELP forum_gates_waiting Approval gates waiting for a decision.\n"
+        "# TYPE forum_gates_waiting gauge\n"
+        "forum_gates_waiting %zu\n"
+        "# HELP forum_model_calls_total Model calls (providers and --cmd; "
+        "not the stub) by outcome.\n"
+        "# TYPE forum_model_calls_total counter\n"
+        "forum_model_calls_total{outcome=\"ok\"} %llu\n"
+        "forum_model_calls_total{outcome=\"error\"} %llu\n"
+        "# HELP forum_model_call_seconds Model call latency, retries "
+        "included.\n"
+        "# TYPE forum_model_call_seconds histogram\n",
+        e->n_runs, (unsigned long long)e->m_runs_started, waiting,
+        (unsigned long long)e->m_calls_ok,
+        (unsigned long long)e->m_calls_failed);
+    unsigned long long cum = 0;
+    for (size_t i = 0; i < 10; i++) {
+        cum += e->m_lat[i];
+        if (i < 9)
+            rc |= fo_buf_printf(b,
+                                "forum_model_call_seconds_bucket{le=\"%g\"} "
+                                "%llu\n",
+                                lat_bounds[i], cum);
+    }
+    rc |= fo_buf_printf(b,
+                        "forum_model_call_seconds_bucket{le=\"+Inf\"} %llu\n"
+                        "forum_model_call_seconds_sum %.6f\n"
+                        "forum_model_call_seconds_count %llu\n",
+                        cum, e->m_lat_sum, cum);
+    return rc ? FO_E_NOMEM : FO_OK;
+}
+
 /* Makes sure this engine holds its process's run lock in the ledger's dir
  * (DIR/runs/<instance>.lock): a run's request names the instance, and
  * orch_run_get reads "running" while the lock is held. */
@@ -4433,6 +4503,7 @@ static struct run *run_new(struct orch_engine *e, const char *via)
     struct run *r = calloc(1, sizeof(*r));
     if (!r)
         return NULL;
+    e->m_runs_started++;
     r->e = e;
     r->id = -1;
     r->route_seq = r->plan_seq = r->budget_seq = r->answer_seq = -1;

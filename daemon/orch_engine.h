@@ -131,6 +131,12 @@ void orch_engine_stop(struct orch_engine *e, void (*stopped)(void *arg),
 /* Runs in memory. */
 size_t orch_engine_active(const struct orch_engine *e);
 
+/* The engine's counters as Prometheus text, appended to b (on the loop
+ * thread): runs in flight and started, gates waiting, model calls by
+ * outcome and their latency histogram. FO_OK or FO_E_NOMEM. */
+struct fo_buf;
+int orch_engine_metrics(const struct orch_engine *e, struct fo_buf *b);
+
 /* A whole run on a private loop and engine, on the calling thread, for
  * the CLI and `forum mcp`: what orch_submit and friends call. w->append
  * (may be NULL) is a blocking append hook used instead of the ledger. */

@@ -331,12 +331,18 @@ static int worker_health(void *hook, struct fo_err *err)
 static int commit_submit(void *hook, struct ledger_queued_append *r,
                          struct fo_err *err)
 {
-    return daemon_commit_submit(hook, r, err);
+    struct daemon *d = hook;
+    return daemon_commit_submit(d->commit, r, err);
 }
 
-static int commit_metrics(void *hook, struct fo_buf *out)
+/* /metrics beyond HTTP's own: the group commit's and the run engine's. */
+static int daemon_metrics(void *hook, struct fo_buf *out)
 {
-    return daemon_commit_metrics(hook, out);
+    struct daemon *d = hook;
+    int rc = d->commit ? daemon_commit_metrics(d->commit, out) : FO_OK;
+    if (!rc && d->engine)
+        rc = orch_engine_metrics(d->engine, out);
+    return rc;
 }
 
 static int ctx_open(void *hook, struct surf_ctx **out, struct fo_err *err)
@@ -631,8 +637,9 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         .ctx_close = ctx_close,
         .hook = d,
         .append_submit = d->commit ? commit_submit : NULL,
-        .metrics = d->commit ? commit_metrics : NULL,
-        .append_hook = d->commit,
+        .metrics = daemon_metrics,
+        .append_hook = d,
+        .metrics_public = cfg->metrics_public,
         .log = dlog,
     };
     rc = surf_http_create(d->base, &hc, &d->http, err);
@@ -788,6 +795,8 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
             cfg->port = (int)x;
         else if (!strcmp(k, "no_auth") && cJSON_IsBool(v))
             cfg->no_auth = cJSON_IsTrue(v);
+        else if (!strcmp(k, "metrics_public") && cJSON_IsBool(v))
+            cfg->metrics_public = cJSON_IsTrue(v);
         else if (!strcmp(k, "timeout_s") && is_int && x >= 1 && x <= 3600)
             cfg->timeout_s = (int)x;
         else if (!strcmp(k, "workers") && is_int && x >= 1 && x <= 64)

@@ -22,6 +22,7 @@ struct daemon_config {
     const char *host;     /* NULL: 127.0.0.1 */
     int port;             /* -1: 8080; 0: ephemeral */
     int no_auth;          /* --no-auth */
+    int metrics_public;   /* --metrics-public: GET /metrics without token */
     int timeout_s;        /* HTTP idle read/write timeout, and the deadline
                              for a request to arrive whole; 0: 30 */
     int max_connections;  /* HTTP connections open at once; 0: from the

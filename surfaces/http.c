@@ -27,6 +27,7 @@
 #include <openssl/crypto.h>
 
 #include "ledger/fo_json.h"
+#include "ledger/fo_version.h"
 
 #define BODY_MAX_DEFAULT ((1u << 20) + 64 * 1024)
 #define HEADER_MAX_DEFAULT (16 * 1024)
@@ -498,6 +499,11 @@ static int metrics_text(struct surf_http *h, struct fo_buf *b)
         ledger_count(h->cfg.loop_ctx->ledger, &entries, &err);
     double up = (double)(ledger_now_us() - h->start_us) / 1e6;
     int rc = 0;
+    rc |= fo_buf_printf(b,
+                        "# HELP forum_build_info The forum that serves.\n"
+                        "# TYPE forum_build_info gauge\n"
+                        "forum_build_info{version=\"%s\"} 1\n",
+                        FO_VERSION);
     rc |= fo_buf_printf(b,
                         "# HELP forum_entries Entries in the ledger.\n"
                         "# TYPE forum_entries gauge\n"
@@ -1313,7 +1319,8 @@ static void handle(struct evhttp_request *req, void *arg)
     if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD)
         verb = "GET";
     int is_health = strcmp(path, "/health") == 0;
-    if (!is_health && !h->cfg.no_auth && !token_ok(h, req)) {
+    int open_metrics = h->cfg.metrics_public && strcmp(path, "/metrics") == 0;
+    if (!is_health && !open_metrics && !h->cfg.no_auth && !token_ok(h, req)) {
         send_errorf(h, req, FO_E_UNAUTHORIZED,
                     "missing or wrong bearer token (Authorization: Bearer "
                     "<DIR/token>)",

@@ -26,6 +26,7 @@ struct surf_http_config {
     int port;            /* 0: an ephemeral port (read it back) */
     const char *token;   /* the bearer token; NULL refuses admin methods */
     int no_auth;         /* no token needed, except for admin methods */
+    int metrics_public;  /* GET /metrics without the token */
     size_t body_max;     /* the server's request body cap; 0: 1 MiB + 64 KiB */
     size_t header_max;   /* request header bytes; 0: 16 KiB */
     int timeout_s;       /* idle read/write timeout, and the deadline for a

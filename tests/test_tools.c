@@ -912,3 +912,54 @@ Test(tool_loop, run_command_cannot_read_the_data_dir_from_its_sandbox,
     cr_assert(strstr(res, "PLOVER-XYZZY"), "%s", res);
     free(res);
 }
+
+/* ---- /metrics: the engine's counters, and --metrics-public ----------------
+ */
+
+Test(metrics, model_calls_runs_and_build_info_are_scraped, .timeout = 60)
+{
+    struct scene sc;
+    scene_open(&sc, acting);
+    char cpath[700], cfg[400];
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", sc.dir);
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":\"%s\","
+             "\"model\":\"m1\"}]}}",
+             sc.url);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    char in[700];
+    snprintf(in, sizeof(in), "%s/in.txt", sc.ws);
+    cr_assert_eq(tu_write_file(in, "hello world\n", 12), 0);
+    struct tu_daemon d;
+    tu_daemon_start(&d, sc.dir, "--roster", sc.rpath, "--workspace", sc.ws,
+                    NULL);
+    /* the token guards /metrics unless --metrics-public */
+    cr_assert_eq(tu_http(&d, "GET", "/metrics", NULL, 0, NULL), 401);
+    cJSON *s = tu_http_json(&d, "POST", "/submit",
+                            "{\"request\":\"edit the file\"}", 200);
+    cJSON_Delete(s);
+    char *m = NULL;
+    cr_assert_eq(tu_http(&d, "GET", "/metrics", NULL, 1, &m), 200);
+    cr_assert(strstr(m, "forum_build_info{version=\""), "%s", m);
+    cr_assert(strstr(m, "forum_runs_in_flight 0\n"), "%s", m);
+    cr_assert(strstr(m, "forum_runs_started_total 1\n"), "%s", m);
+    /* coordinator, four task turns, validator, synthesizer: 7 calls */
+    long calls = sc.f->count[R_COORD] + sc.f->count[R_CLASS] +
+                 sc.f->count[R_VALID] + sc.f->count[R_SYNTH] +
+                 sc.f->count[R_TASK];
+    char want[96];
+    snprintf(want, sizeof(want),
+             "forum_model_calls_total{outcome=\"ok\"} %ld\n", calls);
+    cr_assert(strstr(m, want), "want %s in %s", want, m);
+    snprintf(want, sizeof(want), "forum_model_call_seconds_count %ld\n", calls);
+    cr_assert(strstr(m, want), "want %s in %s", want, m);
+    free(m);
+    tu_daemon_signal_wait(&d, SIGTERM, 10000);
+    tu_daemon_start(&d, sc.dir, "--metrics-public", NULL);
+    cr_assert_eq(tu_http(&d, "GET", "/metrics", NULL, 0, NULL), 200);
+    cr_assert_eq(tu_http(&d, "GET", "/status", NULL, 0, NULL), 401);
+    tu_daemon_signal_wait(&d, SIGTERM, 10000);
+    fake_stop(sc.f);
+    fake_free(sc.f);
+    tu_rmrf(sc.dir);
+}
