@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ledger/fo_json.h"
@@ -348,6 +349,9 @@ out:
 }
 
 /* The commands that take one SEQ and print the method's result. */
+static void print_entry_text(const cJSON *e);
+static void print_chain_text(const cJSON *entries);
+
 static int cmd_seq(struct cli *c, int argc, char **argv, const char *method,
                    const char *usage)
 {
@@ -377,7 +381,9 @@ static int cmd_seq(struct cli *c, int argc, char **argv, const char *method,
         else if (!strcmp(method, "ledger_body"))
             cli_print_json(cJSON_GetObjectItemCaseSensitive(out, "body"), 1);
         else if (entries)
-            cli_print_json(entries, 1);
+            print_chain_text(entries);
+        else if (!strcmp(method, "ledger_get"))
+            print_entry_text(out);
         else
             cli_print_json(out, 1);
     }
@@ -397,6 +403,102 @@ static void print_entry_line(const cJSON *e)
            cJSON_GetObjectItemCaseSensitive(e, "actor")->valuestring,
            cJSON_GetObjectItemCaseSensitive(e, "kind")->valuestring, p,
            cJSON_GetObjectItemCaseSensitive(e, "hash")->valuestring);
+}
+
+/* An entry's ts (microseconds) as local time, to the microsecond. */
+static void local_time(double ts_us, char *out, size_t n)
+{
+    time_t t = (time_t)(ts_us / 1e6);
+    struct tm tm;
+    char base[32] = "?";
+    if (localtime_r(&t, &tm))
+        strftime(base, sizeof(base), "%Y-%m-%d %H:%M:%S", &tm);
+    char zone[16] = "";
+    if (localtime_r(&t, &tm))
+        strftime(zone, sizeof(zone), "%Z", &tm);
+    snprintf(out, n, "%s.%06lld %s", base,
+             (long long)((int64_t)ts_us % 1000000), zone);
+}
+
+static const char *str_or(const cJSON *o, const char *k, const char *dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : dflt;
+}
+
+static double num_or(const cJSON *o, const char *k, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* One entry, a field a line, for people (`ledger get`). */
+static void print_entry_text(const cJSON *e)
+{
+    char when[64];
+    local_time(num_or(e, "ts", 0), when, sizeof(when));
+    const cJSON *parent = cJSON_GetObjectItemCaseSensitive(e, "parent");
+    printf("seq      %.0f\n", num_or(e, "seq", -1));
+    printf("time     %s\n", when);
+    printf("actor    %s\n", str_or(e, "actor", "?"));
+    printf("kind     %s\n", str_or(e, "kind", "?"));
+    if (cJSON_IsNumber(parent))
+        printf("parent   %.0f\n", parent->valuedouble);
+    else
+        printf("parent   -\n");
+    printf("hash     %s\n", str_or(e, "hash", "?"));
+    printf("prev     %s\n", str_or(e, "prev", "?"));
+    printf("payload  %s\n", str_or(e, "payload", "?"));
+    if (str_or(e, "body", NULL))
+        printf("body     %s\n", str_or(e, "body", ""));
+}
+
+/* A causal chain, root first, one line an entry (`ledger chain`). */
+static void print_chain_text(const cJSON *entries)
+{
+    const cJSON *e;
+    int depth = 0;
+    cJSON_ArrayForEach (e, entries) {
+        char when[64];
+        local_time(num_or(e, "ts", 0), when, sizeof(when));
+        printf("%*s%s%.0f  %s  %s  %s\n", depth * 2, "", depth ? "-> " : "",
+               num_or(e, "seq", -1), str_or(e, "kind", "?"),
+               str_or(e, "actor", "?"), when);
+        depth++;
+    }
+}
+
+/* Counts of an object {name: n}, "name n, name n". */
+static void print_counts(const char *label, const cJSON *o)
+{
+    printf("%-10s", label);
+    const cJSON *v;
+    int any = 0;
+    cJSON_ArrayForEach (v, o) {
+        printf("%s%s %.0f", any++ ? ", " : " ", v->string, v->valuedouble);
+    }
+    printf("%s\n", any ? "" : " none");
+}
+
+/* `ledger summary` for people. */
+static void print_summary_text(const cJSON *o)
+{
+    printf("ledger    %s (id %s)\n", str_or(o, "origin", "?"),
+           str_or(o, "ledger_id", "?"));
+    printf("entries   %.0f, head %.16s\n", num_or(o, "entries", 0),
+           str_or(o, "head", "-"));
+    printf("bodies    %.0f present, %.0f redacted\n",
+           num_or(o, "bodies_present", 0), num_or(o, "bodies_redacted", 0));
+    print_counts("by kind", cJSON_GetObjectItemCaseSensitive(o, "by_kind"));
+    print_counts("by actor", cJSON_GetObjectItemCaseSensitive(o, "by_actor"));
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "runs");
+    if (r)
+        printf("runs      %.0f requests, %.0f plans, %.0f tasks; results %.0f "
+               "ok, %.0f failed, %.0f redacted; %.0f refusals\n",
+               num_or(r, "requests", 0), num_or(r, "plans", 0),
+               num_or(r, "tasks", 0), num_or(r, "results_ok", 0),
+               num_or(r, "results_failed", 0), num_or(r, "results_redacted", 0),
+               num_or(r, "refusals", 0));
 }
 
 static int cmd_show(struct cli *c, int argc, char **argv)
@@ -657,7 +759,9 @@ static int cmd_noarg(struct cli *c, int argc, char **argv, const char *method,
         return ex;
     cJSON *out = NULL;
     ex = cli_call(c, l, method, NULL, &out);
-    if (!ex)
+    if (!ex && !c->json && !strcmp(method, "ledger_summary"))
+        print_summary_text(out);
+    else if (!ex)
         cli_print_json(out, !c->json);
     cJSON_Delete(out);
     ledger_close(l);

@@ -2028,3 +2028,44 @@ Test(cli, a_read_only_data_dir_is_read_and_permissions_are_named)
     cr_assert_eq(chmod(led, 0700), 0);
     tu_rmrf(dir);
 }
+
+/* summary, get and chain print text for people; --json the objects. */
+Test(cli, summary_get_and_chain_print_text_for_people)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "alice",
+                  "--kind", "note", "--payload", "{}", NULL);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "bob",
+                  "--kind", "reply", "--payload", "{\"x\":1}", "--parent", "0",
+                  NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "summary", NULL);
+    cr_assert_eq(r.status, 0);
+    cr_assert(strstr(r.out, "entries   2, head ") &&
+                  strstr(r.out, "by kind    note 1, reply 1") &&
+                  strstr(r.out, "by actor   alice 1, bob 1"),
+              "%s", r.out);
+    cr_assert_null(strchr(r.out, '{'), "JSON without --json: %s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "get", "1", NULL);
+    cr_assert(
+        strstr(r.out, "seq      1\n") && strstr(r.out, "actor    bob\n") &&
+            strstr(r.out, "parent   0\n") &&
+            strstr(r.out, "body     present\n") && strstr(r.out, "time     20"),
+        "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "chain", "1", NULL);
+    cr_assert(!strncmp(r.out, "0  note  alice  ", 16) &&
+                  strstr(r.out, "\n  -> 1  reply  bob  "),
+              "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger", "summary", NULL);
+    cJSON *o = tu_run_json(&r);
+    cr_assert_eq(tu_num(o, "entries"), 2);
+    cJSON_Delete(o);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
