@@ -14,7 +14,7 @@ pkgs=(build-essential cmake pkg-config ca-certificates
       libevent-dev libsqlite3-dev libssl-dev libcjson-dev bubblewrap)
 if [ $serve_only = 0 ]; then
   pkgs+=(libcriterion-dev clang-format golang-go golang-golang-x-mod-dev
-         clang libclang-rt-14-dev)
+         clang libclang-rt-14-dev chromium libpq-dev postgresql)
   [ "${FORUM_DEPS_BENCH:-0}" = 1 ] && pkgs+=(wrk)
 fi
 
