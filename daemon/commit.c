@@ -161,6 +161,8 @@ static void commit_batch(struct daemon_commit *c, size_t n)
     }
     if (flush)
         flush(flush_arg);
+    if (!rc && ok && c->cfg.committed)
+        c->cfg.committed(c->cfg.committed_hook);
 }
 
 static void *run(void *arg)

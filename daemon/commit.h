@@ -24,6 +24,10 @@ struct daemon_commit_config {
     void (*log)(void *hook, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
     void *log_hook;
+    /* Called on the committer thread after each transaction that added
+     * entries, once its appends were answered (may be NULL). */
+    void (*committed)(void *hook);
+    void *committed_hook;
 };
 
 /* The counters served by /metrics (a snapshot). */

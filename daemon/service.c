@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,8 @@ struct daemon {
     struct ledger *ledger;
     struct daemon_commit *commit;
     struct surf_http *http;
+    /* the http surface as the committer thread sees it (set once made) */
+    _Atomic(struct surf_http *) notify;
     struct surf_ctx loop_ctx;
     struct orch *orch; /* immutable once made: shared by every thread */
     struct evdns_base *dns;
@@ -397,6 +400,13 @@ static void engine_committed(struct ledger_queued_append *r)
     free(c);
 }
 
+/* Committer thread: new entries; the event streams look now. */
+static void committed(void *hook)
+{
+    struct daemon *d = hook;
+    surf_http_notify(atomic_load(&d->notify));
+}
+
 static int engine_append(void *hook, struct ledger_append *a,
                          void (*done)(void *arg), void *arg, struct fo_err *err)
 {
@@ -591,8 +601,11 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         rc = fo_err_set(err, FO_E_INTERNAL, "cannot create the event base");
         goto out;
     }
-    struct daemon_commit_config cc = {
-        .sign_interval_ms = cfg->sign_interval_ms, .log = dlog, .log_hook = d};
+    struct daemon_commit_config cc = {.sign_interval_ms = cfg->sign_interval_ms,
+                                      .log = dlog,
+                                      .log_hook = d,
+                                      .committed = committed,
+                                      .committed_hook = d};
     rc = daemon_commit_create(cfg->dir, &cc, &d->commit, err);
     if (rc)
         goto out;
@@ -645,6 +658,7 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     rc = surf_http_create(d->base, &hc, &d->http, err);
     if (rc)
         goto out;
+    atomic_store(&d->notify, d->http);
     int port = surf_http_port(d->http);
     rc = write_state(d, port, err);
     if (rc)

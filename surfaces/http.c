@@ -28,6 +28,7 @@
 
 #include "ledger/fo_json.h"
 #include "ledger/fo_version.h"
+#include "surfaces/events.h"
 
 #define BODY_MAX_DEFAULT ((1u << 20) + 64 * 1024)
 #define HEADER_MAX_DEFAULT (16 * 1024)
@@ -44,7 +45,13 @@
 #define LOG_EVERY_US (10 * 1000000LL) /* one line per kind and interval */
 
 /* Route labels for metrics: one per table row, then these. */
-enum { ROUTE_METRICS = 0, ROUTE_UNKNOWN = 1, ROUTE_EXTRA = 2 };
+enum {
+    ROUTE_METRICS = 0,
+    ROUTE_UNKNOWN = 1,
+    ROUTE_EVENTS = 2,
+    ROUTE_DASHBOARD = 3,
+    ROUTE_EXTRA = 4
+};
 static const int statuses[] = {200, 400, 401, 404, 405, 410,
                                413, 500, 502, 503, 504, 0};
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
@@ -82,6 +89,7 @@ struct ratelog {
 };
 
 struct conn;
+struct stream;
 
 struct surf_http {
     struct surf_http_config cfg;
@@ -140,6 +148,10 @@ struct surf_http {
     unsigned long long full_stops;      /* times max_connections was hit */
     unsigned long long deadline_closes; /* requests cut by the deadline */
     int64_t start_us;
+    /* GET /events: the tailer and the streams open (loop thread) */
+    struct surf_events *events;
+    struct stream *streams;
+    long nstreams;
 };
 
 static void logm(struct surf_http *h, const char *what, const char *detail)
@@ -544,9 +556,11 @@ static int metrics_text(struct surf_http *h, struct fo_buf *b)
                          "by route and status.\n"
                          "# TYPE forum_http_requests_total counter\n");
     for (size_t r = 0; r < h->nmethods + ROUTE_EXTRA; r++) {
-        const char *name = r == ROUTE_METRICS ? "metrics"
-                           : r == ROUTE_UNKNOWN
-                               ? "unknown"
+        const char *name = r == ROUTE_METRICS   ? "metrics"
+                           : r == ROUTE_UNKNOWN ? "unknown"
+                           : r == ROUTE_EVENTS  ? "events"
+                           : r == ROUTE_DASHBOARD
+                               ? "dashboard"
                                : h->table[r - ROUTE_EXTRA].name;
         for (size_t s = 0; s < NSTATUS; s++) {
             unsigned long long n = h->counts[r * NSTATUS + s];
@@ -828,7 +842,8 @@ struct conn {
     char hdr[HDR_SCAN_MAX];
     size_t hdr_len;
     int hdr_done;
-    int refused; /* answered 400 from here: closing */
+    int refused;           /* answered 400 from here: closing */
+    struct stream *stream; /* its request is an open GET /events */
 };
 
 /* libevent 2.1 calls a listener's error callback with the listener's
@@ -1074,6 +1089,150 @@ static void conn_drop(struct conn *c)
     conn_forget(c);
 }
 
+/* ---- the event stream: GET /events ----------------------------------- */
+
+/* An open GET /events: a chunked reply that goes on until the client
+ * leaves, the stream cannot go on, or the daemon drains. The request
+ * stays in flight meanwhile (the drain ends the streams first). */
+struct stream {
+    struct surf_http *h;
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    struct surf_events_sub *sub;
+    struct evbuffer *tmp;
+    struct stream *prev, *next;
+};
+
+static void stream_unlink(struct stream *st)
+{
+    struct surf_http *h = st->h;
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        h->streams = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    h->nstreams--;
+    surf_events_unsubscribe(h->events, st->sub);
+    evbuffer_free(st->tmp);
+    free(st);
+    finished(h);
+}
+
+static void stream_sent(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct stream *st = arg;
+    surf_events_writable(st->h->events, st->sub);
+}
+
+static int stream_write(void *arg, const char *data, size_t len)
+{
+    struct stream *st = arg;
+    if (evbuffer_add(st->tmp, data, len) != 0)
+        return -1;
+    evhttp_send_reply_chunk_with_cb(st->req, st->tmp, stream_sent, st);
+    return 0;
+}
+
+static size_t stream_pending(void *arg)
+{
+    struct stream *st = arg;
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(st->evcon);
+    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+}
+
+/* Ends the reply (the connection then closes: Connection: close). */
+static void stream_end(void *arg)
+{
+    struct stream *st = arg;
+    struct conn *c = conn_find(st->h, st->evcon);
+    if (c)
+        c->stream = NULL;
+    evhttp_send_reply_end(st->req);
+    stream_unlink(st);
+}
+
+/* The connection is going (conn_closed). When evhttp detached the request
+ * from it (the peer hung up mid-reply), the request is ours to free;
+ * otherwise the connection frees it. */
+static void stream_lost(struct stream *st)
+{
+    if (!evhttp_request_get_connection(st->req))
+        evhttp_send_reply_end(st->req); /* frees a detached request */
+    stream_unlink(st);
+}
+
+/* GET /events, past the auth check: 1 when the stream was opened (the
+ * request is in flight until stream_unlink), 0 when it was answered with
+ * an error. */
+static int stream_open(struct surf_http *h, struct evhttp_request *req,
+                       const char *verb, int64_t t0)
+{
+    struct fo_err err;
+    if (strcmp(verb, "GET") != 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          "GET");
+        send_errorf(h, req, FO_E_METHOD, "/events: use GET", 0, ROUTE_EVENTS,
+                    t0);
+        return 0;
+    }
+    struct conn *c = conn_find(h, evhttp_request_get_connection(req));
+    if (!h->events || !c) {
+        send_errorf(h, req, FO_E_UNAVAILABLE,
+                    "the event stream is not available here", 0, ROUTE_EVENTS,
+                    t0);
+        return 0;
+    }
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *last = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                          "Last-Event-ID");
+    struct surf_events_filter f;
+    if (surf_events_filter_parse(h->events,
+                                 uri ? evhttp_uri_get_query(uri) : NULL, last,
+                                 &f, &err) != FO_OK) {
+        send_error(h, req, &err, 0, ROUTE_EVENTS, t0);
+        return 0;
+    }
+    struct stream *st = calloc(1, sizeof(*st));
+    if (st)
+        st->tmp = evbuffer_new();
+    if (!st || !st->tmp) {
+        free(st);
+        send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, ROUTE_EVENTS, t0);
+        return 0;
+    }
+    st->h = h;
+    st->req = req;
+    st->evcon = evhttp_request_get_connection(req);
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    evhttp_add_header(oh, "Content-Type", "text/event-stream");
+    evhttp_add_header(oh, "Cache-Control", "no-store");
+    evhttp_add_header(oh, "X-Accel-Buffering", "no");
+    evhttp_add_header(oh, "Connection", "close");
+    evhttp_send_reply_start(req, 200, "OK");
+    count(h, ROUTE_EVENTS, 200, t0);
+    st->next = h->streams;
+    if (h->streams)
+        h->streams->prev = st;
+    h->streams = st;
+    h->nstreams++;
+    c->stream = st;
+    static const struct surf_events_sink sink = {stream_write, stream_pending,
+                                                 stream_end};
+    st->sub = surf_events_subscribe(h->events, &f, &sink, st, &err);
+    if (!st->sub) {
+        char msg[300];
+        int n = snprintf(msg, sizeof(msg),
+                         "event: error\ndata: {\"error\":\"cannot start the "
+                         "stream\"}\n\n");
+        if (n > 0)
+            stream_write(st, msg, (size_t)n);
+        stream_end(st);
+    }
+    return 1;
+}
+
 static void conn_closed(struct evhttp_connection *evcon, void *arg)
 {
     struct surf_http *h = arg;
@@ -1083,7 +1242,10 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
     /* replies the client went away before reading are never written (and
      * never reported written): they are no longer waited for */
     long lost = c->unsent;
+    struct stream *st = c->stream;
     conn_drop(c);
+    if (st)
+        stream_lost(st);
     if (lost) {
         h->unsent -= lost;
         drain_check(h);
@@ -1202,6 +1364,8 @@ static void pin_fired(evutil_socket_t fd, short what, void *arg)
     struct conn *c = arg;
     if (what & EV_CLOSED) {
         pin_set(c, PIN_HUP);
+        if (c->stream) /* nothing will be read: the peer left the stream */
+            evhttp_connection_free(c->evcon); /* conn_closed ends it */
         return;
     }
     struct bufferevent *bev = evhttp_connection_get_bufferevent(c->evcon);
@@ -1326,6 +1490,11 @@ static void handle(struct evhttp_request *req, void *arg)
                     "<DIR/token>)",
                     0, ROUTE_UNKNOWN, t0);
         goto done;
+    }
+    if (strcmp(path, "/events") == 0) {
+        if (!stream_open(h, req, verb, t0))
+            goto done; /* answered with an error */
+        return;        /* in flight until the stream ends */
     }
     if (strcmp(path, "/metrics") == 0) {
         if (strcmp(verb, "GET") != 0) {
@@ -1605,6 +1774,12 @@ int surf_http_create(struct event_base *base,
         }
         h->nthreads++;
     }
+    if (h->cfg.loop_ctx && h->cfg.loop_ctx->ledger &&
+        surf_events_create(base, h->cfg.loop_ctx->ledger, h->cfg.keepalive_s,
+                           &h->events, err) != FO_OK) {
+        rc = err->code;
+        goto fail;
+    }
     *out = h;
     return FO_OK;
 fail:
@@ -1653,7 +1828,22 @@ void surf_http_drain(struct surf_http *h, void (*done)(void *arg), void *arg)
     h->draining = 1;
     h->drained = done;
     h->drained_arg = arg;
+    /* the streams end now (a client reconnects elsewhere, or later, with
+     * its Last-Event-ID) */
+    while (h->streams)
+        stream_end(h->streams);
     drain_check(h);
+}
+
+void surf_http_notify(struct surf_http *h)
+{
+    if (h)
+        surf_events_notify(h->events);
+}
+
+long surf_http_streams(const struct surf_http *h)
+{
+    return h->nstreams;
 }
 
 void surf_http_free(struct surf_http *h)
@@ -1684,6 +1874,14 @@ void surf_http_free(struct surf_http *h)
     h->listener = NULL;
     if (h->http)
         evhttp_free(h->http);
+    while (h->streams) { /* none: each went with its connection */
+        struct stream *st = h->streams;
+        h->streams = st->next;
+        surf_events_unsubscribe(h->events, st->sub);
+        evbuffer_free(st->tmp);
+        free(st);
+    }
+    surf_events_free(h->events);
     free(h->conns); /* empty now */
     for (size_t i = 0; i < h->nborn; i++)
         bufferevent_decref(h->born[i]);

@@ -35,6 +35,8 @@ struct surf_http_config {
     int max_connections; /* open at once (1..SURF_HTTP_CONNECTIONS_MAX);
                             0: surf_http_connections_default() */
     int workers;         /* threads for methods that may block; 0: 2 */
+    int keepalive_s;     /* a comment on idle GET /events streams this
+                            often; 0: 15 */
     /* The context fast methods use on the loop thread. */
     struct surf_ctx *loop_ctx;
     /* Makes and frees one worker's context (its own ledger handle). */
@@ -81,6 +83,13 @@ unsigned long long surf_http_requests(const struct surf_http *h);
  * then done(arg) runs on the loop thread (at once when nothing is in
  * flight). */
 void surf_http_drain(struct surf_http *h, void (*done)(void *arg), void *arg);
+
+/* New ledger entries may be there: GET /events streams look now. Any
+ * thread (the committer calls it after each transaction); NULL-safe. */
+void surf_http_notify(struct surf_http *h);
+
+/* GET /events streams open now. */
+long surf_http_streams(const struct surf_http *h);
 
 /* Stops the workers and frees everything; open connections are closed.
  * Drain first to lose no reply. NULL-safe. */

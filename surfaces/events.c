@@ -1,0 +1,621 @@
+/* events: the live stream of new ledger entries (see events.h). */
+#include "surfaces/events.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "ledger/fo_buf.h"
+#include "ledger/fo_json.h"
+
+#define RING 4096       /* recent events kept formatted */
+#define FILL_MAX 2048   /* entries read into the ring per turn */
+#define PAGE 256        /* entries a subscriber behind the ring reads a turn */
+#define RUNS_CACHE 1024 /* seq -> run, for parents older than the ring */
+#define WALK_MAX 64     /* parent links followed to find an entry's run */
+
+/* The kinds forum itself writes: always valid in a filter. Any other kind
+ * is valid when the ledger holds an entry of it. */
+static const char *const forum_kinds[] = {"answer",
+                                          "budget",
+                                          "classifier_attempt",
+                                          "context_budget",
+                                          "coordinator_attempt",
+                                          "error",
+                                          "fact",
+                                          "fact_forgotten",
+                                          "gate_approved",
+                                          "gate_edited",
+                                          "gate_expired",
+                                          "gate_rejected",
+                                          "gate_requested",
+                                          "guardrail",
+                                          "import",
+                                          "plan",
+                                          "redaction",
+                                          "refusal",
+                                          "request",
+                                          "result",
+                                          "resume",
+                                          "route",
+                                          "session_started",
+                                          "skip",
+                                          "stop",
+                                          "task",
+                                          "tier_escalation",
+                                          "tool_call",
+                                          "tool_rescue",
+                                          "tool_result",
+                                          "turn",
+                                          "validator_attempt",
+                                          "verdict",
+                                          NULL};
+
+struct item {
+    int64_t seq;
+    int64_t run; /* -1: none */
+    char kind[LEDGER_KIND_MAX + 1];
+    char *text; /* the whole SSE event */
+    size_t len;
+};
+
+struct surf_events_sub {
+    struct surf_events *ev;
+    struct surf_events_filter f;
+    int64_t next; /* the next seq to consider */
+    int blocked;  /* over SURF_EVENTS_HIGH: waits for writable */
+    int gone;     /* the stream cannot go on: no more writes */
+    int closing;  /* sink.close was called */
+    struct surf_events_sink sink;
+    void *arg;
+    struct surf_events_sub *prev, *nextsub;
+};
+
+struct surf_events {
+    struct event_base *base;
+    struct ledger *l;
+    struct event *wake, *poll, *keep;
+    int keepalive_s;
+    struct item *ring; /* RING slots, by seq % RING */
+    int64_t lo, hi;    /* seqs [lo, hi) are in the ring */
+    int started;       /* lo/hi set from the head */
+    struct {           /* seq -> run, direct-mapped */
+        int64_t seq, run;
+    } runs[RUNS_CACHE];
+    struct surf_events_sub *subs;
+    size_t nsubs;
+    unsigned long long sent;
+};
+
+static int64_t ring_run(struct surf_events *ev, int64_t seq)
+{
+    if (seq >= ev->lo && seq < ev->hi)
+        return ev->ring[seq % RING].run;
+    return -2; /* not known here */
+}
+
+static void runs_put(struct surf_events *ev, int64_t seq, int64_t run)
+{
+    ev->runs[seq % RUNS_CACHE].seq = seq;
+    ev->runs[seq % RUNS_CACHE].run = run;
+}
+
+/* The run of entry e: the nearest `request` at or above it (its own seq
+ * when e is one), -1 when none. Parents are looked up in the ring, the
+ * cache, then the ledger. */
+static int64_t run_of(struct surf_events *ev, const struct ledger_entry *e)
+{
+    if (!strcmp(e->kind, "request"))
+        return e->seq;
+    int64_t p = e->parent;
+    struct ledger_entry pe;
+    struct fo_err err;
+    for (int hops = 0; p >= 0 && hops < WALK_MAX; hops++) {
+        int64_t r = ring_run(ev, p);
+        if (r != -2)
+            return r;
+        if (ev->runs[p % RUNS_CACHE].seq == p)
+            return ev->runs[p % RUNS_CACHE].run;
+        if (ledger_get(ev->l, p, &pe, NULL, &err) != FO_OK)
+            return -1;
+        if (!strcmp(pe.kind, "request")) {
+            runs_put(ev, p, p);
+            return p;
+        }
+        p = pe.parent;
+    }
+    return -1;
+}
+
+/* The SSE event of e: id, event (the kind), data (the entry as served,
+ * with its run). */
+static char *format(const struct ledger_entry *e, int64_t run, size_t *len)
+{
+    struct fo_buf t, b;
+    fo_buf_init(&t, FO_BUF_UNLIMITED);
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    if (ledger_entry_text(e, &t) != 0 || t.len < 2) {
+        fo_buf_release(&t);
+        return NULL;
+    }
+    char head[160];
+    int n = snprintf(head, sizeof(head),
+                     "id: %" PRId64 "\nevent: %s\ndata: ", e->seq, e->kind);
+    char tail[48];
+    int m = run >= 0
+                ? snprintf(tail, sizeof(tail), ",\"run\":%" PRId64 "}\n\n", run)
+                : snprintf(tail, sizeof(tail), ",\"run\":null}\n\n");
+    if (n < 0 || (size_t)n >= sizeof(head) || m < 0 ||
+        (size_t)m >= sizeof(tail) || fo_buf_append(&b, head, (size_t)n) != 0 ||
+        fo_buf_append(&b, t.data, t.len - 1) != 0 || /* the closing brace */
+        fo_buf_append(&b, tail, (size_t)m) != 0) {
+        fo_buf_release(&t);
+        fo_buf_release(&b);
+        return NULL;
+    }
+    fo_buf_release(&t);
+    return fo_buf_detach(&b, len);
+}
+
+static int wanted(const struct surf_events_filter *f, const char *kind,
+                  int64_t run)
+{
+    if (f->run >= 0 && run != f->run)
+        return 0;
+    if (f->nkinds == 0)
+        return 1;
+    for (int i = 0; i < f->nkinds; i++)
+        if (!strcmp(f->kinds[i], kind))
+            return 1;
+    return 0;
+}
+
+static void sub_write(struct surf_events_sub *s, const char *data, size_t len)
+{
+    if (s->gone)
+        return;
+    if (s->sink.write(s->arg, data, len) != 0)
+        s->gone = 1;
+}
+
+/* ---- a subscriber behind the ring reads its own page ------------------ */
+
+struct page {
+    struct surf_events_sub *s;
+    int64_t last;
+    int failed;
+};
+
+static int page_entry(void *ctx, const struct ledger_entry *e)
+{
+    struct page *p = ctx;
+    struct surf_events *ev = p->s->ev;
+    int64_t run = run_of(ev, e);
+    runs_put(ev, e->seq, run);
+    p->last = e->seq;
+    if (!wanted(&p->s->f, e->kind, run))
+        return 0;
+    size_t len = 0;
+    char *t = format(e, run, &len);
+    if (!t) {
+        p->failed = 1;
+        return 1;
+    }
+    sub_write(p->s, t, len);
+    free(t);
+    ev->sent++;
+    return 0;
+}
+
+/* Writes what s has not seen, up to the ring's end, while it keeps up. */
+static void deliver(struct surf_events_sub *s)
+{
+    struct surf_events *ev = s->ev;
+    int pages = 0;
+    while (!s->gone && s->next < ev->hi) {
+        if (s->sink.pending(s->arg) > SURF_EVENTS_HIGH) {
+            s->blocked = 1; /* surf_events_writable goes on */
+            return;
+        }
+        if (s->next >= ev->lo) {
+            const struct item *it = &ev->ring[s->next % RING];
+            if (wanted(&s->f, it->kind, it->run)) {
+                sub_write(s, it->text, it->len);
+                ev->sent++;
+            }
+            s->next++;
+            continue;
+        }
+        if (pages++ == 4) { /* the others get a turn too */
+            surf_events_notify(ev);
+            return;
+        }
+        int64_t want = ev->lo - s->next;
+        struct page p = {.s = s, .last = s->next - 1};
+        struct fo_err err;
+        int rc = ledger_range(ev->l, s->next, want < PAGE ? want : PAGE,
+                              page_entry, &p, &err);
+        if (rc != FO_OK || p.failed || p.last < s->next) {
+            /* cannot read on: say so and stop this stream */
+            char msg[320];
+            int n = snprintf(msg, sizeof(msg),
+                             "event: error\ndata: {\"error\":\"cannot read "
+                             "the ledger at seq %" PRId64 "\"}\n\n",
+                             s->next);
+            if (n > 0)
+                sub_write(s, msg, (size_t)n);
+            s->gone = 1;
+            return;
+        }
+        s->next = p.last + 1;
+    }
+    s->blocked = 0;
+}
+
+/* ---- the ring --------------------------------------------------------- */
+
+struct fill {
+    struct surf_events *ev;
+    int failed;
+};
+
+static int fill_entry(void *ctx, const struct ledger_entry *e)
+{
+    struct fill *f = ctx;
+    struct surf_events *ev = f->ev;
+    if (e->seq != ev->hi) { /* never a gap in the ring */
+        f->failed = 1;
+        return 1;
+    }
+    int64_t run = run_of(ev, e);
+    size_t len = 0;
+    char *t = format(e, run, &len);
+    if (!t) {
+        f->failed = 1;
+        return 1;
+    }
+    struct item *it = &ev->ring[e->seq % RING];
+    free(it->text);
+    *it = (struct item){.seq = e->seq, .run = run, .text = t, .len = len};
+    memcpy(it->kind, e->kind, sizeof(it->kind));
+    ev->hi++;
+    if (ev->hi - ev->lo > RING)
+        ev->lo = ev->hi - RING;
+    return 0;
+}
+
+static int start(struct surf_events *ev)
+{
+    if (ev->started)
+        return 0;
+    int64_t count = 0;
+    struct fo_err err;
+    if (ledger_count(ev->l, &count, &err) != FO_OK)
+        return -1;
+    ev->lo = ev->hi = count;
+    ev->started = 1;
+    return 0;
+}
+
+/* Subscribers whose stream cannot go on are closed by their transport
+ * (which unsubscribes them). */
+static void reap(struct surf_events *ev)
+{
+    struct surf_events_sub *s = ev->subs;
+    while (s) {
+        struct surf_events_sub *n = s->nextsub;
+        if (s->gone && !s->closing) {
+            s->closing = 1;
+            s->sink.close(s->arg);
+        }
+        s = n;
+    }
+}
+
+static void turn(struct surf_events *ev)
+{
+    if (!ev->nsubs || start(ev) != 0)
+        return;
+    int64_t count = 0;
+    struct fo_err err;
+    int more = 0;
+    if (ledger_count(ev->l, &count, &err) == FO_OK && count > ev->hi) {
+        int64_t n = count - ev->hi;
+        if (n > FILL_MAX) {
+            n = FILL_MAX;
+            more = 1;
+        }
+        struct fill f = {.ev = ev};
+        ledger_range(ev->l, ev->hi, n, fill_entry, &f, &err);
+    }
+    for (struct surf_events_sub *s = ev->subs; s; s = s->nextsub)
+        if (!s->blocked)
+            deliver(s);
+    reap(ev);
+    if (more)
+        event_active(ev->wake, 0, 0);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    turn(arg);
+}
+
+static void on_keep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct surf_events *ev = arg;
+    static const char ka[] = ":\n\n";
+    for (struct surf_events_sub *s = ev->subs; s; s = s->nextsub)
+        sub_write(s, ka, sizeof(ka) - 1);
+    reap(ev);
+}
+
+/* ---- the API ---------------------------------------------------------- */
+
+int surf_events_create(struct event_base *base, struct ledger *l,
+                       int keepalive_s, struct surf_events **out,
+                       struct fo_err *err)
+{
+    struct surf_events *ev = calloc(1, sizeof(*ev));
+    if (!ev)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    ev->base = base;
+    ev->l = l;
+    ev->keepalive_s = keepalive_s > 0 ? keepalive_s : 15;
+    ev->ring = calloc(RING, sizeof(*ev->ring));
+    ev->wake = event_new(base, -1, 0, on_wake, ev);
+    ev->poll = event_new(base, -1, EV_PERSIST, on_wake, ev);
+    ev->keep = event_new(base, -1, EV_PERSIST, on_keep, ev);
+    for (size_t i = 0; i < RUNS_CACHE; i++)
+        ev->runs[i].seq = -1;
+    if (!ev->ring || !ev->wake || !ev->poll || !ev->keep) {
+        surf_events_free(ev);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    *out = ev;
+    return FO_OK;
+}
+
+static int kind_known(struct surf_events *ev, const char *kind,
+                      struct fo_err *err)
+{
+    for (size_t i = 0; forum_kinds[i]; i++)
+        if (!strcmp(forum_kinds[i], kind))
+            return FO_OK;
+    cJSON *sum = NULL;
+    int rc = ledger_summary(ev->l, &sum, err);
+    if (rc != FO_OK)
+        return rc;
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(sum, "by_kind");
+    int held = cJSON_GetObjectItemCaseSensitive(by, kind) != NULL;
+    cJSON_Delete(sum);
+    if (!held)
+        return fo_err_set(err, FO_E_INVALID,
+                          "kind: %s is not a kind forum writes, and the ledger "
+                          "holds no entry of it",
+                          kind);
+    return FO_OK;
+}
+
+static int parse_seq(const char *name, const char *v, size_t n, int64_t *out,
+                     struct fo_err *err)
+{
+    char buf[24];
+    if (n == 0 || n >= sizeof(buf))
+        return fo_err_set(err, FO_E_INVALID, "%s: not a non-negative integer",
+                          name);
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    int64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i] < '0' || buf[i] > '9' || x > (INT64_MAX - 9) / 10)
+            return fo_err_set(err, FO_E_INVALID,
+                              "%s: not a non-negative integer: %s", name, buf);
+        x = x * 10 + (buf[i] - '0');
+    }
+    *out = x;
+    return FO_OK;
+}
+
+int surf_events_filter_parse(struct surf_events *ev, const char *query,
+                             const char *last_event_id,
+                             struct surf_events_filter *f, struct fo_err *err)
+{
+    memset(f, 0, sizeof(*f));
+    f->run = -1;
+    f->start = -1;
+    for (const char *p = query; p && *p;) {
+        const char *amp = strchr(p, '&');
+        size_t n = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        size_t kn = eq ? (size_t)(eq - p) : n;
+        const char *v = eq ? eq + 1 : p + n;
+        size_t vn = eq ? n - kn - 1 : 0;
+        int rc = FO_OK;
+        if (kn == 3 && !memcmp(p, "run", 3)) {
+            rc = parse_seq("run", v, vn, &f->run, err);
+        } else if (kn == 4 && !memcmp(p, "from", 4)) {
+            rc = parse_seq("from", v, vn, &f->start, err);
+        } else if (kn == 4 && !memcmp(p, "kind", 4)) {
+            /* a comma list (%2C accepted too) */
+            for (size_t i = 0; i < vn;) {
+                size_t j = i, skip = 0;
+                while (j < vn && v[j] != ',' &&
+                       !(j + 2 < vn && v[j] == '%' && v[j + 1] == '2' &&
+                         (v[j + 2] == 'C' || v[j + 2] == 'c')))
+                    j++;
+                if (j < vn)
+                    skip = v[j] == ',' ? 1 : 3;
+                if (f->nkinds == SURF_EVENTS_KINDS_MAX)
+                    return fo_err_set(err, FO_E_INVALID,
+                                      "kind: at most %d kinds",
+                                      SURF_EVENTS_KINDS_MAX);
+                char *k = f->kinds[f->nkinds];
+                if (j - i == 0 || j - i > LEDGER_KIND_MAX)
+                    return fo_err_set(err, FO_E_INVALID,
+                                      "kind: an empty or over-long kind");
+                memcpy(k, v + i, j - i);
+                k[j - i] = '\0';
+                if (ledger_check_kind(k, err) != FO_OK)
+                    return fo_err_set(err, FO_E_INVALID, "kind: not a kind: %s",
+                                      k);
+                rc = kind_known(ev, k, err);
+                if (rc != FO_OK)
+                    return rc;
+                f->nkinds++;
+                i = j + skip;
+            }
+            if (vn == 0)
+                rc = fo_err_set(err, FO_E_INVALID, "kind: empty");
+        } else if (kn == 5 && !memcmp(p, "token", 5)) {
+            return fo_err_set(err, FO_E_INVALID,
+                              "a token in the query string is refused: send "
+                              "it as Authorization: Bearer");
+        } else {
+            char name[40];
+            snprintf(name, sizeof(name), "%.*s", (int)(kn < 32 ? kn : 32), p);
+            return fo_err_set(err, FO_E_INVALID,
+                              "unknown parameter %s (run, kind, from)", name);
+        }
+        if (rc != FO_OK)
+            return rc;
+        p = amp ? amp + 1 : p + n;
+    }
+    if (last_event_id && *last_event_id) {
+        int64_t id = 0;
+        int rc = parse_seq("Last-Event-ID", last_event_id,
+                           strlen(last_event_id), &id, err);
+        if (rc != FO_OK)
+            return rc;
+        f->start = id + 1;
+    }
+    if (f->run >= 0) {
+        struct ledger_entry e;
+        int rc = ledger_get(ev->l, f->run, &e, NULL, err);
+        if (rc == FO_E_NOT_FOUND || (rc == FO_OK && strcmp(e.kind, "request")))
+            return fo_err_set(err, FO_E_NOT_A_RUN,
+                              "run: entry %" PRId64 " is not a run's request",
+                              f->run);
+        if (rc != FO_OK)
+            return rc;
+    }
+    return FO_OK;
+}
+
+struct surf_events_sub *surf_events_subscribe(
+    struct surf_events *ev, const struct surf_events_filter *f,
+    const struct surf_events_sink *sink, void *arg, struct fo_err *err)
+{
+    if (start(ev) != 0) {
+        fo_err_set(err, FO_E_IO, "cannot read the ledger's head");
+        return NULL;
+    }
+    struct surf_events_sub *s = calloc(1, sizeof(*s));
+    if (!s) {
+        fo_err_set(err, FO_E_NOMEM, NULL);
+        return NULL;
+    }
+    s->ev = ev;
+    s->f = *f;
+    s->sink = *sink;
+    s->arg = arg;
+    int64_t count = ev->hi;
+    struct fo_err e2;
+    ledger_count(ev->l, &count, &e2);
+    s->next = f->start >= 0 ? f->start : count;
+    if (s->next > count)
+        s->next = count; /* an id from the future: from the head */
+    char hello[96];
+    int n = snprintf(hello, sizeof(hello),
+                     "retry: 1000\n: forum events from seq %" PRId64 "\n\n",
+                     s->next);
+    if (n > 0)
+        sub_write(s, hello, (size_t)n);
+    s->nextsub = ev->subs;
+    if (ev->subs)
+        ev->subs->prev = s;
+    ev->subs = s;
+    if (ev->nsubs++ == 0) {
+        struct timeval pt = {0, SURF_EVENTS_POLL_MS * 1000};
+        struct timeval kt = {ev->keepalive_s, 0};
+        evtimer_add(ev->poll, &pt);
+        evtimer_add(ev->keep, &kt);
+    }
+    event_active(ev->wake, 0, 0); /* the backlog, if any */
+    return s;
+}
+
+void surf_events_writable(struct surf_events *ev, struct surf_events_sub *s)
+{
+    if (s->blocked) {
+        deliver(s);
+        if (s->gone)
+            event_active(ev->wake, 0, 0); /* reaped there */
+    }
+}
+
+void surf_events_unsubscribe(struct surf_events *ev, struct surf_events_sub *s)
+{
+    if (!s)
+        return;
+    if (s->prev)
+        s->prev->nextsub = s->nextsub;
+    else
+        ev->subs = s->nextsub;
+    if (s->nextsub)
+        s->nextsub->prev = s->prev;
+    free(s);
+    if (--ev->nsubs == 0) {
+        evtimer_del(ev->poll);
+        evtimer_del(ev->keep);
+        /* the ring starts again from the head at the next subscriber */
+        for (int64_t q = ev->lo; q < ev->hi; q++) {
+            free(ev->ring[q % RING].text);
+            ev->ring[q % RING].text = NULL;
+        }
+        ev->started = 0;
+    }
+}
+
+void surf_events_notify(struct surf_events *ev)
+{
+    if (ev)
+        event_active(ev->wake, 0, 0);
+}
+
+size_t surf_events_subscribers(const struct surf_events *ev)
+{
+    return ev ? ev->nsubs : 0;
+}
+
+unsigned long long surf_events_sent(const struct surf_events *ev)
+{
+    return ev ? ev->sent : 0;
+}
+
+void surf_events_free(struct surf_events *ev)
+{
+    if (!ev)
+        return;
+    while (ev->subs)
+        surf_events_unsubscribe(ev, ev->subs);
+    if (ev->ring)
+        for (size_t i = 0; i < RING; i++)
+            free(ev->ring[i].text);
+    free(ev->ring);
+    if (ev->wake)
+        event_free(ev->wake);
+    if (ev->poll)
+        event_free(ev->poll);
+    if (ev->keep)
+        event_free(ev->keep);
+    free(ev);
+}
