@@ -550,6 +550,16 @@ static int metrics_text(struct surf_http *h, struct fo_buf *b)
         "forum_http_request_deadline_total %llu\n",
         h->open, h->max_open, h->full_stops, ACCEPT_PAUSE_MS, h->accept_errors,
         h->deadline_closes);
+    rc |= fo_buf_printf(b,
+                        "# HELP forum_events_streams GET /events streams "
+                        "open.\n"
+                        "# TYPE forum_events_streams gauge\n"
+                        "forum_events_streams %ld\n"
+                        "# HELP forum_events_sent_total Events written to "
+                        "GET /events streams.\n"
+                        "# TYPE forum_events_sent_total counter\n"
+                        "forum_events_sent_total %llu\n",
+                        h->nstreams, surf_events_sent(h->events));
     if (h->cfg.metrics)
         rc |= h->cfg.metrics(h->cfg.append_hook, b);
     rc |= fo_buf_puts(b, "# HELP forum_http_requests_total Requests answered "
@@ -1212,6 +1222,11 @@ static int stream_open(struct surf_http *h, struct evhttp_request *req,
     evhttp_add_header(oh, "Connection", "close");
     evhttp_send_reply_start(req, 200, "OK");
     count(h, ROUTE_EVENTS, 200, t0);
+    /* Quiet is the stream's normal state: no read timeout. A client that
+     * stops reading is still dropped timeout_s after its output stalls. */
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(st->evcon);
+    if (bev)
+        bufferevent_set_timeouts(bev, NULL, &h->deadline_plain);
     st->next = h->streams;
     if (h->streams)
         h->streams->prev = st;

@@ -1,0 +1,421 @@
+/* test_events: GET /events against the real daemon. Entries appended over
+ * HTTP arrive on the stream in seq order with their ids; filters by kind
+ * and run; Last-Event-ID resumes after a daemon restart with no gap and no
+ * duplicate; an idle stream outlives the idle timeout; a client that
+ * leaves is forgotten; the drain ends streams; bad filters and a token in
+ * the query string are refused (and the token never reaches the log). */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "tests/testutil.h"
+#include "tests/tu_daemon.h"
+
+#define WAIT_MS 15000 /* a failure detector, not a performance bound */
+
+/* An open stream: raw bytes read, the body de-chunked, events parsed. */
+struct sse {
+    int fd;
+    char raw[1 << 16];
+    size_t nraw, used; /* used: raw bytes consumed (headers, chunks) */
+    int headers_done;
+    int status;
+    int chunked;
+    char body[1 << 18];
+    size_t nbody, parsed;
+    int closed;
+};
+
+/* One parsed event. */
+struct sse_event {
+    long long id;
+    char kind[80];
+    char data[4096];
+};
+
+static void sse_open(struct sse *s, const struct tu_daemon *d, const char *path,
+                     const char *last_id)
+{
+    memset(s, 0, sizeof(*s));
+    s->fd = tu_connect_loopback(d->port, 0);
+    char req[1024];
+    int n = snprintf(req, sizeof(req),
+                     "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                     "%s\r\nAccept: text/event-stream\r\n%s%s%s\r\n",
+                     path, d->token, last_id ? "Last-Event-ID: " : "",
+                     last_id ? last_id : "", last_id ? "\r\n" : "");
+    cr_assert_eq(send(s->fd, req, (size_t)n, MSG_NOSIGNAL), n);
+}
+
+/* Moves what raw holds into body (headers parsed, chunks undone). */
+static void sse_digest(struct sse *s)
+{
+    if (!s->headers_done) {
+        s->raw[s->nraw < sizeof(s->raw) ? s->nraw : sizeof(s->raw) - 1] = 0;
+        char *e = strstr(s->raw, "\r\n\r\n");
+        if (!e)
+            return;
+        cr_assert_eq(sscanf(s->raw, "HTTP/1.%*d %d", &s->status), 1);
+        *e = 0;
+        s->chunked = strstr(s->raw, "chunked") != NULL;
+        s->used = (size_t)(e + 4 - s->raw);
+        s->headers_done = 1;
+    }
+    for (;;) {
+        size_t left = s->nraw - s->used;
+        char *p = s->raw + s->used;
+        if (!s->chunked) {
+            cr_assert_lt(s->nbody + left, sizeof(s->body));
+            memcpy(s->body + s->nbody, p, left);
+            s->nbody += left;
+            s->used += left;
+            return;
+        }
+        char *nl = memchr(p, '\n', left);
+        if (!nl)
+            return;
+        size_t len = strtoul(p, NULL, 16);
+        size_t hdr = (size_t)(nl + 1 - p);
+        if (left < hdr + len + 2)
+            return;
+        cr_assert_lt(s->nbody + len, sizeof(s->body));
+        memcpy(s->body + s->nbody, nl + 1, len);
+        s->nbody += len;
+        s->used += hdr + len + 2;
+        if (len == 0) {
+            s->closed = 1;
+            return;
+        }
+    }
+}
+
+/* Reads for up to ms (or until the server closes). */
+static void sse_pump(struct sse *s, int ms)
+{
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    if (s->closed || poll(&p, 1, ms) <= 0)
+        return;
+    if (s->nraw == sizeof(s->raw)) { /* keep the unconsumed tail */
+        memmove(s->raw, s->raw + s->used, s->nraw - s->used);
+        s->nraw -= s->used;
+        s->used = 0;
+    }
+    ssize_t n = recv(s->fd, s->raw + s->nraw, sizeof(s->raw) - s->nraw, 0);
+    if (n <= 0) {
+        s->closed = 1;
+        return;
+    }
+    s->nraw += (size_t)n;
+    sse_digest(s);
+}
+
+/* The next whole event (comments and retry lines skipped): 1, or 0 when
+ * none came within ms. */
+static int sse_next(struct sse *s, struct sse_event *ev, int ms)
+{
+    int64_t t0 = tu_now_ms();
+    for (;;) {
+        while (s->parsed < s->nbody) {
+            char *start = s->body + s->parsed;
+            s->body[s->nbody] = 0;
+            char *end = strstr(start, "\n\n");
+            if (!end)
+                break;
+            s->parsed = (size_t)(end + 2 - s->body);
+            memset(ev, 0, sizeof(*ev));
+            ev->id = -1;
+            int any = 0;
+            for (char *line = start; line < end;) {
+                char *nl = memchr(line, '\n', (size_t)(end + 1 - line));
+                *nl = 0;
+                if (!strncmp(line, "id: ", 4)) {
+                    ev->id = atoll(line + 4);
+                    any = 1;
+                } else if (!strncmp(line, "event: ", 7)) {
+                    snprintf(ev->kind, sizeof(ev->kind), "%s", line + 7);
+                    any = 1;
+                } else if (!strncmp(line, "data: ", 6)) {
+                    snprintf(ev->data, sizeof(ev->data), "%s", line + 6);
+                    any = 1;
+                }
+                line = nl + 1;
+            }
+            if (any)
+                return 1;
+        }
+        int left = ms - (int)(tu_now_ms() - t0);
+        if (left <= 0 || s->closed)
+            return 0;
+        sse_pump(s, left < 100 ? left : 100);
+    }
+}
+
+static void sse_close(struct sse *s)
+{
+    close(s->fd);
+}
+
+static long long append(const struct tu_daemon *d, const char *kind,
+                        long long parent)
+{
+    char body[256];
+    if (parent >= 0)
+        snprintf(body, sizeof(body),
+                 "{\"actor\":\"t\",\"kind\":\"%s\",\"parent\":%lld,"
+                 "\"payload\":{\"k\":\"%s\"}}",
+                 kind, parent, kind);
+    else
+        snprintf(body, sizeof(body),
+                 "{\"actor\":\"t\",\"kind\":\"%s\",\"payload\":{\"k\":\"%s\"}}",
+                 kind, kind);
+    cJSON *e = tu_http_json(d, "POST", "/append", body, 200);
+    long long seq = tu_num(e, "seq");
+    cJSON_Delete(e);
+    return seq;
+}
+
+Test(events, appends_arrive_in_order_with_ids)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    append(&d, "note", -1); /* before the stream: not sent */
+    struct sse s;
+    sse_open(&s, &d, "/events", NULL);
+    struct sse_event ev;
+    /* the stream starts at the head: wait for its hello before appending */
+    for (int64_t t0 = tu_now_ms(); !strstr(s.body, "from seq");) {
+        cr_assert_lt(tu_now_ms() - t0, WAIT_MS, "no hello: %s", s.raw);
+        sse_pump(&s, 100);
+        s.body[s.nbody] = 0;
+    }
+    cr_assert_eq(s.status, 200);
+    cr_assert(strstr(s.raw, "text/event-stream"), "%s", s.raw);
+    for (int i = 0; i < 20; i++)
+        append(&d, i % 2 ? "note" : "memo", -1);
+    for (int i = 0; i < 20; i++) {
+        cr_assert(sse_next(&s, &ev, WAIT_MS), "event %d never came", i);
+        cr_assert_eq(ev.id, 1 + i);
+        cr_assert_str_eq(ev.kind, i % 2 ? "note" : "memo");
+        cJSON *j = cJSON_Parse(ev.data);
+        cr_assert_not_null(j, "%s", ev.data);
+        cr_assert_eq(tu_num(j, "seq"), 1 + i);
+        cr_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "run")));
+        cr_assert_eq(strlen(tu_str(j, "hash")), 64);
+        cJSON_Delete(j);
+    }
+    sse_close(&s);
+    /* from=0 replays the ledger from its start; kind= filters */
+    sse_open(&s, &d, "/events?from=0&kind=note", NULL);
+    long long want[] = {0, 2, 4, 6};
+    for (int i = 0; i < 4; i++) {
+        cr_assert(sse_next(&s, &ev, WAIT_MS));
+        cr_assert_eq(ev.id, want[i]);
+        cr_assert_str_eq(ev.kind, "note");
+    }
+    sse_close(&s);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
+    tu_rmrf(dir);
+}
+
+Test(events, run_filter_follows_parent_links)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    long long r1 = append(&d, "request", -1);
+    long long r2 = append(&d, "request", -1);
+    long long a = append(&d, "plan", r1);
+    append(&d, "plan", r2);
+    long long b = append(&d, "task", a);
+    long long c = append(&d, "result", b);
+    append(&d, "note", -1);
+    struct sse s;
+    struct sse_event ev;
+    char path[64];
+    snprintf(path, sizeof(path), "/events?run=%lld&from=0", r1);
+    sse_open(&s, &d, path, NULL);
+    long long want[] = {r1, a, b, c};
+    for (int i = 0; i < 4; i++) {
+        cr_assert(sse_next(&s, &ev, WAIT_MS), "event %d", i);
+        cr_assert_eq(ev.id, want[i]);
+        cJSON *j = cJSON_Parse(ev.data);
+        cr_assert_eq(tu_num(j, "run"), r1);
+        cJSON_Delete(j);
+    }
+    /* live: a deeper descendant of r1 comes, r2's does not */
+    append(&d, "verdict", r2);
+    long long v = append(&d, "verdict", c);
+    cr_assert(sse_next(&s, &ev, WAIT_MS));
+    cr_assert_eq(ev.id, v);
+    sse_close(&s);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
+    tu_rmrf(dir);
+}
+
+/* Reads events until none comes for quiet_ms; records their ids. */
+static int collect(struct sse *s, long long *ids, int max, int quiet_ms)
+{
+    struct sse_event ev;
+    int n = 0;
+    while (n < max && sse_next(s, &ev, quiet_ms))
+        ids[n++] = ev.id;
+    return n;
+}
+
+Test(events, last_event_id_resumes_across_a_restart)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    struct sse s;
+    sse_open(&s, &d, "/events?from=0", NULL);
+    for (int i = 0; i < 30; i++)
+        append(&d, "note", -1);
+    long long ids[200];
+    int n = 0;
+    struct sse_event ev;
+    while (n < 30) {
+        cr_assert(sse_next(&s, &ev, WAIT_MS), "got %d of 30", n);
+        ids[n++] = ev.id;
+    }
+    /* the drain ends the stream: the server closes it */
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
+    for (int64_t t0 = tu_now_ms(); !s.closed;) {
+        cr_assert_lt(tu_now_ms() - t0, WAIT_MS, "stream not ended");
+        sse_pump(&s, 100);
+    }
+    sse_close(&s);
+    /* entries written while no daemon served, then by the next one */
+    for (int i = 0; i < 5; i++) {
+        struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "append",
+                                    "--actor", "cli", "--kind", "note",
+                                    "--payload", "{\"offline\":true}", NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        tu_run_free(&r);
+    }
+    tu_daemon_start(&d, dir, NULL);
+    char last[32];
+    snprintf(last, sizeof(last), "%lld", ids[n - 1]);
+    sse_open(&s, &d, "/events", last);
+    for (int i = 0; i < 10; i++)
+        append(&d, "note", -1);
+    n += collect(&s, ids + n, 200 - n, 2000);
+    sse_close(&s);
+    cr_assert_eq(n, 45, "%d events", n);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(ids[i], i, "event %d has id %lld", i, ids[i]);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
+    tu_rmrf(dir);
+}
+
+Test(events, an_idle_stream_outlives_the_idle_timeout)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--timeout-s", "1", NULL);
+    struct sse s;
+    sse_open(&s, &d, "/events", NULL);
+    sse_pump(&s, 200);
+    usleep(2500 * 1000); /* over twice the idle timeout, nothing sent */
+    long long seq = append(&d, "note", -1);
+    struct sse_event ev;
+    cr_assert(sse_next(&s, &ev, WAIT_MS), "the idle stream was dropped");
+    cr_assert_eq(ev.id, seq);
+    sse_close(&s);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
+    tu_rmrf(dir);
+}
+
+static long long metric(const struct tu_daemon *d, const char *name)
+{
+    char *b = NULL;
+    cr_assert_eq(tu_http(d, "GET", "/metrics", NULL, 1, &b), 200);
+    char key[128];
+    snprintf(key, sizeof(key), "\n%s ", name);
+    const char *p = strstr(b, key);
+    cr_assert_not_null(p, "no %s", name);
+    long long v = strtoll(p + strlen(key), NULL, 10);
+    free(b);
+    return v;
+}
+
+Test(events, a_client_that_leaves_is_forgotten)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    struct sse s[5];
+    for (int i = 0; i < 5; i++) {
+        sse_open(&s[i], &d, "/events", NULL);
+        while (!s[i].headers_done)
+            sse_pump(&s[i], 100);
+    }
+    cr_assert_eq(metric(&d, "forum_events_streams"), 5);
+    for (int i = 0; i < 3; i++)
+        sse_close(&s[i]);
+    /* a hang-up is seen at once (or at the next write): append to help */
+    for (int64_t t0 = tu_now_ms(); metric(&d, "forum_events_streams") != 2;) {
+        cr_assert_lt(tu_now_ms() - t0, WAIT_MS, "closed streams kept");
+        append(&d, "note", -1);
+        usleep(50000);
+    }
+    long long seq = append(&d, "memo", -1);
+    struct sse_event ev;
+    do /* the ones the loop above appended come first */
+        cr_assert(sse_next(&s[3], &ev, WAIT_MS));
+    while (ev.id != seq);
+    for (int i = 3; i < 5; i++)
+        sse_close(&s[i]);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
+    tu_rmrf(dir);
+}
+
+Test(events, bad_requests_are_refused)
+{
+    char *dir = tu_tmpdir();
+    char log[4200];
+    snprintf(log, sizeof(log), "%s/serve.log", dir);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--log-file", log, NULL);
+    long long r = append(&d, "request", -1);
+    long long note = append(&d, "note", r);
+    char *b = NULL;
+    cr_assert_eq(tu_http(&d, "GET", "/events?kind=no_such_kind", NULL, 1, &b),
+                 400);
+    cr_assert(strstr(b, "no_such_kind"), "%s", b);
+    free(b);
+    /* a kind the ledger holds is fine (note), an invalid one is not */
+    cr_assert_eq(tu_http(&d, "GET", "/events?kind=Bad!", NULL, 1, &b), 400);
+    free(b);
+    cr_assert_eq(tu_http(&d, "GET", "/events?colour=red", NULL, 1, &b), 400);
+    cr_assert(strstr(b, "unknown parameter"), "%s", b);
+    free(b);
+    cr_assert_eq(tu_http(&d, "GET", "/events?from=x", NULL, 1, &b), 400);
+    free(b);
+    char path[64];
+    snprintf(path, sizeof(path), "/events?run=%lld", note);
+    cr_assert_eq(tu_http(&d, "GET", path, NULL, 1, &b), 404);
+    cr_assert(strstr(b, "not_a_run"), "%s", b);
+    free(b);
+    cr_assert_eq(tu_http(&d, "POST", "/events", "{}", 1, &b), 405);
+    free(b);
+    cr_assert_eq(tu_http(&d, "GET", "/events", NULL, 0, &b), 401);
+    free(b);
+    /* a token in the query string: refused, and never written to the log */
+    char q[300];
+    snprintf(q, sizeof(q), "/events?token=%s", d.token);
+    cr_assert_eq(tu_http(&d, "GET", q, NULL, 1, &b), 400);
+    cr_assert(strstr(b, "query string"), "%s", b);
+    free(b);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
+    cr_assert(!tu_file_has(log, d.token), "the token reached the log");
+    tu_rmrf(dir);
+}
