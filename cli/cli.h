@@ -133,6 +133,16 @@ int cli_version(struct cli *c, int argc, char **argv);
 
 /* `forum ledger backup FILE` and `ledger restore FILE` (cli_backup.c). */
 int cli_ledger_backup(struct cli *c, int argc, char **argv);
+
+/* `forum ledger tail [-f]` (cli_tail.c), and the table of entries it and
+ * `ledger show` print: a header, then one row an entry (local time, whole
+ * actor up to 40 columns, kind, parent, a preview of the body read from
+ * l). */
+int cli_ledger_tail(struct cli *c, int argc, char **argv);
+int cli_actor_width(const struct ledger_entry *v, size_t n);
+void cli_entries_header(int actor_w);
+void cli_entries_row(struct ledger *l, const struct ledger_entry *e,
+                     int actor_w);
 int cli_ledger_restore(struct cli *c, int argc, char **argv);
 
 /* `forum ledger export` and `ledger import` (cli_export.c). */

@@ -24,6 +24,8 @@ static const char ledger_usage[] =
     "  get SEQ                      one entry, with body present/redacted\n"
     "  body SEQ                     the JSON body of an entry\n"
     "  show [--limit N]             the last N entries (default 20)\n"
+    "  tail [-n N] [-f] [--kind K] [--run RUN]\n"
+    "                               the last entries, then follow new ones\n"
     "  replay SEQ [--from N] [--limit N]\n"
     "                               entries 0..SEQ (the log as it stood)\n"
     "  chain SEQ                    the causal chain of SEQ, root first\n"
@@ -392,19 +394,6 @@ static int cmd_seq(struct cli *c, int argc, char **argv, const char *method,
     return ex;
 }
 
-static void print_entry_line(const cJSON *e)
-{
-    const cJSON *parent = cJSON_GetObjectItemCaseSensitive(e, "parent");
-    char p[32] = "-";
-    if (cJSON_IsNumber(parent))
-        snprintf(p, sizeof(p), "%.0f", parent->valuedouble);
-    printf("%8.0f  %-16.16s %-16.16s parent %-8s %.16s\n",
-           cJSON_GetObjectItemCaseSensitive(e, "seq")->valuedouble,
-           cJSON_GetObjectItemCaseSensitive(e, "actor")->valuestring,
-           cJSON_GetObjectItemCaseSensitive(e, "kind")->valuestring, p,
-           cJSON_GetObjectItemCaseSensitive(e, "hash")->valuestring);
-}
-
 /* An entry's ts (microseconds) as local time, to the microsecond. */
 static void local_time(double ts_us, char *out, size_t n)
 {
@@ -501,13 +490,39 @@ static void print_summary_text(const cJSON *o)
                num_or(r, "refusals", 0));
 }
 
+/* Served entries as the people's table (cli_tail.c). */
+static void print_entries_table(struct ledger *l, const cJSON *entries)
+{
+    int n = cJSON_GetArraySize(entries);
+    if (n <= 0)
+        return;
+    struct ledger_entry *v = calloc((size_t)n, sizeof(*v));
+    if (!v)
+        return;
+    struct fo_err err;
+    int k = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach (e, entries)
+        if (ledger_entry_from_json(e, &v[k], &err) == FO_OK)
+            k++;
+    int w = cli_actor_width(v, (size_t)k);
+    cli_entries_header(w < 16 ? 16 : w);
+    for (int i = 0; i < k; i++)
+        cli_entries_row(l, &v[i], w < 16 ? 16 : w);
+    free(v);
+}
+
 static int cmd_show(struct cli *c, int argc, char **argv)
 {
     long long limit = 20;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return cli_help("usage: forum ledger show [--limit N]\n"
-                            "The last N entries (default 20, at most 1000).\n");
+            return cli_help(
+                "usage: forum ledger show [--limit N]\n"
+                "The last N entries (default 20, at most 1000): seq, local "
+                "time, actor,\nkind, parent and a preview of the body "
+                "(--json: the entries as served).\n"
+                "example:\n  forum ledger show --limit 50\n");
         if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
             limit = cli_parse_seq(argv[++i]);
             if (limit < 1 || limit > 1000)
@@ -535,9 +550,8 @@ static int cmd_show(struct cli *c, int argc, char **argv)
     if (!ex && c->json) {
         cli_print_json(out, 0);
     } else if (!ex) {
-        const cJSON *e;
-        cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive(out, "entries"))
-            print_entry_line(e);
+        print_entries_table(l,
+                            cJSON_GetObjectItemCaseSensitive(out, "entries"));
         if (count == 0)
             printf("(empty ledger)\n");
     }
@@ -587,9 +601,8 @@ static int cmd_replay(struct cli *c, int argc, char **argv)
     if (!ex && c->json) {
         cli_print_json(out, 0);
     } else if (!ex) {
-        const cJSON *e;
-        cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive(out, "entries"))
-            print_entry_line(e);
+        print_entries_table(l,
+                            cJSON_GetObjectItemCaseSensitive(out, "entries"));
     }
     cJSON_Delete(out);
     ledger_close(l);
@@ -800,6 +813,8 @@ int cli_ledger(struct cli *c, int argc, char **argv)
         return cmd_show(c, argc, argv);
     if (!strcmp(cmd, "replay"))
         return cmd_replay(c, argc, argv);
+    if (!strcmp(cmd, "tail")) /* cli_tail.c */
+        return cli_ledger_tail(c, argc, argv);
     if (!strcmp(cmd, "verify"))
         return cmd_verify(c, argc, argv);
     if (!strcmp(cmd, "redact"))
@@ -838,7 +853,7 @@ int cli_ledger(struct cli *c, int argc, char **argv)
         "init",    "append",  "get",         "body",       "chain",  "show",
         "replay",  "verify",  "redact",      "checkpoint", "tiles",  "cosign",
         "witness", "prove",   "consistency", "key",        "bundle", "backup",
-        "restore", "summary", "export",      "import"};
+        "restore", "summary", "export",      "import",     "tail"};
     const char *near = cli_closest(cmd, subs, sizeof(subs) / sizeof(subs[0]));
     if (near)
         return cli_usage_error(c,

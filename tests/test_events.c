@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -417,5 +418,79 @@ Test(events, bad_requests_are_refused)
     free(b);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
     cr_assert(!tu_file_has(log, d.token), "the token reached the log");
+    tu_rmrf(dir);
+}
+
+/* `forum ledger tail`: the last entries that pass the filters, then (-f)
+ * every new one as it is committed, here by a daemon. */
+Test(events, ledger_tail_shows_then_follows)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    long long r = append(&d, "request", -1);
+    append(&d, "note", -1);
+    long long p = append(&d, "plan", r);
+    append(&d, "note", -1);
+    struct tu_run t = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
+                                "tail", "-n", "5", "--run", "0", NULL);
+    cr_assert_eq(t.status, 0, "%s", t.err);
+    long long seqs[8];
+    int n = 0;
+    for (char *line = t.out; *line && n < 8;) {
+        cJSON *j = cJSON_Parse(line);
+        cr_assert_not_null(j, "%s", line);
+        seqs[n++] = tu_num(j, "seq");
+        cJSON_Delete(j);
+        char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+    cr_assert_eq(n, 2, "%s", t.out);
+    cr_assert_eq(seqs[0], r);
+    cr_assert_eq(seqs[1], p);
+    tu_run_free(&t);
+    t = tu_forumv(NULL, "--ledger", dir, "ledger", "tail", "-n", "1", NULL);
+    cr_assert_eq(t.status, 0);
+    cr_assert(strstr(t.out, "SEQ") && strstr(t.out, "note") &&
+                  strstr(t.out, "{\"k\":\"note\"}"),
+              "%s", t.out);
+    tu_run_free(&t);
+    t = tu_forumv(NULL, "--ledger", dir, "ledger", "tail", "--run", "1", NULL);
+    cr_assert_eq(t.status, 1, "a note is not a run: %s", t.err);
+    tu_run_free(&t);
+    /* -f: new entries of the kind asked for, as they come */
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        close(pfd[1]);
+        execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "--json", "ledger", "tail",
+              "-n", "0", "-f", "--kind", "memo", (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    FILE *f = fdopen(pfd[0], "r");
+    cr_assert_not_null(f);
+    usleep(300 * 1000);
+    long long want[3];
+    for (int i = 0; i < 3; i++) {
+        append(&d, "note", -1);
+        want[i] = append(&d, "memo", -1);
+    }
+    char line[4096];
+    for (int i = 0; i < 3; i++) {
+        cr_assert_not_null(fgets(line, sizeof(line), f), "line %d", i);
+        cJSON *j = cJSON_Parse(line);
+        cr_assert_eq(tu_num(j, "seq"), want[i], "%s", line);
+        cr_assert_str_eq(tu_str(j, "kind"), "memo");
+        cJSON_Delete(j);
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    fclose(f);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
     tu_rmrf(dir);
 }
