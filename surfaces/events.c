@@ -73,6 +73,23 @@ struct surf_events_sub {
     struct surf_events_sink sink;
     void *arg;
     struct surf_events_sub *prev, *nextsub;
+    /* the index (see "who is looked at") */
+    int parked;     /* caught up; its next is the ring's end as of when the
+                       last new entry it could want came */
+    unsigned stamp; /* the turn that last looked at it */
+    int active;     /* in the active list */
+    struct surf_events_sub *aprev, *anext;
+};
+
+#define BUCKETS 256
+/* The subscribers whose filter names one key: a run, a kind, or none
+ * (run -2: every entry). */
+struct bucket {
+    int64_t run; /* >= 0: a run; -1: kind; -2: no filter */
+    char kind[LEDGER_KIND_MAX + 1];
+    struct surf_events_sub **subs;
+    size_t n, cap;
+    struct bucket *chain;
 };
 
 struct surf_events {
@@ -89,6 +106,9 @@ struct surf_events {
     struct surf_events_sub *subs;
     size_t nsubs;
     unsigned long long sent;
+    struct bucket *buckets[BUCKETS];
+    struct surf_events_sub *active; /* catching up, blocked or new */
+    unsigned stamp;
 };
 
 static int64_t ring_run(struct surf_events *ev, int64_t seq)
@@ -301,6 +321,189 @@ static int start(struct surf_events *ev)
     return 0;
 }
 
+/* The distinct kinds and runs of a turn's new entries (many: too many to
+ * keep; then every subscriber looks at each entry). */
+#define BATCH_DISTINCT 64
+struct batch {
+    const char *kinds[BATCH_DISTINCT];
+    int64_t runs[BATCH_DISTINCT];
+    int nkinds, nruns, many;
+};
+
+static void batch_add(struct batch *b, const struct item *it)
+{
+    int i;
+    for (i = 0; i < b->nkinds && strcmp(b->kinds[i], it->kind); i++)
+        ;
+    if (i == b->nkinds) {
+        if (b->nkinds == BATCH_DISTINCT) {
+            b->many = 1;
+            return;
+        }
+        b->kinds[b->nkinds++] = it->kind;
+    }
+    for (i = 0; i < b->nruns && b->runs[i] != it->run; i++)
+        ;
+    if (i == b->nruns) {
+        if (b->nruns == BATCH_DISTINCT) {
+            b->many = 1;
+            return;
+        }
+        b->runs[b->nruns++] = it->run;
+    }
+}
+
+/* ---- who is looked at ------------------------------------------------- */
+
+/* A turn looks only at the subscribers some new entry could be for: the
+ * active ones (catching up, paused, new), the unfiltered ones, and those
+ * in the buckets of the kinds and runs the new entries have. A parked
+ * subscriber skipped meanwhile wanted none of what it skipped, so when it
+ * is looked at again its next is the end of the ring before the turn.
+ * Idle subscribers cost the loop nothing a turn. */
+
+static unsigned key_hash(int64_t run, const char *kind)
+{
+    uint32_t h = 2166136261u;
+    if (run != -1) {
+        for (int i = 0; i < 8; i++)
+            h = (h ^ (uint8_t)(run >> (8 * i))) * 16777619u;
+    } else {
+        for (const char *p = kind; *p; p++)
+            h = (h ^ (uint8_t)*p) * 16777619u;
+    }
+    return h % BUCKETS;
+}
+
+static struct bucket *bucket_find(struct surf_events *ev, int64_t run,
+                                  const char *kind, int make)
+{
+    unsigned i = key_hash(run, kind);
+    for (struct bucket *b = ev->buckets[i]; b; b = b->chain)
+        if (b->run == run && (run != -1 || !strcmp(b->kind, kind)))
+            return b;
+    if (!make)
+        return NULL;
+    struct bucket *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->run = run;
+    if (run == -1)
+        snprintf(b->kind, sizeof(b->kind), "%s", kind);
+    b->chain = ev->buckets[i];
+    ev->buckets[i] = b;
+    return b;
+}
+
+static int bucket_add(struct surf_events *ev, int64_t run, const char *kind,
+                      struct surf_events_sub *s)
+{
+    struct bucket *b = bucket_find(ev, run, kind, 1);
+    if (!b)
+        return -1;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 8;
+        struct surf_events_sub **p = realloc(b->subs, cap * sizeof(*p));
+        if (!p)
+            return -1;
+        b->subs = p;
+        b->cap = cap;
+    }
+    b->subs[b->n++] = s;
+    return 0;
+}
+
+static void bucket_del(struct surf_events *ev, int64_t run, const char *kind,
+                       struct surf_events_sub *s)
+{
+    struct bucket *b = bucket_find(ev, run, kind, 0);
+    for (size_t i = 0; b && i < b->n; i++)
+        if (b->subs[i] == s) {
+            b->subs[i] = b->subs[--b->n];
+            break;
+        }
+    if (!b || b->n)
+        return;
+    /* the last one: the bucket goes (a run watched once is not kept) */
+    struct bucket **pp = &ev->buckets[key_hash(run, kind)];
+    while (*pp != b)
+        pp = &(*pp)->chain;
+    *pp = b->chain;
+    free(b->subs);
+    free(b);
+}
+
+/* The buckets s belongs in: its run's, else its kinds', else the
+ * unfiltered one. */
+static int index_sub(struct surf_events *ev, struct surf_events_sub *s, int add)
+{
+    int n = s->f.run >= 0 ? 1 : s->f.nkinds ? s->f.nkinds : 1;
+    for (int i = 0; i < n; i++) {
+        int64_t run = s->f.run >= 0 ? s->f.run : s->f.nkinds ? -1 : -2;
+        const char *kind = run == -1 ? s->f.kinds[i] : "";
+        if (!add)
+            bucket_del(ev, run, kind, s);
+        else if (bucket_add(ev, run, kind, s) != 0) {
+            while (i-- > 0)
+                bucket_del(ev, run, s->f.kinds[i], s);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void active_add(struct surf_events *ev, struct surf_events_sub *s)
+{
+    if (s->active)
+        return;
+    s->active = 1;
+    s->aprev = NULL;
+    s->anext = ev->active;
+    if (ev->active)
+        ev->active->aprev = s;
+    ev->active = s;
+}
+
+static void active_del(struct surf_events *ev, struct surf_events_sub *s)
+{
+    if (!s->active)
+        return;
+    s->active = 0;
+    if (s->aprev)
+        s->aprev->anext = s->anext;
+    else
+        ev->active = s->anext;
+    if (s->anext)
+        s->anext->aprev = s->aprev;
+}
+
+static void visit(struct surf_events *ev, struct surf_events_sub *s,
+                  int64_t old_hi)
+{
+    if (s->stamp == ev->stamp)
+        return;
+    s->stamp = ev->stamp;
+    if (s->parked) {
+        s->next = old_hi;
+        s->parked = 0;
+    }
+    if (!s->blocked)
+        deliver(s);
+    if (!s->blocked && !s->gone && s->next >= ev->hi) {
+        active_del(ev, s);
+        s->parked = 1;
+    } else {
+        active_add(ev, s);
+    }
+}
+
+static void visit_bucket(struct surf_events *ev, struct bucket *b,
+                         int64_t old_hi)
+{
+    for (size_t i = 0; b && i < b->n; i++)
+        visit(ev, b->subs[i], old_hi);
+}
+
 /* Subscribers whose stream cannot go on are closed by their transport
  * (which unsubscribes them). */
 static void reap(struct surf_events *ev)
@@ -323,6 +526,7 @@ static void turn(struct surf_events *ev)
     int64_t count = 0;
     struct fo_err err;
     int more = 0;
+    int64_t old_hi = ev->hi;
     if (ledger_count(ev->l, &count, &err) == FO_OK && count > ev->hi) {
         int64_t n = count - ev->hi;
         if (n > FILL_MAX) {
@@ -332,9 +536,27 @@ static void turn(struct surf_events *ev)
         struct fill f = {.ev = ev};
         ledger_range(ev->l, ev->hi, n, fill_entry, &f, &err);
     }
-    for (struct surf_events_sub *s = ev->subs; s; s = s->nextsub)
-        if (!s->blocked)
-            deliver(s);
+    /* What the new entries hold: whose buckets to look in. */
+    struct batch b = {0};
+    for (int64_t q = old_hi; q < ev->hi && !b.many; q++)
+        batch_add(&b, &ev->ring[q % RING]);
+    ev->stamp++;
+    if (b.many) {
+        for (struct surf_events_sub *s = ev->subs; s; s = s->nextsub)
+            visit(ev, s, old_hi);
+    } else {
+        for (struct surf_events_sub *s = ev->active, *n; s; s = n) {
+            n = s->anext; /* visit may take s out */
+            visit(ev, s, old_hi);
+        }
+        if (ev->hi > old_hi)
+            visit_bucket(ev, bucket_find(ev, -2, "", 0), old_hi);
+        for (int i = 0; i < b.nkinds; i++)
+            visit_bucket(ev, bucket_find(ev, -1, b.kinds[i], 0), old_hi);
+        for (int i = 0; i < b.nruns; i++)
+            if (b.runs[i] >= 0)
+                visit_bucket(ev, bucket_find(ev, b.runs[i], "", 0), old_hi);
+    }
     reap(ev);
     if (more)
         event_active(ev->wake, 0, 0);
@@ -539,6 +761,12 @@ struct surf_events_sub *surf_events_subscribe(
                      s->next);
     if (n > 0)
         sub_write(s, hello, (size_t)n);
+    if (index_sub(ev, s, 1) != 0) {
+        free(s);
+        fo_err_set(err, FO_E_NOMEM, NULL);
+        return NULL;
+    }
+    active_add(ev, s);
     s->nextsub = ev->subs;
     if (ev->subs)
         ev->subs->prev = s;
@@ -572,6 +800,8 @@ void surf_events_unsubscribe(struct surf_events *ev, struct surf_events_sub *s)
         ev->subs = s->nextsub;
     if (s->nextsub)
         s->nextsub->prev = s->prev;
+    index_sub(ev, s, 0);
+    active_del(ev, s);
     free(s);
     if (--ev->nsubs == 0) {
         evtimer_del(ev->poll);
@@ -611,6 +841,13 @@ void surf_events_free(struct surf_events *ev)
         for (size_t i = 0; i < RING; i++)
             free(ev->ring[i].text);
     free(ev->ring);
+    for (size_t i = 0; i < BUCKETS; i++)
+        while (ev->buckets[i]) {
+            struct bucket *b = ev->buckets[i];
+            ev->buckets[i] = b->chain;
+            free(b->subs);
+            free(b);
+        }
     if (ev->wake)
         event_free(ev->wake);
     if (ev->poll)

@@ -494,3 +494,48 @@ Test(events, ledger_tail_shows_then_follows)
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
     tu_rmrf(dir);
 }
+
+/* Subscribers that nothing is for sit out the turns (parked), and still get
+ * the first entry that is for them, with nothing skipped after it. */
+Test(events, parked_subscribers_wake_for_their_entries)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    long long r = append(&d, "request", -1);
+    struct sse k, rn, all;
+    char path[64];
+    sse_open(&k, &d, "/events?kind=verdict", NULL);
+    snprintf(path, sizeof(path), "/events?run=%lld", r);
+    sse_open(&rn, &d, path, NULL);
+    sse_open(&all, &d, "/events", NULL);
+    while (!k.headers_done || !rn.headers_done || !all.headers_done) {
+        sse_pump(&k, 50);
+        sse_pump(&rn, 50);
+        sse_pump(&all, 50);
+    }
+    usleep(300 * 1000); /* a poll turn or two: all of them parked */
+    for (int i = 0; i < 50; i++)
+        append(&d, "note", -1);
+    long long v1 = append(&d, "verdict", -1);
+    long long p = append(&d, "plan", r);
+    long long v2 = append(&d, "verdict", p);
+    struct sse_event ev;
+    cr_assert(sse_next(&k, &ev, WAIT_MS));
+    cr_assert_eq(ev.id, v1);
+    cr_assert(sse_next(&k, &ev, WAIT_MS));
+    cr_assert_eq(ev.id, v2);
+    cr_assert(sse_next(&rn, &ev, WAIT_MS));
+    cr_assert_eq(ev.id, p);
+    cr_assert(sse_next(&rn, &ev, WAIT_MS));
+    cr_assert_eq(ev.id, v2);
+    for (long long want = r + 1; want <= v2; want++) {
+        cr_assert(sse_next(&all, &ev, WAIT_MS));
+        cr_assert_eq(ev.id, want);
+    }
+    sse_close(&k);
+    sse_close(&rn);
+    sse_close(&all);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
+    tu_rmrf(dir);
+}
