@@ -501,6 +501,52 @@ static int cmd_cancel(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* What a running run is doing, from its latest entry: the step under way
+ * after that entry was written. */
+static const char *step_after(const char *kind)
+{
+    static const struct {
+        const char *kind, *step;
+    } steps[] = {
+        {"request", "routing"},
+        {"route", "planning"},
+        {"coordinator_attempt", "planning (the coordinator again)"},
+        {"plan", "starting the tasks"},
+        {"task", "a task is working"},
+        {"tool_call", "a tool is running"},
+        {"tool_result", "the model reads a tool's result"},
+        {"tool_rescue", "the model retries a tool call"},
+        {"result", "validating a result"},
+        {"validator_attempt", "validating (again)"},
+        {"verdict", "the next task or the answer"},
+        {"tier_escalation", "retrying on a stronger tier"},
+        {"gate_requested", "waiting at a gate for a human (forum gate list)"},
+        {"gate_approved", "resuming after a gate"},
+        {"gate_edited", "resuming after a gate"},
+        {"resume", "resuming"},
+        {"guardrail", "a guardrail checked a step"},
+        {"skip", "the next task"},
+        {"context_budget", "fitting the context into its budget"},
+    };
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
+        if (!strcmp(steps[i].kind, kind))
+            return steps[i].step;
+    return "working";
+}
+
+struct latest {
+    struct ledger_entry e;
+    int64_t n;
+};
+
+static int latest_entry(void *ctx, const struct ledger_entry *e)
+{
+    struct latest *x = ctx;
+    x->e = *e;
+    x->n++;
+    return 0;
+}
+
 static int cmd_wait(struct cli *c, int argc, char **argv)
 {
     long long id = -1, timeout = -1;
@@ -532,10 +578,22 @@ static int cmd_wait(struct cli *c, int argc, char **argv)
             break;
         }
         if (tty) {
-            fprintf(stderr,
-                    "\rforum: run %lld: running, entries: %lld, %lld s\033[K",
-                    id, cli_int_or(g, "count", 0),
-                    (long long)(now - t0) / 1000);
+            struct latest x = {.n = 0};
+            struct fo_err e2;
+            if (ledger_descendants(l, id, -1, latest_entry, &x, &e2) == FO_OK &&
+                x.n > 0)
+                fprintf(stderr,
+                        "\rforum: run %lld: %s (last: %s by %s, seq %lld), "
+                        "%lld entries, %lld s\033[K",
+                        id, step_after(x.e.kind), x.e.kind, x.e.actor,
+                        (long long)x.e.seq, (long long)x.n,
+                        (long long)(now - t0) / 1000);
+            else
+                fprintf(stderr,
+                        "\rforum: run %lld: running, entries: %lld, %lld "
+                        "s\033[K",
+                        id, cli_int_or(g, "count", 0),
+                        (long long)(now - t0) / 1000);
             shown = 1;
         }
         cJSON_Delete(g);
