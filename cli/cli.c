@@ -339,6 +339,8 @@ const char cli_usage_text[] =
     "  gate list|approve|edit|reject ...\n"
     "                 approval gates: runs waiting for a human (forum gate "
     "--help)\n"
+    "  dashboard [--open]\n"
+    "                 the signed-in link to the daemon's web dashboard\n"
     "  verify [--deep] the same as `forum ledger verify`\n"
     "  verify --tiles DIR|URL --vkey KEY [--old NOTE] [--witness WKEY]\n"
     "                 check a log from its static tiles alone, no ledger\n"
@@ -383,7 +385,8 @@ int cli_version(struct cli *c, int argc, char **argv)
 const struct cli_command cli_commands[] = {
     {"ledger", cli_ledger, NULL,
      "init append get body show replay chain verify redact checkpoint prove "
-     "consistency key bundle summary tiles cosign witness backup restore"},
+     "consistency key bundle summary tiles cosign witness backup restore "
+     "tail export import"},
     {"serve", cli_serve, NULL, "start stop status logs"},
     {"mcp", cli_mcp, NULL, NULL},
     {"docs", cli_docs, NULL, "http mcp man completion"},
@@ -401,6 +404,7 @@ const struct cli_command cli_commands[] = {
     {"plan", cli_plan, NULL, NULL},
     {"bench", cli_bench, NULL, NULL},
     {"version", cli_version, NULL, NULL},
+    {"dashboard", cli_dashboard, NULL, NULL},
 };
 
 const size_t cli_n_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);

@@ -139,6 +139,10 @@ int cli_ledger_backup(struct cli *c, int argc, char **argv);
  * actor up to 40 columns, kind, parent, a preview of the body read from
  * l). */
 int cli_ledger_tail(struct cli *c, int argc, char **argv);
+
+/* `forum dashboard [--open]` (cli_dashboard.c): the signed-in link to the
+ * daemon's web page. */
+int cli_dashboard(struct cli *c, int argc, char **argv);
 int cli_actor_width(const struct ledger_entry *v, size_t n);
 void cli_entries_header(int actor_w);
 void cli_entries_row(struct ledger *l, const struct ledger_entry *e,

@@ -1460,6 +1460,79 @@ static void write_now(struct bufferevent *bev)
     bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
 }
 
+/* A credential in the query string (token=, access_token=): refused on
+ * every route, before anything else looks at the request, so a token
+ * pasted into a URL is never honoured (and never written anywhere). */
+static int query_has_token(const char *q)
+{
+    for (const char *p = q; p && *p;) {
+        const char *amp = strchr(p, '&');
+        size_t n = amp ? (size_t)(amp - p) : strlen(p);
+        if ((n >= 6 && !strncasecmp(p, "token=", 6)) ||
+            (n == 5 && !strncasecmp(p, "token", 5)) ||
+            (n >= 13 && !strncasecmp(p, "access_token=", 13)))
+            return 1;
+        p = amp ? amp + 1 : p + n;
+    }
+    return 0;
+}
+
+/* ---- the dashboard: GET / and its assets -------------------------------- */
+
+extern const char surf_dash_html[], surf_dash_js[], surf_dash_css[];
+extern const size_t surf_dash_html_len, surf_dash_js_len, surf_dash_css_len;
+
+/* The page and its assets need no token: they hold no data. Every call the
+ * page makes carries the token it keeps in the browser's session storage.
+ * 1 when path was one of them (answered). */
+static int dashboard(struct surf_http *h, struct evhttp_request *req,
+                     const char *path, const char *verb, int64_t t0)
+{
+    const char *data = NULL, *ctype = NULL;
+    size_t len = 0;
+    if (!strcmp(path, "/") || !strcmp(path, "/index.html")) {
+        data = surf_dash_html;
+        len = surf_dash_html_len;
+        ctype = "text/html; charset=utf-8";
+    } else if (!strcmp(path, "/assets/app.js")) {
+        data = surf_dash_js;
+        len = surf_dash_js_len;
+        ctype = "text/javascript; charset=utf-8";
+    } else if (!strcmp(path, "/assets/app.css")) {
+        data = surf_dash_css;
+        len = surf_dash_css_len;
+        ctype = "text/css; charset=utf-8";
+    } else {
+        return 0;
+    }
+    if (strcmp(verb, "GET") != 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          "GET");
+        send_errorf(h, req, FO_E_METHOD, "the dashboard: use GET", 0,
+                    ROUTE_DASHBOARD, t0);
+        return 1;
+    }
+    char *copy = malloc(len ? len : 1);
+    if (!copy) {
+        send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, ROUTE_DASHBOARD,
+                    t0);
+        return 1;
+    }
+    memcpy(copy, data, len);
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    /* everything from this origin, nothing inline, never framed */
+    evhttp_add_header(oh, "Content-Security-Policy",
+                      "default-src 'none'; script-src 'self'; style-src "
+                      "'self'; connect-src 'self'; img-src 'self' data:; "
+                      "base-uri 'none'; form-action 'none'; frame-ancestors "
+                      "'none'");
+    evhttp_add_header(oh, "X-Content-Type-Options", "nosniff");
+    evhttp_add_header(oh, "Referrer-Policy", "no-referrer");
+    evhttp_add_header(oh, "Cache-Control", "no-cache");
+    send_raw(h, req, 200, ctype, copy, len, 0, ROUTE_DASHBOARD, t0);
+    return 1;
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
     struct surf_http *h = arg;
@@ -1497,6 +1570,15 @@ static void handle(struct evhttp_request *req, void *arg)
     /* HEAD is a GET whose body is not sent (send_raw) */
     if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD)
         verb = "GET";
+    if (query_has_token(uri ? evhttp_uri_get_query(uri) : NULL)) {
+        send_errorf(h, req, FO_E_INVALID,
+                    "a token in the query string is refused: send it as "
+                    "Authorization: Bearer <token>",
+                    0, ROUTE_UNKNOWN, t0);
+        goto done;
+    }
+    if (dashboard(h, req, path, verb, t0))
+        goto done;
     int is_health = strcmp(path, "/health") == 0;
     int open_metrics = h->cfg.metrics_public && strcmp(path, "/metrics") == 0;
     if (!is_health && !open_metrics && !h->cfg.no_auth && !token_ok(h, req)) {
