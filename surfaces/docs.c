@@ -116,6 +116,15 @@ static const char *const http_intro[] = {
     "admin methods need the token always. A missing or wrong token is 401\n"
     "`unauthorized`.\n"
     "\n",
+    "## The dashboard: `GET /`\n"
+    "\n"
+    "`GET /` serves the web dashboard (`/assets/app.js`, `/assets/app.css`):\n"
+    "static files inside the binary that need no token, since they hold no\n"
+    "data; the page sends the token with every call it makes. `forum\n"
+    "dashboard` prints the link that signs it in (docs/DASHBOARD.md). A\n"
+    "token in the query string (`token=`, `access_token=`) is 400 on every\n"
+    "route: the token goes in the `Authorization` header only.\n"
+    "\n",
     "## The event stream: `GET /events`\n"
     "\n"
     "New ledger entries as Server-Sent Events (`text/event-stream`), as\n"
