@@ -199,6 +199,10 @@ struct store {
     int in_txn;
     int broken; /* the connection was lost: reset before the next use */
     int fail_commit_in;
+    /* Set once check found another ledger in the database: every later
+     * write transaction is refused with lost_err (sticky). */
+    int lost;
+    struct fo_err lost_err;
     unsigned char prepared[ST__COUNT];
     /* the tree-node cursor (nodes_begin / next / end) */
     PGresult *nodes;
@@ -735,6 +739,11 @@ static int pg_begin_write(struct store *s, struct fo_err *err)
     if (s->readonly)
         return fo_err_set(err, FO_E_INVALID, "PostgreSQL %s: opened read-only",
                           s->where);
+    if (s->lost) {
+        if (err)
+            *err = s->lost_err;
+        return FO_E_STORAGE_MOVED;
+    }
     int rc = ensure_conn(s, err);
     if (rc)
         return rc;
@@ -1404,10 +1413,17 @@ static int pg_wal_truncate(struct store *s, struct fo_err *err)
     return rc ? rc : exec(s, "VACUUM forum.bodies", "vacuum bodies", err);
 }
 
-/* The server answers, and the database still holds the ledger
- * DIR/store.json names (FO_E_IO when not reachable: not sticky). */
+/* The server answers (FO_E_IO when not: not sticky), and the database
+ * still holds the ledger DIR/store.json names: when not (the conninfo's
+ * database was replaced under the process), FO_E_STORAGE_MOVED, and
+ * writes are refused until the store is closed. */
 static int pg_check(struct store *s, struct fo_err *err)
 {
+    if (s->lost) {
+        if (err)
+            *err = s->lost_err;
+        return FO_E_STORAGE_MOVED;
+    }
     if (s->in_txn)
         return PQstatus(s->conn) == CONNECTION_OK
                    ? FO_OK
@@ -1416,8 +1432,22 @@ static int pg_check(struct store *s, struct fo_err *err)
     int rc = ensure_conn(s, err);
     if (!rc)
         rc = exec(s, "SELECT 1", "check", err);
-    if (!rc)
-        rc = check_pinned(s, err);
+    struct fo_err perr;
+    if (!rc && check_pinned(s, &perr) != FO_OK) {
+        if (perr.code != FO_E_FOREIGN) {
+            if (err)
+                *err = perr;
+            return perr.code;
+        }
+        s->lost = 1;
+        fo_err_set(&s->lost_err, FO_E_STORAGE_MOVED,
+                   "%s; the database was replaced under this process: writes "
+                   "are refused until it is restarted",
+                   perr.msg);
+        if (err)
+            *err = s->lost_err;
+        return FO_E_STORAGE_MOVED;
+    }
     return rc;
 }
 

@@ -1006,6 +1006,49 @@ Test(store_pg_only, a_database_holding_another_ledger_is_refused)
     commit(&f);
     f.ops->close(f.s);
     f.s = NULL;
+    /* a database whose ledger changes under an open store: the check
+     * says the storage moved, and writes stop (sticky) */
+    struct store *w = NULL;
+    OK(fx_open(&f, 0, &w, &e_));
+    OK(f.ops->check(w, &e_));
+    cr_assert_eq(tu_pg_exec(&f.pg, f.db,
+                            "UPDATE forum.meta SET value = '3333333333333333' "
+                            "WHERE key = 'ledger_id'",
+                            NULL, 0),
+                 0);
+    {
+        struct fo_err e;
+        cr_assert_eq(f.ops->check(w, &e), FO_OK, "not pinned yet: %s", e.msg);
+    }
+    f.ops->close(w);
+    char pin1[] = "1111111111111111";
+    struct store_conf c1 = {
+        .postgres = 1, .conninfo = f.conninfo, .ledger_id = pin1};
+    OK(store_conf_write(f.dir, &c1, &e_));
+    cr_assert_eq(tu_pg_exec(&f.pg, f.db,
+                            "UPDATE forum.meta SET value = '1111111111111111' "
+                            "WHERE key = 'ledger_id'",
+                            NULL, 0),
+                 0);
+    OK(fx_open(&f, 0, &w, &e_));
+    OK(f.ops->check(w, &e_));
+    cr_assert_eq(tu_pg_exec(&f.pg, f.db,
+                            "UPDATE forum.meta SET value = '3333333333333333' "
+                            "WHERE key = 'ledger_id'",
+                            NULL, 0),
+                 0);
+    {
+        struct fo_err e;
+        cr_assert_eq(f.ops->check(w, &e), FO_E_STORAGE_MOVED, "%s", e.msg);
+        cr_assert_eq(f.ops->begin_write(w, &e), FO_E_STORAGE_MOVED);
+        cr_assert_eq(f.ops->check(w, &e), FO_E_STORAGE_MOVED);
+    }
+    f.ops->close(w);
+    cr_assert_eq(tu_pg_exec(&f.pg, f.db,
+                            "UPDATE forum.meta SET value = '1111111111111111' "
+                            "WHERE key = 'ledger_id'",
+                            NULL, 0),
+                 0);
     char pinned[] = "2222222222222222";
     struct store_conf c = {
         .postgres = 1, .conninfo = f.conninfo, .ledger_id = pinned};
