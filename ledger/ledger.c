@@ -246,11 +246,15 @@ int ledger_use_postgres(const char *dir, const char *conninfo,
         store_conf_free(&conf);
         return FO_OK; /* chosen already */
     }
-    if (conf.postgres) {
+    /* one that never reached its database (no ledger id recorded) may be
+     * replaced: a mistyped conninfo is fixed by running init again */
+    if (conf.postgres && conf.ledger_id) {
+        rc = fo_err_set(err, FO_E_EXISTS,
+                        "%s/%s: names another PostgreSQL database, holding "
+                        "ledger %.32s, already",
+                        dir, STORE_CONF_FILE, conf.ledger_id);
         store_conf_free(&conf);
-        return fo_err_set(err, FO_E_EXISTS,
-                          "%s/%s: names another PostgreSQL database already",
-                          dir, STORE_CONF_FILE);
+        return rc;
     }
     store_conf_free(&conf);
     struct store_conf want = {.postgres = 1, .conninfo = strdup(conninfo)};

@@ -1271,6 +1271,21 @@ Test(store_cli, refusals_and_exit_codes)
     r = forum_in(d, "ledger", "verify", NULL, NULL, NULL, NULL, NULL);
     cr_assert_eq(r.status, 3, "%d %s", r.status, r.err);
     tu_run_free(&r);
+    /* a mistyped conninfo is fixed by running init again */
+    char db0[64], why0[1024], ci0[512];
+    cr_assert_eq(tu_pg_createdb(&pg, db0, sizeof(db0), why0, sizeof(why0)), 0);
+    tu_pg_conninfo(&pg, db0, ci0, sizeof(ci0));
+    r = forum_in(d, "ledger", "init", "--postgres", ci0, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "%d %s", r.status, r.err);
+    tu_run_free(&r);
+    r = forum_in(d, "ledger", "verify", NULL, NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "%d %s", r.status, r.err);
+    tu_run_free(&r);
+    /* then it is pinned: another database is refused */
+    r = forum_in(d, "ledger", "init", "--postgres", ci, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "another PostgreSQL database"), "%s", r.err);
+    tu_run_free(&r);
     /* a password in the conninfo: bad input, nothing written */
     snprintf(d, sizeof(d), "%s/b", dir);
     r = forum_in(d, "ledger", "init", "--postgres",
