@@ -14,9 +14,10 @@
  * table (dead rows leave the table's pages; the server's WAL, archives
  * and replicas keep them until recycled); check asks the server for a
  * round trip and that the database still holds the same ledger. A lost
- * connection fails the operation (FO_E_IO; an open transaction is rolled
- * back by the server, so nothing is half-written), and the next begin_*
- * (or the next statement outside a transaction) tries PQreset once. */
+ * connection fails the operation under way inside a transaction (FO_E_IO;
+ * the server rolls the transaction back, so nothing is half-written);
+ * begin_*, check and the reads outside a transaction find it lost, try
+ * PQreset once and go on. */
 #include "ledger/store.h"
 
 #include <limits.h>
@@ -298,9 +299,17 @@ static int map_state(const char *st)
 static void pg_message(const char *m, char *out, size_t cap)
 {
     snprintf(out, cap, "%.200s", m && *m ? m : "no message");
-    size_t n = strlen(out);
-    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
-        out[--n] = '\0';
+    /* libpq's messages run over lines: one line, single spaces */
+    size_t w = 0;
+    for (size_t r = 0; out[r]; r++) {
+        char c = out[r] == '\n' || out[r] == '\t' ? ' ' : out[r];
+        if (c == ' ' && (w == 0 || out[w - 1] == ' '))
+            continue;
+        out[w++] = c;
+    }
+    while (w > 0 && out[w - 1] == ' ')
+        w--;
+    out[w] = '\0';
 }
 
 /* Sets err from a failed result (NULL: no result at all) and returns the
@@ -312,17 +321,21 @@ static int pg_fail(struct store *s, const PGresult *res, const char *what,
     const char *primary =
         res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     pg_message(primary ? primary : PQerrorMessage(s->conn), msg, sizeof(msg));
-    if (PQstatus(s->conn) != CONNECTION_OK) {
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    /* libpq's own failures (no SQLSTATE: the socket closed, a send
+     * failed) and the server's connection and shutdown errors leave the
+     * connection unusable, even when PQstatus has not noticed yet */
+    if (PQstatus(s->conn) != CONNECTION_OK || !state ||
+        !strncmp(state, "08", 2) || !strncmp(state, "57P0", 4)) {
         s->broken = 1;
         return fo_err_set(err, FO_E_IO,
                           "PostgreSQL %s: %s: connection lost (%s); the "
                           "operation was not done",
                           s->where, what, msg);
     }
-    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    return fo_err_set(err, map_state(state), "PostgreSQL %s: %s: %s%s%s%s",
-                      s->where, what, msg, state ? " (SQLSTATE " : "",
-                      state ? state : "", state ? ")" : "");
+    return fo_err_set(err, map_state(state),
+                      "PostgreSQL %s: %s: %s (SQLSTATE %s)", s->where, what,
+                      msg, state);
 }
 
 /* ---- the connection ---------------------------------------------------- */
@@ -401,8 +414,9 @@ static int ensure_conn(struct store *s, struct fo_err *err)
 
 /* Runs prepared statement id with p (binary results). NULL on failure
  * (err set); the caller PQclear()s the result. */
-static PGresult *run(struct store *s, enum stmt_id id, const struct params *p,
-                     const char *what, struct fo_err *err)
+static PGresult *run_once(struct store *s, enum stmt_id id,
+                          const struct params *p, const char *what,
+                          struct fo_err *err)
 {
     if (!s->in_txn && ensure_conn(s, err) != FO_OK)
         return NULL;
@@ -433,6 +447,18 @@ static PGresult *run(struct store *s, enum stmt_id id, const struct params *p,
         PQclear(res);
         return NULL;
     }
+    return res;
+}
+
+/* Runs statement id; outside a transaction a connection found lost (the
+ * server restarted since the last statement) is reset and the statement
+ * sent once more: every statement run outside one is a read. */
+static PGresult *run(struct store *s, enum stmt_id id, const struct params *p,
+                     const char *what, struct fo_err *err)
+{
+    PGresult *res = run_once(s, id, p, what, err);
+    if (!res && s->broken && !s->in_txn)
+        res = run_once(s, id, p, what, err);
     return res;
 }
 
@@ -749,10 +775,14 @@ static int pg_begin_write(struct store *s, struct fo_err *err)
         return rc;
     /* READ COMMITTED: each statement sees what was committed before it, so
      * once the lock is held the head is the one the last writer left */
-    rc = exec(s,
-              "BEGIN ISOLATION LEVEL READ COMMITTED;"
-              " SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")",
-              "begin write (the writers' lock)", err);
+    static const char begin_sql[] =
+        "BEGIN ISOLATION LEVEL READ COMMITTED;"
+        " SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")";
+    rc = exec(s, begin_sql, "begin write (the writers' lock)", err);
+    /* a connection found lost here had nothing of ours in flight: reset
+     * it once and begin again */
+    if (rc && s->broken && (rc = ensure_conn(s, err)) == FO_OK)
+        rc = exec(s, begin_sql, "begin write (the writers' lock)", err);
     if (rc) {
         if (!s->broken)
             exec(s, "ROLLBACK", "rollback", NULL);
@@ -768,8 +798,11 @@ static int pg_begin_read(struct store *s, struct fo_err *err)
     if (rc)
         return rc;
     /* one snapshot for every statement until rollback */
-    rc = exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-              "begin read", err);
+    static const char begin_sql[] =
+        "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+    rc = exec(s, begin_sql, "begin read", err);
+    if (rc && s->broken && (rc = ensure_conn(s, err)) == FO_OK)
+        rc = exec(s, begin_sql, "begin read", err);
     if (rc == FO_OK)
         s->in_txn = 1;
     return rc;
@@ -1431,6 +1464,8 @@ static int pg_check(struct store *s, struct fo_err *err)
                                 s->where);
     int rc = ensure_conn(s, err);
     if (!rc)
+        rc = exec(s, "SELECT 1", "check", err);
+    if (rc && s->broken && (rc = ensure_conn(s, err)) == FO_OK)
         rc = exec(s, "SELECT 1", "check", err);
     struct fo_err perr;
     if (!rc && check_pinned(s, &perr) != FO_OK) {

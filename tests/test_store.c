@@ -968,12 +968,37 @@ Test(store_pg_only, a_lost_connection_fails_cleanly_then_resets)
     cr_assert_eq(n, 2);
     put(&f, 2, "a", "k", -1, NULL);
     commit(&f);
-    /* outside a transaction, too: the failed read, then a fresh one */
+    /* outside a transaction: a read finds it lost, reconnects, goes on */
     kill_backends(&f);
-    rc = f.ops->head(f.s, &n, NULL, &e);
-    cr_assert_eq(rc, FO_E_IO, "%s", e.msg);
     OK(f.ops->head(f.s, &n, NULL, &e_));
     cr_assert_eq(n, 3);
+    /* and so do a write transaction's begin and the health check */
+    kill_backends(&f);
+    begin_w(&f);
+    put(&f, 3, "a", "k", -1, NULL);
+    commit(&f);
+    kill_backends(&f);
+    OK(f.ops->check(f.s, &e_));
+    kill_backends(&f);
+    OK(f.ops->begin_read(f.s, &e_));
+    OK(f.ops->head(f.s, &n, NULL, &e_));
+    cr_assert_eq(n, 4);
+    f.ops->rollback(f.s);
+    /* the server down (stopped as by a crash): begin fails, naming it;
+     * once it is back, the next begin reconnects */
+    cr_assert_eq(tu_pg_stop(&f.pg), 0);
+    struct fo_err e2;
+    rc = f.ops->begin_write(f.s, &e2);
+    char why[2048] = "";
+    int up = tu_pg_restart(&f.pg, why, sizeof(why));
+    cr_assert_eq(up, 0, "restart: %s", why);
+    cr_assert_eq(rc, FO_E_IO, "%d %s", rc, e2.msg);
+    cr_assert(strstr(e2.msg, "reconnecting failed"), "%s", e2.msg);
+    cr_assert(strstr(e2.msg, f.pg.dir), "names the socket dir: %s", e2.msg);
+    begin_w(&f);
+    OK(f.ops->head(f.s, &n, NULL, &e_));
+    cr_assert_eq(n, 4);
+    f.ops->rollback(f.s);
     fx_fini(&f);
 }
 
