@@ -18,7 +18,9 @@ static const char ledger_usage[] =
     "usage: forum [--ledger DIR] ledger <command> [options]\n"
     "\n"
     "commands:\n"
-    "  init [--origin NAME]         create the ledger (idempotent)\n"
+    "  init [--origin NAME] [--postgres CONNINFO]\n"
+    "                               create the ledger (idempotent); in\n"
+    "                               PostgreSQL with --postgres\n"
     "  append --actor A --kind K --payload JSON|@FILE|- [--parent N]\n"
     "                               append one entry; prints it\n"
     "  get SEQ                      one entry, with body present/redacted\n"
@@ -95,21 +97,37 @@ static int read_payload(const char *arg, size_t max, struct fo_buf *out,
 
 static int cmd_init(struct cli *c, int argc, char **argv)
 {
-    const char *origin = NULL;
+    const char *origin = NULL, *conninfo = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
-            return cli_help("usage: forum ledger init [--origin NAME]\n"
-                            "Creates the ledger in the data dir (--ledger DIR);"
-                            " the origin names\nits checkpoints (default "
-                            "forum/<ledger id>). Safe to run twice.\n");
+            return cli_help(
+                "usage: forum ledger init [--origin NAME] [--postgres "
+                "CONNINFO]\n"
+                "Creates the ledger in the data dir (--ledger DIR); the "
+                "origin names\nits checkpoints (default forum/<ledger id>). "
+                "Safe to run twice.\n"
+                "--postgres keeps the ledger in a PostgreSQL database "
+                "instead of\nDIR/ledger.db: CONNINFO is a libpq connection "
+                "string (\"host=/run/postgresql\nport=5432 dbname=forum "
+                "user=forum\" or a postgresql:// URI), written to\n"
+                "DIR/store.json. Never put the password in it: libpq reads "
+                "PGPASSWORD\nor PGPASSFILE (~/.pgpass). Exit 3 when the "
+                "database cannot be reached.\n");
         if (!strcmp(argv[i], "--origin") && i + 1 < argc)
             origin = argv[++i];
+        else if (!strcmp(argv[i], "--postgres") && i + 1 < argc)
+            conninfo = argv[++i];
         else
             return cli_usage_error(c, "init: unexpected argument %s", argv[i]);
     }
     struct ledger_config cfg = {.origin = origin};
     struct ledger *l = NULL;
     struct fo_err err;
+    fo_err_clear(&err);
+    if (conninfo && ledger_use_postgres(c->ledger_dir, conninfo, &err) != 0)
+        return err.code == FO_E_INVALID
+                   ? cli_usage_error(c, "init: %s", err.msg)
+                   : cli_fail(c, &err);
     int rc = ledger_open(c->ledger_dir, LEDGER_OPEN_CREATE, &cfg, &l, &err);
     if (rc)
         return cli_fail(c, &err);
@@ -125,11 +143,12 @@ static int cmd_init(struct cli *c, int argc, char **argv)
     cJSON_AddStringToObject(o, "ledger", c->ledger_dir);
     cJSON_AddStringToObject(o, "ledger_id", ledger_id(l));
     cJSON_AddStringToObject(o, "origin", ledger_origin(l));
+    cJSON_AddStringToObject(o, "store", ledger_store_name(l));
     if (c->json)
         cli_print_json(o, 0);
     else
-        printf("ledger %s: id %s, origin %s\n", c->ledger_dir, ledger_id(l),
-               ledger_origin(l));
+        printf("ledger %s: id %s, origin %s, store %s\n", c->ledger_dir,
+               ledger_id(l), ledger_origin(l), ledger_store_name(l));
     cJSON_Delete(o);
     ledger_close(l);
     return 0;

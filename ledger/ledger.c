@@ -3,6 +3,7 @@
  * here, in the same transaction as each append or batch. */
 #include "ledger/ledger.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +138,8 @@ int ledger_open(const char *dir, unsigned flags,
     if (!l)
         return fo_err_set(err, FO_E_NOMEM, NULL);
     int rc = FO_OK;
+    struct store_conf conf;
+    memset(&conf, 0, sizeof(conf));
     l->ops = &store_sqlite_ops;
     l->readonly = (flags & LEDGER_OPEN_READONLY) != 0;
     l->max_body =
@@ -147,6 +150,23 @@ int ledger_open(const char *dir, unsigned flags,
     if (!l->dir || !l->sha) {
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
         goto fail;
+    }
+    /* DIR/store.json chooses the store (none: SQLite in DIR/ledger.db) */
+    rc = store_conf_read(dir, &conf, err);
+    if (rc)
+        goto fail;
+    if (conf.postgres) {
+        char db[PATH_MAX];
+        struct stat st;
+        snprintf(db, sizeof(db), "%s/ledger.db", dir);
+        if (stat(db, &st) == 0) {
+            rc = fo_err_set(err, FO_E_INVALID,
+                            "%s: holds both ledger.db and a %s naming "
+                            "PostgreSQL; move one of them away",
+                            dir, STORE_CONF_FILE);
+            goto fail;
+        }
+        l->ops = &store_pg_ops;
     }
     unsigned sflags = 0;
     if (flags & LEDGER_OPEN_CREATE)
@@ -160,6 +180,17 @@ int ledger_open(const char *dir, unsigned flags,
     rc = init_identity(l, cfg, err);
     if (rc)
         goto fail;
+    /* The database now holds this ledger: DIR/store.json pins it, so a
+     * conninfo later pointed at another ledger's database is refused. */
+    if (conf.postgres && !conf.ledger_id && !l->readonly) {
+        if (!(conf.ledger_id = strdup(l->id))) {
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+            goto fail;
+        }
+        rc = store_conf_write(dir, &conf, err);
+        if (rc)
+            goto fail;
+    }
     /* A key creation killed mid-way left a whole private key behind. */
     if (!l->readonly)
         fo_file_clean_temps(dir, LEDGER_KEY_FILE);
@@ -181,11 +212,61 @@ int ledger_open(const char *dir, unsigned flags,
     }
     if (rc)
         goto fail;
+    store_conf_free(&conf);
     *out = l;
     return FO_OK;
 fail:
+    store_conf_free(&conf);
     ledger_close(l);
     return rc;
+}
+
+int ledger_use_postgres(const char *dir, const char *conninfo,
+                        struct fo_err *err)
+{
+    int rc = store_pg_check_conninfo(conninfo, err);
+    if (rc)
+        return rc;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return fo_err_set(err, FO_E_IO, "%s: %s", dir, strerror(errno));
+    char db[PATH_MAX];
+    struct stat st;
+    snprintf(db, sizeof(db), "%s/ledger.db", dir);
+    if (stat(db, &st) == 0)
+        return fo_err_set(err, FO_E_EXISTS,
+                          "%s: holds a SQLite ledger (ledger.db); to move it "
+                          "to PostgreSQL, export it and import the export "
+                          "into a new data dir",
+                          dir);
+    struct store_conf conf;
+    rc = store_conf_read(dir, &conf, err);
+    if (rc)
+        return rc;
+    if (conf.postgres && strcmp(conf.conninfo, conninfo) == 0) {
+        store_conf_free(&conf);
+        return FO_OK; /* chosen already */
+    }
+    /* one that never reached its database (no ledger id recorded) may be
+     * replaced: a mistyped conninfo is fixed by running init again */
+    if (conf.postgres && conf.ledger_id) {
+        rc = fo_err_set(err, FO_E_EXISTS,
+                        "%s/%s: names another PostgreSQL database, holding "
+                        "ledger %.32s, already",
+                        dir, STORE_CONF_FILE, conf.ledger_id);
+        store_conf_free(&conf);
+        return rc;
+    }
+    store_conf_free(&conf);
+    struct store_conf want = {.postgres = 1, .conninfo = strdup(conninfo)};
+    rc = want.conninfo ? store_conf_write(dir, &want, err)
+                       : fo_err_set(err, FO_E_NOMEM, NULL);
+    store_conf_free(&want);
+    return rc;
+}
+
+const char *ledger_store_name(const struct ledger *l)
+{
+    return l->ops->name;
 }
 
 void ledger_close(struct ledger *l)

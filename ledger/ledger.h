@@ -64,6 +64,18 @@ int ledger_open(const char *dir, unsigned flags,
                 const struct ledger_config *cfg, struct ledger **out,
                 struct fo_err *err);
 
+/* Makes dir's ledger live in PostgreSQL: writes DIR/store.json naming
+ * conninfo (a libpq connection string, key=value or URI; it must hold no
+ * password: libpq reads PGPASSWORD or PGPASSFILE). Creates dir when absent.
+ * FO_E_EXISTS when dir holds a SQLite ledger or names another database;
+ * FO_OK when it names this one already. The next ledger_open with
+ * LEDGER_OPEN_CREATE makes the ledger in the database. */
+int ledger_use_postgres(const char *dir, const char *conninfo,
+                        struct fo_err *err);
+
+/* The store the ledger lives in: "sqlite" or "postgres". */
+const char *ledger_store_name(const struct ledger *l);
+
 /* Closes the ledger (NULL-safe). */
 void ledger_close(struct ledger *l);
 

@@ -178,5 +178,35 @@ struct store_ops {
 };
 
 extern const struct store_ops store_sqlite_ops;
+/* PostgreSQL over libpq (store_pg.c): the conninfo comes from
+ * DIR/store.json; see docs/OPERATIONS.md. */
+extern const struct store_ops store_pg_ops;
+
+/* DIR/store.json: which store holds the data dir's ledger. No file means
+ * SQLite (DIR/ledger.db). {"store": "postgres", "conninfo": "host=...
+ * dbname=... user=...", "ledger_id": "<hex>"}: ledger_id, once recorded,
+ * pins the database to that ledger (another one is refused). The password
+ * is never in it: libpq reads PGPASSWORD or PGPASSFILE (~/.pgpass). */
+#define STORE_CONF_FILE "store.json"
+
+struct store_conf {
+    int postgres;
+    char *conninfo;  /* postgres: libpq connection string, no password */
+    char *ledger_id; /* the ledger the database must hold, or NULL */
+};
+
+/* Reads DIR/store.json into c (zeroed first; freed with store_conf_free).
+ * An absent file gives FO_OK and the SQLite default; a malformed one
+ * FO_E_INVALID naming the file. */
+int store_conf_read(const char *dir, struct store_conf *c, struct fo_err *err);
+/* Replaces DIR/store.json with c atomically (temp file, fsync, rename,
+ * directory fsync), mode 0600. */
+int store_conf_write(const char *dir, const struct store_conf *c,
+                     struct fo_err *err);
+void store_conf_free(struct store_conf *c);
+
+/* Checks a libpq conninfo (key=value or URI form) for a store.json: it
+ * parses, and it holds no password. FO_E_INVALID naming the problem. */
+int store_pg_check_conninfo(const char *conninfo, struct fo_err *err);
 
 #endif

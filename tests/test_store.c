@@ -1,0 +1,1337 @@
+/* test_store: the storage interface (ledger/store.h) case by case, over
+ * both stores: every case runs on SQLite (store_sqlite) and on a real
+ * PostgreSQL (store_pg) started for this run in a temp dir (tu_pg.h). The
+ * same calls must give the same answers. Then the PostgreSQL store's own
+ * promises (writers serialised across handles, a lost connection fails
+ * cleanly and is reset, a foreign or newer database is refused untouched),
+ * and the CLI end to end on PostgreSQL (init, append, verify, export from
+ * SQLite and import into PostgreSQL with the same root). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+#include <sqlite3.h>
+
+#include "ledger/fo_err.h"
+#include "ledger/store.h"
+#include "tests/testutil.h"
+#include "tests/tu_pg.h"
+
+/* ------------------------------------------------------- the server */
+
+/* One PostgreSQL for the whole run, started before the first test and
+ * handed to the test processes through the environment. */
+static struct tu_pg server;
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+    (void)set;
+    char why[2048] = "";
+    int rc = tu_pg_start(&server, why, sizeof(why));
+    tu_pg_share(&server, rc, why);
+    if (rc > 0)
+        fprintf(stderr, "test_store: PostgreSQL cases skipped: %s\n", why);
+    else if (rc < 0)
+        fprintf(stderr, "test_store: PostgreSQL did not start: %s\n", why);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+    (void)stats;
+    tu_pg_destroy(&server);
+}
+
+/* The shared server in a test: skips the test (saying why) when the
+ * binaries are absent, fails it when the server did not start. */
+static void need_pg(struct tu_pg *pg)
+{
+    char why[2048];
+    int skip = 0;
+    int rc = tu_pg_shared(pg, &skip, why, sizeof(why));
+    if (rc == 0 && skip)
+        cr_skip_test("PostgreSQL not available: %s", why);
+    cr_assert_eq(rc, 1, "PostgreSQL: %s", why);
+}
+
+/* ------------------------------------------------------- the fixture */
+
+enum { SQ, PG };
+
+struct fx {
+    int kind;
+    const struct store_ops *ops;
+    char *dir;
+    struct tu_pg pg;
+    char db[64];
+    char conninfo[512];
+    struct store *s;
+};
+
+/* A data dir for a new ledger: for PostgreSQL a fresh database, named in
+ * DIR/store.json. */
+static void fx_init(struct fx *f, int kind)
+{
+    memset(f, 0, sizeof(*f));
+    f->kind = kind;
+    f->ops = kind == PG ? &store_pg_ops : &store_sqlite_ops;
+    if (kind == PG)
+        need_pg(&f->pg);
+    f->dir = tu_tmpdir();
+    if (kind == PG) {
+        char why[1024];
+        cr_assert_eq(
+            tu_pg_createdb(&f->pg, f->db, sizeof(f->db), why, sizeof(why)), 0,
+            "%s", why);
+        tu_pg_conninfo(&f->pg, f->db, f->conninfo, sizeof(f->conninfo));
+        struct store_conf c = {.postgres = 1, .conninfo = f->conninfo};
+        struct fo_err err;
+        cr_assert_eq(store_conf_write(f->dir, &c, &err), FO_OK, "%s", err.msg);
+    }
+}
+
+static int fx_open(struct fx *f, unsigned flags, struct store **out,
+                   struct fo_err *err)
+{
+    fo_err_clear(err);
+    return f->ops->open(f->dir, flags, 2000, out, err);
+}
+
+/* Opens (creating) into f->s. */
+static void fx_create(struct fx *f)
+{
+    struct fo_err err;
+    int rc = fx_open(f, STORE_CREATE, &f->s, &err);
+    cr_assert_eq(rc, FO_OK, "open: %s", err.msg);
+}
+
+static void fx_fini(struct fx *f)
+{
+    if (f->s)
+        f->ops->close(f->s);
+    f->s = NULL;
+    tu_rmrf(f->dir);
+    f->dir = NULL;
+}
+
+#define STORE_CASE(name)                                                       \
+    static void case_##name(struct fx *f);                                     \
+    Test(store_sqlite, name)                                                   \
+    {                                                                          \
+        struct fx f;                                                           \
+        fx_init(&f, SQ);                                                       \
+        case_##name(&f);                                                       \
+        fx_fini(&f);                                                           \
+    }                                                                          \
+    Test(store_pg, name)                                                       \
+    {                                                                          \
+        struct fx f;                                                           \
+        fx_init(&f, PG);                                                       \
+        case_##name(&f);                                                       \
+        fx_fini(&f);                                                           \
+    }                                                                          \
+    static void case_##name(struct fx *f)
+
+#define OK(call)                                                               \
+    do {                                                                       \
+        struct fo_err e_;                                                      \
+        fo_err_clear(&e_);                                                     \
+        int rc_ = (call);                                                      \
+        (void)e_;                                                              \
+        cr_assert_eq(rc_, FO_OK, "%s: %d %s", #call, rc_, e_.msg);             \
+    } while (0)
+
+/* ------------------------------------------------------- records */
+
+static struct store_rec mkrec(int64_t seq, const char *actor, const char *kind,
+                              int64_t parent, uint8_t payload_fill)
+{
+    struct store_rec r;
+    memset(&r, 0, sizeof(r));
+    r.seq = seq;
+    r.ts = 1700000000000000 + seq;
+    r.parent = parent;
+    r.actor_len = strlen(actor);
+    memcpy(r.actor, actor, r.actor_len);
+    r.kind_len = strlen(kind);
+    memcpy(r.kind, kind, r.kind_len);
+    memset(r.payload, payload_fill, 32);
+    for (int i = 0; i < 32; i++) {
+        r.prev[i] = (uint8_t)(seq * 7 + i);
+        r.hash[i] = (uint8_t)(seq * 13 + i + 1);
+    }
+    return r;
+}
+
+/* Puts entry seq (inside a write transaction); body may be NULL. */
+static void put(struct fx *f, int64_t seq, const char *actor, const char *kind,
+                int64_t parent, const char *body)
+{
+    struct store_rec r = mkrec(seq, actor, kind, parent, (uint8_t)seq);
+    struct fo_err e;
+    int rc = f->ops->put_entry(f->s, &r, body, body ? strlen(body) : 0, &e);
+    cr_assert_eq(rc, FO_OK, "put %lld: %s", (long long)seq, e.msg);
+}
+
+static void begin_w(struct fx *f)
+{
+    struct fo_err e;
+    cr_assert_eq(f->ops->begin_write(f->s, &e), FO_OK, "begin: %s", e.msg);
+}
+
+static void commit(struct fx *f)
+{
+    struct fo_err e;
+    cr_assert_eq(f->ops->commit(f->s, &e), FO_OK, "commit: %s", e.msg);
+}
+
+/* n plain entries 0..n-1 ("note" by alice), even ones with a body. */
+static void fill(struct fx *f, int n)
+{
+    begin_w(f);
+    for (int i = 0; i < n; i++) {
+        char body[64];
+        snprintf(body, sizeof(body), "{\"n\":%d}", i);
+        put(f, i, "alice", "note", -1, i % 2 == 0 ? body : NULL);
+    }
+    commit(f);
+}
+
+static void same_rec(const struct store_rec *a, const struct store_rec *b)
+{
+    cr_assert_eq(a->seq, b->seq);
+    cr_assert_eq(a->ts, b->ts);
+    cr_assert_eq(a->parent, b->parent);
+    cr_assert_eq(a->actor_len, b->actor_len);
+    cr_assert_eq(memcmp(a->actor, b->actor, a->actor_len), 0);
+    cr_assert_eq(a->kind_len, b->kind_len);
+    cr_assert_eq(memcmp(a->kind, b->kind, a->kind_len), 0);
+    cr_assert_eq(memcmp(a->payload, b->payload, 32), 0);
+    cr_assert_eq(memcmp(a->prev, b->prev, 32), 0);
+    cr_assert_eq(memcmp(a->hash, b->hash, 32), 0);
+}
+
+/* Collects the seqs (and body lengths) a stream hands over. */
+struct seen {
+    int64_t seq[4096];
+    long body[4096]; /* -1: no body */
+    int n;
+    int stop_at; /* return 42 at the n-th row (0: never) */
+};
+
+static int see(void *ctx, const struct store_row *row)
+{
+    struct seen *s = ctx;
+    cr_assert_lt(s->n, 4096);
+    s->seq[s->n] = row->rec.seq;
+    s->body[s->n] = row->body ? (long)row->body_len : -1;
+    s->n++;
+    return s->stop_at && s->n == s->stop_at ? 42 : 0;
+}
+
+/* ------------------------------------------------------- open */
+
+STORE_CASE(open_without_create_is_not_found)
+{
+    struct store *s = NULL;
+    struct fo_err e;
+    cr_assert_eq(fx_open(f, 0, &s, &e), FO_E_NOT_FOUND);
+    cr_assert_neq(e.msg[0], '\0');
+    cr_assert_eq(fx_open(f, STORE_READONLY, &s, &e), FO_E_NOT_FOUND);
+}
+
+STORE_CASE(create_then_reopen_keeps_meta)
+{
+    fx_create(f);
+    struct fo_err e;
+    char *v = NULL;
+    cr_assert_eq(f->ops->meta_get(f->s, "ledger_id", &v, &e), FO_E_NOT_FOUND);
+    begin_w(f);
+    OK(f->ops->meta_set(f->s, "ledger_id", "abc", &e_));
+    OK(f->ops->meta_set(f->s, "ledger_id", "0123456789abcdef", &e_));
+    commit(f);
+    f->ops->close(f->s);
+    f->s = NULL;
+    struct store *ro = NULL;
+    OK(fx_open(f, STORE_READONLY, &ro, &e_));
+    OK(f->ops->meta_get(ro, "ledger_id", &v, &e_));
+    cr_assert_str_eq(v, "0123456789abcdef");
+    free(v);
+    /* read-only: no write transaction */
+    cr_assert_eq(f->ops->begin_write(ro, &e), FO_E_INVALID);
+    f->ops->close(ro);
+    /* a second create of the same store opens it as it is */
+    fx_create(f);
+    OK(f->ops->meta_get(f->s, "ledger_id", &v, &e_));
+    cr_assert_str_eq(v, "0123456789abcdef");
+    free(v);
+}
+
+/* Something that is not a forum ledger: refused, and left as it was. */
+STORE_CASE(refuses_a_foreign_database_untouched)
+{
+    struct store *s = NULL;
+    struct fo_err e;
+    if (f->kind == SQ) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/ledger.db", f->dir);
+        sqlite3 *db = NULL;
+        cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+        cr_assert_eq(
+            sqlite3_exec(db, "CREATE TABLE meta(a INTEGER)", NULL, NULL, NULL),
+            SQLITE_OK);
+        sqlite3_close(db);
+    } else {
+        char why[1024];
+        cr_assert_eq(tu_pg_exec(&f->pg, f->db,
+                                "CREATE SCHEMA forum; CREATE TABLE "
+                                "forum.meta(a int); INSERT INTO forum.meta "
+                                "VALUES (7)",
+                                why, sizeof(why)),
+                     0, "%s", why);
+    }
+    cr_assert_eq(fx_open(f, STORE_CREATE, &s, &e), FO_E_FOREIGN, "%s", e.msg);
+    cr_assert_eq(fx_open(f, STORE_READONLY, &s, &e), FO_E_FOREIGN, "%s", e.msg);
+    cr_assert(strstr(e.msg, "not a forum ledger"), "%s", e.msg);
+    if (f->kind == PG) {
+        /* the schema was not touched: one table, the same row */
+        char out[64];
+        cr_assert_eq(tu_pg_query(&f->pg, f->db,
+                                 "SELECT count(*) FROM pg_class c JOIN "
+                                 "pg_namespace n ON n.oid = c.relnamespace "
+                                 "WHERE n.nspname = 'forum'",
+                                 out, sizeof(out)),
+                     0);
+        cr_assert_str_eq(out, "1");
+        cr_assert_eq(tu_pg_query(&f->pg, f->db, "SELECT a FROM forum.meta", out,
+                                 sizeof(out)),
+                     0);
+        cr_assert_str_eq(out, "7");
+        /* other tables in schema forum: refused too */
+        cr_assert_eq(tu_pg_exec(&f->pg, f->db,
+                                "DROP TABLE forum.meta; CREATE TABLE "
+                                "forum.other(x int)",
+                                NULL, 0),
+                     0);
+        cr_assert_eq(fx_open(f, STORE_CREATE, &s, &e), FO_E_FOREIGN, "%s",
+                     e.msg);
+        cr_assert_eq(tu_pg_query(&f->pg, f->db,
+                                 "SELECT to_regclass('forum.meta') IS NULL",
+                                 out, sizeof(out)),
+                     0);
+        cr_assert_str_eq(out, "t");
+    }
+}
+
+STORE_CASE(refuses_a_newer_format)
+{
+    fx_create(f);
+    f->ops->close(f->s);
+    f->s = NULL;
+    if (f->kind == SQ) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/ledger.db", f->dir);
+        sqlite3 *db = NULL;
+        cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+        cr_assert_eq(
+            sqlite3_exec(db, "PRAGMA user_version=2", NULL, NULL, NULL),
+            SQLITE_OK);
+        sqlite3_close(db);
+    } else {
+        cr_assert_eq(tu_pg_exec(&f->pg, f->db,
+                                "UPDATE forum.meta SET value = '2' WHERE "
+                                "key = 'store_format'",
+                                NULL, 0),
+                     0);
+    }
+    struct store *s = NULL;
+    struct fo_err e;
+    cr_assert_eq(fx_open(f, 0, &s, &e), FO_E_TOO_NEW, "%s", e.msg);
+    cr_assert(strstr(e.msg, "newer"), "%s", e.msg);
+}
+
+/* ------------------------------------------------------- entries */
+
+STORE_CASE(head_counts_and_returns_the_last_entry)
+{
+    fx_create(f);
+    int64_t n = -1;
+    struct store_rec last;
+    OK(f->ops->head(f->s, &n, &last, &e_));
+    cr_assert_eq(n, 0);
+    fill(f, 5);
+    OK(f->ops->head(f->s, &n, &last, &e_));
+    cr_assert_eq(n, 5);
+    struct store_rec want = mkrec(4, "alice", "note", -1, 4);
+    same_rec(&last, &want);
+    OK(f->ops->head(f->s, &n, NULL, &e_));
+    cr_assert_eq(n, 5);
+}
+
+STORE_CASE(put_and_get_entries_bodies_and_nodes)
+{
+    fx_create(f);
+    begin_w(f);
+    put(f, 0, "alice", "request", -1, "{\"q\":\"hi\"}");
+    put(f, 1, "bob \xc3\xa9", "reply", 0, NULL);
+    put(f, 2, "carol", "empty", 1, "");
+    uint8_t h[32];
+    memset(h, 0xab, 32);
+    struct fo_err e;
+    OK(f->ops->put_node(f->s, (3 << 6) | 1, h, &e_));
+    commit(f);
+
+    for (int64_t i = 0; i < 3; i++) {
+        struct store_rec got;
+        int has = -1;
+        OK(f->ops->get_entry(f->s, i, &got, &has, &e_));
+        struct store_rec want = mkrec(i,
+                                      i == 0   ? "alice"
+                                      : i == 1 ? "bob \xc3\xa9"
+                                               : "carol",
+                                      i == 0   ? "request"
+                                      : i == 1 ? "reply"
+                                               : "empty",
+                                      i - 1, (uint8_t)i);
+        same_rec(&got, &want);
+        cr_assert_eq(has, i != 1, "entry %lld has_body %d", (long long)i, has);
+    }
+    void *b = NULL;
+    size_t len = 0;
+    OK(f->ops->get_body(f->s, 0, &b, &len, &e_));
+    cr_assert_eq(len, 10);
+    cr_assert_str_eq((char *)b, "{\"q\":\"hi\"}");
+    free(b);
+    OK(f->ops->get_body(f->s, 2, &b, &len, &e_));
+    cr_assert_eq(len, 0);
+    cr_assert_str_eq((char *)b, "");
+    free(b);
+    cr_assert_eq(f->ops->get_body(f->s, 1, &b, &len, &e), FO_E_NOT_FOUND);
+    struct store_rec r;
+    cr_assert_eq(f->ops->get_entry(f->s, 3, &r, NULL, &e), FO_E_NOT_FOUND);
+    uint8_t got[32];
+    OK(f->ops->get_node(f->s, (3 << 6) | 1, got, &e_));
+    cr_assert_eq(memcmp(got, h, 32), 0);
+    cr_assert_eq(f->ops->get_node(f->s, 64, got, &e), FO_E_CORRUPT);
+    /* a second entry at a taken seq is refused (and rolled back) */
+    begin_w(f);
+    struct store_rec dup = mkrec(1, "x", "y", -1, 9);
+    cr_assert_neq(f->ops->put_entry(f->s, &dup, NULL, 0, &e), FO_OK);
+    f->ops->rollback(f->s);
+    OK(f->ops->get_entry(f->s, 1, &r, NULL, &e_));
+    cr_assert_eq(r.payload[0], 1);
+}
+
+STORE_CASE(big_bodies_round_trip)
+{
+    fx_create(f);
+    size_t n = (1u << 20) + 17;
+    char *big = malloc(n + 1);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (char)('a' + i % 26);
+    big[n] = '\0';
+    begin_w(f);
+    put(f, 0, "a", "k", -1, big);
+    commit(f);
+    void *b = NULL;
+    size_t len = 0;
+    OK(f->ops->get_body(f->s, 0, &b, &len, &e_));
+    cr_assert_eq(len, n);
+    cr_assert_eq(memcmp(b, big, n), 0);
+    free(b);
+    free(big);
+}
+
+STORE_CASE(scan_with_and_without_bodies)
+{
+    fx_create(f);
+    fill(f, 2100); /* past the PostgreSQL store's chunks (1024, 64) */
+    struct seen *s = calloc(1, sizeof(*s));
+    OK(f->ops->scan(f->s, 0, -1, 0, see, s, &e_));
+    cr_assert_eq(s->n, 2100);
+    for (int i = 0; i < s->n; i++) {
+        cr_assert_eq(s->seq[i], i);
+        cr_assert_eq(s->body[i], -1);
+    }
+    memset(s, 0, sizeof(*s));
+    OK(f->ops->scan(f->s, 5, 10, 0, see, s, &e_));
+    cr_assert_eq(s->n, 10);
+    cr_assert_eq(s->seq[0], 5);
+    cr_assert_eq(s->seq[9], 14);
+    memset(s, 0, sizeof(*s));
+    OK(f->ops->scan(f->s, 1000, 200, 1, see, s, &e_));
+    cr_assert_eq(s->n, 200);
+    for (int i = 0; i < s->n; i++) {
+        int64_t seq = 1000 + i;
+        char body[64];
+        snprintf(body, sizeof(body), "{\"n\":%lld}", (long long)seq);
+        cr_assert_eq(s->seq[i], seq);
+        cr_assert_eq(s->body[i], seq % 2 ? -1 : (long)strlen(body));
+    }
+    memset(s, 0, sizeof(*s));
+    OK(f->ops->scan(f->s, 2090, -1, 1, see, s, &e_));
+    cr_assert_eq(s->n, 10);
+    memset(s, 0, sizeof(*s));
+    OK(f->ops->scan(f->s, 3000, -1, 1, see, s, &e_));
+    cr_assert_eq(s->n, 0);
+    memset(s, 0, sizeof(*s));
+    OK(f->ops->scan(f->s, 0, 0, 0, see, s, &e_));
+    cr_assert_eq(s->n, 0);
+    /* fn's non-zero return stops the scan and is returned */
+    memset(s, 0, sizeof(*s));
+    s->stop_at = 1500;
+    struct fo_err e;
+    cr_assert_eq(f->ops->scan(f->s, 0, -1, 1, see, s, &e), 42);
+    cr_assert_eq(s->n, 1500);
+    free(s);
+}
+
+/* A callback may use the store while a scan runs (verify does). */
+struct nested {
+    struct fx *f;
+    int rows;
+};
+
+static int nested_get(void *ctx, const struct store_row *row)
+{
+    struct nested *n = ctx;
+    struct store_rec r;
+    struct fo_err e;
+    int rc = n->f->ops->get_entry(n->f->s, row->rec.seq, &r, NULL, &e);
+    cr_assert_eq(rc, FO_OK, "%s", e.msg);
+    cr_assert_eq(r.seq, row->rec.seq);
+    n->rows++;
+    return 0;
+}
+
+STORE_CASE(a_scan_callback_may_use_the_store)
+{
+    fx_create(f);
+    fill(f, 1100);
+    struct nested n = {f, 0};
+    struct fo_err e;
+    OK(f->ops->begin_read(f->s, &e_));
+    OK(f->ops->scan(f->s, 0, -1, 1, nested_get, &n, &e_));
+    f->ops->rollback(f->s);
+    cr_assert_eq(n.rows, 1100);
+    (void)e;
+}
+
+STORE_CASE(descendants_follow_the_parent_chain)
+{
+    fx_create(f);
+    begin_w(f);
+    put(f, 0, "a", "request", -1, NULL);
+    put(f, 1, "a", "note", -1, NULL);
+    put(f, 2, "a", "plan", 0, NULL);
+    put(f, 3, "a", "task", 2, NULL);
+    put(f, 4, "a", "other", 1, NULL);
+    put(f, 5, "a", "result", 3, NULL);
+    put(f, 6, "a", "result", 0, NULL);
+    commit(f);
+    struct seen s = {0};
+    OK(f->ops->descendants(f->s, 0, -1, see, &s, &e_));
+    int64_t want[] = {0, 2, 3, 5, 6};
+    cr_assert_eq(s.n, 5);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(s.seq[i], want[i]);
+    memset(&s, 0, sizeof(s));
+    OK(f->ops->descendants(f->s, 0, 3, see, &s, &e_));
+    cr_assert_eq(s.n, 3);
+    cr_assert_eq(s.seq[2], 3);
+    memset(&s, 0, sizeof(s));
+    OK(f->ops->descendants(f->s, 2, -1, see, &s, &e_));
+    cr_assert_eq(s.n, 3);
+    memset(&s, 0, sizeof(s));
+    OK(f->ops->descendants(f->s, 99, -1, see, &s, &e_));
+    cr_assert_eq(s.n, 0);
+}
+
+STORE_CASE(requests_gates_and_marked)
+{
+    fx_create(f);
+    begin_w(f);
+    put(f, 0, "a", "request", -1, NULL);
+    put(f, 1, "a", "request", 0, NULL); /* not a root: not a run */
+    put(f, 2, "a", "gate_requested", 0, NULL);
+    put(f, 3, "a", "session_started", -1, NULL);
+    put(f, 4, "a", "turn", 3, NULL);
+    put(f, 5, "a", "request", -1, NULL);
+    put(f, 6, "a", "turn", 3, NULL);
+    put(f, 7, "a", "gate_requested", 5, NULL);
+    commit(f);
+    struct seen s = {0};
+    OK(f->ops->requests(f->s, 0, see, &s, &e_));
+    cr_assert_eq(s.n, 2);
+    cr_assert_eq(s.seq[0], 0);
+    cr_assert_eq(s.seq[1], 5);
+    memset(&s, 0, sizeof(s));
+    OK(f->ops->requests(f->s, 1, see, &s, &e_));
+    cr_assert_eq(s.n, 1);
+    cr_assert_eq(s.seq[0], 5);
+    memset(&s, 0, sizeof(s));
+    OK(f->ops->gates(f->s, 0, see, &s, &e_));
+    cr_assert_eq(s.n, 2);
+    cr_assert_eq(s.seq[0], 2);
+    cr_assert_eq(s.seq[1], 7);
+    memset(&s, 0, sizeof(s));
+    OK(f->ops->gates(f->s, 3, see, &s, &e_));
+    cr_assert_eq(s.n, 1);
+    memset(&s, 0, sizeof(s));
+    OK(f->ops->marked(f->s, 0, 0, see, &s, &e_));
+    cr_assert_eq(s.n, 1);
+    cr_assert_eq(s.seq[0], 3);
+    memset(&s, 0, sizeof(s));
+    OK(f->ops->marked(f->s, 1, 0, see, &s, &e_));
+    cr_assert_eq(s.n, 2);
+    cr_assert_eq(s.seq[0], 4);
+    cr_assert_eq(s.seq[1], 6);
+    memset(&s, 0, sizeof(s));
+    OK(f->ops->marked(f->s, 1, 5, see, &s, &e_));
+    cr_assert_eq(s.n, 1);
+    /* a stopping callback */
+    memset(&s, 0, sizeof(s));
+    s.stop_at = 1;
+    struct fo_err e;
+    cr_assert_eq(f->ops->requests(f->s, 0, see, &s, &e), 42);
+}
+
+/* ------------------------------------------------------- tree nodes */
+
+STORE_CASE(nodes_cursor_walks_beside_a_scan)
+{
+    fx_create(f);
+    fill(f, 10);
+    begin_w(f);
+    int64_t pos[1500];
+    for (int i = 0; i < 1500; i++) {
+        uint8_t h[32];
+        memset(h, (uint8_t)i, 32);
+        pos[i] = ((int64_t)i << 6) | 1;
+        OK(f->ops->put_node(f->s, pos[i], h, &e_));
+    }
+    commit(f);
+    OK(f->ops->begin_read(f->s, &e_));
+    OK(f->ops->nodes_begin(f->s, INT64_MIN, &e_));
+    struct seen *s = calloc(1, sizeof(*s));
+    for (int i = 0; i < 1500; i++) {
+        int64_t p = -1;
+        uint8_t h[32];
+        OK(f->ops->nodes_next(f->s, &p, h, &e_));
+        cr_assert_eq(p, pos[i]);
+        cr_assert_eq(h[0], (uint8_t)i);
+        if (i == 700) /* a scan in the middle, as verify does */
+            OK(f->ops->scan(f->s, 0, -1, 1, see, s, &e_));
+    }
+    int64_t p;
+    uint8_t h[32];
+    struct fo_err e;
+    cr_assert_eq(f->ops->nodes_next(f->s, &p, h, &e), FO_E_NOT_FOUND);
+    f->ops->nodes_end(f->s);
+    cr_assert_eq(s->n, 10);
+    /* from a position */
+    OK(f->ops->nodes_begin(f->s, pos[1490], &e_));
+    int n = 0;
+    while (f->ops->nodes_next(f->s, &p, h, &e) == FO_OK)
+        n++;
+    cr_assert_eq(n, 10);
+    f->ops->nodes_end(f->s);
+    f->ops->rollback(f->s);
+    free(s);
+}
+
+/* ------------------------------------------------------- checkpoints */
+
+static int see_cp(void *ctx, int64_t size, const uint8_t root[32],
+                  const char *note)
+{
+    struct seen *s = ctx;
+    s->seq[s->n] = size;
+    s->body[s->n] = (long)strlen(note);
+    cr_assert_eq(root[0], (uint8_t)size);
+    s->n++;
+    return 0;
+}
+
+STORE_CASE(checkpoints_one_per_size_kept)
+{
+    fx_create(f);
+    struct fo_err e;
+    int64_t size;
+    uint8_t root[32];
+    char *note = NULL;
+    cr_assert_eq(f->ops->get_checkpoint(f->s, -1, &size, root, &note, &e),
+                 FO_E_NOT_FOUND);
+    begin_w(f);
+    int64_t sizes[] = {3, 10, 7};
+    for (int i = 0; i < 3; i++) {
+        uint8_t r[32];
+        memset(r, (uint8_t)sizes[i], 32);
+        char n[64];
+        snprintf(n, sizeof(n), "note of %lld\n", (long long)sizes[i]);
+        OK(f->ops->put_checkpoint(f->s, sizes[i], 100 + i, r, n, &e_));
+    }
+    /* a second one for a size is ignored: the first stays */
+    uint8_t other[32];
+    memset(other, 10, 32);
+    OK(f->ops->put_checkpoint(f->s, 10, 999, other, "another\n", &e_));
+    commit(f);
+    OK(f->ops->get_checkpoint(f->s, -1, &size, root, &note, &e_));
+    cr_assert_eq(size, 10);
+    cr_assert_str_eq(note, "note of 10\n");
+    free(note);
+    OK(f->ops->get_checkpoint(f->s, 9, &size, root, &note, &e_));
+    cr_assert_eq(size, 7);
+    cr_assert_eq(root[0], 7);
+    free(note);
+    OK(f->ops->get_checkpoint(f->s, 3, &size, root, NULL, &e_));
+    cr_assert_eq(size, 3);
+    cr_assert_eq(f->ops->get_checkpoint(f->s, 2, &size, root, &note, &e),
+                 FO_E_NOT_FOUND);
+    struct seen s = {0};
+    OK(f->ops->scan_checkpoints(f->s, see_cp, &s, &e_));
+    cr_assert_eq(s.n, 3);
+    cr_assert_eq(s.seq[0], 3);
+    cr_assert_eq(s.seq[1], 7);
+    cr_assert_eq(s.seq[2], 10);
+}
+
+struct cosigs {
+    char keys[8][64];
+    char lines[8][128];
+    int64_t ts[8];
+    int n;
+};
+
+static int see_cosig(void *ctx, const char *key, int64_t ts, const char *line)
+{
+    struct cosigs *c = ctx;
+    cr_assert_lt(c->n, 8);
+    snprintf(c->keys[c->n], 64, "%s", key);
+    snprintf(c->lines[c->n], 128, "%s", line);
+    c->ts[c->n] = ts;
+    c->n++;
+    return 0;
+}
+
+STORE_CASE(cosignatures_replace_by_key)
+{
+    fx_create(f);
+    struct cosigs c = {0};
+    OK(f->ops->scan_cosignatures(f->s, 5, see_cosig, &c, &e_));
+    cr_assert_eq(c.n, 0);
+    begin_w(f);
+    OK(f->ops->put_cosignature(f->s, 5, "w2+0000abcd", 1, "— w2 AAA", &e_));
+    OK(f->ops->put_cosignature(f->s, 5, "W1+00001234", 2, "— W1 BBB", &e_));
+    OK(f->ops->put_cosignature(f->s, 5, "w2+0000abcd", 3, "— w2 CCC", &e_));
+    OK(f->ops->put_cosignature(f->s, 6, "w2+0000abcd", 4, "— w2 DDD", &e_));
+    commit(f);
+    OK(f->ops->scan_cosignatures(f->s, 5, see_cosig, &c, &e_));
+    cr_assert_eq(c.n, 2);
+    /* by key, in byte order ('W' < 'w') */
+    cr_assert_str_eq(c.keys[0], "W1+00001234");
+    cr_assert_str_eq(c.keys[1], "w2+0000abcd");
+    cr_assert_str_eq(c.lines[1], "— w2 CCC");
+    cr_assert_eq(c.ts[1], 3);
+}
+
+/* ------------------------------------------------------- the rest */
+
+static int see_seq(void *ctx, int64_t seq)
+{
+    struct seen *s = ctx;
+    s->seq[s->n++] = seq;
+    return 0;
+}
+
+STORE_CASE(find_payload_lists_every_copy)
+{
+    fx_create(f);
+    begin_w(f);
+    struct store_rec a = mkrec(0, "a", "k", -1, 0x55);
+    struct store_rec b = mkrec(1, "a", "k", -1, 0x66);
+    struct store_rec c = mkrec(2, "a", "k", -1, 0x55);
+    OK(f->ops->put_entry(f->s, &a, "{}", 2, &e_));
+    OK(f->ops->put_entry(f->s, &b, "{}", 2, &e_));
+    OK(f->ops->put_entry(f->s, &c, NULL, 0, &e_));
+    commit(f);
+    struct seen s = {0};
+    OK(f->ops->find_payload(f->s, a.payload, see_seq, &s, &e_));
+    cr_assert_eq(s.n, 2);
+    int64_t lo = s.seq[0] < s.seq[1] ? s.seq[0] : s.seq[1];
+    int64_t hi = s.seq[0] < s.seq[1] ? s.seq[1] : s.seq[0];
+    cr_assert_eq(lo, 0);
+    cr_assert_eq(hi, 2);
+    memset(&s, 0, sizeof(s));
+    uint8_t none[32] = {0};
+    OK(f->ops->find_payload(f->s, none, see_seq, &s, &e_));
+    cr_assert_eq(s.n, 0);
+}
+
+struct counts {
+    char key[8][64];
+    int64_t n[8];
+    int len;
+};
+
+static int see_count(void *ctx, const char *key, int64_t n)
+{
+    struct counts *c = ctx;
+    cr_assert_lt(c->len, 8);
+    snprintf(c->key[c->len], 64, "%s", key);
+    c->n[c->len++] = n;
+    return 0;
+}
+
+STORE_CASE(delete_body_and_counts)
+{
+    fx_create(f);
+    begin_w(f);
+    put(f, 0, "bob", "note", -1, "{\"a\":1}");
+    put(f, 1, "alice", "note", -1, "{\"a\":2}");
+    put(f, 2, "bob", "Zeta", -1, NULL);
+    put(f, 3, "bob", "alpha", -1, "{}");
+    commit(f);
+    int64_t present = -1;
+    OK(f->ops->count_bodies(f->s, &present, &e_));
+    cr_assert_eq(present, 3);
+    begin_w(f);
+    OK(f->ops->delete_body(f->s, 1, &e_));
+    OK(f->ops->delete_body(f->s, 2, &e_)); /* none there: no error */
+    commit(f);
+    OK(f->ops->count_bodies(f->s, &present, &e_));
+    cr_assert_eq(present, 2);
+    void *b;
+    size_t len;
+    struct fo_err e;
+    cr_assert_eq(f->ops->get_body(f->s, 1, &b, &len, &e), FO_E_NOT_FOUND);
+    struct store_rec r;
+    int has = -1;
+    OK(f->ops->get_entry(f->s, 1, &r, &has, &e_));
+    cr_assert_eq(has, 0);
+    OK(f->ops->wal_truncate(f->s, &e_));
+
+    struct counts c = {0};
+    OK(f->ops->group_counts(f->s, "kind", see_count, &c, &e_));
+    cr_assert_eq(c.len, 3);
+    cr_assert_str_eq(c.key[0], "Zeta"); /* byte order */
+    cr_assert_str_eq(c.key[1], "alpha");
+    cr_assert_str_eq(c.key[2], "note");
+    cr_assert_eq(c.n[2], 2);
+    memset(&c, 0, sizeof(c));
+    OK(f->ops->group_counts(f->s, "actor", see_count, &c, &e_));
+    cr_assert_eq(c.len, 2);
+    cr_assert_str_eq(c.key[0], "alice");
+    cr_assert_eq(c.n[1], 3);
+    cr_assert_eq(f->ops->group_counts(f->s, "payload", see_count, &c, &e),
+                 FO_E_INTERNAL);
+}
+
+STORE_CASE(rollback_leaves_nothing)
+{
+    fx_create(f);
+    fill(f, 2);
+    begin_w(f);
+    put(f, 2, "a", "k", -1, "{\"x\":1}");
+    uint8_t h[32] = {1};
+    OK(f->ops->put_node(f->s, 2 << 6 | 1, h, &e_));
+    OK(f->ops->put_checkpoint(f->s, 3, 1, h, "n\n", &e_));
+    OK(f->ops->meta_set(f->s, "k", "v", &e_));
+    f->ops->rollback(f->s);
+    int64_t n;
+    OK(f->ops->head(f->s, &n, NULL, &e_));
+    cr_assert_eq(n, 2);
+    struct fo_err e;
+    struct store_rec r;
+    cr_assert_eq(f->ops->get_entry(f->s, 2, &r, NULL, &e), FO_E_NOT_FOUND);
+    uint8_t got[32];
+    cr_assert_eq(f->ops->get_node(f->s, 2 << 6 | 1, got, &e), FO_E_CORRUPT);
+    int64_t size;
+    cr_assert_eq(f->ops->get_checkpoint(f->s, -1, &size, got, NULL, &e),
+                 FO_E_NOT_FOUND);
+    char *v = NULL;
+    cr_assert_eq(f->ops->meta_get(f->s, "k", &v, &e), FO_E_NOT_FOUND);
+    int64_t present;
+    OK(f->ops->count_bodies(f->s, &present, &e_));
+    cr_assert_eq(present, 1);
+
+    /* a commit that fails (the fault seam) leaves nothing either */
+    f->ops->fail_commit_after(f->s, 1);
+    begin_w(f);
+    put(f, 2, "a", "k", -1, "{\"x\":2}");
+    cr_assert_eq(f->ops->commit(f->s, &e), FO_E_IO);
+    OK(f->ops->head(f->s, &n, NULL, &e_));
+    cr_assert_eq(n, 2);
+    /* and the store goes on */
+    begin_w(f);
+    put(f, 2, "a", "k", -1, "{\"x\":3}");
+    commit(f);
+    OK(f->ops->head(f->s, &n, NULL, &e_));
+    cr_assert_eq(n, 3);
+}
+
+STORE_CASE(a_read_transaction_sees_one_snapshot)
+{
+    fx_create(f);
+    fill(f, 3);
+    struct store *w = NULL;
+    OK(fx_open(f, 0, &w, &e_));
+    OK(f->ops->begin_read(f->s, &e_));
+    int64_t n;
+    OK(f->ops->head(f->s, &n, NULL, &e_));
+    cr_assert_eq(n, 3);
+    /* another handle appends meanwhile */
+    OK(f->ops->begin_write(w, &e_));
+    struct store_rec r = mkrec(3, "a", "k", -1, 3);
+    OK(f->ops->put_entry(w, &r, NULL, 0, &e_));
+    OK(f->ops->commit(w, &e_));
+    OK(f->ops->head(f->s, &n, NULL, &e_));
+    cr_assert_eq(n, 3, "the read transaction saw a later commit");
+    f->ops->rollback(f->s);
+    OK(f->ops->head(f->s, &n, NULL, &e_));
+    cr_assert_eq(n, 4);
+    f->ops->close(w);
+}
+
+STORE_CASE(writers_are_serialised_across_handles)
+{
+    fx_create(f);
+    struct store *w = NULL;
+    struct fo_err e;
+    fo_err_clear(&e);
+    /* the second handle waits 300 ms for the write lock, then gives up */
+    cr_assert_eq(f->ops->open(f->dir, 0, 300, &w, &e), FO_OK, "%s", e.msg);
+    begin_w(f);
+    cr_assert_eq(f->ops->begin_write(w, &e), FO_E_BUSY, "%s", e.msg);
+    commit(f);
+    OK(f->ops->begin_write(w, &e_));
+    int64_t n;
+    OK(f->ops->head(w, &n, NULL, &e_));
+    OK(f->ops->commit(w, &e_));
+    f->ops->close(w);
+}
+
+STORE_CASE(check_passes_on_a_healthy_store)
+{
+    fx_create(f);
+    fill(f, 1);
+    OK(f->ops->check(f->s, &e_));
+}
+
+/* ------------------------------------------------------- PostgreSQL only */
+
+static void pg_fx(struct fx *f)
+{
+    fx_init(f, PG);
+    fx_create(f);
+}
+
+/* Ends the store's server connection from outside (as a restart or a
+ * network cut would). */
+static void kill_backends(struct fx *f)
+{
+    char sql[256], why[1024];
+    snprintf(sql, sizeof(sql),
+             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+             "datname = '%s' AND pid <> pg_backend_pid()",
+             f->db);
+    cr_assert_eq(tu_pg_exec(&f->pg, "postgres", sql, why, sizeof(why)), 0, "%s",
+                 why);
+}
+
+Test(store_pg_only, a_lost_connection_fails_cleanly_then_resets)
+{
+    struct fx f;
+    pg_fx(&f);
+    fill(&f, 2);
+    begin_w(&f);
+    put(&f, 2, "a", "k", -1, "{\"lost\":true}");
+    kill_backends(&f);
+    struct fo_err e;
+    fo_err_clear(&e);
+    struct store_rec r = mkrec(3, "a", "k", -1, 3);
+    int rc = f.ops->put_entry(f.s, &r, NULL, 0, &e);
+    if (rc == FO_OK) /* the statement may have been sent before the cut */
+        rc = f.ops->commit(f.s, &e);
+    cr_assert_eq(rc, FO_E_IO, "%d %s", rc, e.msg);
+    cr_assert(strstr(e.msg, "connection lost"), "%s", e.msg);
+    cr_assert(strstr(e.msg, f.db), "the message names the database: %s", e.msg);
+    f.ops->rollback(f.s);
+    /* the next transaction reconnects; nothing of the lost one is there */
+    begin_w(&f);
+    int64_t n;
+    OK(f.ops->head(f.s, &n, NULL, &e_));
+    cr_assert_eq(n, 2);
+    put(&f, 2, "a", "k", -1, NULL);
+    commit(&f);
+    /* outside a transaction: a read finds it lost, reconnects, goes on */
+    kill_backends(&f);
+    OK(f.ops->head(f.s, &n, NULL, &e_));
+    cr_assert_eq(n, 3);
+    /* and so do a write transaction's begin and the health check */
+    kill_backends(&f);
+    begin_w(&f);
+    put(&f, 3, "a", "k", -1, NULL);
+    commit(&f);
+    kill_backends(&f);
+    OK(f.ops->check(f.s, &e_));
+    kill_backends(&f);
+    OK(f.ops->begin_read(f.s, &e_));
+    OK(f.ops->head(f.s, &n, NULL, &e_));
+    cr_assert_eq(n, 4);
+    f.ops->rollback(f.s);
+    /* the server down (stopped as by a crash): begin fails, naming it;
+     * once it is back, the next begin reconnects */
+    cr_assert_eq(tu_pg_stop(&f.pg), 0);
+    struct fo_err e2;
+    rc = f.ops->begin_write(f.s, &e2);
+    char why[2048] = "";
+    int up = tu_pg_restart(&f.pg, why, sizeof(why));
+    cr_assert_eq(up, 0, "restart: %s", why);
+    cr_assert_eq(rc, FO_E_IO, "%d %s", rc, e2.msg);
+    cr_assert(strstr(e2.msg, "reconnecting failed"), "%s", e2.msg);
+    cr_assert(strstr(e2.msg, f.pg.dir), "names the socket dir: %s", e2.msg);
+    begin_w(&f);
+    OK(f.ops->head(f.s, &n, NULL, &e_));
+    cr_assert_eq(n, 4);
+    f.ops->rollback(f.s);
+    fx_fini(&f);
+}
+
+Test(store_pg_only, an_unreachable_server_names_the_socket)
+{
+    struct fx f;
+    fx_init(&f, PG);
+    char ci[512];
+    snprintf(ci, sizeof(ci),
+             "host=%s/nowhere port=5999 dbname=x user=forum "
+             "connect_timeout=5",
+             f.dir);
+    struct store_conf c = {.postgres = 1, .conninfo = ci};
+    struct fo_err e;
+    OK(store_conf_write(f.dir, &c, &e_));
+    struct store *s = NULL;
+    cr_assert_eq(fx_open(&f, STORE_CREATE, &s, &e), FO_E_IO);
+    cr_assert(strstr(e.msg, "cannot connect"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "/nowhere"), "%s", e.msg);
+    cr_assert(strstr(e.msg, ".s.PGSQL.5999"), "%s", e.msg);
+    fx_fini(&f);
+}
+
+Test(store_pg_only, a_database_holding_another_ledger_is_refused)
+{
+    struct fx f;
+    pg_fx(&f);
+    begin_w(&f);
+    OK(f.ops->meta_set(f.s, "ledger_id", "1111111111111111", &e_));
+    commit(&f);
+    f.ops->close(f.s);
+    f.s = NULL;
+    /* a database whose ledger changes under an open store: the check
+     * says the storage moved, and writes stop (sticky) */
+    struct store *w = NULL;
+    OK(fx_open(&f, 0, &w, &e_));
+    OK(f.ops->check(w, &e_));
+    cr_assert_eq(tu_pg_exec(&f.pg, f.db,
+                            "UPDATE forum.meta SET value = '3333333333333333' "
+                            "WHERE key = 'ledger_id'",
+                            NULL, 0),
+                 0);
+    {
+        struct fo_err e;
+        cr_assert_eq(f.ops->check(w, &e), FO_OK, "not pinned yet: %s", e.msg);
+    }
+    f.ops->close(w);
+    char pin1[] = "1111111111111111";
+    struct store_conf c1 = {
+        .postgres = 1, .conninfo = f.conninfo, .ledger_id = pin1};
+    OK(store_conf_write(f.dir, &c1, &e_));
+    cr_assert_eq(tu_pg_exec(&f.pg, f.db,
+                            "UPDATE forum.meta SET value = '1111111111111111' "
+                            "WHERE key = 'ledger_id'",
+                            NULL, 0),
+                 0);
+    OK(fx_open(&f, 0, &w, &e_));
+    OK(f.ops->check(w, &e_));
+    cr_assert_eq(tu_pg_exec(&f.pg, f.db,
+                            "UPDATE forum.meta SET value = '3333333333333333' "
+                            "WHERE key = 'ledger_id'",
+                            NULL, 0),
+                 0);
+    {
+        struct fo_err e;
+        cr_assert_eq(f.ops->check(w, &e), FO_E_STORAGE_MOVED, "%s", e.msg);
+        cr_assert_eq(f.ops->begin_write(w, &e), FO_E_STORAGE_MOVED);
+        cr_assert_eq(f.ops->check(w, &e), FO_E_STORAGE_MOVED);
+    }
+    f.ops->close(w);
+    cr_assert_eq(tu_pg_exec(&f.pg, f.db,
+                            "UPDATE forum.meta SET value = '1111111111111111' "
+                            "WHERE key = 'ledger_id'",
+                            NULL, 0),
+                 0);
+    char pinned[] = "2222222222222222";
+    struct store_conf c = {
+        .postgres = 1, .conninfo = f.conninfo, .ledger_id = pinned};
+    OK(store_conf_write(f.dir, &c, &e_));
+    struct store *s = NULL;
+    struct fo_err e;
+    cr_assert_eq(fx_open(&f, 0, &s, &e), FO_E_FOREIGN);
+    cr_assert(strstr(e.msg, "1111111111111111"), "%s", e.msg);
+    /* and a pinned ledger whose database was emptied is not re-made */
+    char other[64], why[1024];
+    cr_assert_eq(tu_pg_createdb(&f.pg, other, sizeof(other), why, sizeof(why)),
+                 0);
+    char ci[512];
+    tu_pg_conninfo(&f.pg, other, ci, sizeof(ci));
+    c.conninfo = ci;
+    OK(store_conf_write(f.dir, &c, &e_));
+    cr_assert_eq(fx_open(&f, STORE_CREATE, &s, &e), FO_E_NOT_FOUND, "%s",
+                 e.msg);
+    char out[16];
+    cr_assert_eq(tu_pg_query(&f.pg, other,
+                             "SELECT count(*) FROM pg_namespace WHERE "
+                             "nspname = 'forum'",
+                             out, sizeof(out)),
+                 0);
+    cr_assert_str_eq(out, "0");
+    fx_fini(&f);
+}
+
+Test(store_pg_only, session_settings_and_what_is_not_supported)
+{
+    struct fx f;
+    pg_fx(&f);
+    struct fo_err e;
+    fo_err_clear(&e);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/copy.db", f.dir);
+    cr_assert_eq(f.ops->backup(f.s, path, &e), FO_E_INVALID);
+    cr_assert(strstr(e.msg, "export"), "%s", e.msg);
+    /* the store's own session: synchronous_commit on, seen by the server */
+    char sql[300], out[64];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' "
+             "AND application_name = 'forum'",
+             f.db);
+    cr_assert_eq(tu_pg_query(&f.pg, "postgres", sql, out, sizeof(out)), 0);
+    cr_assert_str_eq(out, "1");
+    cr_assert_eq(store_pg_check_conninfo("host=/x password=secret", &e),
+                 FO_E_INVALID);
+    cr_assert(strstr(e.msg, "PGPASSFILE"), "%s", e.msg);
+    cr_assert_eq(
+        store_pg_check_conninfo("postgresql://forum:secret@localhost/db", &e),
+        FO_E_INVALID);
+    cr_assert_eq(store_pg_check_conninfo("host=/x nonsense=1", &e),
+                 FO_E_INVALID);
+    OK(store_pg_check_conninfo("postgresql:///forum?host=/run/postgresql",
+                               &e_));
+    fx_fini(&f);
+}
+
+/* ------------------------------------------------------- the CLI */
+
+static struct tu_run forum_in(const char *dir, const char *a1, const char *a2,
+                              const char *a3, const char *a4, const char *a5,
+                              const char *a6, const char *a7)
+{
+    const char *argv[] = {"--ledger", dir, a1, a2, a3, a4, a5, a6, a7, NULL};
+    return tu_forum(NULL, 0, argv);
+}
+
+/* `ledger summary --json` without the ledger id (each ledger has its own). */
+static char *summary_sans_id(const char *dir)
+{
+    struct tu_run r =
+        forum_in(dir, "ledger", "summary", "--json", NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "summary: %s", r.err);
+    cJSON *j = tu_run_json(&r);
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "ledger_id");
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    tu_run_free(&r);
+    return s;
+}
+
+Test(store_cli, init_append_verify_and_import_on_postgres)
+{
+    struct tu_pg pg;
+    need_pg(&pg);
+    char db[64], why[1024], ci[512];
+    cr_assert_eq(tu_pg_createdb(&pg, db, sizeof(db), why, sizeof(why)), 0, "%s",
+                 why);
+    tu_pg_conninfo(&pg, db, ci, sizeof(ci));
+    char *dir = tu_tmpdir();
+    char pdir[600];
+    snprintf(pdir, sizeof(pdir), "%s/pg", dir);
+    struct tu_run r = forum_in(pdir, "ledger", "init", "--postgres", ci,
+                               "--origin", "test/pg", "--json");
+    cr_assert_eq(r.status, 0, "init: %s", r.err);
+    cJSON *j = tu_run_json(&r);
+    cr_assert_str_eq(tu_str(j, "store"), "postgres");
+    char id[64];
+    snprintf(id, sizeof(id), "%s", tu_str(j, "ledger_id"));
+    cJSON_Delete(j);
+    tu_run_free(&r);
+    /* store.json names the database and pins the ledger; no ledger.db */
+    char p[700];
+    snprintf(p, sizeof(p), "%s/store.json", pdir);
+    cr_assert(tu_file_has(p, "\"store\":\"postgres\""));
+    cr_assert(tu_file_has(p, id));
+    snprintf(p, sizeof(p), "%s/ledger.db", pdir);
+    cr_assert_neq(access(p, F_OK), 0);
+    /* init again: the same ledger */
+    r = forum_in(pdir, "ledger", "init", "--postgres", ci, "--json", NULL,
+                 NULL);
+    cr_assert_eq(r.status, 0, "init again: %s", r.err);
+    j = tu_run_json(&r);
+    cr_assert_str_eq(tu_str(j, "ledger_id"), id);
+    cJSON_Delete(j);
+    tu_run_free(&r);
+
+    /* the same appends into a SQLite ledger and the PostgreSQL one */
+    char sdir[600];
+    snprintf(sdir, sizeof(sdir), "%s/sq", dir);
+    r = forum_in(sdir, "ledger", "init", "--origin", "test/pg", NULL, NULL,
+                 NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    for (int i = 0; i < 6; i++) {
+        char payload[64];
+        snprintf(payload, sizeof(payload), "{\"i\":%d,\"s\":\"\\u00e9\"}", i);
+        const char *d[2] = {pdir, sdir};
+        for (int k = 0; k < 2; k++) {
+            const char *argv[] = {"--ledger",  d[k],
+                                  "ledger",    "append",
+                                  "--actor",   i % 2 ? "bob" : "alice",
+                                  "--kind",    i == 4 ? "request" : "note",
+                                  "--payload", payload,
+                                  NULL};
+            r = tu_forum(NULL, 0, argv);
+            cr_assert_eq(r.status, 0, "append: %s", r.err);
+            tu_run_free(&r);
+        }
+    }
+    r = forum_in(pdir, "ledger", "verify", "--deep", NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "verify: %s %s", r.out, r.err);
+    tu_run_free(&r);
+    r = forum_in(pdir, "ledger", "redact", "2", "--reason", "test", NULL, NULL);
+    cr_assert_eq(r.status, 0, "redact: %s", r.err);
+    tu_run_free(&r);
+    r = forum_in(pdir, "ledger", "verify", "--deep", NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "verify after redaction: %s %s", r.out, r.err);
+    tu_run_free(&r);
+    r = forum_in(pdir, "ledger", "checkpoint", "--sign", NULL, NULL, NULL,
+                 NULL);
+    cr_assert_eq(r.status, 0, "checkpoint: %s", r.err);
+    tu_run_free(&r);
+    r = forum_in(pdir, "ledger", "prove", "3", NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "prove: %s", r.err);
+    tu_run_free(&r);
+    /* a file backup is not what PostgreSQL has: refused, bad input */
+    snprintf(p, sizeof(p), "%s/b.db", dir);
+    r = forum_in(pdir, "ledger", "backup", p, NULL, NULL, NULL, NULL);
+    cr_assert_neq(r.status, 0);
+    tu_run_free(&r);
+
+    /* export the SQLite ledger, import it into a new PostgreSQL one: the
+     * same entries, root and summary */
+    char exp[700];
+    snprintf(exp, sizeof(exp), "%s/export.jsonl", dir);
+    r = forum_in(sdir, "ledger", "export", "-o", exp, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "export: %s", r.err);
+    tu_run_free(&r);
+    char db2[64], ci2[512], idir[600];
+    cr_assert_eq(tu_pg_createdb(&pg, db2, sizeof(db2), why, sizeof(why)), 0);
+    tu_pg_conninfo(&pg, db2, ci2, sizeof(ci2));
+    snprintf(idir, sizeof(idir), "%s/imp", dir);
+    r = forum_in(idir, "ledger", "init", "--postgres", ci2, "--origin",
+                 "test/pg", NULL);
+    cr_assert_eq(r.status, 0, "init: %s", r.err);
+    tu_run_free(&r);
+    r = forum_in(idir, "ledger", "import", exp, NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "import: %s", r.err);
+    tu_run_free(&r);
+    r = forum_in(idir, "ledger", "verify", "--deep", NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "verify: %s %s", r.out, r.err);
+    tu_run_free(&r);
+    char *a = summary_sans_id(sdir), *b = summary_sans_id(idir);
+    cr_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    struct tu_run ra = forum_in(sdir, "ledger", "checkpoint", "--sign",
+                                "--json", NULL, NULL, NULL);
+    struct tu_run rb = forum_in(idir, "ledger", "checkpoint", "--sign",
+                                "--json", NULL, NULL, NULL);
+    cr_assert_eq(ra.status, 0, "%s", ra.err);
+    cr_assert_eq(rb.status, 0, "%s", rb.err);
+    cJSON *ja = tu_run_json(&ra), *jb = tu_run_json(&rb);
+    cr_assert_str_eq(tu_str(ja, "root"), tu_str(jb, "root"));
+    cr_assert_eq(tu_num(ja, "size"), tu_num(jb, "size"));
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    tu_run_free(&ra);
+    tu_run_free(&rb);
+    tu_rmrf(dir);
+}
+
+Test(store_cli, refusals_and_exit_codes)
+{
+    struct tu_pg pg;
+    need_pg(&pg);
+    char *dir = tu_tmpdir();
+    char d[600], ci[600];
+    /* unreachable: exit 3, naming the socket */
+    snprintf(d, sizeof(d), "%s/a", dir);
+    snprintf(ci, sizeof(ci), "host=%s/none port=5999 dbname=x user=forum", dir);
+    struct tu_run r =
+        forum_in(d, "ledger", "init", "--postgres", ci, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 3, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "/none/.s.PGSQL.5999"), "%s", r.err);
+    tu_run_free(&r);
+    r = forum_in(d, "ledger", "verify", NULL, NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 3, "%d %s", r.status, r.err);
+    tu_run_free(&r);
+    /* a mistyped conninfo is fixed by running init again */
+    char db0[64], why0[1024], ci0[512];
+    cr_assert_eq(tu_pg_createdb(&pg, db0, sizeof(db0), why0, sizeof(why0)), 0);
+    tu_pg_conninfo(&pg, db0, ci0, sizeof(ci0));
+    r = forum_in(d, "ledger", "init", "--postgres", ci0, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "%d %s", r.status, r.err);
+    tu_run_free(&r);
+    r = forum_in(d, "ledger", "verify", NULL, NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "%d %s", r.status, r.err);
+    tu_run_free(&r);
+    /* then it is pinned: another database is refused */
+    r = forum_in(d, "ledger", "init", "--postgres", ci, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "another PostgreSQL database"), "%s", r.err);
+    tu_run_free(&r);
+    /* a password in the conninfo: bad input, nothing written */
+    snprintf(d, sizeof(d), "%s/b", dir);
+    r = forum_in(d, "ledger", "init", "--postgres",
+                 "host=/tmp dbname=x password=hunter2", NULL, NULL, NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(!strstr(r.err, "hunter2"), "%s", r.err);
+    tu_run_free(&r);
+    char p[700];
+    snprintf(p, sizeof(p), "%s/store.json", d);
+    cr_assert_neq(access(p, F_OK), 0);
+    /* a data dir holding a SQLite ledger keeps it */
+    snprintf(d, sizeof(d), "%s/c", dir);
+    r = forum_in(d, "ledger", "init", NULL, NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0);
+    tu_run_free(&r);
+    char db[64], why[1024], ci2[512];
+    cr_assert_eq(tu_pg_createdb(&pg, db, sizeof(db), why, sizeof(why)), 0);
+    tu_pg_conninfo(&pg, db, ci2, sizeof(ci2));
+    r = forum_in(d, "ledger", "init", "--postgres", ci2, NULL, NULL, NULL);
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "ledger.db"), "%s", r.err);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
