@@ -102,13 +102,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     if (!base)
         setup();
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* a non-blocking connect, the server's loop turning meanwhile (it is
+     * this thread: a blocking connect on a full backlog would wait for
+     * ever) */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        fprintf(stderr, "fuzz_http: connect: %s\n", strerror(errno));
+    if (fd < 0)
         abort();
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        if (errno != EINPROGRESS) {
+            fprintf(stderr, "fuzz_http: connect: %s\n", strerror(errno));
+            abort();
+        }
+        int t = 0, e = 0;
+        socklen_t el = sizeof(e);
+        for (; t < 10 * TURNS; t++) {
+            event_base_loop(base, EVLOOP_NONBLOCK);
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            if (poll(&p, 1, 1) == 1)
+                break;
+        }
+        if (t == 10 * TURNS ||
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0 || e != 0) {
+            /* the server stopped accepting: that is a finding */
+            fprintf(stderr, "fuzz_http: connect: %s\n",
+                    e ? strerror(e) : "not accepted");
+            abort();
+        }
     }
     /* all of it, the server taking its turns as the socket fills */
     size_t off = 0;

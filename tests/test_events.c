@@ -163,6 +163,21 @@ static void sse_close(struct sse *s)
     close(s->fd);
 }
 
+/* A daemon on a fresh data dir; down stops it (it must exit 0) and
+ * removes the dir. */
+static char *up(struct tu_daemon *d)
+{
+    char *dir = tu_tmpdir();
+    tu_daemon_start(d, dir, NULL);
+    return dir;
+}
+
+static void down(struct tu_daemon *d, char *dir)
+{
+    cr_assert_eq(tu_daemon_signal_wait(d, SIGTERM, WAIT_MS), 0);
+    tu_rmrf(dir);
+}
+
 static long long append(const struct tu_daemon *d, const char *kind,
                         long long parent)
 {
@@ -184,9 +199,8 @@ static long long append(const struct tu_daemon *d, const char *kind,
 
 Test(events, appends_arrive_in_order_with_ids)
 {
-    char *dir = tu_tmpdir();
     struct tu_daemon d;
-    tu_daemon_start(&d, dir, NULL);
+    char *dir = up(&d);
     append(&d, "note", -1); /* before the stream: not sent */
     struct sse s;
     sse_open(&s, &d, "/events", NULL);
@@ -222,15 +236,13 @@ Test(events, appends_arrive_in_order_with_ids)
         cr_assert_str_eq(ev.kind, "note");
     }
     sse_close(&s);
-    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
-    tu_rmrf(dir);
+    down(&d, dir);
 }
 
 Test(events, run_filter_follows_parent_links)
 {
-    char *dir = tu_tmpdir();
     struct tu_daemon d;
-    tu_daemon_start(&d, dir, NULL);
+    char *dir = up(&d);
     long long r1 = append(&d, "request", -1);
     long long r2 = append(&d, "request", -1);
     long long a = append(&d, "plan", r1);
@@ -257,8 +269,7 @@ Test(events, run_filter_follows_parent_links)
     cr_assert(sse_next(&s, &ev, WAIT_MS));
     cr_assert_eq(ev.id, v);
     sse_close(&s);
-    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
-    tu_rmrf(dir);
+    down(&d, dir);
 }
 
 /* Reads events until none comes for quiet_ms; records their ids. */
@@ -273,9 +284,8 @@ static int collect(struct sse *s, long long *ids, int max, int quiet_ms)
 
 Test(events, last_event_id_resumes_across_a_restart)
 {
-    char *dir = tu_tmpdir();
     struct tu_daemon d;
-    tu_daemon_start(&d, dir, NULL);
+    char *dir = up(&d);
     struct sse s;
     sse_open(&s, &d, "/events?from=0", NULL);
     for (int i = 0; i < 30; i++)
@@ -313,8 +323,7 @@ Test(events, last_event_id_resumes_across_a_restart)
     cr_assert_eq(n, 45, "%d events", n);
     for (int i = 0; i < n; i++)
         cr_assert_eq(ids[i], i, "event %d has id %lld", i, ids[i]);
-    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
-    tu_rmrf(dir);
+    down(&d, dir);
 }
 
 Test(events, an_idle_stream_outlives_the_idle_timeout)
@@ -331,8 +340,7 @@ Test(events, an_idle_stream_outlives_the_idle_timeout)
     cr_assert(sse_next(&s, &ev, WAIT_MS), "the idle stream was dropped");
     cr_assert_eq(ev.id, seq);
     sse_close(&s);
-    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
-    tu_rmrf(dir);
+    down(&d, dir);
 }
 
 static long long metric(const struct tu_daemon *d, const char *name)
@@ -350,9 +358,8 @@ static long long metric(const struct tu_daemon *d, const char *name)
 
 Test(events, a_client_that_leaves_is_forgotten)
 {
-    char *dir = tu_tmpdir();
     struct tu_daemon d;
-    tu_daemon_start(&d, dir, NULL);
+    char *dir = up(&d);
     struct sse s[5];
     for (int i = 0; i < 5; i++) {
         sse_open(&s[i], &d, "/events", NULL);
@@ -375,8 +382,7 @@ Test(events, a_client_that_leaves_is_forgotten)
     while (ev.id != seq);
     for (int i = 3; i < 5; i++)
         sse_close(&s[i]);
-    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
-    tu_rmrf(dir);
+    down(&d, dir);
 }
 
 Test(events, bad_requests_are_refused)
@@ -425,9 +431,8 @@ Test(events, bad_requests_are_refused)
  * every new one as it is committed, here by a daemon. */
 Test(events, ledger_tail_shows_then_follows)
 {
-    char *dir = tu_tmpdir();
     struct tu_daemon d;
-    tu_daemon_start(&d, dir, NULL);
+    char *dir = up(&d);
     long long r = append(&d, "request", -1);
     append(&d, "note", -1);
     long long p = append(&d, "plan", r);
@@ -491,17 +496,15 @@ Test(events, ledger_tail_shows_then_follows)
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     fclose(f);
-    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
-    tu_rmrf(dir);
+    down(&d, dir);
 }
 
 /* Subscribers that nothing is for sit out the turns (parked), and still get
  * the first entry that is for them, with nothing skipped after it. */
 Test(events, parked_subscribers_wake_for_their_entries)
 {
-    char *dir = tu_tmpdir();
     struct tu_daemon d;
-    tu_daemon_start(&d, dir, NULL);
+    char *dir = up(&d);
     long long r = append(&d, "request", -1);
     struct sse k, rn, all;
     char path[64];
@@ -536,6 +539,5 @@ Test(events, parked_subscribers_wake_for_their_entries)
     sse_close(&k);
     sse_close(&rn);
     sse_close(&all);
-    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, WAIT_MS), 0);
-    tu_rmrf(dir);
+    down(&d, dir);
 }
