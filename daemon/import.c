@@ -397,8 +397,11 @@ static int otlp_span(struct imp *m, const cJSON *sp, const char *pos,
         free(parent_id);
         return nomem(m->err);
     }
-    return add_rec(m, id, parent_id, pos, kind,
-                   service ? service : str(scope, "name"), b);
+    /* a span forum exported names its entry's actor */
+    const char *actor = str(get(b, "attributes"), "forum.actor");
+    if (!actor)
+        actor = service ? service : str(scope, "name");
+    return add_rec(m, id, parent_id, pos, kind, actor, b);
 }
 
 static int read_otel(struct imp *m, const char *data, size_t len)
