@@ -2,6 +2,7 @@
  * a ledger in one batch, parents first; malformed sources refused with
  * their position and nothing written; a run exported as OTLP/JSON and
  * imported back with the same shape. Fixtures: tests/vectors/import/. */
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "ledger/ledger.h"
 #include "ledger/proof.h"
 #include "tests/testutil.h"
+#include "tests/tu_daemon.h"
 
 static char *fixture(const char *name, size_t *len)
 {
@@ -703,5 +705,133 @@ Test(import, cli_refuses_a_file_over_64_mib)
     cr_assert_eq(r.status, 2, "%s", r.err);
     cr_assert_not_null(strstr(r.err, "64 MiB"), "%s", r.err);
     tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* ---- parent_back: a batch linking its own entries --------------------- */
+
+Test(import, parent_back_links_within_a_batch)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_ledger(dir);
+    struct fo_err err;
+    cr_assert_eq(
+        ledger_append(l, "me", "note", LEDGER_NO_PARENT, "0", 1, NULL, &err),
+        FO_OK);
+    /* another writer's request first (as in a group commit), then ours */
+    struct ledger_append r[4] = {
+        {.actor = "other",
+         .kind = "note",
+         .parent = 0,
+         .body = "1",
+         .body_len = 1},
+        {.actor = "imp",
+         .kind = "import",
+         .parent = LEDGER_NO_PARENT,
+         .body = "2",
+         .body_len = 1},
+        {.actor = "imp",
+         .kind = "span",
+         .parent_back = 1,
+         .body = "3",
+         .body_len = 1},
+        {.actor = "imp",
+         .kind = "span",
+         .parent_back = 2,
+         .body = "4",
+         .body_len = 1},
+    };
+    cr_assert_eq(ledger_append_batch(l, r, 4, &err), FO_OK, "%s", err.msg);
+    cr_assert_eq(r[2].rc, FO_OK);
+    cr_assert_eq(r[2].entry.parent, r[1].entry.seq);
+    cr_assert_eq(r[3].entry.parent, r[1].entry.seq);
+    cr_assert_eq(ledger_parent(l, r[3].entry.seq), r[1].entry.seq);
+    /* the entry it points back to was refused: so is it; too far back */
+    struct ledger_append s[3] = {
+        {.actor = "",
+         .kind = "import",
+         .parent = LEDGER_NO_PARENT,
+         .body = "5",
+         .body_len = 1},
+        {.actor = "imp",
+         .kind = "span",
+         .parent_back = 1,
+         .body = "6",
+         .body_len = 1},
+        {.actor = "imp",
+         .kind = "span",
+         .parent_back = 3,
+         .body = "7",
+         .body_len = 1},
+    };
+    cr_assert_eq(ledger_append_batch(l, s, 3, &err), FO_OK, "%s", err.msg);
+    cr_assert_eq(s[0].rc, FO_E_INVALID);
+    cr_assert_eq(s[1].rc, FO_E_INVALID);
+    cr_assert_eq(s[2].rc, FO_E_INVALID);
+    cr_assert_not_null(strstr(s[1].err.msg, "parent_back"), "%s", s[1].err.msg);
+    verifies(l);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+/* ---- the daemon: POST /ledger/import through the group commit ---------- */
+
+static char *import_request(const char *format, const char *name)
+{
+    size_t len = 0;
+    char *data = fixture(name, &len);
+    cJSON *in = cJSON_CreateObject();
+    cJSON_AddStringToObject(in, "format", format);
+    cJSON_AddStringToObject(in, "data", data);
+    cJSON_AddStringToObject(in, "name", name);
+    free(data);
+    char *text = canon(in);
+    cJSON_Delete(in);
+    return text;
+}
+
+Test(import, over_http_through_the_daemon, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    cJSON *a = tu_http_json(&d, "POST", "/append",
+                            "{\"actor\":\"me\",\"kind\":\"note\","
+                            "\"payload\":1}",
+                            200);
+    cJSON_Delete(a);
+    char *req = import_request("langsmith", "langsmith-runs.json");
+    cJSON *res = tu_http_json(&d, "POST", "/ledger/import", req, 200);
+    free(req);
+    cr_assert_eq(tu_num(res, "import_seq"), 1);
+    cr_assert_eq(tu_num(res, "records"), 3);
+    static const char *const chain = "7f3e2d10-8a4b-4c5d-9e6f-102030405060";
+    const cJSON *e;
+    cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive(res, "entries")) {
+        char path[64];
+        snprintf(path, sizeof(path), "/ledger/%lld", tu_num(e, "seq"));
+        cJSON *g = tu_http_json(&d, "GET", path, NULL, 200);
+        long long want =
+            !strcmp(tu_str(e, "id"), chain) ? 1 : seq_of(res, chain);
+        cr_assert_eq(tu_num(g, "parent"), want, "%s", tu_str(e, "id"));
+        cJSON_Delete(g);
+    }
+    cJSON_Delete(res);
+    /* refused: 400, the position named, nothing written */
+    req = import_request("jsonl", "events-cycle.jsonl");
+    char *body = NULL;
+    cr_assert_eq(tu_http(&d, "POST", "/ledger/import", req, 1, &body), 400);
+    cr_assert_not_null(strstr(body, "cycle"), "%s", body);
+    free(body);
+    free(req);
+    cJSON *st = tu_http_json(&d, "GET", "/status", NULL, 200);
+    cr_assert_eq(tu_num(st, "entries"), 5);
+    cJSON_Delete(st);
+    /* the run export route answers not_a_run for an import entry */
+    body = NULL;
+    cr_assert_eq(tu_http(&d, "GET", "/runs/1/otel", NULL, 1, &body), 404);
+    cr_assert_not_null(strstr(body, "not_a_run"), "%s", body);
+    free(body);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     tu_rmrf(dir);
 }
