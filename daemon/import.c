@@ -71,10 +71,11 @@ static char *id_text(const cJSON *v)
 {
     if (cJSON_IsString(v) && v->valuestring[0])
         return strdup(v->valuestring);
-    if (cJSON_IsNumber(v) &&
-        v->valuedouble == (double)(long long)v->valuedouble &&
-        v->valuedouble >= -(double)EXACT_INT_MAX &&
-        v->valuedouble <= (double)EXACT_INT_MAX) {
+    /* in range before the conversion: a double beyond long long's range
+     * does not convert */
+    if (cJSON_IsNumber(v) && v->valuedouble >= -(double)EXACT_INT_MAX &&
+        v->valuedouble <= (double)EXACT_INT_MAX &&
+        v->valuedouble == (double)(long long)v->valuedouble) {
         char b[32];
         snprintf(b, sizeof(b), "%lld", (long long)v->valuedouble);
         return strdup(b);

@@ -476,6 +476,11 @@ Test(import, records_without_ids_and_empty_sources_are_refused)
             FO_E_INVALID, b);
     const char *const c[] = {"no events", NULL};
     refused("jsonl", NULL, "\n\n", FO_E_INVALID, c);
+    /* an id must be a string or an exact integer (found by fuzz_import) */
+    const char *const e[] = {"line 1", "no \"id\"", NULL};
+    refused("jsonl", NULL, "{\"id\": 884444444444444444444444444444444444}\n",
+            FO_E_INVALID, e);
+    refused("jsonl", NULL, "{\"id\": 1.5}\n", FO_E_INVALID, e);
     const char *const d[] = {"line 1", "actor", NULL};
     refused("jsonl", NULL, "{\"id\":\"x\",\"actor\":\"\"}\n", FO_E_INVALID, d);
 }
