@@ -92,7 +92,7 @@ static int by_seq(const void *key, const void *elem)
 
 static void nanos(char out[32], int64_t us)
 {
-    snprintf(out, 32, "%lld000", (long long)us);
+    snprintf(out, 32, "%lld", (long long)us * 1000); /* to year 2262 */
 }
 
 /* One entry as a span. */
