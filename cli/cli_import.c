@@ -190,8 +190,6 @@ int cli_import(struct cli *c, int argc, char **argv)
             fo_err_prefix(&err, "%s", file);
         return cli_fail(c, &err);
     }
-    if (name && *name)
-        cJSON_AddStringToObject(out, "name", name);
     if (c->json)
         cli_print_json(out, 0);
     else

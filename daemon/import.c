@@ -875,8 +875,8 @@ static cJSON *import_body(const struct imp *m, const struct import_source *src,
 
 /* The result object, from the committed requests. */
 static cJSON *result(const struct imp *m, const struct ledger_append *reqs,
-                     const size_t *order, const char *sha, size_t len,
-                     size_t roots)
+                     const size_t *order, const char *name, const char *sha,
+                     size_t len, size_t roots)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *k = o ? cJSON_AddObjectToObject(o, "by_kind") : NULL;
@@ -885,6 +885,7 @@ static cJSON *result(const struct imp *m, const struct ledger_append *reqs,
     int ok = k && d && es &&
              fo_json_add_int(o, "import_seq", reqs[0].entry.seq) &&
              cJSON_AddStringToObject(o, "format", m->format) &&
+             (!name || cJSON_AddStringToObject(o, "name", name)) &&
              cJSON_AddStringToObject(o, "sha256", sha) &&
              fo_json_add_int(o, "bytes", (long long)len) &&
              fo_json_add_int(o, "records", (long long)m->n) &&
@@ -1016,7 +1017,7 @@ int import_run(struct ledger *l, import_batch_fn batch, void *hook,
             *err = reqs[j].err;
         }
     if (!rc) {
-        *out = result(&m, reqs, order, sha, src->len, roots);
+        *out = result(&m, reqs, order, src->name, sha, src->len, roots);
         if (!*out)
             rc = nomem(err);
     }

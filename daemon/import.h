@@ -43,13 +43,13 @@ struct import_source {
 
 /* Imports src into l through batch (NULL: ledger_append_batch on l, hook
  * ignored). On FO_OK *out is the result object (docs/IMPORT.md): {import_seq,
- * format, sha256, bytes, records, roots, first_seq, last_seq, by_kind,
- * dangling: [{id, parent_id, seq}], entries: [{id, seq, parent, kind}]}.
- * Errors, nothing written: FO_E_TOO_LARGE (over IMPORT_MAX_BYTES or
- * IMPORT_MAX_RECORDS, or a record's body over the ledger's body limit),
- * FO_E_JSON (malformed: the byte offset, or for JSONL the line), FO_E_INVALID
- * (the wrong format, a record without an id, a duplicate id, a cycle: each
- * names the record's position), or the batch's storage error. */
+ * format, name (when given), sha256, bytes, records, roots, first_seq,
+ * last_seq, by_kind, dangling: [{id, parent_id, seq}], entries: [{id, seq,
+ * parent, kind}]}. Errors, nothing written: FO_E_TOO_LARGE (over
+ * IMPORT_MAX_BYTES or IMPORT_MAX_RECORDS, or a record's body over the ledger's
+ * body limit), FO_E_JSON (malformed: the byte offset, or for JSONL the line),
+ * FO_E_INVALID (the wrong format, a record without an id, a duplicate id, a
+ * cycle: each names the record's position), or the batch's storage error. */
 int import_run(struct ledger *l, import_batch_fn batch, void *hook,
                const struct import_source *src, cJSON **out,
                struct fo_err *err);
