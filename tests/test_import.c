@@ -840,3 +840,28 @@ Test(import, over_http_through_the_daemon, .timeout = 60)
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     tu_rmrf(dir);
 }
+
+Test(import, more_records_than_one_batch_takes_are_refused)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    for (int i = 0; i <= IMPORT_MAX_RECORDS; i++)
+        cr_assert_eq(fo_buf_printf(&b, "{\"id\":%d}\n", i), FO_OK);
+    const char *const w[] = {"line 4096", "more than 4095 records", NULL};
+    refused("jsonl", NULL, b.data, FO_E_TOO_LARGE, w);
+    /* one fewer fits */
+    char *cut = strstr(b.data, "{\"id\":4095}");
+    cr_assert_not_null(cut);
+    *cut = '\0';
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_ledger(dir);
+    struct fo_err err;
+    cJSON *res = import_text(l, "jsonl", b.data, strlen(b.data), FO_OK, &err);
+    cr_assert_eq(tu_num(res, "records"), IMPORT_MAX_RECORDS);
+    cr_assert_eq(tu_num(res, "last_seq"), IMPORT_MAX_RECORDS);
+    cJSON_Delete(res);
+    verifies(l);
+    ledger_close(l);
+    tu_rmrf(dir);
+    fo_buf_release(&b);
+}
