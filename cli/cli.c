@@ -346,6 +346,9 @@ const char cli_usage_text[] =
     "                 check a log from its static tiles alone, no ledger\n"
     "  witness keygen|cosign ...\n"
     "                 act as a witness: cosign checkpoints (C2SP)\n"
+    "  import otel|langsmith|jsonl FILE\n"
+    "                 witness an external trace (forum import --help)\n"
+    "  export otel RUN  a run as an OpenTelemetry trace (OTLP/JSON)\n"
     "  bench A B      two ledgers' summaries side by side, with deltas\n"
     "  version        print the version ([--json])\n"
     "\n"
@@ -403,6 +406,8 @@ const struct cli_command cli_commands[] = {
     {"session", cli_session, NULL, "list show fork remember forget"},
     {"plan", cli_plan, NULL, NULL},
     {"bench", cli_bench, NULL, NULL},
+    {"import", cli_import, NULL, "otel langsmith jsonl"},
+    {"export", cli_export, NULL, "otel"},
     {"version", cli_version, NULL, NULL},
     {"dashboard", cli_dashboard, NULL, NULL},
 };

@@ -153,6 +153,11 @@ int cli_ledger_restore(struct cli *c, int argc, char **argv);
 int cli_ledger_export(struct cli *c, int argc, char **argv);
 int cli_ledger_import(struct cli *c, int argc, char **argv);
 
+/* `forum import otel|langsmith|jsonl FILE` and `forum export otel RUN`
+ * (cli_import.c; docs/IMPORT.md). */
+int cli_import(struct cli *c, int argc, char **argv);
+int cli_export(struct cli *c, int argc, char **argv);
+
 /* Sessions (cli_session.c). */
 int cli_session(struct cli *c, int argc, char **argv);
 /* --session NAME and --max-{total,request,history,facts}-tokens N into

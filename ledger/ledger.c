@@ -783,6 +783,16 @@ int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
     rc = load_head(l, h, err);
     for (size_t i = 0; rc == FO_OK && i < n; i++) {
         fo_err_clear(&reqs[i].err);
+        int64_t back = reqs[i].parent_back;
+        if (back > 0 && ((uint64_t)back > i || reqs[i - back].rc != FO_OK)) {
+            reqs[i].rc = fo_err_set(&reqs[i].err, FO_E_INVALID,
+                                    "parent_back %lld: no entry appended "
+                                    "that far back in the batch",
+                                    (long long)back);
+            continue;
+        }
+        if (back > 0)
+            reqs[i].parent = reqs[i - back].entry.seq;
         reqs[i].rc = check_req(l, &reqs[i], h->count, &reqs[i].err);
         if (reqs[i].rc == FO_OK)
             rc = append_one(l, h, &reqs[i], err);

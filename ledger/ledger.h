@@ -100,6 +100,12 @@ struct ledger_append {
      * and the hash the entry comes out with must be its hash: FO_E_CORRUPT
      * otherwise. NULL: a new entry. */
     const struct ledger_entry *import;
+    /* > 0: the parent is the entry of the request parent_back places
+     * before this one in the same reqs array (so a batch can link its own
+     * entries before their seqs are known); parent is then set to that
+     * entry's seq. That request must have been appended (FO_E_INVALID
+     * otherwise). 0: parent as given. */
+    int64_t parent_back;
     /* results */
     int rc;                    /* FO_OK when appended */
     struct fo_err err;         /* why not, when rc != FO_OK */

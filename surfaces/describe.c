@@ -60,6 +60,16 @@ static const struct text props[] = {
      "max_history_tokens, max_facts_tokens, max_tool_results_tokens} (4 "
      "bytes of UTF-8 a token)."},
     {"run_show", "run", "The run's id: the seq of its request entry."},
+    {"run_export_otel", "run", "The run's id: the seq of its request entry."},
+    {"ledger_import", "format",
+     "The source's format: otel (OTLP/JSON resourceSpans), langsmith (a "
+     "JSON array or JSONL of runs) or jsonl (one event object a line: id, "
+     "parent?, kind?, actor?, ts?, ...)."},
+    {"ledger_import", "data",
+     "The source file's text (UTF-8, at most 64 MiB); its SHA-256 is kept "
+     "in the import entry."},
+    {"ledger_import", "name",
+     "The source file's name, kept in the import entry."},
     {"run_list", "state",
      "Only runs in this state (running, waiting, done, failed, ...)."},
     {"run_list", "before", "Only runs with an id below this (paging)."},
@@ -125,6 +135,8 @@ static const struct {
     {"run_cancel", "Cancel a run"},
     {"run_list", "List the runs"},
     {"run_show", "Show a whole run, step by step"},
+    {"run_export_otel", "Export a run as an OpenTelemetry trace"},
+    {"ledger_import", "Import an external trace"},
     {"gate_list", "List the gates waiting"},
     {"session_list", "List the sessions"},
     {"session_show", "Show a session"},

@@ -507,6 +507,21 @@ static const struct surf_method table[] = {
      "\"required\":[\"entries\"]}",
      SURF_WRITE, 64u << 20, "POST", "/append/batch", h_append_batch,
      SURF_ON_WORKER, NULL},
+    /* external traces: handler in methods_import.c (docs/IMPORT.md) */
+    {"ledger_import",
+     "Import a trace file in one batch: data (the file's text, at most 64 "
+     "MiB) in format otel (OTLP/JSON), langsmith (runs) or jsonl (events); "
+     "an import entry (its SHA-256, counts), then one entry per span, run "
+     "or event under its parent's: {import_seq, records, dangling, "
+     "entries}. Any error: nothing is written.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"format\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":16},"
+     "\"data\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":67108864},"
+     "\"name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024}},"
+     "\"required\":[\"format\",\"data\"]}",
+     SURF_WRITE, 96u << 20, "POST", "/ledger/import", surf_h_import,
+     SURF_ON_WORKER, NULL},
     {"ledger_redact",
      "Delete an entry's body (every copy), witnessed as a redaction entry.",
      "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
@@ -647,6 +662,15 @@ static const struct surf_method table[] = {
      "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"run\"]}",
      SURF_READ, 4 * KIB, "GET", "/runs/{run}/show", surf_h_run_show,
+     SURF_ON_WORKER, NULL},
+    {"run_export_otel",
+     "A run (its request entry and every descendant) as an OTLP/JSON trace "
+     "{resourceSpans}: one span per entry, named by its kind; traceId from "
+     "the ledger id and the run, spanId from the entry hash.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
+     "\"required\":[\"run\"]}",
+     SURF_READ, 4 * KIB, "GET", "/runs/{run}/otel", surf_h_export_otel,
      SURF_ON_WORKER, NULL},
     /* sessions: handlers in methods_orch.c */
     {"session_list",

@@ -242,6 +242,11 @@ static const char *const method_args[][2] = {
      * submit) and its answer: a run that ended */
     {"run_get", "{\"run\":0}"},
     {"run_show", "{\"run\":0}"},
+    {"run_export_otel", "{\"run\":0}"},
+    {"ledger_import",
+     "{\"format\":\"jsonl\",\"name\":\"t.jsonl\",\"data\":"
+     "\"{\\\"id\\\":\\\"a\\\"}\\n{\\\"id\\\":\\\"b\\\",\\\"parent\\\":"
+     "\\\"a\\\"}\\n\"}"},
     {"session_remember",
      "{\"session\":\"s1\",\"key\":\"lang\",\"value\":\"C11\"}"},
     {"context_preflight", "{\"request\":\"build the api\"}"},
