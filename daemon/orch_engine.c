@@ -4062,7 +4062,14 @@ static void fail(struct run *r, int rc, const struct fo_err *err)
     abandon(r);
     if (rc == FO_E_RUN_ELSEWHERE)
         r->lease_lost = 1; /* another daemon runs it now: nothing written */
-    if (r->id < 0 || r->e->stopping || r->lease_lost) {
+    /* a leased run whose write failed on the database (a lost
+     * connection): no error on record, it stops here and is resumed from
+     * its entries by whichever daemon claims its lease */
+    int resume_later = r->leased && rc == FO_E_IO;
+    if (resume_later)
+        elog(r->e, "run %lld: stopped by a storage error, to be resumed: %s",
+             (long long)r->id, r->err.msg);
+    if (r->id < 0 || r->e->stopping || r->lease_lost || resume_later) {
         r->phase = PH_END;
         return;
     }

@@ -485,8 +485,10 @@ Test(multiwriter, postgres_restarted_under_load_loses_no_acknowledged_entry,
     signal(SIGPIPE, SIG_IGN);
     struct mw m;
     mw_init(&m);
+    struct tu_fakebin f;
+    tu_fakebin_start(&f, 0, "300");
     for (int i = 0; i < NDAEMONS; i++)
-        mw_start(&m, i, NULL);
+        mw_start(&m, i, &f);
     static struct acks acks;
     acks_init(&acks);
     atomic_int stop;
@@ -515,6 +517,11 @@ Test(multiwriter, postgres_restarted_under_load_loses_no_acknowledged_entry,
         cr_assert_lt(tu_now_ms() - t0, 60000, "no appends");
         usleep(10000);
     }
+    /* runs in flight too */
+    int64_t runs[NDAEMONS];
+    for (int i = 0; i < NDAEMONS; i++)
+        runs[i] = run_start(&m.d[i], "make the schema");
+    usleep(100 * 1000);
     cr_assert_eq(tu_pg_stop(&m.pg), 0);
     usleep(300 * 1000);
     char why[2048];
@@ -542,10 +549,20 @@ Test(multiwriter, postgres_restarted_under_load_loses_no_acknowledged_entry,
         cJSON *h = tu_http_json(&m.d[i], "GET", "/health", NULL, 200);
         cJSON_Delete(h);
     }
+    /* the runs a failed write stopped are resumed (here or elsewhere) and
+     * end done, each with one answer */
+    for (int i = 0; i < NDAEMONS; i++) {
+        cJSON *g = run_wait(&m.d[(i + 1) % NDAEMONS], runs[i], 60000);
+        cr_assert_str_eq(tu_str(g, "state"), "done", "run %lld",
+                         (long long)runs[i]);
+        cr_assert_eq(kinds_in(g, "answer"), 1);
+        cJSON_Delete(g);
+    }
     for (int i = 0; i < NDAEMONS; i++)
         mw_stop(&m, i);
     verify_deep(m.dirs[0]);
     acks_check(&acks, m.dirs[0]);
     same_root_as_one_writer(m.dirs[1]);
+    tu_fakebin_stop(&f);
     mw_free(&m);
 }
