@@ -5430,9 +5430,6 @@ static void on_lease_tick(evutil_socket_t fd, short what, void *arg)
         e->lease_failing = 1;
         return; /* the database is away: no claims either */
     }
-    if (e->lease_failing)
-        elog(e, "run leases: renewed again");
-    e->lease_failing = 0;
     for (struct run *r = e->runs; r && k; r = r->next) {
         if (!r->leased || r->ended || r->lease_lost || r->lease_seen)
             continue;
@@ -5449,9 +5446,14 @@ static void on_lease_tick(evutil_socket_t fd, short what, void *arg)
         return;
     struct expired x = {.n = 0};
     if (ledger_lease_expired(l, 64, lease_expired_one, &x, &err) != FO_OK) {
-        elog(e, "run leases: cannot list expired leases: %s", err.msg);
+        if (!e->lease_failing)
+            elog(e, "run leases: cannot read the leases: %s", err.msg);
+        e->lease_failing = 1;
         return;
     }
+    if (e->lease_failing)
+        elog(e, "run leases: the database answers again");
+    e->lease_failing = 0;
     struct run *rs[64];
     size_t nr = 0;
     for (size_t i = 0; i < x.n; i++) {
