@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@
 #include "ledger/fo_json.h"
 #include "tests/tu_pg.h"
 
-static char forum_bin[1024], fake_bin[1024];
+static char forum_bin[1100], fake_bin[1100];
 
 static double now_s(void)
 {
@@ -47,14 +48,14 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static int run_cmd(char *const argv[])
+static int run_cmd(const char *const argv[])
 {
     pid_t p = fork();
     if (p == 0) {
         int fd = open("/dev/null", O_WRONLY);
         dup2(fd, 1);
         dup2(fd, 2);
-        execv(argv[0], argv);
+        execv(argv[0], (char *const *)(uintptr_t)argv);
         _exit(127);
     }
     int st = 0;
@@ -74,7 +75,7 @@ static char *mkdtemp_dir(void)
 
 static void rmrf(const char *dir)
 {
-    char *argv[] = {"/bin/rm", "-rf", (char *)dir, NULL};
+    const char *argv[] = {"/bin/rm", "-rf", dir, NULL};
     run_cmd(argv);
 }
 
@@ -83,7 +84,7 @@ static void copy_key(const char *from, const char *to, const char *name)
     char a[1024], b[1024];
     snprintf(a, sizeof(a), "%s/%s", from, name);
     snprintf(b, sizeof(b), "%s/%s", to, name);
-    char *argv[] = {"/bin/cp", a, b, NULL};
+    const char *argv[] = {"/bin/cp", a, b, NULL};
     run_cmd(argv);
 }
 
@@ -117,7 +118,7 @@ static int daemon_start(struct daemon *d, const char *dir, const char *extra[])
         int fd = open("/dev/null", O_WRONLY);
         dup2(fd, 2);
         close(p[0]);
-        execv(forum_bin, (char *const *)argv);
+        execv(forum_bin, (char *const *)(uintptr_t)argv);
         _exit(127);
     }
     close(p[1]);
@@ -138,7 +139,7 @@ static int daemon_start(struct daemon *d, const char *dir, const char *extra[])
         fprintf(stderr, "daemon on %s did not start\n", dir);
         return -1;
     }
-    d->port = atoi(colon + 1);
+    d->port = (int)strtol(colon + 1, NULL, 10);
     snprintf(d->dir, sizeof(d->dir), "%s", dir);
     char tp[600];
     snprintf(tp, sizeof(tp), "%s/token", dir);
@@ -201,9 +202,9 @@ static int http_do(int fd, const struct daemon *d, const char *method,
         buf[len] = '\0';
         end = strstr(buf, "\r\n\r\n");
     }
-    int status = atoi(buf + 9);
+    int status = (int)strtol(buf + 9, NULL, 10);
     const char *cl = strcasestr(buf, "content-length:");
-    size_t want = cl ? (size_t)atol(cl + 15) : 0;
+    size_t want = cl ? (size_t)strtol(cl + 15, NULL, 10) : 0;
     size_t hdr = (size_t)(end + 4 - buf);
     while (len - hdr < want) {
         ssize_t r = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
@@ -309,15 +310,16 @@ static void row(struct tu_pg *pg, int n, int conns, double secs)
         snprintf(sub, sizeof(sub), "%s/d", dirs[i]);
         free(dirs[i]);
         dirs[i] = strdup(sub);
-        char *init_pg[] = {forum_bin, "--ledger",   dirs[i],  "ledger",
-                           "init",    "--postgres", conninfo, NULL};
-        char *init_sq[] = {forum_bin, "--ledger", dirs[i],
-                           "ledger",  "init",     NULL};
+        const char *init_pg[] = {forum_bin, "--ledger",   dirs[i],  "ledger",
+                                 "init",    "--postgres", conninfo, NULL};
+        const char *init_sq[] = {forum_bin, "--ledger", dirs[i],
+                                 "ledger",  "init",     NULL};
         if (run_cmd(pg ? init_pg : init_sq) != 0) {
             fprintf(stderr, "init %s failed\n", dirs[i]);
             exit(1);
         }
-        char *key[] = {forum_bin, "--ledger", dirs[0], "ledger", "key", NULL};
+        const char *key[] = {forum_bin, "--ledger", dirs[0],
+                             "ledger",  "key",      NULL};
         if (i == 0)
             run_cmd(key);
         else {
@@ -331,7 +333,8 @@ static void row(struct tu_pg *pg, int n, int conns, double secs)
     double rate = measure(ds, n, conns, secs, &failed);
     for (int i = 0; i < n; i++)
         daemon_stop(&ds[i], SIGTERM);
-    char *verify[] = {forum_bin, "--ledger", dirs[0], "ledger", "verify", NULL};
+    const char *verify[] = {forum_bin, "--ledger", dirs[0],
+                            "ledger",  "verify",   NULL};
     int v = run_cmd(verify);
     printf("| %-10s | %d | %4d | %9.0f | %6ld | %s |\n",
            pg ? "postgres" : "sqlite", n, conns * n, rate, failed,
@@ -389,10 +392,11 @@ static void failover(struct tu_pg *pg, int kills)
                            "--model",   "fake", NULL};
     for (int i = 0; i < 2; i++) {
         dirs[i] = mkdtemp_dir();
-        char *init_pg[] = {forum_bin, "--ledger",   dirs[i],  "ledger",
-                           "init",    "--postgres", conninfo, NULL};
+        const char *init_pg[] = {forum_bin, "--ledger",   dirs[i],  "ledger",
+                                 "init",    "--postgres", conninfo, NULL};
         run_cmd(init_pg);
-        char *key[] = {forum_bin, "--ledger", dirs[0], "ledger", "key", NULL};
+        const char *key[] = {forum_bin, "--ledger", dirs[0],
+                             "ledger",  "key",      NULL};
         if (i == 0)
             run_cmd(key);
         else {
@@ -413,13 +417,9 @@ static void failover(struct tu_pg *pg, int kills)
         cJSON *j = NULL;
         struct fo_err err;
         long long run = -1;
-        char inst[64] = "";
         if (fo_json_parse(body, strlen(body), &j, &err) == FO_OK) {
             const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "run");
             run = cJSON_IsNumber(r) ? (long long)r->valuedouble : -1;
-            const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "instance");
-            if (cJSON_IsString(in))
-                snprintf(inst, sizeof(inst), "%s", in->valuestring);
         }
         cJSON_Delete(j);
         usleep(100 * 1000); /* under way: in its first model call */
@@ -440,7 +440,6 @@ static void failover(struct tu_pg *pg, int kills)
             }
             usleep(5000);
         }
-        (void)inst;
         if (daemon_start(&ds[0], dirs[0], extra))
             break;
     }
@@ -467,11 +466,11 @@ int main(int argc, char **argv)
     int conns = 64, kills = 20;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--seconds"))
-            secs = atof(argv[i + 1]);
+            secs = strtod(argv[i + 1], NULL);
         else if (!strcmp(argv[i], "--conns"))
-            conns = atoi(argv[i + 1]);
+            conns = (int)strtol(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--kills"))
-            kills = atoi(argv[i + 1]);
+            kills = (int)strtol(argv[i + 1], NULL, 10);
     }
     signal(SIGPIPE, SIG_IGN);
     char self[1024];
