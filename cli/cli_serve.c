@@ -60,7 +60,9 @@ static const char help_serve[] =
     "                         fresh DIR/workspaces/run-<id> per run)\n"
     "  --max-runs N           runs in memory at once (submit, POST /runs,\n"
     "                         resumed), 1-1000000 (default 10000; one more\n"
-    "                         is 503 busy)\n" CLI_GATE_HELP
+    "                         is 503 busy)\n"
+    "  --lease-s S            PostgreSQL: run lease, 1-3600 (default "
+    "10)\n" CLI_GATE_HELP
     "  --timeout S            stop: seconds before SIGKILL (default 10)\n"
     "\n" CLI_PROVIDER_HELP;
 
@@ -167,6 +169,10 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
                 return cli_usage_error(c, "serve: --max-runs: 1-%d",
                                        ORCH_RUNS_MAX);
             o->cfg.max_runs = (int)x;
+        } else if (!strcmp(a, "--lease-s")) {
+            if (parse_int(v, 1, 3600, &x))
+                return cli_usage_error(c, "serve: --lease-s: 1-3600");
+            o->cfg.lease_s = (int)x;
         } else if (!strcmp(a, "--ready-fd")) { /* internal: serve start */
             if (parse_int(v, 3, 1 << 20, &x))
                 return cli_usage_error(c, "serve: --ready-fd: bad fd");
@@ -228,6 +234,8 @@ static int load_config(struct cli *c, struct serve_opts *o)
         file.sign_interval_ms = flags.sign_interval_ms;
     if (flags.max_runs)
         file.max_runs = flags.max_runs;
+    if (flags.lease_s)
+        file.lease_s = flags.lease_s;
     if (flags.max_connections)
         file.max_connections = flags.max_connections;
     if (flags.gates) { /* the flags' policy replaces the file's */

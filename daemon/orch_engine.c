@@ -330,6 +330,10 @@ struct run {
     const char *halt_reason;
     char stopped_before[ORCH_NAME_MAX + 32];
     int halt_written; /* the budget or stop entry is on record */
+    /* run leases (several daemons on one ledger): this engine holds the
+     * run's lease; the renewal saw it; another daemon took it over; its
+     * answer or error is on record (the lease goes with it) */
+    int leased, lease_seen, lease_lost, end_on_record;
     /* route */
     const char *lane; /* owned by the roster */
     char lane_by[16];
@@ -462,6 +466,10 @@ struct orch_engine {
     uint64_t m_lat[10]; /* model call latency buckets, see LAT_BOUNDS */
     double m_lat_sum;
     int64_t gate_cursor; /* entries below it were looked at for decisions */
+    /* run leases: on when cfg.lease_ms > 0 and the ledger keeps them */
+    int leases;
+    struct event *lease_ev; /* renew, then claim expired ones */
+    int lease_failing;      /* the last renewal failed (logged once) */
 };
 
 static const char *run_lane(const struct run *r)
@@ -638,8 +646,11 @@ static void wr_landed(struct wr *w)
     int rc = w->a.rc;
     struct fo_err err = w->a.err;
     if (rc == FO_OK) {
+        if (!strcmp(w->a.kind, "answer") || !strcmp(w->a.kind, "error"))
+            r->end_on_record = 1;
         if (!strcmp(w->a.kind, "request")) {
             r->id = w->a.entry.seq;
+            r->leased = w->a.lease_owner != NULL;
             if (r->resumable)
                 elog(r->e, "run %lld: started (%s)", (long long)r->id, r->via);
             if (r->started)
@@ -706,6 +717,14 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 /* Witnesses payload (taken) as kind by actor under parent; the state
  * changes when it is committed. task >= 0 marks that task busy until then;
  * phase_busy the run's phase. */
+/* A run another daemon may resume: leased while it runs here. */
+static int leasable(const struct run *r)
+{
+    return r->e->leases && r->resumable &&
+           (!strcmp(r->via, "submit") || !strcmp(r->via, "run_start") ||
+            !strcmp(r->via, "plan_run"));
+}
+
 static int witness_cb(struct run *r, const char *actor, const char *kind,
                       int64_t parent, cJSON *payload, long task, int phase_busy,
                       int spent,
@@ -732,6 +751,14 @@ static int witness_cb(struct run *r, const char *actor, const char *kind,
     w->a.kind = kind;
     w->a.parent = parent;
     w->a.body = w->body;
+    if (r->id < 0 && !strcmp(kind, "request") && leasable(r)) {
+        w->a.lease_owner = e->instance; /* leased with its request */
+        w->a.lease_run = -1;
+        w->a.lease_ms = e->cfg.lease_ms;
+    } else if (r->leased) { /* written only while the lease is ours */
+        w->a.lease_owner = e->instance;
+        w->a.lease_run = r->id;
+    }
     w->task = task;
     w->phase_busy = phase_busy;
     w->spent = spent;
@@ -4033,7 +4060,16 @@ static void fail(struct run *r, int rc, const struct fo_err *err)
         r->err = *err;
     r->err.code = rc;
     abandon(r);
-    if (r->id < 0 || r->e->stopping) {
+    if (rc == FO_E_RUN_ELSEWHERE)
+        r->lease_lost = 1; /* another daemon runs it now: nothing written */
+    /* a leased run whose write failed on the database (a lost
+     * connection): no error on record, it stops here and is resumed from
+     * its entries by whichever daemon claims its lease */
+    int resume_later = r->leased && rc == FO_E_IO;
+    if (resume_later)
+        elog(r->e, "run %lld: stopped by a storage error, to be resumed: %s",
+             (long long)r->id, r->err.msg);
+    if (r->id < 0 || r->e->stopping || r->lease_lost || resume_later) {
         r->phase = PH_END;
         return;
     }
@@ -4225,6 +4261,15 @@ static void run_end(struct run *r)
 {
     struct orch_engine *e = r->e;
     r->ended = 1;
+    if (r->leased && !r->lease_lost) {
+        /* over: the lease goes; stopped (a shutdown, a lost database):
+         * it expires now, so a live daemon resumes the run at once */
+        struct fo_err lerr;
+        if (ledger_lease_release(e->cfg.ledger, r->id, e->instance,
+                                 r->end_on_record, &lerr) != FO_OK)
+            elog(e, "run %lld: its lease stays until it expires: %s",
+                 (long long)r->id, lerr.msg);
+    }
     if (r->id >= 0 && r->resumable)
         elog(e, "run %lld: %s (%d model call%s, %lld ms)", (long long)r->id,
              r->failed_rc                ? "failed"
@@ -4330,6 +4375,8 @@ static void step(struct run *r)
 
 /* ---- the engine --------------------------------------------------------- */
 
+static void on_lease_tick(evutil_socket_t fd, short what, void *arg);
+
 int orch_engine_create(const struct orch *o,
                        const struct orch_engine_config *cfg,
                        struct orch_engine **out, struct fo_err *err)
@@ -4352,13 +4399,23 @@ int orch_engine_create(const struct orch *o,
     }
     e->wake = event_new(cfg->base, -1, EV_PERSIST, on_wake, e);
     e->gate_ev = evtimer_new(cfg->base, on_gate_tick, e);
+    e->leases = cfg->lease_ms > 0 && ledger_leases(cfg->ledger);
+    if (e->leases) {
+        int every = cfg->lease_ms / 3 > 50 ? cfg->lease_ms / 3 : 50;
+        struct timeval tv = {every / 1000, (every % 1000) * 1000};
+        e->lease_ev = event_new(cfg->base, -1, EV_PERSIST, on_lease_tick, e);
+        if (e->lease_ev && event_add(e->lease_ev, &tv) != 0) {
+            event_free(e->lease_ev);
+            e->lease_ev = NULL;
+        }
+    }
     int64_t count = 0;
     struct fo_err ignore;
     if (ledger_count(cfg->ledger, &count, &ignore) != FO_OK)
         count = 0; /* decisions already on record come in by replay */
     e->gate_cursor = count;
     int rc = FO_OK;
-    if (!e->wake || !e->gate_ev)
+    if (!e->wake || !e->gate_ev || (e->leases && !e->lease_ev))
         rc = nomem(err);
     if (!rc && orch_mcp_servers(o))
         rc = orch_mcpc_create(orch_mcp_servers(o), cfg->base, &e->mcpc, err);
@@ -4367,6 +4424,8 @@ int orch_engine_create(const struct orch *o,
             event_free(e->wake);
         if (e->gate_ev)
             event_free(e->gate_ev);
+        if (e->lease_ev)
+            event_free(e->lease_ev);
         pthread_mutex_destroy(&e->mu);
         free(e);
         return rc;
@@ -4413,6 +4472,8 @@ void orch_engine_free(struct orch_engine *e)
         off = n;
     }
     event_free(e->gate_ev);
+    if (e->lease_ev)
+        event_free(e->lease_ev);
     if (e->stop_ev)
         event_free(e->stop_ev);
     if (e->grace_ev)
@@ -5196,6 +5257,10 @@ static int resume_batch(struct orch_engine *e, struct run **rs, size_t n,
         reqs[i].kind = "resume";
         reqs[i].parent = r->id;
         reqs[i].body = bodies[i];
+        if (r->leased) {
+            reqs[i].lease_owner = e->instance;
+            reqs[i].lease_run = r->id;
+        }
     }
     if (!rc && n)
         rc = ledger_append_batch(e->cfg.ledger, reqs, n, err);
@@ -5215,6 +5280,47 @@ static int resume_batch(struct orch_engine *e, struct run **rs, size_t n,
         free(bodies[i]);
     free(bodies);
     free(reqs);
+    return rc;
+}
+
+/* With run leases, a run is resumed only by the engine that claims its
+ * lease: one with a live lease is another daemon's; one with an expired
+ * lease is claimed, then read; one with none (made before leases, or
+ * over) is read first, and claimed only when it has no end. */
+static int claim_resume(struct orch_engine *e, int64_t seq, int *resumed,
+                        struct run **out, struct fo_err *err)
+{
+    *resumed = 0;
+    *out = NULL;
+    if (!e->leases)
+        return resume_one(e, seq, resumed, out, err);
+    struct ledger *l = e->cfg.ledger;
+    char owner[65];
+    int live = 0;
+    int rc = ledger_lease_get(l, seq, owner, sizeof(owner), &live, err);
+    if (rc && rc != FO_E_NOT_FOUND)
+        return rc;
+    if (rc == FO_OK && live)
+        return FO_OK; /* another daemon runs it */
+    if (rc == FO_E_NOT_FOUND) {
+        rc = resume_one(e, seq, resumed, out, err);
+        if (rc || !*out)
+            return rc;
+        run_unlink(*out); /* read again once it is ours */
+        run_free(*out);
+        *out = NULL;
+        *resumed = 0;
+    }
+    int got = 0;
+    rc = ledger_lease_claim(l, seq, e->instance, e->cfg.lease_ms, &got, err);
+    if (rc || !got)
+        return rc;
+    rc = resume_one(e, seq, resumed, out, err);
+    struct fo_err lerr;
+    if (!rc && *out)
+        (*out)->leased = 1;
+    else if (!rc && !*resumed) /* over, or not a run to resume */
+        ledger_lease_release(l, seq, e->instance, 1, &lerr);
     return rc;
 }
 
@@ -5243,7 +5349,7 @@ int orch_engine_resume_all(struct orch_engine *e, size_t *n, struct fo_err *err)
             break;
         int resumed = 0;
         struct run *r = NULL;
-        rc = resume_one(e, c.seqs[i], &resumed, &r, err);
+        rc = claim_resume(e, c.seqs[i], &resumed, &r, err);
         if (!rc && resumed && n)
             (*n)++;
         if (r)
@@ -5257,6 +5363,120 @@ int orch_engine_resume_all(struct orch_engine *e, size_t *n, struct fo_err *err)
     free(rs);
     free(c.seqs);
     return rc;
+}
+
+/* ---- run leases (several daemons on one ledger) ------------------------ */
+
+struct renewal {
+    struct orch_engine *e;
+};
+
+static int lease_renewed(void *ctx, int64_t run)
+{
+    struct renewal *rn = ctx;
+    struct run *r = run_find(rn->e, run);
+    if (r)
+        r->lease_seen = 1;
+    return 0;
+}
+
+struct expired {
+    int64_t runs[64];
+    size_t n;
+};
+
+static int lease_expired_one(void *ctx, int64_t run)
+{
+    struct expired *x = ctx;
+    if (x->n < sizeof(x->runs) / sizeof(x->runs[0]))
+        x->runs[x->n++] = run;
+    return 0;
+}
+
+/* Renews the leases of the runs here (a run whose lease another daemon
+ * took over is dropped here, without a write), then claims and resumes
+ * runs whose lease expired (their daemon died, or lost the database for
+ * longer than a lease). */
+static void on_lease_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_engine *e = arg;
+    (void)fd, (void)what;
+    struct ledger *l = e->cfg.ledger;
+    size_t n = 0;
+    for (struct run *r = e->runs; r; r = r->next)
+        n += r->leased && !r->ended && !r->lease_lost;
+    int64_t *ids = n ? calloc(n, sizeof(*ids)) : NULL;
+    struct fo_err err;
+    int rc = FO_OK;
+    if (n && !ids)
+        return;
+    size_t k = 0;
+    for (struct run *r = e->runs; r && k < n; r = r->next)
+        if (r->leased && !r->ended && !r->lease_lost) {
+            r->lease_seen = 0;
+            ids[k++] = r->id;
+        }
+    struct renewal rn = {e};
+    if (k)
+        rc = ledger_lease_renew(l, e->instance, ids, k, e->cfg.lease_ms,
+                                lease_renewed, &rn, &err);
+    free(ids);
+    if (rc) {
+        if (!e->lease_failing)
+            elog(e,
+                 "run leases: cannot renew (runs go on; another daemon "
+                 "may take over those whose lease expires): %s",
+                 err.msg);
+        e->lease_failing = 1;
+        return; /* the database is away: no claims either */
+    }
+    for (struct run *r = e->runs; r && k; r = r->next) {
+        if (!r->leased || r->ended || r->lease_lost || r->lease_seen)
+            continue;
+        struct fo_err lerr;
+        fo_err_set(&lerr, FO_E_RUN_ELSEWHERE,
+                   "run %lld: its lease was taken over by another daemon",
+                   (long long)r->id);
+        elog(e, "%s: dropped here", lerr.msg);
+        fail(r, FO_E_RUN_ELSEWHERE, &lerr);
+        step(r);
+        return; /* the list may have changed: the rest next time */
+    }
+    if (e->stopping)
+        return;
+    struct expired x = {.n = 0};
+    if (ledger_lease_expired(l, 64, lease_expired_one, &x, &err) != FO_OK) {
+        if (!e->lease_failing)
+            elog(e, "run leases: cannot read the leases: %s", err.msg);
+        e->lease_failing = 1;
+        return;
+    }
+    if (e->lease_failing)
+        elog(e, "run leases: the database answers again");
+    e->lease_failing = 0;
+    struct run *rs[64];
+    size_t nr = 0;
+    for (size_t i = 0; i < x.n; i++) {
+        if (run_find(e, x.runs[i]) || e->n_runs >= e->cfg.max_runs)
+            continue;
+        if (!e->have_instance && hold_instance(e, &err) != FO_OK) {
+            elog(e, "run leases: %s", err.msg);
+            break;
+        }
+        int resumed = 0;
+        struct run *r = NULL;
+        rc = claim_resume(e, x.runs[i], &resumed, &r, &err);
+        if (rc)
+            elog(e, "run %lld: cannot claim: %s", (long long)x.runs[i],
+                 err.msg);
+        else if (r) {
+            elog(e, "run %lld: claimed (its lease had expired)",
+                 (long long)x.runs[i]);
+            rs[nr++] = r;
+        }
+    }
+    if (nr && resume_batch(e, rs, nr, &err) != FO_OK)
+        elog(e, "run leases: resume: %s", err.msg);
 }
 
 /* ---- a whole run on the calling thread ---------------------------------- */

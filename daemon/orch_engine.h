@@ -51,6 +51,11 @@ struct orch_engine_config {
      * witnessed) for this long, then abandons them; 0:
      * ORCH_ENGINE_STOP_GRACE_MS, < 0: none. */
     int stop_grace_ms;
+    /* > 0 on a ledger that keeps run leases (PostgreSQL): each resumable
+     * run is leased to this engine for lease_ms, renewed every third of
+     * it; runs whose lease expired (their daemon died) are claimed and
+     * resumed here. 0: no leases (one daemon per ledger). */
+    int lease_ms;
     void (*log)(void *hook, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
     void *log_hook;

@@ -645,6 +645,28 @@ static int scan_run(struct ledger *l, struct scan *s, int keep,
     return rc;
 }
 
+/* Who runs run: on a ledger with run leases (several daemons), its lease
+ * when it has one (the owner into held); else the lock file of instance
+ * inst in the ledger's dir. */
+static int liveness(struct ledger *l, int64_t run, const char *inst,
+                    char held[ORCH_INSTANCE_HEX + 1])
+{
+    if (ledger_leases(l)) {
+        char owner[65];
+        int live = 0;
+        struct fo_err err;
+        int rc = ledger_lease_get(l, run, owner, sizeof(owner), &live, &err);
+        if (rc == FO_OK) {
+            if (is_instance(owner, strlen(owner)))
+                memcpy(held, owner, ORCH_INSTANCE_HEX + 1);
+            return live ? LIVE_YES : LIVE_NO;
+        }
+        if (rc != FO_E_NOT_FOUND)
+            return LIVE_UNKNOWN;
+    }
+    return inst ? probe(ledger_dir(l), inst) : LIVE_UNKNOWN;
+}
+
 int orch_run_held(const struct orch *o, struct ledger *l, int64_t run)
 {
     (void)o;
@@ -658,7 +680,8 @@ int orch_run_held(const struct orch *o, struct ledger *l, int64_t run)
     if (!scan_run(l, &s, 0, &err)) {
         if (s.inst[0])
             inst = s.inst;
-        held = inst && probe(ledger_dir(l), inst) == LIVE_YES;
+        char owner[ORCH_INSTANCE_HEX + 1];
+        held = liveness(l, run, inst, owner) == LIVE_YES;
     }
     cJSON_Delete(req);
     return held;
@@ -683,7 +706,7 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out, struct fo_err *err)
     char held[ORCH_INSTANCE_HEX + 1] = "";
     if (inst)
         snprintf(held, sizeof(held), "%s", inst);
-    int live = inst ? probe(ledger_dir(l), held) : LIVE_UNKNOWN;
+    int live = liveness(l, run, inst ? held : NULL, held);
     if (live != LIVE_YES && s.answer_seq < 0 && s.error_seq < 0) {
         rc = scan_run(l, &s, 1, err);
         if (rc)

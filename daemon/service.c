@@ -421,7 +421,10 @@ static int engine_append(void *hook, struct ledger_append *a,
                                        .kind = a->kind,
                                        .parent = a->parent,
                                        .body = a->body,
-                                       .body_len = a->body_len};
+                                       .body_len = a->body_len,
+                                       .lease_owner = a->lease_owner,
+                                       .lease_run = a->lease_run,
+                                       .lease_ms = a->lease_ms};
     c->creq.done = engine_committed;
     c->creq.arg = c;
     int rc = daemon_commit_submit(d->commit, &c->creq, err);
@@ -613,14 +616,17 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     rc = orch_model_dns_create(d->base, &d->dns, err);
     if (rc)
         goto out;
-    struct orch_engine_config ec = {.base = d->base,
-                                    .dns = d->dns,
-                                    .ledger = d->ledger,
-                                    .append = engine_append,
-                                    .hook = d,
-                                    .max_runs = (size_t)cfg->max_runs,
-                                    .log = dlog,
-                                    .log_hook = d};
+    struct orch_engine_config ec = {
+        .base = d->base,
+        .dns = d->dns,
+        .ledger = d->ledger,
+        .append = engine_append,
+        .hook = d,
+        .max_runs = (size_t)cfg->max_runs,
+        .lease_ms =
+            (cfg->lease_s > 0 ? cfg->lease_s : DAEMON_LEASE_S_DEFAULT) * 1000,
+        .log = dlog,
+        .log_hook = d};
     rc = orch_engine_create(d->orch, &ec, &d->engine, err);
     if (rc)
         goto out;
@@ -821,6 +827,8 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
         else if (!strcmp(k, "max_runs") && is_int && x >= 1 &&
                  x <= ORCH_RUNS_MAX)
             cfg->max_runs = (int)x;
+        else if (!strcmp(k, "lease_s") && is_int && x >= 1 && x <= 3600)
+            cfg->lease_s = (int)x;
         else if (!strcmp(k, "max_connections") && is_int && x >= 1 &&
                  x <= SURF_HTTP_CONNECTIONS_MAX)
             cfg->max_connections = (int)x;

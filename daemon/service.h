@@ -16,6 +16,8 @@
 #define DAEMON_LOG_FILE "forum.log"
 #define DAEMON_TOKEN_FILE "token"
 #define DAEMON_CONFIG_FILE "forum.json"
+/* the run lease on a PostgreSQL ledger (several daemons), seconds */
+#define DAEMON_LEASE_S_DEFAULT 10
 
 struct daemon_config {
     const char *dir;      /* the data dir (created when absent) */
@@ -36,6 +38,7 @@ struct daemon_config {
     const char *cmd;      /* plan executor command (NULL: the stub) */
     const char *roster;   /* roster file (NULL: the built-in roster) */
     int max_runs;         /* background runs at once; 0: 8 (1..1024) */
+    int lease_s; /* run lease on a PostgreSQL ledger; 0: 10 (1..3600) */
     /* Where tools act (--workspace, forum.json "workspace"); NULL: a fresh
      * DIR/workspaces/run-<id> per run. */
     const char *workspace;

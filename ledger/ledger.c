@@ -769,6 +769,52 @@ static int append_one(struct ledger *l, struct ledger_head *h,
     return FO_OK;
 }
 
+/* The lease checks of one batch: one query per run and owner. */
+#define FENCE_MAX 32
+struct fence {
+    size_t n, next;
+    struct {
+        int64_t run;
+        const char *owner;
+        int held;
+    } e[FENCE_MAX];
+};
+
+static void fence_note(struct fence *f, int64_t run, const char *owner,
+                       int held)
+{
+    size_t i = f->n < FENCE_MAX ? f->n++ : f->next++ % FENCE_MAX;
+    f->e[i].run = run;
+    f->e[i].owner = owner;
+    f->e[i].held = held;
+}
+
+/* Inside the write transaction: r goes in only while its owner holds the
+ * run's lease (r->rc FO_E_RUN_ELSEWHERE when not). A store error fails the
+ * batch. */
+static int fence(struct ledger *l, struct fence *f, struct ledger_append *r,
+                 struct fo_err *err)
+{
+    int held = -1;
+    for (size_t i = 0; i < f->n && held < 0; i++)
+        if (f->e[i].run == r->lease_run &&
+            !strcmp(f->e[i].owner, r->lease_owner))
+            held = f->e[i].held;
+    if (held < 0) {
+        int rc = l->ops->lease_held(l->store, r->lease_run, r->lease_owner,
+                                    &held, err);
+        if (rc)
+            return rc;
+        fence_note(f, r->lease_run, r->lease_owner, held);
+    }
+    if (!held)
+        r->rc = fo_err_set(&r->err, FO_E_RUN_ELSEWHERE,
+                           "run %lld: its lease was taken over by another "
+                           "daemon; this process no longer runs it",
+                           (long long)r->lease_run);
+    return FO_OK;
+}
+
 int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
                         struct fo_err *err)
 {
@@ -781,21 +827,34 @@ int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
     if (rc)
         goto out;
     rc = load_head(l, h, err);
+    struct fence fc = {0};
     for (size_t i = 0; rc == FO_OK && i < n; i++) {
-        fo_err_clear(&reqs[i].err);
-        int64_t back = reqs[i].parent_back;
+        struct ledger_append *r = &reqs[i];
+        fo_err_clear(&r->err);
+        int64_t back = r->parent_back;
         if (back > 0 && ((uint64_t)back > i || reqs[i - back].rc != FO_OK)) {
-            reqs[i].rc = fo_err_set(&reqs[i].err, FO_E_INVALID,
-                                    "parent_back %lld: no entry appended "
-                                    "that far back in the batch",
-                                    (long long)back);
+            r->rc = fo_err_set(&r->err, FO_E_INVALID,
+                               "parent_back %lld: no entry appended "
+                               "that far back in the batch",
+                               (long long)back);
             continue;
         }
         if (back > 0)
-            reqs[i].parent = reqs[i - back].entry.seq;
-        reqs[i].rc = check_req(l, &reqs[i], h->count, &reqs[i].err);
-        if (reqs[i].rc == FO_OK)
-            rc = append_one(l, h, &reqs[i], err);
+            r->parent = reqs[i - back].entry.seq;
+        r->rc = check_req(l, r, h->count, &r->err);
+        if (r->rc == FO_OK && r->lease_owner && r->lease_run >= 0 &&
+            l->ops->lease_held)
+            rc = fence(l, &fc, r, err);
+        if (rc == FO_OK && r->rc == FO_OK)
+            rc = append_one(l, h, r, err);
+        if (rc == FO_OK && r->rc == FO_OK && r->lease_owner &&
+            r->lease_run < 0 && l->ops->lease_put) {
+            rc = l->ops->lease_put(l->store, r->entry.seq, r->lease_owner,
+                                   r->lease_ms, err);
+            /* this batch's own fence checks of that run see it */
+            if (rc == FO_OK)
+                fence_note(&fc, r->entry.seq, r->lease_owner, 1);
+        }
     }
     if (rc == FO_OK)
         rc = l->ops->commit(l->store, err);
@@ -812,6 +871,65 @@ out:
         }
     }
     return rc;
+}
+
+int ledger_leases(const struct ledger *l)
+{
+    return l->ops->lease_claim != NULL;
+}
+
+static int no_leases(const struct ledger *l, struct fo_err *err)
+{
+    return fo_err_set(err, FO_E_INVALID,
+                      "%s: the %s store keeps no run leases (one daemon per "
+                      "ledger)",
+                      l->dir, l->ops->name);
+}
+
+int ledger_lease_claim(struct ledger *l, int64_t run, const char *owner,
+                       int ttl_ms, int *got, struct fo_err *err)
+{
+    *got = 0;
+    if (!l->ops->lease_claim)
+        return no_leases(l, err);
+    if (l->readonly)
+        return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", l->dir);
+    return l->ops->lease_claim(l->store, run, owner, ttl_ms, got, err);
+}
+
+int ledger_lease_renew(struct ledger *l, const char *owner, const int64_t *runs,
+                       size_t n, int ttl_ms, int (*fn)(void *ctx, int64_t run),
+                       void *ctx, struct fo_err *err)
+{
+    if (!l->ops->lease_renew)
+        return no_leases(l, err);
+    return l->ops->lease_renew(l->store, owner, runs, n, ttl_ms, fn, ctx, err);
+}
+
+int ledger_lease_release(struct ledger *l, int64_t run, const char *owner,
+                         int drop, struct fo_err *err)
+{
+    if (!l->ops->lease_release)
+        return no_leases(l, err);
+    return l->ops->lease_release(l->store, run, owner, drop, err);
+}
+
+int ledger_lease_get(struct ledger *l, int64_t run, char *owner, size_t cap,
+                     int *live, struct fo_err *err)
+{
+    *live = 0;
+    if (!l->ops->lease_get)
+        return no_leases(l, err);
+    return l->ops->lease_get(l->store, run, owner, cap, live, err);
+}
+
+int ledger_lease_expired(struct ledger *l, int64_t limit,
+                         int (*fn)(void *ctx, int64_t run), void *ctx,
+                         struct fo_err *err)
+{
+    if (!l->ops->lease_expired)
+        return no_leases(l, err);
+    return l->ops->lease_expired(l->store, limit, fn, ctx, err);
 }
 
 int ledger_append(struct ledger *l, const char *actor, const char *kind,

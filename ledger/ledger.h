@@ -106,6 +106,14 @@ struct ledger_append {
      * entry's seq. That request must have been appended (FO_E_INVALID
      * otherwise). 0: parent as given. */
     int64_t parent_back;
+    /* Run leases (a store that keeps them; ignored elsewhere): with
+     * lease_owner set, lease_run < 0 leases the new entry (a run's
+     * request) to lease_owner for lease_ms in the same transaction;
+     * lease_run >= 0 makes the append only while lease_owner holds that
+     * run's lease (rc FO_E_RUN_ELSEWHERE when another owner took it). */
+    const char *lease_owner;
+    int64_t lease_run;
+    int lease_ms;
     /* results */
     int rc;                    /* FO_OK when appended */
     struct fo_err err;         /* why not, when rc != FO_OK */
@@ -160,6 +168,28 @@ int ledger_append(struct ledger *l, const char *actor, const char *kind,
 int ledger_append_json(struct ledger *l, const char *actor, const char *kind,
                        int64_t parent, const cJSON *payload,
                        struct ledger_entry *out, struct fo_err *err);
+
+/* Run leases: which daemon runs which run when several share the ledger
+ * (store.h; docs/OPERATIONS.md). ledger_leases is 1 when the store keeps
+ * them (PostgreSQL); the others give FO_E_INVALID where it does not. */
+int ledger_leases(const struct ledger *l);
+/* Takes run's lease for owner when it has none or it expired (*got). */
+int ledger_lease_claim(struct ledger *l, int64_t run, const char *owner,
+                       int ttl_ms, int *got, struct fo_err *err);
+/* Renews owner's leases of runs[0..n); fn gets each run renewed. */
+int ledger_lease_renew(struct ledger *l, const char *owner, const int64_t *runs,
+                       size_t n, int ttl_ms, int (*fn)(void *ctx, int64_t run),
+                       void *ctx, struct fo_err *err);
+/* drop 1: deletes owner's lease of run; 0: it expires now. */
+int ledger_lease_release(struct ledger *l, int64_t run, const char *owner,
+                         int drop, struct fo_err *err);
+/* run's lease: FO_E_NOT_FOUND when none, else its owner and *live. */
+int ledger_lease_get(struct ledger *l, int64_t run, char *owner, size_t cap,
+                     int *live, struct fo_err *err);
+/* The runs whose lease expired, at most limit, in run order. */
+int ledger_lease_expired(struct ledger *l, int64_t limit,
+                         int (*fn)(void *ctx, int64_t run), void *ctx,
+                         struct fo_err *err);
 
 /* Validation used by append, exposed for front ends that check early. */
 int ledger_check_actor(const char *actor, struct fo_err *err);

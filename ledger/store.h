@@ -175,6 +175,44 @@ struct store_ops {
     /* Test-only fault seam: make the n-th following commit fail with an
      * I/O error (0 disables). */
     void (*fail_commit_after)(struct store *s, int n);
+
+    /* Run leases: which daemon runs which run when several daemons share
+     * one ledger (docs/OPERATIONS.md, "Several daemons on one PostgreSQL
+     * ledger"). A row (run, owner, expires), expiry on the database
+     * server's clock. All NULL where the store keeps none (SQLite: one
+     * daemon per ledger). owner: 1-64 bytes of [0-9a-f]. */
+    /* Inside a write transaction: run is owner's for ttl_ms from now (made,
+     * or taken over). */
+    int (*lease_put)(struct store *s, int64_t run, const char *owner,
+                     int ttl_ms, struct fo_err *err);
+    /* Inside a write transaction: *held 1 when owner holds run's lease
+     * (expired or not: nobody took it over). */
+    int (*lease_held)(struct store *s, int64_t run, const char *owner,
+                      int *held, struct fo_err *err);
+    /* Its own write transaction (so it waits for a writer's batch under
+     * way): run becomes owner's for ttl_ms when it has no lease or its
+     * lease expired (*got 1), else nothing changes (*got 0). */
+    int (*lease_claim)(struct store *s, int64_t run, const char *owner,
+                       int ttl_ms, int *got, struct fo_err *err);
+    /* Outside a transaction: owner's leases of runs[0..n) run ttl_ms from
+     * now; fn is called for each run renewed (one taken over by another
+     * owner is not). */
+    int (*lease_renew)(struct store *s, const char *owner, const int64_t *runs,
+                       size_t n, int ttl_ms, int (*fn)(void *ctx, int64_t run),
+                       void *ctx, struct fo_err *err);
+    /* Outside a transaction: drop 1 deletes owner's lease of run; 0 makes
+     * it expire now (another owner may claim it at once). */
+    int (*lease_release)(struct store *s, int64_t run, const char *owner,
+                         int drop, struct fo_err *err);
+    /* Outside a transaction: run's lease, FO_E_NOT_FOUND when it has none;
+     * its owner into owner (cap bytes), *live 1 when it has not expired. */
+    int (*lease_get)(struct store *s, int64_t run, char *owner, size_t cap,
+                     int *live, struct fo_err *err);
+    /* Outside a transaction: streams the runs whose lease has expired, in
+     * run order, at most limit. */
+    int (*lease_expired)(struct store *s, int64_t limit,
+                         int (*fn)(void *ctx, int64_t run), void *ctx,
+                         struct fo_err *err);
 };
 
 extern const struct store_ops store_sqlite_ops;

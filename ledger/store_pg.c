@@ -70,10 +70,20 @@ enum stmt_id {
     ST_TURNS,
     ST_PUT_COSIG,
     ST_SCAN_COSIG,
+    ST_LEASE_PUT,
+    ST_LEASE_HELD,
+    ST_LEASE_CLAIM,
+    ST_LEASE_RENEW,
+    ST_LEASE_DROP,
+    ST_LEASE_EXPIRE,
+    ST_LEASE_GET,
+    ST_LEASE_EXPIRED,
     ST__COUNT
 };
 
 #define ENTRY_COLS "seq, ts, actor, kind, parent, payload, prev, hash"
+/* parameter $n (int8 milliseconds) as an interval */
+#define LEASE_TTL(n) "($" #n "::float8 / 1000) * interval '1 second'"
 
 struct stmt_def {
     const char *sql;
@@ -164,7 +174,52 @@ static const struct stmt_def stmts[ST__COUNT] = {
     [ST_SCAN_COSIG] = {"SELECT key, ts, line FROM forum.cosignatures WHERE"
                        " size = $1 ORDER BY key COLLATE \"C\"",
                        "i"},
+    /* run leases: expiry on the server's clock, so daemons on hosts whose
+     * clocks differ agree on it */
+    [ST_LEASE_PUT] =
+        {"INSERT INTO forum.run_leases(run, owner, expires)"
+         " VALUES ($1, $2, clock_timestamp() + " LEASE_TTL(
+             3) ") ON CONFLICT (run) DO UPDATE SET"
+                " owner = EXCLUDED.owner, expires = EXCLUDED.expires",
+         "iti"},
+    [ST_LEASE_HELD] = {"SELECT 1 FROM forum.run_leases WHERE run = $1"
+                       " AND owner = $2",
+                       "it"},
+    [ST_LEASE_CLAIM] =
+        {"INSERT INTO forum.run_leases(run, owner, expires)"
+         " VALUES ($1, $2, clock_timestamp() + " LEASE_TTL(
+             3) ") ON CONFLICT (run) DO UPDATE SET"
+                " owner = EXCLUDED.owner, expires = EXCLUDED.expires"
+                " WHERE forum.run_leases.expires < clock_timestamp()"
+                " RETURNING run",
+         "iti"},
+    [ST_LEASE_RENEW] = {"UPDATE forum.run_leases SET expires ="
+                        " clock_timestamp() + " LEASE_TTL(
+                            3) " WHERE owner = $1 AND run ="
+                               " ANY(string_to_array($2, ',')::bigint[])"
+                               " RETURNING run",
+                        "tti"},
+    [ST_LEASE_DROP] = {"DELETE FROM forum.run_leases WHERE run = $1"
+                       " AND owner = $2",
+                       "it"},
+    [ST_LEASE_EXPIRE] = {"UPDATE forum.run_leases SET expires ="
+                         " clock_timestamp() - interval '1 millisecond'"
+                         " WHERE run = $1 AND owner = $2",
+                         "it"},
+    [ST_LEASE_GET] = {"SELECT owner, expires > clock_timestamp() FROM"
+                      " forum.run_leases WHERE run = $1",
+                      "i"},
+    [ST_LEASE_EXPIRED] = {"SELECT run FROM forum.run_leases WHERE"
+                          " expires < clock_timestamp() ORDER BY run"
+                          " LIMIT $1",
+                          "i"},
 };
+
+/* The run leases (several daemons on one ledger), part of the schema since
+ * they came; made on the first read-write open of an older ledger. */
+#define LEASES_SQL                                                             \
+    "CREATE TABLE IF NOT EXISTS forum.run_leases(run bigint PRIMARY KEY,"      \
+    " owner text NOT NULL, expires timestamptz NOT NULL);"
 
 /* The whole schema, made in one transaction under the writers' lock. */
 static const char schema_sql[] =
@@ -188,7 +243,7 @@ static const char schema_sql[] =
     "CREATE INDEX entries_sessions ON forum.entries(seq)"
     " WHERE kind = 'session_started';"
     "CREATE INDEX entries_turns ON forum.entries(seq) WHERE kind = 'turn';"
-    "CREATE INDEX entries_payload ON forum.entries(payload);";
+    "CREATE INDEX entries_payload ON forum.entries(payload);" LEASES_SQL;
 
 struct store {
     PGconn *conn;
@@ -647,6 +702,32 @@ static int create_schema(struct store *s, struct fo_err *err)
     return rc;
 }
 
+/* A ledger made before run leases existed gets their table (under the
+ * writers' lock: two processes opening at once agree). */
+static int ensure_leases(struct store *s, struct fo_err *err)
+{
+    PGresult *res =
+        PQexec(s->conn, "SELECT to_regclass('forum.run_leases') IS NOT NULL");
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        int rc = pg_fail(s, res, "look for the run leases", err);
+        PQclear(res);
+        return rc;
+    }
+    int have = !strcmp(PQgetvalue(res, 0, 0), "t");
+    PQclear(res);
+    if (have)
+        return FO_OK;
+    int rc = exec(s, "BEGIN; SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")",
+                  "run leases: lock", err);
+    if (!rc)
+        rc = exec(s, LEASES_SQL, "create the run leases", err);
+    if (!rc)
+        rc = exec(s, "COMMIT", "run leases: commit", err);
+    if (rc)
+        exec(s, "ROLLBACK", "rollback", NULL);
+    return rc;
+}
+
 static void pg_close(struct store *s)
 {
     if (!s)
@@ -750,6 +831,8 @@ static int pg_open(const char *dir, unsigned flags, int busy_ms,
         rc = check_format(s, err);
     if (!rc)
         rc = check_pinned(s, err);
+    if (!rc && !s->readonly)
+        rc = ensure_leases(s, err);
     if (rc) {
         pg_close(s);
         return rc;
@@ -1486,6 +1569,173 @@ static int pg_check(struct store *s, struct fo_err *err)
     return rc;
 }
 
+/* ---- run leases -------------------------------------------------------- */
+
+static int owner_ok(struct store *s, const char *owner, struct fo_err *err)
+{
+    size_t n = owner ? strlen(owner) : 0;
+    int ok = n >= 1 && n <= 64;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (owner[i] >= '0' && owner[i] <= '9') ||
+             (owner[i] >= 'a' && owner[i] <= 'f');
+    return ok ? FO_OK
+              : fo_err_set(err, FO_E_INVALID,
+                           "PostgreSQL %s: a lease owner is 1-64 lowercase hex "
+                           "digits",
+                           s->where);
+}
+
+static int pg_lease_put(struct store *s, int64_t id, const char *owner,
+                        int ttl_ms, struct fo_err *err)
+{
+    int rc = owner_ok(s, owner, err);
+    if (rc)
+        return rc;
+    struct params p = {0};
+    par_i64(&p, id);
+    par_bytes(&p, owner, strlen(owner));
+    par_i64(&p, ttl_ms);
+    return run_cmd(s, ST_LEASE_PUT, &p, "run lease", err);
+}
+
+static int pg_lease_held(struct store *s, int64_t id, const char *owner,
+                         int *held, struct fo_err *err)
+{
+    *held = 0;
+    int rc = owner_ok(s, owner, err);
+    if (rc)
+        return rc;
+    struct params p = {0};
+    par_i64(&p, id);
+    par_bytes(&p, owner, strlen(owner));
+    PGresult *res = run(s, ST_LEASE_HELD, &p, "run lease", err);
+    if (!res)
+        return err_code(err);
+    *held = PQntuples(res) > 0;
+    PQclear(res);
+    return FO_OK;
+}
+
+static int pg_lease_claim(struct store *s, int64_t id, const char *owner,
+                          int ttl_ms, int *got, struct fo_err *err)
+{
+    *got = 0;
+    int rc = owner_ok(s, owner, err);
+    if (rc)
+        return rc;
+    rc = pg_begin_write(s, err);
+    if (rc)
+        return rc;
+    struct params p = {0};
+    par_i64(&p, id);
+    par_bytes(&p, owner, strlen(owner));
+    par_i64(&p, ttl_ms);
+    PGresult *res = run(s, ST_LEASE_CLAIM, &p, "claim a run lease", err);
+    if (!res) {
+        rc = err_code(err);
+        pg_rollback(s);
+        return rc;
+    }
+    int n = PQntuples(res);
+    PQclear(res);
+    rc = pg_commit(s, err);
+    if (!rc)
+        *got = n > 0;
+    return rc;
+}
+
+static int pg_lease_renew(struct store *s, const char *owner,
+                          const int64_t *runs, size_t n, int ttl_ms,
+                          int (*fn)(void *ctx, int64_t id), void *ctx,
+                          struct fo_err *err)
+{
+    int rc = owner_ok(s, owner, err);
+    if (rc || !n)
+        return rc;
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = fo_buf_printf(&b, "%s%lld", i ? "," : "", (long long)runs[i]);
+    if (rc) {
+        fo_buf_release(&b);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    struct params p = {0};
+    par_bytes(&p, owner, strlen(owner));
+    par_bytes(&p, b.data, b.len);
+    par_i64(&p, ttl_ms);
+    PGresult *res = run(s, ST_LEASE_RENEW, &p, "renew the run leases", err);
+    fo_buf_release(&b);
+    if (!res)
+        return err_code(err);
+    int rows = PQntuples(res);
+    for (int i = 0; !rc && i < rows; i++) {
+        int bad = 0;
+        int64_t r = col_i64(res, i, 0, &bad);
+        rc = bad ? fo_err_set(err, FO_E_CORRUPT, "damaged run lease row")
+                 : fn(ctx, r);
+    }
+    PQclear(res);
+    return rc;
+}
+
+static int pg_lease_release(struct store *s, int64_t id, const char *owner,
+                            int drop, struct fo_err *err)
+{
+    int rc = owner_ok(s, owner, err);
+    if (rc)
+        return rc;
+    struct params p = {0};
+    par_i64(&p, id);
+    par_bytes(&p, owner, strlen(owner));
+    return run_cmd(s, drop ? ST_LEASE_DROP : ST_LEASE_EXPIRE, &p,
+                   "release a run lease", err);
+}
+
+static int pg_lease_get(struct store *s, int64_t id, char *owner, size_t cap,
+                        int *live, struct fo_err *err)
+{
+    struct params p = {0};
+    par_i64(&p, id);
+    PGresult *res = run(s, ST_LEASE_GET, &p, "run lease", err);
+    if (!res)
+        return err_code(err);
+    int rc = FO_OK;
+    if (PQntuples(res) < 1) {
+        rc = fo_err_set(err, FO_E_NOT_FOUND, "run %lld: no lease",
+                        (long long)id);
+    } else if (PQgetlength(res, 0, 1) != 1) {
+        rc = fo_err_set(err, FO_E_CORRUPT, "damaged run lease row");
+    } else {
+        *live = PQgetvalue(res, 0, 1)[0] != 0;
+        if (cap)
+            snprintf(owner, cap, "%.*s", PQgetlength(res, 0, 0),
+                     PQgetvalue(res, 0, 0));
+    }
+    PQclear(res);
+    return rc;
+}
+
+static int pg_lease_expired(struct store *s, int64_t limit,
+                            int (*fn)(void *ctx, int64_t id), void *ctx,
+                            struct fo_err *err)
+{
+    struct params p = {0};
+    par_i64(&p, limit < 0 ? INT64_MAX : limit);
+    PGresult *res = run(s, ST_LEASE_EXPIRED, &p, "expired run leases", err);
+    if (!res)
+        return err_code(err);
+    int rc = FO_OK, rows = PQntuples(res);
+    for (int i = 0; !rc && i < rows; i++) {
+        int bad = 0;
+        int64_t r = col_i64(res, i, 0, &bad);
+        rc = bad ? fo_err_set(err, FO_E_CORRUPT, "damaged run lease row")
+                 : fn(ctx, r);
+    }
+    PQclear(res);
+    return rc;
+}
+
 const struct store_ops store_pg_ops = {
     .name = "postgres",
     .open = pg_open,
@@ -1523,4 +1773,11 @@ const struct store_ops store_pg_ops = {
     .wal_truncate = pg_wal_truncate,
     .check = pg_check,
     .fail_commit_after = pg_fail_commit_after,
+    .lease_put = pg_lease_put,
+    .lease_held = pg_lease_held,
+    .lease_claim = pg_lease_claim,
+    .lease_renew = pg_lease_renew,
+    .lease_release = pg_lease_release,
+    .lease_get = pg_lease_get,
+    .lease_expired = pg_lease_expired,
 };

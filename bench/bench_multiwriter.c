@@ -1,0 +1,506 @@
+/* bench_multiwriter: several daemons on one PostgreSQL ledger (issue 17).
+ * Prints figures, asserts nothing.
+ *
+ *   bench_multiwriter [--seconds S] [--conns C] [--kills K]
+ *
+ * Starts a throwaway PostgreSQL (tests/tu_pg.c: initdb in a temp dir, Unix
+ * socket), then:
+ *   - appends/s with 1, 2 and 3 `forum serve` daemons on one PostgreSQL
+ *     ledger (each its own data dir and a fresh database per row), C
+ *     keep-alive connections per daemon (default 64) each sending POST
+ *     /append one after the other for S seconds (default 10); and one
+ *     daemon on SQLite for comparison;
+ *   - run failover: two daemons (--lease-s 1) and the fake model
+ *     (build/fake_model, 200 ms a call); a run is started on daemon A, A
+ *     is SIGKILLed once the run is under way, and the time from the kill
+ *     until daemon B has resumed the run (its resume entry names B) is
+ *     taken; K times (default 20), A restarted each time. p50 / p99.
+ * FORUM_BIN (default: forum beside this binary) is the daemon. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include "ledger/fo_json.h"
+#include "tests/tu_pg.h"
+
+static char forum_bin[1100], fake_bin[1100];
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int run_cmd(const char *const argv[])
+{
+    pid_t p = fork();
+    if (p == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(argv[0], (char *const *)(uintptr_t)argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *mkdtemp_dir(void)
+{
+    char *d = strdup("/tmp/forum-bench-mw-XXXXXX");
+    if (!d || !mkdtemp(d)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    return d;
+}
+
+static void rmrf(const char *dir)
+{
+    const char *argv[] = {"/bin/rm", "-rf", dir, NULL};
+    run_cmd(argv);
+}
+
+static void copy_key(const char *from, const char *to, const char *name)
+{
+    char a[1024], b[1024];
+    snprintf(a, sizeof(a), "%s/%s", from, name);
+    snprintf(b, sizeof(b), "%s/%s", to, name);
+    const char *argv[] = {"/bin/cp", a, b, NULL};
+    run_cmd(argv);
+}
+
+struct daemon {
+    pid_t pid;
+    int port;
+    char token[128];
+    char dir[512];
+};
+
+/* forum --ledger dir serve --port 0 [extra...]: waits for its line. */
+static int daemon_start(struct daemon *d, const char *dir, const char *extra[])
+{
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = forum_bin;
+    argv[n++] = "--ledger";
+    argv[n++] = dir;
+    argv[n++] = "serve";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    for (int i = 0; extra && extra[i] && n < 30; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    int p[2];
+    if (pipe(p))
+        return -1;
+    d->pid = fork();
+    if (d->pid == 0) {
+        dup2(p[1], 1);
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        close(p[0]);
+        execv(forum_bin, (char *const *)(uintptr_t)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    char line[256] = "";
+    size_t got = 0;
+    while (got < sizeof(line) - 1 && !strchr(line, '\n')) {
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        if (poll(&pf, 1, 20000) <= 0)
+            break;
+        ssize_t r = read(p[0], line + got, sizeof(line) - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(p[0]);
+    const char *colon = strrchr(line, ':');
+    if (!colon) {
+        fprintf(stderr, "daemon on %s did not start\n", dir);
+        return -1;
+    }
+    d->port = (int)strtol(colon + 1, NULL, 10);
+    snprintf(d->dir, sizeof(d->dir), "%s", dir);
+    char tp[600];
+    snprintf(tp, sizeof(tp), "%s/token", dir);
+    FILE *f = fopen(tp, "r");
+    if (!f || !fgets(d->token, sizeof(d->token), f))
+        return -1;
+    fclose(f);
+    d->token[strcspn(d->token, "\n")] = '\0';
+    return 0;
+}
+
+static void daemon_stop(struct daemon *d, int sig)
+{
+    if (d->pid <= 0)
+        return;
+    kill(d->pid, sig);
+    waitpid(d->pid, NULL, 0);
+    d->pid = 0;
+}
+
+/* ---- a keep-alive HTTP/1.1 client ------------------------------------- */
+
+static int connect_port(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* One request on fd; the status, the body into body (cap). -1 on a
+ * broken connection. */
+static int http_do(int fd, const struct daemon *d, const char *method,
+                   const char *path, const char *json, char *body, size_t cap)
+{
+    char req[2048];
+    int n = snprintf(req, sizeof(req),
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Authorization: Bearer %s\r\n"
+                     "Content-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     method, path, d->token, json ? strlen(json) : 0,
+                     json ? json : "");
+    if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
+        return -1;
+    char buf[65536];
+    size_t len = 0;
+    char *end = NULL;
+    while (!end) {
+        ssize_t r = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+        if (r <= 0)
+            return -1;
+        len += (size_t)r;
+        buf[len] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+    }
+    int status = (int)strtol(buf + 9, NULL, 10);
+    const char *cl = strcasestr(buf, "content-length:");
+    size_t want = cl ? (size_t)strtol(cl + 15, NULL, 10) : 0;
+    size_t hdr = (size_t)(end + 4 - buf);
+    while (len - hdr < want) {
+        ssize_t r = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+        if (r <= 0)
+            return -1;
+        len += (size_t)r;
+    }
+    if (body && cap) {
+        size_t m = want < cap - 1 ? want : cap - 1;
+        memcpy(body, buf + hdr, m);
+        body[m] = '\0';
+    }
+    return status;
+}
+
+static int http_once(const struct daemon *d, const char *method,
+                     const char *path, const char *json, char *body, size_t cap)
+{
+    int fd = connect_port(d->port);
+    if (fd < 0)
+        return -1;
+    int st = http_do(fd, d, method, path, json, body, cap);
+    close(fd);
+    return st;
+}
+
+/* ---- appends/s -------------------------------------------------------- */
+
+struct loader {
+    const struct daemon *d;
+    double until;
+    long ok, failed;
+};
+
+static void *load_main(void *arg)
+{
+    struct loader *l = arg;
+    int fd = connect_port(l->d->port);
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"actor\":\"bench\",\"kind\":\"note\",\"payload\":{\"text\":"
+             "\"an entry of about two hundred bytes, as bench/http.sh "
+             "sends\",\"n\":%d}}",
+             l->d->port);
+    while (fd >= 0 && now_s() < l->until) {
+        int st = http_do(fd, l->d, "POST", "/append", body, NULL, 0);
+        if (st == 200)
+            l->ok++;
+        else
+            l->failed++;
+        if (st < 0) {
+            close(fd);
+            fd = connect_port(l->d->port);
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+static double measure(struct daemon *ds, int n, int conns, double secs,
+                      long *failed)
+{
+    int total = n * conns;
+    pthread_t *t = calloc((size_t)total, sizeof(*t));
+    struct loader *l = calloc((size_t)total, sizeof(*l));
+    double t0 = now_s(), until = t0 + secs;
+    for (int i = 0; i < total; i++) {
+        l[i] = (struct loader){.d = &ds[i % n], .until = until};
+        pthread_create(&t[i], NULL, load_main, &l[i]);
+    }
+    long ok = 0;
+    *failed = 0;
+    for (int i = 0; i < total; i++) {
+        pthread_join(t[i], NULL);
+        ok += l[i].ok;
+        *failed += l[i].failed;
+    }
+    double el = now_s() - t0;
+    free(t);
+    free(l);
+    return (double)ok / el;
+}
+
+/* n daemons on a fresh database of pg (or one on SQLite when pg NULL). */
+static void row(struct tu_pg *pg, int n, int conns, double secs)
+{
+    struct daemon ds[3] = {0};
+    char *dirs[3] = {0};
+    char conninfo[512] = "";
+    if (pg) {
+        char db[64], why[1024];
+        if (tu_pg_createdb(pg, db, sizeof(db), why, sizeof(why))) {
+            fprintf(stderr, "createdb: %s\n", why);
+            exit(1);
+        }
+        tu_pg_conninfo(pg, db, conninfo, sizeof(conninfo));
+    }
+    const char *extra[] = {"--workers", "2", NULL};
+    for (int i = 0; i < n; i++) {
+        dirs[i] = mkdtemp_dir();
+        char sub[600];
+        snprintf(sub, sizeof(sub), "%s/d", dirs[i]);
+        free(dirs[i]);
+        dirs[i] = strdup(sub);
+        const char *init_pg[] = {forum_bin, "--ledger",   dirs[i],  "ledger",
+                                 "init",    "--postgres", conninfo, NULL};
+        const char *init_sq[] = {forum_bin, "--ledger", dirs[i],
+                                 "ledger",  "init",     NULL};
+        if (run_cmd(pg ? init_pg : init_sq) != 0) {
+            fprintf(stderr, "init %s failed\n", dirs[i]);
+            exit(1);
+        }
+        const char *key[] = {forum_bin, "--ledger", dirs[0],
+                             "ledger",  "key",      NULL};
+        if (i == 0)
+            run_cmd(key);
+        else {
+            copy_key(dirs[0], dirs[i], "checkpoint.key");
+            copy_key(dirs[0], dirs[i], "checkpoint.vkey");
+        }
+        if (daemon_start(&ds[i], dirs[i], extra))
+            exit(1);
+    }
+    long failed = 0;
+    double rate = measure(ds, n, conns, secs, &failed);
+    for (int i = 0; i < n; i++)
+        daemon_stop(&ds[i], SIGTERM);
+    const char *verify[] = {forum_bin, "--ledger", dirs[0],
+                            "ledger",  "verify",   NULL};
+    int v = run_cmd(verify);
+    printf("| %-10s | %d | %4d | %9.0f | %6ld | %s |\n",
+           pg ? "postgres" : "sqlite", n, conns * n, rate, failed,
+           v == 0 ? "ok" : "FAILED");
+    fflush(stdout);
+    for (int i = 0; i < n; i++) {
+        char *slash = strrchr(dirs[i], '/');
+        *slash = '\0';
+        rmrf(dirs[i]);
+        free(dirs[i]);
+    }
+}
+
+/* ---- failover --------------------------------------------------------- */
+
+static int cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void failover(struct tu_pg *pg, int kills)
+{
+    /* the fake model */
+    int p[2];
+    if (pipe(p))
+        return;
+    pid_t fake = fork();
+    if (fake == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        execl(fake_bin, fake_bin, "--port", "0", "--delay-ms", "200",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char line[64] = "";
+    FILE *in = fdopen(p[0], "r");
+    if (!in || !fgets(line, sizeof(line), in)) {
+        fprintf(stderr, "fake_model did not start\n");
+        return;
+    }
+    fclose(in);
+    int fport = 0;
+    sscanf(line, "port %d", &fport);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", fport);
+    char db[64], why[1024], conninfo[512];
+    if (tu_pg_createdb(pg, db, sizeof(db), why, sizeof(why)))
+        return;
+    tu_pg_conninfo(pg, db, conninfo, sizeof(conninfo));
+    char *dirs[2];
+    struct daemon ds[2] = {0};
+    const char *extra[] = {"--lease-s", "1",    "--chat-url", url,
+                           "--model",   "fake", NULL};
+    for (int i = 0; i < 2; i++) {
+        dirs[i] = mkdtemp_dir();
+        const char *init_pg[] = {forum_bin, "--ledger",   dirs[i],  "ledger",
+                                 "init",    "--postgres", conninfo, NULL};
+        run_cmd(init_pg);
+        const char *key[] = {forum_bin, "--ledger", dirs[0],
+                             "ledger",  "key",      NULL};
+        if (i == 0)
+            run_cmd(key);
+        else {
+            copy_key(dirs[0], dirs[i], "checkpoint.key");
+            copy_key(dirs[0], dirs[i], "checkpoint.vkey");
+        }
+        if (daemon_start(&ds[i], dirs[i], extra))
+            return;
+    }
+    double *t = calloc((size_t)kills, sizeof(*t));
+    int done = 0;
+    for (int k = 0; k < kills; k++) {
+        char body[4096];
+        if (http_once(&ds[0], "POST", "/runs",
+                      "{\"request\":\"make the schema\"}", body,
+                      sizeof(body)) != 200)
+            break;
+        cJSON *j = NULL;
+        struct fo_err err;
+        long long run = -1;
+        if (fo_json_parse(body, strlen(body), &j, &err) == FO_OK) {
+            const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "run");
+            run = cJSON_IsNumber(r) ? (long long)r->valuedouble : -1;
+        }
+        cJSON_Delete(j);
+        usleep(100 * 1000); /* under way: in its first model call */
+        daemon_stop(&ds[0], SIGKILL);
+        double t0 = now_s();
+        char path[64];
+        snprintf(path, sizeof(path), "/runs/%lld", run);
+        for (;;) {
+            if (http_once(&ds[1], "GET", path, NULL, body, sizeof(body)) ==
+                    200 &&
+                strstr(body, "\"kind\":\"resume\"")) {
+                t[done++] = now_s() - t0;
+                break;
+            }
+            if (now_s() - t0 > 60) {
+                fprintf(stderr, "run %lld not resumed\n", run);
+                break;
+            }
+            usleep(5000);
+        }
+        if (daemon_start(&ds[0], dirs[0], extra))
+            break;
+    }
+    for (int i = 0; i < 2; i++)
+        daemon_stop(&ds[i], SIGTERM);
+    kill(fake, SIGTERM);
+    waitpid(fake, NULL, 0);
+    qsort(t, (size_t)done, sizeof(*t), cmpd);
+    if (done)
+        printf("\nrun failover (lease 1 s, two daemons, %d kills): "
+               "kill -> resumed p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+               done, t[done / 2] * 1000,
+               t[(int)((done - 1) * 0.99 + 0.5)] * 1000, t[done - 1] * 1000);
+    free(t);
+    for (int i = 0; i < 2; i++) {
+        rmrf(dirs[i]);
+        free(dirs[i]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    double secs = 10;
+    int conns = 64, kills = 20;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--seconds"))
+            secs = strtod(argv[i + 1], NULL);
+        else if (!strcmp(argv[i], "--conns"))
+            conns = (int)strtol(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--kills"))
+            kills = (int)strtol(argv[i + 1], NULL, 10);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    char self[1024];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    const char *fb = getenv("FORUM_BIN");
+    snprintf(forum_bin, sizeof(forum_bin), "%s", fb ? fb : "");
+    if (!fb)
+        snprintf(forum_bin, sizeof(forum_bin), "%s/forum", self);
+    snprintf(fake_bin, sizeof(fake_bin), "%s/fake_model", self);
+    struct tu_pg pg;
+    char why[2048];
+    int rc = tu_pg_start(&pg, why, sizeof(why));
+    if (rc) {
+        fprintf(stderr, "bench_multiwriter: no PostgreSQL: %s\n", why);
+        return rc > 0 ? 0 : 1;
+    }
+    printf("POST /append, %d keep-alive connections per daemon, %.0f s a "
+           "row\n\n",
+           conns, secs);
+    printf("| store      | daemons | conns | appends/s | failed | verify |\n");
+    printf("|---|---|---|---|---|---|\n");
+    row(NULL, 1, conns, secs);
+    for (int d = 1; d <= 3; d++)
+        row(&pg, d, conns, secs);
+    if (kills > 0)
+        failover(&pg, kills);
+    tu_pg_destroy(&pg);
+    return 0;
+}

@@ -1,0 +1,568 @@
+/* test_multiwriter: several daemons on one PostgreSQL ledger (issue 17).
+ * Three `forum serve` processes, each with its own data dir whose
+ * store.json names the same database and ledger (and the same checkpoint
+ * key), take appends at once from client threads, and runs; then the
+ * ledger verifies, every acknowledged entry is there with the hash it was
+ * acknowledged with, the seqs are contiguous, and the root is the one the
+ * same entries give when one writer appends them (export, import into a
+ * fresh SQLite ledger). A daemon SIGKILLed with runs in flight: another
+ * claims them once their leases expire and finishes them, and the fake
+ * model's call count shows no witnessed step made twice. PostgreSQL
+ * restarted under load: the daemons report errors, reconnect, and lose
+ * nothing they acknowledged.
+ *
+ * Each test starts its own PostgreSQL (tu_pg.h) and skips, saying so,
+ * only when the server binaries are absent. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "ledger/fo_json.h"
+#include "tests/testutil.h"
+#include "tests/tu_daemon.h"
+#include "tests/tu_pg.h"
+
+#define NDAEMONS 3
+
+struct mw {
+    struct tu_pg pg;
+    char db[64];
+    char conninfo[512];
+    char *dirs[NDAEMONS];
+    struct tu_daemon d[NDAEMONS];
+    int up[NDAEMONS];
+};
+
+static void copy_file(const char *from_dir, const char *to_dir,
+                      const char *name)
+{
+    char a[512], b[512];
+    snprintf(a, sizeof(a), "%s/%s", from_dir, name);
+    snprintf(b, sizeof(b), "%s/%s", to_dir, name);
+    size_t n = 0;
+    char *data = tu_read_file(a, &n);
+    cr_assert_not_null(data, "%s", a);
+    FILE *f = fopen(b, "wb");
+    cr_assert_not_null(f, "%s", b);
+    cr_assert_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+    chmod(b, 0600);
+    free(data);
+}
+
+/* A PostgreSQL, a database, and NDAEMONS data dirs on its one ledger,
+ * sharing dir 0's checkpoint key. */
+static void mw_init(struct mw *m)
+{
+    memset(m, 0, sizeof(*m));
+    char why[2048] = "";
+    int rc = tu_pg_start(&m->pg, why, sizeof(why));
+    if (rc > 0)
+        cr_skip_test("PostgreSQL binaries not found: %s", why);
+    cr_assert_eq(rc, 0, "PostgreSQL did not start: %s", why);
+    cr_assert_eq(tu_pg_createdb(&m->pg, m->db, sizeof(m->db), why, sizeof(why)),
+                 0, "%s", why);
+    tu_pg_conninfo(&m->pg, m->db, m->conninfo, sizeof(m->conninfo));
+    for (int i = 0; i < NDAEMONS; i++) {
+        m->dirs[i] = tu_tmpdir();
+        struct tu_run r =
+            tu_forumv(NULL, "--ledger", m->dirs[i], "ledger", "init",
+                      "--postgres", m->conninfo, (char *)NULL);
+        cr_assert_eq(r.status, 0, "init %d: %s%s", i, r.out, r.err);
+        tu_run_free(&r);
+        if (i == 0) {
+            r = tu_forumv(NULL, "--ledger", m->dirs[0], "ledger", "key",
+                          (char *)NULL);
+            cr_assert_eq(r.status, 0, "key: %s", r.err);
+            tu_run_free(&r);
+        } else {
+            copy_file(m->dirs[0], m->dirs[i], "checkpoint.key");
+            copy_file(m->dirs[0], m->dirs[i], "checkpoint.vkey");
+        }
+    }
+}
+
+static void mw_start(struct mw *m, int i, const struct tu_fakebin *f)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f ? f->port : 1);
+    if (f)
+        tu_daemon_start(&m->d[i], m->dirs[i], "--lease-s", "1",
+                        "--checkpoint-ms", "200", "--chat-url", url, "--model",
+                        "fake", (char *)NULL);
+    else
+        tu_daemon_start(&m->d[i], m->dirs[i], "--lease-s", "1",
+                        "--checkpoint-ms", "200", (char *)NULL);
+    m->up[i] = 1;
+}
+
+static void mw_stop(struct mw *m, int i)
+{
+    if (!m->up[i])
+        return;
+    cr_assert_eq(tu_daemon_signal_wait(&m->d[i], SIGTERM, 60000), 0,
+                 "daemon %d did not stop cleanly", i);
+    m->up[i] = 0;
+}
+
+static void mw_free(struct mw *m)
+{
+    for (int i = 0; i < NDAEMONS; i++) {
+        mw_stop(m, i);
+        tu_rmrf(m->dirs[i]);
+    }
+    tu_pg_destroy(&m->pg);
+}
+
+/* ---- appends from client threads ---------------------------------------- */
+
+#define ACK_MAX 20000
+
+struct acks {
+    pthread_mutex_t mu;
+    int64_t seq[ACK_MAX];
+    char hash[ACK_MAX][65];
+    size_t n;
+    atomic_long failed; /* answered with an error, or no answer */
+};
+
+struct client {
+    const struct tu_daemon *d;
+    struct acks *acks;
+    int id, count;
+    int tolerate; /* errors allowed (the database restarts) */
+    atomic_int *stop;
+};
+
+static void *client_main(void *arg)
+{
+    struct client *c = arg;
+    for (int k = 0; k < c->count && !(c->stop && atomic_load(c->stop)); k++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"actor\":\"client-%d\",\"kind\":\"note\","
+                 "\"payload\":{\"port\":%d,\"k\":%d}}",
+                 c->id, c->d->port, k);
+        char *reply = NULL;
+        int st = tu_http(c->d, "POST", "/append", body, 1, &reply);
+        cJSON *j = NULL;
+        struct fo_err err;
+        if (st == 200 && reply &&
+            fo_json_parse(reply, strlen(reply), &j, &err) == FO_OK) {
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "seq");
+            const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "hash");
+            pthread_mutex_lock(&c->acks->mu);
+            if (cJSON_IsNumber(s) && cJSON_IsString(h) &&
+                c->acks->n < ACK_MAX) {
+                c->acks->seq[c->acks->n] = (int64_t)s->valuedouble;
+                snprintf(c->acks->hash[c->acks->n], 65, "%s", h->valuestring);
+                c->acks->n++;
+            }
+            pthread_mutex_unlock(&c->acks->mu);
+        } else {
+            atomic_fetch_add(&c->acks->failed, 1);
+            if (c->tolerate)
+                usleep(20000);
+        }
+        cJSON_Delete(j);
+        free(reply);
+    }
+    return NULL;
+}
+
+static void acks_init(struct acks *a)
+{
+    memset(a, 0, sizeof(*a));
+    pthread_mutex_init(&a->mu, NULL);
+    atomic_init(&a->failed, 0);
+}
+
+/* Every acknowledged entry is there, with its hash; no seq acked twice. */
+static void acks_check(const struct acks *a, const char *dir)
+{
+    char *seen = calloc(1 << 20, 1);
+    cr_assert_not_null(seen);
+    for (size_t i = 0; i < a->n; i++) {
+        cr_assert_lt(a->seq[i], 1 << 20);
+        cr_assert_eq(seen[a->seq[i]], 0, "seq %lld acknowledged twice",
+                     (long long)a->seq[i]);
+        seen[a->seq[i]] = 1;
+    }
+    free(seen);
+    /* one read of the whole log: export, then look each ack up */
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "export", (char *)NULL);
+    cr_assert_eq(r.status, 0, "export: %s", r.err);
+    size_t cap = 1 << 20;
+    char(*hash)[65] = calloc(cap, 65);
+    cr_assert_not_null(hash);
+    long long entries = 0;
+    for (char *line = r.out; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        cJSON *j = NULL;
+        struct fo_err err;
+        if (fo_json_parse(line, strlen(line), &j, &err) == FO_OK) {
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "entry");
+            const cJSON *src = e ? e : j;
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(src, "seq");
+            const cJSON *h = cJSON_GetObjectItemCaseSensitive(src, "hash");
+            if (cJSON_IsNumber(s) && cJSON_IsString(h) &&
+                s->valuedouble < (double)cap) {
+                cr_assert_eq((long long)s->valuedouble, entries,
+                             "seqs not contiguous at %lld", entries);
+                snprintf(hash[(size_t)s->valuedouble], 65, "%s",
+                         h->valuestring);
+                entries++;
+            }
+        }
+        cJSON_Delete(j);
+        line = nl ? nl + 1 : NULL;
+    }
+    cr_assert_gt(entries, 0, "the export held no entries: %.200s", r.out);
+    for (size_t i = 0; i < a->n; i++) {
+        cr_assert_lt(a->seq[i], entries, "acknowledged seq %lld is missing",
+                     (long long)a->seq[i]);
+        cr_assert_str_eq(hash[a->seq[i]], a->hash[i],
+                         "seq %lld: not the hash acknowledged",
+                         (long long)a->seq[i]);
+    }
+    free(hash);
+    tu_run_free(&r);
+}
+
+static void verify_deep(const char *dir)
+{
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify",
+                                "--deep", (char *)NULL);
+    cr_assert_eq(r.status, 0, "verify --deep: %s%s", r.out, r.err);
+    tu_run_free(&r);
+}
+
+/* The root at size n, from `ledger prove 0 --size n`. */
+static void root_at(const char *dir, long long n, char out[65])
+{
+    char size[32];
+    snprintf(size, sizeof(size), "%lld", n);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
+                                "prove", "0", "--size", size, (char *)NULL);
+    cr_assert_eq(r.status, 0, "prove: %s%s", r.out, r.err);
+    cJSON *j = tu_run_json(&r);
+    snprintf(out, 65, "%s", tu_str(j, "root"));
+    cJSON_Delete(j);
+    tu_run_free(&r);
+}
+
+static long long count_of(const char *dir)
+{
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
+                                "summary", (char *)NULL);
+    cr_assert_eq(r.status, 0, "summary: %s", r.err);
+    cJSON *j = tu_run_json(&r);
+    long long n = tu_num(j, "entries");
+    cJSON_Delete(j);
+    tu_run_free(&r);
+    return n;
+}
+
+/* The same entries appended by one writer (an import into a new SQLite
+ * ledger re-hashes each and rebuilds the tree) give the same root. */
+static void same_root_as_one_writer(const char *dir)
+{
+    char *exp = tu_tmpdir();
+    char file[512];
+    snprintf(file, sizeof(file), "%s/export.jsonl", exp);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "export", "-o",
+                                file, (char *)NULL);
+    cr_assert_eq(r.status, 0, "export: %s", r.err);
+    tu_run_free(&r);
+    char *sq = tu_tmpdir();
+    char sqdir[512];
+    snprintf(sqdir, sizeof(sqdir), "%s/one", sq);
+    r = tu_forumv(NULL, "--ledger", sqdir, "ledger", "import", file,
+                  (char *)NULL);
+    cr_assert_eq(r.status, 0, "import: %s%s", r.out, r.err);
+    tu_run_free(&r);
+    long long n = count_of(dir);
+    cr_assert_eq(count_of(sqdir), n);
+    char a[65], b[65];
+    root_at(dir, n, a);
+    root_at(sqdir, n, b);
+    cr_assert_str_eq(a, b, "PostgreSQL root %s, one writer's %s", a, b);
+    tu_rmrf(sq);
+    tu_rmrf(exp);
+}
+
+/* ---- runs --------------------------------------------------------------- */
+
+static int64_t run_start(const struct tu_daemon *d, const char *text)
+{
+    char body[256];
+    snprintf(body, sizeof(body), "{\"request\":\"%s\"}", text);
+    cJSON *s = tu_http_json(d, "POST", "/runs", body, 200);
+    int64_t run = tu_num(s, "run");
+    cJSON_Delete(s);
+    return run;
+}
+
+/* GET /runs/{run} from d until its state is one of the ends. */
+static cJSON *run_wait(const struct tu_daemon *d, int64_t run, int ms)
+{
+    int64_t t0 = tu_now_ms();
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld", (long long)run);
+    for (;;) {
+        cJSON *g = tu_http_json(d, "GET", path, NULL, 200);
+        const char *st = tu_str(g, "state");
+        if (strcmp(st, "running") && strcmp(st, "stopped") &&
+            strcmp(st, "waiting"))
+            return g;
+        cJSON_Delete(g);
+        cr_assert_lt(tu_now_ms() - t0, ms, "run %lld did not end",
+                     (long long)run);
+        usleep(20000);
+    }
+}
+
+/* How many entries of kind run's entries hold. */
+static int kinds_in(const cJSON *g, const char *kind)
+{
+    int n = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach (v, cJSON_GetObjectItemCaseSensitive(g, "entries"))
+        n += !strcmp(tu_str(v, "kind"), kind);
+    return n;
+}
+
+/* ---- the tests ---------------------------------------------------------- */
+
+Test(multiwriter, three_daemons_append_at_once_one_chain, .timeout = 300)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct mw m;
+    mw_init(&m);
+    struct tu_fakebin f;
+    tu_fakebin_start(&f, 0, "20");
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_start(&m, i, &f);
+    static struct acks acks;
+    acks_init(&acks);
+    enum { THREADS = 4, EACH = 150 };
+    pthread_t t[NDAEMONS * THREADS];
+    struct client c[NDAEMONS * THREADS];
+    for (int i = 0; i < NDAEMONS * THREADS; i++) {
+        c[i] = (struct client){
+            .d = &m.d[i % NDAEMONS], .acks = &acks, .id = i, .count = EACH};
+        cr_assert_eq(pthread_create(&t[i], NULL, client_main, &c[i]), 0);
+    }
+    /* runs on every daemon while the appends go on */
+    int64_t runs[NDAEMONS * 2];
+    for (int i = 0; i < NDAEMONS * 2; i++)
+        runs[i] = run_start(&m.d[i % NDAEMONS], "make the schema");
+    for (int i = 0; i < NDAEMONS * THREADS; i++)
+        pthread_join(t[i], NULL);
+    cr_assert_eq(atomic_load(&acks.failed), 0, "appends failed");
+    cr_assert_eq(acks.n, (size_t)NDAEMONS * THREADS * EACH);
+    /* each run ends done, seen from every daemon alike */
+    for (int i = 0; i < NDAEMONS * 2; i++) {
+        cJSON *g = run_wait(&m.d[(i + 1) % NDAEMONS], runs[i], 60000);
+        cr_assert_str_eq(tu_str(g, "state"), "done", "run %lld",
+                         (long long)runs[i]);
+        cr_assert_eq(kinds_in(g, "answer"), 1);
+        cJSON_Delete(g);
+    }
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_stop(&m, i);
+    verify_deep(m.dirs[0]);
+    verify_deep(m.dirs[2]);
+    acks_check(&acks, m.dirs[1]);
+    same_root_as_one_writer(m.dirs[0]);
+    /* the checkpoints the three signed with the one shared key verify */
+    struct tu_run r = tu_forumv(NULL, "--ledger", m.dirs[2], "ledger",
+                                "checkpoint", (char *)NULL);
+    cr_assert_eq(r.status, 0, "checkpoint: %s%s", r.out, r.err);
+    tu_run_free(&r);
+    tu_fakebin_stop(&f);
+    mw_free(&m);
+}
+
+Test(multiwriter, a_killed_daemons_runs_are_claimed_and_finished_elsewhere,
+     .timeout = 300)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct mw m;
+    mw_init(&m);
+    struct tu_fakebin f;
+    tu_fakebin_start(&f, 0, "0");
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_start(&m, i, &f);
+    /* one run through, to know how many calls a whole run makes */
+    int64_t one = run_start(&m.d[1], "make the schema");
+    cJSON *g = run_wait(&m.d[1], one, 60000);
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cJSON_Delete(g);
+    long long per_run = tu_fakebin_stat(&f, "calls");
+    cr_assert_gt(per_run, 0);
+    tu_fakebin_stop(&f);
+    /* a fresh fake that holds every call until let go: the daemons are told of
+     * it by restarting them (the model's URL is a flag) */
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_stop(&m, i);
+    tu_fakebin_start(&f, 1, "0");
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_start(&m, i, &f);
+    enum { K = 4 };
+    int64_t runs[K];
+    for (int i = 0; i < K; i++)
+        runs[i] = run_start(&m.d[0], "make the schema");
+    /* each is held in its first model call, running on daemon 0, and so
+     * seen from the others */
+    int64_t t0 = tu_now_ms();
+    while (tu_fakebin_stat(&f, "held") < K) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "the runs did not start");
+        usleep(20000);
+    }
+    char inst0[64];
+    for (int i = 0; i < K; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/runs/%lld", (long long)runs[i]);
+        g = tu_http_json(&m.d[2], "GET", path, NULL, 200);
+        cr_assert_str_eq(tu_str(g, "state"), "running", "run %lld",
+                         (long long)runs[i]);
+        snprintf(inst0, sizeof(inst0), "%s", tu_str(g, "instance"));
+        cJSON_Delete(g);
+    }
+    /* daemon 0 dies: its K calls in flight are lost (made, never
+     * witnessed), and let go so they do not hold the fake */
+    cr_assert_eq(tu_daemon_signal_wait(&m.d[0], SIGKILL, 10000), 128 + SIGKILL);
+    m.up[0] = 0;
+    cr_assert_eq(kill(f.pid, SIGUSR2), 0);
+    /* the others claim the runs once the leases expire, and call again */
+    t0 = tu_now_ms();
+    while (tu_fakebin_stat(&f, "calls") < 2 * K) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "nobody claimed the runs");
+        usleep(20000);
+    }
+    cr_assert_eq(kill(f.pid, SIGUSR1), 0); /* now every call goes through */
+    for (int i = 0; i < K; i++) {
+        g = run_wait(&m.d[1 + i % 2], runs[i], 60000);
+        cr_assert_str_eq(tu_str(g, "state"), "done", "run %lld",
+                         (long long)runs[i]);
+        cr_assert_str_neq(tu_str(g, "instance"), inst0);
+        cr_assert_eq(kinds_in(g, "resume"), 1);
+        cr_assert_eq(kinds_in(g, "plan"), 1);
+        cr_assert_eq(kinds_in(g, "answer"), 1);
+        cJSON_Delete(g);
+    }
+    /* every witnessed call made once; the K in flight at the kill once
+     * more */
+    cr_assert_eq(tu_fakebin_stat(&f, "calls"), K * per_run + K,
+                 "calls %lld, expected %lld", tu_fakebin_stat(&f, "calls"),
+                 K * per_run + K);
+    /* daemon 0 comes back: nothing of its runs is left to do */
+    mw_start(&m, 0, &f);
+    usleep(1500 * 1000);
+    cr_assert_eq(tu_fakebin_stat(&f, "calls"), K * per_run + K);
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_stop(&m, i);
+    verify_deep(m.dirs[1]);
+    tu_fakebin_stop(&f);
+    mw_free(&m);
+}
+
+Test(multiwriter, postgres_restarted_under_load_loses_no_acknowledged_entry,
+     .timeout = 300)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct mw m;
+    mw_init(&m);
+    struct tu_fakebin f;
+    tu_fakebin_start(&f, 0, "300");
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_start(&m, i, &f);
+    static struct acks acks;
+    acks_init(&acks);
+    atomic_int stop;
+    atomic_init(&stop, 0);
+    enum { THREADS = 2, EACH = 100000 };
+    pthread_t t[NDAEMONS * THREADS];
+    struct client c[NDAEMONS * THREADS];
+    for (int i = 0; i < NDAEMONS * THREADS; i++) {
+        c[i] = (struct client){.d = &m.d[i % NDAEMONS],
+                               .acks = &acks,
+                               .id = i,
+                               .count = EACH,
+                               .tolerate = 1,
+                               .stop = &stop};
+        cr_assert_eq(pthread_create(&t[i], NULL, client_main, &c[i]), 0);
+    }
+    /* under load: the server goes (an immediate stop, as a crash), then
+     * comes back on the same data */
+    int64_t t0 = tu_now_ms();
+    for (;;) {
+        pthread_mutex_lock(&acks.mu);
+        size_t n = acks.n;
+        pthread_mutex_unlock(&acks.mu);
+        if (n >= 300)
+            break;
+        cr_assert_lt(tu_now_ms() - t0, 60000, "no appends");
+        usleep(10000);
+    }
+    /* runs in flight too */
+    int64_t runs[NDAEMONS];
+    for (int i = 0; i < NDAEMONS; i++)
+        runs[i] = run_start(&m.d[i], "make the schema");
+    usleep(100 * 1000);
+    cr_assert_eq(tu_pg_stop(&m.pg), 0);
+    usleep(300 * 1000);
+    char why[2048];
+    cr_assert_eq(tu_pg_restart(&m.pg, why, sizeof(why)), 0, "%s", why);
+    /* the daemons go on: appends succeed again on each */
+    pthread_mutex_lock(&acks.mu);
+    size_t after = acks.n;
+    pthread_mutex_unlock(&acks.mu);
+    t0 = tu_now_ms();
+    for (;;) {
+        pthread_mutex_lock(&acks.mu);
+        size_t n = acks.n;
+        pthread_mutex_unlock(&acks.mu);
+        if (n >= after + 300)
+            break;
+        cr_assert_lt(tu_now_ms() - t0, 60000, "no appends after the restart");
+        usleep(10000);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < NDAEMONS * THREADS; i++)
+        pthread_join(t[i], NULL);
+    cr_assert_gt(atomic_load(&acks.failed), 0,
+                 "no append failed while the server was away");
+    for (int i = 0; i < NDAEMONS; i++) {
+        cJSON *h = tu_http_json(&m.d[i], "GET", "/health", NULL, 200);
+        cJSON_Delete(h);
+    }
+    /* the runs a failed write stopped are resumed (here or elsewhere) and
+     * end done, each with one answer */
+    for (int i = 0; i < NDAEMONS; i++) {
+        cJSON *g = run_wait(&m.d[(i + 1) % NDAEMONS], runs[i], 60000);
+        cr_assert_str_eq(tu_str(g, "state"), "done", "run %lld",
+                         (long long)runs[i]);
+        cr_assert_eq(kinds_in(g, "answer"), 1);
+        cJSON_Delete(g);
+    }
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_stop(&m, i);
+    verify_deep(m.dirs[0]);
+    acks_check(&acks, m.dirs[0]);
+    same_root_as_one_writer(m.dirs[1]);
+    tu_fakebin_stop(&f);
+    mw_free(&m);
+}
