@@ -1,6 +1,7 @@
 /* cosig: C2SP tlog-cosignature/v1 (Ed25519) cosignatures: witness keys,
  * signing, and checking k of n witnesses on a checkpoint. See cosig.h. */
 #include "ledger/cosig.h"
+#include "ledger/fo_ossl.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -41,18 +42,6 @@ struct cosig_verifier {
     EVP_PKEY *pkey;
 };
 
-static int ossl_fail(struct fo_err *err, const char *what)
-{
-    char buf[160];
-    unsigned long e = ERR_peek_last_error();
-    if (e)
-        ERR_error_string_n(e, buf, sizeof(buf));
-    else
-        snprintf(buf, sizeof(buf), "unknown error");
-    ERR_clear_error();
-    return fo_err_set(err, FO_E_INTERNAL, "%s: %s", what, buf);
-}
-
 static int nomem(struct fo_err *err)
 {
     return fo_err_set(err, FO_E_NOMEM, NULL);
@@ -78,10 +67,10 @@ static int signer_from_seed(struct cosig_signer *s, struct fo_err *err)
     s->pkey =
         EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, s->seed, KEY_LEN);
     if (!s->pkey)
-        return ossl_fail(err, "ed25519 private key");
+        return fo_err_ossl(err, "ed25519 private key");
     if (EVP_PKEY_get_raw_public_key(s->pkey, s->pub, &publen) != 1 ||
         publen != KEY_LEN)
-        return ossl_fail(err, "ed25519 public key");
+        return fo_err_ossl(err, "ed25519 public key");
     s->id = key_id(s->name, strlen(s->name), s->pub);
     return FO_OK;
 }
@@ -98,7 +87,7 @@ int cosig_signer_generate(const char *name, struct cosig_signer **out,
         return nomem(err);
     memcpy(s->name, name, name_len);
     if (RAND_priv_bytes(s->seed, KEY_LEN) != 1)
-        rc = ossl_fail(err, "random seed");
+        rc = fo_err_ossl(err, "random seed");
     if (!rc)
         rc = signer_from_seed(s, err);
     if (rc) {
@@ -287,7 +276,7 @@ int cosig_verifier_parse(const char *text, size_t len,
         EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, v->pub, KEY_LEN);
     if (!v->pkey) {
         cosig_verifier_free(v);
-        return ossl_fail(err, "ed25519 public key");
+        return fo_err_ossl(err, "ed25519 public key");
     }
     *out = v;
     return FO_OK;
@@ -368,7 +357,7 @@ int cosig_sign(const struct cosig_signer *s, const char *text, size_t len,
         EVP_DigestSign(ctx, sig + ID_LEN + TS_LEN, &siglen,
                        (const unsigned char *)msg.data, msg.len) != 1 ||
         siglen != SIG_LEN) {
-        rc = ossl_fail(err, "ed25519 sign");
+        rc = fo_err_ossl(err, "ed25519 sign");
         goto out;
     }
     for (int i = 0; i < ID_LEN; i++)
@@ -483,7 +472,7 @@ int cosig_verify_line(const struct cosig_verifier *v, const char *text,
         rc = nomem(err);
     if (!rc) {
         if (EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, v->pkey) != 1) {
-            rc = ossl_fail(err, "ed25519 verify");
+            rc = fo_err_ossl(err, "ed25519 verify");
         } else {
             int ok =
                 EVP_DigestVerify(ctx, sig + ID_LEN + TS_LEN, SIG_LEN,

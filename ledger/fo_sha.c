@@ -1,59 +1,46 @@
-/* fo_sha: SHA-256 with a fetched EVP_MD and a reused EVP_MD_CTX. */
+/* fo_sha: SHA-256 through OpenSSL's SHA256_CTX: a plain struct, no
+ * allocation and no provider dispatch per hash, so hashing cannot fail
+ * (not even out of memory) and costs the least a call can. The
+ * SHA256_Init/Update/Final functions are marked deprecated in OpenSSL 3
+ * in favour of EVP, whose reused context still allocates in
+ * EVP_DigestInit_ex (found by tests/test_nomem.c: out of memory, an
+ * append aborted); they are the same assembly, and this file alone asks
+ * for them. */
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "ledger/fo_sha.h"
 
 #include <stdlib.h>
 
-#include <openssl/evp.h>
-
-#include "ledger/fo_buf.h"
+#include <openssl/sha.h>
 
 struct fo_sha {
-    EVP_MD *md;
-    EVP_MD_CTX *ctx;
+    SHA256_CTX ctx;
 };
 
 struct fo_sha *fo_sha_create(void)
 {
-    struct fo_sha *s = calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
-    s->md = EVP_MD_fetch(NULL, "SHA256", NULL);
-    s->ctx = EVP_MD_CTX_new();
-    if (!s->md || !s->ctx) {
-        fo_sha_free(s);
-        return NULL;
-    }
-    return s;
+    return calloc(1, sizeof(struct fo_sha));
 }
 
 void fo_sha_free(struct fo_sha *s)
 {
-    if (!s)
-        return;
-    EVP_MD_CTX_free(s->ctx);
-    EVP_MD_free(s->md);
     free(s);
 }
 
-/* SHA-256 in OpenSSL cannot fail on these calls once the context exists,
- * short of memory corruption: abort rather than hash garbage. */
+/* SHA256_Init, _Update and _Final only return 0 for a NULL context. */
 void fo_sha_begin(struct fo_sha *s)
 {
-    if (EVP_DigestInit_ex(s->ctx, s->md, NULL) != 1)
-        abort();
+    SHA256_Init(&s->ctx);
 }
 
 void fo_sha_update(struct fo_sha *s, const void *data, size_t len)
 {
-    if (EVP_DigestUpdate(s->ctx, data, len) != 1)
-        abort();
+    SHA256_Update(&s->ctx, data, len);
 }
 
 void fo_sha_final(struct fo_sha *s, uint8_t out[FO_SHA256_LEN])
 {
-    unsigned int n = 0;
-    if (EVP_DigestFinal_ex(s->ctx, out, &n) != 1 || n != FO_SHA256_LEN)
-        abort();
+    SHA256_Final(out, &s->ctx);
 }
 
 void fo_sha_digest(struct fo_sha *s, const void *data, size_t len,
@@ -66,7 +53,8 @@ void fo_sha_digest(struct fo_sha *s, const void *data, size_t len,
 
 void fo_sha256(const void *data, size_t len, uint8_t out[FO_SHA256_LEN])
 {
-    unsigned int n = 0;
-    if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1)
-        abort();
+    SHA256_CTX c;
+    SHA256_Init(&c);
+    SHA256_Update(&c, data, len);
+    SHA256_Final(out, &c);
 }

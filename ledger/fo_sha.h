@@ -1,6 +1,6 @@
-/* fo_sha: SHA-256 through OpenSSL with a reused context. One EVP_MD fetch
- * and one EVP_MD_CTX per hasher: about twice as fast as EVP_Digest per call
- * (TRAPS.md). A hasher is not thread-safe; give each thread its own. */
+/* fo_sha: SHA-256 through OpenSSL's SHA256_CTX (fo_sha.c says why not
+ * EVP): no allocation per hash, so no call here can fail. A hasher is not
+ * thread-safe; give each thread its own. */
 #ifndef FO_SHA_H
 #define FO_SHA_H
 
@@ -11,7 +11,7 @@
 
 struct fo_sha;
 
-/* Creates a hasher; NULL when out of memory or OpenSSL fails. */
+/* Creates a hasher; NULL when out of memory. */
 struct fo_sha *fo_sha_create(void);
 void fo_sha_free(struct fo_sha *s);
 
@@ -24,7 +24,7 @@ void fo_sha_final(struct fo_sha *s, uint8_t out[FO_SHA256_LEN]);
 void fo_sha_digest(struct fo_sha *s, const void *data, size_t len,
                    uint8_t out[FO_SHA256_LEN]);
 
-/* One-shot hash without a hasher (slower; for cold paths). */
+/* One-shot hash without a hasher. */
 void fo_sha256(const void *data, size_t len, uint8_t out[FO_SHA256_LEN]);
 
 #endif

@@ -1,6 +1,7 @@
 /* note: C2SP signed notes and tlog checkpoints with Ed25519 (OpenSSL 3.0
  * EVP, one-shot sign and verify), with our own strict base64, UTF-8 and
  * line parsing: EVP_DecodeBlock is too loose for a format that is signed. */
+#include "ledger/fo_ossl.h"
 #include "ledger/note.h"
 
 #include <inttypes.h>
@@ -278,20 +279,6 @@ static uint32_t key_id(const char *name, size_t name_len,
            (uint32_t)h[3];
 }
 
-/* Reports the latest OpenSSL error as a message and clears the queue. */
-static int ossl_fail(struct fo_err *err, const char *what)
-{
-    char buf[160];
-    unsigned long e = ERR_peek_last_error();
-
-    if (e)
-        ERR_error_string_n(e, buf, sizeof(buf));
-    else
-        snprintf(buf, sizeof(buf), "unknown error");
-    ERR_clear_error();
-    return fo_err_set(err, FO_E_INTERNAL, "%s: %s", what, buf);
-}
-
 /* Makes s->pkey and s->pub from s->seed. */
 static int signer_from_seed(struct note_signer *s, struct fo_err *err)
 {
@@ -300,10 +287,10 @@ static int signer_from_seed(struct note_signer *s, struct fo_err *err)
     s->pkey =
         EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, s->seed, SEED_LEN);
     if (!s->pkey)
-        return ossl_fail(err, "ed25519 private key");
+        return fo_err_ossl(err, "ed25519 private key");
     if (EVP_PKEY_get_raw_public_key(s->pkey, s->pub, &publen) != 1 ||
         publen != sizeof(s->pub))
-        return ossl_fail(err, "ed25519 public key");
+        return fo_err_ossl(err, "ed25519 public key");
     return FO_OK;
 }
 
@@ -312,7 +299,7 @@ static int verifier_from_pub(struct note_verifier *v, struct fo_err *err)
     v->pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, v->pub,
                                           NOTE_ED25519_PUBLIC_LEN);
     if (!v->pkey)
-        return ossl_fail(err, "ed25519 public key");
+        return fo_err_ossl(err, "ed25519 public key");
     return FO_OK;
 }
 
@@ -328,7 +315,7 @@ int note_signer_generate(const char *name, struct note_signer **out,
         return fo_err_set(err, FO_E_NOMEM, NULL);
     memcpy(s->name, name, name_len);
     if (RAND_priv_bytes(s->seed, SEED_LEN) != 1) {
-        rc = ossl_fail(err, "random seed");
+        rc = fo_err_ossl(err, "random seed");
         goto out;
     }
     rc = signer_from_seed(s, err);
@@ -643,7 +630,7 @@ int note_sign(const struct note_signer *s, const char *text, size_t len,
         EVP_DigestSign(ctx, sig + KEY_ID_LEN, &siglen,
                        (const unsigned char *)text, len) != 1 ||
         siglen != SIG_LEN) {
-        rc = ossl_fail(err, "ed25519 sign");
+        rc = fo_err_ossl(err, "ed25519 sign");
         goto out;
     }
     sig[0] = (uint8_t)(s->id >> 24);
@@ -683,7 +670,7 @@ static int ed25519_ok(const struct note_verifier *v, const uint8_t *sig,
         return fo_err_set(err, FO_E_NOMEM, NULL);
     int rc = FO_OK;
     if (EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, v->pkey) != 1) {
-        rc = ossl_fail(err, "ed25519 verify");
+        rc = fo_err_ossl(err, "ed25519 verify");
     } else {
         *ok = EVP_DigestVerify(ctx, sig, siglen, (const unsigned char *)msg,
                                len) == 1;
