@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "ledger/fo_file.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_version.h"
 
@@ -62,6 +63,11 @@ int main(int argc, char **argv)
     }
     argc = n;
     argv[argc] = NULL;
+    struct fo_err derr;
+    if (fo_dir_check(c.ledger_dir, &derr) != FO_OK) {
+        fprintf(stderr, "forum: --ledger: %s\n", derr.msg);
+        return 2;
+    }
     if (argc < 2) {
         fputs(cli_usage_text, stderr);
         return 2;

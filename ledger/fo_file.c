@@ -124,3 +124,16 @@ int fo_file_clean_temps(const char *dir, const char *name)
     closedir(d);
     return n;
 }
+
+int fo_dir_check(const char *dir, struct fo_err *err)
+{
+    size_t n = dir ? strlen(dir) : 0;
+    if (n == 0)
+        return fo_err_set(err, FO_E_INVALID, "the data dir is empty");
+    if (n > FO_DIR_MAX)
+        return fo_err_set(err, FO_E_INVALID,
+                          "the data dir's path is %zu bytes; at most %d "
+                          "(the files in it must fit PATH_MAX)",
+                          n, FO_DIR_MAX);
+    return FO_OK;
+}

@@ -27,4 +27,14 @@ int fo_file_check_private(int fd, const char *path, struct fo_err *err);
  * touched. Best effort: returns how many it removed. */
 int fo_file_clean_temps(const char *dir, const char *name);
 
+/* The longest data dir path forum takes. Every file forum names in a data
+ * dir is the dir plus at most a few hundred bytes, built into buffers of
+ * 4096 (PATH_MAX): with the dir checked once where it comes in (the CLI,
+ * ledger_open, the daemon's configuration), no such path is ever cut. */
+#define FO_DIR_MAX 3072
+
+/* FO_OK, or FO_E_INVALID naming the limit when dir is longer than
+ * FO_DIR_MAX bytes (or empty). */
+int fo_dir_check(const char *dir, struct fo_err *err);
+
 #endif

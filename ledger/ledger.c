@@ -134,6 +134,8 @@ int ledger_open(const char *dir, unsigned flags,
                 const struct ledger_config *cfg, struct ledger **out,
                 struct fo_err *err)
 {
+    if (fo_dir_check(dir, err) != FO_OK)
+        return FO_E_INVALID;
     struct ledger *l = calloc(1, sizeof(*l));
     if (!l)
         return fo_err_set(err, FO_E_NOMEM, NULL);

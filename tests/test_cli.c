@@ -19,6 +19,7 @@
 #include <sqlite3.h>
 
 #include "ledger/fo_buf.h"
+#include "ledger/ledger.h"
 #include "tests/testutil.h"
 
 #define ZERO_HASH                                                              \
@@ -2068,4 +2069,27 @@ Test(cli, summary_get_and_chain_print_text_for_people)
     cJSON_Delete(o);
     tu_run_free(&r);
     tu_rmrf(dir);
+}
+
+/* A data dir whose files would not fit PATH_MAX is refused where it comes
+ * in (never a path cut short): by the CLI, and by ledger_open for callers
+ * that are not the CLI. */
+Test(cli, an_over_long_data_dir_is_refused)
+{
+    char dir[3200] = "/tmp/";
+    for (size_t n = 5; n + 11 < 3150; n += 11)
+        memcpy(dir + n, "abcdefghij/", 12);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "init", NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "at most 3072"), "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "--check", NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    tu_run_free(&r);
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, NULL, &l, &err),
+                 FO_E_INVALID);
+    cr_assert_null(l);
+    cr_assert(strstr(err.msg, "3072"), "%s", err.msg);
 }
