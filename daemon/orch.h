@@ -308,6 +308,10 @@ struct orch_result {
     char error[FO_ERR_MSG_MAX]; /* why not ok, "" when ok */
     char model[ORCH_MODEL_MAX + 1];
     int64_t elapsed_us;
+    /* the tokens a model provider said the answer took (has_tokens: it
+     * said; -1 for a count it left out) */
+    int has_tokens;
+    int64_t tokens_in, tokens_out;
 };
 
 void orch_result_release(struct orch_result *res);

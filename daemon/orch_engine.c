@@ -464,6 +464,7 @@ struct orch_engine {
     /* counters for /metrics (loop thread only) */
     uint64_t m_runs_started, m_calls_ok, m_calls_failed;
     uint64_t m_lat[10]; /* model call latency buckets, see LAT_BOUNDS */
+    uint64_t m_tokens_in, m_tokens_out; /* as the providers reported */
     double m_lat_sum;
     int64_t gate_cursor; /* entries below it were looked at for decisions */
     /* run leases: on when cfg.lease_ms > 0 and the ledger keeps them */
@@ -891,9 +892,16 @@ struct role_call_ctx {
 /* The bounds (seconds) of the model-call latency histogram of /metrics. */
 static const double lat_bounds[9] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 
-/* A model call (a provider's or the command's, never the stub's) ended. */
-static void record_call(struct orch_engine *e, int ok, int64_t elapsed_us)
+/* A model call (a provider's or the command's, never the stub's) ended;
+ * rep (may be NULL) says how long it took and the tokens it used. */
+static void record_call(struct orch_engine *e, int ok,
+                        const struct orch_model_reply *rep)
 {
+    int64_t elapsed_us = rep ? rep->elapsed_us : 0;
+    if (ok && rep && rep->tokens_in > 0)
+        e->m_tokens_in += (uint64_t)rep->tokens_in;
+    if (ok && rep && rep->tokens_out > 0)
+        e->m_tokens_out += (uint64_t)rep->tokens_out;
     double sec = (double)elapsed_us / 1e6;
     size_t i = 0;
     while (i < 9 && sec > lat_bounds[i])
@@ -913,7 +921,7 @@ static void on_role_reply(void *arg, int rc, struct orch_model_reply *rep,
     struct run *r = c->f.r;
     long task = c->f.task;
     if (!c->f.stub) /* the stub is no model call */
-        record_call(r->e, rc == FO_OK, rep ? rep->elapsed_us : 0);
+        record_call(r->e, rc == FO_OK, rep);
     role_done_fn fn = c->fn;
     if (task >= 0) {
         r->t[task].eff = NULL;
@@ -1567,6 +1575,18 @@ static int task_begin(struct run *r, size_t t,
                    ex->kind != ORCH_EXEC_STUB, err);
 }
 
+/* "tokens": {"input", "output"} as the provider reported them (a count it
+ * left out is absent). */
+static int add_tokens(cJSON *o, const struct orch_result *res)
+{
+    cJSON *t = cJSON_AddObjectToObject(o, "tokens");
+    return t &&
+           (res->tokens_in < 0 ||
+            fo_json_add_int(t, "input", res->tokens_in)) &&
+           (res->tokens_out < 0 ||
+            fo_json_add_int(t, "output", res->tokens_out));
+}
+
 /* The result entry's payload: the output cut (with a marker) until the
  * body fits the ledger's limit. */
 static cJSON *result_json(const struct run *r, const char *id,
@@ -1606,7 +1626,8 @@ static cJSON *result_json(const struct run *r, const char *id,
                    cJSON_AddBoolToObject(o, "timed_out", res->timed_out) &&
                    fo_json_add_int(o, "exit_code", res->exit_code))) &&
                  (!res->truncated || cJSON_AddTrueToObject(o, "truncated")) &&
-                 (el == 0 || cJSON_AddStringToObject(o, "stderr", errtail));
+                 (el == 0 || cJSON_AddStringToObject(o, "stderr", errtail)) &&
+                 (!res->has_tokens || add_tokens(o, res));
         free(cut);
         free(errtail);
         if (!ok) {
@@ -1777,7 +1798,7 @@ static void on_task_model(void *arg, int rc, struct orch_model_reply *rep,
     size_t t = (size_t)f->task;
     const struct orch_exec_config *ex = r->t[t].ex;
     int tools = f->tools;
-    record_call(r->e, rc == FO_OK, rep ? rep->elapsed_us : 0);
+    record_call(r->e, rc == FO_OK, rep);
     r->t[t].eff = NULL;
     r->t[t].busy = 0;
     free(f);
@@ -1790,6 +1811,11 @@ static void on_task_model(void *arg, int rc, struct orch_model_reply *rep,
     snprintf(res.model, sizeof(res.model), "%s",
              rep && rep->model[0] ? rep->model : ex->model);
     res.elapsed_us = rep ? rep->elapsed_us : 0;
+    if (rc == FO_OK && (rep->tokens_in >= 0 || rep->tokens_out >= 0)) {
+        res.has_tokens = 1;
+        res.tokens_in = rep->tokens_in;
+        res.tokens_out = rep->tokens_out;
+    }
     res.ok = rc == FO_OK;
     res.timed_out = rc == FO_E_TIMEOUT;
     res.exit_code = res.ok ? 0 : -1;
@@ -4528,8 +4554,17 @@ int orch_engine_metrics(const struct orch_engine *e, struct fo_buf *b)
     rc |= fo_buf_printf(b,
                         "forum_model_call_seconds_bucket{le=\"+Inf\"} %llu\n"
                         "forum_model_call_seconds_sum %.6f\n"
-                        "forum_model_call_seconds_count %llu\n",
-                        cum, e->m_lat_sum, cum);
+                        "forum_model_call_seconds_count %llu\n"
+                        "# HELP forum_model_tokens_total Tokens of model "
+                        "calls as the providers reported them (their usage "
+                        "objects), by direction.\n"
+                        "# TYPE forum_model_tokens_total counter\n"
+                        "forum_model_tokens_total{direction=\"input\"} %llu\n"
+                        "forum_model_tokens_total{direction=\"output\"} "
+                        "%llu\n",
+                        cum, e->m_lat_sum, cum,
+                        (unsigned long long)e->m_tokens_in,
+                        (unsigned long long)e->m_tokens_out);
     return rc ? FO_E_NOMEM : FO_OK;
 }
 

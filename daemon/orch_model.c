@@ -814,6 +814,17 @@ static int add_call(cJSON *calls, const char *id, const char *name,
 }
 
 /* Reads the answer of a 2xx body: the text, the tool calls, the model id. */
+/* A token count of a usage object: a whole number 0..2^40, else -1. */
+static int64_t usage_count(const cJSON *usage, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(usage, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 ||
+        v->valuedouble > 1099511627776.0 ||
+        v->valuedouble != (double)(int64_t)v->valuedouble)
+        return -1;
+    return (int64_t)v->valuedouble;
+}
+
 static int parse_answer(const struct provider *p, const struct fo_buf *body,
                         struct orch_model_reply *out, struct fo_err *err)
 {
@@ -938,6 +949,15 @@ static int parse_answer(const struct provider *p, const struct fo_buf *body,
             goto nomem;
         }
     }
+    /* token counts as the server reports them (chat: prompt_tokens and
+     * completion_tokens; Anthropic: input_tokens and output_tokens); -1
+     * when absent or not a count */
+    const cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
+    int chat = p->api == ORCH_EXEC_CHAT;
+    out->tokens_in =
+        usage_count(usage, chat ? "prompt_tokens" : "input_tokens");
+    out->tokens_out =
+        usage_count(usage, chat ? "completion_tokens" : "output_tokens");
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
     if (cJSON_IsString(model) &&
         orch_name_valid(model->valuestring, ORCH_MODEL_MAX))

@@ -120,6 +120,9 @@ struct orch_model_reply {
     int http_status;                  /* of the last response, 0 when none */
     int attempts;                     /* requests made, over all providers */
     int retriable; /* on failure: the last error was of the retriable kind */
+    /* tokens the server says the answer took (its usage object): prompt
+     * or input, completion or output; -1 when it did not say */
+    int64_t tokens_in, tokens_out;
     int64_t elapsed_us;
 };
 

@@ -127,6 +127,10 @@ static void check_escalated_run(const char *dir, const char *cheap_first)
     cJSON *r1 = body_of(l, 4);
     cr_assert_str_eq(tu_str(r1, "model"), "m1");
     cr_assert_str_eq(tu_str(r1, "output"), "nope");
+    /* the tokens the provider reported (the fake: 7 in, 3 out) */
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(r1, "tokens");
+    cr_assert_eq(tu_num(tok, "input"), 7);
+    cr_assert_eq(tu_num(tok, "output"), 3);
     cJSON_Delete(r1);
     cJSON *v1 = body_of(l, 5);
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v1, "pass")));

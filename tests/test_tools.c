@@ -953,6 +953,13 @@ Test(metrics, model_calls_runs_and_build_info_are_scraped, .timeout = 60)
     cr_assert(strstr(m, want), "want %s in %s", want, m);
     snprintf(want, sizeof(want), "forum_model_call_seconds_count %ld\n", calls);
     cr_assert(strstr(m, want), "want %s in %s", want, m);
+    /* the fake reports 7 tokens in and 3 out for every answer */
+    snprintf(want, sizeof(want),
+             "forum_model_tokens_total{direction=\"input\"} %ld\n", 7 * calls);
+    cr_assert(strstr(m, want), "want %s in %s", want, m);
+    snprintf(want, sizeof(want),
+             "forum_model_tokens_total{direction=\"output\"} %ld\n", 3 * calls);
+    cr_assert(strstr(m, want), "want %s in %s", want, m);
     free(m);
     tu_daemon_signal_wait(&d, SIGTERM, 10000);
     tu_daemon_start(&d, sc.dir, "--metrics-public", NULL);

@@ -145,6 +145,11 @@ static void answer(struct fake *f, int fd, const char *req)
         cJSON_AddStringToObject(msg, "content", text);
         cJSON_AddItemToArray(ch, c0);
     }
+    /* usage as each API reports it: 7 in, 3 out, every answer */
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, anthropic ? "input_tokens" : "prompt_tokens", 7);
+    cJSON_AddNumberToObject(
+        u, anthropic ? "output_tokens" : "completion_tokens", 3);
     char *out = cJSON_PrintUnformatted(o);
     char head[256];
     int hl = snprintf(head, sizeof(head),
