@@ -87,6 +87,14 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
+/* The options of serve and its subcommands, for cli_bad_arg (--ready-fd
+ * is internal). */
+static const char serve_flags[] =
+    "--no-auth --metrics-public --check --host --port --timeout-s --workers "
+    "--checkpoint-ms --log-file --cmd --roster --sandbox --workspace "
+    "--max-connections --max-runs --timeout -n " CLI_PROVIDER_FLAGS
+    " " CLI_GATE_FLAGS;
+
 static int parse_opts(struct cli *c, int argc, char **argv, int start,
                       struct serve_opts *o)
 {
@@ -114,10 +122,7 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->check = 1;
             continue;
         } else if (!v) {
-            return cli_usage_error(c,
-                                   "serve: %s needs a value (or is "
-                                   "unknown)",
-                                   a);
+            return cli_bad_arg(c, "serve", a, serve_flags);
         } else if (!strcmp(a, "--host")) {
             if (!*v)
                 return cli_usage_error(c, "serve: --host: empty");
@@ -186,7 +191,7 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             i++;
             continue;
         } else {
-            return cli_usage_error(c, "serve: unknown option %s", a);
+            return cli_bad_arg(c, "serve", a, serve_flags);
         }
         if (o->npass + 2 >= (int)(sizeof(o->pass) / sizeof(o->pass[0])))
             return cli_usage_error(c, "serve: too many options");
@@ -727,9 +732,16 @@ int cli_serve(struct cli *c, int argc, char **argv)
     if (argc > 1 && argv[1][0] != '-') {
         sub = argv[1];
         first = 2;
+        static const char *const subs[] = {"start", "stop", "status", "logs"};
+        const char *near = cli_closest(sub, subs, 4);
         if (strcmp(sub, "start") && strcmp(sub, "stop") &&
             strcmp(sub, "status") && strcmp(sub, "logs"))
-            return cli_usage_error(c, "serve: unknown subcommand %s", sub);
+            return near ? cli_usage_error(c,
+                                          "serve: unknown subcommand %s; did "
+                                          "you mean `forum serve %s`?",
+                                          sub, near)
+                        : cli_usage_error(c, "serve: unknown subcommand %s",
+                                          sub);
     }
     for (int i = 1; i < argc; i++)
         if (cli_is_help(argv[i]))

@@ -113,8 +113,12 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
                 return cli_usage_error(c, "%s: --max-seconds: 1..%d", name,
                                        ORCH_SUBMIT_SECONDS_MAX);
             o->max_seconds = (int)n;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(c, "%s: unexpected argument %s", name, a);
+        } else if (cli_is_option(a)) {
+            return cli_bad_arg(c, name, a,
+                               "--cmd --roster --workspace --sandbox "
+                               "--timeout --max-model-calls "
+                               "--max-seconds " CLI_PROVIDER_FLAGS
+                               " " CLI_GATE_FLAGS " " CLI_SESSION_FLAGS);
         } else if ((o->words++ && fo_buf_putc(&o->text, ' ')) ||
                    fo_buf_puts(&o->text, a)) {
             return cli_usage_error(c, "%s: request over %u bytes", name,

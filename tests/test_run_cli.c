@@ -464,7 +464,11 @@ Test(cli_run, without_a_daemon, .timeout = 60)
                                               dead, "--timeout", "1", NULL},
                         &tty);
     cr_assert_eq(ex, 3, "exit %d: %s", ex, tty);
-    snprintf(line, sizeof(line), "\rforum: run %s: running, entries: 1,", dead);
+    /* the step under way, from the run's latest entry (its request) */
+    snprintf(line, sizeof(line),
+             "\rforum: run %s: routing (last: request by client, seq %s), 1 "
+             "entries,",
+             dead, dead);
     must_contain(tty, line, "run wait on a terminal");
     must_contain(tty, "\r\033[K", "run wait on a terminal");
     must_contain(tty, "still running after 1 s", "run wait on a terminal");
