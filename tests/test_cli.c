@@ -2069,3 +2069,76 @@ Test(cli, summary_get_and_chain_print_text_for_people)
     tu_run_free(&r);
     tu_rmrf(dir);
 }
+
+/* A mistyped option names the one meant, exit 2, before anything is opened
+ * or written; a known option without its value and --X=V say so; an option
+ * nothing is near gets no guess. */
+Test(cli, did_you_mean_for_options)
+{
+    static const struct {
+        const char *argv[8];
+        const char *says;
+    } cases[] = {
+        {{"ledger", "show", "--limt", "5"},
+         "ledger show: unknown option --limt; did you mean --limit?"},
+        {{"ledger", "replay", "3", "--form", "0"}, "did you mean --from?"},
+        {{"ledger", "verify", "--dep"}, "did you mean --deep?"},
+        {{"ledger", "append", "--actr", "a"}, "did you mean --actor?"},
+        {{"ledger", "tail", "--knd", "request"}, "did you mean --kind?"},
+        {{"ledger", "get", "--jsno"}, "did you mean --json?"},
+        {{"ledger", "export", "-limit"}, "unknown option -limit"},
+        {{"run", "list", "--stat", "done"},
+         "run list: unknown option --stat; did you mean --state?"},
+        {{"run", "wait", "3", "--timeuot", "5"}, "did you mean --timeout?"},
+        {{"submit", "--chat-ur", "http://127.0.0.1:1", "--model", "m", "hi"},
+         "submit: unknown option --chat-ur; did you mean --chat-url?"},
+        {{"plan", "--roaster", "f.json", "hi"}, "did you mean --roster?"},
+        {{"serve", "--prot", "8080"},
+         "serve: unknown option --prot; did you mean --port?"},
+        {{"serve", "strat"}, "did you mean `forum serve start`?"},
+        {{"gate", "approve", "1", "0", "--aprover", "bob"},
+         "gate approve: unknown option --aprover; did you mean --approver?"},
+        {{"gate", "list", "--rn", "3"}, "did you mean --run?"},
+        {{"session", "fork", "s", "--att", "1", "--into", "t"},
+         "did you mean --at?"},
+        {{"session", "lst"}, "did you mean `forum session list`?"},
+        {{"mcp", "--admn"},
+         "mcp: unknown option --admn; did you mean --admin?"},
+        {{"ledger", "show", "--limit"}, "ledger show: --limit needs a value"},
+        {{"ledger", "show", "--limit=5"},
+         "ledger show: give the value after a space: --limit 5"},
+        {{"ledger", "show", "--json=1"}, "--json takes no value here"},
+        /* nothing near: no guess */
+        {{"ledger", "show", "--frobnicate"}, NULL},
+        {{"run", "list", "--zzz", "1"}, NULL},
+        {{"serve", "--qqqqqq", "1"}, NULL},
+        {{"ledger", "tail", "-x"}, NULL},
+    };
+    char *dir = tu_tmpdir();
+    char missing[PATH_MAX];
+    path_in(missing, sizeof(missing), dir, "none");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tu_run r = run_list(missing, NULL, 0, NULL, cases[i].argv);
+        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
+                     cases[i].argv[1], r.status, r.err);
+        if (cases[i].says) {
+            must_contain(r.err, cases[i].says, cases[i].argv[1]);
+        } else {
+            cr_assert_null(strstr(r.err, "did you mean"), "%s", r.err);
+            must_contain(r.err, "unknown option", cases[i].argv[1]);
+        }
+        cr_assert_eq(r.out_len, 0, "%s", r.out);
+        tu_run_free(&r);
+        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
+                  cases[i].argv[1]);
+    }
+    /* with --json the error object is the last line, code usage */
+    const char *const args[] = {"--json", "run", "list", "--stat", "x", NULL};
+    struct tu_run r = run_list(missing, NULL, 0, NULL, args);
+    cr_assert_eq(r.status, 2);
+    const char *last = strstr(r.err, "{\"code\":\"usage\"");
+    cr_assert_not_null(last, "%s", r.err);
+    must_contain(last, "did you mean --state?", "--json error");
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
