@@ -20,6 +20,7 @@
 
 #include "ledger/fo_buf.h"
 #include "tests/testutil.h"
+#include "tests/tu_model.h"
 
 #define ZERO_HASH                                                              \
     "0000000000000000000000000000000000000000000000000000000000000000"
@@ -2139,6 +2140,94 @@ Test(cli, did_you_mean_for_options)
     const char *last = strstr(r.err, "{\"code\":\"usage\"");
     cr_assert_not_null(last, "%s", r.err);
     must_contain(last, "did you mean --state?", "--json error");
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* The coordinator's plan for plan_text: three tasks in two waves, a data
+ * and an order dependency, done_when as text and as an assertion. */
+static const char *plan_script(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":["
+               "{\"id\":\"T1\",\"agent\":\"backend\",\"instruction\":"
+               "\"Add the /login endpoint to the API server:\\n check the "
+               "password hash, issue a session token, answer 401 on a bad "
+               "password.\",\"done_when\":\"POST /login answers 200 with a "
+               "token\"},"
+               "{\"id\":\"T2\",\"agent\":\"frontend\",\"instruction\":"
+               "\"Add the login form\",\"depends_on\":[\"T1\"],"
+               "\"done_when\":[{\"contains\":\"<form\"}]},"
+               "{\"id\":\"T3\",\"agent\":\"technical-writing\","
+               "\"instruction\":\"Document the login flow\",\"depends_on\":"
+               "[{\"id\":\"T1\",\"type\":\"order\"}]}]}";
+    return "{\"lane\":\"backend\"}";
+}
+
+/* forum plan prints the plan for people: the route, then each wave's
+ * tasks aligned (id, agent, the instruction's start on one line), what a
+ * task waits for and its done_when; --json keeps the object. */
+Test(cli, plan_prints_waves_and_tasks_for_people)
+{
+    struct fake *f = fake_start(plan_script);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    char *dir = tu_tmpdir();
+    const char *const args[] = {"plan",     "add",        "a", "login",
+                                "endpoint", "--chat-url", url, "--model",
+                                "m",        NULL};
+    struct tu_run r = run_list(dir, NULL, 0, NULL, args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *want[] = {
+        "plan: 3 tasks in 2 waves; lane ",
+        "model m\n",
+        "witnessed: request seq 0, plan seq ",
+        "\nwave 1\n"
+        "  ID  AGENT              INSTRUCTION\n"
+        "  T1  backend            Add the /login endpoint to the API "
+        "server: check...\n"
+        "                         done when: POST /login answers 200 with a "
+        "token\n"
+        "\nwave 2\n"
+        "  ID  AGENT              INSTRUCTION\n"
+        "  T2  frontend           Add the login form\n"
+        "                         after T1\n"
+        "                         done when: [{\"contains\":\"<form\"}]\n"
+        "  T3  technical-writing  Document the login flow\n"
+        "                         after T1 (order only)\n",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        must_contain(r.out, want[i], "forum plan");
+    cr_assert_neq(r.out[0], '{', "%s", r.out); /* not JSON */
+    cr_assert_null(strstr(r.err, "stub planner"), "%s", r.err);
+    tu_run_free(&r);
+
+    /* --json: the method's object, as POST /plan serves it */
+    const char *const jargs[] = {"--json",     "plan", "add",     "a", "login",
+                                 "--chat-url", url,    "--model", "m", NULL};
+    r = run_list(dir, NULL, 0, NULL, jargs);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *o = tu_run_json(&r);
+    cJSON *plan = cJSON_GetObjectItemCaseSensitive(o, "plan");
+    cr_assert_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(plan, "tasks")), 3);
+    cr_assert_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(plan, "waves")), 2);
+    cr_assert_str_eq(tu_str(o, "model"), "m");
+    cJSON_Delete(o);
+    tu_run_free(&r);
+    fake_stop(f);
+    fake_free(f);
+
+    /* no model: the stub's one task, and a note on stderr */
+    const char *const sargs[] = {"plan", "write", "the", "docs", NULL};
+    r = run_list(dir, NULL, 0, NULL, sargs);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "plan: 1 task in 1 wave;", "stub plan");
+    must_contain(r.out, "  T1  ", "stub plan");
+    must_contain(r.err, "stub planner", "stub plan");
     tu_run_free(&r);
     tu_rmrf(dir);
 }
