@@ -357,6 +357,15 @@ static cJSON *do_tools_list(struct mcp *s, const cJSON *id)
             return NULL;
         }
         cJSON_AddItemToObject(tool, "inputSchema", schema);
+        /* the shape of its structuredContent, where it is declared */
+        const cJSON *os = surf_output_schema(m);
+        cJSON *out = os ? cJSON_Duplicate(os, 1) : NULL;
+        if (os && (!out || !cJSON_AddItemToObject(tool, "outputSchema", out))) {
+            cJSON_Delete(out);
+            cJSON_Delete(tool);
+            cJSON_Delete(r);
+            return NULL;
+        }
         cJSON_AddItemToArray(arr, tool);
     }
     return rpc_result(id, r);
