@@ -149,7 +149,10 @@ static void assert_id(const cJSON *reply, const char *id_canon)
 }
 
 /* A tool result: content[0] is text holding the canonical JSON of
- * structuredContent; isError as expected. Returns structuredContent. */
+ * structuredContent; isError as expected. Returns structuredContent. An
+ * error of a tool with an outputSchema has no structuredContent: then the
+ * error object {error, code} parsed from the text, kept in the reply (as
+ * "parsed_error") for the reply's lifetime. */
 static const cJSON *tool_content(const cJSON *reply, int is_error)
 {
     const cJSON *r = result_of(reply);
@@ -164,6 +167,22 @@ static const cJSON *tool_content(const cJSON *reply, int is_error)
     cr_assert(cJSON_IsString(type) && !strcmp(type->valuestring, "text"));
     cr_assert(cJSON_IsString(text));
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
+    if (!sc && is_error) {
+        cJSON *e = NULL;
+        struct fo_err perr;
+        cr_assert_eq(fo_json_parse(text->valuestring, strlen(text->valuestring),
+                                   &e, &perr),
+                     FO_OK, "text content is not JSON: %s", perr.msg);
+        char *c = canon(e);
+        cr_assert_str_eq(c, text->valuestring, "text content is not canonical");
+        free(c);
+        cr_assert(
+            cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "code")) &&
+                cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "error")),
+            "not an error object: %s", text->valuestring);
+        cJSON_AddItemToObject((cJSON *)r, "parsed_error", e);
+        return e;
+    }
     cr_assert(cJSON_IsObject(sc), "structuredContent must be an object");
     cJSON *parsed = NULL;
     struct fo_err err;
@@ -1362,6 +1381,13 @@ Test(mcp, output_schemas_hold_for_real_results, .timeout = 120)
         {"ledger_verify", "{\"deep\":true}"},
         {"ledger_get", "{\"seq\":2}"},
     };
+    /* errors: of a tool with an outputSchema, in the text only; of one
+     * without, also as structuredContent */
+    static const char *const errs[][2] = {
+        {"ledger_get", "{}"},
+        {"run_get", "{\"run\":99999}"},
+        {"run_show", "{}"},
+    };
     char *dir = tu_tmpdir();
     make_ledger(dir);
     cli_ok(dir, "append", "--actor", "client", "--kind", "request", "--payload",
@@ -1399,10 +1425,31 @@ Test(mcp, output_schemas_hold_for_real_results, .timeout = 120)
                                    "\"name\":\"%s\",\"arguments\":%s}}\n",
                                    1000 + k, again[k][0], again[k][1]),
                      FO_OK);
+    size_t nerrs = sizeof(errs) / sizeof(errs[0]);
+    for (size_t k = 0; k < nerrs; k++)
+        cr_assert_eq(fo_buf_printf(&in,
+                                   "{\"jsonrpc\":\"2.0\",\"id\":%zu,"
+                                   "\"method\":\"tools/call\",\"params\":{"
+                                   "\"name\":\"%s\",\"arguments\":%s}}\n",
+                                   2000 + k, errs[k][0], errs[k][1]),
+                     FO_OK);
     struct tu_run r = run_mcp(dir, in.data, in.len, 1);
     cr_assert_eq(r.status, 0, "%s", r.err);
     size_t nl;
     cJSON **v = reply_lines(&r, &nl);
+    for (size_t k = 0; k < nerrs; k++) {
+        const cJSON *line = reply_of(v, nl, 2000.0 + (double)k);
+        cr_assert_not_null(line, "no reply to %s", errs[k][0]);
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(line, "result");
+        int schema = surf_output_schema(surf_find(errs[k][0])) != NULL;
+        cr_assert_eq(
+            cJSON_GetObjectItemCaseSensitive(res, "structuredContent") == NULL,
+            schema, "%s: %s", errs[k][0], canon(res));
+        const cJSON *e = tool_content(line, 1);
+        cr_assert_str_eq(str_of(e, "code"),
+                         k == 1 ? "not_found" : "invalid_input", "%s",
+                         errs[k][0]);
+    }
     const cJSON *list = NULL;
     for (size_t k = 0; k < nl && !list; k++) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(v[k], "id");
