@@ -103,18 +103,18 @@ int cli_session(struct cli *c, int argc, char **argv)
     }
     /* options: fork's --at and --into, no others (remember's VALUE is
      * free text) */
-    int fork = k == 2, last = k == 3 ? 4 : argc;
+    int is_fork = k == 2, last = k == 3 ? 4 : argc;
     for (int i = 2; i < last && i < argc; i++) {
         if (!cli_is_option(argv[i]))
             continue;
-        if (fork && i + 1 < argc &&
+        if (is_fork && i + 1 < argc &&
             (!strcmp(argv[i], "--at") || !strcmp(argv[i], "--into"))) {
             i++;
             continue;
         }
         char name[32];
         snprintf(name, sizeof(name), "session %s", sub);
-        return cli_bad_arg(c, name, argv[i], fork ? "--at --into" : "");
+        return cli_bad_arg(c, name, argv[i], is_fork ? "--at --into" : "");
     }
     cJSON *in = cJSON_CreateObject();
     if (!in)
