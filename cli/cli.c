@@ -306,6 +306,34 @@ const char *cli_closest(const char *typed, const char *const *names, size_t n)
     return best;
 }
 
+int cli_bad_sub(struct cli *c, const char *cmd, const char *sub,
+                const char *subs)
+{
+    char list[512], said[600] = "";
+    snprintf(list, sizeof(list), "%s", subs);
+    const char *names[32];
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(list, " ", &save);
+         t && n < sizeof(names) / sizeof(names[0]);
+         t = strtok_r(NULL, " ", &save))
+        names[n++] = t;
+    const char *near = cli_closest(sub, names, n);
+    if (near)
+        return cli_usage_error(c,
+                               "%s: unknown command %s; did you mean `forum "
+                               "%s %s`?",
+                               cmd, sub, cmd, near);
+    for (size_t k = 0; k < n; k++) {
+        size_t used = strlen(said);
+        snprintf(said + used, sizeof(said) - used, "%s%s",
+                 k == 0       ? ""
+                 : k + 1 == n ? " or "
+                              : ", ",
+                 names[k]);
+    }
+    return cli_usage_error(c, "%s: unknown command %s (%s)", cmd, sub, said);
+}
+
 int cli_is_option(const char *a)
 {
     return a[0] == '-' && (a[1] == '-' || (a[1] >= 'a' && a[1] <= 'z') ||

@@ -318,6 +318,12 @@ const char *cli_closest(const char *typed, const char *const *names, size_t n);
  * cli_usage_error; returns 2. */
 int cli_bad_arg(struct cli *c, const char *cmd, const char *arg,
                 const char *flags);
+/* A subcommand cmd does not have; subs lists those it has, space-separated
+ * ("list approve edit reject"): "CMD: unknown command S; did you mean
+ * `forum CMD X`?" when one is near (cli_closest), else "CMD: unknown
+ * command S (a, b or c)". Printed as cli_usage_error; returns 2. */
+int cli_bad_sub(struct cli *c, const char *cmd, const char *sub,
+                const char *subs);
 /* True when a looks like an option: '-' then a letter or '-' (not "-" nor
  * "-5"). */
 int cli_is_option(const char *a);

@@ -231,10 +231,7 @@ int cli_gate(struct cli *c, int argc, char **argv)
     if (!strcmp(sub, "approve") || !strcmp(sub, "edit") ||
         !strcmp(sub, "reject"))
         return decide(c, sub, argc - 1, argv + 1);
-    return cli_usage_error(c,
-                           "gate: unknown command %s (list, approve, edit, "
-                           "reject)",
-                           sub);
+    return cli_bad_sub(c, "gate", sub, "list approve edit reject");
 }
 
 int cli_gate_arg(cJSON **policy, const char *a, const char *v,

@@ -779,8 +779,5 @@ int cli_run(struct cli *c, int argc, char **argv)
         return cmd_list(c, argc - 1, argv + 1);
     if (!strcmp(sub, "show"))
         return cmd_show(c, argc - 1, argv + 1);
-    return cli_usage_error(c,
-                           "run: unknown command %s (start, get, cancel, "
-                           "wait, list, show)",
-                           sub);
+    return cli_bad_sub(c, "run", sub, "start get cancel wait list show");
 }

@@ -732,16 +732,9 @@ int cli_serve(struct cli *c, int argc, char **argv)
     if (argc > 1 && argv[1][0] != '-') {
         sub = argv[1];
         first = 2;
-        static const char *const subs[] = {"start", "stop", "status", "logs"};
-        const char *near = cli_closest(sub, subs, 4);
         if (strcmp(sub, "start") && strcmp(sub, "stop") &&
             strcmp(sub, "status") && strcmp(sub, "logs"))
-            return near ? cli_usage_error(c,
-                                          "serve: unknown subcommand %s; did "
-                                          "you mean `forum serve %s`?",
-                                          sub, near)
-                        : cli_usage_error(c, "serve: unknown subcommand %s",
-                                          sub);
+            return cli_bad_sub(c, "serve", sub, "start stop status logs");
     }
     for (int i = 1; i < argc; i++)
         if (cli_is_help(argv[i]))

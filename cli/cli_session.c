@@ -89,18 +89,8 @@ int cli_session(struct cli *c, int argc, char **argv)
     size_t k = 0;
     while (k < 5 && strcmp(sub, subs[k]))
         k++;
-    if (k == 5) {
-        const char *near = cli_closest(sub, subs, 5);
-        if (near)
-            return cli_usage_error(c,
-                                   "session: unknown command %s; did you "
-                                   "mean `forum session %s`?",
-                                   sub, near);
-        return cli_usage_error(c,
-                               "session: unknown command %s (list, show, "
-                               "fork, remember or forget)",
-                               sub);
-    }
+    if (k == 5)
+        return cli_bad_sub(c, "session", sub, "list show fork remember forget");
     /* options: fork's --at and --into, no others (remember's VALUE is
      * free text) */
     int is_fork = k == 2, last = k == 3 ? 4 : argc;

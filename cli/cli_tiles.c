@@ -439,7 +439,7 @@ int cli_witness(struct cli *c, int argc, char **argv)
         return witness_keygen(c, argc - 1, argv + 1);
     if (!strcmp(argv[1], "cosign"))
         return witness_cosign(c, argc - 1, argv + 1);
-    return cli_usage_error(c, "witness: unknown command %s", argv[1]);
+    return cli_bad_sub(c, "witness", argv[1], "keygen cosign");
 }
 
 /* ---- witnesses on a checkpoint --------------------------------------------

@@ -2103,6 +2103,14 @@ Test(cli, did_you_mean_for_options)
         {{"session", "fork", "s", "--att", "1", "--into", "t"},
          "did you mean --at?"},
         {{"session", "lst"}, "did you mean `forum session list`?"},
+        {{"run", "strat", "x"},
+         "run: unknown command strat; did you mean "
+         "`forum run start`?"},
+        {{"gate", "aprove", "1", "0"}, "did you mean `forum gate approve`?"},
+        {{"witness", "cosgn"}, "did you mean `forum witness cosign`?"},
+        {{"run", "zzzzzz"},
+         "run: unknown command zzzzzz (start, get, cancel, wait, list or "
+         "show)"},
         {{"mcp", "--admn"},
          "mcp: unknown option --admn; did you mean --admin?"},
         {{"ledger", "show", "--limit"}, "ledger show: --limit needs a value"},
