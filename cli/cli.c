@@ -306,6 +306,83 @@ const char *cli_closest(const char *typed, const char *const *names, size_t n)
     return best;
 }
 
+int cli_bad_sub(struct cli *c, const char *cmd, const char *sub,
+                const char *subs)
+{
+    char list[512], said[600] = "";
+    snprintf(list, sizeof(list), "%s", subs);
+    const char *names[32];
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(list, " ", &save);
+         t && n < sizeof(names) / sizeof(names[0]);
+         t = strtok_r(NULL, " ", &save))
+        names[n++] = t;
+    const char *near = cli_closest(sub, names, n);
+    if (near)
+        return cli_usage_error(c,
+                               "%s: unknown command %s; did you mean `forum "
+                               "%s %s`?",
+                               cmd, sub, cmd, near);
+    for (size_t k = 0; k < n; k++) {
+        size_t used = strlen(said);
+        snprintf(said + used, sizeof(said) - used, "%s%s",
+                 k == 0       ? ""
+                 : k + 1 == n ? " or "
+                              : ", ",
+                 names[k]);
+    }
+    return cli_usage_error(c, "%s: unknown command %s (%s)", cmd, sub, said);
+}
+
+int cli_is_option(const char *a)
+{
+    return a[0] == '-' && (a[1] == '-' || (a[1] >= 'a' && a[1] <= 'z') ||
+                           (a[1] >= 'A' && a[1] <= 'Z'));
+}
+
+int cli_bad_arg(struct cli *c, const char *cmd, const char *arg,
+                const char *flags)
+{
+    if (!cli_is_option(arg))
+        return cli_usage_error(c, "%s: unexpected argument %s", cmd, arg);
+    /* the option as typed, without any =VALUE */
+    char typed[64];
+    size_t tn = strcspn(arg, "=");
+    if (tn >= sizeof(typed))
+        return cli_usage_error(c, "%s: unknown option %s", cmd, arg);
+    memcpy(typed, arg, tn);
+    typed[tn] = '\0';
+    /* the candidates: cmd's options, then the global ones (main takes
+     * those out of argv, so they only come here as near misses) */
+    char list[1024];
+    snprintf(list, sizeof(list), "%s", flags ? flags : "");
+    const char *names[128];
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(list, " ", &save);
+         t && n < sizeof(names) / sizeof(names[0]) - 3;
+         t = strtok_r(NULL, " ", &save))
+        names[n++] = t;
+    size_t own = n;
+    names[n++] = "--json";
+    names[n++] = "--ledger";
+    names[n++] = "--help";
+    for (size_t k = 0; k < n; k++) {
+        if (strcmp(typed, names[k]))
+            continue;
+        if (k >= own)
+            return cli_usage_error(c, "%s: %s takes no value here", cmd, typed);
+        if (arg[tn] == '=')
+            return cli_usage_error(c, "%s: give the value after a space: %s %s",
+                                   cmd, typed, arg + tn + 1);
+        return cli_usage_error(c, "%s: %s needs a value", cmd, typed);
+    }
+    const char *near = cli_closest(typed, names, n);
+    if (near)
+        return cli_usage_error(c, "%s: unknown option %s; did you mean %s?",
+                               cmd, arg, near);
+    return cli_usage_error(c, "%s: unknown option %s", cmd, arg);
+}
+
 /* ---- the command table ------------------------------------------------ */
 
 const char cli_usage_text[] =

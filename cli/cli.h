@@ -165,6 +165,10 @@ int cli_session(struct cli *c, int argc, char **argv);
  * none of them, -code (err set) on a bad value. */
 int cli_session_arg(const char **session, cJSON **context, const char *a,
                     const char *v, struct fo_err *err);
+/* The options cli_session_arg takes, for cli_bad_arg. */
+#define CLI_SESSION_FLAGS                                                      \
+    "--session --max-total-tokens --max-request-tokens "                       \
+    "--max-history-tokens --max-facts-tokens --max-tool-results-tokens"
 #define CLI_SESSION_HELP                                                       \
     "  --session NAME       a turn of session NAME: it sees the earlier\n"     \
     "                       turns and facts (forum session --help)\n"          \
@@ -181,6 +185,8 @@ int cli_gate(struct cli *c, int argc, char **argv);
  * one of them, -code (err set) on a bad value. */
 int cli_gate_arg(cJSON **policy, const char *a, const char *v,
                  struct fo_err *err);
+/* The options cli_gate_arg takes, for cli_bad_arg. */
+#define CLI_GATE_FLAGS "--gate --gate-timeout --gate-on-expiry"
 #define CLI_GATE_HELP                                                          \
     "  --gate SPEC          stop before each wave the policy gates until a\n"  \
     "                       human decides (forum gate --help): all,\n"         \
@@ -220,6 +226,9 @@ struct cli_providers {
  * NULL. Mistakes within the groups wait for cli_provider_apply. */
 int cli_provider_arg(struct cli_providers *p, const char *flag,
                      const char *value);
+
+/* The options cli_provider_arg takes, for cli_bad_arg. */
+#define CLI_PROVIDER_FLAGS "--tier --chat-url --model --api-key-env --api"
 
 /* The help text of the provider flags, the same in serve, mcp, submit and
  * plan. */
@@ -303,6 +312,26 @@ long long cli_int_or(const cJSON *o, const char *k, long long dflt);
 /* Of names, the one nearest to typed (at most two edits, and fewer than
  * half its letters), for a did-you-mean; NULL when none is near. */
 const char *cli_closest(const char *typed, const char *const *names, size_t n);
+
+/* An argument cmd does not take; flags lists cmd's options, space-separated
+ * ("--limit --from -n"), and the global --json, --ledger and --help count
+ * too. For an option (cli_is_option): "CMD: unknown option A; did you mean
+ * --X?" when one of them is near (cli_closest), "CMD: --X needs a value"
+ * when A is one of cmd's options (the parsers take an option that has a
+ * value only with it), "CMD: give the value after a space: --X V" for
+ * --X=V. Anything else is "CMD: unexpected argument A". Printed as
+ * cli_usage_error; returns 2. */
+int cli_bad_arg(struct cli *c, const char *cmd, const char *arg,
+                const char *flags);
+/* A subcommand cmd does not have; subs lists those it has, space-separated
+ * ("list approve edit reject"): "CMD: unknown command S; did you mean
+ * `forum CMD X`?" when one is near (cli_closest), else "CMD: unknown
+ * command S (a, b or c)". Printed as cli_usage_error; returns 2. */
+int cli_bad_sub(struct cli *c, const char *cmd, const char *sub,
+                const char *subs);
+/* True when a looks like an option: '-' then a letter or '-' (not "-" nor
+ * "-5"). */
+int cli_is_option(const char *a);
 
 /* True when argv[i] is -h or --help. */
 int cli_is_help(const char *arg);

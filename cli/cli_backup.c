@@ -49,8 +49,8 @@ static int parse(struct cli *c, const char *what, const char *usage, int argc,
             return cli_help(usage) - 1;
         if (replace && !strcmp(argv[i], "--replace"))
             *replace = 1;
-        else if (argv[i][0] == '-' && argv[i][1])
-            return cli_usage_error(c, "%s: unknown option %s", what, argv[i]);
+        else if (cli_is_option(argv[i]))
+            return cli_bad_arg(c, what, argv[i], replace ? "--replace" : "");
         else if (*file)
             return cli_usage_error(c, "%s: one FILE", what);
         else
@@ -115,7 +115,7 @@ static int copy_file(const char *from, const char *to, struct fo_err *err)
 int cli_ledger_backup(struct cli *c, int argc, char **argv)
 {
     const char *file = NULL;
-    int ex = parse(c, "backup", backup_usage, argc, argv, &file, NULL);
+    int ex = parse(c, "ledger backup", backup_usage, argc, argv, &file, NULL);
     if (ex)
         return ex < 0 ? 0 : ex;
     struct ledger *l = NULL;
@@ -170,7 +170,8 @@ int cli_ledger_restore(struct cli *c, int argc, char **argv)
 {
     const char *file = NULL;
     int replace = 0;
-    int ex = parse(c, "restore", restore_usage, argc, argv, &file, &replace);
+    int ex =
+        parse(c, "ledger restore", restore_usage, argc, argv, &file, &replace);
     if (ex)
         return ex < 0 ? 0 : ex;
     struct fo_err err;

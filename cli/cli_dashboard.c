@@ -50,8 +50,7 @@ int cli_dashboard(struct cli *c, int argc, char **argv)
         if (!strcmp(argv[i], "--open"))
             open_it = 1;
         else
-            return cli_usage_error(c, "dashboard: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "dashboard", argv[i], "--open");
     }
     struct cli_daemon d;
     struct fo_err err;

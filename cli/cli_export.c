@@ -89,16 +89,13 @@ int cli_ledger_export(struct cli *c, int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(a))
             return cli_help(export_usage);
-        if (!v)
-            return cli_usage_error(c, "export: unknown argument %s", a);
-        if (!strcmp(a, "-o"))
+        int seq = !strcmp(a, "--from") || !strcmp(a, "--to");
+        if (!v || (strcmp(a, "-o") && !seq))
+            return cli_bad_arg(c, "ledger export", a, "-o --from --to");
+        if (!seq)
             file = v;
-        else if (!strcmp(a, "--from") && (from = cli_parse_seq(v)) >= 0)
-            ;
-        else if (!strcmp(a, "--to") && (to = cli_parse_seq(v)) >= 0)
-            ;
-        else
-            return cli_usage_error(c, "export: bad argument %s %s", a, v);
+        else if ((*(a[2] == 'f' ? &from : &to) = cli_parse_seq(v)) < 0)
+            return cli_usage_error(c, "export: %s %s: not a seq", a, v);
         i++;
     }
     struct ledger *l = NULL;
@@ -255,9 +252,8 @@ int cli_ledger_import(struct cli *c, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return cli_help(import_usage);
-        if (file || (argv[i][0] == '-' && argv[i][1]))
-            return cli_usage_error(c, "import: unexpected argument %s",
-                                   argv[i]);
+        if (file || cli_is_option(argv[i]))
+            return cli_bad_arg(c, "ledger import", argv[i], "");
         file = argv[i];
     }
     if (!file)

@@ -62,8 +62,7 @@ static int cmd_list(struct cli *c, int argc, char **argv)
             if (run < 0)
                 return cli_usage_error(c, "gate list: --run: a run id");
         } else {
-            return cli_usage_error(c, "gate list: unknown argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "gate list", argv[i], "--run");
         }
     }
     struct ledger *l = NULL;
@@ -151,8 +150,13 @@ static int decide(struct cli *c, const char *what, int argc, char **argv)
             cJSON_DeleteItemFromObjectCaseSensitive(edits, id);
             cJSON_AddStringToObject(edits, id, eq + 1);
             i++;
-        } else if (a[0] == '-' && a[1]) {
-            code = cli_usage_error(c, "gate %s: unknown option %s", what, a);
+        } else if (cli_is_option(a)) {
+            char cmd[32];
+            snprintf(cmd, sizeof(cmd), "gate %s", what);
+            code = cli_bad_arg(c, cmd, a,
+                               what[0] == 'r'   ? "--approver --note --reason"
+                               : what[0] == 'e' ? "--approver --note --set"
+                                                : "--approver --note");
         } else if (pos < 2) {
             long long x = cli_parse_seq(a);
             if (x < 0)
@@ -227,10 +231,7 @@ int cli_gate(struct cli *c, int argc, char **argv)
     if (!strcmp(sub, "approve") || !strcmp(sub, "edit") ||
         !strcmp(sub, "reject"))
         return decide(c, sub, argc - 1, argv + 1);
-    return cli_usage_error(c,
-                           "gate: unknown command %s (list, approve, edit, "
-                           "reject)",
-                           sub);
+    return cli_bad_sub(c, "gate", sub, "list approve edit reject");
 }
 
 int cli_gate_arg(cJSON **policy, const char *a, const char *v,

@@ -118,7 +118,8 @@ static int cmd_init(struct cli *c, int argc, char **argv)
         else if (!strcmp(argv[i], "--postgres") && i + 1 < argc)
             conninfo = argv[++i];
         else
-            return cli_usage_error(c, "init: unexpected argument %s", argv[i]);
+            return cli_bad_arg(c, "ledger init", argv[i],
+                               "--origin --postgres");
     }
     struct ledger_config cfg = {.origin = origin};
     struct ledger *l = NULL;
@@ -320,7 +321,8 @@ static int cmd_append(struct cli *c, int argc, char **argv)
         else if (!strcmp(o, "--parent"))
             parent = argv[++i];
         else
-            return cli_usage_error(c, "append: unexpected argument %s", o);
+            return cli_bad_arg(c, "ledger append", o,
+                               "--actor --kind --payload --parent --jsonl");
     }
     if (jsonl && (actor || kind || payload || parent))
         return cli_usage_error(c, "append: --jsonl takes its entries from the "
@@ -369,6 +371,14 @@ out:
     return ex;
 }
 
+/* "ledger SUB", for messages. */
+static const char *cmd_name(const char *sub)
+{
+    static char name[64];
+    snprintf(name, sizeof(name), "ledger %.40s", sub);
+    return name;
+}
+
 /* The commands that take one SEQ and print the method's result. */
 static void print_entry_text(const cJSON *e);
 static void print_chain_text(const cJSON *entries);
@@ -380,8 +390,8 @@ static int cmd_seq(struct cli *c, int argc, char **argv, const char *method,
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return cli_help(usage);
-        if (seq)
-            return cli_usage_error(c, "unexpected argument %s", argv[i]);
+        if (seq || cli_is_option(argv[i]))
+            return cli_bad_arg(c, cmd_name(argv[0]), argv[i], "");
         seq = argv[i];
     }
     long long s = cli_parse_seq(seq);
@@ -548,7 +558,7 @@ static int cmd_show(struct cli *c, int argc, char **argv)
                 return cli_usage_error(c, "show: --limit %s: 1 to 1000",
                                        argv[i]);
         } else {
-            return cli_usage_error(c, "show: unexpected argument %s", argv[i]);
+            return cli_bad_arg(c, "ledger show", argv[i], "--limit");
         }
     }
     struct ledger *l = NULL;
@@ -600,8 +610,7 @@ static int cmd_replay(struct cli *c, int argc, char **argv)
         } else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0) {
             continue;
         } else {
-            return cli_usage_error(c, "replay: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "ledger replay", argv[i], "--from --limit");
         }
     }
     if (seq < 0)
@@ -675,8 +684,9 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
                  (min = (int)cli_parse_seq(argv[++i])) >= 0)
             continue;
         else
-            return cli_usage_error(c, "verify: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "ledger verify", argv[i],
+                               "--deep --checkpoint --vkey --witness "
+                               "--min-witnesses");
     }
     if ((nw || min >= 0) && !cp_file)
         return cli_usage_error(c, "verify: --witness needs --checkpoint");
@@ -747,8 +757,7 @@ static int cmd_redact(struct cli *c, int argc, char **argv)
         else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0)
             continue;
         else
-            return cli_usage_error(c, "redact: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "ledger redact", argv[i], "--reason");
     }
     if (seq < 0 || !reason)
         return cli_usage_error(c, "redact: %s",
@@ -783,7 +792,7 @@ static int cmd_noarg(struct cli *c, int argc, char **argv, const char *method,
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i]))
             return cli_help(usage);
-        return cli_usage_error(c, "unexpected argument %s", argv[i]);
+        return cli_bad_arg(c, cmd_name(argv[0]), argv[i], "");
     }
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);

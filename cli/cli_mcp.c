@@ -114,7 +114,9 @@ int cli_mcp(struct cli *c, int argc, char **argv)
         else if (!strcmp(argv[i], "--roster") && i + 1 < argc)
             oc.roster_path = argv[++i];
         else
-            return cli_usage_error(c, "mcp: unexpected argument %s", argv[i]);
+            return cli_bad_arg(c, "mcp", argv[i],
+                               "--admin --init --print-config --cmd "
+                               "--roster " CLI_PROVIDER_FLAGS);
     }
     struct fo_err err;
     fo_err_clear(&err);

@@ -50,8 +50,7 @@ int cli_roster(struct cli *c, int argc, char **argv)
         if (!strcmp(argv[i], "--roster") && i + 1 < argc)
             cfg.roster_path = argv[++i];
         else
-            return cli_usage_error(c, "roster: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "roster", argv[i], "--roster");
     }
     struct orch *o = NULL;
     int code = make_orch(c, &cfg, &o);
@@ -122,7 +121,7 @@ int cli_route(struct cli *c, int argc, char **argv)
         }
         if (argv[i][0] == '-' && argv[i][1]) {
             fo_buf_release(&text);
-            return cli_usage_error(c, "route: unexpected option %s", argv[i]);
+            return cli_bad_arg(c, "route", argv[i], "--roster");
         }
         if ((words++ && fo_buf_putc(&text, ' ')) ||
             fo_buf_puts(&text, argv[i])) {
@@ -334,7 +333,9 @@ static int parse_run_opts(struct cli *c, int argc, char **argv,
                 return cli_usage_error(c, "run-plan: too many --env");
             }
         } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(c, "run-plan: unexpected argument %s", a);
+            return cli_bad_arg(c, "run-plan", a,
+                               "--cmd --model --roster --request --timeout "
+                               "--max-parallel --allow --env");
         } else if (!o->file) {
             o->file = a;
         } else {
@@ -507,7 +508,7 @@ int cli_bench(struct cli *c, int argc, char **argv)
         if (cli_is_help(argv[i]))
             return cli_help(bench_usage);
         if (argv[i][0] == '-' || nd == 2)
-            return cli_usage_error(c, "bench: unexpected argument %s", argv[i]);
+            return cli_bad_arg(c, "bench", argv[i], "");
         dirs[nd++] = argv[i];
     }
     if (nd != 2)

@@ -137,8 +137,8 @@ int cli_ledger_checkpoint(struct cli *c, int argc, char **argv)
             if (ex)
                 return ex;
         } else
-            return cli_usage_error(c, "checkpoint: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "ledger checkpoint", argv[i],
+                               "--sign --size");
     }
     struct ledger *l = NULL;
     int ex = cli_open(c, sign || size < 0 ? 0 : LEDGER_OPEN_READONLY, &l);
@@ -187,7 +187,7 @@ int cli_ledger_prove(struct cli *c, int argc, char **argv)
         } else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0) {
             continue;
         } else {
-            return cli_usage_error(c, "prove: unexpected argument %s", argv[i]);
+            return cli_bad_arg(c, "ledger prove", argv[i], "--size");
         }
     }
     if (seq < 0)
@@ -231,8 +231,7 @@ int cli_ledger_consistency(struct cli *c, int argc, char **argv)
                 "\"root1\", \"root2\", \"path\"}.\n");
         long long v = cli_parse_seq(argv[i]);
         if (v < 0 || nargs == 2)
-            return cli_usage_error(c, "consistency: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "ledger consistency", argv[i], "");
         if (nargs++ == 0)
             a = v;
         else
@@ -276,7 +275,7 @@ int cli_ledger_key(struct cli *c, int argc, char **argv)
                 "golang.org/x/mod/sumdb/note reads it; the key pair "
                 "is made on\nfirst use. --json prints {\"vkey\", "
                 "\"name\"}.\n");
-        return cli_usage_error(c, "key: unexpected argument %s", argv[i]);
+        return cli_bad_arg(c, "ledger key", argv[i], "");
     }
     struct ledger *l = NULL;
     int ex = cli_open(c, 0, &l);
@@ -323,8 +322,7 @@ int cli_ledger_bundle(struct cli *c, int argc, char **argv)
         else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0)
             continue;
         else
-            return cli_usage_error(c, "bundle: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "ledger bundle", argv[i], "-o");
     }
     if (seq < 0)
         return cli_usage_error(c, "bundle: a SEQ (a non-negative integer) is "
@@ -445,8 +443,7 @@ int cli_verify_bundle(struct cli *c, int argc, char **argv)
         else if (!file && argv[i][0] != '-')
             file = argv[i];
         else
-            return cli_usage_error(c, "verify-bundle: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "verify-bundle", argv[i], "--vkey");
     }
     if (!file || !vkey_arg)
         return cli_usage_error(c, "verify-bundle: FILE and --vkey KEY are "

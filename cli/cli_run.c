@@ -319,8 +319,10 @@ static int cmd_start(struct cli *c, int argc, char **argv)
                 "configuration; give %s to `forum serve` (or DIR/forum.json), "
                 "or use `forum submit` to run it in this process",
                 a, a);
-        } else if (a[0] == '-' && a[1]) {
-            code = cli_usage_error(c, "run start: unexpected argument %s", a);
+        } else if (cli_is_option(a)) {
+            code = cli_bad_arg(c, "run start", a,
+                               "--max-model-calls --max-seconds " CLI_GATE_FLAGS
+                               " " CLI_SESSION_FLAGS);
         } else if ((words++ && fo_buf_putc(&text, ' ')) ||
                    fo_buf_puts(&text, a)) {
             code = cli_usage_error(c, "run start: request over %u bytes",
@@ -404,8 +406,10 @@ static int parse_id_args(struct cli *c, const char *cmd, const char *help,
                                        cmd, RUN_WAIT_MAX_S);
             *timeout = s;
             i++;
-        } else if (a[0] == '-' && a[1] && (a[1] < '0' || a[1] > '9')) {
-            return cli_usage_error(c, "run %s: unexpected argument %s", cmd, a);
+        } else if (cli_is_option(a)) {
+            char name[32];
+            snprintf(name, sizeof(name), "run %s", cmd);
+            return cli_bad_arg(c, name, a, timeout ? "--timeout" : "");
         } else if (have) {
             return cli_usage_error(c, "run %s: one ID only (got %s too)", cmd,
                                    a);
@@ -637,15 +641,19 @@ static int cmd_list(struct cli *c, int argc, char **argv)
                 "example:\n  forum run list --state waiting\n");
         }
         long long n = v ? cli_parse_seq(v) : -1;
-        if (!strcmp(a, "--state") && v) {
-            cJSON_AddStringToObject(in, "state", v);
-        } else if ((!strcmp(a, "--limit") || !strcmp(a, "--before")) &&
-                   n >= 0) {
-            fo_json_add_int(in, a + 2, n);
-        } else {
+        int num = !strcmp(a, "--limit") || !strcmp(a, "--before");
+        if (!v || (!num && strcmp(a, "--state"))) {
             cJSON_Delete(in);
-            return cli_usage_error(c, "run list: unexpected %s", a);
+            return cli_bad_arg(c, "run list", a, "--state --limit --before");
         }
+        if (num && n < 0) {
+            cJSON_Delete(in);
+            return cli_usage_error(c, "run list: %s %s: not a number", a, v);
+        }
+        if (num)
+            fo_json_add_int(in, a + 2, n);
+        else
+            cJSON_AddStringToObject(in, "state", v);
         i++;
     }
     struct ledger *l = NULL;
@@ -696,6 +704,8 @@ static int cmd_show(struct cli *c, int argc, char **argv)
                             "its route, plan, every task with its result "
                             "and verdict, gates, budget and answer.\n"
                             "example:\n  forum run show 12\n");
+        if (cli_is_option(argv[i]))
+            return cli_bad_arg(c, "run show", argv[i], "");
         if (id >= 0 || (id = cli_parse_seq(argv[i])) < 0)
             return cli_usage_error(c, "run show: one run ID");
     }
@@ -769,8 +779,5 @@ int cli_run(struct cli *c, int argc, char **argv)
         return cmd_list(c, argc - 1, argv + 1);
     if (!strcmp(sub, "show"))
         return cmd_show(c, argc - 1, argv + 1);
-    return cli_usage_error(c,
-                           "run: unknown command %s (start, get, cancel, "
-                           "wait, list, show)",
-                           sub);
+    return cli_bad_sub(c, "run", sub, "start get cancel wait list show");
 }

@@ -89,6 +89,14 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
+/* The options of serve and its subcommands, for cli_bad_arg (--ready-fd
+ * is internal). */
+static const char serve_flags[] =
+    "--no-auth --metrics-public --check --host --port --timeout-s --workers "
+    "--checkpoint-ms --log-file --cmd --roster --sandbox --workspace "
+    "--max-connections --max-runs --timeout -n " CLI_PROVIDER_FLAGS
+    " " CLI_GATE_FLAGS;
+
 static int parse_opts(struct cli *c, int argc, char **argv, int start,
                       struct serve_opts *o)
 {
@@ -116,10 +124,7 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->check = 1;
             continue;
         } else if (!v) {
-            return cli_usage_error(c,
-                                   "serve: %s needs a value (or is "
-                                   "unknown)",
-                                   a);
+            return cli_bad_arg(c, "serve", a, serve_flags);
         } else if (!strcmp(a, "--host")) {
             if (!*v)
                 return cli_usage_error(c, "serve: --host: empty");
@@ -192,7 +197,7 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             i++;
             continue;
         } else {
-            return cli_usage_error(c, "serve: unknown option %s", a);
+            return cli_bad_arg(c, "serve", a, serve_flags);
         }
         if (o->npass + 2 >= (int)(sizeof(o->pass) / sizeof(o->pass[0])))
             return cli_usage_error(c, "serve: too many options");
@@ -737,7 +742,7 @@ int cli_serve(struct cli *c, int argc, char **argv)
         first = 2;
         if (strcmp(sub, "start") && strcmp(sub, "stop") &&
             strcmp(sub, "status") && strcmp(sub, "logs"))
-            return cli_usage_error(c, "serve: unknown subcommand %s", sub);
+            return cli_bad_sub(c, "serve", sub, "start stop status logs");
     }
     for (int i = 1; i < argc; i++)
         if (cli_is_help(argv[i]))

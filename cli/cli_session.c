@@ -84,6 +84,28 @@ int cli_session(struct cli *c, int argc, char **argv)
         return cli_usage_error(c, "session: list, show, fork, remember or "
                                   "forget");
     const char *sub = argv[1];
+    static const char *const subs[] = {"list", "show", "fork", "remember",
+                                       "forget"};
+    size_t k = 0;
+    while (k < 5 && strcmp(sub, subs[k]))
+        k++;
+    if (k == 5)
+        return cli_bad_sub(c, "session", sub, "list show fork remember forget");
+    /* options: fork's --at and --into, no others (remember's VALUE is
+     * free text) */
+    int is_fork = k == 2, last = k == 3 ? 4 : argc;
+    for (int i = 2; i < last && i < argc; i++) {
+        if (!cli_is_option(argv[i]))
+            continue;
+        if (is_fork && i + 1 < argc &&
+            (!strcmp(argv[i], "--at") || !strcmp(argv[i], "--into"))) {
+            i++;
+            continue;
+        }
+        char name[32];
+        snprintf(name, sizeof(name), "session %s", sub);
+        return cli_bad_arg(c, name, argv[i], is_fork ? "--at --into" : "");
+    }
     cJSON *in = cJSON_CreateObject();
     if (!in)
         return 3;

@@ -39,7 +39,11 @@ static const char submit_usage[] =
     "  --json               print {answer, checkpoint, request_seq, ...}\n"
     "exit codes: 0 answered (also when the budget stopped the run: see\n"
     "budget_spent), 2 usage, 3 I/O, storage, a model that cannot be\n"
-    "reached or that answered nonsense (no valid plan: code bad_upstream)\n";
+    "reached or that answered nonsense (no valid plan: code bad_upstream)\n"
+    "examples:\n"
+    "  forum submit \"add a login endpoint to the api server\"\n"
+    "  forum submit --tier cheap --chat-url http://127.0.0.1:11434 --model "
+    "qwen3:8b \"fix the failing test\"\n";
 
 static const char plan_usage[] =
     "usage: forum plan REQUEST... [providers] [--roster FILE] [--json]\n"
@@ -48,7 +52,13 @@ static const char plan_usage[] =
     "witnessed.\n" CLI_PROVIDER_HELP "options:\n"
     "  --roster FILE      the roster (default: the built-in one)\n"
     "  --timeout SECONDS  per model call (default 300)\n"
-    "  --json             print {plan, ...} as POST /plan does\n";
+    "  --json             print {plan, ...} as POST /plan does\n"
+    "Without --json: the route, then each wave's tasks (id, agent, the\n"
+    "instruction's start), what each waits for and its done_when.\n"
+    "examples:\n"
+    "  forum plan \"add a login endpoint and its tests\" --tier capable "
+    "--api\n"
+    "  forum --json plan \"add a login endpoint\" > plan.json\n";
 
 struct submit_opts {
     struct fo_buf text;
@@ -113,8 +123,12 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
                 return cli_usage_error(c, "%s: --max-seconds: 1..%d", name,
                                        ORCH_SUBMIT_SECONDS_MAX);
             o->max_seconds = (int)n;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(c, "%s: unexpected argument %s", name, a);
+        } else if (cli_is_option(a)) {
+            return cli_bad_arg(c, name, a,
+                               "--cmd --roster --workspace --sandbox "
+                               "--timeout --max-model-calls "
+                               "--max-seconds " CLI_PROVIDER_FLAGS
+                               " " CLI_GATE_FLAGS " " CLI_SESSION_FLAGS);
         } else if ((o->words++ && fo_buf_putc(&o->text, ' ')) ||
                    fo_buf_puts(&o->text, a)) {
             return cli_usage_error(c, "%s: request over %u bytes", name,
@@ -129,6 +143,112 @@ static int parse(struct cli *c, const char *name, const char *usage, int argc,
                                "(--chat-url, --api), not both",
                                name);
     return 0;
+}
+
+/* s on one line of at most max bytes: control characters as spaces, runs
+ * of spaces as one, cut (never inside a UTF-8 sequence) with "..." */
+static void preview(const char *s, size_t max, char *out, size_t cap)
+{
+    size_t o = 0, lim = max < cap - 1 ? max : cap - 1;
+    int cut = 0;
+    for (; *s; s++) {
+        char ch = (unsigned char)*s < 0x20 ? ' ' : *s;
+        if (ch == ' ' && (o == 0 || out[o - 1] == ' '))
+            continue;
+        if (o == lim) {
+            cut = 1;
+            break;
+        }
+        out[o++] = ch;
+    }
+    if (cut) {
+        o = lim > 3 ? lim - 3 : 0;
+        while (o > 0 && ((unsigned char)out[o] & 0xC0) == 0x80)
+            o--;
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    while (o > 0 && out[o - 1] == ' ')
+        o--;
+    out[o] = '\0';
+}
+
+/* The task of plan with this id, or NULL. */
+static const cJSON *plan_task(const cJSON *tasks, const char *id)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach (t, tasks)
+        if (!strcmp(cli_str_or(t, "id", ""), id))
+            return t;
+    return NULL;
+}
+
+/* One task's rows: id, agent and the instruction's start, then what it
+ * waits for and its done_when, under the instruction. */
+static void plan_task_rows(const cJSON *t, int idw, int agw)
+{
+    char text[512];
+    preview(cli_str_or(t, "instruction", ""), (size_t)(76 - idw - agw - 6),
+            text, sizeof(text));
+    printf("  %-*s  %-*s  %s\n", idw, cli_str_or(t, "id", "?"), agw,
+           cli_str_or(t, "agent", "?"), text);
+    int pad = 2 + idw + 2 + agw + 2;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(t, "depends_on");
+    if (cJSON_GetArraySize(d) > 0) {
+        printf("%*safter", pad, "");
+        const cJSON *x;
+        int k = 0;
+        cJSON_ArrayForEach (x, d)
+            printf("%s %s%s", k++ ? "," : "", cli_str_or(x, "id", "?"),
+                   strcmp(cli_str_or(x, "type", "data"), "order")
+                       ? ""
+                       : " (order only)");
+        printf("\n");
+    }
+    const cJSON *dw = cJSON_GetObjectItemCaseSensitive(t, "done_when");
+    if (dw && !cJSON_IsNull(dw)) {
+        char *js = cJSON_IsString(dw) ? NULL : cJSON_PrintUnformatted(dw);
+        preview(js ? js : dw->valuestring, (size_t)(76 - pad - 11), text,
+                sizeof(text));
+        printf("%*sdone when: %s\n", pad, "", text);
+        cJSON_free(js);
+    }
+}
+
+/* `forum plan` for people: the route, then the plan wave by wave. */
+static void print_plan_text(const cJSON *out)
+{
+    const cJSON *plan = cJSON_GetObjectItemCaseSensitive(out, "plan");
+    const cJSON *tasks = cJSON_GetObjectItemCaseSensitive(plan, "tasks");
+    const cJSON *waves = cJSON_GetObjectItemCaseSensitive(plan, "waves");
+    int idw = 2, agw = 5; /* "ID", "AGENT" */
+    const cJSON *t;
+    cJSON_ArrayForEach (t, tasks) {
+        int n = (int)strlen(cli_str_or(t, "id", "?"));
+        idw = n > idw ? (n < 16 ? n : 16) : idw;
+        n = (int)strlen(cli_str_or(t, "agent", "?"));
+        agw = n > agw ? (n < 20 ? n : 20) : agw;
+    }
+    int nt = cJSON_GetArraySize(tasks), nw = cJSON_GetArraySize(waves);
+    printf("plan: %d task%s in %d wave%s; lane %s (by %s), model %s\n", nt,
+           nt == 1 ? "" : "s", nw, nw == 1 ? "" : "s",
+           cli_str_or(out, "lane", "?"), cli_str_or(out, "lane_by", "?"),
+           cli_str_or(out, "model", "?"));
+    printf("witnessed: request seq %lld, plan seq %lld\n",
+           cli_int_or(out, "request_seq", -1), cli_int_or(out, "plan_seq", -1));
+    const cJSON *w;
+    int k = 0;
+    cJSON_ArrayForEach (w, waves) {
+        printf("\nwave %d\n", ++k);
+        printf("  %-*s  %-*s  %s\n", idw, "ID", agw, "AGENT", "INSTRUCTION");
+        const cJSON *id;
+        cJSON_ArrayForEach (id, w) {
+            const cJSON *task =
+                cJSON_IsString(id) ? plan_task(tasks, id->valuestring) : NULL;
+            if (task)
+                plan_task_rows(task, idw, agw);
+        }
+    }
 }
 
 static int run(struct cli *c, const char *name, const char *method,
@@ -224,7 +344,12 @@ static int run(struct cli *c, const char *name, const char *method,
                             "model was used (see --chat-url, --api, --tier "
                             "or forum.json)\n");
     } else {
-        cli_print_json(cJSON_GetObjectItemCaseSensitive(out, "plan"), 1);
+        print_plan_text(out);
+        if (!strcmp(cli_str_or(out, "model", ""), "stub"))
+            fprintf(stderr, "forum: no model provider is configured, so the "
+                            "stub planner made one task on the routed lane "
+                            "(see --chat-url, --api, --tier or "
+                            "forum.json)\n");
     }
 out:
     cJSON_Delete(in);

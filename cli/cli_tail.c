@@ -220,7 +220,8 @@ int cli_ledger_tail(struct cli *c, int argc, char **argv)
             if ((t->run = cli_parse_seq(argv[++i])) < 0)
                 ex = cli_usage_error(c, "tail: --run %s: not a seq", argv[i]);
         } else {
-            ex = cli_usage_error(c, "tail: unexpected argument %s", a);
+            ex =
+                cli_bad_arg(c, "ledger tail", a, "-n -f --follow --kind --run");
         }
     }
     if (ex) {

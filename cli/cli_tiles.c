@@ -56,7 +56,7 @@ int cli_ledger_tiles(struct cli *c, int argc, char **argv)
         if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
         else
-            return cli_usage_error(c, "tiles: unexpected argument %s", argv[i]);
+            return cli_bad_arg(c, "ledger tiles", argv[i], "--out");
     }
     if (!out || !*out)
         return cli_usage_error(c, "tiles: --out DIR is required");
@@ -119,8 +119,7 @@ int cli_ledger_cosign(struct cli *c, int argc, char **argv)
         if (!file && argv[i][0] != '-')
             file = argv[i];
         else
-            return cli_usage_error(c, "cosign: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "ledger cosign", argv[i], "");
     }
     if (!file)
         return cli_usage_error(c, "cosign: a NOTE file is required");
@@ -257,8 +256,7 @@ static int witness_keygen(struct cli *c, int argc, char **argv)
         else if (!name && argv[i][0] != '-')
             name = argv[i];
         else
-            return cli_usage_error(c, "witness keygen: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "witness keygen", argv[i], "--out");
     }
     if (!name || !out)
         return cli_usage_error(c, "witness keygen: NAME and --out FILE are "
@@ -334,8 +332,8 @@ static int witness_cosign(struct cli *c, int argc, char **argv)
         else if (!file && argv[i][0] != '-')
             file = argv[i];
         else
-            return cli_usage_error(c, "witness cosign: unexpected argument %s",
-                                   argv[i]);
+            return cli_bad_arg(c, "witness cosign", argv[i],
+                               "--key --vkey --time");
     }
     if (!key || !vkey_arg || !file)
         return cli_usage_error(c, "witness cosign: --key KEY, --vkey LOGKEY "
@@ -441,7 +439,7 @@ int cli_witness(struct cli *c, int argc, char **argv)
         return witness_keygen(c, argc - 1, argv + 1);
     if (!strcmp(argv[1], "cosign"))
         return witness_cosign(c, argc - 1, argv + 1);
-    return cli_usage_error(c, "witness: unknown command %s", argv[1]);
+    return cli_bad_sub(c, "witness", argv[1], "keygen cosign");
 }
 
 /* ---- witnesses on a checkpoint --------------------------------------------
@@ -745,7 +743,9 @@ int cli_verify(struct cli *c, int argc, char **argv)
             if ((index = cli_parse_seq(argv[++i])) < 0)
                 return cli_usage_error(c, "verify: --index: a seq");
         } else
-            return cli_usage_error(c, "verify: unexpected argument %s", a);
+            return cli_bad_arg(c, "verify", a,
+                               "--tiles --vkey --old --witness "
+                               "--min-witnesses --index");
     }
     if (!vkey_arg || !tiles)
         return cli_usage_error(c, "verify: --tiles and --vkey are required");

@@ -6,6 +6,8 @@
  * validator checks the top level only; the nested shapes are guidance. */
 #include "surfaces/surf.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ledger/fo_json.h"
@@ -246,4 +248,292 @@ const char *surf_title(const struct surf_method *m)
         if (!strcmp(titles[i].method, m->name))
             return titles[i].title;
     return NULL;
+}
+
+/* ---- output schemas ------------------------------------------------------
+ * The JSON Schema of a method's result where it is structured and stable:
+ * MCP's outputSchema (2025-06-18), the shape of the tool's
+ * structuredContent. The fields every result carries are required; those
+ * only some carry (a daemon's extras, a gate's optional parts, deep
+ * verification) are described, not required; and no schema refuses a
+ * field it does not name, so a result may grow without breaking a client.
+ * Every property is described, as the inputs are. */
+
+/* One entry as the ledger serves it (ledger_entry_json). */
+#define ENTRY_OBJ                                                              \
+    "{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\","        \
+    "\"description\":\"The entry format's version.\"},"                        \
+    "\"seq\":{\"type\":\"integer\",\"minimum\":0,"                             \
+    "\"description\":\"The entry's sequence number (0 is the first).\"},"      \
+    "\"ts\":{\"type\":\"integer\",\"description\":\"When it was appended: "    \
+    "microseconds since the Unix epoch (UTC).\"},"                             \
+    "\"actor\":{\"type\":\"string\",\"description\":\"Who did the step.\"},"   \
+    "\"kind\":{\"type\":\"string\",\"description\":\"What kind of step it "    \
+    "is.\"},\"parent\":{\"type\":[\"integer\",\"null\"],"                      \
+    "\"description\":\"The seq of the entry that caused it, or null.\"},"      \
+    "\"payload\":{\"type\":\"string\",\"description\":\"SHA-256 of the "       \
+    "body's canonical JSON (hex); it stays when the body is redacted.\"},"     \
+    "\"prev\":{\"type\":\"string\",\"description\":\"The previous entry's "    \
+    "hash (hex; zeros for entry 0).\"},\"hash\":{\"type\":\"string\","         \
+    "\"description\":\"The entry's hash (hex),"                                \
+    " chained into the next entry's prev.\"}},\"required\":[\"v\",\"seq\","    \
+    "\"ts\",\"actor\",\"kind\",\"parent\",\"payload\",\"prev\",\"hash\"]}"
+
+static const char entries_out[] =
+    "{\"type\":\"object\",\"properties\":{\"entries\":{\"type\":\"array\","
+    "\"description\":\"The entries, in seq order.\",\"items\":" ENTRY_OBJ
+    "}},\"required\":[\"entries\"]}";
+
+static const struct {
+    const char *method, *schema;
+} outputs[] = {
+    {"health",
+     "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\","
+     "\"description\":\"True: the process serves,"
+     " and its ledger's files are the ones it opened.\"}},"
+     "\"required\":[\"ok\"]}"},
+    {"status",
+     "{\"type\":\"object\",\"properties\":{\"entries\":{\"type\":\"integer\","
+     "\"description\":\"Entries in the ledger.\"},"
+     "\"size\":{\"type\":\"integer\",\"description\":\"The live tree's size "
+     "(equal to entries).\"},\"checkpoint\":{\"type\":\"string\","
+     "\"description\":\"The live tree's root (hex).\"},"
+     "\"signed_size\":{\"type\":\"integer\","
+     "\"description\":\"The size of the latest signed checkpoint (0: "
+     "none).\"},\"origin\":{\"type\":\"string\","
+     "\"description\":\"The log's origin line, naming its checkpoints.\"},"
+     "\"uptime_s\":{\"type\":\"integer\",\"description\":\"Seconds since the "
+     "server started.\"},\"runs_in_flight\":{\"type\":\"integer\","
+     "\"description\":\"The daemon only: runs in its memory.\"},"
+     "\"providers\":{\"type\":\"array\",\"items\":{\"type\":\"object\"},"
+     "\"description\":\"The daemon only: its model providers {api, model,"
+     " url, tier}, never a key.\"}},\"required\":[\"entries\",\"size\","
+     "\"checkpoint\",\"signed_size\",\"origin\",\"uptime_s\"]}"},
+    {"ledger_verify",
+     "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\","
+     "\"description\":\"True when everything checked verifies.\"},"
+     "\"chain\":{\"type\":\"boolean\",\"description\":\"True when the chain "
+     "and the tree verify.\"},\"entries\":{\"type\":\"integer\","
+     "\"description\":\"Entries verified before any break.\"},"
+     "\"first_bad_seq\":{\"type\":[\"integer\",\"null\"],"
+     "\"description\":\"Where the chain breaks, or null.\"},"
+     "\"reason\":{\"type\":[\"string\",\"null\"],"
+     "\"description\":\"Why it breaks (docs/LEDGER.md), or null.\"},"
+     "\"deep\":{\"type\":[\"boolean\",\"null\"],"
+     "\"description\":\"Whether the bodies were re-hashed (null: not "
+     "asked).\"},\"bodies_checked\":{\"type\":\"integer\","
+     "\"description\":\"deep: bodies re-hashed.\"},"
+     "\"bodies_redacted\":{\"type\":\"integer\","
+     "\"description\":\"deep: bodies redacted (nothing to re-hash).\"},"
+     "\"bodies_bad\":{\"type\":\"integer\","
+     "\"description\":\"deep: bodies that do not match their payload "
+     "hash.\"},\"first_bad_body_seq\":{\"type\":[\"integer\",\"null\"],"
+     "\"description\":\"deep: the first of them, or null.\"}},"
+     "\"required\":[\"ok\",\"chain\",\"entries\",\"first_bad_seq\","
+     "\"reason\",\"deep\"]}"},
+    {"ledger_get",
+     "{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\","
+     "\"description\":\"The entry format's version.\"},"
+     "\"seq\":{\"type\":\"integer\",\"minimum\":0,"
+     "\"description\":\"The entry's sequence number (0 is the first).\"},"
+     "\"ts\":{\"type\":\"integer\",\"description\":\"When it was appended: "
+     "microseconds since the Unix epoch (UTC).\"},"
+     "\"actor\":{\"type\":\"string\",\"description\":\"Who did the step.\"},"
+     "\"kind\":{\"type\":\"string\",\"description\":\"What kind of step it "
+     "is.\"},\"parent\":{\"type\":[\"integer\",\"null\"],"
+     "\"description\":\"The seq of the entry that caused it, or null.\"},"
+     "\"payload\":{\"type\":\"string\",\"description\":\"SHA-256 of the "
+     "body's canonical JSON (hex); it stays when the body is redacted.\"},"
+     "\"prev\":{\"type\":\"string\",\"description\":\"The previous entry's "
+     "hash (hex; zeros for entry 0).\"},\"hash\":{\"type\":\"string\","
+     "\"description\":\"The entry's hash (hex),"
+     " chained into the next entry's prev.\"},\"body\":{\"type\":\"string\","
+     "\"description\":\"Whether the entry's body is still stored.\","
+     "\"enum\":[\"present\",\"redacted\"]}},\"required\":[\"v\",\"seq\","
+     "\"ts\",\"actor\",\"kind\",\"parent\",\"payload\",\"prev\",\"hash\","
+     "\"body\"]}"},
+    {"ledger_body",
+     "{\"type\":\"object\",\"properties\":{\"seq\":{\"type\":\"integer\","
+     "\"minimum\":0,\"description\":\"The entry.\"},"
+     "\"payload\":{\"type\":\"string\",\"description\":\"SHA-256 of the "
+     "body's canonical JSON (hex).\"},\"body\":{\"description\":\"The body: "
+     "any JSON value.\"}},\"required\":[\"seq\",\"payload\",\"body\"]}"},
+    {"ledger_range", entries_out},
+    {"ledger_replay", entries_out},
+    {"ledger_chain", entries_out},
+    {"ledger_summary",
+     "{\"type\":\"object\",\"properties\":{\"entries\":{\"type\":\"integer\","
+     "\"description\":\"Entries in the ledger.\"},"
+     "\"head\":{\"type\":[\"string\",\"null\"],"
+     "\"description\":\"The last entry's hash (hex), or null when empty.\"},"
+     "\"origin\":{\"type\":\"string\",\"description\":\"The log's origin "
+     "line.\"},\"ledger_id\":{\"type\":\"string\","
+     "\"description\":\"The ledger's id.\"},"
+     "\"bodies_present\":{\"type\":\"integer\","
+     "\"description\":\"Entries whose body is stored.\"},"
+     "\"bodies_redacted\":{\"type\":\"integer\","
+     "\"description\":\"Entries whose body was redacted.\"},"
+     "\"by_kind\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"i"
+     "nteger\"},\"description\":\"Entries by kind: {kind: count}.\"},"
+     "\"by_actor\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\""
+     "integer\"},\"description\":\"Entries by actor: {actor: count}.\"},"
+     "\"runs\":{\"type\":\"object\",\"description\":\"What the runs did: "
+     "requests, plans, tasks, results_ok, results_failed, results_redacted,"
+     " refusals, model_calls.\"}},\"required\":[\"entries\",\"head\","
+     "\"origin\",\"ledger_id\",\"bodies_present\",\"bodies_redacted\","
+     "\"by_kind\",\"by_actor\"]}"},
+    {"ledger_append", ENTRY_OBJ},
+    {"ledger_checkpoint",
+     "{\"type\":\"object\",\"properties\":{\"checkpoint\":{\"type\":\"string"
+     "\",\"description\":\"The signed root (hex), as root.\"},"
+     "\"size\":{\"type\":\"integer\",\"description\":\"The tree size it "
+     "signs.\"},\"root\":{\"type\":\"string\","
+     "\"description\":\"The tree's root at size (hex).\"},"
+     "\"note\":{\"type\":[\"string\",\"null\"],"
+     "\"description\":\"The signed note (C2SP checkpoint),"
+     " witness cosignatures appended.\"}},\"required\":[\"checkpoint\","
+     "\"size\",\"root\",\"note\"]}"},
+    {"ledger_prove",
+     "{\"type\":\"object\",\"properties\":{\"index\":{\"type\":\"integer\","
+     "\"description\":\"The entry's leaf index (its seq).\"},"
+     "\"size\":{\"type\":\"integer\",\"description\":\"The tree size the "
+     "proof is for.\"},\"leaf_hash\":{\"type\":\"string\","
+     "\"description\":\"The entry's leaf hash (RFC 6962, hex).\"},"
+     "\"root\":{\"type\":\"string\",\"description\":\"The tree's root at "
+     "size (hex).\"},\"path\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"string\"},\"description\":\"The audit path,"
+     " leaf to root (hex hashes).\"}},\"required\":[\"index\",\"size\","
+     "\"leaf_hash\",\"root\",\"path\"]}"},
+    {"ledger_consistency",
+     "{\"type\":\"object\",\"properties\":{\"first\":{\"type\":\"integer\","
+     "\"description\":\"The older tree size.\"},"
+     "\"second\":{\"type\":\"integer\",\"description\":\"The newer tree "
+     "size.\"},\"root1\":{\"type\":\"string\","
+     "\"description\":\"The root at first (hex).\"},"
+     "\"root2\":{\"type\":\"string\",\"description\":\"The root at second "
+     "(hex).\"},\"path\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+     "\"description\":\"The consistency proof (RFC 6962, hex hashes).\"}},"
+     "\"required\":[\"first\",\"second\",\"root1\",\"root2\",\"path\"]}"},
+    {"route",
+     "{\"type\":\"object\",\"properties\":{\"decided\":{\"type\":[\"string\","
+     "\"null\"],\"description\":\"The lane chosen,"
+     " or null when none fits.\"},\"confidence\":{\"type\":\"number\","
+     "\"description\":\"The chosen lane's score, 0..1.\"},"
+     "\"needs_escalation\":{\"type\":\"boolean\","
+     "\"description\":\"True when the rules are unsure and a model should "
+     "decide.\"},\"candidates\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"object\",\"properties\":{\"agent\":{\"type\":\"st"
+     "ring\",\"description\":\"The lane.\"},\"score\":{\"type\":\"number\","
+     "\"description\":\"Its score, 0..1.\"}},\"required\":[\"agent\","
+     "\"score\"]},\"description\":\"Every lane with its score,"
+     " best first.\"}},\"required\":[\"decided\",\"confidence\","
+     "\"needs_escalation\",\"candidates\"]}"},
+    {"run_start",
+     "{\"type\":\"object\",\"properties\":{\"run\":{\"type\":\"integer\","
+     "\"minimum\":0,\"description\":\"The run's id: the seq of its request "
+     "entry.\"},\"state\":{\"type\":\"string\","
+     "\"description\":\"running: follow it with run_get.\"}},"
+     "\"required\":[\"run\",\"state\"]}"},
+    {"run_get",
+     "{\"type\":\"object\",\"properties\":{\"run\":{\"type\":\"integer\","
+     "\"minimum\":0,\"description\":\"The run's id: the seq of its request "
+     "entry.\"},\"state\":{\"type\":\"string\",\"description\":\"running,"
+     " waiting (at a gate), done, failed, cancelled, rejected, expired,"
+     " budget, stopped, interrupted or unknown.\"},"
+     "\"request\":{\"type\":[\"string\",\"null\"],"
+     "\"description\":\"The request (null: redacted).\"},"
+     "\"via\":{\"type\":[\"string\",\"null\"],"
+     "\"description\":\"What started it: submit, run_start,"
+     " plan or plan_run.\"},\"instance\":{\"type\":[\"string\",\"null\"],"
+     "\"description\":\"The process that holds it, or null.\"},"
+     "\"count\":{\"type\":\"integer\",\"description\":\"Its entries so "
+     "far.\"},\"truncated\":{\"type\":\"boolean\","
+     "\"description\":\"True when entries holds only the first of them.\"},"
+     "\"answer\":{\"type\":[\"string\",\"null\"],"
+     "\"description\":\"The answer once done, or null.\"},"
+     "\"answer_seq\":{\"type\":[\"integer\",\"null\"],"
+     "\"description\":\"The answer's entry, or null.\"},"
+     "\"gate\":{\"type\":[\"object\",\"null\"],"
+     "\"description\":\"The gate it waits at (as gate_list shows it),"
+     " or null.\"},\"error\":{\"type\":[\"object\",\"null\"],"
+     "\"description\":\"Why it failed: {error, code}, or null.\"},"
+     "\"entries\":{\"type\":\"array\",\"description\":\"Its entries,"
+     " request first.\",\"items\":" ENTRY_OBJ
+     "}},\"required\":[\"run\",\"state\",\"request\",\"via\",\"instance\","
+     "\"count\",\"truncated\",\"answer\",\"answer_seq\",\"gate\",\"error\","
+     "\"entries\"]}"},
+    {"run_list",
+     "{\"type\":\"object\",\"properties\":{\"runs\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"object\",\"properties\":{\"run\":{\"type\":\"inte"
+     "ger\",\"minimum\":0,\"description\":\"The run's id.\"},"
+     "\"state\":{\"type\":\"string\",\"description\":\"As run_get says "
+     "it.\"},\"via\":{\"type\":\"string\","
+     "\"description\":\"What started it.\"},"
+     "\"request\":{\"type\":[\"string\",\"null\"],"
+     "\"description\":\"Its request's first 200 bytes (null: redacted).\"},"
+     "\"started_ts\":{\"type\":\"integer\","
+     "\"description\":\"When it started: microseconds since the Unix "
+     "epoch.\"},\"entries\":{\"type\":\"integer\","
+     "\"description\":\"Its entries so far.\"}},\"required\":[\"run\","
+     "\"state\",\"via\",\"request\",\"started_ts\",\"entries\"]},"
+     "\"description\":\"The runs, newest first.\"},"
+     "\"next\":{\"type\":[\"integer\",\"null\"],"
+     "\"description\":\"More runs: pass before = next + 1 (null: no "
+     "more).\"}},\"required\":[\"runs\",\"next\"]}"},
+    {"gate_list",
+     "{\"type\":\"object\",\"properties\":{\"gates\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"object\",\"properties\":{\"run_seq\":{\"type\":\""
+     "integer\",\"minimum\":0,\"description\":\"The run waiting.\"},"
+     "\"wave\":{\"type\":\"integer\",\"description\":\"The wave it waits "
+     "before (from 0).\"},\"requested_seq\":{\"type\":\"integer\","
+     "\"minimum\":0,\"description\":\"The gate_requested entry.\"},"
+     "\"tasks\":{\"type\":\"array\",\"description\":\"The wave's tasks.\"},"
+     "\"question\":{\"type\":\"string\",\"description\":\"The question for "
+     "whoever decides.\"},\"rule\":{\"type\":\"string\","
+     "\"description\":\"The policy rule that gated the wave.\"},"
+     "\"deadline\":{\"type\":\"string\",\"description\":\"When it expires "
+     "(RFC 3339).\"},\"on_expiry\":{\"type\":\"string\","
+     "\"description\":\"What happens then: reject or approve.\"}},"
+     "\"required\":[\"run_seq\",\"wave\",\"requested_seq\"]},"
+     "\"description\":\"The gates waiting for a decision.\"}},"
+     "\"required\":[\"gates\"]}"},
+    {"session_list",
+     "{\"type\":\"object\",\"properties\":{\"sessions\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"object\",\"properties\":{\"session\":{\"type\":\""
+     "string\",\"description\":\"Its name.\"},"
+     "\"started_seq\":{\"type\":\"integer\",\"minimum\":0,"
+     "\"description\":\"The entry that started it.\"},"
+     "\"turns\":{\"type\":\"integer\",\"description\":\"Its turns (runs).\"},"
+     "\"forked_from\":{\"type\":\"string\","
+     "\"description\":\"The session it was forked from.\"}},"
+     "\"required\":[\"session\",\"started_seq\",\"turns\"]},"
+     "\"description\":\"The sessions, oldest first.\"}},"
+     "\"required\":[\"sessions\"]}"},
+};
+
+static cJSON **out_schemas; /* by the method's row in the table */
+static pthread_once_t out_once = PTHREAD_ONCE_INIT;
+
+static void parse_outputs(void)
+{
+    size_t n;
+    const struct surf_method *t = surf_methods(&n);
+    out_schemas = calloc(n, sizeof(*out_schemas));
+    if (!out_schemas)
+        abort();
+    for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
+        const struct surf_method *m = surf_find(outputs[i].method);
+        struct fo_err err;
+        if (!m || fo_json_parse(outputs[i].schema, strlen(outputs[i].schema),
+                                &out_schemas[m - t], &err) != FO_OK)
+            abort(); /* a bug in the table: caught by every test */
+    }
+}
+
+const cJSON *surf_output_schema(const struct surf_method *m)
+{
+    pthread_once(&out_once, parse_outputs);
+    size_t n;
+    const struct surf_method *t = surf_methods(&n);
+    return out_schemas[m - t];
 }

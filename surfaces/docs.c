@@ -80,6 +80,8 @@ static const char *const http_intro[] = {
     "- Success is 200 with the method's result object: the same object the "
     "MCP\n"
     "  tool gives as `structuredContent` and the CLI prints with `--json`.\n"
+    "  Where its shape is declared (the MCP tool's `outputSchema`), the\n"
+    "  method below lists its fields under Result.\n"
     "- Keep-alive is supported.\n"
     "\n",
     "## Connections\n"
@@ -142,10 +144,13 @@ static const char *const http_intro[] = {
     "\n"
     "| query | meaning |\n"
     "|---|---|\n"
-    "| `run=N` | only the entries of run N (404 `not_a_run` when N is not a run) |\n"
-    "| `kind=a,b` | only entries of these kinds (at most 16); a kind forum never "
+    "| `run=N` | only the entries of run N (404 `not_a_run` when N is not a "
+    "run) |\n"
+    "| `kind=a,b` | only entries of these kinds (at most 16); a kind forum "
+    "never "
     "writes and the ledger holds no entry of is 400 |\n"
-    "| `from=SEQ` | start at SEQ (default: only entries committed from now on) |\n"
+    "| `from=SEQ` | start at SEQ (default: only entries committed from now on) "
+    "|\n"
     "\n"
     "A `Last-Event-ID: <seq>` header (what an EventSource sends when it\n"
     "reconnects) resumes after that seq and wins over `from`: since ids are\n"
@@ -379,22 +384,35 @@ static const char *const mcp_intro[] = {
     "sees\n"
     "what was wrong. Its text content is the error object "
     "`{\"error\", \"code\"}`\n"
-    "as JSON, and `structuredContent` is the same object:\n"
+    "as JSON:\n"
     "\n"
     "```json\n"
     "{\"content\":[{\"text\":\"{\\\"code\\\":\\\"invalid_input\\\","
     "\\\"error\\\":\\\"seq: required\\\"}\",\"type\":\"text\"}],"
-    "\"isError\":true,\"structuredContent\":{\"code\":\"invalid_input\","
-    "\"error\":\"seq: required\"}}\n"
+    "\"isError\":true}\n"
     "```\n"
+    "\n"
+    "A tool without an `outputSchema` also gives the error object as\n"
+    "`structuredContent`. One with an `outputSchema` does not: a client\n"
+    "checks `structuredContent` against the schema whenever it is there (the\n"
+    "official TypeScript SDK does so even when `isError` is true), and an\n"
+    "error object is not the result the schema describes.\n"
     "\n"
     "A successful call gives the method's result object twice: as the text\n"
     "content (canonical JSON) and as `structuredContent`, with `isError:\n"
-    "false`. Arguments are held to the method's input cap, measured on "
-    "their\n"
-    "canonical JSON (`input_too_large`); a `ledger_append` payload whose\n"
-    "canonical form is over the ledger's body limit is `body_too_large`, as\n"
-    "over HTTP.\n"
+    "false`. Where the result is structured and stable (the ledger's reads\n"
+    "and writes, checkpoints and proofs, `status`, `health`, `route`, the\n"
+    "runs, gates and sessions lists) the tool declares its shape in\n"
+    "`tools/list` as `outputSchema` (MCP 2025-06-18), its fields shown "
+    "below\n"
+    "under each tool's Result: the fields every result carries are "
+    "required,\n"
+    "every field is described, and none refuses a field it does not name,\n"
+    "so a result may grow. Arguments are held to the method's input cap,\n"
+    "measured on their canonical JSON (`input_too_large`); a "
+    "`ledger_append`\n"
+    "payload whose canonical form is over the ledger's body limit is\n"
+    "`body_too_large`, as over HTTP.\n"
     "\n",
     "## Admin tools\n"
     "\n"
@@ -472,6 +490,65 @@ static void put_get_input(struct page *p, const struct surf_method *m)
     put(p, any ? "\n" : "- input: none\n");
 }
 
+/* A schema's type for people: "integer", "string or null", "array of
+ * {agent, score}". */
+static void put_type(struct page *p, const cJSON *s)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (cJSON_IsString(t)) {
+        put(p, t->valuestring);
+    } else if (cJSON_IsArray(t)) {
+        const cJSON *x;
+        int k = 0;
+        cJSON_ArrayForEach (x, t)
+            putf(p, "%s%s", k++ ? " or " : "", x->valuestring);
+    } else {
+        put(p, "any");
+    }
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+    const cJSON *ip = cJSON_GetObjectItemCaseSensitive(items, "properties");
+    if (ip) {
+        put(p, " of {");
+        const cJSON *f;
+        int k = 0;
+        cJSON_ArrayForEach (f, ip)
+            putf(p, "%s%s", k++ ? ", " : "", f->string);
+        put(p, "}");
+    } else if (items) {
+        put(p, " of ");
+        put_type(p, items);
+    }
+}
+
+/* The declared shape of a method's result (surf_output_schema), as a
+ * table of its fields; the full schema is served by tools/list. */
+static void put_result(struct page *p, const struct surf_method *m, int http)
+{
+    const cJSON *os = surf_output_schema(m);
+    if (!os)
+        return;
+    put(p, http ? "Result (the 200 body; the MCP tool's `outputSchema`):\n\n"
+                : "Result (`outputSchema`, the `structuredContent` of a "
+                  "success):\n\n");
+    put(p, "| field | type | description |\n|---|---|---|\n");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(os, "required");
+    const cJSON *f;
+    cJSON_ArrayForEach (f, cJSON_GetObjectItemCaseSensitive(os, "properties")) {
+        int required = 0;
+        const cJSON *r;
+        cJSON_ArrayForEach (r, req)
+            required |= !strcmp(r->valuestring, f->string);
+        putf(p, "| `%s` | ", f->string);
+        put_type(p, f);
+        putf(p, "%s | %s |\n", required ? "" : ", optional",
+             cJSON_IsString(cJSON_GetObjectItemCaseSensitive(f, "description"))
+                 ? cJSON_GetObjectItemCaseSensitive(f, "description")
+                       ->valuestring
+                 : "");
+    }
+    put(p, "\n");
+}
+
 static void put_method(struct page *p, const struct surf_method *m, int http)
 {
     struct fo_buf schema;
@@ -496,6 +573,7 @@ static void put_method(struct page *p, const struct surf_method *m, int http)
     put(p, schema.data ? schema.data : "");
     put(p, "\n```\n\n");
     fo_buf_release(&schema);
+    put_result(p, m, http);
 }
 
 int surf_docs_markdown(const char *which, struct fo_buf *out,

@@ -357,15 +357,33 @@ static cJSON *do_tools_list(struct mcp *s, const cJSON *id)
             return NULL;
         }
         cJSON_AddItemToObject(tool, "inputSchema", schema);
+        /* the shape of its structuredContent, where it is declared */
+        const cJSON *os = surf_output_schema(m);
+        cJSON *out = os ? cJSON_Duplicate(os, 1) : NULL;
+        if (os && (!out || !cJSON_AddItemToObject(tool, "outputSchema", out))) {
+            cJSON_Delete(out);
+            cJSON_Delete(tool);
+            cJSON_Delete(r);
+            return NULL;
+        }
         cJSON_AddItemToArray(arr, tool);
     }
     return rpc_result(id, r);
 }
 
 /* The CallToolResult for obj (consumed): its canonical text, the object as
- * structuredContent, and isError. */
-static cJSON *tool_result(const cJSON *id, cJSON *obj, int is_error)
+ * structuredContent, and isError. An error of a tool that declares an
+ * outputSchema (params names the tool) is in the text only: a client
+ * checks structuredContent against the schema whenever it is there (the
+ * official TypeScript SDK does so even with isError), and an error object
+ * is not the result the schema describes. */
+static cJSON *tool_result(const cJSON *id, const cJSON *params, cJSON *obj,
+                          int is_error)
 {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
+    const struct surf_method *m =
+        cJSON_IsString(name) ? surf_find(name->valuestring) : NULL;
+    int structured = !is_error || !m || !surf_output_schema(m);
     struct fo_buf text;
     struct fo_err e;
     cJSON *r = NULL;
@@ -395,8 +413,10 @@ static cJSON *tool_result(const cJSON *id, cJSON *obj, int is_error)
         r = NULL;
         goto out;
     }
-    cJSON_AddItemToObject(r, "structuredContent", obj);
-    obj = NULL;
+    if (structured) {
+        cJSON_AddItemToObject(r, "structuredContent", obj);
+        obj = NULL;
+    }
 out:
     cJSON_Delete(obj);
     fo_buf_release(&text);
@@ -436,9 +456,9 @@ static cJSON *do_tools_call(struct mcp *s, struct surf_ctx *ctx,
     if (rc == FO_OK)
         rc = surf_call(ctx, m, args, &out, &err);
     if (rc == FO_OK)
-        return tool_result(id, out, 0);
+        return tool_result(id, params, out, 0);
     utf8_trim(err.msg);
-    return tool_result(id, surf_error_json(&err), 1);
+    return tool_result(id, params, surf_error_json(&err), 1);
 }
 
 /* ---- calls on threads --------------------------------------------------- */
@@ -476,7 +496,7 @@ static void *call_main(void *arg)
     cJSON *reply;
     if (ledger_open(ledger_dir(s->ctx->ledger), 0, NULL, &l, &err) != FO_OK) {
         utf8_trim(err.msg);
-        reply = tool_result(id, surf_error_json(&err), 1);
+        reply = tool_result(id, params, surf_error_json(&err), 1);
     } else {
         struct surf_ctx ctx = *s->ctx;
         ctx.ledger = l;

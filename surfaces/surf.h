@@ -117,6 +117,11 @@ const struct surf_method *surf_find(const char *name);
 const char *surf_title(const struct surf_method *m);
 void surf_describe(const char *method, cJSON *schema);
 
+/* The JSON Schema of a method's result, where it is structured and stable
+ * (MCP's outputSchema: the shape of structuredContent), or NULL when none
+ * is declared. Parsed once, owned by the table (surfaces/describe.c). */
+const cJSON *surf_output_schema(const struct surf_method *m);
+
 /* The parsed input schema of a method (parsed once, owned by the table). */
 const cJSON *surf_schema(const struct surf_method *m);
 

@@ -149,7 +149,10 @@ static void assert_id(const cJSON *reply, const char *id_canon)
 }
 
 /* A tool result: content[0] is text holding the canonical JSON of
- * structuredContent; isError as expected. Returns structuredContent. */
+ * structuredContent; isError as expected. Returns structuredContent. An
+ * error of a tool with an outputSchema has no structuredContent: then the
+ * error object {error, code} parsed from the text, kept in the reply (as
+ * "parsed_error") for the reply's lifetime. */
 static const cJSON *tool_content(const cJSON *reply, int is_error)
 {
     const cJSON *r = result_of(reply);
@@ -164,6 +167,22 @@ static const cJSON *tool_content(const cJSON *reply, int is_error)
     cr_assert(cJSON_IsString(type) && !strcmp(type->valuestring, "text"));
     cr_assert(cJSON_IsString(text));
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
+    if (!sc && is_error) {
+        cJSON *e = NULL;
+        struct fo_err perr;
+        cr_assert_eq(fo_json_parse(text->valuestring, strlen(text->valuestring),
+                                   &e, &perr),
+                     FO_OK, "text content is not JSON: %s", perr.msg);
+        char *c = canon(e);
+        cr_assert_str_eq(c, text->valuestring, "text content is not canonical");
+        free(c);
+        cr_assert(
+            cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "code")) &&
+                cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "error")),
+            "not an error object: %s", text->valuestring);
+        cJSON_AddItemToObject((cJSON *)r, "parsed_error", e);
+        return e;
+    }
     cr_assert(cJSON_IsObject(sc), "structuredContent must be an object");
     cJSON *parsed = NULL;
     struct fo_err err;
@@ -1225,5 +1244,281 @@ Test(mcp, print_config_for_each_client_runs)
         cJSON_Delete(cfg);
         tu_run_free(&r);
     }
+    tu_rmrf(dir);
+}
+
+/* ---- outputSchema ------------------------------------------------------ */
+
+/* Checks v against schema for the subset the table's output schemas use:
+ * type (a name or a list; integer is a number without a fraction),
+ * properties, required, items, additionalProperties (a schema), enum (of
+ * strings) and minimum. On failure: 0, and why (at path) in why. */
+/* v is of JSON Schema type name (of the subset below). */
+static int type_is(const cJSON *v, const char *name)
+{
+    if (!strcmp(name, "integer"))
+        return cJSON_IsNumber(v) &&
+               v->valuedouble == (double)(long long)v->valuedouble;
+    if (!strcmp(name, "number"))
+        return cJSON_IsNumber(v);
+    if (!strcmp(name, "object"))
+        return cJSON_IsObject(v);
+    if (!strcmp(name, "array"))
+        return cJSON_IsArray(v);
+    if (!strcmp(name, "string"))
+        return cJSON_IsString(v);
+    if (!strcmp(name, "boolean"))
+        return cJSON_IsBool(v);
+    cr_assert_str_eq(name, "null", "type %s: not in the subset", name);
+    return cJSON_IsNull(v);
+}
+
+static int conforms(const cJSON *v, const cJSON *schema, const char *path,
+                    char *why, size_t cap)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(schema, "type");
+    if (type) {
+        int ok = 0;
+        if (cJSON_IsArray(type)) {
+            const cJSON *t;
+            cJSON_ArrayForEach (t, type)
+                ok |= type_is(v, t->valuestring);
+        } else {
+            ok = type_is(v, type->valuestring);
+        }
+        if (!ok) {
+            char *s = cJSON_PrintUnformatted(v);
+            snprintf(why, cap, "%s: %.80s is not of the type asked", path, s);
+            free(s);
+            return 0;
+        }
+    }
+    const cJSON *min = cJSON_GetObjectItemCaseSensitive(schema, "minimum");
+    if (min && cJSON_IsNumber(v) && v->valuedouble < min->valuedouble) {
+        snprintf(why, cap, "%s: below the minimum", path);
+        return 0;
+    }
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(schema, "enum");
+    if (en) {
+        int found = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach (x, en)
+            found |=
+                cJSON_IsString(v) && !strcmp(x->valuestring, v->valuestring);
+        if (!found) {
+            snprintf(why, cap, "%s: not one of the enum", path);
+            return 0;
+        }
+    }
+    char sub[256];
+    if (cJSON_IsObject(v)) {
+        const cJSON *props =
+            cJSON_GetObjectItemCaseSensitive(schema, "properties");
+        const cJSON *r;
+        cJSON_ArrayForEach (
+            r, cJSON_GetObjectItemCaseSensitive(schema, "required"))
+            if (!cJSON_GetObjectItemCaseSensitive(v, r->valuestring)) {
+                snprintf(why, cap, "%s: no %s (required)", path,
+                         r->valuestring);
+                return 0;
+            }
+        const cJSON *extra =
+            cJSON_GetObjectItemCaseSensitive(schema, "additionalProperties");
+        const cJSON *m;
+        cJSON_ArrayForEach (m, v) {
+            const cJSON *ps =
+                cJSON_GetObjectItemCaseSensitive(props, m->string);
+            snprintf(sub, sizeof(sub), "%s.%s", path, m->string);
+            if (ps ? !conforms(m, ps, sub, why, cap)
+                   : cJSON_IsObject(extra) &&
+                         !conforms(m, extra, sub, why, cap))
+                return 0;
+        }
+    }
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(schema, "items");
+    if (cJSON_IsArray(v) && items) {
+        int i = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach (x, v) {
+            snprintf(sub, sizeof(sub), "%s[%d]", path, i++);
+            if (!conforms(x, items, sub, why, cap))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* The reply of id (a number) among v, or NULL. */
+static const cJSON *reply_of(cJSON **v, size_t n, double id)
+{
+    for (size_t k = 0; k < n; k++) {
+        const cJSON *vid = cJSON_GetObjectItemCaseSensitive(v[k], "id");
+        if (cJSON_IsNumber(vid) && vid->valuedouble == id)
+            return v[k];
+    }
+    return NULL;
+}
+
+/* Every tool that declares an outputSchema in tools/list answers a real
+ * call with structuredContent that conforms to it; the schema is an object
+ * whose properties are all described; dropping any field the schema
+ * requires makes the validator (and so a client) refuse it. The ledger is
+ * make_ledger's, with a run waiting at a gate after it, so gate_list and
+ * run_get's gate carry real items. */
+Test(mcp, output_schemas_hold_for_real_results, .timeout = 120)
+{
+    static const char *const must[] = {
+        "health",         "status",        "ledger_get",        "ledger_range",
+        "ledger_summary", "ledger_append", "ledger_checkpoint", "ledger_prove",
+        "run_start",      "run_get",       "run_list",          "gate_list",
+        "session_list",   "route"};
+    /* calls after the table's own, on what the table's calls left */
+    static const char *const again[][2] = {
+        {"gate_list", "{}"},
+        {"run_get", "{\"run\":3}"},
+        {"session_list", "{}"},
+        {"run_list", "{}"},
+        {"ledger_verify", "{\"deep\":true}"},
+        {"ledger_get", "{\"seq\":2}"},
+    };
+    /* errors: of a tool with an outputSchema, in the text only; of one
+     * without, also as structuredContent */
+    static const char *const errs[][2] = {
+        {"ledger_get", "{}"},
+        {"run_get", "{\"run\":99999}"},
+        {"run_show", "{}"},
+    };
+    char *dir = tu_tmpdir();
+    make_ledger(dir);
+    cli_ok(dir, "append", "--actor", "client", "--kind", "request", "--payload",
+           "{\"request\":\"ship it\",\"via\":\"submit\"}");
+    struct tu_run pr = tu_forumv(
+        NULL, "--ledger", dir, "ledger", "append", "--actor", "orchestrator",
+        "--kind", "gate_requested", "--parent", "3", "--payload",
+        "{\"run\":3,\"wave\":0,\"tasks\":[{\"id\":\"T1\",\"agent\":"
+        "\"backend\",\"instruction\":\"x\"}],\"question\":\"go?\","
+        "\"rule\":\"all\",\"on_expiry\":\"reject\"}",
+        NULL);
+    cr_assert_eq(pr.status, 0, "%s", pr.err);
+    tu_run_free(&pr);
+    size_t n;
+    const struct surf_method *m = surf_methods(&n);
+    struct fo_buf in;
+    fo_buf_init(&in, FO_BUF_UNLIMITED);
+    cr_assert_eq(fo_buf_printf(&in, "{\"jsonrpc\":\"2.0\",\"id\":\"list\","
+                                    "\"method\":\"tools/list\"}\n"),
+                 FO_OK);
+    for (size_t i = 0; i < n; i++)
+        if (!tu_method_skip(&m[i]))
+            cr_assert_eq(
+                fo_buf_printf(&in,
+                              "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":"
+                              "\"tools/call\",\"params\":{\"name\":\"%s\","
+                              "\"arguments\":%s}}\n",
+                              i, m[i].name, args_for(&m[i])),
+                FO_OK);
+    size_t nagain = sizeof(again) / sizeof(again[0]);
+    for (size_t k = 0; k < nagain; k++)
+        cr_assert_eq(fo_buf_printf(&in,
+                                   "{\"jsonrpc\":\"2.0\",\"id\":%zu,"
+                                   "\"method\":\"tools/call\",\"params\":{"
+                                   "\"name\":\"%s\",\"arguments\":%s}}\n",
+                                   1000 + k, again[k][0], again[k][1]),
+                     FO_OK);
+    size_t nerrs = sizeof(errs) / sizeof(errs[0]);
+    for (size_t k = 0; k < nerrs; k++)
+        cr_assert_eq(fo_buf_printf(&in,
+                                   "{\"jsonrpc\":\"2.0\",\"id\":%zu,"
+                                   "\"method\":\"tools/call\",\"params\":{"
+                                   "\"name\":\"%s\",\"arguments\":%s}}\n",
+                                   2000 + k, errs[k][0], errs[k][1]),
+                     FO_OK);
+    struct tu_run r = run_mcp(dir, in.data, in.len, 1);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    size_t nl;
+    cJSON **v = reply_lines(&r, &nl);
+    for (size_t k = 0; k < nerrs; k++) {
+        const cJSON *line = reply_of(v, nl, 2000.0 + (double)k);
+        cr_assert_not_null(line, "no reply to %s", errs[k][0]);
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(line, "result");
+        int schema = surf_output_schema(surf_find(errs[k][0])) != NULL;
+        cr_assert_eq(
+            cJSON_GetObjectItemCaseSensitive(res, "structuredContent") == NULL,
+            schema, "%s: %s", errs[k][0], canon(res));
+        const cJSON *e = tool_content(line, 1);
+        cr_assert_str_eq(str_of(e, "code"),
+                         k == 1 ? "not_found" : "invalid_input", "%s",
+                         errs[k][0]);
+    }
+    const cJSON *list = NULL;
+    for (size_t k = 0; k < nl && !list; k++) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(v[k], "id");
+        if (cJSON_IsString(id) && !strcmp(id->valuestring, "list"))
+            list = v[k];
+    }
+    cr_assert_not_null(list);
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(list, "result"), "tools");
+    for (size_t k = 0; k < sizeof(must) / sizeof(must[0]); k++)
+        cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(
+                               find_tool(tools, must[k]), "outputSchema"),
+                           "%s: no outputSchema", must[k]);
+    size_t checked = 0, gates = 0;
+    char why[512];
+    /* each call: its tool's reply, and the tool's schema */
+    for (size_t c = 0; c < n + nagain; c++) {
+        const char *name = c < n ? m[c].name : again[c - n][0];
+        if (c < n && tu_method_skip(&m[c]))
+            continue;
+        const cJSON *os = cJSON_GetObjectItemCaseSensitive(
+            find_tool(tools, name), "outputSchema");
+        cr_assert_eq(os != NULL, surf_output_schema(surf_find(name)) != NULL,
+                     "%s: tools/list and the table disagree", name);
+        if (!os)
+            continue;
+        cr_assert_str_eq(str_of(os, "type"), "object", "%s", name);
+        const cJSON *p;
+        cJSON_ArrayForEach (p,
+                            cJSON_GetObjectItemCaseSensitive(os, "properties"))
+            cr_assert(cJSON_IsString(
+                          cJSON_GetObjectItemCaseSensitive(p, "description")),
+                      "%s: output %s: no description", name, p->string);
+        const cJSON *line =
+            reply_of(v, nl, c < n ? (double)c : 1000.0 + (double)(c - n));
+        cr_assert_not_null(line, "no reply to %s", name);
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(line, "result");
+        cr_assert(
+            cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(res, "isError")),
+            "%s failed: %s", name, canon(res));
+        const cJSON *sc =
+            cJSON_GetObjectItemCaseSensitive(res, "structuredContent");
+        cr_assert(conforms(sc, os, name, why, sizeof(why)), "%s: %s\n%s", name,
+                  why, canon(sc));
+        checked++;
+        if (!strcmp(name, "gate_list"))
+            gates += (size_t)cJSON_GetArraySize(
+                cJSON_GetObjectItemCaseSensitive(sc, "gates"));
+        /* the validator is not vacuous: without a required field, no */
+        const cJSON *req;
+        cJSON_ArrayForEach (req,
+                            cJSON_GetObjectItemCaseSensitive(os, "required")) {
+            cJSON *cut = cJSON_Duplicate(sc, 1);
+            cJSON_DeleteItemFromObjectCaseSensitive(cut, req->valuestring);
+            cr_assert_not(conforms(cut, os, name, why, sizeof(why)),
+                          "%s without %s still conforms", name,
+                          req->valuestring);
+            cJSON_Delete(cut);
+        }
+    }
+    cr_assert_geq(checked, sizeof(must) / sizeof(must[0]) + nagain);
+    cr_assert_eq(gates, 2, "the gated run's gate, in both gate_list calls");
+    /* a wrong type is refused too */
+    cJSON *bad = cJSON_Parse("{\"ok\":\"yes\"}");
+    cr_assert_not(conforms(bad, surf_output_schema(surf_find("health")),
+                           "health", why, sizeof(why)));
+    cJSON_Delete(bad);
+    free_lines(v, nl);
+    fo_buf_release(&in);
+    tu_run_free(&r);
     tu_rmrf(dir);
 }

@@ -1,5 +1,6 @@
 // client.mjs: the official MCP client SDK against `forum mcp`: connect
-// (initialize), listTools, callTool ledger_append, then ledger_verify;
+// (initialize), listTools, callTool ledger_append, then ledger_verify and
+// more tools whose outputSchema the SDK checks each result against;
 // then a submit that waits at an approval gate: a ping is answered while
 // it runs, its progress arrives, and an aborted call cancels its run.
 // Env: FORUM_BIN (the forum binary), FORUM_LEDGER (a fresh ledger dir).
@@ -51,6 +52,15 @@ try {
   for (const t of tools) {
     check(t.inputSchema && t.inputSchema.type === 'object',
           `${t.name}: inputSchema without "type": "object"`);
+    check(!t.outputSchema || t.outputSchema.type === 'object',
+          `${t.name}: outputSchema without "type": "object"`);
+  }
+  // The SDK checks structuredContent against a tool's outputSchema on
+  // every call below (it throws on a mismatch).
+  for (const n of ['ledger_append', 'ledger_verify', 'ledger_get', 'status',
+                   'health', 'ledger_summary', 'run_list', 'route']) {
+    check(tools.find((t) => t.name === n).outputSchema,
+          `${n}: no outputSchema`);
   }
 
   const app = await client.callTool({
@@ -71,10 +81,30 @@ try {
   check(v && v.ok === true && v.entries === 1,
         `ledger_verify result: ${JSON.stringify(v)}`);
 
+  const got = await client.callTool({ name: 'ledger_get', arguments: { seq: 0 } });
+  check(got.isError === false && got.structuredContent.body === 'present',
+        `ledger_get: ${JSON.stringify(got)}`);
+  for (const n of ['status', 'health', 'ledger_summary', 'run_list']) {
+    const r = await client.callTool({ name: n, arguments: {} });
+    check(r.isError === false, `${n}: ${JSON.stringify(r)}`);
+  }
+  const rt = await client.callTool(
+    { name: 'route', arguments: { text: 'build the api database server' } });
+  check(rt.isError === false && rt.structuredContent.decided === 'backend',
+        `route: ${JSON.stringify(rt)}`);
+
+  // An error of a tool with an outputSchema: isError, the error object in
+  // the text content, no structuredContent (it is not the result the
+  // schema describes).
   const bad = await client.callTool({ name: 'ledger_get', arguments: {} });
-  check(bad.isError === true && bad.structuredContent &&
-        bad.structuredContent.code === 'invalid_input',
+  check(bad.isError === true && bad.structuredContent === undefined &&
+        JSON.parse(bad.content[0].text).code === 'invalid_input',
         `ledger_get without seq: ${JSON.stringify(bad)}`);
+  // ... and of one without: the error object as structuredContent too.
+  const bad2 = await client.callTool({ name: 'run_show', arguments: {} });
+  check(bad2.isError === true && bad2.structuredContent &&
+        bad2.structuredContent.code === 'invalid_input',
+        `run_show without run: ${JSON.stringify(bad2)}`);
 
   await client.ping();
 
