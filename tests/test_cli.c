@@ -2093,181 +2093,175 @@ Test(cli, an_over_long_data_dir_is_refused)
                  FO_E_INVALID);
     cr_assert_null(l);
     cr_assert(strstr(err.msg, "3072"), "%s", err.msg);
+}
 
-    /* A mistyped option names the one meant, exit 2, before anything is opened
-     * or written; a known option without its value and --X=V say so; an option
-     * nothing is near gets no guess. */
-    Test(cli, did_you_mean_for_options)
-    {
-        static const struct {
-            const char *argv[8];
-            const char *says;
-        } cases[] = {
-            {{"ledger", "show", "--limt", "5"},
-             "ledger show: unknown option --limt; did you mean --limit?"},
-            {{"ledger", "replay", "3", "--form", "0"}, "did you mean --from?"},
-            {{"ledger", "verify", "--dep"}, "did you mean --deep?"},
-            {{"ledger", "append", "--actr", "a"}, "did you mean --actor?"},
-            {{"ledger", "tail", "--knd", "request"}, "did you mean --kind?"},
-            {{"ledger", "get", "--jsno"}, "did you mean --json?"},
-            {{"ledger", "export", "-limit"}, "unknown option -limit"},
-            {{"run", "list", "--stat", "done"},
-             "run list: unknown option --stat; did you mean --state?"},
-            {{"run", "wait", "3", "--timeuot", "5"}, "did you mean --timeout?"},
-            {{"submit", "--chat-ur", "http://127.0.0.1:1", "--model", "m",
-              "hi"},
-             "submit: unknown option --chat-ur; did you mean --chat-url?"},
-            {{"plan", "--roaster", "f.json", "hi"}, "did you mean --roster?"},
-            {{"serve", "--prot", "8080"},
-             "serve: unknown option --prot; did you mean --port?"},
-            {{"serve", "strat"}, "did you mean `forum serve start`?"},
-            {{"gate", "approve", "1", "0", "--aprover", "bob"},
-             "gate approve: unknown option --aprover; did you mean "
-             "--approver?"},
-            {{"gate", "list", "--rn", "3"}, "did you mean --run?"},
-            {{"session", "fork", "s", "--att", "1", "--into", "t"},
-             "did you mean --at?"},
-            {{"session", "lst"}, "did you mean `forum session list`?"},
-            {{"run", "strat", "x"},
-             "run: unknown command strat; did you mean "
-             "`forum run start`?"},
-            {{"gate", "aprove", "1", "0"},
-             "did you mean `forum gate approve`?"},
-            {{"witness", "cosgn"}, "did you mean `forum witness cosign`?"},
-            {{"run", "zzzzzz"},
-             "run: unknown command zzzzzz (start, get, cancel, wait, list or "
-             "show)"},
-            {{"mcp", "--admn"},
-             "mcp: unknown option --admn; did you mean --admin?"},
-            {{"ledger", "show", "--limit"},
-             "ledger show: --limit needs a value"},
-            {{"ledger", "show", "--limit=5"},
-             "ledger show: give the value after a space: --limit 5"},
-            {{"ledger", "show", "--json=1"}, "--json takes no value here"},
-            /* nothing near: no guess */
-            {{"ledger", "show", "--frobnicate"}, NULL},
-            {{"run", "list", "--zzz", "1"}, NULL},
-            {{"serve", "--qqqqqq", "1"}, NULL},
-            {{"ledger", "tail", "-x"}, NULL},
-        };
-        char *dir = tu_tmpdir();
-        char missing[PATH_MAX];
-        path_in(missing, sizeof(missing), dir, "none");
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-            struct tu_run r = run_list(missing, NULL, 0, NULL, cases[i].argv);
-            cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
-                         cases[i].argv[1], r.status, r.err);
-            if (cases[i].says) {
-                must_contain(r.err, cases[i].says, cases[i].argv[1]);
-            } else {
-                cr_assert_null(strstr(r.err, "did you mean"), "%s", r.err);
-                must_contain(r.err, "unknown option", cases[i].argv[1]);
-            }
-            cr_assert_eq(r.out_len, 0, "%s", r.out);
-            tu_run_free(&r);
-            cr_assert(!exists(missing), "%s %s made the data dir",
-                      cases[i].argv[0], cases[i].argv[1]);
+/* A mistyped option names the one meant, exit 2, before anything is opened
+ * or written; a known option without its value and --X=V say so; an option
+ * nothing is near gets no guess. */
+Test(cli, did_you_mean_for_options)
+{
+    static const struct {
+        const char *argv[8];
+        const char *says;
+    } cases[] = {
+        {{"ledger", "show", "--limt", "5"},
+         "ledger show: unknown option --limt; did you mean --limit?"},
+        {{"ledger", "replay", "3", "--form", "0"}, "did you mean --from?"},
+        {{"ledger", "verify", "--dep"}, "did you mean --deep?"},
+        {{"ledger", "append", "--actr", "a"}, "did you mean --actor?"},
+        {{"ledger", "tail", "--knd", "request"}, "did you mean --kind?"},
+        {{"ledger", "get", "--jsno"}, "did you mean --json?"},
+        {{"ledger", "export", "-limit"}, "unknown option -limit"},
+        {{"run", "list", "--stat", "done"},
+         "run list: unknown option --stat; did you mean --state?"},
+        {{"run", "wait", "3", "--timeuot", "5"}, "did you mean --timeout?"},
+        {{"submit", "--chat-ur", "http://127.0.0.1:1", "--model", "m", "hi"},
+         "submit: unknown option --chat-ur; did you mean --chat-url?"},
+        {{"plan", "--roaster", "f.json", "hi"}, "did you mean --roster?"},
+        {{"serve", "--prot", "8080"},
+         "serve: unknown option --prot; did you mean --port?"},
+        {{"serve", "strat"}, "did you mean `forum serve start`?"},
+        {{"gate", "approve", "1", "0", "--aprover", "bob"},
+         "gate approve: unknown option --aprover; did you mean "
+         "--approver?"},
+        {{"gate", "list", "--rn", "3"}, "did you mean --run?"},
+        {{"session", "fork", "s", "--att", "1", "--into", "t"},
+         "did you mean --at?"},
+        {{"session", "lst"}, "did you mean `forum session list`?"},
+        {{"run", "strat", "x"},
+         "run: unknown command strat; did you mean "
+         "`forum run start`?"},
+        {{"gate", "aprove", "1", "0"}, "did you mean `forum gate approve`?"},
+        {{"witness", "cosgn"}, "did you mean `forum witness cosign`?"},
+        {{"run", "zzzzzz"},
+         "run: unknown command zzzzzz (start, get, cancel, wait, list or "
+         "show)"},
+        {{"mcp", "--admn"},
+         "mcp: unknown option --admn; did you mean --admin?"},
+        {{"ledger", "show", "--limit"}, "ledger show: --limit needs a value"},
+        {{"ledger", "show", "--limit=5"},
+         "ledger show: give the value after a space: --limit 5"},
+        {{"ledger", "show", "--json=1"}, "--json takes no value here"},
+        /* nothing near: no guess */
+        {{"ledger", "show", "--frobnicate"}, NULL},
+        {{"run", "list", "--zzz", "1"}, NULL},
+        {{"serve", "--qqqqqq", "1"}, NULL},
+        {{"ledger", "tail", "-x"}, NULL},
+    };
+    char *dir = tu_tmpdir();
+    char missing[PATH_MAX];
+    path_in(missing, sizeof(missing), dir, "none");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tu_run r = run_list(missing, NULL, 0, NULL, cases[i].argv);
+        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
+                     cases[i].argv[1], r.status, r.err);
+        if (cases[i].says) {
+            must_contain(r.err, cases[i].says, cases[i].argv[1]);
+        } else {
+            cr_assert_null(strstr(r.err, "did you mean"), "%s", r.err);
+            must_contain(r.err, "unknown option", cases[i].argv[1]);
         }
-        /* with --json the error object is the last line, code usage */
-        const char *const args[] = {"--json", "run", "list",
-                                    "--stat", "x",   NULL};
-        struct tu_run r = run_list(missing, NULL, 0, NULL, args);
-        cr_assert_eq(r.status, 2);
-        const char *last = strstr(r.err, "{\"code\":\"usage\"");
-        cr_assert_not_null(last, "%s", r.err);
-        must_contain(last, "did you mean --state?", "--json error");
+        cr_assert_eq(r.out_len, 0, "%s", r.out);
         tu_run_free(&r);
-        tu_rmrf(dir);
+        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
+                  cases[i].argv[1]);
     }
+    /* with --json the error object is the last line, code usage */
+    const char *const args[] = {"--json", "run", "list", "--stat", "x", NULL};
+    struct tu_run r = run_list(missing, NULL, 0, NULL, args);
+    cr_assert_eq(r.status, 2);
+    const char *last = strstr(r.err, "{\"code\":\"usage\"");
+    cr_assert_not_null(last, "%s", r.err);
+    must_contain(last, "did you mean --state?", "--json error");
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
 
-    /* The coordinator's plan for plan_text: three tasks in two waves, a data
-     * and an order dependency, done_when as text and as an assertion. */
-    static const char *plan_script(struct fake * f, const char *role, int n,
-                                   const char *model, const char *prompt)
-    {
-        (void)f, (void)n, (void)model, (void)prompt;
-        if (!strcmp(role, "coordinator"))
-            return "{\"tasks\":["
-                   "{\"id\":\"T1\",\"agent\":\"backend\",\"instruction\":"
-                   "\"Add the /login endpoint to the API server:\\n check the "
-                   "password hash, issue a session token, answer 401 on a bad "
-                   "password.\",\"done_when\":\"POST /login answers 200 with a "
-                   "token\"},"
-                   "{\"id\":\"T2\",\"agent\":\"frontend\",\"instruction\":"
-                   "\"Add the login form\",\"depends_on\":[\"T1\"],"
-                   "\"done_when\":[{\"contains\":\"<form\"}]},"
-                   "{\"id\":\"T3\",\"agent\":\"technical-writing\","
-                   "\"instruction\":\"Document the login flow\",\"depends_on\":"
-                   "[{\"id\":\"T1\",\"type\":\"order\"}]}]}";
-        return "{\"lane\":\"backend\"}";
-    }
+/* The coordinator's plan for plan_text: three tasks in two waves, a data
+ * and an order dependency, done_when as text and as an assertion. */
+static const char *plan_script(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":["
+               "{\"id\":\"T1\",\"agent\":\"backend\",\"instruction\":"
+               "\"Add the /login endpoint to the API server:\\n check the "
+               "password hash, issue a session token, answer 401 on a bad "
+               "password.\",\"done_when\":\"POST /login answers 200 with a "
+               "token\"},"
+               "{\"id\":\"T2\",\"agent\":\"frontend\",\"instruction\":"
+               "\"Add the login form\",\"depends_on\":[\"T1\"],"
+               "\"done_when\":[{\"contains\":\"<form\"}]},"
+               "{\"id\":\"T3\",\"agent\":\"technical-writing\","
+               "\"instruction\":\"Document the login flow\",\"depends_on\":"
+               "[{\"id\":\"T1\",\"type\":\"order\"}]}]}";
+    return "{\"lane\":\"backend\"}";
+}
 
-    /* forum plan prints the plan for people: the route, then each wave's
-     * tasks aligned (id, agent, the instruction's start on one line), what a
-     * task waits for and its done_when; --json keeps the object. */
-    Test(cli, plan_prints_waves_and_tasks_for_people)
-    {
-        struct fake *f = fake_start(plan_script);
-        char url[64];
-        snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
-        char *dir = tu_tmpdir();
-        const char *const args[] = {"plan",     "add",        "a", "login",
-                                    "endpoint", "--chat-url", url, "--model",
-                                    "m",        NULL};
-        struct tu_run r = run_list(dir, NULL, 0, NULL, args);
-        cr_assert_eq(r.status, 0, "%s", r.err);
-        const char *want[] = {
-            "plan: 3 tasks in 2 waves; lane ",
-            "model m\n",
-            "witnessed: request seq 0, plan seq ",
-            "\nwave 1\n"
-            "  ID  AGENT              INSTRUCTION\n"
-            "  T1  backend            Add the /login endpoint to the API "
-            "server: check...\n"
-            "                         done when: POST /login answers 200 with "
-            "a "
-            "token\n"
-            "\nwave 2\n"
-            "  ID  AGENT              INSTRUCTION\n"
-            "  T2  frontend           Add the login form\n"
-            "                         after T1\n"
-            "                         done when: [{\"contains\":\"<form\"}]\n"
-            "  T3  technical-writing  Document the login flow\n"
-            "                         after T1 (order only)\n",
-        };
-        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-            must_contain(r.out, want[i], "forum plan");
-        cr_assert_neq(r.out[0], '{', "%s", r.out); /* not JSON */
-        cr_assert_null(strstr(r.err, "stub planner"), "%s", r.err);
-        tu_run_free(&r);
+/* forum plan prints the plan for people: the route, then each wave's
+ * tasks aligned (id, agent, the instruction's start on one line), what a
+ * task waits for and its done_when; --json keeps the object. */
+Test(cli, plan_prints_waves_and_tasks_for_people)
+{
+    struct fake *f = fake_start(plan_script);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    char *dir = tu_tmpdir();
+    const char *const args[] = {"plan",     "add",        "a", "login",
+                                "endpoint", "--chat-url", url, "--model",
+                                "m",        NULL};
+    struct tu_run r = run_list(dir, NULL, 0, NULL, args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *want[] = {
+        "plan: 3 tasks in 2 waves; lane ",
+        "model m\n",
+        "witnessed: request seq 0, plan seq ",
+        "\nwave 1\n"
+        "  ID  AGENT              INSTRUCTION\n"
+        "  T1  backend            Add the /login endpoint to the API "
+        "server: check...\n"
+        "                         done when: POST /login answers 200 with "
+        "a "
+        "token\n"
+        "\nwave 2\n"
+        "  ID  AGENT              INSTRUCTION\n"
+        "  T2  frontend           Add the login form\n"
+        "                         after T1\n"
+        "                         done when: [{\"contains\":\"<form\"}]\n"
+        "  T3  technical-writing  Document the login flow\n"
+        "                         after T1 (order only)\n",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        must_contain(r.out, want[i], "forum plan");
+    cr_assert_neq(r.out[0], '{', "%s", r.out); /* not JSON */
+    cr_assert_null(strstr(r.err, "stub planner"), "%s", r.err);
+    tu_run_free(&r);
 
-        /* --json: the method's object, as POST /plan serves it */
-        const char *const jargs[] = {"--json", "plan",       "add", "a",
-                                     "login",  "--chat-url", url,   "--model",
-                                     "m",      NULL};
-        r = run_list(dir, NULL, 0, NULL, jargs);
-        cr_assert_eq(r.status, 0, "%s", r.err);
-        cJSON *o = tu_run_json(&r);
-        cJSON *plan = cJSON_GetObjectItemCaseSensitive(o, "plan");
-        cr_assert_eq(
-            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(plan, "tasks")),
-            3);
-        cr_assert_eq(
-            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(plan, "waves")),
-            2);
-        cr_assert_str_eq(tu_str(o, "model"), "m");
-        cJSON_Delete(o);
-        tu_run_free(&r);
-        fake_stop(f);
-        fake_free(f);
+    /* --json: the method's object, as POST /plan serves it */
+    const char *const jargs[] = {"--json",     "plan", "add",     "a", "login",
+                                 "--chat-url", url,    "--model", "m", NULL};
+    r = run_list(dir, NULL, 0, NULL, jargs);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *o = tu_run_json(&r);
+    cJSON *plan = cJSON_GetObjectItemCaseSensitive(o, "plan");
+    cr_assert_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(plan, "tasks")), 3);
+    cr_assert_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(plan, "waves")), 2);
+    cr_assert_str_eq(tu_str(o, "model"), "m");
+    cJSON_Delete(o);
+    tu_run_free(&r);
+    fake_stop(f);
+    fake_free(f);
 
-        /* no model: the stub's one task, and a note on stderr */
-        const char *const sargs[] = {"plan", "write", "the", "docs", NULL};
-        r = run_list(dir, NULL, 0, NULL, sargs);
-        cr_assert_eq(r.status, 0, "%s", r.err);
-        must_contain(r.out, "plan: 1 task in 1 wave;", "stub plan");
-        must_contain(r.out, "  T1  ", "stub plan");
-        must_contain(r.err, "stub planner", "stub plan");
-        tu_run_free(&r);
-        tu_rmrf(dir);
-    }
+    /* no model: the stub's one task, and a note on stderr */
+    const char *const sargs[] = {"plan", "write", "the", "docs", NULL};
+    r = run_list(dir, NULL, 0, NULL, sargs);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "plan: 1 task in 1 wave;", "stub plan");
+    must_contain(r.out, "  T1  ", "stub plan");
+    must_contain(r.err, "stub planner", "stub plan");
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
