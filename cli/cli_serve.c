@@ -52,6 +52,7 @@ static const char help_serve[] =
     "  --checkpoint-ms MS     checkpoint signing cadence (default 1000;\n"
     "                         0 = never)\n"
     "  --log-file F           log to F instead of stderr\n"
+    "  --access-log F         a line a request to F (docs/OPERATIONS.md)\n"
     "  --cmd CMD              a model command line: answers every role and\n"
     "                         task, the prompt its last argument (no shell)\n"
     "  --roster FILE          a roster JSON file instead of the built-in one\n"
@@ -93,7 +94,8 @@ static int parse_int(const char *s, long lo, long hi, long *out)
  * is internal). */
 static const char serve_flags[] =
     "--no-auth --metrics-public --check --host --port --timeout-s --workers "
-    "--checkpoint-ms --log-file --cmd --roster --sandbox --workspace "
+    "--checkpoint-ms --log-file --access-log --cmd --roster --sandbox "
+    "--workspace "
     "--max-connections --max-runs --timeout -n " CLI_PROVIDER_FLAGS
     " " CLI_GATE_FLAGS;
 
@@ -150,6 +152,8 @@ static int parse_opts(struct cli *c, int argc, char **argv, int start,
             o->cfg.sign_interval_ms = x == 0 ? -1 : (int)x;
         } else if (!strcmp(a, "--log-file")) {
             o->cfg.log_file = v;
+        } else if (!strcmp(a, "--access-log")) {
+            o->cfg.access_log = v;
         } else if (!strcmp(a, "--cmd")) {
             o->cfg.cmd = v;
         } else if (!strcmp(a, "--roster")) {
@@ -248,6 +252,8 @@ static int load_config(struct cli *c, struct serve_opts *o)
         file.gates_owned = flags.gates_owned;
     }
     file.log_file = flags.log_file;
+    if (flags.access_log)
+        file.access_log = flags.access_log;
     file.cmd = flags.cmd;
     file.roster = flags.roster;
     if (flags.workspace)

@@ -41,7 +41,8 @@ struct daemon {
     char path[4096]; /* scratch for file names */
     pthread_mutex_t log_mu;
     FILE *log;
-    int log_fd; /* the log file's fd when logging to a file, else -1 */
+    int log_fd;    /* the log file's fd when logging to a file, else -1 */
+    int access_fd; /* the access log's, else -1 */
     struct event_base *base;
     struct ledger *ledger;
     struct daemon_commit *commit;
@@ -108,9 +109,39 @@ static int open_log(struct daemon *d, struct fo_err *err)
     return FO_OK;
 }
 
+static int open_access_log(struct daemon *d, struct fo_err *err)
+{
+    d->access_fd = -1;
+    if (!d->cfg->access_log)
+        return FO_OK;
+    d->access_fd = open(d->cfg->access_log,
+                        O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (d->access_fd < 0)
+        return fo_err_set(err, FO_E_IO, "access log %s: %s", d->cfg->access_log,
+                          strerror(errno));
+    return FO_OK;
+}
+
+/* SIGHUP: the access log reopened under the same descriptor (the http
+ * surface writes it from this thread, between signals). */
+static void reopen_access_log(struct daemon *d)
+{
+    if (d->access_fd < 0)
+        return;
+    surf_http_access_flush(d->http);
+    int fd = open(d->cfg->access_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+                  0600);
+    if (fd < 0 || dup3(fd, d->access_fd, O_CLOEXEC) < 0)
+        dlog(d, "SIGHUP: cannot reopen the access log %s: %s",
+             d->cfg->access_log, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
 /* SIGHUP: reopen the log file under the same FILE (after a rotation). */
 static void reopen_log(struct daemon *d)
 {
+    reopen_access_log(d);
     if (d->log_fd < 0)
         return;
     int fd =
@@ -551,6 +582,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     d->start_us = ledger_now_us();
     pthread_mutex_init(&d->log_mu, NULL);
     rc = open_log(d, err);
+    if (rc == FO_OK)
+        rc = open_access_log(d, err);
     if (rc)
         goto out;
     signal(SIGPIPE, SIG_IGN);
@@ -659,6 +692,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         .metrics = daemon_metrics,
         .append_hook = d,
         .metrics_public = cfg->metrics_public,
+        .access_on = d->access_fd >= 0,
+        .access_fd = d->access_fd,
         .log = dlog,
     };
     rc = surf_http_create(d->base, &hc, &d->http, err);
@@ -747,7 +782,9 @@ out:
         if (d->log_fd >= 0) /* on stderr the CLI says it already */
             dlog(d, "cannot serve: %s", err->msg);
     }
-    surf_http_free(d->http);
+    surf_http_free(d->http); /* writes out the access log's last lines */
+    if (d->access_fd >= 0)
+        close(d->access_fd);
     orch_engine_free(d->engine); /* stopped before the loop ended */
     if (d->dns)
         evdns_base_free(d->dns, 0);
@@ -817,6 +854,9 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
             cfg->no_auth = cJSON_IsTrue(v);
         else if (!strcmp(k, "metrics_public") && cJSON_IsBool(v))
             cfg->metrics_public = cJSON_IsTrue(v);
+        else if (!strcmp(k, "access_log") && cJSON_IsString(v) &&
+                 *v->valuestring)
+            cfg->access_log = v->valuestring;
         else if (!strcmp(k, "timeout_s") && is_int && x >= 1 && x <= 3600)
             cfg->timeout_s = (int)x;
         else if (!strcmp(k, "workers") && is_int && x >= 1 && x <= 64)

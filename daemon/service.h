@@ -20,25 +20,26 @@
 #define DAEMON_LEASE_S_DEFAULT 10
 
 struct daemon_config {
-    const char *dir;      /* the data dir (created when absent) */
-    const char *host;     /* NULL: 127.0.0.1 */
-    int port;             /* -1: 8080; 0: ephemeral */
-    int no_auth;          /* --no-auth */
-    int metrics_public;   /* --metrics-public: GET /metrics without token */
-    int timeout_s;        /* HTTP idle read/write timeout, and the deadline
-                             for a request to arrive whole; 0: 30 */
-    int max_connections;  /* HTTP connections open at once; 0: from the
-                             open-file limit (surf_http_connections_default) */
-    int workers;          /* worker threads; 0: 2 */
-    size_t body_max;      /* HTTP body cap; 0: 1 MiB + 64 KiB */
-    int sign_interval_ms; /* checkpoint cadence; 0: 1000; < 0: never */
-    const char *log_file; /* NULL: stderr */
-    int ready_fd;         /* -1, or a pipe told "ok <port>" or "error <msg>" */
-    int quiet;            /* no "listening on" line on stdout */
-    const char *cmd;      /* plan executor command (NULL: the stub) */
-    const char *roster;   /* roster file (NULL: the built-in roster) */
-    int max_runs;         /* background runs at once; 0: 8 (1..1024) */
-    int lease_s; /* run lease on a PostgreSQL ledger; 0: 10 (1..3600) */
+    const char *dir;        /* the data dir (created when absent) */
+    const char *host;       /* NULL: 127.0.0.1 */
+    int port;               /* -1: 8080; 0: ephemeral */
+    int no_auth;            /* --no-auth */
+    int metrics_public;     /* --metrics-public: GET /metrics without token */
+    int timeout_s;          /* HTTP idle read/write timeout, and the deadline
+                               for a request to arrive whole; 0: 30 */
+    int max_connections;    /* HTTP connections open at once; 0: from the
+                               open-file limit (surf_http_connections_default) */
+    int workers;            /* worker threads; 0: 2 */
+    size_t body_max;        /* HTTP body cap; 0: 1 MiB + 64 KiB */
+    int sign_interval_ms;   /* checkpoint cadence; 0: 1000; < 0: never */
+    const char *log_file;   /* NULL: stderr */
+    const char *access_log; /* one line a request to this file; NULL: none */
+    int ready_fd;       /* -1, or a pipe told "ok <port>" or "error <msg>" */
+    int quiet;          /* no "listening on" line on stdout */
+    const char *cmd;    /* plan executor command (NULL: the stub) */
+    const char *roster; /* roster file (NULL: the built-in roster) */
+    int max_runs;       /* background runs at once; 0: 8 (1..1024) */
+    int lease_s;        /* run lease on a PostgreSQL ledger; 0: 10 (1..3600) */
     /* Where tools act (--workspace, forum.json "workspace"); NULL: a fresh
      * DIR/workspaces/run-<id> per run. */
     const char *workspace;

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -152,6 +154,9 @@ struct surf_http {
     struct surf_events *events;
     struct stream *streams;
     long nstreams;
+    /* the access log's lines not yet written, and its timer */
+    struct fo_buf alog;
+    struct event *alog_ev;
 };
 
 static void logm(struct surf_http *h, const char *what, const char *detail)
@@ -223,6 +228,78 @@ static void count(struct surf_http *h, int route, int status, int64_t t0)
     h->requests++;
 }
 
+/* ---- the access log ------------------------------------------------------
+ *
+ * One line a request, for people and for grep:
+ *   2026-11-25T21:56:19.412Z 127.0.0.1 GET /ledger/42 200 617 0.412ms
+ * ledger_get time (UTC, ms), peer, method, path (never the query string, never
+ * a header), status, body bytes, time to the reply, the route's label. A GET
+ * /events line is written when the stream starts. */
+
+#define ALOG_FLUSH (16 * 1024)
+
+void surf_http_access_flush(struct surf_http *h)
+{
+    if (!h || !h->cfg.access_on || !h->alog.len)
+        return;
+    size_t off = 0;
+    while (off < h->alog.len) {
+        ssize_t w =
+            write(h->cfg.access_fd, h->alog.data + off, h->alog.len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break; /* a full disk: these lines are lost, the daemon is not */
+        off += (size_t)w;
+    }
+    fo_buf_reset(&h->alog);
+}
+
+static void alog_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    surf_http_access_flush(arg);
+}
+
+static const char *route_label(const struct surf_http *h, int route);
+static const char *method_name(enum evhttp_cmd_type c);
+
+static void access_line(struct surf_http *h, struct evhttp_request *req,
+                        int status, size_t bytes, int route, int64_t t0)
+{
+    if (!h->cfg.access_on)
+        return;
+    int64_t now = ledger_now_us();
+    time_t secs = (time_t)(now / 1000000);
+    struct tm tm;
+    char when[32] = "?";
+    if (gmtime_r(&secs, &tm))
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    char *peer = NULL;
+    ev_uint16_t port = 0;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon)
+        evhttp_connection_get_peer(evcon, &peer, &port);
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!path || !*path)
+        path = "/";
+    /* a control byte or a space in the path cannot forge a line */
+    char clean[513];
+    size_t n = 0;
+    for (; path[n] && n < sizeof(clean) - 1; n++)
+        clean[n] =
+            (unsigned char)path[n] <= 0x20 || path[n] == 0x7f ? '?' : path[n];
+    clean[n] = '\0';
+    fo_buf_printf(&h->alog, "%s.%03dZ %s %s %s %d %zu %.3fms %s\n", when,
+                  (int)(now / 1000 % 1000), peer ? peer : "-",
+                  method_name(evhttp_request_get_command(req)), clean, status,
+                  bytes, (double)(now - t0) / 1000.0, route_label(h, route));
+    if (h->alog.len >= ALOG_FLUSH)
+        surf_http_access_flush(h);
+}
+
 static void free_ref(const void *data, size_t len, void *arg)
 {
     (void)data;
@@ -272,6 +349,7 @@ static void send_raw(struct surf_http *h, struct evhttp_request *req,
         evbuffer_add_reference(buf, data, len, free_ref, data) == 0)
         data = NULL; /* owned by buf now */
     free(data);
+    access_line(h, req, status, len, route, t0);
     h->unsent++;
     conn_sent(h, req);
     evhttp_request_set_on_complete_cb(req, reply_written, h);
@@ -503,6 +581,15 @@ static void on_drained(evutil_socket_t fd, short what, void *arg)
 
 /* ---- metrics ---------------------------------------------------------- */
 
+static const char *route_label(const struct surf_http *h, int route)
+{
+    return route == ROUTE_METRICS     ? "metrics"
+           : route == ROUTE_UNKNOWN   ? "unknown"
+           : route == ROUTE_EVENTS    ? "events"
+           : route == ROUTE_DASHBOARD ? "dashboard"
+                                      : h->table[route - ROUTE_EXTRA].name;
+}
+
 static int metrics_text(struct surf_http *h, struct fo_buf *b)
 {
     int64_t entries = -1;
@@ -566,12 +653,7 @@ static int metrics_text(struct surf_http *h, struct fo_buf *b)
                          "by route and status.\n"
                          "# TYPE forum_http_requests_total counter\n");
     for (size_t r = 0; r < h->nmethods + ROUTE_EXTRA; r++) {
-        const char *name = r == ROUTE_METRICS   ? "metrics"
-                           : r == ROUTE_UNKNOWN ? "unknown"
-                           : r == ROUTE_EVENTS  ? "events"
-                           : r == ROUTE_DASHBOARD
-                               ? "dashboard"
-                               : h->table[r - ROUTE_EXTRA].name;
+        const char *name = route_label(h, (int)r);
         for (size_t s = 0; s < NSTATUS; s++) {
             unsigned long long n = h->counts[r * NSTATUS + s];
             if (!n)
@@ -1222,6 +1304,7 @@ static int stream_open(struct surf_http *h, struct evhttp_request *req,
     evhttp_add_header(oh, "Connection", "close");
     evhttp_send_reply_start(req, 200, "OK");
     count(h, ROUTE_EVENTS, 200, t0);
+    access_line(h, req, 200, 0, ROUTE_EVENTS, t0);
     /* Quiet is the stream's normal state: no read timeout. A client that
      * stops reading is still dropped timeout_s after its output stalls. */
     struct bufferevent *bev = evhttp_connection_get_bufferevent(st->evcon);
@@ -1871,6 +1954,15 @@ int surf_http_create(struct event_base *base,
         }
         h->nthreads++;
     }
+    fo_buf_init(&h->alog, FO_BUF_UNLIMITED);
+    if (h->cfg.access_on) {
+        struct timeval one = {1, 0};
+        h->alog_ev = event_new(base, -1, EV_PERSIST, alog_tick, h);
+        if (!h->alog_ev || event_add(h->alog_ev, &one) != 0) {
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+            goto fail;
+        }
+    }
     if (h->cfg.loop_ctx && h->cfg.loop_ctx->ledger &&
         surf_events_create(base, h->cfg.loop_ctx->ledger, h->cfg.keepalive_s,
                            &h->events, err) != FO_OK) {
@@ -1979,6 +2071,10 @@ void surf_http_free(struct surf_http *h)
         free(st);
     }
     surf_events_free(h->events);
+    surf_http_access_flush(h);
+    fo_buf_release(&h->alog);
+    if (h->alog_ev)
+        event_free(h->alog_ev);
     free(h->conns); /* empty now */
     for (size_t i = 0; i < h->nborn; i++)
         bufferevent_decref(h->born[i]);

@@ -37,6 +37,11 @@ struct surf_http_config {
     int workers;         /* threads for methods that may block; 0: 2 */
     int keepalive_s;     /* a comment on idle GET /events streams this
                             often; 0: 15 */
+    /* The access log: with access_on, a line a request is written to
+     * access_fd (buffered; written out each second, at 16 KiB, on
+     * surf_http_access_flush and when freed). */
+    int access_on;
+    int access_fd;
     /* The context fast methods use on the loop thread. */
     struct surf_ctx *loop_ctx;
     /* Makes and frees one worker's context (its own ledger handle). */
@@ -87,6 +92,10 @@ void surf_http_drain(struct surf_http *h, void (*done)(void *arg), void *arg);
 /* New ledger entries may be there: GET /events streams look now. Any
  * thread (the committer calls it after each transaction); NULL-safe. */
 void surf_http_notify(struct surf_http *h);
+
+/* Writes out the access log's buffered lines (before the descriptor is
+ * reopened). Loop thread. NULL-safe. */
+void surf_http_access_flush(struct surf_http *h);
 
 /* GET /events streams open now. */
 long surf_http_streams(const struct surf_http *h);

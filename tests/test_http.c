@@ -610,3 +610,73 @@ Test(http, append_batch_is_all_or_nothing)
     fo_buf_release(&b);
     tu_rmrf(bdir);
 }
+
+/* --access-log: a line a request (time, peer, method, path without the
+ * query, status, bytes, time, route), never a header or the query string
+ * (so never a token); SIGHUP reopens it after a rotation. */
+Test(http, access_log_lines_and_rotation)
+{
+    char *adir = tu_tmpdir();
+    char alog[4200], rotated[4300];
+    snprintf(alog, sizeof(alog), "%s/access.log", adir);
+    snprintf(rotated, sizeof(rotated), "%s.1", alog);
+    struct tu_daemon ad;
+    tu_daemon_start(&ad, adir, "--access-log", alog, NULL);
+    char *b = NULL;
+    cr_assert_eq(tu_http(&ad, "GET", "/health", NULL, 0, &b), 200);
+    free(b);
+    cr_assert_eq(tu_http(&ad, "GET", "/ledger?from=0&limit=1", NULL, 1, &b),
+                 200);
+    free(b);
+    char q[300];
+    snprintf(q, sizeof(q), "/status?token=%s", ad.token);
+    cr_assert_eq(tu_http(&ad, "GET", q, NULL, 0, &b), 400);
+    free(b);
+    cr_assert_eq(tu_http(&ad, "GET", "/no/such", NULL, 1, &b), 404);
+    free(b);
+    /* rotated: moved away, then SIGHUP; the next lines go to a new file */
+    for (int64_t t0 = tu_now_ms(); !tu_file_has(alog, "/no/such");) {
+        cr_assert_lt(tu_now_ms() - t0, 10000, "the lines never came");
+        usleep(50000);
+    }
+    cr_assert_eq(rename(alog, rotated), 0);
+    kill(ad.pid, SIGHUP);
+    for (int64_t t0 = tu_now_ms(); !tu_file_has(alog, " GET /health 200 ");) {
+        cr_assert_lt(tu_now_ms() - t0, 10000, "not reopened");
+        tu_http(&ad, "GET", "/health", NULL, 0, NULL);
+        usleep(50000);
+    }
+    cr_assert_eq(tu_daemon_signal_wait(&ad, SIGTERM, 10000), 0);
+    size_t n = 0;
+    char *old = tu_read_file(rotated, &n);
+    cr_assert_not_null(old);
+    cr_assert(strstr(old, " 127.0.0.1 GET /health 200 "), "%s", old);
+    cr_assert(strstr(old, " GET /ledger 200 ") &&
+                  strstr(old, " ledger_range\n"),
+              "%s", old);
+    cr_assert(strstr(old, " GET /status 400 "), "%s", old);
+    cr_assert(strstr(old, " GET /no/such 404 "), "%s", old);
+    cr_assert_null(strstr(old, ad.token), "the token reached the access log");
+    cr_assert_null(strstr(old, "from=0"), "the query reached the access log");
+    /* one line a request, each in the documented shape */
+    int lines = 0;
+    for (char *l = old; *l; lines++) {
+        char day[40], method[16], path[256], route[64];
+        int status = 0;
+        size_t bytes = 0;
+        double ms = 0;
+        cr_assert_eq(sscanf(l, "%39s %*s %15s %255s %d %zu %lfms %63s", day,
+                            method, path, &status, &bytes, &ms, route),
+                     7, "%s", l);
+        char *nl = strchr(l, '\n');
+        cr_assert_not_null(nl);
+        l = nl + 1;
+    }
+    /* the four, and /health lines sent before SIGHUP was handled */
+    cr_assert_geq(lines, 4, "%s", old);
+    free(old);
+    char *now = tu_read_file(alog, &n);
+    cr_assert(now && strstr(now, " GET /health 200 "), "%s", now);
+    free(now);
+    tu_rmrf(adir);
+}
