@@ -485,7 +485,7 @@ static int summary_of(struct cli *c, const char *dir, cJSON **out)
         return code;
     struct fo_err err;
     fo_err_clear(&err);
-    int rc = ledger_summary(l, out, &err);
+    int rc = orch_summary(l, out, &err);
     ledger_close(l);
     if (rc) {
         fo_err_prefix(&err, "%s", dir);

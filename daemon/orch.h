@@ -764,6 +764,17 @@ int orch_session_remember(const struct orch_witness *w, const char *name,
 int orch_session_forget(const struct orch_witness *w, const char *name,
                         const char *key, cJSON **out, struct fo_err *err);
 
+/* ---- counts (orch_counts.c) --------------------------------------------- */
+
+/* The run counts of a ledger: {requests, plans, tasks, refusals,
+ * results_ok, results_failed, results_redacted, model_calls: {model:
+ * n}}; one scan with bodies. */
+int orch_run_counts(struct ledger *l, cJSON **out, struct fo_err *err);
+
+/* ledger_summary with the run counts as "runs": what `ledger summary`,
+ * GET /summary and the ledger_summary tool serve. */
+int orch_summary(struct ledger *l, cJSON **out, struct fo_err *err);
+
 /* ---- background runs (orch_runs.c) ------------------------------------ */
 
 /* Runs at once (max_runs). In the daemon a run waiting costs only memory

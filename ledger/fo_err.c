@@ -8,49 +8,44 @@ struct code_info {
     const char *name;
     const char *message;
     int exit_class;
-    int http;
 };
 
 static const struct code_info codes[FO_E__COUNT] = {
-    [FO_OK] = {"ok", "ok", 0, 200},
-    [FO_E_NOMEM] = {"out_of_memory", "out of memory", 3, 500},
-    [FO_E_INVALID] = {"invalid_input", "invalid input", 2, 400},
-    [FO_E_JSON] = {"invalid_json", "invalid JSON", 2, 400},
-    [FO_E_TOO_LARGE] = {"body_too_large", "body over the size limit", 2, 413},
-    [FO_E_NOT_FOUND] = {"not_found", "not found", 1, 404},
-    [FO_E_REDACTED] = {"redacted", "the body was redacted", 1, 410},
-    [FO_E_IO] = {"io_error", "I/O or storage error", 3, 500},
-    [FO_E_CORRUPT] = {"corrupt", "the database is damaged", 3, 500},
-    [FO_E_FOREIGN] = {"foreign_database", "not a forum ledger", 3, 500},
-    [FO_E_TOO_NEW] = {"newer_format", "ledger written by a newer forum", 3,
-                      500},
-    [FO_E_BUSY] = {"busy", "the database is busy", 3, 503},
-    [FO_E_VERIFY] = {"verification_failed", "verification failed", 1, 200},
-    [FO_E_USAGE] = {"usage", "bad usage", 2, 400},
-    [FO_E_EXISTS] = {"exists", "already exists", 2, 409},
-    [FO_E_UNAUTHORIZED] = {"unauthorized", "missing or wrong token", 2, 401},
-    [FO_E_METHOD] = {"method_not_allowed", "method not allowed", 2, 405},
-    [FO_E_DRAINING] = {"draining", "shutting down", 3, 503},
-    [FO_E_UPSTREAM] = {"bad_upstream", "upstream answered nonsense", 3, 502},
-    [FO_E_INTERNAL] = {"internal", "internal error", 3, 500},
-    [FO_E_LOCKED] = {"ledger_locked", "another daemon holds the ledger", 3,
-                     500},
-    [FO_E_INPUT_TOO_LARGE] = {"input_too_large", "input over the size limit", 2,
-                              413},
-    [FO_E_TIMEOUT] = {"timeout", "timed out", 3, 504},
-    [FO_E_UNAVAILABLE] = {"unavailable", "upstream unavailable", 3, 502},
-    [FO_E_BUDGET] = {"budget_exhausted", "run budget exhausted", 1, 200},
-    [FO_E_NOT_A_RUN] = {"not_a_run", "not a run", 1, 404},
+    [FO_OK] = {"ok", "ok", 0},
+    [FO_E_NOMEM] = {"out_of_memory", "out of memory", 3},
+    [FO_E_INVALID] = {"invalid_input", "invalid input", 2},
+    [FO_E_JSON] = {"invalid_json", "invalid JSON", 2},
+    [FO_E_TOO_LARGE] = {"body_too_large", "body over the size limit", 2},
+    [FO_E_NOT_FOUND] = {"not_found", "not found", 1},
+    [FO_E_REDACTED] = {"redacted", "the body was redacted", 1},
+    [FO_E_IO] = {"io_error", "I/O or storage error", 3},
+    [FO_E_CORRUPT] = {"corrupt", "the database is damaged", 3},
+    [FO_E_FOREIGN] = {"foreign_database", "not a forum ledger", 3},
+    [FO_E_TOO_NEW] = {"newer_format", "ledger written by a newer forum", 3},
+    [FO_E_BUSY] = {"busy", "the database is busy", 3},
+    [FO_E_VERIFY] = {"verification_failed", "verification failed", 1},
+    [FO_E_USAGE] = {"usage", "bad usage", 2},
+    [FO_E_EXISTS] = {"exists", "already exists", 2},
+    [FO_E_UNAUTHORIZED] = {"unauthorized", "missing or wrong token", 2},
+    [FO_E_METHOD] = {"method_not_allowed", "method not allowed", 2},
+    [FO_E_DRAINING] = {"draining", "shutting down", 3},
+    [FO_E_UPSTREAM] = {"bad_upstream", "upstream answered nonsense", 3},
+    [FO_E_INTERNAL] = {"internal", "internal error", 3},
+    [FO_E_LOCKED] = {"ledger_locked", "another daemon holds the ledger", 3},
+    [FO_E_INPUT_TOO_LARGE] = {"input_too_large", "input over the size limit",
+                              2},
+    [FO_E_TIMEOUT] = {"timeout", "timed out", 3},
+    [FO_E_UNAVAILABLE] = {"unavailable", "upstream unavailable", 3},
+    [FO_E_BUDGET] = {"budget_exhausted", "run budget exhausted", 1},
+    [FO_E_NOT_A_RUN] = {"not_a_run", "not a run", 1},
     [FO_E_RUN_ELSEWHERE] = {"run_elsewhere",
-                            "the run is not in progress in this process", 1,
-                            409},
+                            "the run is not in progress in this process", 1},
     [FO_E_STORAGE_MOVED] = {"storage_moved",
                             "the ledger's files were moved, replaced or "
                             "truncated under this process; restart it",
-                            3, 503},
-    [FO_E_NO_GATE] = {"no_gate", "no gate waits for a decision there", 2, 400},
-    [FO_E_GATE_DECIDED] = {"gate_decided", "the gate was decided already", 2,
-                           400},
+                            3},
+    [FO_E_NO_GATE] = {"no_gate", "no gate waits for a decision there", 2},
+    [FO_E_GATE_DECIDED] = {"gate_decided", "the gate was decided already", 2},
 };
 
 static const struct code_info *info(int code)
@@ -73,11 +68,6 @@ const char *fo_code_message(int code)
 int fo_code_exit(int code)
 {
     return code == FO_OK ? 0 : info(code)->exit_class;
-}
-
-int fo_code_http(int code)
-{
-    return info(code)->http;
 }
 
 /* A message cut by the buffer may end inside a UTF-8 sequence: drop the

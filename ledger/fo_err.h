@@ -61,9 +61,6 @@ const char *fo_code_message(int code);
  * not found, 2 usage or bad input, 3 I/O or storage error. */
 int fo_code_exit(int code);
 
-/* The HTTP status for a code (400, 404, 410, 413, 500, 503, ...). */
-int fo_code_http(int code);
-
 /* Sets err (when not NULL) to code and a formatted message; returns code so a
  * caller may write `return fo_err_set(err, FO_E_INVALID, "seq %d", n);`.
  * With fmt NULL the code's own message is used. Truncates long messages. */

@@ -1081,6 +1081,32 @@ static int range_row(void *ctx, const struct store_row *row)
     return r->fn(r->ctx, &e);
 }
 
+struct bodies_ctx {
+    ledger_body_fn fn;
+    void *ctx;
+};
+
+static int bodies_row(void *ctx, const struct store_row *row)
+{
+    struct bodies_ctx *b = ctx;
+    struct ledger_entry e;
+    rec_to_entry(&row->rec, &e);
+    return b->fn(b->ctx, &e, row->body, row->body_len);
+}
+
+int ledger_range_bodies(struct ledger *l, int64_t from, int64_t limit,
+                        ledger_body_fn fn, void *ctx, struct fo_err *err)
+{
+    struct bodies_ctx b = {fn, ctx};
+    int rc = l->ops->begin_read(l->store, err);
+    if (rc)
+        return rc;
+    rc = l->ops->scan(l->store, from < 0 ? 0 : from, limit, 1, bodies_row, &b,
+                      err);
+    l->ops->rollback(l->store);
+    return rc;
+}
+
 int ledger_range(struct ledger *l, int64_t from, int64_t limit,
                  ledger_entry_fn fn, void *ctx, struct fo_err *err)
 {
@@ -1324,84 +1350,13 @@ static int add_count(void *ctx, const char *key, int64_t n)
     return fo_json_add_int(ctx, key, n) ? FO_OK : FO_E_NOMEM;
 }
 
-/* Run counts (issue 5): requests, plans, tasks, refusals, and results by
- * outcome and by model. Reading a result's outcome means reading its body,
- * so this scans the ledger with bodies: O(entries), a summary is rare. */
-struct run_counts {
-    int64_t requests, plans, tasks, refusals;
-    int64_t results_ok, results_failed, results_redacted;
-    cJSON *models; /* {"model id": calls} */
-};
-
-static int count_run_row(void *ctx, const struct store_row *row)
-{
-    struct run_counts *c = ctx;
-    const char *k = row->rec.kind;
-    if (!strcmp(k, "request"))
-        c->requests++;
-    else if (!strcmp(k, "plan"))
-        c->plans++;
-    else if (!strcmp(k, "task"))
-        c->tasks++;
-    else if (!strcmp(k, "refusal"))
-        c->refusals++;
-    if (strcmp(k, "result") != 0)
-        return FO_OK;
-    cJSON *b = NULL;
-    if (!row->body ||
-        fo_json_parse(row->body, row->body_len, &b, NULL) != FO_OK) {
-        c->results_redacted++; /* a body we cannot read: redacted */
-        return FO_OK;
-    }
-    const cJSON *ok = cJSON_GetObjectItemCaseSensitive(b, "ok");
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(b, "model");
-    if (cJSON_IsTrue(ok))
-        c->results_ok++;
-    else
-        c->results_failed++;
-    int rc = FO_OK;
-    if (cJSON_IsString(model)) {
-        cJSON *n =
-            cJSON_GetObjectItemCaseSensitive(c->models, model->valuestring);
-        if (n)
-            cJSON_SetNumberValue(n, n->valuedouble + 1);
-        else if (!fo_json_add_int(c->models, model->valuestring, 1))
-            rc = FO_E_NOMEM;
-    }
-    cJSON_Delete(b);
-    return rc;
-}
-
-static cJSON *run_counts_json(struct run_counts *c)
-{
-    cJSON *o = cJSON_CreateObject();
-    int ok = o && fo_json_add_int(o, "requests", c->requests) &&
-             fo_json_add_int(o, "plans", c->plans) &&
-             fo_json_add_int(o, "tasks", c->tasks) &&
-             fo_json_add_int(o, "refusals", c->refusals) &&
-             fo_json_add_int(o, "results_ok", c->results_ok) &&
-             fo_json_add_int(o, "results_failed", c->results_failed) &&
-             fo_json_add_int(o, "results_redacted", c->results_redacted);
-    if (!ok) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    cJSON_AddItemToObject(o, "model_calls", c->models);
-    c->models = NULL;
-    return o;
-}
-
 int ledger_summary(struct ledger *l, cJSON **out, struct fo_err *err)
 {
-    struct run_counts runs = {.models = cJSON_CreateObject()};
-    cJSON *runs_json = NULL;
     cJSON *o = cJSON_CreateObject();
     cJSON *kinds = cJSON_CreateObject(), *actors = cJSON_CreateObject();
     int64_t count = 0, present = 0;
     struct store_rec last;
-    int rc = o && kinds && actors && runs.models
-                 ? FO_OK
-                 : fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = o && kinds && actors ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
     int in_read = 0;
     if (!rc)
         rc = l->ops->begin_read(l->store, err);
@@ -1414,15 +1369,9 @@ int ledger_summary(struct ledger *l, cJSON **out, struct fo_err *err)
         rc = l->ops->group_counts(l->store, "kind", add_count, kinds, err);
     if (!rc)
         rc = l->ops->group_counts(l->store, "actor", add_count, actors, err);
-    if (!rc)
-        rc = l->ops->scan(l->store, 0, -1, 1, count_run_row, &runs, err);
-    if (!rc && !(runs_json = run_counts_json(&runs)))
-        rc = FO_E_NOMEM;
     if (in_read)
         l->ops->rollback(l->store);
-    cJSON_Delete(runs.models);
     if (rc) {
-        cJSON_Delete(runs_json);
         cJSON_Delete(o);
         cJSON_Delete(kinds);
         cJSON_Delete(actors);
@@ -1440,7 +1389,6 @@ int ledger_summary(struct ledger *l, cJSON **out, struct fo_err *err)
              fo_json_add_int(o, "bodies_redacted", count - present);
     cJSON_AddItemToObject(o, "by_kind", kinds);
     cJSON_AddItemToObject(o, "by_actor", actors);
-    cJSON_AddItemToObject(o, "runs", runs_json);
     if (!ok) { /* kinds and actors belong to o now */
         cJSON_Delete(o);
         return fo_err_set(err, FO_E_NOMEM, NULL);

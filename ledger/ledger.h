@@ -219,6 +219,14 @@ int ledger_body_by_hash(struct ledger *l, const uint8_t hash[32], char **body,
 /* Calls fn for entries from `from`, at most limit of them (limit < 0: all),
  * in seq order. A non-zero return of fn stops and is returned. */
 typedef int (*ledger_entry_fn)(void *ctx, const struct ledger_entry *e);
+
+/* As ledger_range, with each entry's body (canonical JSON; NULL when it
+ * was redacted), in one read snapshot. The body is valid only during the
+ * call. */
+typedef int (*ledger_body_fn)(void *ctx, const struct ledger_entry *e,
+                              const char *body, size_t len);
+int ledger_range_bodies(struct ledger *l, int64_t from, int64_t limit,
+                        ledger_body_fn fn, void *ctx, struct fo_err *err);
 int ledger_range(struct ledger *l, int64_t from, int64_t limit,
                  ledger_entry_fn fn, void *ctx, struct fo_err *err);
 
@@ -310,8 +318,9 @@ int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
  * ledger.db-wal until the next redaction or a restart. */
 int ledger_redact_wal_pending(const struct ledger *l);
 
-/* Summary counts: {"entries", "head", "by_kind": {}, "by_actor": {},
- * "bodies_present", "bodies_redacted"}. */
+/* Summary counts: {"entries", "head", "origin", "ledger_id", "by_kind":
+ * {}, "by_actor": {}, "bodies_present", "bodies_redacted"}. What the
+ * entries mean to the orchestrator (run counts) is orch_run_counts'. */
 int ledger_summary(struct ledger *l, cJSON **out, struct fo_err *err);
 
 /* Entry helpers. The JCS form of exactly the 8 hashed fields. */

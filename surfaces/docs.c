@@ -463,7 +463,7 @@ static void put_codes(struct page *p, int http)
                   "| code | meaning |\n|---|---|\n");
     for (int c = 1; c < FO_E__COUNT; c++) {
         if (http)
-            putf(p, "| `%s` | %d | %s |\n", fo_code_name(c), fo_code_http(c),
+            putf(p, "| `%s` | %d | %s |\n", fo_code_name(c), surf_code_http(c),
                  fo_code_message(c));
         else
             putf(p, "| `%s` | %s |\n", fo_code_name(c), fo_code_message(c));

@@ -391,7 +391,7 @@ static void send_error(struct surf_http *h, struct evhttp_request *req,
 {
     size_t len = 0;
     char *t = error_text(err, &len);
-    send_raw(h, req, fo_code_http(err->code), "application/json", t, len, close,
+    send_raw(h, req, surf_code_http(err->code), "application/json", t, len, close,
              route, t0);
 }
 
@@ -420,7 +420,7 @@ static void result_text(int rc, const cJSON *out, const struct fo_err *err,
         return;
     }
     *body = error_text(err, len);
-    *status = fo_code_http(rc);
+    *status = surf_code_http(rc);
 }
 
 /* The drain completes once nothing is in flight and every reply has been

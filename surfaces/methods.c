@@ -8,6 +8,7 @@
 
 #include "ledger/fo_json.h"
 #include "ledger/proof.h"
+#include "daemon/orch.h"
 #include "surfaces/surf_int.h"
 
 #define KIB 1024
@@ -254,7 +255,7 @@ static int h_summary(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                      struct fo_err *err)
 {
     (void)in;
-    return ledger_summary(ctx->ledger, out, err);
+    return orch_summary(ctx->ledger, out, err);
 }
 
 /* ---- ledger writes ---------------------------------------------------- */

@@ -310,3 +310,40 @@ cJSON *surf_methods_json(int include_admin)
     }
     return o;
 }
+
+int surf_code_http(int code)
+{
+    static const int status[FO_E__COUNT] = {
+        [FO_OK] = 200,
+        [FO_E_NOMEM] = 500,
+        [FO_E_INVALID] = 400,
+        [FO_E_JSON] = 400,
+        [FO_E_TOO_LARGE] = 413,
+        [FO_E_NOT_FOUND] = 404,
+        [FO_E_REDACTED] = 410,
+        [FO_E_IO] = 500,
+        [FO_E_CORRUPT] = 500,
+        [FO_E_FOREIGN] = 500,
+        [FO_E_TOO_NEW] = 500,
+        [FO_E_BUSY] = 503,
+        [FO_E_VERIFY] = 200,
+        [FO_E_USAGE] = 400,
+        [FO_E_EXISTS] = 409,
+        [FO_E_UNAUTHORIZED] = 401,
+        [FO_E_METHOD] = 405,
+        [FO_E_DRAINING] = 503,
+        [FO_E_UPSTREAM] = 502,
+        [FO_E_INTERNAL] = 500,
+        [FO_E_LOCKED] = 500,
+        [FO_E_INPUT_TOO_LARGE] = 413,
+        [FO_E_TIMEOUT] = 504,
+        [FO_E_UNAVAILABLE] = 502,
+        [FO_E_BUDGET] = 200,
+        [FO_E_NOT_A_RUN] = 404,
+        [FO_E_RUN_ELSEWHERE] = 409,
+        [FO_E_STORAGE_MOVED] = 503,
+        [FO_E_NO_GATE] = 400,
+        [FO_E_GATE_DECIDED] = 400,
+    };
+    return code >= 0 && code < FO_E__COUNT && status[code] ? status[code] : 500;
+}

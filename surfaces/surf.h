@@ -184,6 +184,10 @@ cJSON *surf_param_value(const struct surf_method *m, const char *name,
 /* The error object {"error": msg, "code": name}. */
 cJSON *surf_error_json(const struct fo_err *err);
 
+/* The HTTP status a code is answered with (400, 404, 410, 413, 500, 503,
+ * ...): the surfaces' business, not the ledger's. Unknown codes: 500. */
+int surf_code_http(int code);
+
 /* The method list served by GET /methods and used for docs and tools/list:
  * {"methods": [{"name", "summary", "flags", "http", "input_schema"}]}. */
 cJSON *surf_methods_json(int include_admin);

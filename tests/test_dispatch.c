@@ -458,7 +458,7 @@ Test(dispatch, summary_counts_runs)
                  FO_OK);
     cJSON_Delete(out);
     cJSON *s = NULL;
-    cr_assert_eq(ledger_summary(led, &s, &err), FO_OK);
+    cr_assert_eq(orch_summary(led, &s, &err), FO_OK);
     const cJSON *runs = cJSON_GetObjectItemCaseSensitive(s, "runs");
     cr_assert_eq(num(runs, "requests"), 1);
     cr_assert_eq(num(runs, "plans"), 1);

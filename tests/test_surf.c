@@ -189,3 +189,22 @@ Test(surf_errors, a_message_cut_by_the_buffer_stays_valid_utf8)
         cJSON_Delete(o);
     }
 }
+
+/* The HTTP status of each code lives in the surfaces (surf_code_http), not
+ * the ledger: spot checks, and unknown codes are 500. */
+Test(surf, http_status_of_codes)
+{
+    cr_assert_eq(surf_code_http(FO_OK), 200);
+    cr_assert_eq(surf_code_http(FO_E_INVALID), 400);
+    cr_assert_eq(surf_code_http(FO_E_UNAUTHORIZED), 401);
+    cr_assert_eq(surf_code_http(FO_E_NOT_FOUND), 404);
+    cr_assert_eq(surf_code_http(FO_E_METHOD), 405);
+    cr_assert_eq(surf_code_http(FO_E_RUN_ELSEWHERE), 409);
+    cr_assert_eq(surf_code_http(FO_E_REDACTED), 410);
+    cr_assert_eq(surf_code_http(FO_E_INPUT_TOO_LARGE), 413);
+    cr_assert_eq(surf_code_http(FO_E_UPSTREAM), 502);
+    cr_assert_eq(surf_code_http(FO_E_STORAGE_MOVED), 503);
+    cr_assert_eq(surf_code_http(FO_E_TIMEOUT), 504);
+    cr_assert_eq(surf_code_http(-1), 500);
+    cr_assert_eq(surf_code_http(FO_E__COUNT), 500);
+}
