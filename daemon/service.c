@@ -43,6 +43,7 @@ struct daemon {
     FILE *log;
     int log_fd;    /* the log file's fd when logging to a file, else -1 */
     int access_fd; /* the access log's, else -1 */
+    struct surf_verify_progress verify; /* every ctx's ledger_verify */
     struct event_base *base;
     struct ledger *ledger;
     struct daemon_commit *commit;
@@ -397,6 +398,7 @@ static int ctx_open(void *hook, struct surf_ctx **out, struct fo_err *err)
     ctx->append_hook = d->commit;
     ctx->health = worker_health;
     ctx->health_hook = d;
+    ctx->verify = &d->verify;
     *out = ctx;
     return FO_OK;
 }
@@ -674,7 +676,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                           .health = daemon_health,
                           .health_hook = d,
                           .status_extra = daemon_status,
-                          .status_hook = d};
+                          .status_hook = d,
+                          .verify = &d->verify};
     struct surf_http_config hc = {
         .host = cfg->host,
         .port = cfg->port < 0 ? 8080 : cfg->port,

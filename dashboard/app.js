@@ -442,9 +442,19 @@ async function viewVerify() {
     value: localStorage.getItem(VKEY_KEY) || "" });
   const run = async (deep) => {
     const t0 = performance.now();
-    const tick = setInterval(() => {
-      res.replaceChildren(el("p", {}, `verifying${deep ? " (deep: every body re-hashed)" : ""}\u2026 ${((performance.now() - t0) / 1000).toFixed(1)} s`));
-    }, 100);
+    let finished = false;
+    /* the daemon reports how far a verify has got in GET /status */
+    const tick = setInterval(async () => {
+      let how = "";
+      try {
+        const st = await api("GET", "/status");
+        if (st.verify && st.verify.total)
+          how = `: ${st.verify.done} of ${st.verify.total} entries (${Math.floor(100 * st.verify.done / st.verify.total)}%)`;
+      } catch (e) { /* the verify's own answer says what failed */ }
+      if (!finished)
+        res.replaceChildren(el("p", { id: "verify-progress" },
+          `verifying${deep ? " (deep: every body re-hashed)" : ""}${how}, ${((performance.now() - t0) / 1000).toFixed(1)} s`));
+    }, 250);
     try {
       const r = await api("GET", `/verify${deep ? "?deep=1" : ""}`);
       res.replaceChildren(el("div", { class: "card", id: "verify-result" },
@@ -454,6 +464,7 @@ async function viewVerify() {
     } catch (e) {
       res.replaceChildren(el("p", { class: "error" }, e.message));
     } finally {
+      finished = true;
       clearInterval(tick);
     }
   };

@@ -13,7 +13,7 @@
 #include "ledger/merkle.h"
 #include "ledger/note.h"
 
-#define PROGRESS_EVERY 65536
+#define PROGRESS_EVERY 8192
 
 struct vctx {
     struct ledger *l;

@@ -2,6 +2,7 @@
  * appears on HTTP, MCP, GET /methods and the generated docs at once. */
 #include "surfaces/surf.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -86,6 +87,13 @@ static int h_status(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                              ctx->start_us
                                  ? (ledger_now_us() - ctx->start_us) / 1000000
                                  : 0);
+    struct surf_verify_progress *p = ctx->verify;
+    if (ok && p && atomic_load(&p->running) > 0) {
+        cJSON *v = cJSON_AddObjectToObject(o, "verify");
+        ok = v && cJSON_AddBoolToObject(v, "deep", atomic_load(&p->deep)) &&
+             fo_json_add_int(v, "done", atomic_load(&p->done)) &&
+             fo_json_add_int(v, "total", atomic_load(&p->total));
+    }
     if (ok && ctx->status_extra)
         ctx->status_extra(ctx->status_hook, o);
     if (!ok) {
@@ -107,13 +115,30 @@ static int h_methods(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 
 /* ---- ledger reads ----------------------------------------------------- */
 
+static void verify_progress(void *arg, int64_t done, int64_t total)
+{
+    struct surf_verify_progress *p = arg;
+    atomic_store(&p->done, done);
+    atomic_store(&p->total, total);
+    atomic_fetch_add(&p->reports, 1);
+}
+
 static int h_verify(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                     struct fo_err *err)
 {
     struct ledger_verify_result res;
     int deep = surf_in_bool(in, "deep", 0);
-    int rc = ledger_verify(ctx->ledger, deep ? LEDGER_VERIFY_DEEP : 0, NULL,
-                           NULL, &res, err);
+    struct surf_verify_progress *p = ctx->verify;
+    if (p) {
+        atomic_store(&p->deep, deep);
+        atomic_store(&p->done, 0);
+        atomic_store(&p->total, 0);
+        atomic_fetch_add(&p->running, 1);
+    }
+    int rc = ledger_verify(ctx->ledger, deep ? LEDGER_VERIFY_DEEP : 0,
+                           p ? verify_progress : NULL, p, &res, err);
+    if (p)
+        atomic_fetch_sub(&p->running, 1);
     if (rc)
         return rc;
     *out = ledger_verify_json(&res);

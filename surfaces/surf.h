@@ -20,6 +20,15 @@ struct orch_engine; /* the run engine (daemon/orch_engine.h) */
 
 /* What a handler may use. Owned by the caller (the daemon, `forum mcp` or
  * the CLI); a handler runs on one thread with its own ctx. */
+/* A verify in progress in this process, shared by every ctx of a host
+ * (workers write it, `status` reads it on any thread). */
+struct surf_verify_progress {
+    _Atomic int running; /* verifies running now */
+    _Atomic int deep;    /* the latest started was deep */
+    _Atomic int64_t done, total;
+    _Atomic int64_t reports; /* progress reports so far (tests) */
+};
+
 struct surf_ctx {
     struct ledger *ledger;
     /* When set, appends go through this hook (the daemon's group commit);
@@ -53,6 +62,9 @@ struct surf_ctx {
      * `forum mcp` follows and cancels runs by it. */
     void (*run_started)(void *hook, int64_t run);
     void *run_hook;
+    /* Where ledger_verify reports its progress (may be NULL): `status`
+     * shows it as "verify" while one runs (the dashboard's progress). */
+    struct surf_verify_progress *verify;
 };
 
 typedef int (*surf_handler_fn)(struct surf_ctx *ctx, const cJSON *in,

@@ -1,5 +1,6 @@
 /* test_surf: the handler table: every row well formed, the dispatcher's
  * schema checks before any handler runs, and the shapes of a few results. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -207,4 +208,54 @@ Test(surf, http_status_of_codes)
     cr_assert_eq(surf_code_http(FO_E_TIMEOUT), 504);
     cr_assert_eq(surf_code_http(-1), 500);
     cr_assert_eq(surf_code_http(FO_E__COUNT), 500);
+}
+
+/* ledger_verify reports its progress where the host shares it (the
+ * dashboard polls `status` for it): done and total at the end, reports
+ * along the way, nothing running once it returned. */
+Test(surf_methods, verify_reports_its_progress)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, NULL, &l, &err), FO_OK);
+    enum { N = 20000, B = 1000 };
+    static struct ledger_append reqs[B];
+    for (int k = 0; k < N / B; k++) {
+        for (int i = 0; i < B; i++)
+            reqs[i] = (struct ledger_append){.actor = "t",
+                                             .kind = "step",
+                                             .parent = LEDGER_NO_PARENT,
+                                             .body = "{}",
+                                             .body_len = 2};
+        cr_assert_eq(ledger_append_batch(l, reqs, B, &err), FO_OK);
+    }
+    struct surf_verify_progress p = {0};
+    struct surf_ctx ctx = {.ledger = l, .verify = &p};
+    cJSON *out = NULL;
+    cJSON *in = cJSON_Parse("{\"deep\":true}");
+    cr_assert_eq(surf_call(&ctx, surf_find("ledger_verify"), in, &out, &err),
+                 FO_OK, "%s", err.msg);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
+    cr_assert_eq(atomic_load(&p.done), N);
+    cr_assert_eq(atomic_load(&p.total), N);
+    cr_assert_geq(atomic_load(&p.reports), 3, "reports: %lld",
+                  (long long)atomic_load(&p.reports));
+    cr_assert_eq(atomic_load(&p.running), 0);
+    cr_assert_eq(atomic_load(&p.deep), 1);
+    cJSON_Delete(out);
+    /* with nothing running, status says nothing of it */
+    cr_assert_eq(surf_call(&ctx, surf_find("status"), NULL, &out, &err), FO_OK);
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(out, "verify"));
+    cJSON_Delete(out);
+    /* and while one runs, it does */
+    atomic_store(&p.running, 1);
+    cr_assert_eq(surf_call(&ctx, surf_find("status"), NULL, &out, &err), FO_OK);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(out, "verify");
+    cr_assert_not_null(v);
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(v, "total")->valuedouble, N);
+    cJSON_Delete(out);
+    cJSON_Delete(in);
+    ledger_close(l);
+    tu_rmrf(dir);
 }
