@@ -584,10 +584,15 @@ static int srv_start(struct orch_mcpc *m, struct srv *s, struct fo_err *err)
     size_t i = 1;
     cJSON_ArrayForEach (x, args)
         argv[i++] = x->valuestring;
-    snprintf(path, sizeof(path), "PATH=%s",
-             getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
-    snprintf(home, sizeof(home), "HOME=%s",
-             getenv("HOME") ? getenv("HOME") : "/");
+    /* a PATH or HOME that does not fit is not cut (a cut PATH finds the
+     * wrong program): the server gets the defaults instead */
+    const char *pv = getenv("PATH"), *hv = getenv("HOME");
+    int pn = snprintf(path, sizeof(path), "PATH=%s", pv ? pv : "/usr/bin:/bin");
+    if (pn < 0 || (size_t)pn >= sizeof(path))
+        snprintf(path, sizeof(path), "PATH=/usr/bin:/bin");
+    int hn = snprintf(home, sizeof(home), "HOME=%s", hv ? hv : "/");
+    if (hn < 0 || (size_t)hn >= sizeof(home))
+        snprintf(home, sizeof(home), "HOME=/");
     env[k++] = path;
     env[k++] = home;
     static char lang[] = "LANG=C.UTF-8";
