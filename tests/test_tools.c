@@ -596,6 +596,133 @@ Test(tool_loop, three_malformed_calls_in_a_row_fail_the_task, .timeout = 60)
     tu_rmrf(dir);
 }
 
+/* ---- guardrails on the roles' own replies ----------------------------------
+ */
+
+#include <ftw.h>
+
+#define ROLE_KEY "cfg-secret-Zq81-value-xyz"
+#define ROLE_MAIL "carol.white@example.net"
+
+/* every role puts the configured key and an email into what it answers */
+static const char *leaky(struct fake *f, const char *role, int n,
+                         const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt, (void)n;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"coder\","
+               "\"instruction\":\"write to " ROLE_MAIL " about the file\","
+               "\"done_when\":[\"it is written\"]}]}";
+    if (!strcmp(role, "synthesizer"))
+        return "the answer: key " ROLE_KEY ", mail " ROLE_MAIL;
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"it names " ROLE_MAIL "\"}";
+    return "task output: key " ROLE_KEY " and " ROLE_MAIL;
+}
+
+static const char *walk_needle;
+static int walk_hits;
+
+static int walk_one(const char *path, const struct stat *st, int type,
+                    struct FTW *ftw)
+{
+    (void)st, (void)ftw;
+    if (type == FTW_F && tu_file_has(path, walk_needle)) {
+        fprintf(stderr, "%s holds %s\n", path, walk_needle);
+        walk_hits++;
+    }
+    return 0;
+}
+
+/* The number of files under dir that hold needle. */
+static int files_holding(const char *dir, const char *needle)
+{
+    walk_needle = needle;
+    walk_hits = 0;
+    cr_assert_eq(nftw(dir, walk_one, 16, FTW_PHYS), 0);
+    return walk_hits;
+}
+
+Test(guard, the_roles_replies_are_scanned_before_they_are_witnessed,
+     .timeout = 60)
+{
+    struct fake *f = fake_start(leaky);
+    char *dir = tu_tmpdir();
+    char rpath[600], cpath[600], cfg[600];
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    const char *r =
+        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+        "\"model_tier\":\"capable\",\"executor\":\"chat\"}]}";
+    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d\",\"model\":\"m1\",\"api_key_env\":"
+             "\"FORUM_TEST_ROLE_KEY\"}]}}",
+             f->port);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    setenv("FORUM_TEST_ROLE_KEY", ROLE_KEY, 1);
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", rpath, NULL);
+    unsetenv("FORUM_TEST_ROLE_KEY");
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    cr_assert_null(strstr(run.out, ROLE_KEY), "%s", run.out);
+    cr_assert_null(strstr(run.out, ROLE_MAIL), "%s", run.out);
+    cr_assert(strstr(run.out, "[redacted:configured_secret]"), "%s", run.out);
+    tu_run_free(&run);
+    /* the task's model was given the redacted instruction */
+    cr_assert(strstr(f->seen, "write to [redacted:email] about"));
+    cr_assert_eq(files_holding(dir, ROLE_KEY), 0);
+    cr_assert_eq(files_holding(dir, ROLE_MAIL), 0);
+    /* one guardrail entry per reply that held something, naming the role,
+     * the kinds and where, never the value */
+    char *g = bodies_of(dir, "guardrail");
+    cr_assert(strstr(g, "\"source\":\"plan\"") &&
+                  strstr(g, "\"role\":\"coordinator\""),
+              "%s", g);
+    cr_assert(strstr(g, "\"source\":\"result\""), "%s", g);
+    cr_assert(strstr(g, "\"source\":\"verdict\"") &&
+                  strstr(g, "\"role\":\"validator\""),
+              "%s", g);
+    cr_assert(strstr(g, "\"source\":\"answer\"") &&
+                  strstr(g, "\"role\":\"synthesizer\""),
+              "%s", g);
+    cr_assert(strstr(g, "\"configured_secret\"") && strstr(g, "\"email\""),
+              "%s", g);
+    cr_assert_null(strstr(g, "Zq81"), "%s", g);
+    free(g);
+    char *a = bodies_of(dir, "answer");
+    cr_assert(strstr(a, "key [redacted:configured_secret], mail "
+                        "[redacted:email]"),
+              "%s", a);
+    free(a);
+    char *v = bodies_of(dir, "verdict");
+    cr_assert(strstr(v, "it names [redacted:email]"), "%s", v);
+    free(v);
+    /* each guardrail entry hangs under the step its content went to */
+    struct kinds k;
+    read_kinds(dir, &k);
+    long plan = find(&k, "plan", 0), res = find(&k, "result", 0);
+    cr_assert_geq(plan, 0);
+    cr_assert_geq(res, 0);
+    int under_request = 0, under_plan = 0, under_result = 0;
+    for (int i = 0; i < k.n; i++) {
+        if (strcmp(k.kind[i], "guardrail"))
+            continue;
+        under_request += k.parent[i] == k.seq[0];
+        under_plan += k.parent[i] == k.seq[plan];
+        under_result += k.parent[i] == k.seq[res];
+    }
+    cr_assert_eq(under_request, 1, "the plan's guardrail");
+    cr_assert_eq(under_result, 1, "the verdict's guardrail");
+    cr_assert_geq(under_plan, 1, "the answer's guardrail");
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
 /* ---- tools from MCP servers -------------------------------------------------
  */
 
