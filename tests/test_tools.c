@@ -828,11 +828,11 @@ struct mcph_fake {
     pthread_t th;
     atomic_int stop;
     const char *token;
-    char session[3][40];
+    char session[4][40];
     int sessions;   /* initialize requests answered */
     int with_id;    /* later requests that carried the right session id */
     int violations; /* requests that broke a rule above */
-    int initialized[3];
+    int initialized[4];
     char log[4096]; /* "path method; " for each request */
 };
 
@@ -881,7 +881,10 @@ static void mf_answer(struct mcph_fake *f, int fd, const char *req)
 {
     char path[64] = "", v[512];
     sscanf(req, "POST %63s", path);
-    int k = !strcmp(path, "/json") ? 0 : !strcmp(path, "/sse") ? 1 : 2;
+    int k = !strcmp(path, "/json")   ? 0
+            : !strcmp(path, "/sse")  ? 1
+            : !strcmp(path, "/hang") ? 3
+                                     : 2;
     const char *body = strstr(req, "\r\n\r\n");
     cJSON *m = body ? cJSON_Parse(body + 4) : NULL;
     const cJSON *id = cJSON_GetObjectItem(m, "id");
@@ -938,6 +941,11 @@ static void mf_answer(struct mcph_fake *f, int fd, const char *req)
         }
         f->with_id++;
     }
+    if (k == 3 && !strcmp(mn, "tools/call")) { /* no answer for 3 s */
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        poll(&pf, 1, 3000);
+        goto out;
+    }
     if (!id || !cJSON_IsString(method)) { /* a notification or response */
         if (!strcmp(mn, "notifications/initialized"))
             f->initialized[k] = 1;
@@ -957,7 +965,9 @@ static void mf_answer(struct mcph_fake *f, int fd, const char *req)
             "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"text\":"
             "{\"type\":\"string\"}},\"required\":[\"text\"]}},{\"name\":"
             "\"whoami\",\"description\":\"echoes the credentials\","
-            "\"inputSchema\":{\"type\":\"object\"}}]}");
+            "\"inputSchema\":{\"type\":\"object\"}},{\"name\":\"expire\","
+            "\"description\":\"ends the session\",\"inputSchema\":{\"type\":"
+            "\"object\"}}]}");
     } else if (!strcmp(mn, "tools/call")) {
         const cJSON *p = cJSON_GetObjectItem(m, "params");
         const char *name = cJSON_GetObjectItem(p, "name")->valuestring;
@@ -966,6 +976,9 @@ static void mf_answer(struct mcph_fake *f, int fd, const char *req)
         char out[300];
         if (!strcmp(name, "whoami")) {
             hdr(req, "Authorization", out, sizeof(out));
+        } else if (!strcmp(name, "expire")) { /* the session ends */
+            snprintf(f->session[k], sizeof(f->session[k]), "gone");
+            snprintf(out, sizeof(out), "expired");
         } else {
             snprintf(out, sizeof(out), "%s",
                      cJSON_IsString(t) ? t->valuestring : "");
@@ -981,7 +994,7 @@ static void mf_answer(struct mcph_fake *f, int fd, const char *req)
     }
     char *text = mf_result(id, r);
     char head[400];
-    if (k == 0) {
+    if (k != 1) {
         snprintf(head, sizeof(head),
                  "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%s"
                  "Content-Length: %zu\r\nConnection: close\r\n\r\n",
@@ -1111,6 +1124,14 @@ static const char *mcph_script(struct fake *f, const char *role, int n,
         return "CALL junk.shout {\"text\":\"x\"}";
     case 5:
         return "CALL web.whoami {}";
+    case 6:
+        return "CALL web.expire {}";
+    case 7: /* the server forgot the session: this call fails... */
+        return "CALL web.shout {\"text\":\"lost\"}";
+    case 8: /* ...and the next one starts a new session */
+        return "CALL web.shout {\"text\":\"new session\"}";
+    case 9:
+        return "CALL slow.shout {\"text\":\"x\"}";
     default:
         return "done";
     }
@@ -1129,7 +1150,7 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
         "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
         "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
         "\"web.shout\",\"web.whoami\",\"sse.shout\",\"down.shout\","
-        "\"junk.shout\"],\"max_turns\":10}]}";
+        "\"junk.shout\",\"web.expire\",\"slow.shout\"],\"max_turns\":12}]}";
     cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
@@ -1140,8 +1161,11 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
              "\"FORUM_TEST_MCP_TOKEN\"},"
              "\"down\":{\"url\":\"http://127.0.0.1:%d/\",\"timeout_s\":20},"
              "\"junk\":{\"url\":\"http://127.0.0.1:%d/junk\",\"token_env\":"
-             "\"FORUM_TEST_MCP_TOKEN\"}}}",
-             f->port, mf->port, mf->port, closed_port(), mf->port);
+             "\"FORUM_TEST_MCP_TOKEN\"},"
+             "\"slow\":{\"url\":\"http://127.0.0.1:%d/hang\",\"timeout_s\":1,"
+             "\"token_env\":\"FORUM_TEST_MCP_TOKEN\"}"
+             "}}",
+             f->port, mf->port, mf->port, closed_port(), mf->port, mf->port);
     cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
     setenv("FORUM_TEST_MCP_TOKEN", MCPH_TOKEN, 1);
     struct tu_run run =
@@ -1163,6 +1187,10 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
               res);
     cr_assert(strstr(res, "MCP server junk: answered garbage"), "%s", res);
     /* the server echoed the token: the guardrails took it out */
+    cr_assert(strstr(res, "MCP server web: the session ended (HTTP 404)"), "%s",
+              res);
+    cr_assert(strstr(res, "\"output\":\"NEW SESSION\""), "%s", res);
+    cr_assert(strstr(res, "MCP server slow: shout took over 1 s"), "%s", res);
     cr_assert(strstr(res, "\"output\":\"[redacted:bearer_token]\",\"tool\":"
                           "\"web.whoami\""),
               "%s", res);
@@ -1173,8 +1201,8 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
               "%s", calls);
     free(calls);
     /* one session a server, every later request in it, nothing refused */
-    cr_assert_eq(mf->violations, 0, "%s", mf->log);
-    cr_assert_eq(mf->sessions, 2, "%s", mf->log);
+    cr_assert_eq(mf->violations, 1, "only the expired session: %s", mf->log);
+    cr_assert_eq(mf->sessions, 4, "%s", mf->log);
     cr_assert_geq(mf->with_id, 7, "%s", mf->log);
     cr_assert(strstr(mf->log, "/json initialize; /json "
                               "notifications/initialized; /json tools/list;"),
