@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -812,7 +813,22 @@ Test(tool_loop, mcp_server_tools_are_called_and_a_dead_server_restarts,
 #include <strings.h>
 #include <sys/socket.h>
 
+#include <openssl/ssl.h>
+
 #include "daemon/orch_mcpc.h"
+
+/* The TLS session of the connection being answered (NULL: plain). */
+static __thread SSL *mf_ssl;
+
+static ssize_t mf_send(int fd, const void *b, size_t n)
+{
+    return mf_ssl ? SSL_write(mf_ssl, b, (int)n) : write(fd, b, n);
+}
+
+static ssize_t mf_recv(int fd, void *b, size_t n)
+{
+    return mf_ssl ? SSL_read(mf_ssl, b, (int)n) : read(fd, b, n);
+}
 
 /* A Streamable HTTP MCP server on 127.0.0.1, one thread, one request a
  * connection. The path picks how it answers: /json with a JSON body, /sse
@@ -827,6 +843,7 @@ struct mcph_fake {
     int lfd, port;
     pthread_t th;
     atomic_int stop;
+    SSL_CTX *tls; /* answers over TLS when set */
     const char *token;
     char session[4][40];
     int sessions;   /* initialize requests answered */
@@ -854,7 +871,7 @@ static int hdr(const char *head, const char *name, char *out, size_t size)
 
 static void mf_write(int fd, const char *s)
 {
-    (void)!write(fd, s, strlen(s));
+    (void)!mf_send(fd, s, strlen(s));
 }
 
 static void mf_status(int fd, const char *status)
@@ -1013,7 +1030,7 @@ static void mf_answer(struct mcph_fake *f, int fd, const char *req)
                      "\r\n\r\n");
         size_t half = strlen(text) / 2;
         mf_write(fd, "id: 1\ndata: ");
-        (void)!write(fd, text, half);
+        (void)!mf_send(fd, text, half);
         usleep(20000);
         mf_write(fd, text + half);
         mf_write(fd, "\n\n");
@@ -1039,13 +1056,24 @@ static void *mf_serve(void *arg)
         int c = accept(f->lfd, NULL, NULL);
         if (c < 0)
             continue;
+        mf_ssl = NULL;
+        if (f->tls) {
+            mf_ssl = SSL_new(f->tls);
+            SSL_set_fd(mf_ssl, c);
+            if (SSL_accept(mf_ssl) != 1) { /* the client refused us */
+                SSL_free(mf_ssl);
+                mf_ssl = NULL;
+                close(c);
+                continue;
+            }
+        }
         size_t len = 0;
         long want = -1;
         while (len < sizeof(buf) - 1) {
             struct pollfd p2 = {.fd = c, .events = POLLIN};
-            if (poll(&p2, 1, 3000) <= 0)
+            if (!(mf_ssl && SSL_pending(mf_ssl)) && poll(&p2, 1, 3000) <= 0)
                 break;
-            ssize_t n = read(c, buf + len, sizeof(buf) - 1 - len);
+            ssize_t n = mf_recv(c, buf + len, sizeof(buf) - 1 - len);
             if (n <= 0)
                 break;
             len += (size_t)n;
@@ -1062,17 +1090,23 @@ static void *mf_serve(void *arg)
         buf[len] = '\0';
         if (len > 0)
             mf_answer(f, c, buf);
+        if (mf_ssl) {
+            SSL_shutdown(mf_ssl);
+            SSL_free(mf_ssl);
+            mf_ssl = NULL;
+        }
         shutdown(c, SHUT_WR);
         close(c);
     }
     return NULL;
 }
 
-static struct mcph_fake *mf_start(const char *token)
+static struct mcph_fake *mf_start(const char *token, SSL_CTX *tls)
 {
     struct mcph_fake *f = calloc(1, sizeof(*f));
     cr_assert_not_null(f);
     f->token = token;
+    f->tls = tls;
     f->lfd = tu_listen_loopback(&f->port);
     cr_assert_eq(pthread_create(&f->th, NULL, mf_serve, f), 0);
     return f;
@@ -1140,7 +1174,7 @@ static const char *mcph_script(struct fake *f, const char *role, int n,
 Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
 {
     struct fake *f = fake_start(mcph_script);
-    struct mcph_fake *mf = mf_start(MCPH_TOKEN);
+    struct mcph_fake *mf = mf_start(MCPH_TOKEN, NULL);
     char *dir = tu_tmpdir();
     char rpath[600], cpath[600], cfg[2048];
     snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
@@ -1213,6 +1247,65 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
     cr_assert(strstr(out, "\"stop_reason\":\"answer\""), "%s", out);
     free(out);
     mf_stop(mf);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+static const char *tls_script(struct fake *f, const char *role, int n,
+                              const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "done";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    return n == 0   ? "CALL safe.shout {\"text\":\"over tls\"}"
+           : n == 1 ? "CALL unsure.shout {\"text\":\"x\"}"
+                    : "done";
+}
+
+Test(tool_loop, streamable_http_mcp_over_https, .timeout = 60)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct fake *f = fake_start(tls_script);
+    char *dir = tu_tmpdir();
+    char rpath[600], cpath[600], pem[600], cfg[2048];
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    snprintf(pem, sizeof(pem), "%s/ca.pem", dir);
+    SSL_CTX *tls = tu_tls_server("IP:127.0.0.1", pem);
+    struct mcph_fake *mf = mf_start(NULL, tls);
+    const char *r =
+        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
+        "\"safe.shout\",\"unsure.shout\"],\"max_turns\":4}]}";
+    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
+    /* the same server, trusted through ca_file, and not trusted at all */
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]},\"mcp_servers\":{"
+             "\"safe\":{\"url\":\"https://127.0.0.1:%d/json\",\"ca_file\":"
+             "\"%s\"},\"unsure\":{\"url\":\"https://127.0.0.1:%d/json\"}}}",
+             f->port, mf->port, pem, mf->port);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", rpath, NULL);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    tu_run_free(&run);
+    char *res = bodies_of(dir, "tool_result");
+    cr_assert(strstr(res, "\"output\":\"OVER TLS\""), "%s", res);
+    cr_assert(strstr(res, "MCP server unsure: tls: the certificate of "
+                          "127.0.0.1 did not verify"),
+              "%s", res);
+    free(res);
+    cr_assert_eq(mf->violations, 0, "%s", mf->log);
+    mf_stop(mf);
+    SSL_CTX_free(tls);
     fake_stop(f);
     fake_free(f);
     tu_rmrf(dir);
