@@ -355,6 +355,13 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
             goto out;
         if (!(o->mcp_servers = cJSON_Duplicate(c->mcp_servers, 1)))
             rc = FO_E_NOMEM;
+        /* an HTTP server's token is a secret the guardrails look for */
+        const cJSON *sv;
+        cJSON_ArrayForEach (sv, c->mcp_servers) {
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(sv, "token_env");
+            if (!rc && cJSON_IsString(t))
+                rc = orch_guard_add_env(&o->guard, t->valuestring);
+        }
     }
     if (!rc && ((c->workspace && !(o->workspace = orch_strdup(c->workspace))) ||
                 (c->workspace_root &&

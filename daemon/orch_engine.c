@@ -914,13 +914,17 @@ static void record_call(struct orch_engine *e, int ok,
         e->m_calls_failed++;
 }
 
+static int guard_role(struct run *r, int role, long task, const char *text,
+                      char **clean, struct fo_err *err);
+
 static void on_role_reply(void *arg, int rc, struct orch_model_reply *rep,
                           const struct fo_err *err)
 {
     struct role_call_ctx *c = arg;
     struct run *r = c->f.r;
     long task = c->f.task;
-    if (!c->f.stub) /* the stub is no model call */
+    int role = c->f.role, model = !c->f.stub;
+    if (model) /* the stub is no model call */
         record_call(r->e, rc == FO_OK, rep);
     role_done_fn fn = c->fn;
     if (task >= 0) {
@@ -931,7 +935,29 @@ static void on_role_reply(void *arg, int rc, struct orch_model_reply *rep,
         r->busy = 0;
     }
     free(c);
+    /* a model's reply passes the guardrails before any of it is witnessed
+     * (a plan, a verdict's reason, an answer, a rejected attempt) */
+    char *clean = NULL, *was = rep ? rep->text : NULL;
+    struct fo_err gerr;
+    int g = model && rc == FO_OK && was
+                ? guard_role(r, role, task, was, &clean, &gerr)
+                : 0;
+    if (g < 0) {
+        fail(r, -g, &gerr);
+        step(r);
+        return;
+    }
+    if (clean) {
+        rep->text = clean;
+        rep->text_len = strlen(clean);
+    }
     fn(r, task, rc, rep, err);
+    if (clean) {
+        if (rep->text == clean) /* not taken */
+            free(clean);
+        rep->text = was;
+        rep->text_len = was ? strlen(was) : 0;
+    }
     step(r);
 }
 
@@ -1706,6 +1732,55 @@ static int guard(struct run *r, size_t t, const char *source,
  * tool loop (or the task). stop (NULL: none) says why a tool loop ended;
  * spent: the entry witnesses a reserved model call. A model's output passes
  * the guardrails first. */
+/* The guardrails on a role's own reply (a model's or the --cmd's): what
+ * it holds is replaced before the role's entry is made of it, and a
+ * `guardrail` entry under the parent that entry will have says what was
+ * found, never the value. Roles have no lane, so nothing blocks: 0 (nothing
+ * found), 1 (*clean the redacted text, malloc'd), or minus an error code. */
+static int guard_role(struct run *r, int role, long task, const char *text,
+                      char **clean, struct fo_err *err)
+{
+    static const char *const kinds[] = {"plan", "route", "verdict", "answer"};
+    *clean = NULL;
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    cJSON *found = NULL;
+    long n = orch_guard_scan(orch_guardrails(r->e->o), text, strlen(text), &b,
+                             &found);
+    if (n <= 0) {
+        fo_buf_release(&b);
+        cJSON_Delete(found);
+        return n < 0 ? -nomem(err) : 0;
+    }
+    int64_t parent = role == R_VALIDATOR && task >= 0 ? r->t[task].result_seq
+                     : role == R_SYNTHESIZER && r->plan_seq >= 0 ? r->plan_seq
+                                                                 : r->id;
+    cJSON *o = cJSON_CreateObject();
+    int ok =
+        o &&
+        (task < 0 || cJSON_AddStringToObject(o, "id", r->p->tasks[task].id)) &&
+        cJSON_AddStringToObject(o, "source", kinds[role]) &&
+        cJSON_AddStringToObject(o, "role", role_name[role]) &&
+        cJSON_AddStringToObject(o, "action", "redact");
+    if (ok)
+        cJSON_AddItemToObject(o, "found", found);
+    else
+        cJSON_Delete(found);
+    *clean = ok ? fo_buf_detach(&b, NULL) : NULL;
+    fo_buf_release(&b);
+    if (!*clean) {
+        cJSON_Delete(o);
+        return -nomem(err);
+    }
+    int rc = witness(r, "guardrail", "guardrail", parent, o, task, 0, 0, err);
+    if (rc) {
+        free(*clean);
+        *clean = NULL;
+        return -rc;
+    }
+    return 1;
+}
+
 static void task_result_ex(struct run *r, size_t t, struct orch_result *res,
                            const char *stop, int spent)
 {
@@ -1715,8 +1790,9 @@ static void task_result_ex(struct run *r, size_t t, struct orch_result *res,
     int64_t parent = s->conv ? s->conv_last : s->task_seq;
     char *clean = NULL;
     int blocked = 0, rc = FO_OK;
-    int model =
-        s->ex->kind == ORCH_EXEC_CHAT || s->ex->kind == ORCH_EXEC_ANTHROPIC;
+    int model = s->ex->kind == ORCH_EXEC_CHAT ||
+                s->ex->kind == ORCH_EXEC_ANTHROPIC ||
+                (s->ex->kind == ORCH_EXEC_CLI && r->e->o->argv); /* --cmd */
     struct orch_result cp = *res;
     if (model && res->ok && res->output) {
         rc = guard(r, t, "result", NULL, parent, res->output, &clean, &blocked,

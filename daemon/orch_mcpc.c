@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include "daemon/orch_int.h"
+#include "daemon/orch_mcph.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_version.h"
 
@@ -50,6 +51,7 @@ struct srv {
     int state;
     pid_t pid;
     struct bufferevent *bev;
+    struct orch_mcph *h; /* a Streamable HTTP server's transport */
     int64_t init_id, list_id;
     cJSON *tools;
     char err[FO_ERR_MSG_MAX];
@@ -95,11 +97,31 @@ int orch_mcpc_check(const cJSON *servers, struct fo_err *err)
                               "[a-z0-9_-]",
                               n);
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(s, "command");
-        if (!cJSON_IsObject(s) || !cJSON_IsString(c) || !c->valuestring[0])
+        const cJSON *url = cJSON_GetObjectItemCaseSensitive(s, "url");
+        if (!cJSON_IsObject(s) || (c && url) ||
+            !((cJSON_IsString(c) && c->valuestring[0]) || url))
             return fo_err_set(err, FO_E_INVALID,
-                              "mcp_servers.%s: needs \"command\" (a program; "
-                              "stdio servers only)",
+                              "mcp_servers.%s: needs \"command\" (a program "
+                              "speaking MCP on stdio) or \"url\" (a "
+                              "Streamable HTTP endpoint), not both",
                               n);
+        if (url) {
+            int rc = orch_mcph_check(n, s, err);
+            if (rc)
+                return rc;
+            const cJSON *k;
+            cJSON_ArrayForEach (k, s)
+                if (strcmp(k->string, "url") && strcmp(k->string, "headers") &&
+                    strcmp(k->string, "token_env") &&
+                    strcmp(k->string, "ca_file") &&
+                    strcmp(k->string, "timeout_s"))
+                    return fo_err_set(
+                        err, FO_E_INVALID,
+                        "mcp_servers.%s: unknown field \"%s\"%s", n, k->string,
+                        strcmp(k->string, "args") && strcmp(k->string, "env")
+                            ? ""
+                            : " (a url server runs no program)");
+        }
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(s, "args"), *x;
         if (a && !cJSON_IsArray(a))
             return fo_err_set(err, FO_E_INVALID,
@@ -128,8 +150,8 @@ int orch_mcpc_check(const cJSON *servers, struct fo_err *err)
         if (g != FO_OK && g != FO_E_NOT_FOUND)
             return fo_err_set(err, FO_E_INVALID,
                               "mcp_servers.%s.timeout_s: 1-3600", n);
-        const cJSON *k;
-        cJSON_ArrayForEach (k, s)
+        const cJSON *k, *fields = url ? NULL : s; /* a url's: above */
+        cJSON_ArrayForEach (k, fields)
             if (strcmp(k->string, "command") && strcmp(k->string, "args") &&
                 strcmp(k->string, "env") && strcmp(k->string, "timeout_s"))
                 return fo_err_set(err, FO_E_INVALID,
@@ -138,6 +160,10 @@ int orch_mcpc_check(const cJSON *servers, struct fo_err *err)
     }
     return FO_OK;
 }
+
+static void http_msg(void *arg, cJSON *msg);
+static void http_fail(void *arg, int64_t id, int fatal,
+                      const struct fo_err *err);
 
 int orch_mcpc_create(const cJSON *servers, struct event_base *base,
                      struct orch_mcpc **out, struct fo_err *err)
@@ -161,6 +187,14 @@ int orch_mcpc_create(const cJSON *servers, struct event_base *base,
         fo_json_get_int(s, "timeout_s", 1, 3600, &t);
         v->timeout_s = (int)t;
         v->pid = -1;
+        if (cJSON_GetObjectItemCaseSensitive(s, "url")) {
+            rc = orch_mcph_create(v->name, s, v->timeout_s, base, http_msg,
+                                  http_fail, v, &v->h, err);
+            if (rc) {
+                orch_mcpc_free(m);
+                return rc;
+            }
+        }
     }
     *out = m;
     return FO_OK;
@@ -293,16 +327,22 @@ void orch_mcpc_cancel(struct orch_mcpc_op *op)
 /* ---- the server process
  * ------------------------------------------------------ */
 
-static int send_msg(struct srv *s, cJSON *msg)
+/* Sends msg (taken; NULL: out of memory). An error is in err. */
+static int send_msg(struct srv *s, cJSON *msg, struct fo_err *err)
 {
+    if (!msg)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    if (s->h) /* POSTed; what goes wrong later comes to http_fail */
+        return orch_mcph_post(s->h, msg, NULL, err);
     char *t = cJSON_PrintUnformatted(msg);
     cJSON_Delete(msg);
     if (!t)
-        return FO_E_NOMEM;
-    int rc = bufferevent_write(s->bev, t, strlen(t)) == 0 &&
-                     bufferevent_write(s->bev, "\n", 1) == 0
-                 ? FO_OK
-                 : FO_E_IO;
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc =
+        bufferevent_write(s->bev, t, strlen(t)) == 0 &&
+                bufferevent_write(s->bev, "\n", 1) == 0
+            ? FO_OK
+            : fo_err_set(err, FO_E_IO, "MCP server %s: cannot send", s->name);
     free(t);
     return rc;
 }
@@ -323,6 +363,7 @@ static cJSON *request(int64_t id, const char *method, cJSON *params)
 /* Stops the server: its calls and waiters fail with why. */
 static void srv_stop(struct srv *s, const char *why)
 {
+    orch_mcph_reset(s->h); /* its POSTs in flight, and the session */
     if (s->bev) {
         bufferevent_free(s->bev);
         s->bev = NULL;
@@ -356,11 +397,9 @@ static int send_call(struct srv *s, struct orch_mcpc_op *op, struct fo_err *err)
         return fo_err_set(err, FO_E_NOMEM, NULL);
     }
     int64_t id = op->m->next_id++;
-    cJSON *r = request(id, "tools/call", p);
-    if (!r)
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    if (send_msg(s, r))
-        return fo_err_set(err, FO_E_IO, "MCP server %s: cannot send", s->name);
+    int rc = send_msg(s, request(id, "tools/call", p), err);
+    if (rc)
+        return rc;
     op->id = id;
     op->sent = 1;
     return FO_OK;
@@ -434,7 +473,8 @@ static void on_message(struct srv *s, cJSON *msg)
                 fo_json_add_int(e, "code", -32601);
                 cJSON_AddStringToObject(e, "message", "method not found");
             }
-            send_msg(s, r);
+            struct fo_err ignore; /* the server asks again, or gives up */
+            send_msg(s, r, &ignore);
         }
         return;
     }
@@ -455,8 +495,24 @@ static void on_message(struct srv *s, cJSON *msg)
         cJSON *note = request(0, "notifications/initialized", NULL);
         s->list_id = s->init_id + 1; /* reserved with initialize's */
         cJSON *list = request(s->list_id, "tools/list", cJSON_CreateObject());
-        if (!note || !list || send_msg(s, note) || send_msg(s, list)) {
-            snprintf(why, sizeof(why), "MCP server %s: cannot send", s->name);
+        struct fo_err serr;
+        int rc;
+        if (!note || !list) {
+            cJSON_Delete(note);
+            cJSON_Delete(list);
+            rc = fo_err_set(&serr, FO_E_NOMEM, NULL);
+        } else if (s->h) { /* the list once the server took the note */
+            const cJSON *v =
+                cJSON_GetObjectItemCaseSensitive(res, "protocolVersion");
+            orch_mcph_set_version(s->h, cJSON_IsString(v) ? v->valuestring
+                                                          : PROTOCOL_VERSION);
+            rc = orch_mcph_post(s->h, note, list, &serr);
+        } else {
+            rc = send_msg(s, note, &serr);
+            rc = rc ? (cJSON_Delete(list), rc) : send_msg(s, list, &serr);
+        }
+        if (rc) {
+            snprintf(why, sizeof(why), "%s", serr.msg);
             srv_stop(s, why);
             return;
         }
@@ -550,6 +606,32 @@ static void on_read(struct bufferevent *bev, void *arg)
     }
 }
 
+/* A message a Streamable HTTP server sent (from the loop). */
+static void http_msg(void *arg, cJSON *msg)
+{
+    on_message(arg, msg);
+}
+
+/* A POST to a Streamable HTTP server failed: the call it carried fails;
+ * before the server is ready, or when the session is no good, the server
+ * stops (its calls fail) and the next use starts a new session. */
+static void http_fail(void *arg, int64_t id, int fatal,
+                      const struct fo_err *err)
+{
+    struct srv *s = arg;
+    if (fatal || s->state != S_READY) {
+        char why[FO_ERR_MSG_MAX];
+        snprintf(why, sizeof(why), "%s", err->msg);
+        srv_stop(s, why);
+        return;
+    }
+    struct orch_mcpc_op *op = s->ops;
+    while (op && !(op->kind == OP_CALL && op->sent && op->id == id))
+        op = op->next;
+    if (op && id)
+        op_end(op, err->code, NULL, 0, err);
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     struct srv *s = arg;
@@ -560,8 +642,35 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     srv_stop(s, why);
 }
 
+/* Sends initialize (tools/list's id is reserved with it). */
+static int send_init(struct orch_mcpc *m, struct srv *s, struct fo_err *err)
+{
+    s->init_id = m->next_id;
+    m->next_id += 2; /* initialize, then tools/list */
+    cJSON *p = cJSON_CreateObject();
+    cJSON *ci = p ? cJSON_AddObjectToObject(p, "clientInfo") : NULL;
+    if (!ci ||
+        !cJSON_AddStringToObject(p, "protocolVersion", PROTOCOL_VERSION) ||
+        !cJSON_AddObjectToObject(p, "capabilities") ||
+        !cJSON_AddStringToObject(ci, "name", "forum") ||
+        !cJSON_AddStringToObject(ci, "version", FO_VERSION)) {
+        cJSON_Delete(p);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    int rc = send_msg(s, request(s->init_id, "initialize", p), err);
+    if (!rc)
+        s->state = S_INIT;
+    return rc;
+}
+
 static int srv_start(struct orch_mcpc *m, struct srv *s, struct fo_err *err)
 {
+    if (s->h) { /* a Streamable HTTP server: its session begins */
+        int rc = send_init(m, s, err);
+        if (rc)
+            snprintf(s->err, sizeof(s->err), "%s", err->msg);
+        return rc;
+    }
     int sv[2] = {-1, -1};
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         return fo_err_set(err, FO_E_IO, "MCP server %s: socketpair: %s",
@@ -648,25 +757,7 @@ static int srv_start(struct orch_mcpc *m, struct srv *s, struct fo_err *err)
     s->pid = pid;
     bufferevent_setcb(s->bev, on_read, NULL, on_event, s);
     bufferevent_enable(s->bev, EV_READ);
-    s->init_id = m->next_id;
-    m->next_id += 2; /* initialize, then tools/list */
-    cJSON *p = cJSON_CreateObject();
-    cJSON *ci = p ? cJSON_AddObjectToObject(p, "clientInfo") : NULL;
-    if (!ci ||
-        !cJSON_AddStringToObject(p, "protocolVersion", PROTOCOL_VERSION) ||
-        !cJSON_AddObjectToObject(p, "capabilities") ||
-        !cJSON_AddStringToObject(ci, "name", "forum") ||
-        !cJSON_AddStringToObject(ci, "version", FO_VERSION)) {
-        cJSON_Delete(p);
-        rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        goto out;
-    }
-    cJSON *r = request(s->init_id, "initialize", p);
-    if (!r || send_msg(s, r)) {
-        rc = fo_err_set(err, FO_E_IO, "MCP server %s: cannot send", s->name);
-        goto out;
-    }
-    s->state = S_INIT;
+    rc = send_init(m, s, err);
 out:
     if (sv[0] >= 0)
         close(sv[0]);
@@ -809,6 +900,7 @@ void orch_mcpc_free(struct orch_mcpc *m)
             op_free(op);
         }
         srv_stop(s, "stopping");
+        orch_mcph_free(s->h);
     }
     cJSON_Delete(m->cfg);
     free(m);

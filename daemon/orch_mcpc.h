@@ -9,7 +9,10 @@
  * again on the next use after it dies; its requests in flight then fail
  * with a clear error. A line that is not JSON, or an answer of the wrong
  * shape, is a protocol error: the server is stopped and the calls in
- * flight fail. Everything runs on one event_base; nothing blocks. */
+ * flight fail. An entry with "url" instead of "command" is a Streamable
+ * HTTP server (daemon/orch_mcph.h): the same life, over POSTs, its session
+ * begun again at the next use after it ended. Everything runs on one
+ * event_base; nothing blocks. */
 #ifndef ORCH_MCPC_H
 #define ORCH_MCPC_H
 
@@ -26,7 +29,8 @@ struct orch_mcpc;
 struct orch_mcpc_op;
 
 /* Checks forum.json's "mcp_servers" object: names [a-z0-9_-]{1,32}, a
- * command string, args strings, env strings, timeout_s 1..3600.
+ * command string, args strings, env strings, timeout_s 1..3600; or a url
+ * and its fields (orch_mcph_check).
  * FO_E_INVALID naming the server and field. */
 int orch_mcpc_check(const cJSON *servers, struct fo_err *err);
 

@@ -234,48 +234,6 @@ static int dead_port(void)
 
 /* ---- TLS material made at test time -------------------------------------- */
 
-/* A self-signed P-256 certificate for san ("IP:127.0.0.1" or
- * "DNS:other.example"); its PEM goes to pem_path when not NULL. */
-static SSL_CTX *tls_server(const char *san, const char *pem_path)
-{
-    EVP_PKEY *k = EVP_EC_gen("P-256");
-    cr_assert_not_null(k);
-    X509 *x = X509_new();
-    X509_set_version(x, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-    X509_gmtime_adj(X509_getm_notBefore(x), -60);
-    X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-    X509_set_pubkey(x, k);
-    X509_NAME *nm = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(nm, "CN", MBSTRING_ASC,
-                               (const unsigned char *)"forum test", -1, -1, 0);
-    X509_set_issuer_name(x, nm);
-    X509V3_CTX v3;
-    X509V3_set_ctx_nodb(&v3);
-    X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
-    X509_EXTENSION *ext =
-        X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, san);
-    cr_assert_not_null(ext);
-    X509_add_ext(x, ext, -1);
-    X509_EXTENSION_free(ext);
-    ext = X509V3_EXT_conf_nid(NULL, &v3, NID_basic_constraints, "CA:TRUE");
-    X509_add_ext(x, ext, -1);
-    X509_EXTENSION_free(ext);
-    cr_assert(X509_sign(x, k, EVP_sha256()) > 0);
-    if (pem_path) {
-        FILE *fp = fopen(pem_path, "w");
-        cr_assert_not_null(fp);
-        PEM_write_X509(fp, x);
-        fclose(fp);
-    }
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    cr_assert_eq(SSL_CTX_use_certificate(ctx, x), 1);
-    cr_assert_eq(SSL_CTX_use_PrivateKey(ctx, k), 1);
-    X509_free(x);
-    EVP_PKEY_free(k);
-    return ctx;
-}
-
 /* ---- helpers ------------------------------------------------------------- */
 
 static char url_buf[128];
@@ -732,7 +690,7 @@ Test(model_errors, missing_key_variable_sends_nothing, .init = setup,
 Test(model_tls, self_signed_certificate_is_refused, .init = setup,
      .fini = teardown)
 {
-    SSL_CTX *tls = tls_server("IP:127.0.0.1", NULL);
+    SSL_CTX *tls = tu_tls_server("IP:127.0.0.1", NULL);
     struct fake_resp s[] = {{.status = 200, .body = chat_ok}};
     struct fake *f = fake_start(s, 1, tls);
     struct orch_model *m =
@@ -755,7 +713,7 @@ Test(model_tls, trusted_certificate_works, .init = setup, .fini = teardown)
     char *dir = tu_tmpdir();
     char pem[512];
     snprintf(pem, sizeof(pem), "%s/ca.pem", dir);
-    SSL_CTX *tls = tls_server("IP:127.0.0.1", pem);
+    SSL_CTX *tls = tu_tls_server("IP:127.0.0.1", pem);
     struct fake_resp s[] = {{.status = 200, .body = chat_ok}};
     struct fake *f = fake_start(s, 1, tls);
     struct orch_model *m =
@@ -777,7 +735,7 @@ Test(model_tls, trusted_certificate_for_another_host_is_refused, .init = setup,
     char *dir = tu_tmpdir();
     char pem[512];
     snprintf(pem, sizeof(pem), "%s/ca.pem", dir);
-    SSL_CTX *tls = tls_server("DNS:other.example", pem);
+    SSL_CTX *tls = tu_tls_server("DNS:other.example", pem);
     struct fake_resp s[] = {{.status = 200, .body = chat_ok}};
     struct fake *f = fake_start(s, 1, tls);
     struct orch_model *m =
@@ -1226,7 +1184,7 @@ Test(model_async, host_names_are_looked_up_with_evdns, .init = setup,
     fputs("127.0.0.1 model.test\n", fp);
     fclose(fp);
     /* the certificate names the host, so SNI and the name check matter */
-    SSL_CTX *tls = tls_server("DNS:model.test", pem);
+    SSL_CTX *tls = tu_tls_server("DNS:model.test", pem);
     struct fake_resp s[] = {{.status = 200, .body = chat_ok}};
     struct fake *f = fake_start(s, 1, tls);
     char url[128];

@@ -3,7 +3,9 @@
  * server, in both wire formats). */
 #include <criterion/criterion.h>
 
+#include <ctype.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -596,6 +598,133 @@ Test(tool_loop, three_malformed_calls_in_a_row_fail_the_task, .timeout = 60)
     tu_rmrf(dir);
 }
 
+/* ---- guardrails on the roles' own replies ----------------------------------
+ */
+
+#include <ftw.h>
+
+#define ROLE_KEY "cfg-secret-Zq81-value-xyz"
+#define ROLE_MAIL "carol.white@example.net"
+
+/* every role puts the configured key and an email into what it answers */
+static const char *leaky(struct fake *f, const char *role, int n,
+                         const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt, (void)n;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"coder\","
+               "\"instruction\":\"write to " ROLE_MAIL " about the file\","
+               "\"done_when\":[\"it is written\"]}]}";
+    if (!strcmp(role, "synthesizer"))
+        return "the answer: key " ROLE_KEY ", mail " ROLE_MAIL;
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"it names " ROLE_MAIL "\"}";
+    return "task output: key " ROLE_KEY " and " ROLE_MAIL;
+}
+
+static const char *walk_needle;
+static int walk_hits;
+
+static int walk_one(const char *path, const struct stat *st, int type,
+                    struct FTW *ftw)
+{
+    (void)st, (void)ftw;
+    if (type == FTW_F && tu_file_has(path, walk_needle)) {
+        fprintf(stderr, "%s holds %s\n", path, walk_needle);
+        walk_hits++;
+    }
+    return 0;
+}
+
+/* The number of files under dir that hold needle. */
+static int files_holding(const char *dir, const char *needle)
+{
+    walk_needle = needle;
+    walk_hits = 0;
+    cr_assert_eq(nftw(dir, walk_one, 16, FTW_PHYS), 0);
+    return walk_hits;
+}
+
+Test(guard, the_roles_replies_are_scanned_before_they_are_witnessed,
+     .timeout = 60)
+{
+    struct fake *f = fake_start(leaky);
+    char *dir = tu_tmpdir();
+    char rpath[600], cpath[600], cfg[600];
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    const char *r =
+        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+        "\"model_tier\":\"capable\",\"executor\":\"chat\"}]}";
+    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d\",\"model\":\"m1\",\"api_key_env\":"
+             "\"FORUM_TEST_ROLE_KEY\"}]}}",
+             f->port);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    setenv("FORUM_TEST_ROLE_KEY", ROLE_KEY, 1);
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", rpath, NULL);
+    unsetenv("FORUM_TEST_ROLE_KEY");
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    cr_assert_null(strstr(run.out, ROLE_KEY), "%s", run.out);
+    cr_assert_null(strstr(run.out, ROLE_MAIL), "%s", run.out);
+    cr_assert(strstr(run.out, "[redacted:configured_secret]"), "%s", run.out);
+    tu_run_free(&run);
+    /* the task's model was given the redacted instruction */
+    cr_assert(strstr(f->seen, "write to [redacted:email] about"));
+    cr_assert_eq(files_holding(dir, ROLE_KEY), 0);
+    cr_assert_eq(files_holding(dir, ROLE_MAIL), 0);
+    /* one guardrail entry per reply that held something, naming the role,
+     * the kinds and where, never the value */
+    char *g = bodies_of(dir, "guardrail");
+    cr_assert(strstr(g, "\"source\":\"plan\"") &&
+                  strstr(g, "\"role\":\"coordinator\""),
+              "%s", g);
+    cr_assert(strstr(g, "\"source\":\"result\""), "%s", g);
+    cr_assert(strstr(g, "\"source\":\"verdict\"") &&
+                  strstr(g, "\"role\":\"validator\""),
+              "%s", g);
+    cr_assert(strstr(g, "\"source\":\"answer\"") &&
+                  strstr(g, "\"role\":\"synthesizer\""),
+              "%s", g);
+    cr_assert(strstr(g, "\"configured_secret\"") && strstr(g, "\"email\""),
+              "%s", g);
+    cr_assert_null(strstr(g, "Zq81"), "%s", g);
+    free(g);
+    char *a = bodies_of(dir, "answer");
+    cr_assert(strstr(a, "key [redacted:configured_secret], mail "
+                        "[redacted:email]"),
+              "%s", a);
+    free(a);
+    char *v = bodies_of(dir, "verdict");
+    cr_assert(strstr(v, "it names [redacted:email]"), "%s", v);
+    free(v);
+    /* each guardrail entry hangs under the step its content went to */
+    struct kinds k;
+    read_kinds(dir, &k);
+    long plan = find(&k, "plan", 0), res = find(&k, "result", 0);
+    cr_assert_geq(plan, 0);
+    cr_assert_geq(res, 0);
+    int under_request = 0, under_plan = 0, under_result = 0;
+    for (int i = 0; i < k.n; i++) {
+        if (strcmp(k.kind[i], "guardrail"))
+            continue;
+        under_request += k.parent[i] == k.seq[0];
+        under_plan += k.parent[i] == k.seq[plan];
+        under_result += k.parent[i] == k.seq[res];
+    }
+    cr_assert_eq(under_request, 1, "the plan's guardrail");
+    cr_assert_eq(under_result, 1, "the verdict's guardrail");
+    cr_assert_geq(under_plan, 1, "the answer's guardrail");
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
 /* ---- tools from MCP servers -------------------------------------------------
  */
 
@@ -673,6 +802,542 @@ Test(tool_loop, mcp_server_tools_are_called_and_a_dead_server_restarts,
     fake_stop(f);
     fake_free(f);
     tu_rmrf(dir);
+}
+
+/* ---- tools from Streamable HTTP MCP servers --------------------------------
+ */
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <openssl/ssl.h>
+
+#include "daemon/orch_mcpc.h"
+
+/* The TLS session of the connection being answered (NULL: plain). */
+static __thread SSL *mf_ssl;
+
+static ssize_t mf_send(int fd, const void *b, size_t n)
+{
+    return mf_ssl ? SSL_write(mf_ssl, b, (int)n) : write(fd, b, n);
+}
+
+static ssize_t mf_recv(int fd, void *b, size_t n)
+{
+    return mf_ssl ? SSL_read(mf_ssl, b, (int)n) : read(fd, b, n);
+}
+
+/* A Streamable HTTP MCP server on 127.0.0.1, one thread, one request a
+ * connection. The path picks how it answers: /json with a JSON body, /sse
+ * with an event stream (a notification first, the answer written in two
+ * pieces, and the stream left open for the client to close), /junk with a
+ * body that is not JSON. Each path has its own session: initialize gives
+ * a new id, and every later request must carry it and the protocol
+ * version (else 400 or 404), the Accept of both kinds and, when a token is
+ * set, "Authorization: Bearer <token>" (else 401). Tools: shout {text};
+ * whoami {} answers the Authorization header it was sent. */
+struct mcph_fake {
+    int lfd, port;
+    pthread_t th;
+    atomic_int stop;
+    SSL_CTX *tls; /* answers over TLS when set */
+    const char *token;
+    char session[4][40];
+    int sessions;   /* initialize requests answered */
+    int with_id;    /* later requests that carried the right session id */
+    int violations; /* requests that broke a rule above */
+    int initialized[4];
+    char log[4096]; /* "path method; " for each request */
+};
+
+static int hdr(const char *head, const char *name, char *out, size_t size)
+{
+    size_t nl = strlen(name);
+    for (const char *l = strstr(head, "\r\n"); l && l[2] != '\r';
+         l = strstr(l + 2, "\r\n")) {
+        if (strncasecmp(l + 2, name, nl) || l[2 + nl] != ':')
+            continue;
+        const char *v = l + 3 + nl, *e = strstr(v, "\r\n");
+        while (*v == ' ')
+            v++;
+        snprintf(out, size, "%.*s", (int)(e - v), v);
+        return 1;
+    }
+    return 0;
+}
+
+static void mf_write(int fd, const char *s)
+{
+    (void)!mf_send(fd, s, strlen(s));
+}
+
+static void mf_status(int fd, const char *status)
+{
+    char h[200];
+    snprintf(h, sizeof(h),
+             "HTTP/1.1 %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+             status);
+    mf_write(fd, h);
+}
+
+static char *mf_result(const cJSON *id, cJSON *result)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "jsonrpc", "2.0");
+    cJSON_AddItemToObject(o, "id", cJSON_Duplicate(id, 1));
+    cJSON_AddItemToObject(o, "result", result);
+    char *t = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return t;
+}
+
+static void mf_answer(struct mcph_fake *f, int fd, const char *req)
+{
+    char path[64] = "", v[512];
+    sscanf(req, "POST %63s", path);
+    int k = !strcmp(path, "/json")   ? 0
+            : !strcmp(path, "/sse")  ? 1
+            : !strcmp(path, "/hang") ? 3
+                                     : 2;
+    const char *body = strstr(req, "\r\n\r\n");
+    cJSON *m = body ? cJSON_Parse(body + 4) : NULL;
+    const cJSON *id = cJSON_GetObjectItem(m, "id");
+    const cJSON *method = cJSON_GetObjectItem(m, "method");
+    const char *mn = cJSON_IsString(method) ? method->valuestring : "-";
+    size_t ll = strlen(f->log);
+    snprintf(f->log + ll, sizeof(f->log) - ll, "%s %s; ", path, mn);
+    char auth[300];
+    snprintf(auth, sizeof(auth), "Bearer %s", f->token ? f->token : "");
+    if (!hdr(req, "Accept", v, sizeof(v)) || !strstr(v, "application/json") ||
+        !strstr(v, "text/event-stream") ||
+        !hdr(req, "Content-Type", v, sizeof(v)) ||
+        strcmp(v, "application/json")) {
+        f->violations++;
+        mf_status(fd, "406 Not Acceptable");
+        goto out;
+    }
+    if (f->token &&
+        (!hdr(req, "Authorization", v, sizeof(v)) || strcmp(v, auth))) {
+        f->violations++;
+        mf_status(fd, "401 Unauthorized");
+        goto out;
+    }
+    if (k == 2) { /* junk */
+        const char *j = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                        "Content-Length: 16\r\nConnection: close\r\n\r\n"
+                        "this is not json";
+        mf_write(fd, j);
+        goto out;
+    }
+    char extra[120] = "";
+    if (!strcmp(mn, "initialize")) {
+        if (hdr(req, "Mcp-Session-Id", v, sizeof(v)))
+            f->violations++; /* a new session carries none */
+        snprintf(f->session[k], sizeof(f->session[k]), "s%d-%d-%x", k,
+                 ++f->sessions, (unsigned)rand());
+        snprintf(extra, sizeof(extra), "Mcp-Session-Id: %s\r\n", f->session[k]);
+    } else {
+        if (!hdr(req, "Mcp-Session-Id", v, sizeof(v))) {
+            f->violations++;
+            mf_status(fd, "400 Bad Request");
+            goto out;
+        }
+        if (strcmp(v, f->session[k])) {
+            f->violations++;
+            mf_status(fd, "404 Not Found");
+            goto out;
+        }
+        if (!hdr(req, "MCP-Protocol-Version", v, sizeof(v)) ||
+            strcmp(v, "2025-06-18")) {
+            f->violations++;
+            mf_status(fd, "400 Bad Request");
+            goto out;
+        }
+        f->with_id++;
+    }
+    if (k == 3 && !strcmp(mn, "tools/call")) { /* no answer for 3 s */
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        poll(&pf, 1, 3000);
+        goto out;
+    }
+    if (!id || !cJSON_IsString(method)) { /* a notification or response */
+        if (!strcmp(mn, "notifications/initialized"))
+            f->initialized[k] = 1;
+        mf_status(fd, "202 Accepted");
+        goto out;
+    }
+    cJSON *r = NULL;
+    if (!strcmp(mn, "initialize")) {
+        r = cJSON_Parse("{\"protocolVersion\":\"2025-06-18\",\"capabilities\":"
+                        "{\"tools\":{}},\"serverInfo\":{\"name\":\"fake\","
+                        "\"version\":\"1\"}}");
+    } else if (!strcmp(mn, "tools/list")) {
+        if (!f->initialized[k])
+            f->violations++; /* listed before notifications/initialized */
+        r = cJSON_Parse(
+            "{\"tools\":[{\"name\":\"shout\",\"description\":\"upper-cases\","
+            "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"text\":"
+            "{\"type\":\"string\"}},\"required\":[\"text\"]}},{\"name\":"
+            "\"whoami\",\"description\":\"echoes the credentials\","
+            "\"inputSchema\":{\"type\":\"object\"}},{\"name\":\"expire\","
+            "\"description\":\"ends the session\",\"inputSchema\":{\"type\":"
+            "\"object\"}}]}");
+    } else if (!strcmp(mn, "tools/call")) {
+        const cJSON *p = cJSON_GetObjectItem(m, "params");
+        const char *name = cJSON_GetObjectItem(p, "name")->valuestring;
+        const cJSON *t =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(p, "arguments"), "text");
+        char out[300];
+        if (!strcmp(name, "whoami")) {
+            hdr(req, "Authorization", out, sizeof(out));
+        } else if (!strcmp(name, "expire")) { /* the session ends */
+            snprintf(f->session[k], sizeof(f->session[k]), "gone");
+            snprintf(out, sizeof(out), "expired");
+        } else {
+            snprintf(out, sizeof(out), "%s",
+                     cJSON_IsString(t) ? t->valuestring : "");
+            for (char *c = out; *c; c++)
+                *c = (char)toupper((unsigned char)*c);
+        }
+        r = cJSON_CreateObject();
+        cJSON *c = cJSON_AddArrayToObject(r, "content");
+        cJSON *one = cJSON_CreateObject();
+        cJSON_AddStringToObject(one, "type", "text");
+        cJSON_AddStringToObject(one, "text", out);
+        cJSON_AddItemToArray(c, one);
+    }
+    char *text = mf_result(id, r);
+    char head[400];
+    if (k != 1) {
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%s"
+                 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                 extra, strlen(text));
+        mf_write(fd, head);
+        mf_write(fd, text);
+    } else { /* an event stream: a notification, then the answer */
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n%s"
+                 "Cache-Control: no-cache\r\n\r\n",
+                 extra);
+        mf_write(fd, head);
+        mf_write(fd, ": a comment\r\nevent: message\r\ndata: {\"jsonrpc\":"
+                     "\"2.0\",\"method\":\"notifications/message\",\r\ndata: "
+                     "\"params\":{\"level\":\"info\",\"data\":\"working\"}}"
+                     "\r\n\r\n");
+        size_t half = strlen(text) / 2;
+        mf_write(fd, "id: 1\ndata: ");
+        (void)!mf_send(fd, text, half);
+        usleep(20000);
+        mf_write(fd, text + half);
+        mf_write(fd, "\n\n");
+        /* left open: the client closes it once it has its answer */
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        char b[64];
+        while (poll(&pf, 1, 5000) > 0 && read(fd, b, sizeof(b)) > 0)
+            ;
+    }
+    free(text);
+out:
+    cJSON_Delete(m);
+}
+
+static void *mf_serve(void *arg)
+{
+    struct mcph_fake *f = arg;
+    static __thread char buf[1 << 16];
+    while (!atomic_load(&f->stop)) {
+        struct pollfd pf = {.fd = f->lfd, .events = POLLIN};
+        if (poll(&pf, 1, 20) <= 0)
+            continue;
+        int c = accept(f->lfd, NULL, NULL);
+        if (c < 0)
+            continue;
+        mf_ssl = NULL;
+        if (f->tls) {
+            mf_ssl = SSL_new(f->tls);
+            SSL_set_fd(mf_ssl, c);
+            if (SSL_accept(mf_ssl) != 1) { /* the client refused us */
+                SSL_free(mf_ssl);
+                mf_ssl = NULL;
+                close(c);
+                continue;
+            }
+        }
+        size_t len = 0;
+        long want = -1;
+        while (len < sizeof(buf) - 1) {
+            struct pollfd p2 = {.fd = c, .events = POLLIN};
+            if (!(mf_ssl && SSL_pending(mf_ssl)) && poll(&p2, 1, 3000) <= 0)
+                break;
+            ssize_t n = mf_recv(c, buf + len, sizeof(buf) - 1 - len);
+            if (n <= 0)
+                break;
+            len += (size_t)n;
+            buf[len] = '\0';
+            char *h = strstr(buf, "\r\n\r\n");
+            if (h && want < 0) {
+                char *cl = strcasestr(buf, "content-length:");
+                want =
+                    (long)(h + 4 - buf) + (cl ? strtol(cl + 15, NULL, 10) : 0);
+            }
+            if (want >= 0 && (long)len >= want)
+                break;
+        }
+        buf[len] = '\0';
+        if (len > 0)
+            mf_answer(f, c, buf);
+        if (mf_ssl) {
+            SSL_shutdown(mf_ssl);
+            SSL_free(mf_ssl);
+            mf_ssl = NULL;
+        }
+        shutdown(c, SHUT_WR);
+        close(c);
+    }
+    return NULL;
+}
+
+static struct mcph_fake *mf_start(const char *token, SSL_CTX *tls)
+{
+    struct mcph_fake *f = calloc(1, sizeof(*f));
+    cr_assert_not_null(f);
+    f->token = token;
+    f->tls = tls;
+    f->lfd = tu_listen_loopback(&f->port);
+    cr_assert_eq(pthread_create(&f->th, NULL, mf_serve, f), 0);
+    return f;
+}
+
+static void mf_stop(struct mcph_fake *f)
+{
+    atomic_store(&f->stop, 1);
+    pthread_join(f->th, NULL);
+    close(f->lfd);
+    free(f);
+}
+
+/* A loopback port nothing listens on. */
+static int closed_port(void)
+{
+    int port = 0;
+    int fd = tu_listen_loopback(&port);
+    close(fd);
+    return port;
+}
+
+#define MCPH_TOKEN "mcp-bearer-Tk93-secret-value"
+
+static const char *mcph_script(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt)
+{
+    (void)f, (void)model;
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "done";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    switch (n) {
+    case 0:
+        return "CALL web.shout {\"text\":\"hi json\"}";
+    case 1:
+        return strstr(prompt, "HI JSON")
+                   ? "CALL sse.shout {\"text\":\"hi sse\"}"
+                   : "no json answer";
+    case 2:
+        return strstr(prompt, "HI SSE") ? "CALL web.shout {\"text\":\"again\"}"
+                                        : "no sse answer";
+    case 3:
+        return strstr(prompt, "AGAIN") ? "CALL down.shout {\"text\":\"x\"}"
+                                       : "no second answer";
+    case 4:
+        return "CALL junk.shout {\"text\":\"x\"}";
+    case 5:
+        return "CALL web.whoami {}";
+    case 6:
+        return "CALL web.expire {}";
+    case 7: /* the server forgot the session: this call fails... */
+        return "CALL web.shout {\"text\":\"lost\"}";
+    case 8: /* ...and the next one starts a new session */
+        return "CALL web.shout {\"text\":\"new session\"}";
+    case 9:
+        return "CALL slow.shout {\"text\":\"x\"}";
+    default:
+        return "done";
+    }
+}
+
+Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
+{
+    struct fake *f = fake_start(mcph_script);
+    struct mcph_fake *mf = mf_start(MCPH_TOKEN, NULL);
+    char *dir = tu_tmpdir();
+    char rpath[600], cpath[600], cfg[2048];
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    const char *r =
+        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
+        "\"web.shout\",\"web.whoami\",\"sse.shout\",\"down.shout\","
+        "\"junk.shout\",\"web.expire\",\"slow.shout\"],\"max_turns\":12}]}";
+    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]},\"mcp_servers\":{"
+             "\"web\":{\"url\":\"http://127.0.0.1:%d/json\",\"token_env\":"
+             "\"FORUM_TEST_MCP_TOKEN\",\"headers\":{\"X-Client\":\"t\"}},"
+             "\"sse\":{\"url\":\"http://localhost:%d/sse\",\"token_env\":"
+             "\"FORUM_TEST_MCP_TOKEN\"},"
+             "\"down\":{\"url\":\"http://127.0.0.1:%d/\",\"timeout_s\":20},"
+             "\"junk\":{\"url\":\"http://127.0.0.1:%d/junk\",\"token_env\":"
+             "\"FORUM_TEST_MCP_TOKEN\"},"
+             "\"slow\":{\"url\":\"http://127.0.0.1:%d/hang\",\"timeout_s\":1,"
+             "\"token_env\":\"FORUM_TEST_MCP_TOKEN\"}"
+             "}}",
+             f->port, mf->port, mf->port, closed_port(), mf->port, mf->port);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    setenv("FORUM_TEST_MCP_TOKEN", MCPH_TOKEN, 1);
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", rpath, NULL);
+    unsetenv("FORUM_TEST_MCP_TOKEN");
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    cr_assert_null(strstr(run.out, MCPH_TOKEN));
+    cr_assert_null(strstr(run.err, MCPH_TOKEN));
+    tu_run_free(&run);
+    cr_assert(strstr(f->seen, "\"web.shout\"") &&
+                  strstr(f->seen, "\"sse.shout\""),
+              "the servers' tools were not offered");
+    char *res = bodies_of(dir, "tool_result");
+    cr_assert(strstr(res, "\"output\":\"HI JSON\""), "%s", res);
+    cr_assert(strstr(res, "\"output\":\"HI SSE\""), "%s", res);
+    cr_assert(strstr(res, "\"output\":\"AGAIN\""), "%s", res);
+    cr_assert(strstr(res, "MCP server down: cannot connect to 127.0.0.1"), "%s",
+              res);
+    cr_assert(strstr(res, "MCP server junk: answered garbage"), "%s", res);
+    /* the server echoed the token: the guardrails took it out */
+    cr_assert(strstr(res, "MCP server web: the session ended (HTTP 404)"), "%s",
+              res);
+    cr_assert(strstr(res, "\"output\":\"NEW SESSION\""), "%s", res);
+    cr_assert(strstr(res, "MCP server slow: shout took over 1 s"), "%s", res);
+    cr_assert(strstr(res, "\"output\":\"[redacted:bearer_token]\",\"tool\":"
+                          "\"web.whoami\""),
+              "%s", res);
+    free(res);
+    char *calls = bodies_of(dir, "tool_call");
+    cr_assert(strstr(calls, "\"tool\":\"web.shout\"") &&
+                  strstr(calls, "\"tool\":\"sse.shout\""),
+              "%s", calls);
+    free(calls);
+    /* one session a server, every later request in it, nothing refused */
+    cr_assert_eq(mf->violations, 1, "only the expired session: %s", mf->log);
+    cr_assert_eq(mf->sessions, 4, "%s", mf->log);
+    cr_assert_geq(mf->with_id, 7, "%s", mf->log);
+    cr_assert(strstr(mf->log, "/json initialize; /json "
+                              "notifications/initialized; /json tools/list;"),
+              "%s", mf->log);
+    /* the token is nowhere in the data dir */
+    cr_assert_eq(files_holding(dir, MCPH_TOKEN), 0);
+    char *out = bodies_of(dir, "result");
+    cr_assert(strstr(out, "\"stop_reason\":\"answer\""), "%s", out);
+    free(out);
+    mf_stop(mf);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+static const char *tls_script(struct fake *f, const char *role, int n,
+                              const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "done";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    return n == 0   ? "CALL safe.shout {\"text\":\"over tls\"}"
+           : n == 1 ? "CALL unsure.shout {\"text\":\"x\"}"
+                    : "done";
+}
+
+Test(tool_loop, streamable_http_mcp_over_https, .timeout = 60)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct fake *f = fake_start(tls_script);
+    char *dir = tu_tmpdir();
+    char rpath[600], cpath[600], pem[600], cfg[2048];
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    snprintf(pem, sizeof(pem), "%s/ca.pem", dir);
+    SSL_CTX *tls = tu_tls_server("IP:127.0.0.1", pem);
+    struct mcph_fake *mf = mf_start(NULL, tls);
+    const char *r =
+        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
+        "\"safe.shout\",\"unsure.shout\"],\"max_turns\":4}]}";
+    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
+    /* the same server, trusted through ca_file, and not trusted at all */
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]},\"mcp_servers\":{"
+             "\"safe\":{\"url\":\"https://127.0.0.1:%d/json\",\"ca_file\":"
+             "\"%s\"},\"unsure\":{\"url\":\"https://127.0.0.1:%d/json\"}}}",
+             f->port, mf->port, pem, mf->port);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", rpath, NULL);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    tu_run_free(&run);
+    char *res = bodies_of(dir, "tool_result");
+    cr_assert(strstr(res, "\"output\":\"OVER TLS\""), "%s", res);
+    cr_assert(strstr(res, "MCP server unsure: tls: the certificate of "
+                          "127.0.0.1 did not verify"),
+              "%s", res);
+    free(res);
+    cr_assert_eq(mf->violations, 0, "%s", mf->log);
+    mf_stop(mf);
+    SSL_CTX_free(tls);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+Test(mcp_http, server_entries_are_checked)
+{
+    struct fo_err err;
+    const char *bad[][2] = {
+        {"{\"a\":{\"url\":\"http://x/\",\"command\":\"y\"}}", "not both"},
+        {"{\"a\":{\"url\":\"ftp://x/\"}}", "not an http"},
+        {"{\"a\":{\"url\":\"http://u:p@x/\"}}", "user info"},
+        {"{\"a\":{\"url\":\"http://x/\",\"headers\":{\"Authorization\":"
+         "\"Bearer k\"}}}",
+         "token_env"},
+        {"{\"a\":{\"url\":\"http://x/\",\"headers\":{\"X-A\":\"a\\nb\"}}}",
+         "one line"},
+        {"{\"a\":{\"url\":\"http://x/\",\"token_env\":\"A B\"}}", "token_env"},
+        {"{\"a\":{\"url\":\"http://x/\",\"args\":[]}}", "runs no program"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cJSON *j = cJSON_Parse(bad[i][0]);
+        cr_assert_not_null(j);
+        cr_assert_eq(orch_mcpc_check(j, &err), FO_E_INVALID, "%s", bad[i][0]);
+        cr_assert(strstr(err.msg, bad[i][1]), "%s: %s", bad[i][0], err.msg);
+        cJSON_Delete(j);
+    }
+    cJSON *ok = cJSON_Parse(
+        "{\"a\":{\"url\":\"https://mcp.example.com/mcp?x=1\",\"headers\":"
+        "{\"X-Team\":\"t1\"},\"token_env\":\"GH_TOKEN\",\"timeout_s\":30}}");
+    cr_assert_eq(orch_mcpc_check(ok, &err), FO_OK, "%s", err.msg);
+    cJSON_Delete(ok);
 }
 
 /* ---- a run killed mid-loop resumes without running a witnessed call -------

@@ -81,4 +81,10 @@ int tu_listen_loopback(int *port);
  * buffer is set to that many bytes first. Aborts the test on failure. */
 int tu_connect_loopback(int port, int rcvbuf);
 
+/* A TLS server context with a self-signed P-256 certificate for san
+ * ("IP:127.0.0.1" or "DNS:other.example"), its PEM written to pem_path
+ * when not NULL. Aborts the test on failure. */
+typedef struct ssl_ctx_st SSL_CTX;
+SSL_CTX *tu_tls_server(const char *san, const char *pem_path);
+
 #endif
