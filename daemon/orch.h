@@ -760,6 +760,21 @@ int orch_session_remember(const struct orch_witness *w, const char *name,
 int orch_session_forget(const struct orch_witness *w, const char *name,
                         const char *key, cJSON **out, struct fo_err *err);
 
+/* A fact's key (1..ORCH_FACT_KEY_MAX bytes of UTF-8) and value (NULL: not
+ * checked; else 1..ORCH_FACT_VALUE_MAX): FO_OK or FO_E_INVALID. */
+int orch_fact_check(const char *key, const char *value, struct fo_err *err);
+/* The seq of session name's current fact key and of its first
+ * session_started: FO_E_NOT_FOUND when the key is not set (*start still
+ * set) or there is no such session. */
+int orch_session_fact(struct ledger *l, const char *name, const char *key,
+                      int64_t *fact_seq, int64_t *start, struct fo_err *err);
+/* The entry of kind ("fact" or "fact_forgotten") under session name that
+ * the tool call call_seq wrote (its body says "call_seq"): *seq and *body
+ * (may be NULL; the caller's). FO_E_NOT_FOUND when there is none. */
+int orch_session_by_call(struct ledger *l, const char *name, const char *kind,
+                         int64_t call_seq, int64_t *seq, cJSON **body,
+                         struct fo_err *err);
+
 /* ---- background runs (orch_runs.c) ------------------------------------ */
 
 /* Runs at once (max_runs). In the daemon a run waiting costs only memory

@@ -696,17 +696,94 @@ int orch_session_fork(const struct orch_witness *w, const char *name,
     return orch_session_show(w->ledger, into, out, err);
 }
 
-int orch_session_remember(const struct orch_witness *w, const char *name,
-                          const char *key, const char *value, cJSON **out,
-                          struct fo_err *err)
+int orch_fact_check(const char *key, const char *value, struct fo_err *err)
 {
     size_t kl = key ? strlen(key) : 0, vl = value ? strlen(value) : 0;
     if (kl < 1 || kl > ORCH_FACT_KEY_MAX || !fo_utf8_valid(key, kl))
         return fo_err_set(err, FO_E_INVALID, "key: 1..%d bytes of text",
                           ORCH_FACT_KEY_MAX);
-    if (vl < 1 || vl > ORCH_FACT_VALUE_MAX || !fo_utf8_valid(value, vl))
+    if (value &&
+        (vl < 1 || vl > ORCH_FACT_VALUE_MAX || !fo_utf8_valid(value, vl)))
         return fo_err_set(err, FO_E_INVALID, "value: 1..%d bytes of text",
                           ORCH_FACT_VALUE_MAX);
+    return FO_OK;
+}
+
+int orch_session_fact(struct ledger *l, const char *name, const char *key,
+                      int64_t *fact_seq, int64_t *start, struct fo_err *err)
+{
+    struct orch_session *s = NULL;
+    int rc = orch_session_read(l, name, -1, &s, err);
+    if (rc)
+        return rc;
+    long i = key ? fact_find(s, key) : -1;
+    *start = s->start;
+    *fact_seq = i >= 0 ? s->facts[i].seq : -1;
+    orch_session_free(s);
+    if (i < 0)
+        return fo_err_set(err, FO_E_NOT_FOUND, "session %s has no fact %.128s",
+                          name, key ? key : "");
+    return FO_OK;
+}
+
+struct by_call_ctx {
+    struct ledger *l;
+    const char *kind;
+    int64_t call, seq;
+    cJSON *body;
+};
+
+static int on_by_call(void *ctx, const struct ledger_entry *e)
+{
+    struct by_call_ctx *c = ctx;
+    if (strcmp(e->kind, c->kind) != 0)
+        return 0;
+    cJSON *b = body_json(c->l, e->seq); /* NULL when redacted */
+    long long call = -1;
+    if (fo_json_get_int(b, "call_seq", 0, INT64_MAX / 2, &call) == FO_OK &&
+        call == c->call) {
+        c->seq = e->seq;
+        c->body = b;
+        return 1;
+    }
+    cJSON_Delete(b);
+    return 0;
+}
+
+int orch_session_by_call(struct ledger *l, const char *name, const char *kind,
+                         int64_t call_seq, int64_t *seq, cJSON **body,
+                         struct fo_err *err)
+{
+    struct orch_session *s = NULL;
+    int rc = orch_session_read(l, name, -1, &s, err);
+    if (rc)
+        return rc;
+    struct by_call_ctx c = {.l = l, .kind = kind, .call = call_seq, .seq = -1};
+    for (size_t i = 0; !rc && c.seq < 0 && i < s->n_starts; i++)
+        rc = ledger_descendants(l, s->starts[i], -1, on_by_call, &c, err);
+    orch_session_free(s);
+    if (c.seq >= 0) /* found: the scan stopped there */
+        rc = FO_OK;
+    if (rc)
+        return rc;
+    if (c.seq < 0)
+        return fo_err_set(err, FO_E_NOT_FOUND, "no %s of call %lld", kind,
+                          (long long)call_seq);
+    *seq = c.seq;
+    if (body)
+        *body = c.body;
+    else
+        cJSON_Delete(c.body);
+    return FO_OK;
+}
+
+int orch_session_remember(const struct orch_witness *w, const char *name,
+                          const char *key, const char *value, cJSON **out,
+                          struct fo_err *err)
+{
+    int frc = orch_fact_check(key, value ? value : "", err);
+    if (frc)
+        return frc;
     struct orch_session *s = NULL;
     int64_t start = -1, seq = -1;
     int rc = orch_session_read(w->ledger, name, -1, &s, err);

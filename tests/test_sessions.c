@@ -5,12 +5,17 @@
  * reasons). */
 #include <criterion/criterion.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/orch.h"
+#include "ledger/fo_buf.h"
+#include "ledger/ledger.h"
 #include "tests/testutil.h"
+#include "tests/tu_daemon.h"
 #include "tests/tu_model.h"
 
 static const char *script(struct fake *f, const char *role, int n,
@@ -178,4 +183,216 @@ Test(sessions, the_budget_known_answers)
     cr_assert_eq(orch_ctx_tokens(1), 1);
     cr_assert_eq(orch_ctx_tokens(4), 1);
     cr_assert_eq(orch_ctx_tokens(5), 2);
+}
+
+/* ---- remember and forget as tools ----------------------------------------
+ */
+
+static const char keeper_roster[] =
+    "{\"lanes\":[{\"name\":\"keeper\",\"category\":\"engineering\","
+    "\"domain\":\"keeps notes\",\"keywords\":[\"note\",\"request\"],"
+    "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
+    "\"remember\",\"forget\"],\"max_turns\":4}]}";
+
+/* The request of this turn: what follows the session's context. */
+static const char *this_request(const char *prompt)
+{
+    const char *mark = "The request of this turn:\n";
+    const char *p = strstr(prompt, mark);
+    return p ? p + strlen(mark) : prompt;
+}
+
+/* The coordinator gives the keeper the request as its task; the keeper
+ * calls remember or forget when told to, then answers. */
+static const char *keeper(struct fake *f, const char *role, int n,
+                          const char *model, const char *prompt)
+{
+    static char plan[512];
+    (void)f, (void)model, (void)n;
+    if (!strcmp(role, "coordinator")) {
+        const char *req = this_request(prompt);
+        snprintf(plan, sizeof(plan),
+                 "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"keeper\","
+                 "\"instruction\":\"%.200s\"}]}",
+                 strstr(req, "TASK-REMEMBER")       ? "TASK-REMEMBER"
+                 : strstr(req, "TASK-FORGET-UNSET") ? "TASK-FORGET-UNSET"
+                 : strstr(req, "TASK-FORGET")       ? "TASK-FORGET"
+                                                    : "nothing to keep");
+        return plan;
+    }
+    if (!strcmp(role, "synthesizer"))
+        return "turn answered";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (!strcmp(prompt, "TASK-REMEMBER"))
+        return "CALL remember {\"key\":\"codename\",\"value\":\"ZEBRA-42\"}";
+    if (!strcmp(prompt, "TASK-FORGET"))
+        return "CALL forget {\"key\":\"codename\"}";
+    if (!strcmp(prompt, "TASK-FORGET-UNSET"))
+        return "CALL forget {\"key\":\"nope\"}";
+    return "noted";
+}
+
+/* The bodies of every entry of kind, joined by newlines (malloc'd). */
+struct bodies_ctx {
+    struct ledger *l;
+    const char *kind;
+    struct fo_buf b;
+    int n;
+};
+
+static int on_body(void *ctx, const struct ledger_entry *e)
+{
+    struct bodies_ctx *c = ctx;
+    char *body = NULL;
+    size_t len = 0;
+    struct fo_err err;
+    if (!strcmp(e->kind, c->kind) &&
+        ledger_body(c->l, e->seq, &body, &len, &err) == FO_OK) {
+        fo_buf_append(&c->b, body, len);
+        fo_buf_putc(&c->b, '\n');
+        c->n++;
+    }
+    free(body);
+    return 0;
+}
+
+static char *bodies(const char *dir, const char *kind, int *n)
+{
+    struct bodies_ctx c = {.kind = kind};
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &c.l, &err),
+                 FO_OK, "%s", err.msg);
+    fo_buf_init(&c.b, FO_BUF_UNLIMITED);
+    cr_assert_eq(ledger_range(c.l, 0, -1, on_body, &c, &err), FO_OK);
+    ledger_close(c.l);
+    char *s = fo_buf_detach(&c.b, NULL);
+    fo_buf_release(&c.b);
+    if (n)
+        *n = c.n;
+    return s ? s : strdup("");
+}
+
+static void keeper_turn(const char *dir, const char *rpath, const char *url,
+                        const char *session, const char *request)
+{
+    struct tu_run r =
+        session ? tu_forumv(NULL, "--ledger", dir, "submit", "--roster", rpath,
+                            "--chat-url", url, "--model", "m", "--session",
+                            session, request, NULL)
+                : tu_forumv(NULL, "--ledger", dir, "submit", "--roster", rpath,
+                            "--chat-url", url, "--model", "m", request, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+}
+
+Test(sessions, remember_and_forget_are_tools_a_lane_may_allow, .timeout = 120)
+{
+    struct fake *f = fake_start(keeper);
+    char url[64], rpath[600], cpath[600], cfg[300];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    char *dir = tu_tmpdir();
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    cr_assert_eq(tu_write_file(rpath, keeper_roster, strlen(keeper_roster)), 0);
+    /* turn 1 remembers through the tool */
+    keeper_turn(dir, rpath, url, "s1", "please TASK-REMEMBER the note");
+    int n = 0;
+    char *facts = bodies(dir, "fact", &n);
+    cr_assert_eq(n, 1, "%s", facts);
+    cr_assert(strstr(facts, "\"key\":\"codename\"") &&
+                  strstr(facts, "\"value\":\"ZEBRA-42\"") &&
+                  strstr(facts, "\"session\":\"s1\"") &&
+                  strstr(facts, "\"call_seq\":"),
+              "%s", facts);
+    free(facts);
+    char *calls = bodies(dir, "tool_call", NULL);
+    cr_assert(strstr(calls, "\"tool\":\"remember\""), "%s", calls);
+    cr_assert(!strstr(calls, "ZEBRA-42"), "the value is in the call: %s",
+              calls);
+    free(calls);
+    char *results = bodies(dir, "tool_result", NULL);
+    cr_assert(strstr(results, "\"ok\":true") &&
+                  strstr(results, "remembered \\\"codename\\\""),
+              "%s", results);
+    free(results);
+    keeper_turn(dir, rpath, url, "s1", "second request beta");
+    /* turn 3's requests to the model carry the fact */
+    size_t mark = f->seen_len;
+    keeper_turn(dir, rpath, url, "s1", "third request gamma");
+    char *third = sent_since(f, mark);
+    cr_assert(strstr(third, "codename: ZEBRA-42"), "turn 3 lacks the fact");
+    free(third);
+    /* turn 4 forgets it through the tool, in the daemon (the redaction
+     * goes through its committer) */
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d/v1\",\"model\":\"m\"}]}}",
+             f->port);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--roster", rpath, NULL);
+    cJSON *s = tu_http_json(&d, "POST", "/runs",
+                            "{\"request\":\"now TASK-FORGET the note\","
+                            "\"session\":\"s1\"}",
+                            200);
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld", tu_num(s, "run"));
+    cJSON_Delete(s);
+    cJSON *g = NULL;
+    for (int i = 0; i < 600; i++) {
+        g = tu_http_json(&d, "GET", path, NULL, 200);
+        if (strcmp(tu_str(g, "state"), "running"))
+            break;
+        cJSON_Delete(g);
+        g = NULL;
+        usleep(50000);
+    }
+    cr_assert_not_null(g, "the forget run did not end");
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cJSON_Delete(g);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    int nf = 0;
+    char *tomb = bodies(dir, "fact_forgotten", &nf);
+    cr_assert_eq(nf, 1, "%s", tomb);
+    cr_assert(strstr(tomb, "\"key\":\"codename\"") &&
+                  strstr(tomb, "\"call_seq\":"),
+              "%s", tomb);
+    free(tomb);
+    results = bodies(dir, "tool_result", NULL);
+    cr_assert(strstr(results, "forgot \\\"codename\\\""), "%s", results);
+    free(results);
+    /* later turns do not see it, and no byte of it is left */
+    mark = f->seen_len;
+    keeper_turn(dir, rpath, url, "s1", "fifth request epsilon");
+    char *fifth = sent_since(f, mark);
+    cr_assert(!strstr(fifth, "ZEBRA-42"), "a forgotten fact was sent");
+    cr_assert(strstr(fifth, "third request gamma"));
+    free(fifth);
+    char cmd[4300];
+    snprintf(cmd, sizeof(cmd), "grep -r -a -l ZEBRA-42 %s", dir);
+    cr_assert_neq(system(cmd), 0, "ZEBRA-42 is still in the data dir");
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "verify", "--deep", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "session", "show", "s1",
+                  NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(!strstr(r.out, "codename"), "%s", r.out);
+    tu_run_free(&r);
+    /* forgetting a key that is not set: an error result, not a crash */
+    keeper_turn(dir, rpath, url, "s1", "TASK-FORGET-UNSET");
+    results = bodies(dir, "tool_result", NULL);
+    cr_assert(strstr(results, "session s1 has no fact nope"), "%s", results);
+    free(results);
+    /* a run with no session: the tool answers with the reason */
+    keeper_turn(dir, rpath, url, NULL, "please TASK-REMEMBER the note");
+    results = bodies(dir, "tool_result", NULL);
+    cr_assert(strstr(results, "this run belongs to no session"), "%s", results);
+    free(results);
+    cr_assert_eq(tu_kind_count(dir, "fact"), 1);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
 }
