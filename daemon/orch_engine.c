@@ -41,13 +41,20 @@
 #define BAD_CALLS_MAX 3 /* malformed tool calls in a row a task survives */
 #define COMMAND_TIMEOUT_MS 120000 /* run_command without timeout_s */
 
-enum role { R_COORDINATOR, R_CLASSIFIER, R_VALIDATOR, R_SYNTHESIZER };
+enum role {
+    R_COORDINATOR,
+    R_CLASSIFIER,
+    R_VALIDATOR,
+    R_SYNTHESIZER,
+    R_SUMMARIZER
+};
 
-static const char *const role_name[] = {"coordinator", "classifier",
-                                        "validator", "synthesizer"};
+static const char *const role_name[] = {
+    "coordinator", "classifier", "validator", "synthesizer", "summarizer"};
 /* the tier each role asks for first */
 static const int role_tier[] = {ORCH_TIER_CAPABLE, ORCH_TIER_CHEAP,
-                                ORCH_TIER_CHEAP, ORCH_TIER_CAPABLE};
+                                ORCH_TIER_CHEAP, ORCH_TIER_CAPABLE,
+                                ORCH_TIER_CHEAP};
 
 static const char coord_system[] =
     "You are the coordinator of forum, an orchestrator of AI agents. Break "
@@ -78,6 +85,13 @@ static const char validator_user[] =
 static const char synth_system[] =
     "You are the synthesizer of forum. Write one answer to the user's "
     "request from the results of the agents below. Answer in plain text.";
+
+static const char summarizer_system[] =
+    "You are the summarizer of forum. Below are the earlier turns of a "
+    "session (and the summary so far, when there is one), which no longer "
+    "fit in what its next turns are shown. Summarise them for those turns: "
+    "keep the decisions, facts, names, numbers and open questions, drop the "
+    "rest. Answer in plain text of at most {{words}} words.";
 
 static const char synth_user[] =
     "Request:\n{{request}}\n\nResults:\n{{results}}";
@@ -360,6 +374,9 @@ struct run {
     int creating_session;       /* its session_started is being written */
     int waiting_session;        /* another run writes that first */
     int64_t session_start, turn_seq;
+    int compacted;       /* a compaction was asked for this turn */
+    cJSON *cmp_replaces; /* what the compaction in flight replaces */
+    cJSON *cmp_runs;
     /* the workspace of its tools, opened at the first tool call */
     char *ws_path;
     int ws_fd;
@@ -537,6 +554,8 @@ static void run_free(struct run *r)
     free(r->g);
     cJSON_Delete(r->gates);
     free(r->session);
+    cJSON_Delete(r->cmp_replaces);
+    cJSON_Delete(r->cmp_runs);
     free(r->context);
     free(r->prompt);
     for (size_t i = 0; i < r->n_keys; i++)
@@ -1276,6 +1295,131 @@ static int session_context(struct run *r, cJSON **slices, struct fo_err *err)
     return FO_OK;
 }
 
+/* ---- compaction by summary
+ * ---------------------------------------------------
+ *
+ * With "compaction": "summary" in a turn's context limits, the turns its
+ * history has no room for are not only left out: before the turn entry,
+ * the summarizer role (cheap tier, on the async model path like every
+ * role: the loop thread never waits for it) is asked to summarise them
+ * (and the summary so far), and the summary is witnessed as a
+ * `compaction` entry under the session's session_started {session, run,
+ * replaces: the turn entries' seqs, runs, summary, model}. The session's
+ * reader (orch_session_context) then shows that summary instead of those
+ * turns, in this turn and every later one, and after a restart, since it
+ * is read back from the ledger; nothing is deleted. A failed summary call
+ * leaves the turn to the budget as before (the turns are dropped). */
+
+/* The longest summary kept: half the history budget. */
+static size_t summary_max(const struct run *r)
+{
+    return (size_t)r->lim.history * 4 / 2;
+}
+
+static void on_summary(struct run *r, long task, int rc,
+                       struct orch_model_reply *rep, const struct fo_err *serr)
+{
+    struct fo_err err;
+    (void)task;
+    cJSON *replaces = r->cmp_replaces, *runs = r->cmp_runs;
+    r->cmp_replaces = r->cmp_runs = NULL;
+    if (rc) { /* the budget drops the turns, as without a summary */
+        elog(r->e, "run %lld: no summary of session %s: %s", (long long)r->id,
+             r->session, serr ? serr->msg : "the model call failed");
+        r->reserved--;
+        cJSON_Delete(replaces);
+        cJSON_Delete(runs);
+        return;
+    }
+    size_t keep = orch_utf8_prefix(rep->text, rep->text_len, summary_max(r));
+    char *sum = malloc(keep + 1);
+    cJSON *o = sum ? cJSON_CreateObject() : NULL;
+    if (sum) {
+        memcpy(sum, rep->text, keep);
+        sum[keep] = '\0';
+    }
+    int ok = o && cJSON_AddStringToObject(o, "session", r->session) &&
+             fo_json_add_int(o, "run", r->id) &&
+             cJSON_AddItemToObject(o, "replaces", replaces) &&
+             ((replaces = NULL), cJSON_AddItemToObject(o, "runs", runs)) &&
+             ((runs = NULL), cJSON_AddStringToObject(o, "summary", sum)) &&
+             (keep == rep->text_len ||
+              cJSON_AddTrueToObject(o, "summary_truncated")) &&
+             cJSON_AddStringToObject(o, "model", rep->model);
+    free(sum);
+    cJSON_Delete(replaces);
+    cJSON_Delete(runs);
+    if (!ok) {
+        cJSON_Delete(o);
+        r->reserved--;
+        fail(r, nomem(&err), &err);
+        return;
+    }
+    rc = witness(r, "summarizer", "compaction", r->session_start, o, -1, 1, 1,
+                 &err);
+    if (rc)
+        fail(r, rc, &err);
+}
+
+/* Asks for a summary when the history would drop turns: 1 when it did
+ * (the context step waits for it), 0 to go on without one. */
+static int compaction_step(struct run *r)
+{
+    struct fo_err err;
+    char *text = NULL;
+    cJSON *replaces = NULL, *runs = NULL;
+    r->compacted = 1; /* once per turn, whatever comes of it */
+    if (summary_max(r) < 4)
+        return 0; /* no room for a summary either */
+    int rc =
+        orch_session_compaction(r->e->cfg.ledger, r->session, r->request, r->id,
+                                &r->lim, &text, &replaces, &runs, &err);
+    if (rc) {
+        fail(r, rc, &err);
+        return 1;
+    }
+    if (!text)
+        return 0; /* nothing is dropped */
+    if (!spend(r, "summarizer", 0)) {
+        free(text);
+        cJSON_Delete(replaces);
+        cJSON_Delete(runs);
+        return 1; /* the run halts */
+    }
+    char words[32], *system = NULL;
+    snprintf(words, sizeof(words), "%zu", summary_max(r) / 6 + 1);
+    struct orch_tmpl_var v[] = {{"words", words}};
+    rc = orch_template_render(summarizer_system, v, 1, PROMPT_MAX, &system,
+                              &err);
+    /* the stub (no model): the newest part of the text that fits */
+    size_t len = strlen(text), max = summary_max(r);
+    const char *stub = text;
+    if (len > max) {
+        stub = text + (len - max);
+        while (*stub && ((unsigned char)*stub & 0xC0) == 0x80)
+            stub++;
+    }
+    if (!rc) {
+        struct orch_model_msg m[2] = {{.role = "system", .content = system},
+                                      {.role = "user", .content = text}};
+        cJSON_Delete(r->cmp_replaces);
+        cJSON_Delete(r->cmp_runs);
+        r->cmp_replaces = replaces;
+        r->cmp_runs = runs;
+        replaces = runs = NULL;
+        rc = role_start(r, R_SUMMARIZER, -1, m, 2, stub, on_summary, &err);
+    }
+    free(system);
+    free(text);
+    cJSON_Delete(replaces);
+    cJSON_Delete(runs);
+    if (rc) {
+        r->reserved--;
+        fail(r, rc, &err);
+    }
+    return 1;
+}
+
 /* Before the route: the session exists (its first turn writes
  * session_started, once, whatever runs of it start together), then the
  * `turn` entry, with a `context_budget` entry per slice of context. */
@@ -1318,6 +1462,8 @@ static void context_step(struct run *r)
             return;
         }
     }
+    if (r->lim.summary && !r->compacted && compaction_step(r))
+        return; /* the summary first */
     cJSON *slices = NULL;
     rc = session_context(r, &slices, &err);
     if (rc) {
@@ -1328,7 +1474,11 @@ static void context_step(struct run *r)
     const cJSON *x;
     cJSON_ArrayForEach (x, slices) {
         const cJSON *src = cJSON_GetObjectItemCaseSensitive(x, "source");
+        long long n = 0;
         turn += cJSON_IsString(src) && !strcmp(src->valuestring, "history");
+        if (cJSON_IsString(src) && !strcmp(src->valuestring, "summary") &&
+            fo_json_get_int(x, "turns", 0, INT32_MAX, &n) == FO_OK)
+            turn += n;
     }
     cJSON *t = cJSON_CreateObject();
     if (!t || !cJSON_AddStringToObject(t, "session", r->session) ||
@@ -4254,6 +4404,11 @@ static int apply(struct run *r, const char *actor, const char *kind,
 {
     if (!strcmp(kind, "fact") || !strcmp(kind, "fact_forgotten"))
         return FO_OK; /* a session's (the remember and forget tools) */
+    if (!strcmp(kind, "compaction")) { /* under the session, seen live */
+        r->compacted = 1;
+        r->calls++;
+        return FO_OK;
+    }
     r->last_seq = seq;
     if (!strcmp(kind, "route")) {
         const struct orch_lane *ln =
@@ -4857,7 +5012,8 @@ static int limits_add(cJSON *b, const struct orch_ctx_limits *l)
            fo_json_add_int(c, "max_request_tokens", l->request) &&
            fo_json_add_int(c, "max_history_tokens", l->history) &&
            fo_json_add_int(c, "max_facts_tokens", l->facts) &&
-           fo_json_add_int(c, "max_tool_results_tokens", l->tools);
+           fo_json_add_int(c, "max_tool_results_tokens", l->tools) &&
+           (!l->summary || cJSON_AddStringToObject(c, "compaction", "summary"));
 }
 
 static int hold_instance(struct orch_engine *e, struct fo_err *err)

@@ -396,3 +396,142 @@ Test(sessions, remember_and_forget_are_tools_a_lane_may_allow, .timeout = 120)
     fake_free(f);
     tu_rmrf(dir);
 }
+
+/* ---- compaction by summary -------------------------------------------------
+ */
+
+static char last_coord[65536];
+
+static const char *summing(struct fake *f, const char *role, int n,
+                           const char *model, const char *prompt)
+{
+    static char sum[128];
+    (void)f, (void)model;
+    if (!strcmp(role, "coordinator")) {
+        snprintf(last_coord, sizeof(last_coord), "%s", prompt);
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"backend\","
+               "\"instruction\":\"do the work\"}]}";
+    }
+    if (!strcmp(role, "summarizer")) {
+        snprintf(sum, sizeof(sum), "SUMMARY-%d of the earlier turns", n + 1);
+        return sum;
+    }
+    if (!strcmp(role, "synthesizer"))
+        return "answered";
+    return "done";
+}
+
+static int on_turn_seq(void *ctx, const struct ledger_entry *e)
+{
+    long long *seqs = ctx;
+    if (!strcmp(e->kind, "turn") && seqs[0] < 15)
+        seqs[1 + seqs[0]++] = e->seq;
+    return 0;
+}
+
+/* A request of about 110 tokens, marked. */
+static void long_turn(const char *dir, const char *url, const char *mark)
+{
+    char req[600];
+    snprintf(req, sizeof(req), "request %s %0400d", mark, 0);
+    turn(dir, url, "s1", req);
+}
+
+Test(sessions, a_history_over_budget_is_compacted_into_a_summary,
+     .timeout = 120)
+{
+    struct fake *f = fake_start(summing);
+    char url[64], cpath[600];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    char *dir = tu_tmpdir();
+    /* room for one earlier turn (about 110 tokens) and a summary */
+    const char *cfg = "{\"context\":{\"max_history_tokens\":200,"
+                      "\"max_tool_results_tokens\":0,"
+                      "\"compaction\":\"summary\"}}";
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    long_turn(dir, url, "ALPHA-MARK");
+    long_turn(dir, url, "BETA-MARK");
+    cr_assert_eq(f->count[R_SUMM], 0, "nothing was dropped yet");
+    cr_assert_eq(tu_kind_count(dir, "compaction"), 0);
+    /* turn 3: turn 1 has no room: summarised, and the summary sent */
+    long_turn(dir, url, "GAMMA-MARK");
+    cr_assert_eq(f->count[R_SUMM], 1);
+    int n = 0;
+    char *cmp = bodies(dir, "compaction", &n);
+    cr_assert_eq(n, 1, "%s", cmp);
+    long long seqs[16] = {0};
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK);
+    cr_assert_eq(ledger_range(l, 0, -1, on_turn_seq, seqs, &err), FO_OK);
+    ledger_close(l);
+    cr_assert_eq(seqs[0], 3);
+    char want[64];
+    snprintf(want, sizeof(want), "\"replaces\":[%lld]", seqs[1]);
+    cr_assert(strstr(cmp, want), "%s lacks %s", cmp, want);
+    cr_assert(strstr(cmp, "\"summary\":\"SUMMARY-1 of the earlier turns\"") &&
+                  strstr(cmp, "\"session\":\"s1\""),
+              "%s", cmp);
+    free(cmp);
+    cr_assert(strstr(last_coord, "SUMMARY-1"), "%s", last_coord);
+    cr_assert(!strstr(last_coord, "ALPHA-MARK"),
+              "the dropped turn was sent: %s", last_coord);
+    cr_assert(strstr(last_coord, "BETA-MARK"));
+    /* within the budget: every history slice whole, 200 tokens at most */
+    char *budget = bodies(dir, "context_budget", NULL);
+    cr_assert(strstr(budget, "\"source\":\"summary\""), "%s", budget);
+    free(budget);
+    const char *ctx = strstr(last_coord, "Summary of the earlier turns");
+    const char *req = strstr(last_coord, "The request of this turn:");
+    cr_assert(ctx && req && req > ctx);
+    cr_assert_leq((size_t)(req - ctx), 200 * 4 + 160, "%zu bytes of history",
+                  (size_t)(req - ctx));
+    /* turn 4 (a new process: read back from the ledger): turn 2 goes too,
+     * into a summary that covers the one before */
+    long_turn(dir, url, "DELTA-MARK");
+    cr_assert_eq(f->count[R_SUMM], 2);
+    cr_assert(strstr(last_coord, "SUMMARY-2") &&
+                  !strstr(last_coord, "SUMMARY-1") &&
+                  !strstr(last_coord, "ALPHA-MARK") &&
+                  !strstr(last_coord, "BETA-MARK") &&
+                  strstr(last_coord, "GAMMA-MARK"),
+              "%s", last_coord);
+    cmp = bodies(dir, "compaction", &n);
+    cr_assert_eq(n, 2);
+    snprintf(want, sizeof(want), "\"replaces\":[%lld,%lld]", seqs[1], seqs[2]);
+    cr_assert(strstr(cmp, want), "%s lacks %s", cmp, want);
+    free(cmp);
+    /* nothing was deleted: every turn is still on record */
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "session",
+                                "show", "s1", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "ALPHA-MARK"));
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "verify", "--deep", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    tu_run_free(&r);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+Test(sessions, compaction_is_drop_or_summary)
+{
+    struct orch_ctx_limits lim;
+    orch_ctx_limits_default(&lim);
+    cr_assert_eq(lim.summary, 0);
+    struct fo_err err;
+    cJSON *o = cJSON_Parse("{\"compaction\":\"summary\"}");
+    cr_assert_eq(orch_ctx_limits_parse(o, &lim, &err), FO_OK);
+    cr_assert_eq(lim.summary, 1);
+    cJSON_Delete(o);
+    o = cJSON_Parse("{\"compaction\":\"drop\"}");
+    cr_assert_eq(orch_ctx_limits_parse(o, &lim, &err), FO_OK);
+    cr_assert_eq(lim.summary, 0);
+    cJSON_Delete(o);
+    o = cJSON_Parse("{\"compaction\":\"shrink\"}");
+    cr_assert_eq(orch_ctx_limits_parse(o, &lim, &err), FO_E_INVALID);
+    cr_assert(strstr(err.msg, "context.compaction"), "%s", err.msg);
+    cJSON_Delete(o);
+}
