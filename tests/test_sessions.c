@@ -535,3 +535,128 @@ Test(sessions, compaction_is_drop_or_summary)
     cr_assert(strstr(err.msg, "context.compaction"), "%s", err.msg);
     cJSON_Delete(o);
 }
+
+/* ---- resume: a witnessed remember or forget is not done again ------------
+ */
+
+static int64_t put(struct ledger *l, const char *actor, const char *kind,
+                   int64_t parent, const char *body)
+{
+    struct ledger_entry e;
+    struct fo_err err;
+    cr_assert_eq(
+        ledger_append(l, actor, kind, parent, body, strlen(body), &e, &err),
+        FO_OK, "%s %s: %s", kind, body, err.msg);
+    return e.seq;
+}
+
+/* A run of session s9 its process left (it died) just after it witnessed
+ * a call of tool with args; returns the tool_call's seq. */
+static int64_t crashed_run(struct ledger *l, const char *tool, const char *args)
+{
+    char b[1024];
+    int64_t req = put(l, "client", "request", LEDGER_NO_PARENT,
+                      "{\"instance\":\"0123456789abcdef0123456789abcdef\","
+                      "\"request\":\"keep a note\",\"session\":\"s9\","
+                      "\"via\":\"submit\"}");
+    snprintf(b, sizeof(b), "{\"run\":%lld,\"session\":\"s9\",\"turn\":1}",
+             (long long)req);
+    put(l, "session", "turn", req, b);
+    put(l, "router", "route", req, "{\"by\":\"router\",\"lane\":\"keeper\"}");
+    int64_t plan = put(l, "coordinator", "plan", req,
+                       "{\"tasks\":[{\"agent\":\"keeper\",\"id\":\"T1\","
+                       "\"instruction\":\"resumed\"}]}");
+    int64_t task = put(l, "keeper", "task", plan,
+                       "{\"agent\":\"keeper\",\"executor\":\"chat\",\"id\":"
+                       "\"T1\",\"instruction\":\"resumed\"}");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "arguments", args);
+    cJSON_AddStringToObject(o, "call_id", "call_1");
+    cJSON_AddStringToObject(o, "id", "T1");
+    cJSON_AddStringToObject(o, "model", "m");
+    cJSON_AddStringToObject(o, "tool", tool);
+    cJSON_AddNumberToObject(o, "turn", 1);
+    char *text = cJSON_PrintUnformatted(o);
+    int64_t call = put(l, "keeper", "tool_call", task, text);
+    free(text);
+    cJSON_Delete(o);
+    return call;
+}
+
+Test(sessions, a_resumed_remember_or_forget_is_not_done_again, .timeout = 120)
+{
+    struct fake *f = fake_start(keeper);
+    char rpath[600], cpath[600], cfg[300], b[512];
+    char *dir = tu_tmpdir();
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    cr_assert_eq(tu_write_file(rpath, keeper_roster, strlen(keeper_roster)), 0);
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_CREATE, NULL, &l, &err), FO_OK,
+                 "%s", err.msg);
+    int64_t start = put(l, "session", "session_started", LEDGER_NO_PARENT,
+                        "{\"session\":\"s9\"}");
+    int64_t other = put(l, "session", "fact", start,
+                        "{\"key\":\"k2\",\"session\":\"s9\",\"value\":"
+                        "\"OLD-VALUE\"}");
+    /* A: remember, its fact on record, its result not */
+    int64_t a = crashed_run(l, "remember",
+                            "{\"key\":\"k1\",\"value\":\"[kept in the "
+                            "session's fact]\"}");
+    snprintf(b, sizeof(b),
+             "{\"call_seq\":%lld,\"key\":\"k1\",\"session\":\"s9\","
+             "\"value\":\"KEPT-ONCE\"}",
+             (long long)a);
+    put(l, "session", "fact", start, b);
+    /* B: forget, the redaction and the tombstone on record */
+    int64_t fb = crashed_run(l, "forget", "{\"key\":\"k2\"}");
+    cr_assert_eq(
+        ledger_redact(l, other, "forgotten (session fact)", NULL, &err), FO_OK,
+        "%s", err.msg);
+    snprintf(b, sizeof(b),
+             "{\"call_seq\":%lld,\"fact_seq\":%lld,\"key\":\"k2\","
+             "\"session\":\"s9\"}",
+             (long long)fb, (long long)other);
+    put(l, "session", "fact_forgotten", start, b);
+    /* C: remember, its fact never written */
+    crashed_run(l, "remember",
+                "{\"key\":\"k3\",\"value\":\"[kept in the session's "
+                "fact]\"}");
+    ledger_close(l);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d/v1\",\"model\":\"m\"}]}}",
+             f->port);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--roster", rpath, NULL);
+    for (int i = 0; i < 600 && tu_kind_count(dir, "answer") < 3; i++)
+        usleep(50000);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    cr_assert_eq(tu_kind_count(dir, "answer"), 3);
+    cr_assert_eq(tu_kind_count(dir, "fact"), 2, "a fact was written again");
+    cr_assert_eq(tu_kind_count(dir, "fact_forgotten"), 1,
+                 "a forget was done again");
+    cr_assert_eq(tu_kind_count(dir, "redaction"), 1);
+    int n = 0;
+    char *results = bodies(dir, "tool_result", &n);
+    cr_assert_eq(n, 3, "%s", results);
+    cr_assert(strstr(results, "remembered \\\"k1\\\""), "%s", results);
+    cr_assert(strstr(results, "forgot \\\"k2\\\""), "%s", results);
+    cr_assert(strstr(results, "the fact was not kept"), "%s", results);
+    free(results);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "session",
+                                "show", "s9", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "KEPT-ONCE") && !strstr(r.out, "k2") &&
+                  !strstr(r.out, "k3"),
+              "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "verify", "--deep", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    tu_run_free(&r);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
