@@ -22,6 +22,7 @@ struct daemon_commit {
     pthread_cond_t cv;
     struct ledger_queued_append *head, *tail;
     size_t queued;
+    struct daemon_commit_redact *red_head, *red_tail; /* redactions */
     int stopping;
     int stopped;
     struct daemon_commit_stats stats;
@@ -165,17 +166,41 @@ static void commit_batch(struct daemon_commit *c, size_t n)
         c->cfg.committed(c->cfg.committed_hook);
 }
 
+/* The redactions queued, in order, on the committer thread (c->mu held on
+ * entry and on return). */
+static void redact_queued(struct daemon_commit *c)
+{
+    while (c->red_head) {
+        struct daemon_commit_redact *r = c->red_head;
+        c->red_head = r->next;
+        if (!c->red_head)
+            c->red_tail = NULL;
+        pthread_mutex_unlock(&c->mu);
+        r->rc = daemon_commit_health(c, &r->err);
+        if (r->rc == FO_OK)
+            r->rc = ledger_redact(c->ledger, r->seq, r->reason, NULL, &r->err);
+        if (r->rc == FO_E_STORAGE_MOVED)
+            daemon_commit_refuse(c, &r->err);
+        int grew = r->rc == FO_OK;
+        r->done(r);                   /* may free r */
+        if (grew && c->cfg.committed) /* its redaction entry */
+            c->cfg.committed(c->cfg.committed_hook);
+        pthread_mutex_lock(&c->mu);
+    }
+}
+
 static void *run(void *arg)
 {
     struct daemon_commit *c = arg;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (!c->head && !c->stopping) {
+        redact_queued(c);
+        while (!c->head && !c->red_head && !c->stopping) {
             if (c->cfg.sign_interval_ms >= 0) {
                 pthread_mutex_unlock(&c->mu);
                 maybe_sign(c, 0);
                 pthread_mutex_lock(&c->mu);
-                if (c->head || c->stopping)
+                if (c->head || c->red_head || c->stopping)
                     break;
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
@@ -192,6 +217,8 @@ static void *run(void *arg)
                 pthread_cond_wait(&c->cv, &c->mu);
             }
         }
+        if (c->red_head)
+            continue; /* before the next batch */
         if (!c->head && c->stopping)
             break;
         size_t n = 0;
@@ -276,6 +303,25 @@ int daemon_commit_submit(struct daemon_commit *c,
         c->head = r;
     c->tail = r;
     c->queued++;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return FO_OK;
+}
+
+int daemon_commit_redact(struct daemon_commit *c,
+                         struct daemon_commit_redact *r, struct fo_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->stopping) {
+        pthread_mutex_unlock(&c->mu);
+        return fo_err_set(err, FO_E_DRAINING, "the daemon is shutting down");
+    }
+    r->next = NULL;
+    if (c->red_tail)
+        c->red_tail->next = r;
+    else
+        c->red_head = r;
+    c->red_tail = r;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
     return FO_OK;

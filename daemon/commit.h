@@ -60,6 +60,25 @@ int daemon_commit_submit_group(struct daemon_commit *c,
                                struct ledger_queued_append *reqs, size_t n,
                                struct fo_err *err);
 
+/* A redaction run by the committer thread on its own handle, between two
+ * batches (so it never waits on another writer of the process, and
+ * nothing blocks the thread that asked): ledger_redact(seq, reason), then
+ * rc and err are set and done(r) is called on the committer thread. */
+struct daemon_commit_redact {
+    int64_t seq;
+    const char *reason;
+    int rc;
+    struct fo_err err;
+    void (*done)(struct daemon_commit_redact *r);
+    void *arg;                         /* for done */
+    struct daemon_commit_redact *next; /* private to the queue */
+};
+
+/* Queues r (never blocks on I/O). FO_E_DRAINING once stopping: r is not
+ * queued and done is not called. */
+int daemon_commit_redact(struct daemon_commit *c,
+                         struct daemon_commit_redact *r, struct fo_err *err);
+
 /* The most requests a group may have (the committer's max_batch). */
 size_t daemon_commit_max_batch(const struct daemon_commit *c);
 

@@ -693,14 +693,17 @@ cJSON *orch_gate_reply(const struct orch_gate_decision *d, int64_t seq);
 /* 1 when s is a session name: 1..ORCH_SESSION_NAME_MAX of [A-Za-z0-9._-]. */
 int orch_session_name_ok(const char *s);
 
-/* Token limits of a turn's context: the total and one per source. */
+/* Token limits of a turn's context: the total and one per source; and
+ * what becomes of the turns the history has no room for: dropped (0, the
+ * default) or summarised by a model into a `compaction` entry (1). */
 struct orch_ctx_limits {
     int total, request, history, facts, tools;
+    int summary;
 };
 void orch_ctx_limits_default(struct orch_ctx_limits *l);
 /* Lays {"max_total_tokens", "max_request_tokens", "max_history_tokens",
  * "max_facts_tokens", "max_tool_results_tokens"} (integers
- * 0..ORCH_CTX_TOKENS_MAX) over l. */
+ * 0..ORCH_CTX_TOKENS_MAX) and "compaction" ("drop" or "summary") over l. */
 int orch_ctx_limits_parse(const cJSON *o, struct orch_ctx_limits *l,
                           struct fo_err *err);
 /* Tokens of bytes of UTF-8: ceil(bytes / 4). */
@@ -744,6 +747,21 @@ int orch_session_context(struct ledger *l, const char *session,
                          const struct orch_ctx_limits *lim, char **text,
                          cJSON **slices, struct fo_err *err);
 
+/* Compaction by summary: the session's latest `compaction` entry (under
+ * its session_started: {session, run, replaces: [turn seqs], runs: [run
+ * ids], summary, model}) stands for the turns it replaces in every later
+ * context (a "summary" slice, counted against the history limit, instead
+ * of those turns); each compaction covers the one before it too. This is
+ * what a turn of session whose request entry is before would have to drop
+ * (a history slice omitted or trimmed): *text, the text to summarise (the
+ * summary so far, then those turns oldest first, with their tool
+ * results), *replaces and *runs, the turns the new compaction covers
+ * (the last one's and those); *text NULL when nothing would be dropped. */
+int orch_session_compaction(struct ledger *l, const char *session,
+                            const char *request, int64_t before,
+                            const struct orch_ctx_limits *lim, char **text,
+                            cJSON **replaces, cJSON **runs, struct fo_err *err);
+
 /* The sessions of the ledger: {"sessions": [{session, started_seq, turns,
  * forked_from?}]}; one session: {session, started_seq, forked_from?, at?,
  * turns: [{turn, run, request, answer, state}], facts: {key: value}}. */
@@ -763,6 +781,21 @@ int orch_session_remember(const struct orch_witness *w, const char *name,
                           struct fo_err *err);
 int orch_session_forget(const struct orch_witness *w, const char *name,
                         const char *key, cJSON **out, struct fo_err *err);
+
+/* A fact's key (1..ORCH_FACT_KEY_MAX bytes of UTF-8) and value (NULL: not
+ * checked; else 1..ORCH_FACT_VALUE_MAX): FO_OK or FO_E_INVALID. */
+int orch_fact_check(const char *key, const char *value, struct fo_err *err);
+/* The seq of session name's current fact key and of its first
+ * session_started: FO_E_NOT_FOUND when the key is not set (*start still
+ * set) or there is no such session. */
+int orch_session_fact(struct ledger *l, const char *name, const char *key,
+                      int64_t *fact_seq, int64_t *start, struct fo_err *err);
+/* The entry of kind ("fact" or "fact_forgotten") under session name that
+ * the tool call call_seq wrote (its body says "call_seq"): *seq and *body
+ * (may be NULL; the caller's). FO_E_NOT_FOUND when there is none. */
+int orch_session_by_call(struct ledger *l, const char *name, const char *kind,
+                         int64_t call_seq, int64_t *seq, cJSON **body,
+                         struct fo_err *err);
 
 /* ---- counts (orch_counts.c) --------------------------------------------- */
 

@@ -41,13 +41,20 @@
 #define BAD_CALLS_MAX 3 /* malformed tool calls in a row a task survives */
 #define COMMAND_TIMEOUT_MS 120000 /* run_command without timeout_s */
 
-enum role { R_COORDINATOR, R_CLASSIFIER, R_VALIDATOR, R_SYNTHESIZER };
+enum role {
+    R_COORDINATOR,
+    R_CLASSIFIER,
+    R_VALIDATOR,
+    R_SYNTHESIZER,
+    R_SUMMARIZER
+};
 
-static const char *const role_name[] = {"coordinator", "classifier",
-                                        "validator", "synthesizer"};
+static const char *const role_name[] = {
+    "coordinator", "classifier", "validator", "synthesizer", "summarizer"};
 /* the tier each role asks for first */
 static const int role_tier[] = {ORCH_TIER_CAPABLE, ORCH_TIER_CHEAP,
-                                ORCH_TIER_CHEAP, ORCH_TIER_CAPABLE};
+                                ORCH_TIER_CHEAP, ORCH_TIER_CAPABLE,
+                                ORCH_TIER_CHEAP};
 
 static const char coord_system[] =
     "You are the coordinator of forum, an orchestrator of AI agents. Break "
@@ -78,6 +85,13 @@ static const char validator_user[] =
 static const char synth_system[] =
     "You are the synthesizer of forum. Write one answer to the user's "
     "request from the results of the agents below. Answer in plain text.";
+
+static const char summarizer_system[] =
+    "You are the summarizer of forum. Below are the earlier turns of a "
+    "session (and the summary so far, when there is one), which no longer "
+    "fit in what its next turns are shown. Summarise them for those turns: "
+    "keep the decisions, facts, names, numbers and open questions, drop the "
+    "rest. Answer in plain text of at most {{words}} words.";
 
 static const char synth_user[] =
     "Request:\n{{request}}\n\nResults:\n{{results}}";
@@ -303,6 +317,8 @@ struct task {
     char *pending_text;
     int mcp_turn;       /* the turn whose MCP servers were made ready */
     uint64_t mcp_tried; /* lane tools whose server was tried that turn */
+    char *mem_value;    /* the value of the remember call awaiting its fact
+                           (never in the tool_call entry: see mem_run) */
 };
 
 struct dkey { /* one (agent, instruction, executor) dispatched */
@@ -358,6 +374,9 @@ struct run {
     int creating_session;       /* its session_started is being written */
     int waiting_session;        /* another run writes that first */
     int64_t session_start, turn_seq;
+    int compacted;       /* a compaction was asked for this turn */
+    cJSON *cmp_replaces; /* what the compaction in flight replaces */
+    cJSON *cmp_runs;
     /* the workspace of its tools, opened at the first tool call */
     char *ws_path;
     int ws_fd;
@@ -390,6 +409,7 @@ struct wr {
     int spent;      /* it witnesses a reserved model call */
     long task;      /* the task whose busy flag it clears, or -1 */
     int phase_busy; /* it clears r->busy */
+    int redact;     /* a redaction (a.rc, a.err), not an append */
     /* called once it landed, after it was applied (may be NULL) */
     void (*landed)(void *arg, struct run *r, int rc, int64_t seq,
                    const struct fo_err *err);
@@ -526,6 +546,7 @@ static void run_free(struct run *r)
         cJSON_Delete(r->t[i].conv);
         cJSON_Delete(r->t[i].pending);
         free(r->t[i].pending_text);
+        free(r->t[i].mem_value);
     }
     free(r->t);
     if (r->ws_fd >= 0)
@@ -534,6 +555,8 @@ static void run_free(struct run *r)
     free(r->g);
     cJSON_Delete(r->gates);
     free(r->session);
+    cJSON_Delete(r->cmp_replaces);
+    cJSON_Delete(r->cmp_runs);
     free(r->context);
     free(r->prompt);
     for (size_t i = 0; i < r->n_keys; i++)
@@ -644,6 +667,13 @@ static void wr_landed(struct wr *w)
     }
     if (w->phase_busy)
         r->busy = 0;
+    if (w->redact) { /* applies nothing: its caller decides */
+        if (w->landed)
+            w->landed(w->landed_arg, r, w->a.rc, -1, &w->a.err);
+        wr_free(w);
+        step(r);
+        return;
+    }
     int rc = w->a.rc;
     struct fo_err err = w->a.err;
     if (rc == FO_OK) {
@@ -799,6 +829,51 @@ static int witness(struct run *r, const char *actor, const char *kind,
 {
     return witness_cb(r, actor, kind, parent, payload, task, phase_busy, spent,
                       NULL, NULL, err);
+}
+
+/* Redacts the body of entry seq for task (busy until it is done), never on
+ * the loop thread when the host gave a redact hook (the daemon: its
+ * committer thread, which owns a write handle and would otherwise contend
+ * with the loop for the write lock and the WAL checkpoint); without one
+ * (the CLI's private loop) here, as its appends are. landed gets the
+ * outcome (FO_E_REDACTED: it was gone already) on the loop thread. */
+static int redact_cb(struct run *r, int64_t seq, const char *reason, long task,
+                     void (*landed)(void *, struct run *, int, int64_t,
+                                    const struct fo_err *),
+                     void *landed_arg, struct fo_err *err)
+{
+    struct orch_engine *e = r->e;
+    struct wr *w = calloc(1, sizeof(*w));
+    if (!w)
+        return nomem(err);
+    w->r = r;
+    w->redact = 1;
+    w->a.kind = "redaction";
+    w->task = task;
+    w->landed = landed;
+    w->landed_arg = landed_arg;
+    r->writes++;
+    if (task >= 0) {
+        r->t[task].busy = 1;
+        r->t[task].writes++;
+    }
+    if (e->cfg.redact) {
+        int rc = e->cfg.redact(e->cfg.hook, seq, reason, &w->a.rc, &w->a.err,
+                               on_committed, w, err);
+        if (rc) {
+            r->writes--;
+            if (task >= 0) {
+                struct task *s = &r->t[task];
+                s->writes--;
+                s->busy = s->writes > 0 || s->eff;
+            }
+            free(w);
+        }
+        return rc;
+    }
+    w->a.rc = ledger_redact(e->cfg.ledger, seq, reason, NULL, &w->a.err);
+    on_committed(w); /* landed on the next turn, like an append */
+    return FO_OK;
 }
 
 /* ---- budget and halts --------------------------------------------------- */
@@ -1254,6 +1329,131 @@ static int session_context(struct run *r, cJSON **slices, struct fo_err *err)
     return FO_OK;
 }
 
+/* ---- compaction by summary
+ * ---------------------------------------------------
+ *
+ * With "compaction": "summary" in a turn's context limits, the turns its
+ * history has no room for are not only left out: before the turn entry,
+ * the summarizer role (cheap tier, on the async model path like every
+ * role: the loop thread never waits for it) is asked to summarise them
+ * (and the summary so far), and the summary is witnessed as a
+ * `compaction` entry under the session's session_started {session, run,
+ * replaces: the turn entries' seqs, runs, summary, model}. The session's
+ * reader (orch_session_context) then shows that summary instead of those
+ * turns, in this turn and every later one, and after a restart, since it
+ * is read back from the ledger; nothing is deleted. A failed summary call
+ * leaves the turn to the budget as before (the turns are dropped). */
+
+/* The longest summary kept: half the history budget. */
+static size_t summary_max(const struct run *r)
+{
+    return (size_t)r->lim.history * 4 / 2;
+}
+
+static void on_summary(struct run *r, long task, int rc,
+                       struct orch_model_reply *rep, const struct fo_err *serr)
+{
+    struct fo_err err;
+    (void)task;
+    cJSON *replaces = r->cmp_replaces, *runs = r->cmp_runs;
+    r->cmp_replaces = r->cmp_runs = NULL;
+    if (rc) { /* the budget drops the turns, as without a summary */
+        elog(r->e, "run %lld: no summary of session %s: %s", (long long)r->id,
+             r->session, serr ? serr->msg : "the model call failed");
+        r->reserved--;
+        cJSON_Delete(replaces);
+        cJSON_Delete(runs);
+        return;
+    }
+    size_t keep = orch_utf8_prefix(rep->text, rep->text_len, summary_max(r));
+    char *sum = malloc(keep + 1);
+    cJSON *o = sum ? cJSON_CreateObject() : NULL;
+    if (sum) {
+        memcpy(sum, rep->text, keep);
+        sum[keep] = '\0';
+    }
+    int ok = o && cJSON_AddStringToObject(o, "session", r->session) &&
+             fo_json_add_int(o, "run", r->id) &&
+             cJSON_AddItemToObject(o, "replaces", replaces) &&
+             ((replaces = NULL), cJSON_AddItemToObject(o, "runs", runs)) &&
+             ((runs = NULL), cJSON_AddStringToObject(o, "summary", sum)) &&
+             (keep == rep->text_len ||
+              cJSON_AddTrueToObject(o, "summary_truncated")) &&
+             cJSON_AddStringToObject(o, "model", rep->model);
+    free(sum);
+    cJSON_Delete(replaces);
+    cJSON_Delete(runs);
+    if (!ok) {
+        cJSON_Delete(o);
+        r->reserved--;
+        fail(r, nomem(&err), &err);
+        return;
+    }
+    rc = witness(r, "summarizer", "compaction", r->session_start, o, -1, 1, 1,
+                 &err);
+    if (rc)
+        fail(r, rc, &err);
+}
+
+/* Asks for a summary when the history would drop turns: 1 when it did
+ * (the context step waits for it), 0 to go on without one. */
+static int compaction_step(struct run *r)
+{
+    struct fo_err err;
+    char *text = NULL;
+    cJSON *replaces = NULL, *runs = NULL;
+    r->compacted = 1; /* once per turn, whatever comes of it */
+    if (summary_max(r) < 4)
+        return 0; /* no room for a summary either */
+    int rc =
+        orch_session_compaction(r->e->cfg.ledger, r->session, r->request, r->id,
+                                &r->lim, &text, &replaces, &runs, &err);
+    if (rc) {
+        fail(r, rc, &err);
+        return 1;
+    }
+    if (!text)
+        return 0; /* nothing is dropped */
+    if (!spend(r, "summarizer", 0)) {
+        free(text);
+        cJSON_Delete(replaces);
+        cJSON_Delete(runs);
+        return 1; /* the run halts */
+    }
+    char words[32], *system = NULL;
+    snprintf(words, sizeof(words), "%zu", summary_max(r) / 6 + 1);
+    struct orch_tmpl_var v[] = {{"words", words}};
+    rc = orch_template_render(summarizer_system, v, 1, PROMPT_MAX, &system,
+                              &err);
+    /* the stub (no model): the newest part of the text that fits */
+    size_t len = strlen(text), max = summary_max(r);
+    const char *stub = text;
+    if (len > max) {
+        stub = text + (len - max);
+        while (*stub && ((unsigned char)*stub & 0xC0) == 0x80)
+            stub++;
+    }
+    if (!rc) {
+        struct orch_model_msg m[2] = {{.role = "system", .content = system},
+                                      {.role = "user", .content = text}};
+        cJSON_Delete(r->cmp_replaces);
+        cJSON_Delete(r->cmp_runs);
+        r->cmp_replaces = replaces;
+        r->cmp_runs = runs;
+        replaces = runs = NULL;
+        rc = role_start(r, R_SUMMARIZER, -1, m, 2, stub, on_summary, &err);
+    }
+    free(system);
+    free(text);
+    cJSON_Delete(replaces);
+    cJSON_Delete(runs);
+    if (rc) {
+        r->reserved--;
+        fail(r, rc, &err);
+    }
+    return 1;
+}
+
 /* Before the route: the session exists (its first turn writes
  * session_started, once, whatever runs of it start together), then the
  * `turn` entry, with a `context_budget` entry per slice of context. */
@@ -1296,6 +1496,8 @@ static void context_step(struct run *r)
             return;
         }
     }
+    if (r->lim.summary && !r->compacted && compaction_step(r))
+        return; /* the summary first */
     cJSON *slices = NULL;
     rc = session_context(r, &slices, &err);
     if (rc) {
@@ -1306,7 +1508,11 @@ static void context_step(struct run *r)
     const cJSON *x;
     cJSON_ArrayForEach (x, slices) {
         const cJSON *src = cJSON_GetObjectItemCaseSensitive(x, "source");
+        long long n = 0;
         turn += cJSON_IsString(src) && !strcmp(src->valuestring, "history");
+        if (cJSON_IsString(src) && !strcmp(src->valuestring, "summary") &&
+            fo_json_get_int(x, "turns", 0, INT32_MAX, &n) == FO_OK)
+            turn += n;
     }
     cJSON *t = cJSON_CreateObject();
     if (!t || !cJSON_AddStringToObject(t, "session", r->session) ||
@@ -2215,6 +2421,41 @@ static void tool_reply(struct run *r, size_t t, int rc,
     task_result_ex(r, t, &res, "answer", spent);
 }
 
+/* What a remember call's value is replaced by in its tool_call entry. */
+#define REMEMBER_KEPT "[kept in the session's fact]"
+
+/* The arguments of a remember call as its tool_call entry records them:
+ * the value replaced by REMEMBER_KEPT and held in s->mem_value until its
+ * fact is written, so that the fact is the one copy of it on the ledger
+ * and a forget (one redaction, as `forum session forget` makes) leaves no
+ * text of it behind. NULL (the text is recorded as written) when it is
+ * not an object with a string value: such a call is rejected anyway. */
+static char *remember_mask(struct task *s, const char *text)
+{
+    cJSON *a = NULL;
+    if (!text || fo_json_parse(text, strlen(text), &a, NULL) != FO_OK)
+        return NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, "value");
+    char *out = NULL, *keep = NULL;
+    if (cJSON_IsObject(a) && cJSON_IsString(v) &&
+        (keep = orch_strdup(v->valuestring))) {
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        cJSON *mark = cJSON_CreateString(REMEMBER_KEPT);
+        if (mark && cJSON_ReplaceItemInObjectCaseSensitive(a, "value", mark))
+            out = fo_json_canon(a, &b, NULL) ? NULL : fo_buf_detach(&b, NULL);
+        else
+            cJSON_Delete(mark);
+        fo_buf_release(&b);
+    }
+    if (out)
+        s->mem_value = keep;
+    else
+        free(keep);
+    cJSON_Delete(a);
+    return out;
+}
+
 /* Witnesses the next call of the last reply. */
 static void tool_call_write(struct run *r, size_t t)
 {
@@ -2229,6 +2470,16 @@ static void tool_call_write(struct run *r, size_t t)
                  ? guard(r, t, "tool_call", str_of(c, "id"), s->conv_last,
                          s->pending_text, &text, NULL, &err)
                  : 0;
+    free(s->mem_value);
+    s->mem_value = NULL;
+    if (ga >= 0 && str_of(c, "name") &&
+        !strcmp(str_of(c, "name"), "remember")) {
+        char *masked = remember_mask(s, args ? args : str_of(c, "arguments"));
+        if (masked) {
+            free(args);
+            args = masked;
+        }
+    }
     cJSON *o = ga >= 0 && gt >= 0 ? cJSON_CreateObject() : NULL;
     const char *tx = text ? text : s->pending_text;
     int ok =
@@ -2449,6 +2700,210 @@ static int tool_args(struct run *r, size_t t, const struct orch_tool_def *d,
     return 0;
 }
 
+/* ---- the session tools: remember and forget ---------------------------------
+ *
+ * They write what `forum session remember` and `forget` write: a `fact`
+ * {session, key, value} under the session's session_started; a redaction
+ * of the fact's body, then a `fact_forgotten` {session, key, fact_seq}
+ * tombstone; each also names its call (call_seq). The call's tool_result
+ * comes after them. Nothing here blocks the loop thread: the entries go
+ * through witness() (the daemon's group committer), the redaction through
+ * redact_cb (the committer's thread), and each next step is taken when
+ * the one before has landed (mem_op carries the call through). The reads
+ * (the session's facts) are the loop handle's, as context_step's are.
+ *
+ * Resume: a call on record without its result looks for what it wrote by
+ * its call_seq (orch_session_by_call) and, finding it, only answers, so a
+ * witnessed remember or forget is never done twice. A forget whose
+ * redaction ran but whose tombstone did not is done again: the redaction
+ * finds the body gone (FO_E_REDACTED) and the tombstone is written. A
+ * remember whose fact never landed cannot be made again (its value was
+ * never on the ledger, see remember_mask): it is answered with an error
+ * the model can act on. */
+
+struct mem_op {
+    size_t t;
+    int64_t fact_seq;
+    char key[ORCH_FACT_KEY_MAX + 1];
+};
+
+static void mem_answer(struct run *r, size_t t, int forget, const char *key,
+                       int64_t fact_seq)
+{
+    char out[ORCH_FACT_KEY_MAX + ORCH_SESSION_NAME_MAX + 160];
+    if (forget)
+        snprintf(out, sizeof(out),
+                 "forgot \"%s\" of session %s (fact %lld): its text is "
+                 "deleted and later turns no longer see it",
+                 key, r->session, (long long)fact_seq);
+    else
+        snprintf(out, sizeof(out),
+                 "remembered \"%s\" in session %s (fact %lld): later turns "
+                 "of the session see it",
+                 key, r->session, (long long)fact_seq);
+    tool_result_write(r, t, 1, out, NULL, 0, INT32_MIN);
+}
+
+static void mem_landed(void *arg, struct run *r, int rc, int64_t seq,
+                       const struct fo_err *err)
+{
+    struct mem_op *op = arg;
+    (void)err;
+    if (!rc) /* else the run fails: a write of it did */
+        mem_answer(r, op->t, op->fact_seq >= 0, op->key,
+                   op->fact_seq >= 0 ? op->fact_seq : seq);
+    free(op);
+}
+
+static void forget_redacted(void *arg, struct run *r, int rc, int64_t seq,
+                            const struct fo_err *rerr)
+{
+    struct mem_op *op = arg;
+    struct task *s = &r->t[op->t];
+    struct fo_err err;
+    (void)seq;
+    if (rc && rc != FO_E_REDACTED) { /* gone already: the tombstone next */
+        char why[FO_ERR_MSG_MAX + 64];
+        snprintf(why, sizeof(why), "the fact could not be forgotten: %s",
+                 rerr ? rerr->msg : "redaction failed");
+        tool_result_write(r, op->t, 0, NULL, why, 0, INT32_MIN);
+        free(op);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "session", r->session) ||
+        !cJSON_AddStringToObject(o, "key", op->key) ||
+        !fo_json_add_int(o, "fact_seq", op->fact_seq) ||
+        !fo_json_add_int(o, "call_seq", s->await)) {
+        cJSON_Delete(o);
+        free(op);
+        fail(r, nomem(&err), &err);
+        return;
+    }
+    rc = witness_cb(r, "session", "fact_forgotten", r->session_start, o,
+                    (long)op->t, 0, 0, mem_landed, op, &err);
+    if (rc) {
+        free(op);
+        fail(r, rc, &err);
+    }
+}
+
+/* Runs a remember or forget call (its arguments checked). */
+static void mem_run(struct run *r, size_t t, const char *tool,
+                    const cJSON *args)
+{
+    struct task *s = &r->t[t];
+    struct ledger *l = r->e->cfg.ledger;
+    struct fo_err err;
+    char why[FO_ERR_MSG_MAX + 64];
+    int forget = !strcmp(tool, "forget");
+    char *value = forget ? NULL : s->mem_value; /* taken */
+    free(forget ? s->mem_value : NULL);
+    s->mem_value = NULL;
+    const char *key = str_of(args, "key");
+    if (!r->session) {
+        free(value);
+        tool_result_write(r, t, 0, NULL,
+                          "this run belongs to no session: remember and "
+                          "forget keep the facts of a session (a run started "
+                          "with a session, e.g. forum submit --session NAME)",
+                          0, INT32_MIN);
+        return;
+    }
+    int rc = orch_fact_check(key, forget || !value ? NULL : value, &err);
+    if (rc) {
+        free(value);
+        snprintf(why, sizeof(why),
+                 "%s: %s; call it again with arguments that match its schema",
+                 tool, err.msg);
+        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN);
+        return;
+    }
+    struct mem_op *op = calloc(1, sizeof(*op));
+    if (!op) {
+        free(value);
+        fail(r, nomem(&err), &err);
+        return;
+    }
+    op->t = t;
+    op->fact_seq = -1;
+    snprintf(op->key, sizeof(op->key), "%s", key);
+    /* done before? (a resumed call: its result was never witnessed) */
+    int64_t prior = -1;
+    cJSON *pb = NULL;
+    if (forget || !value) {
+        rc = orch_session_by_call(l, r->session,
+                                  forget ? "fact_forgotten" : "fact", s->await,
+                                  &prior, &pb, &err);
+        if (rc && rc != FO_E_NOT_FOUND) {
+            free(value);
+            free(op);
+            fail(r, rc, &err);
+            return;
+        }
+    }
+    if (prior >= 0) {
+        long long fseq = prior;
+        if (forget)
+            fo_json_get_int(pb, "fact_seq", 0, INT64_MAX / 2, &fseq);
+        cJSON_Delete(pb);
+        free(value);
+        free(op);
+        mem_answer(r, t, forget, key, fseq);
+        return;
+    }
+    cJSON_Delete(pb);
+    if (!forget && !value) {
+        free(op);
+        tool_result_write(r, t, 0, NULL,
+                          "the fact was not kept: the run was restarted "
+                          "before it was written; call remember again",
+                          0, INT32_MIN);
+        return;
+    }
+    int64_t start = r->session_start, fseq = -1;
+    if (forget || start < 0) {
+        rc = orch_session_fact(l, r->session, forget ? key : "", &fseq, &start,
+                               &err);
+        if (rc == FO_E_NOT_FOUND && start >= 0 && !forget)
+            rc = FO_OK; /* only the start was wanted */
+        if (rc == FO_E_NOT_FOUND && forget) {
+            free(op);
+            tool_result_write(r, t, 0, NULL, err.msg, 0, INT32_MIN);
+            return;
+        }
+        if (rc) {
+            free(value);
+            free(op);
+            fail(r, rc, &err);
+            return;
+        }
+        r->session_start = start;
+    }
+    if (forget) {
+        op->fact_seq = fseq;
+        rc = redact_cb(r, fseq, "forgotten (session fact)", (long)t,
+                       forget_redacted, op, &err);
+    } else {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "session", r->session) ||
+            !cJSON_AddStringToObject(o, "key", key) ||
+            !cJSON_AddStringToObject(o, "value", value) ||
+            !fo_json_add_int(o, "call_seq", s->await)) {
+            cJSON_Delete(o);
+            rc = nomem(&err);
+        } else {
+            rc = witness_cb(r, "session", "fact", start, o, (long)t, 0, 0,
+                            mem_landed, op, &err);
+        }
+        free(value);
+    }
+    if (rc) {
+        free(op);
+        fail(r, rc, &err);
+    }
+}
+
 /* A tool of an MCP server ("server.tool"). */
 static void mcp_run(struct run *r, size_t t, const char *tool,
                     const char *args_text)
@@ -2532,6 +2987,11 @@ static void tool_run(struct run *r, size_t t)
     int rc = tool_args(r, t, d, str_of(call, "arguments"), &args);
     if (rc)
         return;
+    if (d->session) { /* no workspace: the run's session */
+        mem_run(r, t, tool, args);
+        cJSON_Delete(args);
+        return;
+    }
     rc = workspace(r, &err);
     if (rc) {
         cJSON_Delete(args);
@@ -4044,6 +4504,13 @@ static int apply(struct run *r, const char *actor, const char *kind,
                  int64_t seq, int64_t parent, const cJSON *b,
                  struct fo_err *err)
 {
+    if (!strcmp(kind, "fact") || !strcmp(kind, "fact_forgotten"))
+        return FO_OK; /* a session's (the remember and forget tools) */
+    if (!strcmp(kind, "compaction")) { /* under the session, seen live */
+        r->compacted = 1;
+        r->calls++;
+        return FO_OK;
+    }
     r->last_seq = seq;
     if (!strcmp(kind, "route")) {
         const struct orch_lane *ln =
@@ -4656,7 +5123,8 @@ static int limits_add(cJSON *b, const struct orch_ctx_limits *l)
            fo_json_add_int(c, "max_request_tokens", l->request) &&
            fo_json_add_int(c, "max_history_tokens", l->history) &&
            fo_json_add_int(c, "max_facts_tokens", l->facts) &&
-           fo_json_add_int(c, "max_tool_results_tokens", l->tools);
+           fo_json_add_int(c, "max_tool_results_tokens", l->tools) &&
+           (!l->summary || cJSON_AddStringToObject(c, "compaction", "summary"));
 }
 
 static int hold_instance(struct orch_engine *e, struct fo_err *err)

@@ -40,11 +40,25 @@ typedef int (*orch_engine_append_fn)(void *hook, struct ledger_append *a,
                                      void (*done)(void *arg), void *arg,
                                      struct fo_err *err);
 
+/* How a body is redacted (the `forget` tool: a session fact's body).
+ * redact queues ledger_redact(seq, reason) where it may block (the
+ * daemon's group committer, between two of its batches, on its own
+ * handle) and calls done(arg) once from any thread after it ran, *rc and
+ * *rerr set; it returns an error only when nothing was queued (then done
+ * is never called). NULL: the engine redacts on its own thread with
+ * cfg.ledger (the CLI and tests, whose appends wait for their fsync too). */
+typedef int (*orch_engine_redact_fn)(void *hook, int64_t seq,
+                                     const char *reason, int *rc,
+                                     struct fo_err *rerr,
+                                     void (*done)(void *arg), void *arg,
+                                     struct fo_err *err);
+
 struct orch_engine_config {
     struct event_base *base; /* the loop the engine runs on */
     struct evdns_base *dns;  /* for model host names; may be NULL */
     struct ledger *ledger;   /* the loop thread's handle: reads, resume */
     orch_engine_append_fn append;
+    orch_engine_redact_fn redact; /* with hook; may be NULL (above) */
     void *hook;
     size_t max_runs; /* runs in memory at once; 0: ORCH_ENGINE_RUNS_DEFAULT */
     /* A shutdown lets model calls and tasks in flight finish (and be

@@ -45,19 +45,26 @@ void orch_ctx_limits_default(struct orch_ctx_limits *l)
 int orch_ctx_limits_parse(const cJSON *o, struct orch_ctx_limits *l,
                           struct fo_err *err)
 {
-    static const char *const keys[] = {"max_total_tokens", "max_request_tokens",
-                                       "max_history_tokens", "max_facts_tokens",
-                                       "max_tool_results_tokens"};
+    static const char *const keys[] = {
+        "max_total_tokens", "max_request_tokens",      "max_history_tokens",
+        "max_facts_tokens", "max_tool_results_tokens", "compaction"};
     int *fields[] = {&l->total, &l->request, &l->history, &l->facts, &l->tools};
     if (!o || cJSON_IsNull(o))
         return FO_OK;
     if (!cJSON_IsObject(o))
         return fo_err_set(err, FO_E_INVALID, "context: must be an object");
-    int rc = fo_json_only_keys(o, keys, 5, err);
+    int rc = fo_json_only_keys(o, keys, 6, err);
     if (rc) {
         fo_err_prefix(err, "context");
         return rc;
     }
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "compaction");
+    if (c && !(cJSON_IsString(c) && (!strcmp(c->valuestring, "drop") ||
+                                     !strcmp(c->valuestring, "summary"))))
+        return fo_err_set(err, FO_E_INVALID,
+                          "context.compaction: \"drop\" or \"summary\"");
+    if (c)
+        l->summary = !strcmp(c->valuestring, "summary");
     for (size_t i = 0; i < 5; i++) {
         long long v = 0;
         rc = fo_json_get_int(o, keys[i], 0, ORCH_CTX_TOKENS_MAX, &v);
@@ -115,6 +122,7 @@ void orch_ctx_admit(struct orch_ctx_slice *s, size_t n,
         int k = !strcmp(s[i].source, "request")   ? 0
                 : !strcmp(s[i].source, "facts")   ? 1
                 : !strcmp(s[i].source, "history") ? 2
+                : !strcmp(s[i].source, "summary") ? 2
                                                   : 3;
         admit(&s[i], &left[k], &total, reasons[k]);
     }
@@ -142,6 +150,11 @@ struct orch_session {
     size_t n_turns;
     struct fact *facts; /* the current set, by key */
     size_t n_facts;
+    /* the latest compaction: its summary and the turns it replaces */
+    char *summary;
+    int64_t summary_seq;
+    int64_t *replaced; /* turn seqs */
+    size_t n_replaced;
 };
 
 void orch_session_free(struct orch_session *s)
@@ -155,6 +168,8 @@ void orch_session_free(struct orch_session *s)
     free(s->facts);
     free(s->turns);
     free(s->starts);
+    free(s->summary);
+    free(s->replaced);
     free(s);
 }
 
@@ -242,12 +257,57 @@ static long fact_find(const struct orch_session *s, const char *key)
     return -1;
 }
 
+/* A compaction covers the ones before it: the latest one stands. One
+ * made by the turn being read (run: before, after its request) counts. */
+static int on_compaction(struct scan_ctx *c, const struct ledger_entry *e)
+{
+    struct orch_session *s = c->s;
+    cJSON *b = body_json(c->l, e->seq); /* NULL when redacted: ignored */
+    long long run = -1;
+    fo_json_get_int(b, "run", 0, INT64_MAX / 2, &run);
+    if (e->seq >= c->before && run != c->before) {
+        cJSON_Delete(b);
+        return 0;
+    }
+    const char *sum = str_in(b, "summary");
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(b, "replaces");
+    int n = cJSON_IsArray(rep) ? cJSON_GetArraySize(rep) : 0;
+    if (!sum || n <= 0) {
+        cJSON_Delete(b);
+        return 0;
+    }
+    char *text = orch_strdup(sum);
+    int64_t *seqs = calloc((size_t)n, sizeof(*seqs));
+    if (!text || !seqs) {
+        free(text);
+        free(seqs);
+        cJSON_Delete(b);
+        return FO_E_NOMEM;
+    }
+    size_t k = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach (x, rep)
+        if (cJSON_IsNumber(x))
+            seqs[k++] = (int64_t)x->valuedouble;
+    free(s->summary);
+    free(s->replaced);
+    s->summary = text;
+    s->summary_seq = e->seq;
+    s->replaced = seqs;
+    s->n_replaced = k;
+    cJSON_Delete(b);
+    return 0;
+}
+
 static int on_fact(void *ctx, const struct ledger_entry *e)
 {
     struct scan_ctx *c = ctx;
     struct orch_session *s = c->s;
-    if (e->seq >= c->before || (strcmp(e->kind, "fact") != 0 &&
-                                strcmp(e->kind, "fact_forgotten") != 0))
+    if (!strcmp(e->kind, "compaction"))
+        return on_compaction(c, e);
+    if (e->seq >= c->before)
+        return 0;
+    if (strcmp(e->kind, "fact") != 0 && strcmp(e->kind, "fact_forgotten") != 0)
         return 0;
     cJSON *b = body_json(c->l, e->seq); /* a forgotten fact: redacted */
     const char *key = str_in(b, "key"), *value = str_in(b, "value");
@@ -308,6 +368,13 @@ static int read_one(struct ledger *l, const char *name, int64_t before,
             s->n_facts = p->n_facts;
             p->facts = NULL;
             p->n_facts = 0;
+            s->summary = p->summary;
+            s->summary_seq = p->summary_seq;
+            s->replaced = p->replaced;
+            s->n_replaced = p->n_replaced;
+            p->summary = NULL;
+            p->replaced = NULL;
+            p->n_replaced = 0;
         }
         orch_session_free(p);
     }
@@ -404,32 +471,69 @@ static char *tool_results(struct ledger *l, int64_t run, size_t turn)
     return s;
 }
 
-int orch_session_context(struct ledger *l, const char *session,
-                         const char *request, int64_t before,
-                         const struct orch_ctx_limits *lim, char **text,
-                         cJSON **slices, struct fo_err *err)
+static int add_seq(cJSON *arr, int64_t v)
 {
-    *text = NULL;
-    *slices = NULL;
-    struct orch_session *s = NULL;
+    cJSON *n = cJSON_CreateNumber((double)v);
+    if (!n || !cJSON_AddItemToArray(arr, n)) {
+        cJSON_Delete(n);
+        return 0;
+    }
+    return 1;
+}
+
+static int replaced(const struct orch_session *s, int64_t turn_seq)
+{
+    for (size_t i = 0; s && i < s->n_replaced; i++)
+        if (s->replaced[i] == turn_seq)
+            return 1;
+    return 0;
+}
+
+/* The slices of a turn's context, admitted against lim. */
+struct ctx_parts {
+    struct orch_session *s;
+    struct orch_ctx_slice *sl;
+    char **own;   /* the texts made for slices */
+    size_t *turn; /* the index in s->turns of a history slice */
+    size_t n, k;  /* slots, slices */
+    size_t first_tools;
+};
+
+static void parts_release(struct ctx_parts *p)
+{
+    for (size_t i = 0; p->own && i < p->n; i++)
+        free(p->own[i]);
+    free(p->own);
+    free(p->sl);
+    free(p->turn);
+    orch_session_free(p->s);
+}
+
+static int ctx_parts(struct ledger *l, const char *session, const char *request,
+                     int64_t before, const struct orch_ctx_limits *lim,
+                     struct ctx_parts *p, struct fo_err *err)
+{
+    *p = (struct ctx_parts){0};
     int rc = FO_OK;
     if (session) {
-        rc = orch_session_read(l, session, before, &s, err);
+        rc = orch_session_read(l, session, before, &p->s, err);
         if (rc == FO_E_NOT_FOUND) /* its first turn: nothing before it */
             rc = FO_OK;
         if (rc)
             return rc;
     }
+    struct orch_session *s = p->s;
     size_t nt = s ? s->n_turns : 0, nf = s ? s->n_facts : 0;
-    size_t n = 1 + nf + 2 * nt;
-    struct orch_ctx_slice *sl = calloc(n, sizeof(*sl));
-    char **own = calloc(n, sizeof(*own));
-    if (!sl || !own) {
-        free(sl);
-        free(own);
-        orch_session_free(s);
+    p->n = 2 + nf + 2 * nt;
+    p->sl = calloc(p->n, sizeof(*p->sl));
+    p->own = calloc(p->n, sizeof(*p->own));
+    p->turn = calloc(p->n, sizeof(*p->turn));
+    if (!p->sl || !p->own || !p->turn) {
+        parts_release(p);
         return fo_err_set(err, FO_E_NOMEM, NULL);
     }
+    struct orch_ctx_slice *sl = p->sl;
+    char **own = p->own;
     size_t k = 0;
     sl[k++] = (struct orch_ctx_slice){.source = "request",
                                       .ref = -1,
@@ -448,8 +552,24 @@ int orch_session_context(struct ledger *l, const char *session,
                                         .len = own[k] ? strlen(own[k]) : 0};
         k++;
     }
+    /* the summary of the turns a compaction replaced, before the turns
+     * themselves: it stands for the oldest of them */
+    if (s && s->summary) {
+        struct fo_buf b;
+        fo_buf_init(&b, FO_BUF_UNLIMITED);
+        fo_buf_printf(&b, "%s\n", s->summary);
+        own[k] = fo_buf_detach(&b, NULL);
+        fo_buf_release(&b);
+        sl[k] = (struct orch_ctx_slice){.source = "summary",
+                                        .ref = s->summary_seq,
+                                        .text = own[k] ? own[k] : "",
+                                        .len = own[k] ? strlen(own[k]) : 0};
+        k++;
+    }
     /* history newest first: the oldest turns go first when it is full */
     for (size_t j = nt; j-- > 0;) {
+        if (replaced(s, s->turns[j].seq))
+            continue;
         char *req = run_field(l, s->turns[j].run, "request", NULL);
         char *ans = run_field(l, s->turns[j].run, "answer", NULL);
         struct fo_buf b;
@@ -465,12 +585,15 @@ int orch_session_context(struct ledger *l, const char *session,
                                         .ref = s->turns[j].run,
                                         .text = own[k] ? own[k] : "",
                                         .len = own[k] ? strlen(own[k]) : 0};
+        p->turn[k] = j;
         k++;
     }
     /* then each turn's tool results, newest first: they go before the
      * turns themselves when the total is short */
-    size_t first_tools = k;
+    p->first_tools = k;
     for (size_t j = nt; j-- > 0;) {
+        if (replaced(s, s->turns[j].seq))
+            continue;
         char *tr = tool_results(l, s->turns[j].run, j + 1);
         if (!tr)
             continue;
@@ -481,18 +604,47 @@ int orch_session_context(struct ledger *l, const char *session,
                                         .len = strlen(tr)};
         k++;
     }
+    p->k = k;
     orch_ctx_admit(sl, k, lim);
-    /* the text models see: facts, then the turns oldest first, each with
-     * its tool results */
+    return FO_OK;
+}
+
+int orch_session_context(struct ledger *l, const char *session,
+                         const char *request, int64_t before,
+                         const struct orch_ctx_limits *lim, char **text,
+                         cJSON **slices, struct fo_err *err)
+{
+    *text = NULL;
+    *slices = NULL;
+    struct ctx_parts p;
+    int rc = ctx_parts(l, session, request, before, lim, &p, err);
+    if (rc)
+        return rc;
+    struct orch_ctx_slice *sl = p.sl;
+    size_t k = p.k;
+    /* the text models see: facts, the summary, then the turns oldest
+     * first, each with its tool results */
     struct fo_buf t;
     fo_buf_init(&t, FO_BUF_UNLIMITED);
-    int any_f = 0, any_h = 0;
+    int any_f = 0, any_h = 0, any_s = 0;
     for (size_t i = 1; i < k; i++) {
         if (!sl[i].len || strcmp(sl[i].source, "facts") != 0)
             continue;
         if (!any_f++)
             fo_buf_puts(&t, "Facts of this session:\n");
         fo_buf_append(&t, sl[i].text, sl[i].len);
+    }
+    for (size_t i = 1; i < k; i++) {
+        if (!sl[i].len || strcmp(sl[i].source, "summary") != 0)
+            continue;
+        any_s++;
+        fo_buf_printf(&t,
+                      "Summary of the earlier turns of this session (%zu "
+                      "turns):\n",
+                      p.s->n_replaced);
+        fo_buf_append(&t, sl[i].text, sl[i].len);
+        if (sl[i].action[0] == 't')
+            fo_buf_puts(&t, " [trimmed]\n");
     }
     for (size_t i = k; i-- > 1;) {
         if (!sl[i].len || strcmp(sl[i].source, "history") != 0)
@@ -503,7 +655,7 @@ int orch_session_context(struct ledger *l, const char *session,
         fo_buf_append(&t, sl[i].text, sl[i].len);
         if (sl[i].action[0] == 't')
             fo_buf_puts(&t, " [trimmed]\n");
-        for (size_t q = first_tools; q < k; q++)
+        for (size_t q = p.first_tools; q < k; q++)
             if (sl[q].ref == sl[i].ref && sl[q].len) {
                 fo_buf_append(&t, sl[q].text, sl[q].len);
                 if (sl[q].action[0] == 't')
@@ -520,6 +672,8 @@ int orch_session_context(struct ledger *l, const char *session,
             fo_json_add_int(o, "ref", sl[i].ref);
         if (sl[i].key)
             cJSON_AddStringToObject(o, "key", sl[i].key);
+        if (!strcmp(sl[i].source, "summary"))
+            fo_json_add_int(o, "turns", (long long)p.s->n_replaced);
         fo_json_add_int(o, "tokens", sl[i].tokens);
         fo_json_add_int(o, "kept_tokens", sl[i].kept);
         cJSON_AddStringToObject(o, "action", sl[i].action);
@@ -527,16 +681,76 @@ int orch_session_context(struct ledger *l, const char *session,
             cJSON_AddStringToObject(o, "reason", sl[i].reason);
     }
     size_t tl = 0;
-    *text = any_f || any_h ? fo_buf_detach(&t, &tl) : NULL;
+    *text = any_f || any_h || any_s ? fo_buf_detach(&t, &tl) : NULL;
     fo_buf_release(&t);
     *slices = arr;
-    for (size_t i = 0; i < n; i++)
-        free(own[i]);
-    free(own);
-    free(sl);
-    orch_session_free(s);
+    parts_release(&p);
     if (!arr)
         return fo_err_set(err, FO_E_NOMEM, NULL);
+    return FO_OK;
+}
+
+/* What a summary is asked of at most (bytes): the oldest text goes. */
+#define COMPACTION_INPUT_MAX (256 * 1024)
+
+int orch_session_compaction(struct ledger *l, const char *session,
+                            const char *request, int64_t before,
+                            const struct orch_ctx_limits *lim, char **text,
+                            cJSON **replaces, cJSON **runs, struct fo_err *err)
+{
+    *text = NULL;
+    *replaces = *runs = NULL;
+    struct ctx_parts p;
+    int rc = ctx_parts(l, session, request, before, lim, &p, err);
+    if (rc)
+        return rc;
+    struct orch_session *s = p.s;
+    struct orch_ctx_slice *sl = p.sl;
+    int any = 0;
+    for (size_t i = 1; i < p.first_tools; i++)
+        any |= !strcmp(sl[i].source, "history") && sl[i].action[0] != 'r';
+    if (!any) {
+        parts_release(&p);
+        return FO_OK;
+    }
+    struct fo_buf t;
+    fo_buf_init(&t, FO_BUF_UNLIMITED);
+    cJSON *rep = cJSON_CreateArray(), *rr = cJSON_CreateArray();
+    int ok = rep && rr;
+    for (size_t i = 0; ok && i < s->n_replaced; i++)
+        ok = add_seq(rep, s->replaced[i]);
+    if (ok && s->summary)
+        ok = !fo_buf_printf(&t, "Summary so far:\n%s\n\n", s->summary);
+    /* the turns it drops (omitted or trimmed), oldest first, whole */
+    for (size_t i = p.first_tools; ok && i-- > 1;) {
+        if (strcmp(sl[i].source, "history") != 0 || sl[i].action[0] == 'r')
+            continue;
+        size_t j = p.turn[i];
+        ok = add_seq(rep, s->turns[j].seq) && add_seq(rr, s->turns[j].run) &&
+             !fo_buf_puts(&t, p.own[i] ? p.own[i] : "");
+        char *tr = ok ? tool_results(l, s->turns[j].run, j + 1) : NULL;
+        if (tr)
+            ok = !fo_buf_puts(&t, tr);
+        free(tr);
+    }
+    size_t len = 0;
+    char *all = ok ? fo_buf_detach(&t, &len) : NULL;
+    fo_buf_release(&t);
+    parts_release(&p);
+    if (!all) {
+        cJSON_Delete(rep);
+        cJSON_Delete(rr);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    if (len > COMPACTION_INPUT_MAX) { /* the newest part is kept */
+        size_t cut = len - COMPACTION_INPUT_MAX;
+        while (cut < len && (all[cut] & 0xC0) == 0x80)
+            cut++;
+        memmove(all, all + cut, len - cut + 1);
+    }
+    *text = all;
+    *replaces = rep;
+    *runs = rr;
     return FO_OK;
 }
 
@@ -696,17 +910,94 @@ int orch_session_fork(const struct orch_witness *w, const char *name,
     return orch_session_show(w->ledger, into, out, err);
 }
 
-int orch_session_remember(const struct orch_witness *w, const char *name,
-                          const char *key, const char *value, cJSON **out,
-                          struct fo_err *err)
+int orch_fact_check(const char *key, const char *value, struct fo_err *err)
 {
     size_t kl = key ? strlen(key) : 0, vl = value ? strlen(value) : 0;
     if (kl < 1 || kl > ORCH_FACT_KEY_MAX || !fo_utf8_valid(key, kl))
         return fo_err_set(err, FO_E_INVALID, "key: 1..%d bytes of text",
                           ORCH_FACT_KEY_MAX);
-    if (vl < 1 || vl > ORCH_FACT_VALUE_MAX || !fo_utf8_valid(value, vl))
+    if (value &&
+        (vl < 1 || vl > ORCH_FACT_VALUE_MAX || !fo_utf8_valid(value, vl)))
         return fo_err_set(err, FO_E_INVALID, "value: 1..%d bytes of text",
                           ORCH_FACT_VALUE_MAX);
+    return FO_OK;
+}
+
+int orch_session_fact(struct ledger *l, const char *name, const char *key,
+                      int64_t *fact_seq, int64_t *start, struct fo_err *err)
+{
+    struct orch_session *s = NULL;
+    int rc = orch_session_read(l, name, -1, &s, err);
+    if (rc)
+        return rc;
+    long i = key ? fact_find(s, key) : -1;
+    *start = s->start;
+    *fact_seq = i >= 0 ? s->facts[i].seq : -1;
+    orch_session_free(s);
+    if (i < 0)
+        return fo_err_set(err, FO_E_NOT_FOUND, "session %s has no fact %.128s",
+                          name, key ? key : "");
+    return FO_OK;
+}
+
+struct by_call_ctx {
+    struct ledger *l;
+    const char *kind;
+    int64_t call, seq;
+    cJSON *body;
+};
+
+static int on_by_call(void *ctx, const struct ledger_entry *e)
+{
+    struct by_call_ctx *c = ctx;
+    if (strcmp(e->kind, c->kind) != 0)
+        return 0;
+    cJSON *b = body_json(c->l, e->seq); /* NULL when redacted */
+    long long call = -1;
+    if (fo_json_get_int(b, "call_seq", 0, INT64_MAX / 2, &call) == FO_OK &&
+        call == c->call) {
+        c->seq = e->seq;
+        c->body = b;
+        return 1;
+    }
+    cJSON_Delete(b);
+    return 0;
+}
+
+int orch_session_by_call(struct ledger *l, const char *name, const char *kind,
+                         int64_t call_seq, int64_t *seq, cJSON **body,
+                         struct fo_err *err)
+{
+    struct orch_session *s = NULL;
+    int rc = orch_session_read(l, name, -1, &s, err);
+    if (rc)
+        return rc;
+    struct by_call_ctx c = {.l = l, .kind = kind, .call = call_seq, .seq = -1};
+    for (size_t i = 0; !rc && c.seq < 0 && i < s->n_starts; i++)
+        rc = ledger_descendants(l, s->starts[i], -1, on_by_call, &c, err);
+    orch_session_free(s);
+    if (c.seq >= 0) /* found: the scan stopped there */
+        rc = FO_OK;
+    if (rc)
+        return rc;
+    if (c.seq < 0)
+        return fo_err_set(err, FO_E_NOT_FOUND, "no %s of call %lld", kind,
+                          (long long)call_seq);
+    *seq = c.seq;
+    if (body)
+        *body = c.body;
+    else
+        cJSON_Delete(c.body);
+    return FO_OK;
+}
+
+int orch_session_remember(const struct orch_witness *w, const char *name,
+                          const char *key, const char *value, cJSON **out,
+                          struct fo_err *err)
+{
+    int frc = orch_fact_check(key, value ? value : "", err);
+    if (frc)
+        return frc;
     struct orch_session *s = NULL;
     int64_t start = -1, seq = -1;
     int rc = orch_session_read(w->ledger, name, -1, &s, err);

@@ -29,35 +29,35 @@ static const struct orch_tool_def builtins[] = {
      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\","
      "\"minLength\":1,\"description\":\"the file, relative to the "
      "workspace\"}},\"required\":[\"path\"],\"additionalProperties\":false}",
-     0},
+     0, 0},
     {"write_file",
      "Write a text file of the workspace (created with its directories, or "
      "replaced).",
      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\","
      "\"minLength\":1},\"content\":{\"type\":\"string\"}},\"required\":["
      "\"path\",\"content\"],\"additionalProperties\":false}",
-     0},
+     0, 0},
     {"list_dir",
      "List a directory of the workspace: names, with / after "
      "directories and the size of files.",
      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\","
      "\"description\":\"default: the workspace itself\"}},"
      "\"additionalProperties\":false}",
-     0},
+     0, 0},
     {"search_text",
      "Find the lines that contain a text in the files under a directory of "
      "the workspace; prints path:line: text.",
      "{\"type\":\"object\",\"properties\":{\"pattern\":{\"type\":\"string\","
      "\"minLength\":1},\"path\":{\"type\":\"string\"}},\"required\":["
      "\"pattern\"],\"additionalProperties\":false}",
-     0},
+     0, 0},
     {"apply_patch",
      "Apply a unified diff (--- a/x, +++ b/x, @@ hunks) to files of the "
      "workspace; every hunk must match, or nothing is changed.",
      "{\"type\":\"object\",\"properties\":{\"patch\":{\"type\":\"string\","
      "\"minLength\":1}},\"required\":[\"patch\"],"
      "\"additionalProperties\":false}",
-     0},
+     0, 0},
     {"run_command",
      "Run a program in the workspace, in a sandbox: argv is the program "
      "and its arguments (no shell). Prints the exit code, stdout and "
@@ -66,7 +66,22 @@ static const struct orch_tool_def builtins[] = {
      "\"items\":{\"type\":\"string\"},\"minItems\":1},\"timeout_s\":{"
      "\"type\":\"integer\",\"minimum\":1,\"maximum\":600}},\"required\":["
      "\"argv\"],\"additionalProperties\":false}",
-     1},
+     1, 0},
+    {"remember",
+     "Keep a fact in this run's session (key, value): every later turn of "
+     "the session sees it in its context. A key set again is replaced.",
+     "{\"type\":\"object\",\"properties\":{\"key\":{\"type\":\"string\","
+     "\"minLength\":1,\"maxLength\":128},\"value\":{\"type\":\"string\","
+     "\"minLength\":1,\"maxLength\":4096}},\"required\":[\"key\","
+     "\"value\"],\"additionalProperties\":false}",
+     0, 1},
+    {"forget",
+     "Forget a fact of this run's session by its key: its text is deleted "
+     "from the record and later turns no longer see it.",
+     "{\"type\":\"object\",\"properties\":{\"key\":{\"type\":\"string\","
+     "\"minLength\":1,\"maxLength\":128}},\"required\":[\"key\"],"
+     "\"additionalProperties\":false}",
+     0, 1},
 };
 
 const struct orch_tool_def *orch_tools_builtin(size_t *n)
@@ -132,6 +147,10 @@ static int check_value(const cJSON *s, const cJSON *v, const char *at,
         fo_json_get_int(s, "minLength", 0, INT32_MAX, &lim) == FO_OK &&
         strlen(v->valuestring) < (size_t)lim)
         return fo_err_set(err, FO_E_INVALID, "%s: must not be empty", at);
+    if (cJSON_IsString(v) &&
+        fo_json_get_int(s, "maxLength", 0, INT32_MAX, &lim) == FO_OK &&
+        strlen(v->valuestring) > (size_t)lim)
+        return fo_err_set(err, FO_E_INVALID, "%s: at most %lld bytes", at, lim);
     if (cJSON_IsNumber(v)) {
         const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minimum");
         const cJSON *mx = cJSON_GetObjectItemCaseSensitive(s, "maximum");

@@ -7,7 +7,8 @@
  * by the kernel beneath the workspace (openat2 RESOLVE_BENEATH): an
  * absolute path, a ".." that climbs out, or a symlink that points out
  * fails however it is spelled, because the check is made on the resolved
- * path, not on the string.
+ * path, not on the string. Two more act on the run's session instead
+ * (remember, forget: its facts, written by the engine; docs/AGENTS.md).
  *
  * Arguments are checked against the tool's input schema before anything
  * runs; the errors are written for the model to correct its call. */
@@ -30,6 +31,8 @@ struct orch_tool_def {
     const char *description;
     const char *schema; /* JSON Schema text of the arguments object */
     int program;        /* runs a program: run_command */
+    int session;        /* acts on the run's session: remember, forget (the
+                           engine runs them; no workspace) */
 };
 
 /* The built-in tools, n of them. */
@@ -41,7 +44,8 @@ const struct orch_tool_def *orch_tool_builtin(const char *name);
 /* Checks args (a JSON value) against schema (JSON Schema text), for the
  * subset tools use: type object with properties, required and
  * additionalProperties false; types string, integer, number, boolean,
- * array (with items), object; enum of strings; minLength, minItems.
+ * array (with items), object; enum of strings; minLength, maxLength
+ * (bytes), minItems.
  * FO_E_INVALID with a message naming the argument ("path: must be a
  * string", "unknown argument \"x\""). */
 int orch_tool_schema_check(const char *schema, const cJSON *args,

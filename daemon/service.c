@@ -466,6 +466,46 @@ static int engine_append(void *hook, struct ledger_append *a,
     return rc;
 }
 
+/* An engine redaction (the forget tool) on the committer's thread: the
+ * loop thread never waits for the write lock or the WAL checkpoint. */
+struct engine_cred {
+    struct daemon_commit_redact cr;
+    int *rc;
+    struct fo_err *rerr;
+    void (*done)(void *arg);
+    void *arg;
+};
+
+static void engine_redacted(struct daemon_commit_redact *r)
+{
+    struct engine_cred *c = r->arg;
+    *c->rc = r->rc;
+    *c->rerr = r->err;
+    c->done(c->arg);
+    free(c);
+}
+
+static int engine_redact(void *hook, int64_t seq, const char *reason, int *rc,
+                         struct fo_err *rerr, void (*done)(void *arg),
+                         void *arg, struct fo_err *err)
+{
+    struct daemon *d = hook;
+    struct engine_cred *c = calloc(1, sizeof(*c));
+    if (!c)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    *c = (struct engine_cred){
+        .cr = {.seq = seq, .reason = reason, .done = engine_redacted},
+        .rc = rc,
+        .rerr = rerr,
+        .done = done,
+        .arg = arg};
+    c->cr.arg = c;
+    int qrc = daemon_commit_redact(d->commit, &c->cr, err);
+    if (qrc)
+        free(c);
+    return qrc;
+}
+
 /* ---- signals ---------------------------------------------------------- */
 
 /* The loop ends once every request is answered and every run stopped. */
@@ -656,6 +696,7 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         .dns = d->dns,
         .ledger = d->ledger,
         .append = engine_append,
+        .redact = engine_redact,
         .hook = d,
         .max_runs = (size_t)cfg->max_runs,
         .lease_ms =

@@ -60,7 +60,8 @@ static const struct text props[] = {
     {NULL, "context",
      "Context token limits: {max_total_tokens, max_request_tokens, "
      "max_history_tokens, max_facts_tokens, max_tool_results_tokens} (4 "
-     "bytes of UTF-8 a token)."},
+     "bytes of UTF-8 a token), and compaction: drop (default) or summary "
+     "(turns over the history limit are summarised by a model)."},
     {"run_show", "run", "The run's id: the seq of its request entry."},
     {"run_export_otel", "run", "The run's id: the seq of its request entry."},
     {"ledger_import", "format",
