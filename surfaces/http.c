@@ -391,8 +391,8 @@ static void send_error(struct surf_http *h, struct evhttp_request *req,
 {
     size_t len = 0;
     char *t = error_text(err, &len);
-    send_raw(h, req, surf_code_http(err->code), "application/json", t, len, close,
-             route, t0);
+    send_raw(h, req, surf_code_http(err->code), "application/json", t, len,
+             close, route, t0);
 }
 
 static void send_errorf(struct surf_http *h, struct evhttp_request *req,
