@@ -279,6 +279,19 @@ static const char *plan_reply =
     "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"coder\",\"instruction\":"
     "\"upper-case in.txt into out.txt and check it\"}]}";
 
+/* What the control roles answer in most scripts here: the plan, a pass,
+ * "done"; NULL for a task's turns. */
+static const char *control_reply(const char *role)
+{
+    if (!strcmp(role, "coordinator"))
+        return plan_reply;
+    if (!strcmp(role, "synthesizer"))
+        return "done";
+    if (!strcmp(role, "validator"))
+        return "{\"pass\": true, \"reason\": \"ok\"}";
+    return NULL;
+}
+
 /* read in.txt, write out.txt, check it with a command, answer */
 static const char *acting(struct fake *f, const char *role, int n,
                           const char *model, const char *prompt)
@@ -484,12 +497,8 @@ static const char *erring(struct fake *f, const char *role, int n,
                           const char *model, const char *prompt)
 {
     (void)f, (void)model, (void)prompt;
-    if (!strcmp(role, "coordinator"))
-        return plan_reply;
-    if (!strcmp(role, "synthesizer"))
-        return "done";
-    if (!strcmp(role, "validator"))
-        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (control_reply(role))
+        return control_reply(role);
     switch (n) {
     case 0:
         return "CALL read_file {\"path\": 3}";
@@ -732,12 +741,8 @@ static const char *mcp_script(struct fake *f, const char *role, int n,
                               const char *model, const char *prompt)
 {
     (void)f, (void)model;
-    if (!strcmp(role, "coordinator"))
-        return plan_reply;
-    if (!strcmp(role, "synthesizer"))
-        return "done";
-    if (!strcmp(role, "validator"))
-        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (control_reply(role))
+        return control_reply(role);
     switch (n) {
     case 0:
         return "CALL srv.shout {\"text\":\"hi there\"}";
@@ -1135,12 +1140,8 @@ static const char *mcph_script(struct fake *f, const char *role, int n,
                                const char *model, const char *prompt)
 {
     (void)f, (void)model;
-    if (!strcmp(role, "coordinator"))
-        return plan_reply;
-    if (!strcmp(role, "synthesizer"))
-        return "done";
-    if (!strcmp(role, "validator"))
-        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (control_reply(role))
+        return control_reply(role);
     switch (n) {
     case 0:
         return "CALL web.shout {\"text\":\"hi json\"}";
@@ -1256,12 +1257,8 @@ static const char *tls_script(struct fake *f, const char *role, int n,
                               const char *model, const char *prompt)
 {
     (void)f, (void)model, (void)prompt;
-    if (!strcmp(role, "coordinator"))
-        return plan_reply;
-    if (!strcmp(role, "synthesizer"))
-        return "done";
-    if (!strcmp(role, "validator"))
-        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (control_reply(role))
+        return control_reply(role);
     return n == 0   ? "CALL safe.shout {\"text\":\"over tls\"}"
            : n == 1 ? "CALL unsure.shout {\"text\":\"x\"}"
                     : "done";
@@ -1355,12 +1352,8 @@ static const char *resuming(struct fake *f, const char *role, int n,
                             const char *model, const char *prompt)
 {
     (void)f, (void)model;
-    if (!strcmp(role, "coordinator"))
-        return plan_reply;
-    if (!strcmp(role, "synthesizer"))
-        return "done";
-    if (!strcmp(role, "validator"))
-        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (control_reply(role))
+        return control_reply(role);
     if (n == 0)
         return "CALL run_command {\"argv\":[\"sh\",\"-c\",\"echo ran >> "
                "calls.log\"]}";
@@ -1436,12 +1429,8 @@ static const char *session_script(struct fake *f, const char *role, int n,
                                   const char *model, const char *prompt)
 {
     (void)f, (void)model, (void)prompt;
-    if (!strcmp(role, "coordinator"))
-        return plan_reply;
-    if (!strcmp(role, "synthesizer"))
-        return "done";
-    if (!strcmp(role, "validator"))
-        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (control_reply(role))
+        return control_reply(role);
     if (n == 0)
         return "CALL read_file {\"path\":\"in.txt\"}";
     if (n == 1)
@@ -1516,12 +1505,8 @@ static const char *peeking(struct fake *f, const char *role, int n,
 {
     (void)f, (void)model, (void)prompt;
     static char call[1024];
-    if (!strcmp(role, "coordinator"))
-        return plan_reply;
-    if (!strcmp(role, "synthesizer"))
-        return "done";
-    if (!strcmp(role, "validator"))
-        return "{\"pass\": true, \"reason\": \"ok\"}";
+    if (control_reply(role))
+        return control_reply(role);
     if (n % 2 == 0) {
         snprintf(call, sizeof(call),
                  "CALL run_command {\"argv\":[\"cat\",\"%s\"]}",
