@@ -1313,6 +1313,22 @@ static void pg_nodes_end(struct store *s)
 
 /* ---- the rest ---------------------------------------------------------- */
 
+/* Calls fn(ctx, x) for the int64 in column 0 of each row of res (what is
+ * a damaged row: `what`), stopping at a non-zero return; frees res. */
+static int each_i64(PGresult *res, const char *what,
+                    int (*fn)(void *ctx, int64_t x), void *ctx,
+                    struct fo_err *err)
+{
+    int rc = FO_OK, rows = PQntuples(res);
+    for (int i = 0; !rc && i < rows; i++) {
+        int bad = 0;
+        int64_t x = col_i64(res, i, 0, &bad);
+        rc = bad ? fo_err_set(err, FO_E_CORRUPT, "%s", what) : fn(ctx, x);
+    }
+    PQclear(res);
+    return rc;
+}
+
 static int pg_find_payload(struct store *s, const uint8_t payload[32],
                            int (*fn)(void *ctx, int64_t seq), void *ctx,
                            struct fo_err *err)
@@ -1322,15 +1338,7 @@ static int pg_find_payload(struct store *s, const uint8_t payload[32],
     PGresult *res = run(s, ST_FIND_PAYLOAD, &p, "find", err);
     if (!res)
         return err_code(err);
-    int rc = FO_OK, n = PQntuples(res);
-    for (int i = 0; !rc && i < n; i++) {
-        int bad = 0;
-        int64_t seq = col_i64(res, i, 0, &bad);
-        rc = bad ? fo_err_set(err, FO_E_CORRUPT, "damaged entry row")
-                 : fn(ctx, seq);
-    }
-    PQclear(res);
-    return rc;
+    return each_i64(res, "damaged entry row", fn, ctx, err);
 }
 
 static int pg_delete_body(struct store *s, int64_t seq, struct fo_err *err)
@@ -1668,15 +1676,7 @@ static int pg_lease_renew(struct store *s, const char *owner,
     fo_buf_release(&b);
     if (!res)
         return err_code(err);
-    int rows = PQntuples(res);
-    for (int i = 0; !rc && i < rows; i++) {
-        int bad = 0;
-        int64_t r = col_i64(res, i, 0, &bad);
-        rc = bad ? fo_err_set(err, FO_E_CORRUPT, "damaged run lease row")
-                 : fn(ctx, r);
-    }
-    PQclear(res);
-    return rc;
+    return each_i64(res, "damaged run lease row", fn, ctx, err);
 }
 
 static int pg_lease_release(struct store *s, int64_t id, const char *owner,
@@ -1725,15 +1725,7 @@ static int pg_lease_expired(struct store *s, int64_t limit,
     PGresult *res = run(s, ST_LEASE_EXPIRED, &p, "expired run leases", err);
     if (!res)
         return err_code(err);
-    int rc = FO_OK, rows = PQntuples(res);
-    for (int i = 0; !rc && i < rows; i++) {
-        int bad = 0;
-        int64_t r = col_i64(res, i, 0, &bad);
-        rc = bad ? fo_err_set(err, FO_E_CORRUPT, "damaged run lease row")
-                 : fn(ctx, r);
-    }
-    PQclear(res);
-    return rc;
+    return each_i64(res, "damaged run lease row", fn, ctx, err);
 }
 
 const struct store_ops store_pg_ops = {
