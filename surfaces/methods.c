@@ -474,8 +474,11 @@ static const struct surf_method table[] = {
      "adds runs_in_flight and its model providers (never a key).",
      NO_INPUT, SURF_READ, 4 * KIB, "GET", "/status", h_status, SURF_ON_LOOP,
      NULL},
-    {"methods", "The method table: names, summaries, input schemas.", NO_INPUT,
-     SURF_READ, 4 * KIB, "GET", "/methods", h_methods, SURF_ON_LOOP, NULL},
+    {"methods",
+     "The method table: names, summaries, input schemas, and the output "
+     "schema of each result that declares one.",
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/methods", h_methods, SURF_ON_LOOP,
+     NULL},
     {"ledger_verify",
      "Verify the chain and tree (deep: also every body); says where it "
      "breaks.",

@@ -306,6 +306,16 @@ cJSON *surf_methods_json(int include_admin)
             return NULL;
         }
         cJSON_AddItemToObject(m, "input_schema", schema);
+        /* the result's declared shape, where one is (MCP's outputSchema) */
+        const cJSON *os = surf_output_schema(&t[i]);
+        cJSON *osd = os ? cJSON_Duplicate(os, 1) : NULL;
+        if (os && !osd) {
+            cJSON_Delete(m);
+            cJSON_Delete(o);
+            return NULL;
+        }
+        if (osd)
+            cJSON_AddItemToObject(m, "output_schema", osd);
         cJSON_AddItemToArray(arr, m);
     }
     return o;

@@ -259,3 +259,27 @@ Test(surf_methods, verify_reports_its_progress)
     ledger_close(l);
     tu_rmrf(dir);
 }
+
+/* GET /methods (the `methods` method) serves each declared output schema
+ * beside the input schema, as MCP's tools/list does. */
+Test(surf_table, methods_carry_output_schemas)
+{
+    cJSON *o = surf_methods_json(1);
+    cr_assert_not_null(o);
+    int with = 0, without = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive(o, "methods")) {
+        const char *name =
+            cJSON_GetObjectItemCaseSensitive(m, "name")->valuestring;
+        const cJSON *os = cJSON_GetObjectItemCaseSensitive(m, "output_schema");
+        const cJSON *want = surf_output_schema(surf_find(name));
+        cr_assert_eq(os != NULL, want != NULL, "%s", name);
+        if (os)
+            cr_assert(cJSON_Compare(os, want, 1), "%s", name);
+        with += os != NULL;
+        without += os == NULL;
+    }
+    cr_assert_gt(with, 10);
+    cr_assert_gt(without, 0);
+    cJSON_Delete(o);
+}
