@@ -160,22 +160,27 @@ int cli_export(struct cli *c, int argc, char **argv);
 
 /* Sessions (cli_session.c). */
 int cli_session(struct cli *c, int argc, char **argv);
-/* --session NAME and --max-{total,request,history,facts}-tokens N into
- * *session and *context (made on first use): 2 when taken, 0 when a is
+/* --session NAME, --max-{total,request,history,facts,tool-results}-tokens
+ * N and --compaction drop|summary into *session and *context (made on
+ * first use): 2 when taken, 0 when a is
  * none of them, -code (err set) on a bad value. */
 int cli_session_arg(const char **session, cJSON **context, const char *a,
                     const char *v, struct fo_err *err);
 /* The options cli_session_arg takes, for cli_bad_arg. */
 #define CLI_SESSION_FLAGS                                                      \
     "--session --max-total-tokens --max-request-tokens "                       \
-    "--max-history-tokens --max-facts-tokens --max-tool-results-tokens"
+    "--max-history-tokens --max-facts-tokens --max-tool-results-tokens "       \
+    "--compaction"
 #define CLI_SESSION_HELP                                                       \
     "  --session NAME       a turn of session NAME: it sees the earlier\n"     \
     "                       turns and facts (forum session --help)\n"          \
     "  --max-total-tokens N, --max-history-tokens N, --max-facts-tokens N,\n"  \
     "  --max-tool-results-tokens N\n"                                          \
     "                       the context budget (4 bytes a token; defaults\n"   \
-    "                       from forum.json \"context\")\n"
+    "                       from forum.json \"context\")\n"                    \
+    "  --compaction drop|summary\n"                                            \
+    "                       turns with no room left: dropped, or summarised\n" \
+    "                       by the model (a compaction entry)\n"
 
 /* Approval gates (cli_gate.c): `forum gate list|approve|edit|reject`. */
 int cli_gate(struct cli *c, int argc, char **argv);

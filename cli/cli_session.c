@@ -163,6 +163,17 @@ int cli_session_arg(const char **session, cJSON **context, const char *a,
         *session = v;
         return 2;
     }
+    if (!strcmp(a, "--compaction")) {
+        if (!v || (strcmp(v, "drop") && strcmp(v, "summary")))
+            return -fo_err_set(err, FO_E_USAGE,
+                               "--compaction: drop or summary");
+        if (!*context && !(*context = cJSON_CreateObject()))
+            return -fo_err_set(err, FO_E_NOMEM, NULL);
+        cJSON_DeleteItemFromObjectCaseSensitive(*context, "compaction");
+        if (!cJSON_AddStringToObject(*context, "compaction", v))
+            return -fo_err_set(err, FO_E_NOMEM, NULL);
+        return 2;
+    }
     for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++)
         if (!strcmp(a, lims[i])) {
             long long n = v ? cli_parse_seq(v) : -1;

@@ -2265,3 +2265,28 @@ Test(cli, plan_prints_waves_and_tasks_for_people)
     tu_run_free(&r);
     tu_rmrf(dir);
 }
+
+/* --compaction drop|summary reaches the request's context (and so the
+ * engine and any resume); anything else is a usage error. */
+Test(cli, compaction_flag_reaches_the_request)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "submit", "--session",
+                                "s1", "--compaction", "summary", "hello", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger", "body", "0", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *b = cJSON_Parse(r.out);
+    const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(b, "body"), "context");
+    cr_assert_str_eq(tu_str(ctx, "compaction"), "summary", "%s", r.out);
+    cJSON_Delete(b);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "submit", "--compaction", "bogus", "x",
+                  NULL);
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "drop or summary"), "%s", r.err);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
