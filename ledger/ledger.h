@@ -351,7 +351,11 @@ int64_t ledger_mono_us(void);
  * never waits on a lock, safe while other processes write. */
 int ledger_storage_check(struct ledger *l, struct fo_err *err);
 
-/* Test-only fault seam: the n-th commit from now fails with FO_E_IO. */
+/* Test-only fault seam: the n-th commit from now fails with FO_E_IO.
+ * Only a build with the tests (FORUM_TESTS=ON, which defines
+ * FORUM_TEST_SEAMS) injects anything; in others (./run.sh, an install
+ * built with -DFORUM_TESTS=OFF) the seam is compiled out of the commit
+ * path and this call does nothing. */
 void ledger_fail_commit_after(struct ledger *l, int n);
 
 /* Benchmark seam (bench/bench_tree.c): with on set, appends skip the

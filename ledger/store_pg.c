@@ -893,12 +893,14 @@ static int pg_begin_read(struct store *s, struct fo_err *err)
 
 static int pg_commit(struct store *s, struct fo_err *err)
 {
+#ifdef FORUM_TEST_SEAMS
     if (s->fail_commit_in > 0 && --s->fail_commit_in == 0) {
         exec(s, "ROLLBACK", "rollback", NULL);
         s->in_txn = 0;
         return fo_err_set(err, FO_E_IO, "PostgreSQL %s: commit: injected fault",
                           s->where);
     }
+#endif
     PGresult *res = PQexec(s->conn, "COMMIT");
     s->in_txn = 0;
     int rc = FO_OK;

@@ -863,11 +863,13 @@ static int sq_begin_read(struct store *s, struct fo_err *err)
 
 static int sq_commit(struct store *s, struct fo_err *err)
 {
+#ifdef FORUM_TEST_SEAMS
     if (s->fail_commit_in > 0 && --s->fail_commit_in == 0) {
         exec(s, "ROLLBACK", NULL);
         s->in_txn = 0;
         return fo_err_set(err, FO_E_IO, "%s: commit: injected fault", s->path);
     }
+#endif
     /* Before, under the write lock (no checkpoint can restart or truncate
      * the WAL meanwhile): nothing is committed into a WAL that is not the
      * one at the path, or on top of one that lost frames. Only now: a
