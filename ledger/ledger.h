@@ -83,6 +83,7 @@ void ledger_close(struct ledger *l);
  * (the checkpoint origin line and key name). Owned by the ledger. */
 const char *ledger_id(const struct ledger *l);
 const char *ledger_origin(const struct ledger *l);
+
 const char *ledger_dir(const struct ledger *l);
 size_t ledger_max_body(const struct ledger *l);
 

@@ -154,6 +154,9 @@ struct surf_http {
     struct surf_events *events;
     struct stream *streams;
     long nstreams;
+    /* SURF_ON_LOOP methods run on the loop: only over a local store (a
+     * PostgreSQL read is a round trip: those go to the workers) */
+    int loop_reads;
     /* the access log's lines not yet written, and its timer */
     struct fo_buf alog;
     struct event *alog_ev;
@@ -1815,7 +1818,7 @@ static void handle(struct evhttp_request *req, void *arg)
         j->in = in; /* actor and kind point into it until the reply */
         return;     /* answered by on_done */
     }
-    if (m->where == SURF_ON_LOOP) {
+    if (m->where == SURF_ON_LOOP && h->loop_reads) {
         cJSON *out = NULL;
         int rc = surf_call(h->cfg.loop_ctx, m, in, &out, &err);
         int status;
@@ -1954,6 +1957,9 @@ int surf_http_create(struct event_base *base,
         }
         h->nthreads++;
     }
+    h->loop_reads =
+        !h->cfg.loop_ctx || !h->cfg.loop_ctx->ledger ||
+        !strcmp(ledger_store_name(h->cfg.loop_ctx->ledger), "sqlite");
     fo_buf_init(&h->alog, FO_BUF_UNLIMITED);
     if (h->cfg.access_on) {
         struct timeval one = {1, 0};
