@@ -259,6 +259,14 @@ static void op_unlink(struct orch_mcpc_op *op)
         *p = op->next;
 }
 
+/* Takes back an op that was never started (done is not called): rc. */
+static int op_drop(struct orch_mcpc_op *op, int rc)
+{
+    op_unlink(op);
+    op_free(op);
+    return rc;
+}
+
 /* Ends op: unlinks it, calls done (unless cancelled), frees it. */
 static void op_end(struct orch_mcpc_op *op, int rc, const char *text,
                    int is_error, const struct fo_err *err)
@@ -801,19 +809,13 @@ int orch_mcpc_ready(struct orch_mcpc *m, const char *server,
     if (s->state == S_READY) { /* answered from the loop, never inside */
         event_free(op->timer);
         op->timer = evtimer_new(m->base, on_ready_now, op);
-        if (!op->timer) {
-            op_unlink(op);
-            op_free(op);
-            return fo_err_set(err, FO_E_NOMEM, NULL);
-        }
+        if (!op->timer)
+            return op_drop(op, fo_err_set(err, FO_E_NOMEM, NULL));
         event_active(op->timer, EV_TIMEOUT, 0);
     } else if (s->state == S_DOWN) {
         int rc = srv_start(m, s, err);
-        if (rc) {
-            op_unlink(op);
-            op_free(op);
-            return rc;
-        }
+        if (rc)
+            return op_drop(op, rc);
     }
     *out = op;
     return FO_OK;
@@ -860,29 +862,20 @@ int orch_mcpc_call(struct orch_mcpc *m, const char *full, const cJSON *args,
     struct orch_mcpc_op *op = op_new(m, s, OP_CALL, done, arg);
     if (!op || !(op->tool = orch_strdup(dot + 1)) ||
         (args && !(op->args = cJSON_Duplicate(args, 1)))) {
-        if (op) {
-            op_unlink(op);
-            op_free(op);
-        }
-        return fo_err_set(err, FO_E_NOMEM, NULL);
+        return op ? op_drop(op, fo_err_set(err, FO_E_NOMEM, NULL))
+                  : fo_err_set(err, FO_E_NOMEM, NULL);
     }
     if (s->state == S_READY) {
         int rc = send_call(s, op, err);
-        if (rc) {
-            op_unlink(op);
-            op_free(op);
-            return rc;
-        }
+        if (rc)
+            return op_drop(op, rc);
         *out = op;
         return FO_OK;
     }
     if (s->state == S_DOWN) {
         int rc = srv_start(m, s, err);
-        if (rc) {
-            op_unlink(op);
-            op_free(op);
-            return rc;
-        }
+        if (rc)
+            return op_drop(op, rc);
     }
     *out = op;
     return FO_OK;
