@@ -17,4 +17,5 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 echo "forum: data dir $FORUM_LEDGER; Ctrl-C stops. Once it listens, try:"
 echo "  curl -H \"Authorization: Bearer \$(cat $FORUM_LEDGER/token)\" http://127.0.0.1:$port/status"
+echo "  FORUM_LEDGER=$FORUM_LEDGER ./build/forum dashboard   # the web page, signed in"
 exec ./build/forum serve "$@"
