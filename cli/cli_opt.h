@@ -1,0 +1,70 @@
+/* cli_opt: the options of a command as one table, as git's parse-options:
+ * cli_parse matches the flags, reads and checks their values, collects
+ * the positional arguments, and answers an unknown option with a
+ * did-you-mean from the table's own names (cli_bad_arg_names), so the
+ * list it suggests from cannot drift from what is parsed. The same table
+ * gives the option help (cli_opt_help) and, through the hidden
+ * CLI_OPT_LIST_FLAG, the flags the man page and completions list
+ * (cli_docs.c). */
+#ifndef CLI_OPT_H
+#define CLI_OPT_H
+
+#include <stddef.h>
+
+#include "cli/cli.h"
+
+enum cli_opt_kind {
+    CLI_OPT_BOOL, /* a switch: *(int *)dest = 1 */
+    CLI_OPT_STR,  /* *(const char **)dest = the value (the last one given) */
+    CLI_OPT_INT,  /* *(long long *)dest = the value, min..max */
+    CLI_OPT_LIST, /* ((const char **)dest)[(*count)++] = the value; at most
+                     max of them (repeatable) */
+};
+
+struct cli_opt {
+    const char *name; /* "--limit", or "-n" */
+    const char *arg;  /* "N" for the help; NULL for a switch */
+    int kind;         /* enum cli_opt_kind */
+    void *dest;
+    long long min, max; /* INT: the range; LIST: max the capacity */
+    int *count;         /* LIST: how many are in dest */
+    const char *bad;    /* INT: what a bad value is called ("not a seq");
+                           NULL: "MIN to MAX" */
+    const char *help;   /* one line for cli_opt_help; NULL: not listed */
+};
+
+/* The end of a table. */
+#define CLI_OPT_END                                                            \
+    {                                                                          \
+        NULL, NULL, 0, NULL, 0, 0, NULL, NULL, NULL                            \
+    }
+
+/* The hidden flag that makes cli_parse print the table's flags, one a line
+ * ("--limit N"), and return CLI_PARSE_HELP: how `forum docs` learns a
+ * command's options from its table. */
+#define CLI_OPT_LIST_FLAG "--forum-list-options"
+
+/* cli_parse's return when -h/--help (or CLI_OPT_LIST_FLAG) was given: the
+ * command prints its help (or nothing more) and exits 0. */
+#define CLI_PARSE_HELP (-1)
+
+/* Parses argv[1..argc-1] of command cmd ("ledger show", the prefix of every
+ * message) against opts (ended by CLI_OPT_END). A value is the next
+ * argument; "--x=v" is refused ("give the value after a space"), as is a
+ * missing value ("--x needs a value"), an INT out of range ("--limit 0: 1
+ * to 1000") and more LIST values than max. Anything not an option
+ * (cli_is_option) is positional: up to max_pos of them into pos (may be
+ * NULL when max_pos is 0), their count into *npos (may be NULL); one more
+ * is "unexpected argument". An unknown option gets a did-you-mean from the
+ * table's names. Returns 0, CLI_PARSE_HELP, or the exit code of a usage
+ * error (printed). */
+int cli_parse(struct cli *c, const char *cmd, int argc, char **argv,
+              const struct cli_opt *opts, const char **pos, int max_pos,
+              int *npos);
+
+/* The option lines of opts' help ("  --limit N    the last N ..."), as
+ * the hand-written usage texts lay them out; the caller frees it. NULL
+ * when out of memory. */
+char *cli_opt_help(const struct cli_opt *opts);
+
+#endif
