@@ -70,10 +70,11 @@ int cli_parse(struct cli *c, const char *cmd, int argc, char **argv,
     int np = 0;
     if (npos)
         *npos = 0;
+    for (int i = 1; i < argc; i++) /* help wins wherever it is */
+        if (cli_is_help(argv[i]))
+            return CLI_PARSE_HELP;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (cli_is_help(a))
-            return CLI_PARSE_HELP;
         if (!strcmp(a, CLI_OPT_LIST_FLAG)) {
             list_options(opts);
             return CLI_PARSE_HELP;

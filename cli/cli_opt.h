@@ -44,7 +44,8 @@ struct cli_opt {
  * command's options from its table. */
 #define CLI_OPT_LIST_FLAG "--forum-list-options"
 
-/* cli_parse's return when -h/--help (or CLI_OPT_LIST_FLAG) was given: the
+/* cli_parse's return when -h/--help (anywhere: it wins over any mistake)
+ * or CLI_OPT_LIST_FLAG was given: the
  * command prints its help (or nothing more) and exits 0. */
 #define CLI_PARSE_HELP (-1)
 
