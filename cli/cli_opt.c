@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ledger/fo_buf.h"
+
+struct fo_buf *cli_opt_sink;
+
 static size_t n_opts(const struct cli_opt *opts)
 {
     size_t n = 0;
@@ -27,8 +31,9 @@ static int bad_arg(struct cli *c, const char *cmd, const char *arg,
 static void list_options(const struct cli_opt *opts)
 {
     for (size_t k = 0; opts && opts[k].name; k++)
-        printf("%s%s%s\n", opts[k].name, opts[k].arg ? " " : "",
-               opts[k].arg ? opts[k].arg : "");
+        fo_buf_printf(cli_opt_sink, "%s%s%s\t%s\n", opts[k].name,
+                      opts[k].arg ? " " : "", opts[k].arg ? opts[k].arg : "",
+                      opts[k].help ? opts[k].help : "");
 }
 
 /* Takes value v of option o. */
@@ -75,7 +80,7 @@ int cli_parse(struct cli *c, const char *cmd, int argc, char **argv,
             return CLI_PARSE_HELP;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, CLI_OPT_LIST_FLAG)) {
+        if (cli_opt_sink && !strcmp(a, CLI_OPT_LIST_FLAG)) {
             list_options(opts);
             return CLI_PARSE_HELP;
         }

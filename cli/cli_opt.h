@@ -39,10 +39,15 @@ struct cli_opt {
         NULL, NULL, 0, NULL, 0, 0, NULL, NULL, NULL                            \
     }
 
-/* The hidden flag that makes cli_parse print the table's flags, one a line
- * ("--limit N"), and return CLI_PARSE_HELP: how `forum docs` learns a
- * command's options from its table. */
+/* How `forum docs` learns a command's options from its table (as git's
+ * --git-completion-helper): with cli_opt_sink set, the flag
+ * CLI_OPT_LIST_FLAG makes cli_parse append the table's flags to the sink,
+ * one a line ("--limit N<TAB>its help"), and return CLI_PARSE_HELP. Without a
+ * sink the flag is an unknown option like any other (hidden from the command
+ * line). */
 #define CLI_OPT_LIST_FLAG "--forum-list-options"
+struct fo_buf;
+extern struct fo_buf *cli_opt_sink;
 
 /* cli_parse's return when -h/--help (anywhere: it wins over any mistake)
  * or CLI_OPT_LIST_FLAG was given: the
