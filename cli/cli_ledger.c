@@ -99,29 +99,30 @@ static int read_payload(const char *arg, size_t max, struct fo_buf *out,
 static int cmd_init(struct cli *c, int argc, char **argv)
 {
     const char *origin = NULL, *conninfo = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger init [--origin NAME] [--postgres "
-                "CONNINFO]\n"
-                "Creates the ledger in the data dir (--ledger DIR); the "
-                "origin names\nits checkpoints (default forum/<ledger id>). "
-                "Safe to run twice.\n"
-                "--postgres keeps the ledger in a PostgreSQL database "
-                "instead of\nDIR/ledger.db: CONNINFO is a libpq connection "
-                "string (\"host=/run/postgresql\nport=5432 dbname=forum "
-                "user=forum\" or a postgresql:// URI), written to\n"
-                "DIR/store.json. Never put the password in it: libpq reads "
-                "PGPASSWORD\nor PGPASSFILE (~/.pgpass). Exit 3 when the "
-                "database cannot be reached.\n");
-        if (!strcmp(argv[i], "--origin") && i + 1 < argc)
-            origin = argv[++i];
-        else if (!strcmp(argv[i], "--postgres") && i + 1 < argc)
-            conninfo = argv[++i];
-        else
-            return cli_bad_arg(c, "ledger init", argv[i],
-                               "--origin --postgres");
-    }
+    const struct cli_opt opts[] = {
+        {"--origin", "NAME", CLI_OPT_STR, &origin, 0, 0, NULL, NULL,
+         "the name of its checkpoints"},
+        {"--postgres", "CONNINFO", CLI_OPT_STR, &conninfo, 0, 0, NULL, NULL,
+         "keep it in PostgreSQL (a libpq connection string)"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "ledger init", argc, argv, opts, NULL, 0, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum ledger init [--origin NAME] [--postgres "
+            "CONNINFO]\n"
+            "Creates the ledger in the data dir (--ledger DIR); the "
+            "origin names\nits checkpoints (default forum/<ledger id>). "
+            "Safe to run twice.\n"
+            "--postgres keeps the ledger in a PostgreSQL database "
+            "instead of\nDIR/ledger.db: CONNINFO is a libpq connection "
+            "string (\"host=/run/postgresql\nport=5432 dbname=forum "
+            "user=forum\" or a postgresql:// URI), written to\n"
+            "DIR/store.json. Never put the password in it: libpq reads "
+            "PGPASSWORD\nor PGPASSFILE (~/.pgpass). Exit 3 when the "
+            "database cannot be reached.\n");
+    if (pe)
+        return pe;
     struct ledger_config cfg = {.origin = origin};
     struct ledger *l = NULL;
     struct fo_err err;
@@ -388,13 +389,10 @@ static int cmd_seq(struct cli *c, int argc, char **argv, const char *method,
                    const char *usage)
 {
     const char *seq = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(usage);
-        if (seq || cli_is_option(argv[i]))
-            return cli_bad_arg(c, cmd_name(argv[0]), argv[i], "");
-        seq = argv[i];
-    }
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    int pe = cli_parse(c, cmd_name(argv[0]), argc, argv, opts, &seq, 1, NULL);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(usage) : pe;
     long long s = cli_parse_seq(seq);
     if (s < 0)
         return cli_usage_error(
@@ -742,20 +740,22 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
 static int cmd_redact(struct cli *c, int argc, char **argv)
 {
     long long seq = -1;
-    const char *reason = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help("usage: forum ledger redact SEQ --reason R\n"
-                            "Deletes every stored copy of the entry's body; the"
-                            " chain and every\ncheckpoint still verify. "
-                            "Witnessed as a `redaction` entry.\n");
-        if (!strcmp(argv[i], "--reason") && i + 1 < argc)
-            reason = argv[++i];
-        else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0)
-            continue;
-        else
-            return cli_bad_arg(c, "ledger redact", argv[i], "--reason");
-    }
+    const char *reason = NULL, *pos = NULL;
+    const struct cli_opt opts[] = {
+        {"--reason", "R", CLI_OPT_STR, &reason, 0, 0, NULL, NULL,
+         "why (kept in the redaction entry)"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "ledger redact", argc, argv, opts, &pos, 1, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help("usage: forum ledger redact SEQ --reason R\n"
+                        "Deletes every stored copy of the entry's body; the"
+                        " chain and every\ncheckpoint still verify. "
+                        "Witnessed as a `redaction` entry.\n");
+    if (pe)
+        return pe;
+    if (pos && (seq = cli_parse_seq(pos)) < 0)
+        return cli_bad_arg(c, "ledger redact", pos, NULL);
     if (seq < 0 || !reason)
         return cli_usage_error(c, "redact: %s",
                                "SEQ and --reason are required");
@@ -786,11 +786,10 @@ static int cmd_redact(struct cli *c, int argc, char **argv)
 static int cmd_noarg(struct cli *c, int argc, char **argv, const char *method,
                      const char *usage)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(usage);
-        return cli_bad_arg(c, cmd_name(argv[0]), argv[i], "");
-    }
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    int pe = cli_parse(c, cmd_name(argv[0]), argc, argv, opts, NULL, 0, NULL);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(usage) : pe;
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)
