@@ -2,7 +2,6 @@
 #include "cli/cli_opt.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ledger/fo_buf.h"
@@ -117,38 +116,4 @@ int cli_parse(struct cli *c, const char *cmd, int argc, char **argv,
             return ex;
     }
     return 0;
-}
-
-char *cli_opt_help(const struct cli_opt *opts)
-{
-    size_t cap = 256, len = 0;
-    char *s = malloc(cap);
-    if (!s)
-        return NULL;
-    s[0] = '\0';
-    for (size_t k = 0; opts && opts[k].name; k++) {
-        if (!opts[k].help)
-            continue;
-        char head[64];
-        snprintf(head, sizeof(head), "%s%s%s", opts[k].name,
-                 opts[k].arg ? " " : "", opts[k].arg ? opts[k].arg : "");
-        size_t need = strlen(head) + strlen(opts[k].help) + 32;
-        if (len + need > cap) {
-            cap = (len + need) * 2;
-            char *p = realloc(s, cap);
-            if (!p) {
-                free(s);
-                return NULL;
-            }
-            s = p;
-        }
-        /* the help in a column, or on the next line after a long head */
-        if (strlen(head) < 18)
-            len += (size_t)snprintf(s + len, cap - len, "  %-18s %s\n", head,
-                                    opts[k].help);
-        else
-            len += (size_t)snprintf(s + len, cap - len, "  %s\n  %-18s %s\n",
-                                    head, "", opts[k].help);
-    }
-    return s;
 }

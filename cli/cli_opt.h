@@ -2,10 +2,9 @@
  * cli_parse matches the flags, reads and checks their values, collects
  * the positional arguments, and answers an unknown option with a
  * did-you-mean from the table's own names (cli_bad_arg_names), so the
- * list it suggests from cannot drift from what is parsed. The same table
- * gives the option help (cli_opt_help) and, through the hidden
- * CLI_OPT_LIST_FLAG, the flags the man page and completions list
- * (cli_docs.c). */
+ * list it suggests from cannot drift from what is parsed. Through the
+ * hidden CLI_OPT_LIST_FLAG the same table gives the options (with their
+ * help) that the man page and the completions list (cli_docs.c). */
 #ifndef CLI_OPT_H
 #define CLI_OPT_H
 
@@ -30,7 +29,7 @@ struct cli_opt {
     int *count;         /* LIST: how many are in dest */
     const char *bad;    /* INT: what a bad value is called ("not a seq");
                            NULL: "MIN to MAX" */
-    const char *help;   /* one line for cli_opt_help; NULL: not listed */
+    const char *help;   /* one line for the man page (cli_docs.c) */
 };
 
 /* The end of a table. */
@@ -67,10 +66,5 @@ extern struct fo_buf *cli_opt_sink;
 int cli_parse(struct cli *c, const char *cmd, int argc, char **argv,
               const struct cli_opt *opts, const char **pos, int max_pos,
               int *npos);
-
-/* The option lines of opts' help ("  --limit N    the last N ..."), as
- * the hand-written usage texts lay them out; the caller frees it. NULL
- * when out of memory. */
-char *cli_opt_help(const struct cli_opt *opts);
 
 #endif
