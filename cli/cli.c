@@ -343,6 +343,20 @@ int cli_is_option(const char *a)
 int cli_bad_arg(struct cli *c, const char *cmd, const char *arg,
                 const char *flags)
 {
+    char list[1024];
+    snprintf(list, sizeof(list), "%s", flags ? flags : "");
+    const char *names[128];
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(list, " ", &save);
+         t && n < sizeof(names) / sizeof(names[0]);
+         t = strtok_r(NULL, " ", &save))
+        names[n++] = t;
+    return cli_bad_arg_names(c, cmd, arg, names, n);
+}
+
+int cli_bad_arg_names(struct cli *c, const char *cmd, const char *arg,
+                      const char *const *flags, size_t nflags)
+{
     if (!cli_is_option(arg))
         return cli_usage_error(c, "%s: unexpected argument %s", cmd, arg);
     /* the option as typed, without any =VALUE */
@@ -354,14 +368,11 @@ int cli_bad_arg(struct cli *c, const char *cmd, const char *arg,
     typed[tn] = '\0';
     /* the candidates: cmd's options, then the global ones (main takes
      * those out of argv, so they only come here as near misses) */
-    char list[1024];
-    snprintf(list, sizeof(list), "%s", flags ? flags : "");
     const char *names[128];
     size_t n = 0;
-    for (char *save = NULL, *t = strtok_r(list, " ", &save);
-         t && n < sizeof(names) / sizeof(names[0]) - 3;
-         t = strtok_r(NULL, " ", &save))
-        names[n++] = t;
+    for (size_t k = 0; k < nflags && n < sizeof(names) / sizeof(names[0]) - 3;
+         k++)
+        names[n++] = flags[k];
     size_t own = n;
     names[n++] = "--json";
     names[n++] = "--ledger";

@@ -328,6 +328,10 @@ const char *cli_closest(const char *typed, const char *const *names, size_t n);
  * cli_usage_error; returns 2. */
 int cli_bad_arg(struct cli *c, const char *cmd, const char *arg,
                 const char *flags);
+/* cli_bad_arg with cmd's options as an array (cli_parse passes its
+ * table's names). */
+int cli_bad_arg_names(struct cli *c, const char *cmd, const char *arg,
+                      const char *const *flags, size_t nflags);
 /* A subcommand cmd does not have; subs lists those it has, space-separated
  * ("list approve edit reject"): "CMD: unknown command S; did you mean
  * `forum CMD X`?" when one is near (cli_closest), else "CMD: unknown

@@ -3,6 +3,7 @@
  * stopping the daemon) and `forum ledger restore FILE` (the copy is
  * checked, deep, before anything in the data dir is replaced). */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,18 +45,23 @@ static const char restore_usage[] =
 static int parse(struct cli *c, const char *what, const char *usage, int argc,
                  char **argv, const char **file, int *replace)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(usage) - 1;
-        if (replace && !strcmp(argv[i], "--replace"))
-            *replace = 1;
-        else if (cli_is_option(argv[i]))
-            return cli_bad_arg(c, what, argv[i], replace ? "--replace" : "");
-        else if (*file)
-            return cli_usage_error(c, "%s: one FILE", what);
-        else
-            *file = argv[i];
-    }
+    const struct cli_opt opts[] = {
+        {"--replace", NULL, CLI_OPT_BOOL, replace, 0, 0, NULL, NULL,
+         "replace the ledger the data dir holds"},
+        CLI_OPT_END,
+    };
+    const char *pos[8];
+    int npos = 0;
+    int pe = cli_parse(c, what, argc, argv, replace ? opts : opts + 1, pos, 8,
+                       &npos);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(usage) - 1;
+    if (pe)
+        return pe;
+    if (npos > 1)
+        return cli_usage_error(c, "%s: one FILE", what);
+    if (npos)
+        *file = pos[0];
     if (!*file)
         return cli_usage_error(c, "%s: FILE is required", what);
     return 0;

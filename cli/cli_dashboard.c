@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 #include "ledger/proof.h"
 
 static const char help[] =
@@ -44,14 +45,14 @@ static void frag(const char *s, char *out, size_t n)
 int cli_dashboard(struct cli *c, int argc, char **argv)
 {
     int open_it = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(help);
-        if (!strcmp(argv[i], "--open"))
-            open_it = 1;
-        else
-            return cli_bad_arg(c, "dashboard", argv[i], "--open");
-    }
+    const struct cli_opt opts[] = {
+        {"--open", NULL, CLI_OPT_BOOL, &open_it, 0, 0, NULL, NULL,
+         "open it in the browser"},
+        CLI_OPT_END,
+    };
+    int ex = cli_parse(c, "dashboard", argc, argv, opts, NULL, 0, NULL);
+    if (ex)
+        return ex == CLI_PARSE_HELP ? cli_help(help) : ex;
     struct cli_daemon d;
     struct fo_err err;
     if (cli_daemon_find(c, &d, &err) != FO_OK)

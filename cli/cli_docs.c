@@ -4,10 +4,12 @@
  * and shell completions from the command table (the build installs
  * both). */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "ledger/fo_version.h"
@@ -68,6 +70,69 @@ static int help_of(struct cli *c, const struct cli_command *k, const char *sub,
     return 0;
 }
 
+/* The options of `forum NAME [SUB]` from its table (cli_opt.h), one a line
+ * ("--limit N<TAB>its help"), into out: nothing for a command that does not
+ * parse through a table (it refuses the flag as unknown, before doing anything;
+ * what it prints is thrown away). */
+static int options_of(struct cli *c, const struct cli_command *k,
+                      const char *sub, struct fo_buf *out)
+{
+    char a0[64], a1[64], a2[] = CLI_OPT_LIST_FLAG;
+    snprintf(a0, sizeof(a0), "%s", k->alias ? "ledger" : k->name);
+    snprintf(a1, sizeof(a1), "%s",
+             k->alias ? k->alias
+             : sub    ? sub
+                      : CLI_OPT_LIST_FLAG);
+    char *argv[] = {a0, a1, a2, NULL};
+    int argc = k->alias || sub ? 3 : 2;
+    fflush(stdout);
+    fflush(stderr);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int so = dup(1), se = dup(2);
+    if (null < 0 || so < 0 || se < 0 || dup2(null, 1) < 0 ||
+        dup2(null, 2) < 0) {
+        if (so >= 0)
+            dup2(so, 1), close(so);
+        if (se >= 0)
+            dup2(se, 2), close(se);
+        if (null >= 0)
+            close(null);
+        return -1;
+    }
+    struct cli sc = *c;
+    sc.json = 0;
+    cli_opt_sink = out;
+    (k->alias ? cli_ledger : k->fn)(&sc, argc, argv);
+    cli_opt_sink = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    dup2(so, 1);
+    dup2(se, 2);
+    close(so);
+    close(se);
+    close(null);
+    return 0;
+}
+
+/* The options of `forum NAME [SUB]` as flag names only, space-separated
+ * ("--limit --from"), into out (reset first). */
+static int option_names(struct cli *c, const struct cli_command *k,
+                        const char *sub, struct fo_buf *out)
+{
+    struct fo_buf o;
+    fo_buf_init(&o, FO_BUF_UNLIMITED);
+    fo_buf_reset(out);
+    int rc = options_of(c, k, sub, &o);
+    for (size_t i = 0; !rc && i < o.len;) {
+        size_t w = strcspn(o.data + i, " \t\n");
+        rc = fo_buf_printf(out, "%s%.*s", out->len ? " " : "", (int)w,
+                           o.data + i);
+        i += strcspn(o.data + i, "\n") + 1;
+    }
+    fo_buf_release(&o);
+    return rc;
+}
+
 /* text as roff lines in a no-fill block: backslashes doubled, a line
  * that starts with . or ' protected. */
 static int roff_block(struct fo_buf *b, const char *text, size_t len)
@@ -85,6 +150,41 @@ static int roff_block(struct fo_buf *b, const char *text, size_t len)
     if (!rc && !bol)
         rc = fo_buf_putc(b, '\n');
     return rc ? rc : fo_buf_puts(b, ".fi\n");
+}
+
+/* The options of `forum NAME [SUB]` from its table, as a block after its
+ * help; with head, under a heading of its own (a subcommand whose help is
+ * its command's). Nothing for a command without a table. */
+static int man_options(struct cli *c, struct fo_buf *b,
+                       const struct cli_command *k, const char *sub, int head)
+{
+    struct fo_buf o;
+    fo_buf_init(&o, FO_BUF_UNLIMITED);
+    struct fo_buf t; /* "  --limit N          its help" */
+    fo_buf_init(&t, FO_BUF_UNLIMITED);
+    int rc = options_of(c, k, sub, &o);
+    for (size_t i = 0; !rc && i < o.len;) {
+        size_t tab = strcspn(o.data + i, "\t\n");
+        size_t end = tab + strcspn(o.data + i + tab, "\n");
+        const char *h = o.data + i + tab + (o.data[i + tab] == '\t');
+        int hn = (int)(o.data + i + end - h);
+        if (tab < 19)
+            rc = fo_buf_printf(&t, "  %-19.*s%.*s\n", (int)tab, o.data + i, hn,
+                               h);
+        else
+            rc = fo_buf_printf(&t, "  %.*s\n%21s%.*s\n", (int)tab, o.data + i,
+                               "", hn, h);
+        i += end + 1;
+    }
+    if (!rc && t.len && head)
+        rc = fo_buf_printf(b, ".SS %s %s\n", k->name, sub);
+    if (!rc && t.len)
+        rc = fo_buf_puts(b, ".PP\nOptions (from its table):\n");
+    if (!rc && t.len)
+        rc = roff_block(b, t.data, t.len);
+    fo_buf_release(&t);
+    fo_buf_release(&o);
+    return rc < 0 ? -1 : rc;
 }
 
 static int man_page(struct cli *c, struct fo_buf *b)
@@ -112,6 +212,8 @@ static int man_page(struct cli *c, struct fo_buf *b)
         rc = fo_buf_printf(b, ".SS %s\n", k->name);
         if (!rc && help_of(c, k, NULL, &h) == 0 && h.len)
             rc = roff_block(b, h.data, h.len);
+        if (!rc && !k->subs)
+            rc = man_options(c, b, k, NULL, 0);
         /* the subcommands' own pages, where they have them */
         const char *s = k->subs;
         while (!rc && s && *s) {
@@ -126,6 +228,10 @@ static int man_page(struct cli *c, struct fo_buf *b)
                 rc = fo_buf_printf(b, ".SS %s %s\n", k->name, sub);
                 if (!rc)
                     rc = roff_block(b, sh.data, sh.len);
+                if (!rc)
+                    rc = man_options(c, b, k, sub, 0);
+            } else if (strcmp(k->name, "docs") != 0) {
+                rc = man_options(c, b, k, sub, 1);
             }
             fo_buf_release(&sh);
             s += w;
@@ -145,26 +251,93 @@ static int man_page(struct cli *c, struct fo_buf *b)
     return rc;
 }
 
-static int completion(const char *shell, struct fo_buf *b)
+/* The case arms that complete the options of every command (and
+ * subcommand) that parses through a table: bash `"ledger show") w="..."
+ * ;;`, zsh `"ledger show") cmds=(...) ;;`; a command with no subcommands
+ * matches with any word after it ("verify "*). */
+static int option_arms(struct cli *c, int bash, struct fo_buf *b)
+{
+    struct fo_buf names;
+    fo_buf_init(&names, FO_BUF_UNLIMITED);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < cli_n_commands; i++) {
+        const struct cli_command *k = &cli_commands[i];
+        const char *s = k->subs;
+        if (!strcmp(k->name, "docs"))
+            continue;
+        if (!s) {
+            rc = option_names(c, k, NULL, &names);
+            if (!rc && names.len)
+                rc = fo_buf_printf(b, "    \"%s \"*) %s%.*s%s ;;\n", k->name,
+                                   bash ? "w=\"" : "cmds=(", (int)names.len,
+                                   names.data, bash ? "\"" : ")");
+            continue;
+        }
+        while (!rc && *s) {
+            size_t w = strcspn(s, " ");
+            char sub[32];
+            snprintf(sub, sizeof(sub), "%.*s", (int)w, s);
+            rc = option_names(c, k, sub, &names);
+            if (!rc && names.len)
+                rc =
+                    fo_buf_printf(b, "    \"%s %s\") %s%.*s%s ;;\n", k->name,
+                                  sub, bash ? "w=\"" : "cmds=(", (int)names.len,
+                                  names.data, bash ? "\"" : ")");
+            s += w;
+            while (*s == ' ')
+                s++;
+        }
+    }
+    fo_buf_release(&names);
+    return rc;
+}
+
+static int completion(struct cli *c, const char *shell, struct fo_buf *b)
 {
     int bash = !strcmp(shell, "bash");
     int rc = bash ? fo_buf_puts(b, "# bash completion for forum (generated by "
                                    "`forum docs completion bash`)\n"
                                    "_forum() {\n"
                                    "  local cur=${COMP_WORDS[COMP_CWORD]} "
-                                   "cmd=\"\" i\n"
+                                   "cmd=\"\" sub=\"\" w=\"\" i\n"
                                    "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
                                    "    case ${COMP_WORDS[i]} in\n"
                                    "      --ledger) ((i++)) ;;\n"
                                    "      -*) ;;\n"
-                                   "      *) cmd=${COMP_WORDS[i]}; break ;;\n"
+                                   "      *) if [ -z \"$cmd\" ]; then "
+                                   "cmd=${COMP_WORDS[i]}; else "
+                                   "sub=${COMP_WORDS[i]}; break; fi ;;\n"
                                    "    esac\n"
                                    "  done\n"
-                                   "  case $cmd in\n")
+                                   "  # the options of a command's table\n"
+                                   "  case \"$cmd $sub\" in\n")
                   : fo_buf_puts(b, "#compdef forum\n"
                                    "# zsh completion for forum (generated by "
                                    "`forum docs completion zsh`)\n"
                                    "local -a cmds\n"
+                                   "if (( CURRENT > 2 )) && [[ $PREFIX == -* "
+                                   "]]; then\n"
+                                   "  # the options of a command's table\n"
+                                   "  case \"$words[2] $words[3]\" in\n");
+    if (!rc)
+        rc = option_arms(c, bash, b);
+    if (!rc)
+        rc = bash ? fo_buf_puts(b, "  esac\n"
+                                   "  if [ -n \"$w\" ] && [[ $cur == -* ]]; "
+                                   "then\n"
+                                   "    COMPREPLY=($(compgen -W \"$w --help\" "
+                                   "-- \"$cur\"))\n"
+                                   "    return\n"
+                                   "  fi\n"
+                                   "  [ -n \"$sub\" ] && cmd=\"$cmd $sub\"\n"
+                                   "  case $cmd in\n")
+                  : fo_buf_puts(b, "    *) cmds=() ;;\n"
+                                   "  esac\n"
+                                   "  if (( ${#cmds} )); then\n"
+                                   "    _describe option cmds\n"
+                                   "    return\n"
+                                   "  fi\n"
+                                   "fi\n"
                                    "if (( CURRENT == 2 )); then\n"
                                    "  cmds=(");
     if (bash) {
@@ -237,7 +410,7 @@ int cli_docs(struct cli *c, int argc, char **argv)
     fo_err_clear(&err);
     fo_buf_init(&out, FO_BUF_UNLIMITED);
     int rc = !strcmp(which, "man") ? man_page(c, &out)
-             : shell               ? completion(shell, &out)
+             : shell               ? completion(c, shell, &out)
                                    : surf_docs_markdown(which, &out, &err);
     if (rc && !err.code)
         rc = fo_err_set(&err, FO_E_NOMEM, NULL);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 #include "ledger/fo_json.h"
 #include "ledger/ledger.h"
 #include "ledger/proof.h"
@@ -85,19 +86,18 @@ int cli_ledger_export(struct cli *c, int argc, char **argv)
 {
     const char *file = NULL;
     long long from = 0, to = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a))
-            return cli_help(export_usage);
-        int seq = !strcmp(a, "--from") || !strcmp(a, "--to");
-        if (!v || (strcmp(a, "-o") && !seq))
-            return cli_bad_arg(c, "ledger export", a, "-o --from --to");
-        if (!seq)
-            file = v;
-        else if ((*(a[2] == 'f' ? &from : &to) = cli_parse_seq(v)) < 0)
-            return cli_usage_error(c, "export: %s %s: not a seq", a, v);
-        i++;
-    }
+    const struct cli_opt opts[] = {
+        {"-o", "FILE", CLI_OPT_STR, &file, 0, 0, NULL, NULL,
+         "write to FILE (default: stdout)"},
+        {"--from", "N", CLI_OPT_INT, &from, 0, INT64_MAX, NULL, "not a seq",
+         "the first seq (default 0)"},
+        {"--to", "N", CLI_OPT_INT, &to, 0, INT64_MAX, NULL, "not a seq",
+         "entries below N (default: all)"},
+        CLI_OPT_END,
+    };
+    int ex = cli_parse(c, "ledger export", argc, argv, opts, NULL, 0, NULL);
+    if (ex)
+        return ex == CLI_PARSE_HELP ? cli_help(export_usage) : ex;
     struct ledger *l = NULL;
     struct fo_err err;
     fo_err_clear(&err);
@@ -249,13 +249,10 @@ static int entry_line(const cJSON *j, long long lineno, struct pending *p,
 int cli_ledger_import(struct cli *c, int argc, char **argv)
 {
     const char *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(import_usage);
-        if (file || cli_is_option(argv[i]))
-            return cli_bad_arg(c, "ledger import", argv[i], "");
-        file = argv[i];
-    }
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    int ex = cli_parse(c, "ledger import", argc, argv, opts, &file, 1, NULL);
+    if (ex)
+        return ex == CLI_PARSE_HELP ? cli_help(import_usage) : ex;
     if (!file)
         return cli_usage_error(c, "import: FILE is required (- for stdin)");
     char db[4096];

@@ -4,6 +4,7 @@
  * the ledger here, where the process running the run (or the next daemon
  * to start) finds it. list reads the ledger and needs no daemon. */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <pwd.h>
 #include <stdio.h>
@@ -56,15 +57,14 @@ static const char help_gate[] =
 static int cmd_list(struct cli *c, int argc, char **argv)
 {
     long long run = -1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--run") && i + 1 < argc) {
-            run = cli_parse_seq(argv[++i]);
-            if (run < 0)
-                return cli_usage_error(c, "gate list: --run: a run id");
-        } else {
-            return cli_bad_arg(c, "gate list", argv[i], "--run");
-        }
-    }
+    const struct cli_opt opts[] = {
+        {"--run", "ID", CLI_OPT_INT, &run, 0, INT64_MAX, NULL, "not a run id",
+         "only this run's gates"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "gate list", argc, argv, opts, NULL, 0, NULL);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(help_gate) : pe;
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)
@@ -124,49 +124,59 @@ static int decide(struct cli *c, const char *what, int argc, char **argv)
     }
     if (!in)
         return cli_usage_error(c, "out of memory");
-    for (int i = 1; i < argc && !code; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--approver") || !strcmp(a, "--note") ||
-            (!strcmp(a, "--reason") && what[0] == 'r')) {
-            if (!v) {
-                code = cli_usage_error(c, "gate %s: %s needs a value", what, a);
-                break;
-            }
-            if (a[2] == 'a')
-                approver = v;
-            else
-                cJSON_AddStringToObject(in, a + 2, v);
-            i++;
-        } else if (!strcmp(a, "--set") && what[0] == 'e') {
-            const char *eq = v ? strchr(v, '=') : NULL;
-            if (!eq || eq == v) {
-                code = cli_usage_error(c, "gate edit: --set TASK=INSTRUCTION");
-                break;
-            }
-            if (!edits)
-                edits = cJSON_AddObjectToObject(in, "edits");
-            char id[ORCH_NAME_MAX + 1];
-            snprintf(id, sizeof(id), "%.*s", (int)(eq - v), v);
-            cJSON_DeleteItemFromObjectCaseSensitive(edits, id);
-            cJSON_AddStringToObject(edits, id, eq + 1);
-            i++;
-        } else if (cli_is_option(a)) {
-            char cmd[32];
-            snprintf(cmd, sizeof(cmd), "gate %s", what);
-            code = cli_bad_arg(c, cmd, a,
-                               what[0] == 'r'   ? "--approver --note --reason"
-                               : what[0] == 'e' ? "--approver --note --set"
-                                                : "--approver --note");
-        } else if (pos < 2) {
-            long long x = cli_parse_seq(a);
-            if (x < 0)
-                code = cli_usage_error(c, "gate %s: %s: not a %s", what, a,
-                                       pos ? "wave number" : "run id");
-            *(pos++ ? &wave : &run) = x;
-        } else {
-            code = cli_usage_error(c, "gate %s: unexpected %s", what, a);
-        }
+    const char *note = NULL, *reason = NULL, *sets[64], *pos_v[8];
+    int nsets = 0, npos = 0;
+    const struct cli_opt reason_opt = {
+        "--reason", "TEXT", CLI_OPT_STR, &reason, 0, 0, NULL, NULL, "why"};
+    const struct cli_opt set_opt = {
+        "--set", "ID=TEXT", CLI_OPT_LIST,
+        sets,    0,         (long long)(sizeof(sets) / sizeof(sets[0])),
+        &nsets,  NULL,      "the new instruction of task ID (repeat)"};
+    const struct cli_opt end = CLI_OPT_END;
+    /* every decision's options, and reject's --reason or edit's --set */
+    const struct cli_opt table[] = {
+        {"--approver", "NAME", CLI_OPT_STR, &approver, 0, 0, NULL, NULL,
+         "who decides (recorded in the entry)"},
+        {"--note", "TEXT", CLI_OPT_STR, &note, 0, 0, NULL, NULL,
+         "a note kept with the decision"},
+        what[0] == 'r'   ? reason_opt
+        : what[0] == 'e' ? set_opt
+                         : end,
+        CLI_OPT_END,
+    };
+    char cmd[32];
+    snprintf(cmd, sizeof(cmd), "gate %s", what);
+    code = cli_parse(c, cmd, argc, argv, table, pos_v, 8, &npos);
+    if (code == CLI_PARSE_HELP) {
+        cJSON_Delete(in);
+        return cli_help(help_gate);
     }
+    if (!code && note)
+        cJSON_AddStringToObject(in, "note", note);
+    if (!code && reason)
+        cJSON_AddStringToObject(in, "reason", reason);
+    for (int k = 0; !code && k < nsets; k++) {
+        const char *v = sets[k], *eq = strchr(v, '=');
+        if (!eq || eq == v) {
+            code = cli_usage_error(c, "gate edit: --set TASK=INSTRUCTION");
+            break;
+        }
+        if (!edits)
+            edits = cJSON_AddObjectToObject(in, "edits");
+        char id[ORCH_NAME_MAX + 1];
+        snprintf(id, sizeof(id), "%.*s", (int)(eq - v), v);
+        cJSON_DeleteItemFromObjectCaseSensitive(edits, id);
+        cJSON_AddStringToObject(edits, id, eq + 1);
+    }
+    for (; !code && pos < npos && pos < 2; pos++) {
+        long long x = cli_parse_seq(pos_v[pos]);
+        if (x < 0)
+            code = cli_usage_error(c, "gate %s: %s: not a %s", what, pos_v[pos],
+                                   pos ? "wave number" : "run id");
+        *(pos ? &wave : &run) = x;
+    }
+    if (!code && npos > 2)
+        code = cli_usage_error(c, "gate %s: unexpected %s", what, pos_v[2]);
     if (!code && pos < 2)
         code = cli_usage_error(c, "gate %s: RUN and WAVE are required", what);
     if (!code && what[0] == 'e' && !edits)

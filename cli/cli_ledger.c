@@ -2,6 +2,7 @@
  * chain, verify, redact, summary. Each data command maps onto one method of
  * the handler table, so --json prints exactly what HTTP and MCP serve. */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -98,29 +99,30 @@ static int read_payload(const char *arg, size_t max, struct fo_buf *out,
 static int cmd_init(struct cli *c, int argc, char **argv)
 {
     const char *origin = NULL, *conninfo = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger init [--origin NAME] [--postgres "
-                "CONNINFO]\n"
-                "Creates the ledger in the data dir (--ledger DIR); the "
-                "origin names\nits checkpoints (default forum/<ledger id>). "
-                "Safe to run twice.\n"
-                "--postgres keeps the ledger in a PostgreSQL database "
-                "instead of\nDIR/ledger.db: CONNINFO is a libpq connection "
-                "string (\"host=/run/postgresql\nport=5432 dbname=forum "
-                "user=forum\" or a postgresql:// URI), written to\n"
-                "DIR/store.json. Never put the password in it: libpq reads "
-                "PGPASSWORD\nor PGPASSFILE (~/.pgpass). Exit 3 when the "
-                "database cannot be reached.\n");
-        if (!strcmp(argv[i], "--origin") && i + 1 < argc)
-            origin = argv[++i];
-        else if (!strcmp(argv[i], "--postgres") && i + 1 < argc)
-            conninfo = argv[++i];
-        else
-            return cli_bad_arg(c, "ledger init", argv[i],
-                               "--origin --postgres");
-    }
+    const struct cli_opt opts[] = {
+        {"--origin", "NAME", CLI_OPT_STR, &origin, 0, 0, NULL, NULL,
+         "the name of its checkpoints"},
+        {"--postgres", "CONNINFO", CLI_OPT_STR, &conninfo, 0, 0, NULL, NULL,
+         "keep it in PostgreSQL (a libpq connection string)"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "ledger init", argc, argv, opts, NULL, 0, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum ledger init [--origin NAME] [--postgres "
+            "CONNINFO]\n"
+            "Creates the ledger in the data dir (--ledger DIR); the "
+            "origin names\nits checkpoints (default forum/<ledger id>). "
+            "Safe to run twice.\n"
+            "--postgres keeps the ledger in a PostgreSQL database "
+            "instead of\nDIR/ledger.db: CONNINFO is a libpq connection "
+            "string (\"host=/run/postgresql\nport=5432 dbname=forum "
+            "user=forum\" or a postgresql:// URI), written to\n"
+            "DIR/store.json. Never put the password in it: libpq reads "
+            "PGPASSWORD\nor PGPASSFILE (~/.pgpass). Exit 3 when the "
+            "database cannot be reached.\n");
+    if (pe)
+        return pe;
     struct ledger_config cfg = {.origin = origin};
     struct ledger *l = NULL;
     struct fo_err err;
@@ -387,13 +389,10 @@ static int cmd_seq(struct cli *c, int argc, char **argv, const char *method,
                    const char *usage)
 {
     const char *seq = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(usage);
-        if (seq || cli_is_option(argv[i]))
-            return cli_bad_arg(c, cmd_name(argv[0]), argv[i], "");
-        seq = argv[i];
-    }
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    int pe = cli_parse(c, cmd_name(argv[0]), argc, argv, opts, &seq, 1, NULL);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(usage) : pe;
     long long s = cli_parse_seq(seq);
     if (s < 0)
         return cli_usage_error(
@@ -544,25 +543,23 @@ static void print_entries_table(struct ledger *l, const cJSON *entries)
 static int cmd_show(struct cli *c, int argc, char **argv)
 {
     long long limit = 20;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger show [--limit N]\n"
-                "The last N entries (default 20, at most 1000): seq, local "
-                "time, actor,\nkind, parent and a preview of the body "
-                "(--json: the entries as served).\n"
-                "example:\n  forum ledger show --limit 50\n");
-        if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
-            limit = cli_parse_seq(argv[++i]);
-            if (limit < 1 || limit > 1000)
-                return cli_usage_error(c, "show: --limit %s: 1 to 1000",
-                                       argv[i]);
-        } else {
-            return cli_bad_arg(c, "ledger show", argv[i], "--limit");
-        }
-    }
+    const struct cli_opt opts[] = {
+        {"--limit", "N", CLI_OPT_INT, &limit, 1, 1000, NULL, NULL,
+         "the last N entries (default 20)"},
+        CLI_OPT_END,
+    };
+    int ex = cli_parse(c, "ledger show", argc, argv, opts, NULL, 0, NULL);
+    if (ex == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum ledger show [--limit N]\n"
+            "The last N entries (default 20, at most 1000): seq, local "
+            "time, actor,\nkind, parent and a preview of the body "
+            "(--json: the entries as served).\n"
+            "example:\n  forum ledger show --limit 50\n");
+    if (ex)
+        return ex;
     struct ledger *l = NULL;
-    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)
         return ex;
     int64_t count = 0;
@@ -592,31 +589,29 @@ static int cmd_show(struct cli *c, int argc, char **argv)
 static int cmd_replay(struct cli *c, int argc, char **argv)
 {
     long long seq = -1, from = -1, limit = -1;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help("usage: forum ledger replay SEQ [--from N] "
-                            "[--limit N]\n"
-                            "The ledger as it stood at SEQ: entries 0..SEQ, in "
-                            "pages of at most 1000.\n");
-        if (!strcmp(argv[i], "--from") && i + 1 < argc) {
-            if ((from = cli_parse_seq(argv[++i])) < 0)
-                return cli_usage_error(c, "replay: --from %s: not a seq",
-                                       argv[i]);
-        } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
-            limit = cli_parse_seq(argv[++i]);
-            if (limit < 1 || limit > 1000)
-                return cli_usage_error(c, "replay: --limit %s: 1 to 1000",
-                                       argv[i]);
-        } else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0) {
-            continue;
-        } else {
-            return cli_bad_arg(c, "ledger replay", argv[i], "--from --limit");
-        }
-    }
+    const struct cli_opt opts[] = {
+        {"--from", "N", CLI_OPT_INT, &from, 0, INT64_MAX, NULL, "not a seq",
+         "the first entry of the page"},
+        {"--limit", "N", CLI_OPT_INT, &limit, 1, 1000, NULL, NULL,
+         "entries in the page"},
+        CLI_OPT_END,
+    };
+    const char *pos[1];
+    int npos = 0;
+    int ex = cli_parse(c, "ledger replay", argc, argv, opts, pos, 1, &npos);
+    if (ex == CLI_PARSE_HELP)
+        return cli_help("usage: forum ledger replay SEQ [--from N] "
+                        "[--limit N]\n"
+                        "The ledger as it stood at SEQ: entries 0..SEQ, in "
+                        "pages of at most 1000.\n");
+    if (ex)
+        return ex;
+    if (npos && (seq = cli_parse_seq(pos[0])) < 0)
+        return cli_bad_arg(c, "ledger replay", pos[0], NULL);
     if (seq < 0)
         return cli_usage_error(c, "replay: %s", "a SEQ is needed");
     struct ledger *l = NULL;
-    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)
         return ex;
     cJSON *in = cJSON_CreateObject(), *out = NULL;
@@ -652,42 +647,43 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
     int deep = 0;
     const char *cp_file = NULL, *vkey = NULL; /* --checkpoint (cli_proof.c) */
     const char *witness[64];                  /* --witness (cli_tiles.c) */
-    int nw = 0, min = -1;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger verify [--deep] [--checkpoint NOTE "
-                "--vkey KEY\n"
-                "                           [--witness WKEY ... "
-                "[--min-witnesses K]]]\n"
-                "With --checkpoint: also checks the signed checkpoint NOTE "
-                "with KEY\n(the key text or @FILE) and that the log's root "
-                "at its size matches\n(reasons: docs/LEDGER.md). "
-                "--witness names a witness (its verifier\nkey, text or "
-                "@FILE); at least K of them (default: all) must have\n"
-                "cosigned NOTE, else exit 1 with reason witnesses.\n"
-                "Walks the whole ledger: seq continuity, prev links, entry\n"
-                "hashes, parents, timestamps and the Merkle tree; --deep "
-                "also\nre-hashes every stored body. Exit 0 when it "
-                "verifies, 1 when\nit does not (the output says where it "
-                "breaks), 3 on I/O errors.\n");
-        if (!strcmp(argv[i], "--deep"))
-            deep = 1;
-        else if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc)
-            cp_file = argv[++i];
-        else if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
-            vkey = argv[++i];
-        else if (!strcmp(argv[i], "--witness") && i + 1 < argc &&
-                 nw < (int)(sizeof(witness) / sizeof(witness[0])))
-            witness[nw++] = argv[++i];
-        else if (!strcmp(argv[i], "--min-witnesses") && i + 1 < argc &&
-                 (min = (int)cli_parse_seq(argv[++i])) >= 0)
-            continue;
-        else
-            return cli_bad_arg(c, "ledger verify", argv[i],
-                               "--deep --checkpoint --vkey --witness "
-                               "--min-witnesses");
-    }
+    int nw = 0;
+    long long min_w = -1;
+    const struct cli_opt opts[] = {
+        {"--deep", NULL, CLI_OPT_BOOL, &deep, 0, 0, NULL, NULL,
+         "also re-hash every stored body"},
+        {"--checkpoint", "NOTE", CLI_OPT_STR, &cp_file, 0, 0, NULL, NULL,
+         "also check the signed checkpoint NOTE"},
+        {"--vkey", "KEY", CLI_OPT_STR, &vkey, 0, 0, NULL, NULL,
+         "NOTE's verifier key (text or @FILE)"},
+        {"--witness", "WKEY", CLI_OPT_LIST, witness, 0,
+         (long long)(sizeof(witness) / sizeof(witness[0])), &nw, NULL,
+         "a witness that must have cosigned NOTE (repeat)"},
+        {"--min-witnesses", "K", CLI_OPT_INT, &min_w, 0, 64, NULL, NULL,
+         "at least K of them (default: all)"},
+        CLI_OPT_END,
+    };
+    int ex = cli_parse(c, "ledger verify", argc, argv, opts, NULL, 0, NULL);
+    if (ex == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum ledger verify [--deep] [--checkpoint NOTE "
+            "--vkey KEY\n"
+            "                           [--witness WKEY ... "
+            "[--min-witnesses K]]]\n"
+            "With --checkpoint: also checks the signed checkpoint NOTE "
+            "with KEY\n(the key text or @FILE) and that the log's root "
+            "at its size matches\n(reasons: docs/LEDGER.md). "
+            "--witness names a witness (its verifier\nkey, text or "
+            "@FILE); at least K of them (default: all) must have\n"
+            "cosigned NOTE, else exit 1 with reason witnesses.\n"
+            "Walks the whole ledger: seq continuity, prev links, entry\n"
+            "hashes, parents, timestamps and the Merkle tree; --deep "
+            "also\nre-hashes every stored body. Exit 0 when it "
+            "verifies, 1 when\nit does not (the output says where it "
+            "breaks), 3 on I/O errors.\n");
+    if (ex)
+        return ex;
+    int min = (int)min_w;
     if ((nw || min >= 0) && !cp_file)
         return cli_usage_error(c, "verify: --witness needs --checkpoint");
     if (min > nw || (min >= 0 && nw == 0))
@@ -698,15 +694,14 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
             return cli_usage_error(c, "verify: %s",
                                    "--checkpoint and --vkey go together");
         if (nw) { /* witnesses first: cli_tiles.c */
-            int ex =
-                cli_witness_check(c, cp_file, witness, nw, min < 0 ? nw : min);
+            ex = cli_witness_check(c, cp_file, witness, nw, min < 0 ? nw : min);
             if (ex)
                 return ex;
         }
         return cli_verify_checkpoint(c, deep, cp_file, vkey);
     }
     struct ledger *l = NULL;
-    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)
         return ex;
     struct ledger_verify_result res;
@@ -745,20 +740,22 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
 static int cmd_redact(struct cli *c, int argc, char **argv)
 {
     long long seq = -1;
-    const char *reason = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help("usage: forum ledger redact SEQ --reason R\n"
-                            "Deletes every stored copy of the entry's body; the"
-                            " chain and every\ncheckpoint still verify. "
-                            "Witnessed as a `redaction` entry.\n");
-        if (!strcmp(argv[i], "--reason") && i + 1 < argc)
-            reason = argv[++i];
-        else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0)
-            continue;
-        else
-            return cli_bad_arg(c, "ledger redact", argv[i], "--reason");
-    }
+    const char *reason = NULL, *pos = NULL;
+    const struct cli_opt opts[] = {
+        {"--reason", "R", CLI_OPT_STR, &reason, 0, 0, NULL, NULL,
+         "why (kept in the redaction entry)"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "ledger redact", argc, argv, opts, &pos, 1, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help("usage: forum ledger redact SEQ --reason R\n"
+                        "Deletes every stored copy of the entry's body; the"
+                        " chain and every\ncheckpoint still verify. "
+                        "Witnessed as a `redaction` entry.\n");
+    if (pe)
+        return pe;
+    if (pos && (seq = cli_parse_seq(pos)) < 0)
+        return cli_bad_arg(c, "ledger redact", pos, NULL);
     if (seq < 0 || !reason)
         return cli_usage_error(c, "redact: %s",
                                "SEQ and --reason are required");
@@ -789,11 +786,10 @@ static int cmd_redact(struct cli *c, int argc, char **argv)
 static int cmd_noarg(struct cli *c, int argc, char **argv, const char *method,
                      const char *usage)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(usage);
-        return cli_bad_arg(c, cmd_name(argv[0]), argv[i], "");
-    }
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    int pe = cli_parse(c, cmd_name(argv[0]), argc, argv, opts, NULL, 0, NULL);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(usage) : pe;
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)

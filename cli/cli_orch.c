@@ -2,6 +2,7 @@
  * `forum run-plan` and `forum bench A B`. route and run-plan go through the
  * handler table, so --json prints exactly what HTTP and MCP serve. */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -44,14 +45,14 @@ static const char roster_usage[] =
 int cli_roster(struct cli *c, int argc, char **argv)
 {
     struct orch_config cfg = {0};
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(roster_usage);
-        if (!strcmp(argv[i], "--roster") && i + 1 < argc)
-            cfg.roster_path = argv[++i];
-        else
-            return cli_bad_arg(c, "roster", argv[i], "--roster");
-    }
+    const struct cli_opt opts[] = {
+        {"--roster", "FILE", CLI_OPT_STR, &cfg.roster_path, 0, 0, NULL, NULL,
+         "the roster FILE (JSON), not the default one"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "roster", argc, argv, opts, NULL, 0, NULL);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(roster_usage) : pe;
     struct orch *o = NULL;
     int code = make_orch(c, &cfg, &o);
     if (code)

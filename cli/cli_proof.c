@@ -3,6 +3,7 @@
  * commands map onto the table's methods, so --json prints what HTTP and MCP
  * serve; verify-bundle needs no ledger at all. */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -66,16 +67,6 @@ int cli_read_vkey(const char *arg, struct fo_buf *out, struct fo_err *err)
     return rc;
 }
 
-/* Parses "--size N"-style values: a non-negative integer. */
-static int parse_num(struct cli *c, const char *opt, const char *v,
-                     long long *out)
-{
-    *out = cli_parse_seq(v);
-    if (*out < 0)
-        return cli_usage_error(c, "%s: a non-negative integer is needed", opt);
-    return 0;
-}
-
 static void print_path(const cJSON *path)
 {
     const cJSON *h;
@@ -117,29 +108,28 @@ int cli_ledger_checkpoint(struct cli *c, int argc, char **argv)
 {
     int sign = 0;
     long long size = -1;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger checkpoint [--sign] [--size N]\n"
-                "Without --sign: the latest signed checkpoint (one is signed "
-                "first when\nnone exists yet), or with --size N the live "
-                "tree root at size N,\nunsigned. With --sign: signs a C2SP "
-                "checkpoint at size N (default: the\ncurrent size) with the "
-                "ledger key, stores it and prints it. Signing a\nsize twice "
-                "gives the stored checkpoint. The key is made on first use\n"
-                "(DIR/checkpoint.key, DIR/checkpoint.vkey).\n"
-                "--json prints {\"checkpoint\", \"size\", \"root\", "
-                "\"note\"}.\n");
-        if (!strcmp(argv[i], "--sign"))
-            sign = 1;
-        else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
-            int ex = parse_num(c, "--size", argv[++i], &size);
-            if (ex)
-                return ex;
-        } else
-            return cli_bad_arg(c, "ledger checkpoint", argv[i],
-                               "--sign --size");
-    }
+    const struct cli_opt opts[] = {
+        {"--sign", NULL, CLI_OPT_BOOL, &sign, 0, 0, NULL, NULL,
+         "sign a checkpoint (the key is made on first use)"},
+        {"--size", "N", CLI_OPT_INT, &size, 0, INT64_MAX, NULL,
+         "a non-negative integer is needed", "at tree size N"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "ledger checkpoint", argc, argv, opts, NULL, 0, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum ledger checkpoint [--sign] [--size N]\n"
+            "Without --sign: the latest signed checkpoint (one is signed "
+            "first when\nnone exists yet), or with --size N the live "
+            "tree root at size N,\nunsigned. With --sign: signs a C2SP "
+            "checkpoint at size N (default: the\ncurrent size) with the "
+            "ledger key, stores it and prints it. Signing a\nsize twice "
+            "gives the stored checkpoint. The key is made on first use\n"
+            "(DIR/checkpoint.key, DIR/checkpoint.vkey).\n"
+            "--json prints {\"checkpoint\", \"size\", \"root\", "
+            "\"note\"}.\n");
+    if (pe)
+        return pe;
     struct ledger *l = NULL;
     int ex = cli_open(c, sign || size < 0 ? 0 : LEDGER_OPEN_READONLY, &l);
     if (ex)
@@ -172,24 +162,23 @@ int cli_ledger_checkpoint(struct cli *c, int argc, char **argv)
 int cli_ledger_prove(struct cli *c, int argc, char **argv)
 {
     long long seq = -1, size = -1;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger prove SEQ [--size N]\n"
-                "The RFC 6962 inclusion proof of entry SEQ in the "
-                "tree of size N\n(default: the current size). "
-                "--json prints {\"index\", \"size\",\n\"leaf_hash\", "
-                "\"root\", \"path\"}.\n");
-        if (!strcmp(argv[i], "--size") && i + 1 < argc) {
-            int ex = parse_num(c, "--size", argv[++i], &size);
-            if (ex)
-                return ex;
-        } else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0) {
-            continue;
-        } else {
-            return cli_bad_arg(c, "ledger prove", argv[i], "--size");
-        }
-    }
+    const char *pos = NULL;
+    const struct cli_opt opts[] = {
+        {"--size", "N", CLI_OPT_INT, &size, 0, INT64_MAX, NULL,
+         "a non-negative integer is needed", "in the tree of size N"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "ledger prove", argc, argv, opts, &pos, 1, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help("usage: forum ledger prove SEQ [--size N]\n"
+                        "The RFC 6962 inclusion proof of entry SEQ in the "
+                        "tree of size N\n(default: the current size). "
+                        "--json prints {\"index\", \"size\",\n\"leaf_hash\", "
+                        "\"root\", \"path\"}.\n");
+    if (pe)
+        return pe;
+    if (pos && (seq = cli_parse_seq(pos)) < 0)
+        return cli_bad_arg(c, "ledger prove", pos, NULL);
     if (seq < 0)
         return cli_usage_error(c, "prove: a SEQ (a non-negative integer) is "
                                   "needed");
@@ -266,17 +255,17 @@ int cli_ledger_consistency(struct cli *c, int argc, char **argv)
 
 int cli_ledger_key(struct cli *c, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger key\n"
-                "Prints the verifier key of the ledger's checkpoints "
-                "(<name>+<hex id>+<base64>),\nas Go's "
-                "golang.org/x/mod/sumdb/note reads it; the key pair "
-                "is made on\nfirst use. --json prints {\"vkey\", "
-                "\"name\"}.\n");
-        return cli_bad_arg(c, "ledger key", argv[i], "");
-    }
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    int pe = cli_parse(c, "ledger key", argc, argv, opts, NULL, 0, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help("usage: forum ledger key\n"
+                        "Prints the verifier key of the ledger's checkpoints "
+                        "(<name>+<hex id>+<base64>),\nas Go's "
+                        "golang.org/x/mod/sumdb/note reads it; the key pair "
+                        "is made on\nfirst use. --json prints {\"vkey\", "
+                        "\"name\"}.\n");
+    if (pe)
+        return pe;
     struct ledger *l = NULL;
     int ex = cli_open(c, 0, &l);
     if (ex)
@@ -307,23 +296,26 @@ int cli_ledger_bundle(struct cli *c, int argc, char **argv)
 {
     long long seq = -1;
     const char *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger bundle SEQ [-o FILE]\n"
-                "Writes one JSON object proving entry SEQ on its own: "
-                "{\"entry\", \"body\"\n(null when redacted), \"checkpoint\" "
-                "(a signed note), \"proof\" (inclusion\nat the checkpoint's "
-                "size), \"vkey\" (informational)}. Signs a fresh\n"
-                "checkpoint when none covers SEQ. Check it anywhere with\n"
-                "`forum verify-bundle FILE --vkey KEY`.\n");
-        if (!strcmp(argv[i], "-o") && i + 1 < argc)
-            file = argv[++i];
-        else if (seq < 0 && (seq = cli_parse_seq(argv[i])) >= 0)
-            continue;
-        else
-            return cli_bad_arg(c, "ledger bundle", argv[i], "-o");
-    }
+    const char *pos = NULL;
+    const struct cli_opt opts[] = {
+        {"-o", "FILE", CLI_OPT_STR, &file, 0, 0, NULL, NULL,
+         "write it to FILE, not stdout"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "ledger bundle", argc, argv, opts, &pos, 1, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum ledger bundle SEQ [-o FILE]\n"
+            "Writes one JSON object proving entry SEQ on its own: "
+            "{\"entry\", \"body\"\n(null when redacted), \"checkpoint\" "
+            "(a signed note), \"proof\" (inclusion\nat the checkpoint's "
+            "size), \"vkey\" (informational)}. Signs a fresh\n"
+            "checkpoint when none covers SEQ. Check it anywhere with\n"
+            "`forum verify-bundle FILE --vkey KEY`.\n");
+    if (pe)
+        return pe;
+    if (pos && (seq = cli_parse_seq(pos)) < 0)
+        return cli_bad_arg(c, "ledger bundle", pos, NULL);
     if (seq < 0)
         return cli_usage_error(c, "bundle: a SEQ (a non-negative integer) is "
                                   "needed");

@@ -3,6 +3,7 @@
  * belongs to the process that runs it); get and wait call run_get here, on
  * the ledger, since it answers in any process. */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -391,38 +392,27 @@ static int parse_id_args(struct cli *c, const char *cmd, const char *help,
                          int argc, char **argv, long long *id,
                          long long *timeout)
 {
-    int have = 0;
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i]))
-            return cli_help(help) - 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (timeout && !strcmp(a, "--timeout")) {
-            long long s = i + 1 < argc ? cli_parse_seq(argv[i + 1]) : -1;
-            if (s < 0 || s > RUN_WAIT_MAX_S)
-                return cli_usage_error(c,
-                                       "run %s: --timeout: seconds in "
-                                       "0..%d",
-                                       cmd, RUN_WAIT_MAX_S);
-            *timeout = s;
-            i++;
-        } else if (cli_is_option(a)) {
-            char name[32];
-            snprintf(name, sizeof(name), "run %s", cmd);
-            return cli_bad_arg(c, name, a, timeout ? "--timeout" : "");
-        } else if (have) {
-            return cli_usage_error(c, "run %s: one ID only (got %s too)", cmd,
-                                   a);
-        } else {
-            int ex = parse_id(c, cmd, a, id);
-            if (ex)
-                return ex;
-            have = 1;
-        }
-    }
-    if (!have)
+    const struct cli_opt opts[] = {
+        {"--timeout", "S", CLI_OPT_INT, timeout, 0, RUN_WAIT_MAX_S, NULL, NULL,
+         "give up after S seconds (exit 3)"},
+        CLI_OPT_END,
+    };
+    char name[32];
+    snprintf(name, sizeof(name), "run %s", cmd);
+    const char *pos[8];
+    int npos = 0;
+    int ex = cli_parse(c, name, argc, argv, timeout ? opts : opts + 1, pos, 8,
+                       &npos);
+    if (ex == CLI_PARSE_HELP)
+        return cli_help(help) - 1;
+    if (ex)
+        return ex;
+    if (npos > 1)
+        return cli_usage_error(c, "run %s: one ID only (got %s too)", cmd,
+                               pos[1]);
+    if (!npos)
         return cli_usage_error(c, "run %s: no ID", cmd);
-    return 0;
+    return parse_id(c, cmd, pos[0], id);
 }
 
 /* A method of the handler table on {"run": id}, in this process: run_get
@@ -626,35 +616,33 @@ static int cmd_wait(struct cli *c, int argc, char **argv)
  * people, the method's object with --json. */
 static int cmd_list(struct cli *c, int argc, char **argv)
 {
+    const char *state = NULL;
+    long long limit = -1, before = -1;
+    const struct cli_opt opts[] = {
+        {"--state", "S", CLI_OPT_STR, &state, 0, 0, NULL, NULL,
+         "only the runs in state S"},
+        {"--limit", "N", CLI_OPT_INT, &limit, 0, INT64_MAX, NULL,
+         "not a number", "at most N runs"},
+        {"--before", "ID", CLI_OPT_INT, &before, 0, INT64_MAX, NULL,
+         "not a number", "the runs before run ID"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "run list", argc, argv, opts, NULL, 0, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum run list [--state S] [--limit N] [--before ID] "
+            "[--json]\n"
+            "The runs of the ledger, newest first (run_list, GET /runs):\n"
+            "id, state, when it started, entries, the request.\n"
+            "example:\n  forum run list --state waiting\n");
+    if (pe)
+        return pe;
     cJSON *in = cJSON_CreateObject();
-    if (!in)
+    if (!in || (state && !cJSON_AddStringToObject(in, "state", state)) ||
+        (limit >= 0 && !fo_json_add_int(in, "limit", limit)) ||
+        (before >= 0 && !fo_json_add_int(in, "before", before))) {
+        cJSON_Delete(in);
         return 3;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
-            cJSON_Delete(in);
-            return cli_help(
-                "usage: forum run list [--state S] [--limit N] [--before ID] "
-                "[--json]\n"
-                "The runs of the ledger, newest first (run_list, GET /runs):\n"
-                "id, state, when it started, entries, the request.\n"
-                "example:\n  forum run list --state waiting\n");
-        }
-        long long n = v ? cli_parse_seq(v) : -1;
-        int num = !strcmp(a, "--limit") || !strcmp(a, "--before");
-        if (!v || (!num && strcmp(a, "--state"))) {
-            cJSON_Delete(in);
-            return cli_bad_arg(c, "run list", a, "--state --limit --before");
-        }
-        if (num && n < 0) {
-            cJSON_Delete(in);
-            return cli_usage_error(c, "run list: %s %s: not a number", a, v);
-        }
-        if (num)
-            fo_json_add_int(in, a + 2, n);
-        else
-            cJSON_AddStringToObject(in, "state", v);
-        i++;
     }
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
@@ -697,18 +685,20 @@ static int cmd_list(struct cli *c, int argc, char **argv)
 static int cmd_show(struct cli *c, int argc, char **argv)
 {
     long long id = -1;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help("usage: forum run show ID [--json]\n"
-                            "The whole run (run_show, GET /runs/{id}/show): "
-                            "its route, plan, every task with its result "
-                            "and verdict, gates, budget and answer.\n"
-                            "example:\n  forum run show 12\n");
-        if (cli_is_option(argv[i]))
-            return cli_bad_arg(c, "run show", argv[i], "");
-        if (id >= 0 || (id = cli_parse_seq(argv[i])) < 0)
-            return cli_usage_error(c, "run show: one run ID");
-    }
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    const char *pos[8];
+    int npos = 0;
+    int pe = cli_parse(c, "run show", argc, argv, opts, pos, 8, &npos);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help("usage: forum run show ID [--json]\n"
+                        "The whole run (run_show, GET /runs/{id}/show): "
+                        "its route, plan, every task with its result "
+                        "and verdict, gates, budget and answer.\n"
+                        "example:\n  forum run show 12\n");
+    if (pe)
+        return pe;
+    if (npos > 1 || (npos && (id = cli_parse_seq(pos[0])) < 0))
+        return cli_usage_error(c, "run show: one run ID");
     if (id < 0)
         return cli_usage_error(c, "run show: a run ID");
     struct ledger *l = NULL;

@@ -2,6 +2,7 @@
  * `forum context preflight`: sessions read and written on the ledger in
  * this process (like `ledger append`, no daemon needed). */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -91,51 +92,49 @@ int cli_session(struct cli *c, int argc, char **argv)
         k++;
     if (k == 5)
         return cli_bad_sub(c, "session", sub, "list show fork remember forget");
-    /* options: fork's --at and --into, no others (remember's VALUE is
-     * free text) */
-    int is_fork = k == 2, last = k == 3 ? 4 : argc;
-    for (int i = 2; i < last && i < argc; i++) {
-        if (!cli_is_option(argv[i]))
-            continue;
-        if (is_fork && i + 1 < argc &&
-            (!strcmp(argv[i], "--at") || !strcmp(argv[i], "--into"))) {
-            i++;
-            continue;
-        }
-        char name[32];
-        snprintf(name, sizeof(name), "session %s", sub);
-        return cli_bad_arg(c, name, argv[i], is_fork ? "--at --into" : "");
-    }
+    /* options: fork's --at and --into, no others; remember's VALUE is free
+     * text, so the parse stops before it */
+    long long at = -1;
+    const char *into = NULL, *pos[8];
+    int npos = 0;
+    const struct cli_opt fork_opts[] = {
+        {"--at", "RUN", CLI_OPT_INT, &at, 0, INT64_MAX, NULL, "not a run",
+         "the turn the new session starts from"},
+        {"--into", "NEW", CLI_OPT_STR, &into, 0, 0, NULL, NULL,
+         "the new session's name"},
+        CLI_OPT_END,
+    };
+    char name[32];
+    snprintf(name, sizeof(name), "session %s", sub);
+    int parsed = k == 3 && argc > 4 ? 3 : argc - 1;
+    int ex = cli_parse(c, name, parsed, argv + 1,
+                       k == 2 ? fork_opts : fork_opts + 2, pos, 8, &npos);
+    if (ex)
+        return ex == CLI_PARSE_HELP ? cli_help(session_usage) : ex;
+    for (int i = parsed + 1; i < argc && npos < 8; i++)
+        pos[npos++] = argv[i];
     cJSON *in = cJSON_CreateObject();
     if (!in)
         return 3;
-    if (!strcmp(sub, "list") && argc == 2)
+    if (k == 0 && npos == 0)
         return run_method(c, "session_list", in, 0);
-    if (argc < 3) {
+    if (npos < 1) {
         cJSON_Delete(in);
         return cli_usage_error(c, "session %s: SESSION is required", sub);
     }
-    cJSON_AddStringToObject(in, "session", argv[2]);
-    if (!strcmp(sub, "show") && argc == 3)
+    cJSON_AddStringToObject(in, "session", pos[0]);
+    if (k == 1 && npos == 1)
         return run_method(c, "session_show", in, 0);
-    if (!strcmp(sub, "remember") && argc == 5) {
-        cJSON_AddStringToObject(in, "key", argv[3]);
-        cJSON_AddStringToObject(in, "value", argv[4]);
+    if (k == 3 && npos == 3 && argc == 5) {
+        cJSON_AddStringToObject(in, "key", pos[1]);
+        cJSON_AddStringToObject(in, "value", pos[2]);
         return run_method(c, "session_remember", in, 1);
     }
-    if (!strcmp(sub, "forget") && argc == 4) {
-        cJSON_AddStringToObject(in, "key", argv[3]);
+    if (k == 4 && npos == 2) {
+        cJSON_AddStringToObject(in, "key", pos[1]);
         return run_method(c, "session_forget", in, 1);
     }
-    if (!strcmp(sub, "fork") && argc == 7) {
-        long long at = -1;
-        const char *into = NULL;
-        for (int i = 3; i + 1 < argc; i += 2) {
-            if (!strcmp(argv[i], "--at"))
-                at = cli_parse_seq(argv[i + 1]);
-            else if (!strcmp(argv[i], "--into"))
-                into = argv[i + 1];
-        }
+    if (k == 2 && npos == 1) {
         if (at < 0 || !into) {
             cJSON_Delete(in);
             return cli_usage_error(c, "session fork: --at RUN --into NEW");

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 #include "ledger/fo_json.h"
 
 #define PREVIEW 60
@@ -193,41 +194,37 @@ int cli_ledger_tail(struct cli *c, int argc, char **argv)
     t->run = -1;
     for (size_t i = 0; i < RUNS; i++)
         t->runs[i].seq = -1;
-    long long n = 10;
+    long long n = 10, run = -1;
     int follow = 0, ex = 0;
-    for (int i = 1; i < argc && !ex; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
-            free(t);
-            return cli_help(tail_help);
-        }
-        if (!strcmp(a, "-f") || !strcmp(a, "--follow")) {
-            follow = 1;
-        } else if (!strcmp(a, "-n") && i + 1 < argc) {
-            n = cli_parse_seq(argv[++i]);
-            if (n < 0 || n > 10000)
-                ex = cli_usage_error(c, "tail: -n %s: 0 to 10000", argv[i]);
-        } else if (!strcmp(a, "--kind") && i + 1 < argc) {
-            struct fo_err err;
-            if (t->nkinds == 16)
-                ex = cli_usage_error(c, "tail: at most 16 --kind");
-            else if (ledger_check_kind(argv[i + 1], &err) != FO_OK)
-                ex = cli_usage_error(c, "tail: --kind %s: %s", argv[i + 1],
-                                     err.msg);
-            else
-                t->kinds[t->nkinds++] = argv[++i];
-        } else if (!strcmp(a, "--run") && i + 1 < argc) {
-            if ((t->run = cli_parse_seq(argv[++i])) < 0)
-                ex = cli_usage_error(c, "tail: --run %s: not a seq", argv[i]);
-        } else {
-            ex =
-                cli_bad_arg(c, "ledger tail", a, "-n -f --follow --kind --run");
-        }
+    const struct cli_opt opts[] = {
+        {"-n", "N", CLI_OPT_INT, &n, 0, 10000, NULL, NULL,
+         "how many to show first (0: only new ones)"},
+        {"-f", NULL, CLI_OPT_BOOL, &follow, 0, 0, NULL, NULL, "follow"},
+        {"--follow", NULL, CLI_OPT_BOOL, &follow, 0, 0, NULL, NULL,
+         "the same as -f"},
+        {"--kind", "K", CLI_OPT_LIST, t->kinds, 0,
+         (long long)(sizeof(t->kinds) / sizeof(t->kinds[0])), &t->nkinds, NULL,
+         "only entries of kind K (repeat)"},
+        {"--run", "RUN", CLI_OPT_INT, &run, 0, INT64_MAX, NULL, "not a seq",
+         "only the entries of run RUN"},
+        CLI_OPT_END,
+    };
+    ex = cli_parse(c, "ledger tail", argc, argv, opts, NULL, 0, NULL);
+    for (int k = 0; !ex && k < t->nkinds; k++) {
+        struct fo_err err;
+        if (ledger_check_kind(t->kinds[k], &err) != FO_OK)
+            ex = cli_usage_error(c, "ledger tail: --kind %s: %s", t->kinds[k],
+                                 err.msg);
+    }
+    if (ex == CLI_PARSE_HELP) {
+        free(t);
+        return cli_help(tail_help);
     }
     if (ex) {
         free(t);
         return ex;
     }
+    t->run = run;
     ex = cli_open(c, LEDGER_OPEN_READONLY, &t->l);
     if (ex) {
         free(t);

@@ -5,6 +5,7 @@
  * and name witnesses; `ledger verify --checkpoint --witness` counts them.
  * docs/LEDGER.md, "Static tiles" and "Witnesses". */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -35,29 +36,31 @@
 int cli_ledger_tiles(struct cli *c, int argc, char **argv)
 {
     const char *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger tiles --out DIR\n"
-                "Writes the log as C2SP tlog-tiles under DIR, for any static "
-                "web server\nor CDN to serve: tile/<L>/<N> (256 Merkle "
-                "hashes to a full tile),\npartial tiles tile/<L>/<N>.p/<W>, "
-                "entry bundles tile/entries/<N>, and\nDIR/checkpoint (a "
-                "checkpoint signed now at the current size, with\nits "
-                "witness cosignatures). Incremental: full tiles never change "
-                "and\nare written once; a re-run writes only new tiles and "
-                "the checkpoint.\nA DIR holding another log's tiles is "
-                "refused.\n"
-                "e.g. forum ledger tiles --out /var/www/log && \\\n"
-                "     forum verify --tiles /var/www/log --vkey "
-                "@DIR/checkpoint.vkey\n"
-                "--json prints {\"out\", \"size\", \"root\", \"written\", "
-                "\"kept\"}.\n");
-        if (!strcmp(argv[i], "--out") && i + 1 < argc)
-            out = argv[++i];
-        else
-            return cli_bad_arg(c, "ledger tiles", argv[i], "--out");
-    }
+    const struct cli_opt opts[] = {
+        {"--out", "DIR", CLI_OPT_STR, &out, 0, 0, NULL, NULL,
+         "write the tiles and the checkpoint under DIR"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "ledger tiles", argc, argv, opts, NULL, 0, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum ledger tiles --out DIR\n"
+            "Writes the log as C2SP tlog-tiles under DIR, for any static "
+            "web server\nor CDN to serve: tile/<L>/<N> (256 Merkle "
+            "hashes to a full tile),\npartial tiles tile/<L>/<N>.p/<W>, "
+            "entry bundles tile/entries/<N>, and\nDIR/checkpoint (a "
+            "checkpoint signed now at the current size, with\nits "
+            "witness cosignatures). Incremental: full tiles never change "
+            "and\nare written once; a re-run writes only new tiles and "
+            "the checkpoint.\nA DIR holding another log's tiles is "
+            "refused.\n"
+            "e.g. forum ledger tiles --out /var/www/log && \\\n"
+            "     forum verify --tiles /var/www/log --vkey "
+            "@DIR/checkpoint.vkey\n"
+            "--json prints {\"out\", \"size\", \"root\", \"written\", "
+            "\"kept\"}.\n");
+    if (pe)
+        return pe;
     if (!out || !*out)
         return cli_usage_error(c, "tiles: --out DIR is required");
     struct ledger *l = NULL;

@@ -2177,6 +2177,108 @@ Test(cli, did_you_mean_for_options)
     tu_rmrf(dir);
 }
 
+/* The option parser (cli/cli_opt.c) of the commands that declare their
+ * options in a table: a mistyped flag is matched against the table's names,
+ * a missing value, a value out of range, one --x=v, a value for a switch,
+ * too many of a repeatable flag and one positional too many are usage
+ * errors (exit 2, nothing opened); --help wins wherever it is; repeated
+ * flags all count; the hidden flag `forum docs` lists a table with is an
+ * unknown option on the command line. The completions list the tables'
+ * flags. */
+Test(cli, option_table_parser)
+{
+    static const struct {
+        const char *argv[8];
+        const char *says;
+    } cases[] = {
+        /* every name of the table is a candidate, -f and --follow both */
+        {{"ledger", "tail", "--folow"},
+         "ledger tail: unknown option --folow; did you mean --follow?"},
+        {{"gate", "edit", "1", "0", "--sett", "T1=x"},
+         "gate edit: unknown option --sett; did you mean --set?"},
+        {{"session", "fork", "s", "--intoo", "t", "--at", "1"},
+         "did you mean --into?"},
+        /* a row only one subcommand has is not the others' */
+        {{"gate", "approve", "1", "0", "--reason", "r"},
+         "gate approve: unknown option --reason"},
+        {{"run", "list", "--state"}, "run list: --state needs a value"},
+        {{"ledger", "tail", "--run"}, "ledger tail: --run needs a value"},
+        {{"ledger", "show", "--limit", "0"},
+         "ledger show: --limit 0: 1 to 1000"},
+        {{"ledger", "tail", "-n", "10001"},
+         "ledger tail: -n 10001: 0 to 10000"},
+        {{"ledger", "replay", "1", "--from", "x"},
+         "ledger replay: --from x: not a seq"},
+        {{"run", "list", "--before=3"},
+         "run list: give the value after a space: --before 3"},
+        {{"ledger", "verify", "--deep=1"},
+         "ledger verify: --deep takes no value"},
+        {{"ledger", "replay", "1", "2"},
+         "ledger replay: unexpected argument 2"},
+        {{"ledger", "import", "a", "b"},
+         "ledger import: unexpected argument b"},
+        {{"dashboard", "now"}, "dashboard: unexpected argument now"},
+        {{"ledger", "show", "--forum-list-options"},
+         "ledger show: unknown option --forum-list-options"},
+    };
+    char *dir = tu_tmpdir();
+    char missing[PATH_MAX];
+    path_in(missing, sizeof(missing), dir, "none");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tu_run r = run_list(missing, NULL, 0, NULL, cases[i].argv);
+        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
+                     cases[i].argv[1], r.status, r.err);
+        must_contain(r.err, cases[i].says, cases[i].argv[1]);
+        cr_assert_eq(r.out_len, 0, "%s", r.out);
+        tu_run_free(&r);
+        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
+                  cases[i].argv[1]);
+    }
+    /* a repeatable flag: at most as many as the table holds (16 --kind) */
+    const char *kinds[40] = {"ledger", "tail"};
+    size_t nk = 2;
+    for (int k = 0; k < 17; k++) {
+        kinds[nk++] = "--kind";
+        kinds[nk++] = "request";
+    }
+    kinds[nk] = NULL;
+    struct tu_run r = run_list(missing, NULL, 0, NULL, kinds);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    must_contain(r.err, "ledger tail: at most 16 --kind", "17 --kind");
+    tu_run_free(&r);
+    /* help wins over a mistake before it */
+    const char *const help[] = {"ledger", "show", "--limt", "--help", NULL};
+    r = run_list(missing, NULL, 0, NULL, help);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "usage: forum ledger show [--limit N]", "help");
+    tu_run_free(&r);
+    cr_assert(!exists(missing));
+    /* each --kind counts: both kinds are shown, no other */
+    char *led = ledger_with(0);
+    cJSON_Delete(append_ok(led, "a", "request", "{}"));
+    cJSON_Delete(append_ok(led, "b", "note", "{}"));
+    cJSON_Delete(append_ok(led, "c", "other", "{}"));
+    const char *const two[] = {"ledger", "tail", "--kind", "request",
+                               "--kind", "note", NULL};
+    r = run_list(led, NULL, 0, NULL, two);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "request", "--kind request");
+    must_contain(r.out, "note", "--kind note");
+    cr_assert_null(strstr(r.out, "other"), "%s", r.out);
+    tu_run_free(&r);
+    /* the completions list the tables' flags */
+    const char *const comp[] = {"docs", "completion", "bash", NULL};
+    r = run_list(missing, NULL, 0, NULL, comp);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "\"ledger show\") w=\"--limit\"", "completion");
+    must_contain(r.out, "\"gate edit\") w=\"--approver --note --set\"",
+                 "completion");
+    cr_assert_eq(r.err_len, 0, "%s", r.err);
+    tu_run_free(&r);
+    tu_rmrf(led);
+    tu_rmrf(dir);
+}
+
 /* The coordinator's plan for plan_text: three tasks in two waves, a data
  * and an order dependency, done_when as text and as an assertion. */
 static const char *plan_script(struct fake *f, const char *role, int n,
