@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ledger/banned.h"
+
 static int port;
 static const char *token;
 
@@ -206,28 +208,40 @@ static int cmpd(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A whole number in [lo, hi], else -1. */
+static int arg_int(const char *s, int lo, int hi)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    return (int)v;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: bench_events PORT TOKEN [--conns C] "
+                    "[--seconds S] [--idle N] [--active N] [--rounds R]\n");
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: bench_events PORT TOKEN [--conns C] "
-                        "[--seconds S] [--idle N] [--active N] [--rounds R]\n");
-        return 2;
-    }
-    port = atoi(argv[1]);
+    if (argc < 3 || (port = arg_int(argv[1], 1, 65535)) < 0)
+        return usage();
     token = argv[2];
     int conns = 64, seconds = 5, idle = 1000, active = 100, rounds = 3;
-    for (int i = 3; i + 1 < argc; i += 2) {
-        int v = atoi(argv[i + 1]);
-        if (!strcmp(argv[i], "--conns"))
-            conns = v;
-        else if (!strcmp(argv[i], "--seconds"))
-            seconds = v;
-        else if (!strcmp(argv[i], "--idle"))
-            idle = v;
-        else if (!strcmp(argv[i], "--active"))
-            active = v;
-        else if (!strcmp(argv[i], "--rounds"))
-            rounds = v;
+    for (int i = 3; i < argc; i += 2) {
+        int *dest = !strcmp(argv[i], "--conns")     ? &conns
+                    : !strcmp(argv[i], "--seconds") ? &seconds
+                    : !strcmp(argv[i], "--idle")    ? &idle
+                    : !strcmp(argv[i], "--active")  ? &active
+                    : !strcmp(argv[i], "--rounds")  ? &rounds
+                                                    : NULL;
+        if (!dest || i + 1 >= argc ||
+            (*dest = arg_int(argv[i + 1], 1, 100000)) < 0)
+            return usage();
     }
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
