@@ -1,6 +1,7 @@
 /* cli: helpers shared by the command groups: opening the ledger, calling a
  * table method, printing results and errors. */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -177,6 +178,14 @@ int cli_provider_arg(struct cli_providers *p, const char *flag,
                       : &g->key_env,
              flag, value);
     return 2;
+}
+
+int cli_provider_call(struct cli *c, const char *cmd, const char *flag,
+                      const char *v, void *providers)
+{
+    if (cli_provider_arg(providers, flag, v) < 0) /* not from cli_parse */
+        return cli_usage_error(c, "%s: %s needs a value", cmd, flag);
+    return 0;
 }
 
 /* The tier named s, ORCH_TIER_ANY for "any", or -2. */

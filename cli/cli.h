@@ -127,6 +127,12 @@ struct cli_command {
 };
 extern const struct cli_command cli_commands[];
 extern const size_t cli_n_commands;
+/* The commands and subcommands ("run start") that do not parse through an
+ * option table (cli_opt.h), one a line, into out: what the man page and
+ * the completions cannot list the options of (cli_docs.c). */
+struct fo_buf;
+int cli_docs_untabled(struct cli *c, struct fo_buf *out);
+
 /* The top-level help. */
 extern const char cli_usage_text[];
 int cli_version(struct cli *c, int argc, char **argv);
@@ -166,6 +172,12 @@ int cli_session(struct cli *c, int argc, char **argv);
  * none of them, -code (err set) on a bad value. */
 int cli_session_arg(const char **session, cJSON **context, const char *a,
                     const char *v, struct fo_err *err);
+/* What CLI_SESSION_OPTS (cli_opt.h) collects: the session named, and the
+ * context budget (made on first use; the caller deletes it). */
+struct cli_session_opts {
+    const char *session;
+    cJSON *context;
+};
 /* The options cli_session_arg takes, for cli_bad_arg. */
 #define CLI_SESSION_FLAGS                                                      \
     "--session --max-total-tokens --max-request-tokens "                       \

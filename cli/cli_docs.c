@@ -73,7 +73,8 @@ static int help_of(struct cli *c, const struct cli_command *k, const char *sub,
 /* The options of `forum NAME [SUB]` from its table (cli_opt.h), one a line
  * ("--limit N<TAB>its help"), into out: nothing for a command that does not
  * parse through a table (it refuses the flag as unknown, before doing anything;
- * what it prints is thrown away). */
+ * what it prints is thrown away). Returns 1 when a table was listed, 0 when
+ * not, -1 on an error. */
 static int options_of(struct cli *c, const struct cli_command *k,
                       const char *sub, struct fo_buf *out)
 {
@@ -102,8 +103,10 @@ static int options_of(struct cli *c, const struct cli_command *k,
     struct cli sc = *c;
     sc.json = 0;
     cli_opt_sink = out;
+    cli_opt_listed = 0;
     (k->alias ? cli_ledger : k->fn)(&sc, argc, argv);
     cli_opt_sink = NULL;
+    int listed = cli_opt_listed;
     fflush(stdout);
     fflush(stderr);
     dup2(so, 1);
@@ -111,7 +114,38 @@ static int options_of(struct cli *c, const struct cli_command *k,
     close(so);
     close(se);
     close(null);
-    return 0;
+    return listed;
+}
+
+int cli_docs_untabled(struct cli *c, struct fo_buf *out)
+{
+    struct fo_buf o;
+    fo_buf_init(&o, FO_BUF_UNLIMITED);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < cli_n_commands; i++) {
+        const struct cli_command *k = &cli_commands[i];
+        const char *s = k->subs;
+        if (!s) {
+            fo_buf_reset(&o);
+            int t = options_of(c, k, NULL, &o);
+            rc = t < 0 ? -1 : !t ? fo_buf_printf(out, "%s\n", k->name) : 0;
+        }
+        while (!rc && s && *s) {
+            size_t w = strcspn(s, " ");
+            char sub[32];
+            snprintf(sub, sizeof(sub), "%.*s", (int)w, s);
+            fo_buf_reset(&o);
+            int t = options_of(c, k, sub, &o);
+            rc = t < 0 ? -1
+                 : !t  ? fo_buf_printf(out, "%s %s\n", k->name, sub)
+                       : 0;
+            s += w;
+            while (*s == ' ')
+                s++;
+        }
+    }
+    fo_buf_release(&o);
+    return rc;
 }
 
 /* The options of `forum NAME [SUB]` as flag names only, space-separated
@@ -122,7 +156,7 @@ static int option_names(struct cli *c, const struct cli_command *k,
     struct fo_buf o;
     fo_buf_init(&o, FO_BUF_UNLIMITED);
     fo_buf_reset(out);
-    int rc = options_of(c, k, sub, &o);
+    int rc = options_of(c, k, sub, &o) < 0 ? -1 : 0;
     for (size_t i = 0; !rc && i < o.len;) {
         size_t w = strcspn(o.data + i, " \t\n");
         rc = fo_buf_printf(out, "%s%.*s", out->len ? " " : "", (int)w,
@@ -162,7 +196,7 @@ static int man_options(struct cli *c, struct fo_buf *b,
     fo_buf_init(&o, FO_BUF_UNLIMITED);
     struct fo_buf t; /* "  --limit N          its help" */
     fo_buf_init(&t, FO_BUF_UNLIMITED);
-    int rc = options_of(c, k, sub, &o);
+    int rc = options_of(c, k, sub, &o) < 0 ? -1 : 0;
     for (size_t i = 0; !rc && i < o.len;) {
         size_t tab = strcspn(o.data + i, "\t\n");
         size_t end = tab + strcspn(o.data + i + tab, "\n");
@@ -212,7 +246,7 @@ static int man_page(struct cli *c, struct fo_buf *b)
         rc = fo_buf_printf(b, ".SS %s\n", k->name);
         if (!rc && help_of(c, k, NULL, &h) == 0 && h.len)
             rc = roff_block(b, h.data, h.len);
-        if (!rc && !k->subs)
+        if (!rc) /* the command's own (serve's, before its subcommands') */
             rc = man_options(c, b, k, NULL, 0);
         /* the subcommands' own pages, where they have them */
         const char *s = k->subs;
@@ -287,6 +321,13 @@ static int option_arms(struct cli *c, int bash, struct fo_buf *b)
             while (*s == ' ')
                 s++;
         }
+        /* the command's own options (serve's), after its subcommands' */
+        if (!rc)
+            rc = option_names(c, k, NULL, &names);
+        if (!rc && names.len)
+            rc = fo_buf_printf(b, "    \"%s \"*) %s%.*s%s ;;\n", k->name,
+                               bash ? "w=\"" : "cmds=(", (int)names.len,
+                               names.data, bash ? "\"" : ")");
     }
     fo_buf_release(&names);
     return rc;

@@ -275,3 +275,13 @@ int cli_gate_arg(cJSON **policy, const char *a, const char *v,
     }
     return rc ? -rc : 2;
 }
+
+int cli_gate_call(struct cli *c, const char *cmd, const char *flag,
+                  const char *v, void *policy)
+{
+    struct fo_err err;
+    fo_err_clear(&err);
+    if (cli_gate_arg(policy, flag, v, &err) < 0)
+        return cli_usage_error(c, "%s: %s", cmd, err.msg);
+    return 0;
+}

@@ -7,6 +7,13 @@
 #include "ledger/fo_buf.h"
 
 struct fo_buf *cli_opt_sink;
+int cli_opt_listed;
+
+/* A switch: a row that takes no value. */
+static int is_switch(const struct cli_opt *o)
+{
+    return o->kind == CLI_OPT_BOOL || (o->kind == CLI_OPT_CALL && !o->arg);
+}
 
 static size_t n_opts(const struct cli_opt *opts)
 {
@@ -23,16 +30,19 @@ static int bad_arg(struct cli *c, const char *cmd, const char *arg,
     const char *names[64];
     size_t n = 0;
     for (size_t k = 0; opts && opts[k].name && n < 64; k++)
-        names[n++] = opts[k].name;
+        if (opts[k].help) /* a hidden row is never suggested */
+            names[n++] = opts[k].name;
     return cli_bad_arg_names(c, cmd, arg, names, n);
 }
 
 static void list_options(const struct cli_opt *opts)
 {
+    cli_opt_listed = 1;
     for (size_t k = 0; opts && opts[k].name; k++)
-        fo_buf_printf(cli_opt_sink, "%s%s%s\t%s\n", opts[k].name,
-                      opts[k].arg ? " " : "", opts[k].arg ? opts[k].arg : "",
-                      opts[k].help ? opts[k].help : "");
+        if (opts[k].help)
+            fo_buf_printf(cli_opt_sink, "%s%s%s\t%s\n", opts[k].name,
+                          opts[k].arg ? " " : "",
+                          opts[k].arg ? opts[k].arg : "", opts[k].help);
 }
 
 /* Takes value v of option o. */
@@ -61,6 +71,10 @@ static int take(struct cli *c, const char *cmd, const struct cli_opt *o,
                                    o->name);
         ((const char **)o->dest)[(*o->count)++] = v;
         return 0;
+    case CLI_OPT_CALL: {
+        const struct cli_opt_call *k = o->dest;
+        return k->fn(c, cmd, o->name, v, k->ctx);
+    }
     default:
         return cli_usage_error(c, "%s: %s: bad option table", cmd, o->name);
     }
@@ -99,7 +113,7 @@ int cli_parse(struct cli *c, const char *cmd, int argc, char **argv,
             /* "--deep=1": a switch takes no value */
             size_t tn = strcspn(a, "=");
             for (size_t k = 0; k < n; k++)
-                if (a[tn] == '=' && opts[k].kind == CLI_OPT_BOOL &&
+                if (a[tn] == '=' && is_switch(&opts[k]) &&
                     strlen(opts[k].name) == tn && !strncmp(a, opts[k].name, tn))
                     return cli_usage_error(c, "%s: %s takes no value", cmd,
                                            opts[k].name);
@@ -109,6 +123,12 @@ int cli_parse(struct cli *c, const char *cmd, int argc, char **argv,
             *(int *)o->dest = 1;
             continue;
         }
+        if (is_switch(o)) {
+            int ex = take(c, cmd, o, NULL);
+            if (ex)
+                return ex;
+            continue;
+        }
         if (i + 1 >= argc)
             return cli_usage_error(c, "%s: %s needs a value", cmd, o->name);
         int ex = take(c, cmd, o, argv[++i]);
@@ -116,4 +136,12 @@ int cli_parse(struct cli *c, const char *cmd, int argc, char **argv,
             return ex;
     }
     return 0;
+}
+
+const struct cli_opt *cli_opt_find(const struct cli_opt *opts, const char *name)
+{
+    for (size_t k = 0; opts && opts[k].name; k++)
+        if (!strcmp(opts[k].name, name))
+            return &opts[k];
+    return NULL;
 }

@@ -192,3 +192,14 @@ int cli_session_arg(const char **session, cJSON **context, const char *a,
         }
     return 0;
 }
+
+int cli_session_call(struct cli *c, const char *cmd, const char *flag,
+                     const char *v, void *session_opts)
+{
+    struct cli_session_opts *s = session_opts;
+    struct fo_err err;
+    fo_err_clear(&err);
+    if (cli_session_arg(&s->session, &s->context, flag, v, &err) < 0)
+        return cli_usage_error(c, "%s: %s", cmd, err.msg);
+    return 0;
+}

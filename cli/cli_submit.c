@@ -2,6 +2,7 @@
  * loop in this process on the ledger dir, through the handler table (so
  * --json prints exactly what POST /submit and POST /plan serve). */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 #include "daemon/orch_sandbox.h"
 
 #include <stdlib.h>
@@ -62,80 +63,78 @@ static const char plan_usage[] =
 
 struct submit_opts {
     struct fo_buf text;
-    int words;
     struct orch_config cfg;
     struct cli_providers prov;
-    int max_calls, max_seconds;
+    long long max_calls, max_seconds;
     cJSON *gates;
-    const char *session;
-    cJSON *context;
-    int sandbox, sandbox_given;
+    struct cli_session_opts sess;
+    int sandbox_given;
+    int sandbox;
 };
 
-static int parse(struct cli *c, const char *name, const char *usage, int argc,
-                 char **argv, struct submit_opts *o)
+/* The options of submit (plan takes the providers, --roster and --timeout
+ * only: it plans, it runs nothing). */
+static int parse(struct cli *c, const char *name, int argc, char **argv,
+                 struct submit_opts *o)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (cli_is_help(a))
-            return cli_help(usage) - 1; /* -1: stop, exit 0 */
-        int pv = cli_provider_arg(&o->prov, a, has ? argv[i + 1] : NULL);
-        if (pv < 0)
-            return cli_usage_error(c, "%s: %s needs a value", name, a);
-        struct fo_err gerr;
-        int gv = cli_gate_arg(&o->gates, a, has ? argv[i + 1] : NULL, &gerr);
-        if (!gv)
-            gv = cli_session_arg(&o->session, &o->context, a,
-                                 has ? argv[i + 1] : NULL, &gerr);
-        if (gv < 0)
-            return cli_usage_error(c, "%s: %s", name, gerr.msg);
-        if (gv) {
-            i++;
-        } else if (pv) {
-            i += pv - 1;
-        } else if (!strcmp(a, "--cmd") && has) {
-            o->cfg.cmd = argv[++i];
-        } else if (!strcmp(a, "--roster") && has) {
-            o->cfg.roster_path = argv[++i];
-        } else if (!strcmp(a, "--workspace") && has) {
-            o->cfg.workspace = argv[++i];
-        } else if (!strcmp(a, "--sandbox") && has) {
-            if (orch_sandbox_mode_parse(argv[i + 1]) < 0)
-                return cli_usage_error(c, "%s: --sandbox: bwrap or none", name);
-            o->sandbox = orch_sandbox_mode_parse(argv[++i]);
-            o->sandbox_given = 1;
-        } else if (!strcmp(a, "--timeout") && has) {
-            long long s = cli_parse_seq(argv[++i]);
-            if (s < 1 || s > 86400)
-                return cli_usage_error(c, "%s: --timeout: seconds in 1..86400",
-                                       name);
-            o->cfg.timeout_ms = (int)(s * 1000);
-        } else if (!strcmp(a, "--max-model-calls") && has) {
-            long long n = cli_parse_seq(argv[++i]);
-            if (n < 1 || n > ORCH_SUBMIT_CALLS_MAX)
-                return cli_usage_error(c, "%s: --max-model-calls: 1..%d", name,
-                                       ORCH_SUBMIT_CALLS_MAX);
-            o->max_calls = (int)n;
-        } else if (!strcmp(a, "--max-seconds") && has) {
-            long long n = cli_parse_seq(argv[++i]);
-            if (n < 1 || n > ORCH_SUBMIT_SECONDS_MAX)
-                return cli_usage_error(c, "%s: --max-seconds: 1..%d", name,
-                                       ORCH_SUBMIT_SECONDS_MAX);
-            o->max_seconds = (int)n;
-        } else if (cli_is_option(a)) {
-            return cli_bad_arg(c, name, a,
-                               "--cmd --roster --workspace --sandbox "
-                               "--timeout --max-model-calls "
-                               "--max-seconds " CLI_PROVIDER_FLAGS
-                               " " CLI_GATE_FLAGS " " CLI_SESSION_FLAGS);
-        } else if ((o->words++ && fo_buf_putc(&o->text, ' ')) ||
-                   fo_buf_puts(&o->text, a)) {
-            return cli_usage_error(c, "%s: request over %u bytes", name,
-                                   ORCH_REQUEST_MAX);
-        }
+    int is_plan = !strcmp(name, "plan");
+    const char *sandbox = NULL;
+    long long timeout = 0;
+    struct cli_opt_call prov = {cli_provider_call, &o->prov},
+                        gate = {cli_gate_call, &o->gates},
+                        sess = {cli_session_call, &o->sess};
+    const struct cli_opt plan_opts[] = {
+        CLI_PROVIDER_OPTS(&prov),
+        {"--roster", "FILE", CLI_OPT_STR, &o->cfg.roster_path, 0, 0, NULL, NULL,
+         "the roster (default: the built-in one)"},
+        {"--timeout", "SECONDS", CLI_OPT_INT, &timeout, 1, 86400, NULL, NULL,
+         "per task and per model call (default 300)"},
+        CLI_OPT_END,
+    };
+    const struct cli_opt submit_opts[] = {
+        CLI_PROVIDER_OPTS(&prov),
+        {"--roster", "FILE", CLI_OPT_STR, &o->cfg.roster_path, 0, 0, NULL, NULL,
+         "the roster (default: the built-in one)"},
+        {"--timeout", "SECONDS", CLI_OPT_INT, &timeout, 1, 86400, NULL, NULL,
+         "per task and per model call (default 300)"},
+        {"--cmd", "CMD", CLI_OPT_STR, &o->cfg.cmd, 0, 0, NULL, NULL,
+         "tasks run as CMD PROMPT (not with model providers)"},
+        {"--workspace", "DIR", CLI_OPT_STR, &o->cfg.workspace, 0, 0, NULL, NULL,
+         "where agents' tools act"},
+        {"--sandbox", "bwrap|none", CLI_OPT_STR, &sandbox, 0, 0, NULL, NULL,
+         "where agents' commands run (default bwrap)"},
+        {"--max-model-calls", "N", CLI_OPT_INT, &o->max_calls, 1,
+         ORCH_SUBMIT_CALLS_MAX, NULL, NULL, "the run's model calls"},
+        {"--max-seconds", "S", CLI_OPT_INT, &o->max_seconds, 1,
+         ORCH_SUBMIT_SECONDS_MAX, NULL, NULL, "the run's wall-clock budget"},
+        CLI_GATE_OPTS(&gate),
+        CLI_SESSION_OPTS(&sess),
+        CLI_OPT_END,
+    };
+    const char **words = calloc((size_t)argc + 1, sizeof(*words));
+    if (!words)
+        return cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
+    int nw = 0;
+    int ex = cli_parse(c, name, argc, argv, is_plan ? plan_opts : submit_opts,
+                       words, argc, &nw);
+    for (int i = 0; !ex && i < nw; i++)
+        if ((i && fo_buf_putc(&o->text, ' ')) ||
+            fo_buf_puts(&o->text, words[i]))
+            ex = cli_usage_error(c, "%s: request over %u bytes", name,
+                                 ORCH_REQUEST_MAX);
+    free(words);
+    if (ex)
+        return ex;
+    if (timeout)
+        o->cfg.timeout_ms = (int)(timeout * 1000);
+    if (sandbox) {
+        o->sandbox = orch_sandbox_mode_parse(sandbox);
+        if (o->sandbox < 0)
+            return cli_usage_error(c, "%s: --sandbox %s: bwrap or none", name,
+                                   sandbox);
+        o->sandbox_given = 1;
     }
-    if (!o->words)
+    if (!nw)
         return cli_usage_error(c, "%s: no REQUEST", name);
     if (o->cfg.cmd && o->prov.given)
         return cli_usage_error(c,
@@ -264,11 +263,13 @@ static int run(struct cli *c, const char *name, const char *method,
     cJSON *in = NULL, *out = NULL;
     struct fo_err err;
     fo_err_clear(&err);
-    int code = parse(c, name, usage, argc, argv, &o);
-    if (code) {
-        code = code < 0 ? 0 : code;
+    int code = parse(c, name, argc, argv, &o);
+    if (code == CLI_PARSE_HELP) {
+        code = cli_help(usage);
         goto out;
     }
+    if (code)
+        goto out;
     /* The provider flags, else the providers (with their tiers) of the data
      * dir's forum.json "models", as `forum serve` uses them. */
     if (daemon_config_load(&dc, &err) != FO_OK) {
@@ -301,13 +302,17 @@ static int run(struct cli *c, const char *name, const char *method,
         goto out;
     in = cJSON_CreateObject();
     if (!in || !cJSON_AddStringToObject(in, "request", o.text.data) ||
-        (o.max_calls && !fo_json_add_int(in, "max_model_calls", o.max_calls)) ||
-        (o.max_seconds && !fo_json_add_int(in, "max_seconds", o.max_seconds)) ||
+        (o.max_calls > 0 &&
+         !fo_json_add_int(in, "max_model_calls", o.max_calls)) ||
+        (o.max_seconds > 0 &&
+         !fo_json_add_int(in, "max_seconds", o.max_seconds)) ||
         (o.gates &&
          !cJSON_AddItemToObject(in, "gates", cJSON_Duplicate(o.gates, 1))) ||
-        (o.session && !cJSON_AddStringToObject(in, "session", o.session)) ||
-        (o.context && !cJSON_AddItemToObject(in, "context",
-                                             cJSON_Duplicate(o.context, 1)))) {
+        (o.sess.session &&
+         !cJSON_AddStringToObject(in, "session", o.sess.session)) ||
+        (o.sess.context &&
+         !cJSON_AddItemToObject(in, "context",
+                                cJSON_Duplicate(o.sess.context, 1)))) {
         code = cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
         goto out;
     }
@@ -359,7 +364,7 @@ out:
     daemon_config_release(&dc);
     fo_buf_release(&o.text);
     cJSON_Delete(o.gates);
-    cJSON_Delete(o.context);
+    cJSON_Delete(o.sess.context);
     return code;
 }
 

@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 #include <sqlite3.h>
 
+#include "cli/cli.h"
 #include "ledger/fo_buf.h"
 #include "ledger/ledger.h"
 #include "tests/testutil.h"
@@ -2185,6 +2186,26 @@ Test(cli, did_you_mean_for_options)
  * flags all count; the hidden flag `forum docs` lists a table with is an
  * unknown option on the command line. The completions list the tables'
  * flags. */
+/* Every command and subcommand parses through an option table (cli_opt.h),
+ * so the flags the man page and the completions list are the ones parsed;
+ * asking for the tables writes nothing (no data dir appears). */
+Test(cli, every_command_has_an_option_table)
+{
+    char *dir = tu_tmpdir();
+    char missing[PATH_MAX];
+    path_in(missing, sizeof(missing), dir, "none");
+    struct cli c = {.ledger_dir = missing, .json = 0};
+    struct fo_buf out;
+    fo_buf_init(&out, FO_BUF_UNLIMITED);
+    cr_assert_eq(cli_docs_untabled(&c, &out), 0);
+    cr_expect_eq(out.len, 0, "parsed by hand, not from a table:\n%.*s",
+                 (int)out.len, out.data ? out.data : "");
+    struct stat st;
+    cr_expect(stat(missing, &st) != 0, "listing the tables made %s", missing);
+    fo_buf_release(&out);
+    tu_rmrf(dir);
+}
+
 Test(cli, option_table_parser)
 {
     static const struct {
