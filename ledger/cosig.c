@@ -47,18 +47,11 @@ static int nomem(struct fo_err *err)
     return fo_err_set(err, FO_E_NOMEM, NULL);
 }
 
-/* SHA-256(name || "\n" || 0x04 || pub)[:4], big-endian. */
+/* The key id (note_key_id) of a cosignature/v1 key. */
 static uint32_t key_id(const char *name, size_t name_len,
                        const uint8_t pub[KEY_LEN])
 {
-    uint8_t buf[NOTE_NAME_MAX + 2 + KEY_LEN], h[FO_SHA256_LEN];
-    memcpy(buf, name, name_len);
-    buf[name_len] = '\n';
-    buf[name_len + 1] = COSIG_ALG_ED25519;
-    memcpy(buf + name_len + 2, pub, KEY_LEN);
-    fo_sha256(buf, name_len + 2 + KEY_LEN, h);
-    return (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 |
-           (uint32_t)h[3];
+    return note_key_id(name, name_len, COSIG_ALG_ED25519, pub);
 }
 
 static int signer_from_seed(struct cosig_signer *s, struct fo_err *err)
@@ -98,55 +91,13 @@ int cosig_signer_generate(const char *name, struct cosig_signer **out,
     return FO_OK;
 }
 
-static int parse_hex8(const char *p, uint32_t *out)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 8; i++) {
-        char c = p[i];
-        uint32_t d;
-        if (c >= '0' && c <= '9')
-            d = (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            d = (uint32_t)(c - 'a' + 10);
-        else
-            return -1;
-        v = v << 4 | d;
-    }
-    *out = v;
-    return 0;
-}
-
 /* "<name>+<8 hex>+<base64(0x04 || 32 bytes)>" into name_len, id, key. */
 static int parse_key_text(const char *p, size_t len, const char *what,
                           size_t *name_len, uint32_t *id,
                           uint8_t key[1 + KEY_LEN], struct fo_err *err)
 {
-    const char *plus = memchr(p, '+', len);
-    size_t dec = 0;
-    if (!plus)
-        return fo_err_set(err, FO_E_INVALID, "%s: no '+' after the name", what);
-    *name_len = (size_t)(plus - p);
-    int rc = note_name_check(p, *name_len, err);
-    if (rc) {
-        fo_err_prefix(err, "%s", what);
-        return rc;
-    }
-    size_t rest = len - *name_len - 1;
-    const char *hex = plus + 1;
-    if (rest < 9 || hex[8] != '+' || parse_hex8(hex, id) != 0)
-        return fo_err_set(err, FO_E_INVALID,
-                          "%s: key id is not 8 lowercase hex digits and '+'",
-                          what);
-    if (note_b64_decode(hex + 9, rest - 9, key, 1 + KEY_LEN, &dec) != 0 ||
-        dec != 1 + KEY_LEN)
-        return fo_err_set(err, FO_E_INVALID,
-                          "%s: key is not canonical base64 of 33 bytes", what);
-    if (key[0] != COSIG_ALG_ED25519)
-        return fo_err_set(err, FO_E_INVALID,
-                          "%s: algorithm 0x%02x is not a cosignature/v1 key "
-                          "(want 0x04)",
-                          what, key[0]);
-    return FO_OK;
+    return note_key_parse(p, len, what, COSIG_ALG_ED25519, "cosignature/v1",
+                          name_len, id, key, err);
 }
 
 int cosig_signer_parse(const char *text, size_t len, struct cosig_signer **out,

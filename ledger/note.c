@@ -264,19 +264,25 @@ int note_b64_decode(const char *src, size_t len, uint8_t *out, size_t cap,
 
 /* ---- keys ---- */
 
-static uint32_t key_id(const char *name, size_t name_len,
-                       const uint8_t pub[NOTE_ED25519_PUBLIC_LEN])
+uint32_t note_key_id(const char *name, size_t name_len, uint8_t alg,
+                     const uint8_t pub[NOTE_ED25519_PUBLIC_LEN])
 {
     uint8_t buf[NOTE_NAME_MAX + 2 + NOTE_ED25519_PUBLIC_LEN];
     uint8_t h[FO_SHA256_LEN];
 
     memcpy(buf, name, name_len);
     buf[name_len] = '\n';
-    buf[name_len + 1] = ALG_ED25519;
+    buf[name_len + 1] = alg;
     memcpy(buf + name_len + 2, pub, NOTE_ED25519_PUBLIC_LEN);
     fo_sha256(buf, name_len + 2 + NOTE_ED25519_PUBLIC_LEN, h);
     return (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 |
            (uint32_t)h[3];
+}
+
+static uint32_t key_id(const char *name, size_t name_len,
+                       const uint8_t pub[NOTE_ED25519_PUBLIC_LEN])
+{
+    return note_key_id(name, name_len, ALG_ED25519, pub);
 }
 
 /* Makes s->pkey and s->pub from s->seed. */
@@ -347,12 +353,9 @@ static int parse_hex8(const char *p, uint32_t *out)
     return 0;
 }
 
-/* Splits "<name>+<8 hex>+<base64>" (the verifier form, and the signer form
- * after its prefix): checks the name, reads the id, and decodes the key to
- * exactly 0x01 followed by 32 bytes, into key. */
-static int parse_key_text(const char *p, size_t len, const char *what,
-                          size_t *name_len, uint32_t *id,
-                          uint8_t key[1 + SEED_LEN], struct fo_err *err)
+int note_key_parse(const char *p, size_t len, const char *what, uint8_t alg,
+                   const char *alg_name, size_t *name_len, uint32_t *id,
+                   uint8_t key[1 + NOTE_ED25519_PUBLIC_LEN], struct fo_err *err)
 {
     const char *plus = memchr(p, '+', len);
     size_t dec_len = 0;
@@ -371,15 +374,25 @@ static int parse_key_text(const char *p, size_t len, const char *what,
         return fo_err_set(err, FO_E_INVALID,
                           "%s: key id is not 8 lowercase hex digits and '+'",
                           what);
-    if (b64_decode(hex + 9, rest - 9, key, 1 + SEED_LEN, &dec_len) != 0 ||
-        dec_len != 1 + SEED_LEN)
+    if (b64_decode(hex + 9, rest - 9, key, 1 + NOTE_ED25519_PUBLIC_LEN,
+                   &dec_len) != 0 ||
+        dec_len != 1 + NOTE_ED25519_PUBLIC_LEN)
         return fo_err_set(err, FO_E_INVALID,
                           "%s: key is not canonical base64 of 33 bytes", what);
-    if (key[0] != ALG_ED25519)
+    if (key[0] != alg)
         return fo_err_set(err, FO_E_INVALID,
-                          "%s: unknown algorithm 0x%02x (want 0x01, Ed25519)",
-                          what, key[0]);
+                          "%s: unknown algorithm 0x%02x (want 0x%02x, %s)",
+                          what, key[0], alg, alg_name);
     return FO_OK;
+}
+
+/* The note form of the key text: Ed25519 (0x01). */
+static int parse_key_text(const char *p, size_t len, const char *what,
+                          size_t *name_len, uint32_t *id,
+                          uint8_t key[1 + SEED_LEN], struct fo_err *err)
+{
+    return note_key_parse(p, len, what, ALG_ED25519, "Ed25519", name_len, id,
+                          key, err);
 }
 
 int note_signer_parse(const char *text, size_t len, struct note_signer **out,

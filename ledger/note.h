@@ -157,6 +157,21 @@ int note_b64_encode(struct fo_buf *out, const uint8_t *in, size_t len);
 int note_b64_decode(const char *src, size_t len, uint8_t *out, size_t cap,
                     size_t *outlen);
 
+/* The key text of the signed-note formats, shared with the cosignatures
+ * (ledger/cosig.h), which differ only in the algorithm byte alg (0x01
+ * Ed25519 notes, 0x04 cosignature/v1). note_key_id is the key id:
+ * SHA-256(name || "\n" || alg || pub)[:4], big-endian. note_key_parse
+ * splits "<name>+<8 hex>+<base64(alg || 32 bytes)>" (the verifier form,
+ * and the signer form after its "PRIVATE+KEY+"): checks the name, reads
+ * the id, and decodes the key to exactly alg followed by 32 bytes into key;
+ * what prefixes every message, alg_name names alg in them. */
+uint32_t note_key_id(const char *name, size_t name_len, uint8_t alg,
+                     const uint8_t pub[NOTE_ED25519_PUBLIC_LEN]);
+int note_key_parse(const char *p, size_t len, const char *what, uint8_t alg,
+                   const char *alg_name, size_t *name_len, uint32_t *id,
+                   uint8_t key[1 + NOTE_ED25519_PUBLIC_LEN],
+                   struct fo_err *err);
+
 /* Opens a signed checkpoint with the one verifier v and parses it, and also
  * requires that the origin equal v's key name (FO_E_VERIFY otherwise): the
  * check `forum ledger verify --checkpoint` wants. Fills *out on success. */

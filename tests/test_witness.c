@@ -151,7 +151,8 @@ Test(cosig, known_answer_vector_made_with_go)
     /* Keys: the 0x01 (log) form is not a witness key; a wrong id fails. */
     cr_assert_eq(cosig_verifier_parse(lvk, strlen(lvk), &wv2, &err),
                  FO_E_INVALID);
-    cr_assert(strstr(err.msg, "0x01"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "0x01") && strstr(err.msg, "want 0x04"), "%s",
+              err.msg);
     char *bad = strdup(wvk);
     char *plus = strchr(bad, '+');
     plus[1] = plus[1] == '0' ? '1' : '0';
