@@ -208,6 +208,21 @@ static void remove_made(const char *dir)
     }
 }
 
+/* The ledger an import writes into must be empty (a PostgreSQL one is made
+ * by `init --postgres` before): then one transaction holds the whole
+ * import where the store can (ledger_hold). */
+static int import_into(struct cli *c, struct ledger *l, struct fo_err *err)
+{
+    int64_t n = 0;
+    int rc = ledger_count(l, &n, err);
+    if (!rc && n > 0)
+        rc = fo_err_set(err, FO_E_EXISTS,
+                        "import: %s already holds %lld entries; import into "
+                        "an empty ledger",
+                        c->ledger_dir, (long long)n);
+    return rc ? rc : ledger_hold(l, 1, 0, err);
+}
+
 /* One entry line into p (taken over by it). */
 static int entry_line(const cJSON *j, long long lineno, struct pending *p,
                       struct fo_err *err)
@@ -277,6 +292,7 @@ int cli_ledger_import(struct cli *c, int argc, char **argv)
     ssize_t n;
     long long lineno = 0, entries = 0, want_count = -1;
     int rc = p ? FO_OK : fo_err_set(&err, FO_E_NOMEM, NULL), ended = 0;
+    int held = 0; /* a ledger_hold is open */
     char want_root[65] = "";
     int tty = isatty(2);
     while (!rc && (n = getline(&line, &cap, in)) > 0) {
@@ -319,6 +335,8 @@ int cli_ledger_import(struct cli *c, int argc, char **argv)
                 struct ledger_config cfg = {.origin = o->valuestring};
                 rc = ledger_open(c->ledger_dir, LEDGER_OPEN_CREATE, &cfg, &l,
                                  &err);
+                rc = rc ? rc : import_into(c, l, &err);
+                held = !rc;
             }
         } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "end"))) {
             const cJSON *root = cJSON_GetObjectItemCaseSensitive(j, "root");
@@ -365,6 +383,10 @@ int cli_ledger_import(struct cli *c, int argc, char **argv)
                                 want_root);
         }
     }
+    if (held && rc) /* PostgreSQL: all of it, or none */
+        ledger_hold(l, 0, 0, NULL);
+    else if (held)
+        rc = ledger_hold(l, 0, 1, &err);
     if (tty && entries >= 100000)
         fprintf(stderr, "\n");
     if (p)

@@ -875,6 +875,23 @@ out:
     return rc;
 }
 
+int ledger_hold(struct ledger *l, int on, int keep, struct fo_err *err)
+{
+    if (!l->ops->hold)
+        return FO_OK;
+    if (on && l->readonly)
+        return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", l->dir);
+    int rc = l->ops->hold(l->store, on, keep, err);
+    if (!on && (!keep || rc))
+        head_keep(l, NULL); /* the head appended under the hold is gone */
+    return rc;
+}
+
+int ledger_can_hold(const struct ledger *l)
+{
+    return l->ops->hold != NULL;
+}
+
 int ledger_leases(const struct ledger *l)
 {
     return l->ops->lease_claim != NULL;

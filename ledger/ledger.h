@@ -170,6 +170,16 @@ int ledger_append_json(struct ledger *l, const char *actor, const char *kind,
                        int64_t parent, const cJSON *payload,
                        struct ledger_entry *out, struct fo_err *err);
 
+/* All or nothing over many batches (ledger import): ledger_hold(l, 1, 0)
+ * opens one write transaction that every following append batch and read
+ * of l joins (the writers' lock is held all along: other writers wait);
+ * ledger_hold(l, 0, keep) commits it (keep) or rolls it back, so what was
+ * appended in between is kept whole or not at all. Where the store cannot
+ * (SQLite) both do nothing and return FO_OK: each batch commits on its own,
+ * and ledger_can_hold is 0. */
+int ledger_hold(struct ledger *l, int on, int keep, struct fo_err *err);
+int ledger_can_hold(const struct ledger *l);
+
 /* Run leases: which daemon runs which run when several share the ledger
  * (store.h; docs/OPERATIONS.md). ledger_leases is 1 when the store keeps
  * them (PostgreSQL); the others give FO_E_INVALID where it does not. */

@@ -172,6 +172,14 @@ struct store_ops {
      * Once lost, returns the first error again. Never blocks on a lock. */
     int (*check)(struct store *s, struct fo_err *err);
 
+    /* One write transaction around many (NULL where the store cannot:
+     * SQLite). hold(s, 1, 0) begins a write transaction (the writers' lock
+     * held from then on); until hold(s, 0, keep), begin_write, begin_read,
+     * commit and rollback join it and do nothing of their own. hold(s, 0,
+     * 1) commits it, hold(s, 0, 0) rolls it back: everything done under
+     * the hold is kept, or none of it. */
+    int (*hold)(struct store *s, int on, int keep, struct fo_err *err);
+
     /* Test-only fault seam: make the n-th following commit fail with an
      * I/O error (0 disables). */
     void (*fail_commit_after)(struct store *s, int n);

@@ -253,6 +253,7 @@ struct store {
     int readonly;
     int busy_ms;
     int in_txn;
+    int held;   /* hold: one write transaction around the others */
     int broken; /* the connection was lost: reset before the next use */
     int fail_commit_in;
     /* Set once check found another ledger in the database: every later
@@ -843,6 +844,17 @@ static int pg_open(const char *dir, unsigned flags, int busy_ms,
 
 /* ---- transactions ------------------------------------------------------ */
 
+/* Under a hold: the held transaction must still be there. */
+static int held_check(struct store *s, struct fo_err *err)
+{
+    if (s->broken || PQstatus(s->conn) != CONNECTION_OK)
+        return fo_err_set(err, FO_E_IO,
+                          "PostgreSQL %s: the connection was lost in the held "
+                          "transaction (nothing of it was kept)",
+                          s->where);
+    return FO_OK;
+}
+
 static int pg_begin_write(struct store *s, struct fo_err *err)
 {
     if (s->readonly)
@@ -853,6 +865,8 @@ static int pg_begin_write(struct store *s, struct fo_err *err)
             *err = s->lost_err;
         return FO_E_STORAGE_MOVED;
     }
+    if (s->held)
+        return held_check(s, err);
     int rc = ensure_conn(s, err);
     if (rc)
         return rc;
@@ -877,6 +891,8 @@ static int pg_begin_write(struct store *s, struct fo_err *err)
 
 static int pg_begin_read(struct store *s, struct fo_err *err)
 {
+    if (s->held)
+        return held_check(s, err);
     int rc = ensure_conn(s, err);
     if (rc)
         return rc;
@@ -893,6 +909,8 @@ static int pg_begin_read(struct store *s, struct fo_err *err)
 
 static int pg_commit(struct store *s, struct fo_err *err)
 {
+    if (s->held)
+        return held_check(s, err);
 #ifdef FORUM_TEST_SEAMS
     if (s->fail_commit_in > 0 && --s->fail_commit_in == 0) {
         exec(s, "ROLLBACK", "rollback", NULL);
@@ -927,10 +945,32 @@ static void pg_rollback(struct store *s)
         PQclear(s->nodes);
         s->nodes = NULL;
     }
+    if (s->held)
+        return;
     if (PQstatus(s->conn) == CONNECTION_OK &&
         PQtransactionStatus(s->conn) != PQTRANS_IDLE)
         exec(s, "ROLLBACK", "rollback", NULL);
     s->in_txn = 0;
+}
+
+static int pg_hold(struct store *s, int on, int keep, struct fo_err *err)
+{
+    if (on) {
+        if (s->held)
+            return fo_err_set(err, FO_E_INTERNAL, "PostgreSQL %s: already held",
+                              s->where);
+        int rc = pg_begin_write(s, err);
+        if (rc == FO_OK)
+            s->held = 1;
+        return rc;
+    }
+    if (!s->held)
+        return FO_OK;
+    s->held = 0;
+    if (keep)
+        return pg_commit(s, err);
+    pg_rollback(s);
+    return FO_OK;
 }
 
 static void pg_fail_commit_after(struct store *s, int n)
@@ -1767,6 +1807,7 @@ const struct store_ops store_pg_ops = {
     .wal_truncate = pg_wal_truncate,
     .check = pg_check,
     .fail_commit_after = pg_fail_commit_after,
+    .hold = pg_hold,
     .lease_put = pg_lease_put,
     .lease_held = pg_lease_held,
     .lease_claim = pg_lease_claim,

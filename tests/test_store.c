@@ -1253,8 +1253,38 @@ Test(store_cli, init_append_verify_and_import_on_postgres)
                  "test/pg", NULL);
     cr_assert_eq(r.status, 0, "init: %s", r.err);
     tu_run_free(&r);
+    /* an import that fails at its end (the end line's root is not the
+     * entries'): one transaction held it all, so nothing of it is kept and
+     * the same ledger takes the good file after */
+    size_t xl = 0;
+    char *x = tu_read_file(exp, &xl);
+    cr_assert(x);
+    char *rt = strstr(x, "\"root\":\"");
+    cr_assert(rt, "%s", x);
+    rt += 8;
+    *rt = *rt == '0' ? '1' : '0';
+    char bad[720];
+    snprintf(bad, sizeof(bad), "%s.bad", exp);
+    cr_assert_eq(tu_write_file(bad, x, xl), 0);
+    free(x);
+    r = forum_in(idir, "ledger", "import", bad, NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 1, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "tree root"), "%s", r.err);
+    tu_run_free(&r);
+    r = forum_in(idir, "ledger", "summary", "--json", NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *sj = tu_run_json(&r);
+    cr_assert_eq(tu_num(sj, "entries"), 0, "kept after a failed import: %s",
+                 r.out);
+    cJSON_Delete(sj);
+    tu_run_free(&r);
     r = forum_in(idir, "ledger", "import", exp, NULL, NULL, NULL, NULL);
     cr_assert_eq(r.status, 0, "import: %s", r.err);
+    tu_run_free(&r);
+    /* a ledger that holds entries takes no import, and keeps them */
+    r = forum_in(idir, "ledger", "import", exp, NULL, NULL, NULL, NULL);
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "already holds 6 entries"), "%s", r.err);
     tu_run_free(&r);
     r = forum_in(idir, "ledger", "verify", "--deep", NULL, NULL, NULL, NULL);
     cr_assert_eq(r.status, 0, "verify: %s %s", r.out, r.err);
