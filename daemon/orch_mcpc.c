@@ -35,6 +35,7 @@ struct orch_mcpc_op {
     struct srv *s;
     int kind;
     int sent;
+    int cancel_sent; /* notifications/cancelled went to the server */
     int64_t id;
     orch_mcpc_done_fn done; /* NULL once cancelled */
     void *arg;
@@ -280,6 +281,27 @@ static void op_end(struct orch_mcpc_op *op, int rc, const char *text,
 }
 
 static void srv_stop(struct srv *s, const char *why);
+static int send_msg(struct srv *s, cJSON *msg, struct fo_err *err);
+static cJSON *request(int64_t id, const char *method, cJSON *params);
+
+/* Tells the server that forum no longer waits for the call op sent
+ * (notifications/cancelled): it may stop the work. What it answers later
+ * is dropped (no op has that id). Once a call. */
+static void send_cancelled(struct orch_mcpc_op *op, const char *reason)
+{
+    if (op->kind != OP_CALL || !op->sent || op->cancel_sent ||
+        op->s->state != S_READY)
+        return;
+    op->cancel_sent = 1;
+    cJSON *p = cJSON_CreateObject();
+    if (!p || !fo_json_add_int(p, "requestId", op->id) ||
+        !cJSON_AddStringToObject(p, "reason", reason)) {
+        cJSON_Delete(p);
+        return; /* out of memory: the server finishes the call unasked */
+    }
+    struct fo_err err;
+    send_msg(op->s, request(0, "notifications/cancelled", p), &err);
+}
 
 static void on_op_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -298,6 +320,7 @@ static void on_op_timer(evutil_socket_t fd, short what, void *arg)
     fo_err_set(&err, FO_E_TIMEOUT, "MCP server %s: %s took over %d s",
                op->s->name, op->tool ? op->tool : "a request",
                op->s->timeout_s);
+    send_cancelled(op, "timed out");
     op_end(op, FO_E_TIMEOUT, NULL, 0, &err);
 }
 
@@ -325,6 +348,7 @@ void orch_mcpc_cancel(struct orch_mcpc_op *op)
     if (!op)
         return;
     op->done = NULL;
+    send_cancelled(op, "the run was cancelled");
     if (!op->sent || op->kind == OP_READY) { /* nothing to wait for */
         op_unlink(op);
         op_free(op);

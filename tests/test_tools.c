@@ -1226,6 +1226,12 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
               res);
     cr_assert(strstr(res, "\"output\":\"NEW SESSION\""), "%s", res);
     cr_assert(strstr(res, "MCP server slow: shout took over 1 s"), "%s", res);
+    /* the call that took too long was cancelled at the server (the fake
+     * takes the notification once its 3 s hang is over) */
+    for (int i = 0;
+         i < 100 && !strstr(mf->log, "/hang notifications/cancelled"); i++)
+        usleep(50000);
+    cr_assert(strstr(mf->log, "/hang notifications/cancelled"), "%s", mf->log);
     cr_assert(strstr(res, "\"output\":\"[redacted:bearer_token]\",\"tool\":"
                           "\"web.whoami\""),
               "%s", res);
