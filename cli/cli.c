@@ -467,13 +467,13 @@ const char cli_usage_text[] =
 
 int cli_version(struct cli *c, int argc, char **argv)
 {
-    if (argc > 1 && cli_is_help(argv[1])) {
-        printf("usage: forum version [--json]\nPrints the version.\n"
-               "example:\n  forum version --json\n");
-        return 0;
-    }
-    if (argc > 1)
-        return cli_usage_error(c, "version: unexpected argument %s", argv[1]);
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    int pe = cli_parse(c, "version", argc, argv, opts, NULL, 0, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help("usage: forum version [--json]\nPrints the version.\n"
+                        "example:\n  forum version --json\n");
+    if (pe)
+        return pe;
     if (c->json)
         printf("{\"version\":\"%s\"}\n", FO_VERSION);
     else

@@ -166,23 +166,13 @@ int cli_export(struct cli *c, int argc, char **argv);
 
 /* Sessions (cli_session.c). */
 int cli_session(struct cli *c, int argc, char **argv);
-/* --session NAME, --max-{total,request,history,facts,tool-results}-tokens
- * N and --compaction drop|summary into *session and *context (made on
- * first use): 2 when taken, 0 when a is
- * none of them, -code (err set) on a bad value. */
-int cli_session_arg(const char **session, cJSON **context, const char *a,
-                    const char *v, struct fo_err *err);
 /* What CLI_SESSION_OPTS (cli_opt.h) collects: the session named, and the
  * context budget (made on first use; the caller deletes it). */
 struct cli_session_opts {
     const char *session;
     cJSON *context;
 };
-/* The options cli_session_arg takes, for cli_bad_arg. */
-#define CLI_SESSION_FLAGS                                                      \
-    "--session --max-total-tokens --max-request-tokens "                       \
-    "--max-history-tokens --max-facts-tokens --max-tool-results-tokens "       \
-    "--compaction"
+/* The help lines of CLI_SESSION_OPTS, for a command's usage. */
 #define CLI_SESSION_HELP                                                       \
     "  --session NAME       a turn of session NAME: it sees the earlier\n"     \
     "                       turns and facts (forum session --help)\n"          \

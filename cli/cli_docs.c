@@ -188,15 +188,22 @@ static int roff_block(struct fo_buf *b, const char *text, size_t len)
 
 /* The options of `forum NAME [SUB]` from its table, as a block after its
  * help; with head, under a heading of its own (a subcommand whose help is
- * its command's). Nothing for a command without a table. */
+ * its command's), unless they are the command's own, listed already
+ * (import's formats). Nothing for a command without a table. */
 static int man_options(struct cli *c, struct fo_buf *b,
                        const struct cli_command *k, const char *sub, int head)
 {
-    struct fo_buf o;
+    struct fo_buf o, own;
     fo_buf_init(&o, FO_BUF_UNLIMITED);
+    fo_buf_init(&own, FO_BUF_UNLIMITED);
     struct fo_buf t; /* "  --limit N          its help" */
     fo_buf_init(&t, FO_BUF_UNLIMITED);
     int rc = options_of(c, k, sub, &o) < 0 ? -1 : 0;
+    if (!rc && head && o.len)
+        rc = options_of(c, k, NULL, &own) < 0 ? -1 : 0;
+    if (!rc && own.len == o.len && o.len && !memcmp(own.data, o.data, o.len))
+        fo_buf_reset(&o); /* the command's own, listed with its help */
+    fo_buf_release(&own);
     for (size_t i = 0; !rc && i < o.len;) {
         size_t tab = strcspn(o.data + i, "\t\n");
         size_t end = tab + strcspn(o.data + i + tab, "\n");
@@ -423,27 +430,38 @@ static int completion(struct cli *c, const char *shell, struct fo_buf *b)
 
 int cli_docs(struct cli *c, int argc, char **argv)
 {
-    const char *which = NULL, *shell = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(docs_usage);
-        if (which && !shell && !strcmp(which, "completion"))
-            shell = argv[i];
-        else if (which)
-            return cli_usage_error(c, "docs: unexpected argument %s", argv[i]);
-        else
-            which = argv[i];
-    }
-    if (!which)
-        return cli_usage_error(c, "docs: which page? http, mcp, man or "
-                                  "completion");
-    if (strcmp(which, "http") != 0 && strcmp(which, "mcp") != 0 &&
-        strcmp(which, "man") != 0 && strcmp(which, "completion") != 0)
+    static const char *const pages[] = {"http", "mcp", "man", "completion"};
+    const struct cli_opt none[] = {CLI_OPT_END}; /* no page takes options */
+    const char *which = argc > 1 ? argv[1] : NULL, *shell = NULL;
+    size_t k = 0;
+    while (which && k < 4 && strcmp(which, pages[k]))
+        k++;
+    if (!which || k == 4) {
+        /* no page, or not one: help and unknown options as any command */
+        const char *pos[1];
+        int npos = 0;
+        int pe = cli_parse(c, "docs", argc, argv, none, pos, 1, &npos);
+        if (pe)
+            return pe == CLI_PARSE_HELP ? cli_help(docs_usage) : pe;
+        if (!npos)
+            return cli_usage_error(c, "docs: which page? http, mcp, man or "
+                                      "completion");
+        const char *near = cli_closest(pos[0], pages, 4);
         return cli_usage_error(c,
                                "docs: %s: not a page (http, mcp, man or "
-                               "completion)",
-                               which);
-    if (!strcmp(which, "completion") &&
+                               "completion)%s%s%s",
+                               pos[0], near ? "; did you mean " : "",
+                               near ? near : "", near ? "?" : "");
+    }
+    /* the page's own (empty) table; completion takes the shell */
+    char name[32];
+    snprintf(name, sizeof(name), "docs %s", which);
+    int is_comp = k == 3, npos = 0;
+    int pe =
+        cli_parse(c, name, argc - 1, argv + 1, none, &shell, is_comp, &npos);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(docs_usage) : pe;
+    if (is_comp &&
         (!shell || (strcmp(shell, "bash") != 0 && strcmp(shell, "zsh") != 0)))
         return cli_usage_error(c, "docs completion: bash or zsh");
     struct fo_buf out;

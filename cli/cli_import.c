@@ -3,6 +3,7 @@
  * export otel RUN` (a run as an OTLP/JSON trace, run_export_otel). See
  * docs/IMPORT.md. */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -125,25 +126,18 @@ static void print_import(const cJSON *o)
 
 int cli_import(struct cli *c, int argc, char **argv)
 {
-    const char *format = NULL, *file = NULL, *name = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a))
-            return cli_help(import_usage);
-        if (!strcmp(a, "--name")) {
-            if (i + 1 >= argc)
-                return cli_usage_error(c, "import: --name needs a value");
-            name = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(c, "import: unknown option %s", a);
-        } else if (!format) {
-            format = a;
-        } else if (!file) {
-            file = a;
-        } else {
-            return cli_usage_error(c, "import: unexpected argument %s", a);
-        }
-    }
+    const char *format = NULL, *file = NULL, *name = NULL, *pos[2];
+    const struct cli_opt opts[] = {
+        {"--name", "NAME", CLI_OPT_STR, &name, 0, 0, NULL, NULL,
+         "the source's name kept in the import entry (default: the file's)"},
+        CLI_OPT_END,
+    };
+    int npos = 0;
+    int pe = cli_parse(c, "import", argc, argv, opts, pos, 2, &npos);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(import_usage) : pe;
+    format = npos > 0 ? pos[0] : NULL;
+    file = npos > 1 ? pos[1] : NULL;
     if (!format || !file)
         return cli_usage_error(c, "import: a format (otel, langsmith, "
                                   "jsonl) and a FILE are required");
@@ -200,27 +194,20 @@ int cli_import(struct cli *c, int argc, char **argv)
 
 int cli_export(struct cli *c, int argc, char **argv)
 {
-    const char *format = NULL, *file = NULL;
+    const char *format = NULL, *file = NULL, *pos[2];
     long long run = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a))
-            return cli_help(export_usage);
-        if (!strcmp(a, "-o")) {
-            if (i + 1 >= argc)
-                return cli_usage_error(c, "export: -o needs a file");
-            file = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(c, "export: unknown option %s", a);
-        } else if (!format) {
-            format = a;
-        } else if (run < 0) {
-            if ((run = cli_parse_seq(a)) < 0)
-                return cli_usage_error(c, "export: %s: not a run id", a);
-        } else {
-            return cli_usage_error(c, "export: unexpected argument %s", a);
-        }
-    }
+    const struct cli_opt opts[] = {
+        {"-o", "FILE", CLI_OPT_STR, &file, 0, 0, NULL, NULL,
+         "write to FILE (default: stdout)"},
+        CLI_OPT_END,
+    };
+    int npos = 0;
+    int pe = cli_parse(c, "export", argc, argv, opts, pos, 2, &npos);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(export_usage) : pe;
+    format = npos > 0 ? pos[0] : NULL;
+    if (npos > 1 && (run = cli_parse_seq(pos[1])) < 0)
+        return cli_usage_error(c, "export: %s: not a run id", pos[1]);
     if (!format || run < 0)
         return cli_usage_error(c, "export: a format (otel) and a RUN are "
                                   "required");

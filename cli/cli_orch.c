@@ -108,32 +108,28 @@ static const char route_usage[] =
 int cli_route(struct cli *c, int argc, char **argv)
 {
     struct orch_config cfg = {0};
+    const struct cli_opt opts[] = {
+        {"--roster", "FILE", CLI_OPT_STR, &cfg.roster_path, 0, 0, NULL, NULL,
+         "the roster (default: the built-in one)"},
+        CLI_OPT_END,
+    };
+    const char **words = calloc((size_t)argc + 1, sizeof(*words));
+    if (!words)
+        return cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
+    int nw = 0;
+    int code = cli_parse(c, "route", argc, argv, opts, words, argc, &nw);
     struct fo_buf text;
     fo_buf_init(&text, ORCH_ROUTE_TEXT_MAX);
-    int words = 0, code = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fo_buf_release(&text);
-            return cli_help(route_usage);
-        }
-        if (!strcmp(argv[i], "--roster") && i + 1 < argc) {
-            cfg.roster_path = argv[++i];
-            continue;
-        }
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fo_buf_release(&text);
-            return cli_bad_arg(c, "route", argv[i], "--roster");
-        }
-        if ((words++ && fo_buf_putc(&text, ' ')) ||
-            fo_buf_puts(&text, argv[i])) {
-            fo_buf_release(&text);
-            return cli_usage_error(c, "route: text over %u bytes",
+    for (int i = 0; !code && i < nw; i++)
+        if ((i && fo_buf_putc(&text, ' ')) || fo_buf_puts(&text, words[i]))
+            code = cli_usage_error(c, "route: text over %u bytes",
                                    ORCH_ROUTE_TEXT_MAX);
-        }
-    }
-    if (!words) {
+    free(words);
+    if (!code && !nw)
+        code = cli_usage_error(c, "route: no TEXT");
+    if (code) {
         fo_buf_release(&text);
-        return cli_usage_error(c, "route: no TEXT");
+        return code == CLI_PARSE_HELP ? cli_help(route_usage) : code;
     }
     struct orch *o = NULL;
     code = make_orch(c, &cfg, &o);
@@ -266,85 +262,103 @@ static int add_env(struct run_opts *o, const char *name, const char *value)
     return 0;
 }
 
+/* --allow CATEGORY[,CATEGORY...] (repeatable) into o's categories. */
+static int allow_call(struct cli *c, const char *cmd, const char *flag,
+                      const char *v, void *ctx)
+{
+    (void)flag;
+    struct run_opts *o = ctx;
+    if (o->n_allow_buf == CLI_CATEGORIES_MAX)
+        return cli_usage_error(c, "%s: too many --allow", cmd);
+    char *list = malloc(strlen(v) + 1);
+    if (!list)
+        return cli_usage_error(c, "%s: out of memory", cmd);
+    memcpy(list, v, strlen(v) + 1);
+    o->allow_buf[o->n_allow_buf++] = list;
+    for (char *s = list; s;) {
+        char *comma = strchr(s, ',');
+        if (comma)
+            *comma = '\0';
+        if (*s) {
+            if (o->cfg.n_allowed_categories == CLI_CATEGORIES_MAX)
+                return cli_usage_error(c, "%s: too many --allow", cmd);
+            o->allow[o->cfg.n_allowed_categories++] = s;
+        }
+        s = comma ? comma + 1 : NULL;
+    }
+    if (o->cfg.n_allowed_categories == 0)
+        return cli_usage_error(c, "%s: --allow: no category", cmd);
+    return 0;
+}
+
+/* --env NAME=VALUE, or NAME (its value here, when set), into the child's
+ * environment after the defaults. */
+static int env_call(struct cli *c, const char *cmd, const char *flag,
+                    const char *e, void *ctx)
+{
+    (void)flag;
+    struct run_opts *o = ctx;
+    const char *eq = strchr(e, '=');
+    const char *v = eq ? NULL : getenv(e);
+    if (!*e || e[0] == '=')
+        return cli_usage_error(c, "%s: --env %s: NAME[=VALUE]", cmd, e);
+    if (eq) {
+        if (o->n_env >= CLI_ENV_MAX + 3)
+            return cli_usage_error(c, "%s: too many --env", cmd);
+        o->env[o->n_env++] = e;
+    } else if (v && add_env(o, e, v)) {
+        return cli_usage_error(c, "%s: too many --env", cmd);
+    }
+    return 0;
+}
+
 static int parse_run_opts(struct cli *c, int argc, char **argv,
                           struct run_opts *o)
 {
+    long long timeout = 0, parallel = 0;
+    struct cli_opt_call allow = {allow_call, o}, env = {env_call, o};
+    const struct cli_opt opts[] = {
+        {"--cmd", "CMD", CLI_OPT_STR, &o->cfg.cmd, 0, 0, NULL, NULL,
+         "run each task as CMD PROMPT (default: the stub)"},
+        {"--model", "ID", CLI_OPT_STR, &o->cfg.model, 0, 0, NULL, NULL,
+         "the model id results record (default cmd:CMD)"},
+        {"--timeout", "SECONDS", CLI_OPT_INT, &timeout, 1, 86400, NULL, NULL,
+         "per task (default 300)"},
+        {"--max-parallel", "N", CLI_OPT_INT, &parallel, 1,
+         ORCH_MAX_PARALLEL_MAX, NULL, NULL,
+         "tasks of a wave at once (default 4)"},
+        {"--allow", "CATEGORY", CLI_OPT_CALL, &allow, 0, 0, NULL, NULL,
+         "only lanes of these categories run (repeat or comma-separate)"},
+        {"--env", "NAME[=VALUE]", CLI_OPT_CALL, &env, 0, 0, NULL, NULL,
+         "add to the child's environment"},
+        {"--roster", "FILE", CLI_OPT_STR, &o->cfg.roster_path, 0, 0, NULL, NULL,
+         "the roster (default: the built-in one)"},
+        {"--request", "TEXT", CLI_OPT_STR, &o->request, 0, 0, NULL, NULL,
+         "the request the run answers (witnessed)"},
+        CLI_OPT_END,
+    };
+    /* the defaults first: --env adds to them, in the order given */
     const char *path = getenv("PATH"), *home = getenv("HOME");
     if (add_env(o, "PATH", path && *path ? path : "/usr/bin:/bin") ||
         (home && *home && add_env(o, "HOME", home)) ||
         add_env(o, "LANG", "C.UTF-8"))
         return cli_usage_error(c, "run-plan: out of memory");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a))
-            return cli_help(run_plan_usage) - 1; /* -1: stop, exit 0 */
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--cmd") && has) {
-            o->cfg.cmd = argv[++i];
-        } else if (!strcmp(a, "--model") && has) {
-            o->cfg.model = argv[++i];
-        } else if (!strcmp(a, "--roster") && has) {
-            o->cfg.roster_path = argv[++i];
-        } else if (!strcmp(a, "--request") && has) {
-            o->request = argv[++i];
-        } else if (!strcmp(a, "--timeout") && has) {
-            long long s = cli_parse_seq(argv[++i]);
-            if (s < 1 || s > 86400)
-                return cli_usage_error(
-                    c, "run-plan: --timeout: seconds in 1..86400");
-            o->cfg.timeout_ms = (int)(s * 1000);
-        } else if (!strcmp(a, "--max-parallel") && has) {
-            long long n = cli_parse_seq(argv[++i]);
-            if (n < 1 || n > ORCH_MAX_PARALLEL_MAX)
-                return cli_usage_error(c, "run-plan: --max-parallel: 1..%d",
-                                       ORCH_MAX_PARALLEL_MAX);
-            o->cfg.max_parallel = (int)n;
-        } else if (!strcmp(a, "--allow") && has) {
-            if (o->n_allow_buf == CLI_CATEGORIES_MAX)
-                return cli_usage_error(c, "run-plan: too many --allow");
-            char *list = malloc(strlen(argv[++i]) + 1);
-            if (!list)
-                return cli_usage_error(c, "run-plan: out of memory");
-            memcpy(list, argv[i], strlen(argv[i]) + 1);
-            o->allow_buf[o->n_allow_buf++] = list;
-            for (char *s = list; s;) {
-                char *comma = strchr(s, ',');
-                if (comma)
-                    *comma = '\0';
-                if (*s) {
-                    if (o->cfg.n_allowed_categories == CLI_CATEGORIES_MAX)
-                        return cli_usage_error(c, "run-plan: too many --allow");
-                    o->allow[o->cfg.n_allowed_categories++] = s;
-                }
-                s = comma ? comma + 1 : NULL;
-            }
-            if (o->cfg.n_allowed_categories == 0)
-                return cli_usage_error(c, "run-plan: --allow: no category");
-        } else if (!strcmp(a, "--env") && has) {
-            const char *e = argv[++i];
-            const char *eq = strchr(e, '=');
-            const char *v = eq ? NULL : getenv(e);
-            if (!*e || e[0] == '=')
-                return cli_usage_error(c, "run-plan: --env: NAME[=VALUE]");
-            if (eq) {
-                if (o->n_env >= CLI_ENV_MAX + 3)
-                    return cli_usage_error(c, "run-plan: too many --env");
-                o->env[o->n_env++] = e;
-            } else if (v && add_env(o, e, v)) {
-                return cli_usage_error(c, "run-plan: too many --env");
-            }
-        } else if (a[0] == '-' && a[1]) {
-            return cli_bad_arg(c, "run-plan", a,
-                               "--cmd --model --roster --request --timeout "
-                               "--max-parallel --allow --env");
-        } else if (!o->file) {
-            o->file = a;
-        } else {
-            return cli_usage_error(c, "run-plan: more than one FILE");
-        }
-    }
-    if (!o->file)
+    const char *pos[2];
+    int npos = 0;
+    int ex = cli_parse(c, "run-plan", argc, argv, opts, pos, 2, &npos);
+    if (ex == CLI_PARSE_HELP)
+        return cli_help(run_plan_usage) - 1; /* -1: stop, exit 0 */
+    if (ex)
+        return ex;
+    if (npos > 1)
+        return cli_usage_error(c, "run-plan: more than one FILE");
+    if (!npos)
         return cli_usage_error(c, "run-plan: no plan FILE");
+    o->file = pos[0];
+    if (timeout)
+        o->cfg.timeout_ms = (int)(timeout * 1000);
+    if (parallel)
+        o->cfg.max_parallel = (int)parallel;
     o->env[o->n_env] = NULL;
     o->cfg.env = o->env;
     o->cfg.allowed_categories = o->allow;
@@ -504,14 +518,11 @@ static double num_or_zero(const cJSON *o, const char *key)
 int cli_bench(struct cli *c, int argc, char **argv)
 {
     const char *dirs[2] = {NULL, NULL};
+    const struct cli_opt opts[] = {CLI_OPT_END};
     int nd = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(bench_usage);
-        if (argv[i][0] == '-' || nd == 2)
-            return cli_bad_arg(c, "bench", argv[i], "");
-        dirs[nd++] = argv[i];
-    }
+    int pe = cli_parse(c, "bench", argc, argv, opts, dirs, 2, &nd);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(bench_usage) : pe;
     if (nd != 2)
         return cli_usage_error(c, "bench: needs two ledger dirs A B");
     cJSON *sum[2] = {NULL, NULL}, *flat[2] = {NULL, NULL};

@@ -128,17 +128,20 @@ static int parse_id(struct cli *c, const char *cmd, const char *s,
     return 0;
 }
 
-/* The flags `forum run start` refuses: the daemon's configuration decides
- * them. */
-static int daemon_flag(const char *a)
+/* The flags `forum run start` refuses, as hidden switch rows of its table
+ * (parsed, so the reason is given, but neither listed nor suggested): the
+ * daemon's configuration decides them. */
+static int daemon_flag(struct cli *c, const char *cmd, const char *flag,
+                       const char *v, void *ctx)
 {
-    static const char *const flags[] = {"--chat-url", "--api",         "--tier",
-                                        "--model",    "--api-key-env", "--cmd",
-                                        "--roster",   "--timeout"};
-    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-        if (!strcmp(a, flags[i]))
-            return 1;
-    return 0;
+    (void)v;
+    (void)ctx;
+    return cli_usage_error(
+        c,
+        "%s: %s: the daemon runs the request with its own "
+        "configuration; give %s to `forum serve` (or DIR/forum.json), "
+        "or use `forum submit` to run it in this process",
+        cmd, flag, flag);
 }
 
 /* ---- the daemon ---------------------------------------------------------- */
@@ -285,58 +288,51 @@ static int cmd_start(struct cli *c, int argc, char **argv)
     struct fo_buf text, body;
     fo_buf_init(&text, ORCH_REQUEST_MAX);
     fo_buf_init(&body, FO_BUF_UNLIMITED);
-    cJSON *in = NULL, *out = NULL, *gates = NULL, *context = NULL;
-    const char *session = NULL;
+    cJSON *in = NULL, *out = NULL, *gates = NULL;
+    struct cli_session_opts s = {NULL, NULL};
     struct fo_err err;
     fo_err_clear(&err);
     long long calls = 0, secs = 0;
-    int words = 0, code = 0;
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i]))
-            code = -1;
-    for (int i = 1; i < argc && !code; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int gv = cli_gate_arg(&gates, a, v, &err);
-        if (!gv)
-            gv = cli_session_arg(&session, &context, a, v, &err);
-        if (gv < 0) {
-            code = cli_usage_error(c, "run start: %s", err.msg);
-        } else if (gv) {
-            i++;
-        } else if (!strcmp(a, "--max-model-calls") ||
-                   !strcmp(a, "--max-seconds")) {
-            int m = !strcmp(a, "--max-seconds");
-            long long lim = m ? ORCH_SUBMIT_SECONDS_MAX : ORCH_SUBMIT_CALLS_MAX;
-            long long x = v ? cli_parse_seq(v) : -1;
-            if (x < 1 || x > lim)
-                code = cli_usage_error(c, "run start: %s: 1..%lld", a, lim);
-            *(m ? &secs : &calls) = x;
-            i++;
-        } else if (daemon_flag(a)) {
-            code = cli_usage_error(
-                c,
-                "run start: %s: the daemon runs the request with its own "
-                "configuration; give %s to `forum serve` (or DIR/forum.json), "
-                "or use `forum submit` to run it in this process",
-                a, a);
-        } else if (cli_is_option(a)) {
-            code = cli_bad_arg(c, "run start", a,
-                               "--max-model-calls --max-seconds " CLI_GATE_FLAGS
-                               " " CLI_SESSION_FLAGS);
-        } else if ((words++ && fo_buf_putc(&text, ' ')) ||
-                   fo_buf_puts(&text, a)) {
+    struct cli_opt_call gate = {cli_gate_call, &gates},
+                        sess = {cli_session_call, &s},
+                        refuse = {daemon_flag, NULL};
+    const struct cli_opt opts[] = {
+        {"--max-model-calls", "N", CLI_OPT_INT, &calls, 1,
+         ORCH_SUBMIT_CALLS_MAX, NULL, NULL, "the run's model calls"},
+        {"--max-seconds", "S", CLI_OPT_INT, &secs, 1, ORCH_SUBMIT_SECONDS_MAX,
+         NULL, NULL, "the run's wall-clock budget"},
+        CLI_GATE_OPTS(&gate),
+        CLI_SESSION_OPTS(&sess),
+        /* the daemon's own: refused with the reason */
+        {"--chat-url", NULL, CLI_OPT_CALL, &refuse, 0, 0, NULL, NULL, NULL},
+        {"--api", NULL, CLI_OPT_CALL, &refuse, 0, 0, NULL, NULL, NULL},
+        {"--tier", NULL, CLI_OPT_CALL, &refuse, 0, 0, NULL, NULL, NULL},
+        {"--model", NULL, CLI_OPT_CALL, &refuse, 0, 0, NULL, NULL, NULL},
+        {"--api-key-env", NULL, CLI_OPT_CALL, &refuse, 0, 0, NULL, NULL, NULL},
+        {"--cmd", NULL, CLI_OPT_CALL, &refuse, 0, 0, NULL, NULL, NULL},
+        {"--roster", NULL, CLI_OPT_CALL, &refuse, 0, 0, NULL, NULL, NULL},
+        {"--timeout", NULL, CLI_OPT_CALL, &refuse, 0, 0, NULL, NULL, NULL},
+        CLI_OPT_END,
+    };
+    const char **words = calloc((size_t)argc + 1, sizeof(*words));
+    int nw = 0, code = 0;
+    if (!words) {
+        code = cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
+        goto out;
+    }
+    code = cli_parse(c, "run start", argc, argv, opts, words, argc, &nw);
+    for (int i = 0; !code && i < nw; i++)
+        if ((i && fo_buf_putc(&text, ' ')) || fo_buf_puts(&text, words[i]))
             code = cli_usage_error(c, "run start: request over %u bytes",
                                    ORCH_REQUEST_MAX);
-        }
-    }
-    if (code < 0) {
+    free(words);
+    if (code == CLI_PARSE_HELP) {
         code = cli_help(help_start);
         goto out;
     }
     if (code)
         goto out;
-    if (!words) {
+    if (!nw) {
         code = cli_usage_error(c, "run start: no REQUEST");
         goto out;
     }
@@ -351,9 +347,9 @@ static int cmd_start(struct cli *c, int argc, char **argv)
         (secs && !fo_json_add_int(in, "max_seconds", secs)) ||
         (gates &&
          !cJSON_AddItemToObject(in, "gates", cJSON_Duplicate(gates, 1))) ||
-        (session && !cJSON_AddStringToObject(in, "session", session)) ||
-        (context &&
-         !cJSON_AddItemToObject(in, "context", cJSON_Duplicate(context, 1)))) {
+        (s.session && !cJSON_AddStringToObject(in, "session", s.session)) ||
+        (s.context && !cJSON_AddItemToObject(in, "context",
+                                             cJSON_Duplicate(s.context, 1)))) {
         code = cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
         goto out;
     }
@@ -378,7 +374,7 @@ static int cmd_start(struct cli *c, int argc, char **argv)
     }
 out:
     cJSON_Delete(gates);
-    cJSON_Delete(context);
+    cJSON_Delete(s.context);
     cJSON_Delete(in);
     cJSON_Delete(out);
     fo_buf_release(&text);

@@ -150,8 +150,12 @@ int cli_session(struct cli *c, int argc, char **argv)
                            sub);
 }
 
-int cli_session_arg(const char **session, cJSON **context, const char *a,
-                    const char *v, struct fo_err *err)
+/* --session NAME, --max-{total,request,history,facts,tool-results}-tokens
+ * N and --compaction drop|summary (CLI_SESSION_OPTS, cli_opt.h) into
+ * *session and *context (made on first use): 2 when taken, 0 when a is
+ * none of them, -code (err set) on a bad value. */
+static int session_arg(const char **session, cJSON **context, const char *a,
+                       const char *v, struct fo_err *err)
 {
     static const char *const lims[] = {
         "--max-total-tokens", "--max-request-tokens", "--max-history-tokens",
@@ -199,7 +203,7 @@ int cli_session_call(struct cli *c, const char *cmd, const char *flag,
     struct cli_session_opts *s = session_opts;
     struct fo_err err;
     fo_err_clear(&err);
-    if (cli_session_arg(&s->session, &s->context, flag, v, &err) < 0)
+    if (session_arg(&s->session, &s->context, flag, v, &err) < 0)
         return cli_usage_error(c, "%s: %s", cmd, err.msg);
     return 0;
 }

@@ -2186,6 +2186,151 @@ Test(cli, did_you_mean_for_options)
  * flags all count; the hidden flag `forum docs` lists a table with is an
  * unknown option on the command line. The completions list the tables'
  * flags. */
+/* The tables of run start, route, run-plan, bench, import, export, docs
+ * and version: a misspelt flag gets a did-you-mean from the table, a
+ * missing value and a value out of range are usage errors (exit 2, no data
+ * dir made); run start still refuses the daemon's flags with the reason
+ * (hidden rows: parsed, but neither suggested nor completed); a page of
+ * docs takes no options, and completion its shell. */
+Test(cli, option_table_orch)
+{
+    static const struct {
+        const char *argv[8];
+        const char *says;
+    } cases[] = {
+        {{"run", "start", "x", "--max-sconds", "3"},
+         "run start: unknown option --max-sconds; did you mean "
+         "--max-seconds?"},
+        {{"run", "start", "x", "--sesion", "a"}, "did you mean --session?"},
+        {{"route", "--rostr", "f", "x"},
+         "route: unknown option --rostr; did you mean --roster?"},
+        {{"run-plan", "p.json", "--max-paralel", "2"},
+         "run-plan: unknown option --max-paralel; did you mean "
+         "--max-parallel?"},
+        {{"import", "otel", "f.json", "--nam", "n"},
+         "import: unknown option --nam; did you mean --name?"},
+        {{"version", "--jsn"}, "version: unknown option --jsn"},
+        {{"run", "start", "x", "--max-seconds"},
+         "run start: --max-seconds needs a value"},
+        {{"run", "start", "x", "--max-total-tokens"},
+         "run start: --max-total-tokens needs a value"},
+        {{"run-plan", "p.json", "--env"}, "run-plan: --env needs a value"},
+        {{"export", "otel", "1", "-o"}, "export: -o needs a value"},
+        {{"import", "otel", "f.json", "--name"},
+         "import: --name needs a value"},
+        {{"run", "start", "x", "--max-model-calls", "0"},
+         "run start: --max-model-calls 0: 1 to 1000"},
+        {{"run", "start", "x", "--max-seconds", "86401"},
+         "run start: --max-seconds 86401: 1 to 86400"},
+        {{"run-plan", "p.json", "--timeout", "0"},
+         "run-plan: --timeout 0: 1 to 86400"},
+        {{"run-plan", "p.json", "--max-parallel", "0"},
+         "run-plan: --max-parallel 0: 1 to "},
+        {{"run", "start", "x", "--compaction", "keep"},
+         "run start: --compaction: drop or summary"},
+        {{"run", "start", "x", "--gate", "nope"}, "run start: --gate nope"},
+        /* the daemon's flags, refused with the reason, value or not */
+        {{"run", "start", "x", "--cmd", "echo"},
+         "run start: --cmd: the daemon runs the request with its own "
+         "configuration; give --cmd to `forum serve`"},
+        {{"run", "start", "--api", "x"}, "run start: --api: the daemon runs"},
+        {{"run", "start", "x", "--timeout"},
+         "run start: --timeout: the daemon runs"},
+        {{"run", "start"}, "run start: no REQUEST"},
+        {{"route", "--roster", "f"}, "route: no TEXT"},
+        {{"run-plan", "a", "b"}, "run-plan: more than one FILE"},
+        {{"run-plan", "a", "--env", "=x"}, "run-plan: --env =x: NAME[=VALUE]"},
+        {{"run-plan", "a", "--allow", ","}, "run-plan: --allow: no category"},
+        {{"bench", "a"}, "bench: needs two ledger dirs A B"},
+        {{"bench", "a", "b", "c"}, "bench: unexpected argument c"},
+        {{"import", "otle", "f.json"}, "did you mean otel?"},
+        {{"import", "otel", "a", "b"}, "import: unexpected argument b"},
+        {{"export", "otel", "x"}, "export: x: not a run id"},
+        {{"export", "otel", "1", "2"}, "export: unexpected argument 2"},
+        {{"version", "now"}, "version: unexpected argument now"},
+        {{"docs", "http", "mcp"}, "docs http: unexpected argument mcp"},
+        {{"docs", "man", "--deep"}, "docs man: unknown option --deep"},
+        {{"docs", "completion", "fish"}, "docs completion: bash or zsh"},
+        {{"docs", "completion"}, "docs completion: bash or zsh"},
+        {{"docs", "completion", "bash", "zsh"},
+         "docs completion: unexpected argument zsh"},
+        {{"docs", "rpc"}, "docs: rpc: not a page"},
+        {{"docs"}, "docs: which page?"},
+    };
+    char *dir = tu_tmpdir();
+    char missing[PATH_MAX];
+    path_in(missing, sizeof(missing), dir, "none");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tu_run r = run_list(missing, NULL, 0, NULL, cases[i].argv);
+        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
+                     cases[i].argv[1], r.status, r.err);
+        must_contain(r.err, cases[i].says, cases[i].argv[1]);
+        cr_assert_eq(r.out_len, 0, "%s", r.out);
+        tu_run_free(&r);
+        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
+                  cases[i].argv[1]);
+    }
+    /* a hidden row is never suggested */
+    const char *const near[] = {"run", "start", "x", "--chat-ur", "u", NULL};
+    struct tu_run r = run_list(missing, NULL, 0, NULL, near);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    must_contain(r.err, "run start: unknown option --chat-ur", "--chat-ur");
+    cr_assert_null(strstr(r.err, "--chat-url"), "%s", r.err);
+    tu_run_free(&r);
+    /* help wins; a valid line still runs: the words are joined */
+    const char *const help[] = {"run", "start", "--cmd", "--help", NULL};
+    r = run_list(missing, NULL, 0, NULL, help);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "usage: forum run start REQUEST...", "help");
+    tu_run_free(&r);
+    const char *const route[] = {"--json", "route",    "add", "a",
+                                 "login",  "endpoint", NULL};
+    r = run_list(missing, NULL, 0, NULL, route);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "\"decided\"", "route");
+    tu_run_free(&r);
+    const char *const ver[] = {"--json", "version", NULL};
+    r = run_list(missing, NULL, 0, NULL, ver);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "{\"version\":", "version --json");
+    tu_run_free(&r);
+    cr_assert(!exists(missing));
+    /* the completions list the tables' flags, never the hidden ones */
+    const char *const comp[] = {"docs", "completion", "bash", NULL};
+    r = run_list(missing, NULL, 0, NULL, comp);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out,
+                 "\"run start\") w=\"--max-model-calls --max-seconds --gate",
+                 "completion");
+    must_contain(r.out, "\"import otel\") w=\"--name\"", "completion");
+    must_contain(r.out, "\"export otel\") w=\"-o\"", "completion");
+    must_contain(r.out, "\"route \"*) w=\"--roster\"", "completion");
+    const char *arm = strstr(r.out, "\"run start\")");
+    cr_assert_not_null(arm);
+    char line[1024];
+    snprintf(line, sizeof(line), "%.*s", (int)strcspn(arm, "\n"), arm);
+    cr_assert_null(strstr(line, "--cmd"), "%s", line);
+    cr_assert_null(strstr(line, "--api"), "%s", line);
+    tu_run_free(&r);
+    /* the man page lists import's --name once, with its help */
+    const char *const man[] = {"docs", "man", NULL};
+    r = run_list(missing, NULL, 0, NULL, man);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *imp = strstr(r.out, ".SS import\n");
+    cr_assert_not_null(imp);
+    const char *exp = strstr(imp, ".SS export\n");
+    cr_assert_not_null(exp);
+    const char *opts =
+        strstr(imp, "Options (from its table):\n.nf\n  --name NAME");
+    cr_assert(opts && opts < exp, "import lists no --name");
+    const char *again = strstr(opts + 1, "Options (from its table)");
+    cr_assert(!again || again > exp, "import lists its options twice");
+    cr_assert_null(strstr(r.out, ".SS import otel"), "import otel repeated");
+    tu_run_free(&r);
+    cr_assert(!exists(missing));
+    tu_rmrf(dir);
+}
+
 /* Every command and subcommand parses through an option table (cli_opt.h),
  * so the flags the man page and the completions list are the ones parsed;
  * asking for the tables writes nothing (no data dir appears). */
