@@ -2190,9 +2190,9 @@ Test(cli, did_you_mean_for_options)
  * consistency, cosign, witness; verify-bundle; witness keygen|cosign; forum
  * verify, one table for the ledger form and --tiles): a misspelt flag gets
  * its did-you-mean, a missing value, a value out of range and the
- * exclusions are usage errors before anything is read, written or made (no
- * data dir, no key, stdin unread); valid calls still work; the man page
- * and the completions list verify's --tiles flags. */
+ * exclusions are usage errors before anything is written or made (no data
+ * dir, no key); valid calls still work; the man page and the completions
+ * list verify's --tiles flags. */
 Test(cli, option_table_proof)
 {
     static const struct {
