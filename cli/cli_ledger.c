@@ -286,47 +286,47 @@ static int append_jsonl(struct cli *c, const char *path)
 
 static int cmd_append(struct cli *c, int argc, char **argv)
 {
-    const char *actor = NULL, *kind = NULL, *payload = NULL, *parent = NULL;
+    const char *actor = NULL, *kind = NULL, *payload = NULL;
     const char *jsonl = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger append --actor A --kind K "
-                "--payload JSON|@FILE|- [--parent N]\n"
-                "       forum ledger append --jsonl FILE|-\n"
-                "Appends one entry and prints it once it is durable; with\n"
-                "--jsonl, one entry a line ({actor, kind, payload, "
-                "parent?}),\n"
-                "4096 lines to a transaction, progress on a terminal. A bad\n"
-                "line is named by its number and nothing of its batch is\n"
-                "written (the batches before it are). A parent must be on\n"
-                "record before the file's first line.\n"
-                "  --payload JSON   inline; @FILE reads a file; - reads "
-                "stdin\n"
-                "  --parent N       the seq that caused this entry\n"
-                "  --jsonl FILE     many entries from FILE (- for stdin)\n"
-                "examples:\n"
-                "  forum ledger append --actor me --kind note --payload "
-                "'{\"text\":\"hi\"}'\n"
-                "  forum ledger append --jsonl steps.jsonl\n");
-        const char *o = argv[i];
-        if (i + 1 >= argc)
-            return cli_usage_error(c, "append: %s needs a value", o);
-        if (!strcmp(o, "--jsonl"))
-            jsonl = argv[++i];
-        else if (!strcmp(o, "--actor"))
-            actor = argv[++i];
-        else if (!strcmp(o, "--kind"))
-            kind = argv[++i];
-        else if (!strcmp(o, "--payload"))
-            payload = argv[++i];
-        else if (!strcmp(o, "--parent"))
-            parent = argv[++i];
-        else
-            return cli_bad_arg(c, "ledger append", o,
-                               "--actor --kind --payload --parent --jsonl");
-    }
-    if (jsonl && (actor || kind || payload || parent))
+    long long pseq = -1;
+    const struct cli_opt opts[] = {
+        {"--actor", "A", CLI_OPT_STR, &actor, 0, 0, NULL, NULL,
+         "who appends the entry"},
+        {"--kind", "K", CLI_OPT_STR, &kind, 0, 0, NULL, NULL,
+         "the entry's kind"},
+        {"--payload", "JSON|@FILE|-", CLI_OPT_STR, &payload, 0, 0, NULL, NULL,
+         "its body: inline JSON, @FILE reads a file, - reads stdin"},
+        {"--parent", "N", CLI_OPT_INT, &pseq, 0, INT64_MAX, NULL, "not a seq",
+         "the seq that caused this entry"},
+        {"--jsonl", "FILE|-", CLI_OPT_STR, &jsonl, 0, 0, NULL, NULL,
+         "many entries, one a line, from FILE (- for stdin)"},
+        CLI_OPT_END,
+    };
+    /* before anything is read: --payload - and --jsonl - take stdin */
+    int pe = cli_parse(c, "ledger append", argc, argv, opts, NULL, 0, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum ledger append --actor A --kind K "
+            "--payload JSON|@FILE|- [--parent N]\n"
+            "       forum ledger append --jsonl FILE|-\n"
+            "Appends one entry and prints it once it is durable; with\n"
+            "--jsonl, one entry a line ({actor, kind, payload, "
+            "parent?}),\n"
+            "4096 lines to a transaction, progress on a terminal. A bad\n"
+            "line is named by its number and nothing of its batch is\n"
+            "written (the batches before it are). A parent must be on\n"
+            "record before the file's first line.\n"
+            "  --payload JSON   inline; @FILE reads a file; - reads "
+            "stdin\n"
+            "  --parent N       the seq that caused this entry\n"
+            "  --jsonl FILE     many entries from FILE (- for stdin)\n"
+            "examples:\n"
+            "  forum ledger append --actor me --kind note --payload "
+            "'{\"text\":\"hi\"}'\n"
+            "  forum ledger append --jsonl steps.jsonl\n");
+    if (pe)
+        return pe;
+    if (jsonl && (actor || kind || payload || pseq >= 0))
         return cli_usage_error(c, "append: --jsonl takes its entries from the "
                                   "file, not from --actor/--kind/--payload");
     if (jsonl)
@@ -335,9 +335,6 @@ static int cmd_append(struct cli *c, int argc, char **argv)
         return cli_usage_error(c, "append: %s",
                                "--actor, --kind and --payload "
                                "are required");
-    long long pseq = -1;
-    if (parent && (pseq = cli_parse_seq(parent)) < 0)
-        return cli_usage_error(c, "append: --parent %s: not a seq", parent);
 
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_CREATE, &l);

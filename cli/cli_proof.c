@@ -208,25 +208,31 @@ int cli_ledger_prove(struct cli *c, int argc, char **argv)
 int cli_ledger_consistency(struct cli *c, int argc, char **argv)
 {
     long long a = -1, b = -1;
-    int nargs = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger consistency A [B]\n"
-                "The RFC 6962 consistency proof that the tree of size A is "
-                "a prefix of\nthe tree of size B (default: the current "
-                "size). A must be at least 1:\na proof from the empty tree "
-                "proves nothing. --json prints {\"first\",\n\"second\", "
-                "\"root1\", \"root2\", \"path\"}.\n");
-        long long v = cli_parse_seq(argv[i]);
-        if (v < 0 || nargs == 2)
-            return cli_bad_arg(c, "ledger consistency", argv[i], "");
-        if (nargs++ == 0)
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    int pe =
+        cli_parse(c, "ledger consistency", argc, argv, opts, pos, 2, &npos);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum ledger consistency A [B]\n"
+            "The RFC 6962 consistency proof that the tree of size A is "
+            "a prefix of\nthe tree of size B (default: the current "
+            "size). A must be at least 1:\na proof from the empty tree "
+            "proves nothing. --json prints {\"first\",\n\"second\", "
+            "\"root1\", \"root2\", \"path\"}.\n");
+    if (pe)
+        return pe;
+    for (int i = 0; i < npos; i++) {
+        long long v = cli_parse_seq(pos[i]);
+        if (v < 0)
+            return cli_bad_arg(c, "ledger consistency", pos[i], NULL);
+        if (i == 0)
             a = v;
         else
             b = v;
     }
-    if (nargs == 0)
+    if (npos == 0)
         return cli_usage_error(c, "consistency: the sizes A and B are needed");
     struct ledger *l = NULL;
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
@@ -420,23 +426,23 @@ out:
 int cli_verify_bundle(struct cli *c, int argc, char **argv)
 {
     const char *file = NULL, *vkey_arg = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum verify-bundle FILE --vkey KEY\n"
-                "Checks a bundle from `forum ledger bundle` with no ledger: "
-                "the entry\nhash, the body against its payload hash, the "
-                "inclusion proof against\nthe checkpoint's root and size, "
-                "and the checkpoint's signature by KEY\n(the key text or "
-                "@FILE; never the bundle's own vkey). Exit 0 valid,\n1 "
-                "invalid (the message names what failed), 2 bad input.\n");
-        if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
-            vkey_arg = argv[++i];
-        else if (!file && argv[i][0] != '-')
-            file = argv[i];
-        else
-            return cli_bad_arg(c, "verify-bundle", argv[i], "--vkey");
-    }
+    const struct cli_opt opts[] = {
+        {"--vkey", "KEY", CLI_OPT_STR, &vkey_arg, 0, 0, NULL, NULL,
+         "the log's verifier key (text or @FILE)"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "verify-bundle", argc, argv, opts, &file, 1, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum verify-bundle FILE --vkey KEY\n"
+            "Checks a bundle from `forum ledger bundle` with no ledger: "
+            "the entry\nhash, the body against its payload hash, the "
+            "inclusion proof against\nthe checkpoint's root and size, "
+            "and the checkpoint's signature by KEY\n(the key text or "
+            "@FILE; never the bundle's own vkey). Exit 0 valid,\n1 "
+            "invalid (the message names what failed), 2 bad input.\n");
+    if (pe)
+        return pe;
     if (!file || !vkey_arg)
         return cli_usage_error(c, "verify-bundle: FILE and --vkey KEY are "
                                   "required");

@@ -103,27 +103,25 @@ int cli_ledger_tiles(struct cli *c, int argc, char **argv)
 int cli_ledger_cosign(struct cli *c, int argc, char **argv)
 {
     const char *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(
-                "usage: forum ledger cosign NOTE\n"
-                "Adds the witness cosignatures on NOTE (a checkpoint this "
-                "ledger signed,\nwith cosignature/v1 lines appended, as "
-                "`forum witness cosign` writes\nit) to the ledger. Every "
-                "cosignature must be by a witness named in\nDIR/witnesses "
-                "(forum ledger witness add) and verify over the stored\n"
-                "checkpoint, else nothing is stored (exit 1). The method "
-                "ledger_cosign\n(POST /checkpoint/cosign).\n"
-                "e.g. forum witness cosign --key @w1.key --vkey "
-                "@DIR/checkpoint.vkey cp.note \\\n"
-                "       > cp.cosigned && forum ledger cosign cp.cosigned\n"
-                "--json prints {\"size\", \"root\", \"accepted\", "
-                "\"cosignatures\", \"note\"}.\n");
-        if (!file && argv[i][0] != '-')
-            file = argv[i];
-        else
-            return cli_bad_arg(c, "ledger cosign", argv[i], "");
-    }
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    int pe = cli_parse(c, "ledger cosign", argc, argv, opts, &file, 1, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(
+            "usage: forum ledger cosign NOTE\n"
+            "Adds the witness cosignatures on NOTE (a checkpoint this "
+            "ledger signed,\nwith cosignature/v1 lines appended, as "
+            "`forum witness cosign` writes\nit) to the ledger. Every "
+            "cosignature must be by a witness named in\nDIR/witnesses "
+            "(forum ledger witness add) and verify over the stored\n"
+            "checkpoint, else nothing is stored (exit 1). The method "
+            "ledger_cosign\n(POST /checkpoint/cosign).\n"
+            "e.g. forum witness cosign --key @w1.key --vkey "
+            "@DIR/checkpoint.vkey cp.note \\\n"
+            "       > cp.cosigned && forum ledger cosign cp.cosigned\n"
+            "--json prints {\"size\", \"root\", \"accepted\", "
+            "\"cosignatures\", \"note\"}.\n");
+    if (pe)
+        return pe;
     if (!file)
         return cli_usage_error(c, "cosign: a NOTE file is required");
     struct fo_buf note;
@@ -177,22 +175,28 @@ int cli_ledger_witness(struct cli *c, int argc, char **argv)
         "e.g. forum ledger witness add @w1.vkey\n"
         "--json (list) prints {\"witnesses\": [{\"name\", \"key_id\", "
         "\"vkey\"}]}.\n";
-    if (argc < 2)
-        return cli_usage_error(c, "witness: add or list");
-    if (cli_is_help(argv[1]))
+    /* add VKEY | list: the words, no flags of its own (--json is global) */
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    const struct cli_opt opts[] = {CLI_OPT_END};
+    int pe = cli_parse(c, "ledger witness", argc, argv, opts, pos, 2, &npos);
+    if (pe == CLI_PARSE_HELP)
         return cli_help(help);
-    const char *sub = argv[1];
-    for (int i = 2; i < argc; i++)
-        if (cli_is_help(argv[i]))
-            return cli_help(help);
+    if (pe)
+        return pe;
+    if (npos == 0)
+        return cli_usage_error(c, "witness: add or list");
+    const char *sub = pos[0];
+    if (strcmp(sub, "add") != 0 && strcmp(sub, "list") != 0)
+        return cli_bad_sub(c, "ledger witness", sub, "add list");
     struct fo_err err;
     fo_err_clear(&err);
     struct ledger *l = NULL;
     if (!strcmp(sub, "add")) {
-        if (argc != 3)
+        if (npos != 2)
             return cli_usage_error(c, "witness add: one VKEY is needed");
         struct fo_buf k;
-        int rc = cli_read_vkey(argv[2], &k, &err);
+        int rc = cli_read_vkey(pos[1], &k, &err);
         int ex = rc ? cli_fail(c, &err) : cli_open(c, 0, &l);
         if (!ex) {
             rc = ledger_witness_add(l, k.data ? k.data : "", k.len, &err);
@@ -210,8 +214,8 @@ int cli_ledger_witness(struct cli *c, int argc, char **argv)
         ledger_close(l);
         return ex;
     }
-    if (strcmp(sub, "list") || argc != 2)
-        return cli_usage_error(c, "witness: unknown command %s", sub);
+    if (npos != 1)
+        return cli_bad_arg(c, "ledger witness list", pos[1], NULL);
     int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
     if (ex)
         return ex;
@@ -250,17 +254,42 @@ int cli_ledger_witness(struct cli *c, int argc, char **argv)
 
 /* ---- forum witness keygen|cosign ---------------------------------------- */
 
+static const char witness_help[] =
+    "usage: forum witness keygen NAME --out FILE\n"
+    "       forum witness cosign --key @FILE --vkey LOGKEY NOTE "
+    "[--time T]\n"
+    "Act as a witness (C2SP tlog-cosignature, Ed25519 "
+    "cosignature/v1).\n"
+    "keygen makes a witness key named NAME (a schema-less URL, e.g.\n"
+    "witness.example.com/w1) in FILE (0600, PRIVATE+KEY+... text) and "
+    "prints\nits verifier key (NAME+<id>+<base64(0x04 || key)>) for "
+    "logs and\nverifiers to name it by.\n"
+    "cosign checks that NOTE is a checkpoint signed by LOGKEY (the "
+    "log's\nverifier key, text or @FILE) and prints NOTE with this "
+    "witness's\ncosignature line appended, timestamped now (or T, "
+    "POSIX seconds). It\ndoes not check consistency with checkpoints "
+    "seen before: run\n`forum verify --tiles URL --old PREVIOUS` "
+    "first, as a witness must.\n"
+    "e.g. forum witness keygen witness.example.com/w1 --out w1.key\n"
+    "     forum witness cosign --key @w1.key --vkey @log.vkey cp.note "
+    "> cp.cosigned\n"
+    "--json prints {\"name\", \"key_file\", \"vkey\"} (keygen) or\n"
+    "{\"witness\", \"timestamp\", \"size\", \"note\"} (cosign).\n";
+
 static int witness_keygen(struct cli *c, int argc, char **argv)
 {
     const char *name = NULL, *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--out") && i + 1 < argc)
-            out = argv[++i];
-        else if (!name && argv[i][0] != '-')
-            name = argv[i];
-        else
-            return cli_bad_arg(c, "witness keygen", argv[i], "--out");
-    }
+    const struct cli_opt opts[] = {
+        {"--out", "FILE", CLI_OPT_STR, &out, 0, 0, NULL, NULL,
+         "the new private key's file (0600; never overwritten)"},
+        CLI_OPT_END,
+    };
+    /* before any key is made */
+    int pe = cli_parse(c, "witness keygen", argc, argv, opts, &name, 1, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(witness_help);
+    if (pe)
+        return pe;
     if (!name || !out)
         return cli_usage_error(c, "witness keygen: NAME and --out FILE are "
                                   "required");
@@ -324,30 +353,27 @@ static int read_witness_key(const char *arg, struct cosig_signer **out,
 
 static int witness_cosign(struct cli *c, int argc, char **argv)
 {
-    const char *key = NULL, *vkey_arg = NULL, *file = NULL, *time_arg = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--key") && i + 1 < argc)
-            key = argv[++i];
-        else if (!strcmp(argv[i], "--vkey") && i + 1 < argc)
-            vkey_arg = argv[++i];
-        else if (!strcmp(argv[i], "--time") && i + 1 < argc)
-            time_arg = argv[++i];
-        else if (!file && argv[i][0] != '-')
-            file = argv[i];
-        else
-            return cli_bad_arg(c, "witness cosign", argv[i],
-                               "--key --vkey --time");
-    }
+    const char *key = NULL, *vkey_arg = NULL, *file = NULL;
+    long long t = -1;
+    const struct cli_opt opts[] = {
+        {"--key", "@FILE", CLI_OPT_STR, &key, 0, 0, NULL, NULL,
+         "this witness's private key (from witness keygen)"},
+        {"--vkey", "LOGKEY", CLI_OPT_STR, &vkey_arg, 0, 0, NULL, NULL,
+         "the log's verifier key (text or @FILE)"},
+        {"--time", "T", CLI_OPT_INT, &t, 0, INT64_MAX, NULL, "POSIX seconds",
+         "the cosignature's timestamp (default: now)"},
+        CLI_OPT_END,
+    };
+    /* before any file is read */
+    int pe = cli_parse(c, "witness cosign", argc, argv, opts, &file, 1, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(witness_help);
+    if (pe)
+        return pe;
     if (!key || !vkey_arg || !file)
         return cli_usage_error(c, "witness cosign: --key KEY, --vkey LOGKEY "
                                   "and NOTE are required");
-    uint64_t ts = (uint64_t)time(NULL);
-    if (time_arg) {
-        long long t = cli_parse_seq(time_arg);
-        if (t < 0)
-            return cli_usage_error(c, "witness cosign: --time: POSIX seconds");
-        ts = (uint64_t)t;
-    }
+    uint64_t ts = t >= 0 ? (uint64_t)t : (uint64_t)time(NULL);
     struct fo_err err;
     fo_err_clear(&err);
     struct cosig_signer *s = NULL;
@@ -412,30 +438,9 @@ static int witness_cosign(struct cli *c, int argc, char **argv)
 
 int cli_witness(struct cli *c, int argc, char **argv)
 {
-    static const char help[] =
-        "usage: forum witness keygen NAME --out FILE\n"
-        "       forum witness cosign --key @FILE --vkey LOGKEY NOTE "
-        "[--time T]\n"
-        "Act as a witness (C2SP tlog-cosignature, Ed25519 "
-        "cosignature/v1).\n"
-        "keygen makes a witness key named NAME (a schema-less URL, e.g.\n"
-        "witness.example.com/w1) in FILE (0600, PRIVATE+KEY+... text) and "
-        "prints\nits verifier key (NAME+<id>+<base64(0x04 || key)>) for "
-        "logs and\nverifiers to name it by.\n"
-        "cosign checks that NOTE is a checkpoint signed by LOGKEY (the "
-        "log's\nverifier key, text or @FILE) and prints NOTE with this "
-        "witness's\ncosignature line appended, timestamped now (or T, "
-        "POSIX seconds). It\ndoes not check consistency with checkpoints "
-        "seen before: run\n`forum verify --tiles URL --old PREVIOUS` "
-        "first, as a witness must.\n"
-        "e.g. forum witness keygen witness.example.com/w1 --out w1.key\n"
-        "     forum witness cosign --key @w1.key --vkey @log.vkey cp.note "
-        "> cp.cosigned\n"
-        "--json prints {\"name\", \"key_file\", \"vkey\"} (keygen) or\n"
-        "{\"witness\", \"timestamp\", \"size\", \"note\"} (cosign).\n";
     for (int i = 1; i < argc; i++)
         if (cli_is_help(argv[i]))
-            return cli_help(help);
+            return cli_help(witness_help);
     if (argc < 2)
         return cli_usage_error(c, "witness: keygen or cosign");
     if (!strcmp(argv[1], "keygen"))
@@ -681,76 +686,87 @@ static int ledger_verify_alias(struct cli *c, int argc, char **argv)
     return ex;
 }
 
+static const char verify_help[] =
+    "usage: forum verify [--deep] [--checkpoint NOTE --vkey KEY\n"
+    "                    [--witness WKEY ... [--min-witnesses K]]]\n"
+    "       forum verify --tiles DIR|URL --vkey KEY [--index I]\n"
+    "                    [--old NOTE] [--witness WKEY ... "
+    "[--min-witnesses K]]\n"
+    "Without --tiles, forum verify is forum ledger verify: see its "
+    "--help.\n"
+    "With --tiles it checks a log from what it publishes, with no ledger "
+    "and\nno database: "
+    "reads DIR/checkpoint (or URL/checkpoint: an "
+    "http:// prefix\nserved by any static web server), checks "
+    "its signature by KEY (the\nlog's verifier key, text or "
+    "@FILE), recomputes its root from the\ntiles, proves that "
+    "entry I (default: a random one) is in it from the\ntiles "
+    "and its entry bundle, and with --old NOTE (an earlier "
+    "signed\ncheckpoint of the same log) proves the two "
+    "consistent from the tiles.\n"
+    "--witness WKEY (text or @FILE, repeatable) names a witness; "
+    "at least K\n(default: all named) must have cosigned the "
+    "checkpoint\n(cosignature/v1). A bad cosignature by a named "
+    "witness fails.\n"
+    "e.g. forum verify --tiles http://logs.example/forum-log "
+    "--vkey @log.vkey\n"
+    "     forum verify --tiles ./tiles --vkey @log.vkey --old "
+    "yesterday.note \\\n"
+    "         --witness @w1.vkey --witness @w2.vkey "
+    "--min-witnesses 1\n"
+    "Exit 0 verified, 1 not verified (reason: bad_signature, "
+    "witnesses,\nmissing_tile, bad_tile, root_mismatch, "
+    "inclusion, consistency),\n2 bad input, 3 a source that "
+    "cannot be read. --json prints {\"ok\",\n\"reason\", "
+    "\"detail\", \"checkpoint\", \"witnesses\", \"inclusion\", "
+    "\"consistency\",\n\"fetches\"}.\n";
+
 int cli_verify(struct cli *c, int argc, char **argv)
 {
-    int tiled = 0;
-    for (int i = 1; i < argc; i++)
-        tiled |= !strcmp(argv[i], "--tiles");
-    if (!tiled)
-        return ledger_verify_alias(c, argc, argv);
-    const char *tiles = NULL, *vkey_arg = NULL, *old = NULL;
+    /* One table for both forms: ledger verify's flags (the ledger form
+     * is run by `ledger verify` itself, which parses the same words
+     * again) and the --tiles ones. */
+    int deep = 0;
+    const char *tiles = NULL, *vkey_arg = NULL, *old = NULL, *cp_file = NULL;
     const char *witness[WITNESS_ARGS_MAX];
-    int nw = 0, min = -1;
-    long long index = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a))
-            return cli_help(
-                "usage: forum verify --tiles DIR|URL --vkey KEY [--index I]\n"
-                "                    [--old NOTE] [--witness WKEY ... "
-                "[--min-witnesses K]]\n"
-                "(Without --tiles, forum verify is forum ledger verify: see "
-                "its --help.)\n"
-                "Checks a log from what it publishes, with no ledger and no "
-                "database:\nreads DIR/checkpoint (or URL/checkpoint: an "
-                "http:// prefix\nserved by any static web server), checks "
-                "its signature by KEY (the\nlog's verifier key, text or "
-                "@FILE), recomputes its root from the\ntiles, proves that "
-                "entry I (default: a random one) is in it from the\ntiles "
-                "and its entry bundle, and with --old NOTE (an earlier "
-                "signed\ncheckpoint of the same log) proves the two "
-                "consistent from the tiles.\n"
-                "--witness WKEY (text or @FILE, repeatable) names a witness; "
-                "at least K\n(default: all named) must have cosigned the "
-                "checkpoint\n(cosignature/v1). A bad cosignature by a named "
-                "witness fails.\n"
-                "e.g. forum verify --tiles http://logs.example/forum-log "
-                "--vkey @log.vkey\n"
-                "     forum verify --tiles ./tiles --vkey @log.vkey --old "
-                "yesterday.note \\\n"
-                "         --witness @w1.vkey --witness @w2.vkey "
-                "--min-witnesses 1\n"
-                "Exit 0 verified, 1 not verified (reason: bad_signature, "
-                "witnesses,\nmissing_tile, bad_tile, root_mismatch, "
-                "inclusion, consistency),\n2 bad input, 3 a source that "
-                "cannot be read. --json prints {\"ok\",\n\"reason\", "
-                "\"detail\", \"checkpoint\", \"witnesses\", \"inclusion\", "
-                "\"consistency\",\n\"fetches\"}.\n");
-        if (!strcmp(a, "--tiles") && i + 1 < argc)
-            tiles = argv[++i];
-        else if (!strcmp(a, "--vkey") && i + 1 < argc)
-            vkey_arg = argv[++i];
-        else if (!strcmp(a, "--old") && i + 1 < argc)
-            old = argv[++i];
-        else if (!strcmp(a, "--witness") && i + 1 < argc) {
-            if (nw == WITNESS_ARGS_MAX)
-                return cli_usage_error(c, "verify: too many --witness");
-            witness[nw++] = argv[++i];
-        } else if (!strcmp(a, "--min-witnesses") && i + 1 < argc) {
-            long long k = cli_parse_seq(argv[++i]);
-            if (k < 0 || k > WITNESS_ARGS_MAX)
-                return cli_usage_error(c, "verify: --min-witnesses: 0 to %d",
-                                       WITNESS_ARGS_MAX);
-            min = (int)k;
-        } else if (!strcmp(a, "--index") && i + 1 < argc) {
-            if ((index = cli_parse_seq(argv[++i])) < 0)
-                return cli_usage_error(c, "verify: --index: a seq");
-        } else
-            return cli_bad_arg(c, "verify", a,
-                               "--tiles --vkey --old --witness "
-                               "--min-witnesses --index");
+    int nw = 0;
+    long long index = -1, min_w = -1;
+    const struct cli_opt opts[] = {
+        {"--deep", NULL, CLI_OPT_BOOL, &deep, 0, 0, NULL, NULL,
+         "also re-hash every stored body (not with --tiles)"},
+        {"--checkpoint", "NOTE", CLI_OPT_STR, &cp_file, 0, 0, NULL, NULL,
+         "also check the signed checkpoint NOTE (not with --tiles)"},
+        {"--tiles", "DIR|URL", CLI_OPT_STR, &tiles, 0, 0, NULL, NULL,
+         "check a log from its static tiles alone (a directory or http:// "
+         "URL), no ledger"},
+        {"--vkey", "KEY", CLI_OPT_STR, &vkey_arg, 0, 0, NULL, NULL,
+         "the log's verifier key (text or @FILE)"},
+        {"--index", "I", CLI_OPT_INT, &index, 0, INT64_MAX, NULL, "not a seq",
+         "--tiles: prove entry I is in it (default: a random one)"},
+        {"--old", "NOTE", CLI_OPT_STR, &old, 0, 0, NULL, NULL,
+         "--tiles: prove it consistent with the earlier checkpoint NOTE"},
+        {"--witness", "WKEY", CLI_OPT_LIST, witness, 0, WITNESS_ARGS_MAX, &nw,
+         NULL, "a witness that must have cosigned the checkpoint (repeat)"},
+        {"--min-witnesses", "K", CLI_OPT_INT, &min_w, 0, WITNESS_ARGS_MAX, NULL,
+         NULL, "at least K of them (default: all)"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "verify", argc, argv, opts, NULL, 0, NULL);
+    if (pe == CLI_PARSE_HELP)
+        return cli_help(verify_help);
+    if (pe)
+        return pe;
+    if (!tiles) {
+        if (index >= 0 || old)
+            return cli_usage_error(c, "verify: %s needs --tiles",
+                                   old ? "--old" : "--index");
+        return ledger_verify_alias(c, argc, argv);
     }
-    if (!vkey_arg || !tiles)
+    if (deep || cp_file)
+        return cli_usage_error(c, "verify: %s checks a ledger, not --tiles",
+                               deep ? "--deep" : "--checkpoint");
+    int min = (int)min_w;
+    if (!vkey_arg)
         return cli_usage_error(c, "verify: --tiles and --vkey are required");
     if (min >= 0 && nw == 0)
         return cli_usage_error(c, "verify: --min-witnesses needs --witness");

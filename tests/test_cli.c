@@ -2178,14 +2178,6 @@ Test(cli, did_you_mean_for_options)
     tu_rmrf(dir);
 }
 
-/* The option parser (cli/cli_opt.c) of the commands that declare their
- * options in a table: a mistyped flag is matched against the table's names,
- * a missing value, a value out of range, one --x=v, a value for a switch,
- * too many of a repeatable flag and one positional too many are usage
- * errors (exit 2, nothing opened); --help wins wherever it is; repeated
- * flags all count; the hidden flag `forum docs` lists a table with is an
- * unknown option on the command line. The completions list the tables'
- * flags. */
 /* The tables of run start, route, run-plan, bench, import, export, docs
  * and version: a misspelt flag gets a did-you-mean from the table, a
  * missing value and a value out of range are usage errors (exit 2, no data
@@ -2331,6 +2323,151 @@ Test(cli, option_table_orch)
     tu_rmrf(dir);
 }
 
+/* The proof and witness commands parse through tables (ledger append,
+ * consistency, cosign, witness; verify-bundle; witness keygen|cosign; forum
+ * verify, one table for the ledger form and --tiles): a misspelt flag gets
+ * its did-you-mean, a missing value, a value out of range and the
+ * exclusions are usage errors before anything is written or made (no data
+ * dir, no key); valid calls still work; the man page and the completions
+ * list verify's --tiles flags. */
+Test(cli, option_table_proof)
+{
+    static const struct {
+        const char *argv[10];
+        const char *says;
+    } cases[] = {
+        {{"ledger", "append", "--actr", "a"},
+         "ledger append: unknown option --actr; did you mean --actor?"},
+        {{"ledger", "append", "--actor", "a", "--parent"},
+         "ledger append: --parent needs a value"},
+        {{"ledger", "append", "--actor", "a", "--kind", "k", "--payload", "{}",
+          "--parent", "x"},
+         "ledger append: --parent x: not a seq"},
+        {{"ledger", "append", "--jsonl", "-", "--actor", "a"},
+         "append: --jsonl takes its entries from the file"},
+        {{"ledger", "append", "--payload", "-", "--kind", "k"},
+         "append: --actor, --kind and --payload are required"},
+        {{"ledger", "consistency", "1", "2", "3"},
+         "ledger consistency: unexpected argument 3"},
+        {{"ledger", "consistency", "x"},
+         "ledger consistency: unexpected argument x"},
+        {{"ledger", "cosign", "n", "--jsno"},
+         "ledger cosign: unknown option --jsno; did you mean --json?"},
+        {{"ledger", "witness", "lst"},
+         "ledger witness: unknown command lst; did you mean `forum ledger "
+         "witness list`?"},
+        {{"ledger", "witness", "add"}, "witness add: one VKEY is needed"},
+        {{"ledger", "witness", "list", "x"},
+         "ledger witness list: unexpected argument x"},
+        {{"verify-bundle", "b.json", "--vkye", "k"},
+         "verify-bundle: unknown option --vkye; did you mean --vkey?"},
+        {{"verify-bundle", "b.json", "--vkey"},
+         "verify-bundle: --vkey needs a value"},
+        {{"verify-bundle", "b.json"},
+         "verify-bundle: FILE and --vkey KEY are required"},
+        {{"witness", "keygen", "w.example/w1", "--ot", "k"},
+         "witness keygen: unknown option --ot; did you mean --out?"},
+        {{"witness", "keygen", "w.example/w1", "--out"},
+         "witness keygen: --out needs a value"},
+        {{"witness", "cosign", "--key", "@k", "--vkey", "v", "n", "--tim", "3"},
+         "witness cosign: unknown option --tim; did you mean --time?"},
+        {{"witness", "cosign", "--key", "@k", "--vkey", "v", "n", "--time",
+          "-1"},
+         "witness cosign: --time -1: POSIX seconds"},
+        {{"witness", "cosign", "--key", "@k", "n"},
+         "witness cosign: --key KEY, --vkey LOGKEY and NOTE are required"},
+        {{"verify", "--tile", "d", "--vkey", "k"},
+         "verify: unknown option --tile; did you mean --tiles?"},
+        {{"verify", "--tiles", "d", "--vkey"}, "verify: --vkey needs a value"},
+        {{"verify", "--tiles", "d", "--vkey", "k", "--witness", "w",
+          "--min-witnesses", "65"},
+         "verify: --min-witnesses 65: 0 to 64"},
+        {{"verify", "--tiles", "d", "--vkey", "k", "--index", "x"},
+         "verify: --index x: not a seq"},
+        {{"verify", "--tiles", "d", "--vkey", "k", "--witness", "w",
+          "--min-witnesses", "2"},
+         "verify: --min-witnesses 2 of 1 named"},
+        {{"verify", "--tiles", "d"}, "verify: --tiles and --vkey are required"},
+        {{"verify", "--tiles", "d", "--vkey", "k", "--deep"},
+         "verify: --deep checks a ledger, not --tiles"},
+        {{"verify", "--old", "n"}, "verify: --old needs --tiles"},
+        /* the ledger form keeps its own rules */
+        {{"verify", "--witness", "w"}, "verify: --witness needs --checkpoint"},
+        {{"verify", "--dep"},
+         "verify: unknown option --dep; did you mean --deep?"},
+    };
+    char *dir = tu_tmpdir();
+    char missing[PATH_MAX], key[PATH_MAX];
+    path_in(missing, sizeof(missing), dir, "none");
+    path_in(key, sizeof(key), dir, "k");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        /* stdin holds an entry nobody may read on a usage error */
+        static const char line[] = "{\"actor\":\"a\",\"kind\":\"k\"}\n";
+        struct tu_run r =
+            run_list(missing, line, sizeof(line) - 1, NULL, cases[i].argv);
+        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
+                     cases[i].argv[1], r.status, r.err);
+        must_contain(r.err, cases[i].says, cases[i].argv[1]);
+        cr_assert_eq(r.out_len, 0, "%s", r.out);
+        tu_run_free(&r);
+        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
+                  cases[i].argv[1]);
+    }
+    /* a usage error makes no key */
+    const char *kg[] = {"witness", "keygen", "w.example/w1", "--out", key,
+                        "--ott",   NULL};
+    struct tu_run r = run_list(missing, NULL, 0, NULL, kg);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    must_contain(r.err, "did you mean --out?", "keygen");
+    tu_run_free(&r);
+    cr_assert(!exists(key), "keygen made %s on a usage error", key);
+    /* valid calls still work: append with --parent and --payload -,
+     * consistency A B, keygen */
+    char *led = ledger_with(3);
+    const char *const app[] = {"--json", "ledger",    "append", "--actor",
+                               "a",      "--kind",    "note",   "--parent",
+                               "1",      "--payload", "-",      NULL};
+    r = run_list(led, "{\"n\":9}", 7, NULL, app);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *e = tu_run_json(&r);
+    cr_assert_eq(cJSON_GetObjectItem(e, "parent")->valuedouble, 1);
+    cJSON_Delete(e);
+    tu_run_free(&r);
+    const char *const con[] = {"ledger", "consistency", "1", "4", NULL};
+    r = run_list(led, NULL, 0, NULL, con);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "size 1 is a prefix of the tree of size 4",
+                 "consistency");
+    tu_run_free(&r);
+    kg[5] = NULL;
+    r = run_list(missing, NULL, 0, NULL, kg);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "w.example/w1+", "keygen");
+    tu_run_free(&r);
+    cr_assert(exists(key));
+    /* verify's one table: the man page and the completions list --tiles */
+    const char *const man[] = {"docs", "man", NULL};
+    r = run_list(missing, NULL, 0, NULL, man);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "forum verify --tiles DIR|URL --vkey KEY", "man");
+    must_contain(r.out, "  --tiles DIR|URL", "man");
+    must_contain(r.out, "  --index I", "man");
+    tu_run_free(&r);
+    const char *const comp[] = {"docs", "completion", "bash", NULL};
+    r = run_list(missing, NULL, 0, NULL, comp);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out,
+                 "\"verify \"*) w=\"--deep --checkpoint --tiles --vkey "
+                 "--index --old --witness --min-witnesses\"",
+                 "completion");
+    must_contain(r.out, "\"witness cosign\") w=\"--key --vkey --time\"",
+                 "completion");
+    tu_run_free(&r);
+    cr_assert(!exists(missing));
+    tu_rmrf(led);
+    tu_rmrf(dir);
+}
+
 /* Every command and subcommand parses through an option table (cli_opt.h),
  * so the flags the man page and the completions list are the ones parsed;
  * asking for the tables writes nothing (no data dir appears). */
@@ -2351,6 +2488,14 @@ Test(cli, every_command_has_an_option_table)
     tu_rmrf(dir);
 }
 
+/* The option parser (cli/cli_opt.c) of the commands that declare their
+ * options in a table: a mistyped flag is matched against the table's names,
+ * a missing value, a value out of range, one --x=v, a value for a switch,
+ * too many of a repeatable flag and one positional too many are usage
+ * errors (exit 2, nothing opened); --help wins wherever it is; repeated
+ * flags all count; the hidden flag `forum docs` lists a table with is an
+ * unknown option on the command line. The completions list the tables'
+ * flags. */
 Test(cli, option_table_parser)
 {
     static const struct {
