@@ -112,11 +112,17 @@ int cli_parse(struct cli *c, const char *cmd, int argc, char **argv,
         if (!o) {
             /* "--deep=1": a switch takes no value */
             size_t tn = strcspn(a, "=");
-            for (size_t k = 0; k < n; k++)
-                if (a[tn] == '=' && is_switch(&opts[k]) &&
-                    strlen(opts[k].name) == tn && !strncmp(a, opts[k].name, tn))
-                    return cli_usage_error(c, "%s: %s takes no value", cmd,
-                                           opts[k].name);
+            for (size_t k = 0; k < n; k++) {
+                const struct cli_opt *w = &opts[k];
+                if (a[tn] != '=' || !is_switch(w) || strlen(w->name) != tn ||
+                    strncmp(a, w->name, tn))
+                    continue;
+                if (!w->help && w->kind == CLI_OPT_CALL)
+                    return take(c, cmd, w, NULL); /* a hidden refusal: its
+                                                     reason */
+                return cli_usage_error(c, "%s: %s takes no value", cmd,
+                                       w->name);
+            }
             return bad_arg(c, cmd, a, opts);
         }
         if (o->kind == CLI_OPT_BOOL) {

@@ -2226,6 +2226,8 @@ Test(cli, option_table_orch)
          "run start: --cmd: the daemon runs the request with its own "
          "configuration; give --cmd to `forum serve`"},
         {{"run", "start", "--api", "x"}, "run start: --api: the daemon runs"},
+        {{"run", "start", "x", "--cmd=echo"},
+         "run start: --cmd: the daemon runs"},
         {{"run", "start", "x", "--timeout"},
          "run start: --timeout: the daemon runs"},
         {{"run", "start"}, "run start: no REQUEST"},
