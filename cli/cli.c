@@ -137,8 +137,13 @@ static void set_once(struct cli_provider_group *g, const char **field,
     *field = value;
 }
 
-int cli_provider_arg(struct cli_providers *p, const char *flag,
-                     const char *value)
+/* Takes flag (with value, NULL for --api) into p when it is a provider
+ * flag (--tier, --chat-url, --model, --api-key-env, --api). Returns 0 when
+ * it is not one, 1 when only the flag was taken (--api), 2 when the value
+ * was taken too, -1 when it needs a value and value is NULL. Mistakes
+ * within the groups wait for cli_provider_apply. */
+static int provider_arg(struct cli_providers *p, const char *flag,
+                        const char *value)
 {
     static const char *const with_value[] = {"--tier", "--chat-url", "--model",
                                              "--api-key-env"};
@@ -183,7 +188,7 @@ int cli_provider_arg(struct cli_providers *p, const char *flag,
 int cli_provider_call(struct cli *c, const char *cmd, const char *flag,
                       const char *v, void *providers)
 {
-    if (cli_provider_arg(providers, flag, v) < 0) /* not from cli_parse */
+    if (provider_arg(providers, flag, v) < 0) /* not from cli_parse */
         return cli_usage_error(c, "%s: %s needs a value", cmd, flag);
     return 0;
 }

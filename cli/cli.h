@@ -207,8 +207,8 @@ int cli_gate_arg(cJSON **policy, const char *a, const char *v,
  * tier "any"; each --tier TIER (cheap, capable, frontier, any) opens a
  * group whose flags make one provider of that tier. A tier may be given
  * more than once: the order on the line is the fallback order within it.
- * Collect them with cli_provider_arg, check and apply them with
- * cli_provider_apply. */
+ * Collect them with the rows of CLI_PROVIDER_OPTS (cli_opt.h), check and
+ * apply them with cli_provider_apply. */
 #define CLI_TIER_GROUPS_MAX 32 /* --tier groups (ORCH_MODEL_PROVIDERS_MAX) */
 
 struct cli_provider_group {
@@ -225,17 +225,6 @@ struct cli_providers {
     int given;    /* provider flags taken */
     int overflow; /* more --tier groups than fit */
 };
-
-/* Takes flag (with value, the next argument or NULL) into p when it is a
- * provider flag (--tier, --chat-url, --model, --api-key-env, --api).
- * Returns 0 when it is not one, 1 when only the flag was taken (--api), 2
- * when the value was taken too, -1 when it needs a value and value is
- * NULL. Mistakes within the groups wait for cli_provider_apply. */
-int cli_provider_arg(struct cli_providers *p, const char *flag,
-                     const char *value);
-
-/* The options cli_provider_arg takes, for cli_bad_arg. */
-#define CLI_PROVIDER_FLAGS "--tier --chat-url --model --api-key-env --api"
 
 /* The help text of the provider flags, the same in serve, mcp, submit and
  * plan. */

@@ -1,6 +1,7 @@
 /* cli_mcp: `forum mcp [--admin]`: the MCP server on stdin/stdout over the
  * ledger in the data dir, opened directly (no daemon needed). */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -55,8 +56,10 @@ static int print_config(struct cli *c, const char *client, unsigned flags)
     int claude_code = !strcmp(client, "claude-code");
     if (!vscode && !claude_code && strcmp(client, "claude-desktop") != 0 &&
         strcmp(client, "cursor") != 0)
-        return cli_usage_error(c, "mcp: --print-config: claude-desktop, "
-                                  "vscode, cursor or claude-code");
+        return cli_usage_error(c,
+                               "mcp: --print-config %s: claude-desktop, "
+                               "vscode, cursor or claude-code",
+                               client);
     cJSON *root = cJSON_CreateObject();
     cJSON *servers =
         cJSON_AddObjectToObject(root, vscode ? "servers" : "mcpServers");
@@ -90,34 +93,34 @@ static int print_config(struct cli *c, const char *client, unsigned flags)
 
 int cli_mcp(struct cli *c, int argc, char **argv)
 {
-    unsigned flags = 0;
-    int init = 0;
+    int admin = 0, init = 0;
+    const char *client = NULL;
     struct orch_config oc = {0};
     struct cli_providers prov = {0};
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return cli_help(mcp_usage);
-        int pv =
-            cli_provider_arg(&prov, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
-        if (pv < 0)
-            return cli_usage_error(c, "mcp: %s needs a value", argv[i]);
-        if (pv)
-            i += pv - 1;
-        else if (!strcmp(argv[i], "--admin"))
-            flags |= SURF_MCP_ADMIN;
-        else if (!strcmp(argv[i], "--init"))
-            init = 1;
-        else if (!strcmp(argv[i], "--print-config") && i + 1 < argc)
-            return print_config(c, argv[++i], flags);
-        else if (!strcmp(argv[i], "--cmd") && i + 1 < argc)
-            oc.cmd = argv[++i];
-        else if (!strcmp(argv[i], "--roster") && i + 1 < argc)
-            oc.roster_path = argv[++i];
-        else
-            return cli_bad_arg(c, "mcp", argv[i],
-                               "--admin --init --print-config --cmd "
-                               "--roster " CLI_PROVIDER_FLAGS);
-    }
+    struct cli_opt_call pcall = {cli_provider_call, &prov};
+    const struct cli_opt opts[] = {
+        {"--admin", NULL, CLI_OPT_BOOL, &admin, 0, 0, NULL, NULL,
+         "also offer the admin tools (ledger_redact)"},
+        {"--print-config", "CLIENT", CLI_OPT_STR, &client, 0, 0, NULL, NULL,
+         "print the MCP configuration for claude-desktop, vscode, cursor or "
+         "claude-code"},
+        {"--init", NULL, CLI_OPT_BOOL, &init, 0, 0, NULL, NULL,
+         "create the ledger when there is none"},
+        {"--cmd", "CMD", CLI_OPT_STR, &oc.cmd, 0, 0, NULL, NULL,
+         "plan_run executor: CMD PROMPT, never a shell (default: stub)"},
+        {"--roster", "FILE", CLI_OPT_STR, &oc.roster_path, 0, 0, NULL, NULL,
+         "a roster JSON file instead of the built-in one"},
+        CLI_PROVIDER_OPTS(&pcall),
+        CLI_OPT_END,
+    };
+    int pex = cli_parse(c, "mcp", argc, argv, opts, NULL, 0, NULL);
+    if (pex == CLI_PARSE_HELP)
+        return cli_help(mcp_usage);
+    if (pex)
+        return pex;
+    unsigned flags = admin ? SURF_MCP_ADMIN : 0;
+    if (client)
+        return print_config(c, client, flags);
     struct fo_err err;
     fo_err_clear(&err);
     /* model providers: the flags, else DIR/forum.json's "models" */

@@ -2,6 +2,7 @@
  * once the port answers), `serve stop`, `serve status`, `serve logs`, and
  * `serve --check`. The daemon itself is daemon/service.c. */
 #include "cli/cli.h"
+#include "cli/cli_opt.h"
 #include "daemon/orch_sandbox.h"
 
 #include <errno.h>
@@ -74,141 +75,137 @@ struct serve_opts {
     int check;
     int lines;
     int stop_timeout_s;
-    /* the flags as given, passed on to the detached daemon: room for the
-     * other options and 32 provider groups of 4 flags with their values */
+    /* serve start: the daemon's flags as given, passed on to the detached
+     * daemon: room for the other options and 32 provider groups of 4 flags
+     * with their values */
     char *pass[320];
     int npass;
 };
 
-/* A decimal integer in lo..hi (lo >= 0) into *out; -1 when not one. */
-static int parse_int(const char *s, long lo, long hi, long *out)
+/* A table INT row's value (-1: not given) into *dst. */
+static void set_int(int *dst, long long v)
 {
-    long long v = cli_parse_seq(s);
-    if (v < lo || v > hi)
-        return -1;
-    *out = (long)v;
-    return 0;
+    if (v >= 0)
+        *dst = (int)v;
 }
 
-/* The options of serve and its subcommands, for cli_bad_arg (--ready-fd
- * is internal). */
-static const char serve_flags[] =
-    "--no-auth --metrics-public --check --host --port --timeout-s --workers "
-    "--checkpoint-ms --log-file --access-log --cmd --roster --sandbox "
-    "--workspace "
-    "--max-connections --max-runs --timeout -n " CLI_PROVIDER_FLAGS
-    " " CLI_GATE_FLAGS;
-
-static int parse_opts(struct cli *c, int argc, char **argv, int start,
+/* Parses the flags of `serve [SUB]`: argv[0] is "serve" or the subcommand.
+ * The daemon's flags are serve's own and start's (which passes them on to
+ * the daemon it starts, --check aside); stop takes --timeout, logs -n,
+ * status nothing. */
+static int parse_opts(struct cli *c, const char *sub, int argc, char **argv,
                       struct serve_opts *o)
 {
-    for (int i = start; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long x;
-        int takes = 1;
-        int pv = cli_provider_arg(&o->prov, a, v);
-        struct fo_err gerr;
-        int gv = cli_gate_arg(&o->cfg.gates_owned, a, v, &gerr);
-        if (gv < 0)
-            return cli_usage_error(c, "serve: %s", gerr.msg);
-        if (gv) {
-            o->cfg.gates = o->cfg.gates_owned;
-        } else if (pv > 0) {
-            takes = pv - 1;
-        } else if (!strcmp(a, "--no-auth")) {
-            o->cfg.no_auth = 1;
-            takes = 0;
-        } else if (!strcmp(a, "--metrics-public")) {
-            o->cfg.metrics_public = 1;
-            takes = 0;
-        } else if (!strcmp(a, "--check")) {
-            o->check = 1;
+    long long port = -1, timeout_s = -1, workers = -1, ckpt = -1, maxconn = -1,
+              maxruns = -1, lease = -1, ready = -1, stop_s = -1, lines = -1;
+    const char *sandbox = NULL;
+    struct cli_opt_call prov = {cli_provider_call, &o->prov},
+                        gate = {cli_gate_call, &o->cfg.gates_owned};
+    /* serve's table; start's is the same from its second row (the hidden
+     * --ready-fd is what start gives the daemon it starts, never a user's) */
+    const struct cli_opt daemon_opts[] = {
+        {"--ready-fd", "FD", CLI_OPT_INT, &ready, 3, 1 << 20, NULL, "bad fd",
+         NULL},
+        {"--check", NULL, CLI_OPT_BOOL, &o->check, 0, 0, NULL, NULL,
+         "validate the configuration and exit"},
+        {"--host", "H", CLI_OPT_STR, &o->cfg.host, 0, 0, NULL, NULL,
+         "listen address (default 127.0.0.1)"},
+        {"--port", "P", CLI_OPT_INT, &port, 0, 65535, NULL,
+         "not a port (0-65535)", "port (default 8080; 0 = ephemeral)"},
+        {"--no-auth", NULL, CLI_OPT_BOOL, &o->cfg.no_auth, 0, 0, NULL, NULL,
+         "no bearer token needed (admin methods still need DIR/token)"},
+        {"--metrics-public", NULL, CLI_OPT_BOOL, &o->cfg.metrics_public, 0, 0,
+         NULL, NULL, "GET /metrics without the token"},
+        {"--timeout-s", "S", CLI_OPT_INT, &timeout_s, 1, 3600, NULL, NULL,
+         "HTTP idle read/write timeout (default 30)"},
+        {"--max-connections", "N", CLI_OPT_INT, &maxconn, 1,
+         SURF_HTTP_CONNECTIONS_MAX, NULL, NULL,
+         "HTTP connections open at once"},
+        {"--workers", "N", CLI_OPT_INT, &workers, 1, 64, NULL, NULL,
+         "threads for slow methods (default 2)"},
+        {"--checkpoint-ms", "MS", CLI_OPT_INT, &ckpt, 0, 86400000, NULL, NULL,
+         "checkpoint signing cadence (default 1000; 0 = never)"},
+        {"--log-file", "F", CLI_OPT_STR, &o->cfg.log_file, 0, 0, NULL, NULL,
+         "log to F instead of stderr"},
+        {"--access-log", "F", CLI_OPT_STR, &o->cfg.access_log, 0, 0, NULL, NULL,
+         "a line a request to F"},
+        {"--cmd", "CMD", CLI_OPT_STR, &o->cfg.cmd, 0, 0, NULL, NULL,
+         "a model command line answering every role and task"},
+        {"--roster", "FILE", CLI_OPT_STR, &o->cfg.roster, 0, 0, NULL, NULL,
+         "a roster JSON file instead of the built-in one"},
+        {"--sandbox", "bwrap|none", CLI_OPT_STR, &sandbox, 0, 0, NULL, NULL,
+         "where agents' commands run (default bwrap)"},
+        {"--workspace", "DIR", CLI_OPT_STR, &o->cfg.workspace, 0, 0, NULL, NULL,
+         "where agents' tools act (absolute)"},
+        {"--max-runs", "N", CLI_OPT_INT, &maxruns, 1, ORCH_RUNS_MAX, NULL, NULL,
+         "runs in memory at once (default 10000)"},
+        {"--lease-s", "S", CLI_OPT_INT, &lease, 1, 3600, NULL, NULL,
+         "PostgreSQL: run lease (default 10)"},
+        CLI_PROVIDER_OPTS(&prov),
+        CLI_GATE_OPTS(&gate),
+        CLI_OPT_END,
+    };
+    const struct cli_opt *start_opts = daemon_opts + 1;
+    const struct cli_opt stop_opts[] = {
+        {"--timeout", "S", CLI_OPT_INT, &stop_s, 1, 3600, NULL, NULL,
+         "seconds before SIGKILL (default 10)"},
+        CLI_OPT_END,
+    };
+    const struct cli_opt status_opts[] = {CLI_OPT_END};
+    const struct cli_opt logs_opts[] = {
+        {"-n", "N", CLI_OPT_INT, &lines, 1, 1000000, NULL, NULL,
+         "the last N lines (default 50)"},
+        CLI_OPT_END,
+    };
+    const struct cli_opt *opts = !sub                     ? daemon_opts
+                                 : !strcmp(sub, "start")  ? start_opts
+                                 : !strcmp(sub, "stop")   ? stop_opts
+                                 : !strcmp(sub, "status") ? status_opts
+                                                          : logs_opts;
+    char cmd[32];
+    snprintf(cmd, sizeof(cmd), "serve%s%s", sub ? " " : "", sub ? sub : "");
+    int ex = cli_parse(c, cmd, argc, argv, opts, NULL, 0, NULL);
+    if (ex)
+        return ex;
+    if (o->cfg.host && !*o->cfg.host)
+        return cli_usage_error(c, "%s: --host: empty", cmd);
+    if (sandbox) {
+        o->cfg.sandbox = orch_sandbox_mode_parse(sandbox);
+        if (o->cfg.sandbox < 0)
+            return cli_usage_error(c, "%s: --sandbox %s: bwrap or none", cmd,
+                                   sandbox);
+        o->sandbox_given = 1;
+    }
+    if (o->cfg.workspace && o->cfg.workspace[0] != '/')
+        return cli_usage_error(c, "%s: --workspace %s: an absolute path", cmd,
+                               o->cfg.workspace);
+    if (o->cfg.gates_owned)
+        o->cfg.gates = o->cfg.gates_owned;
+    set_int(&o->cfg.port, port);
+    set_int(&o->cfg.timeout_s, timeout_s);
+    set_int(&o->cfg.workers, workers);
+    if (ckpt >= 0)
+        o->cfg.sign_interval_ms = ckpt == 0 ? -1 : (int)ckpt;
+    set_int(&o->cfg.max_connections, maxconn);
+    set_int(&o->cfg.max_runs, maxruns);
+    set_int(&o->cfg.lease_s, lease);
+    set_int(&o->cfg.ready_fd, ready);
+    set_int(&o->stop_timeout_s, stop_s);
+    set_int(&o->lines, lines);
+    if (opts != start_opts)
+        return 0;
+    /* What start passes on: its flags as given (each, as the table says,
+     * with its value when it takes one), but --check, which is start's. */
+    for (int i = 1; i < argc; i++) {
+        const struct cli_opt *r = cli_opt_find(opts, argv[i]);
+        int takes = r && r->arg; /* a switch's row has no ARG */
+        if (r && !strcmp(r->name, "--check"))
             continue;
-        } else if (!v) {
-            return cli_bad_arg(c, "serve", a, serve_flags);
-        } else if (!strcmp(a, "--host")) {
-            if (!*v)
-                return cli_usage_error(c, "serve: --host: empty");
-            o->cfg.host = v;
-        } else if (!strcmp(a, "--port")) {
-            if (parse_int(v, 0, 65535, &x))
-                return cli_usage_error(c,
-                                       "serve: --port: %s is not a port "
-                                       "(0-65535)",
-                                       v);
-            o->cfg.port = (int)x;
-        } else if (!strcmp(a, "--timeout-s")) {
-            if (parse_int(v, 1, 3600, &x))
-                return cli_usage_error(c, "serve: --timeout-s: 1-3600");
-            o->cfg.timeout_s = (int)x;
-        } else if (!strcmp(a, "--workers")) {
-            if (parse_int(v, 1, 64, &x))
-                return cli_usage_error(c, "serve: --workers: 1-64");
-            o->cfg.workers = (int)x;
-        } else if (!strcmp(a, "--checkpoint-ms")) {
-            if (parse_int(v, 0, 86400000, &x))
-                return cli_usage_error(c, "serve: --checkpoint-ms: 0-86400000");
-            o->cfg.sign_interval_ms = x == 0 ? -1 : (int)x;
-        } else if (!strcmp(a, "--log-file")) {
-            o->cfg.log_file = v;
-        } else if (!strcmp(a, "--access-log")) {
-            o->cfg.access_log = v;
-        } else if (!strcmp(a, "--cmd")) {
-            o->cfg.cmd = v;
-        } else if (!strcmp(a, "--roster")) {
-            o->cfg.roster = v;
-        } else if (!strcmp(a, "--sandbox")) {
-            if (orch_sandbox_mode_parse(v) < 0)
-                return cli_usage_error(c, "serve: --sandbox: bwrap or none");
-            o->cfg.sandbox = orch_sandbox_mode_parse(v);
-            o->sandbox_given = 1;
-        } else if (!strcmp(a, "--workspace")) {
-            if (v[0] != '/')
-                return cli_usage_error(c, "serve: --workspace: an absolute "
-                                          "path");
-            o->cfg.workspace = v;
-        } else if (!strcmp(a, "--max-connections")) {
-            if (parse_int(v, 1, SURF_HTTP_CONNECTIONS_MAX, &x))
-                return cli_usage_error(c, "serve: --max-connections: 1-%d",
-                                       SURF_HTTP_CONNECTIONS_MAX);
-            o->cfg.max_connections = (int)x;
-        } else if (!strcmp(a, "--max-runs")) {
-            if (parse_int(v, 1, ORCH_RUNS_MAX, &x))
-                return cli_usage_error(c, "serve: --max-runs: 1-%d",
-                                       ORCH_RUNS_MAX);
-            o->cfg.max_runs = (int)x;
-        } else if (!strcmp(a, "--lease-s")) {
-            if (parse_int(v, 1, 3600, &x))
-                return cli_usage_error(c, "serve: --lease-s: 1-3600");
-            o->cfg.lease_s = (int)x;
-        } else if (!strcmp(a, "--ready-fd")) { /* internal: serve start */
-            if (parse_int(v, 3, 1 << 20, &x))
-                return cli_usage_error(c, "serve: --ready-fd: bad fd");
-            o->cfg.ready_fd = (int)x;
-            i++;
-            continue;
-        } else if (!strcmp(a, "--timeout")) {
-            if (parse_int(v, 1, 3600, &x))
-                return cli_usage_error(c, "serve: --timeout: 1-3600");
-            o->stop_timeout_s = (int)x;
-            i++;
-            continue;
-        } else if (!strcmp(a, "-n")) {
-            if (parse_int(v, 1, 1000000, &x))
-                return cli_usage_error(c, "serve logs: -n: 1-1000000");
-            o->lines = (int)x;
-            i++;
-            continue;
-        } else {
-            return cli_bad_arg(c, "serve", a, serve_flags);
-        }
         if (o->npass + 2 >= (int)(sizeof(o->pass) / sizeof(o->pass[0])))
-            return cli_usage_error(c, "serve: too many options");
+            return cli_usage_error(c, "%s: too many options", cmd);
         o->pass[o->npass++] = argv[i];
-        if (takes)
-            o->pass[o->npass++] = argv[i + 1];
-        i += takes;
+        if (takes && i + 1 < argc)
+            o->pass[o->npass++] = argv[++i];
     }
     return 0;
 }
@@ -742,18 +739,19 @@ int cli_serve(struct cli *c, int argc, char **argv)
     memset(&o, 0, sizeof(o));
     daemon_config_init(&o.cfg);
     const char *sub = NULL;
-    int first = 1;
     if (argc > 1 && argv[1][0] != '-') {
         sub = argv[1];
-        first = 2;
         if (strcmp(sub, "start") && strcmp(sub, "stop") &&
             strcmp(sub, "status") && strcmp(sub, "logs"))
             return cli_bad_sub(c, "serve", sub, "start stop status logs");
     }
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i]))
-            return cli_help(help_serve);
-    int ex = parse_opts(c, argc, argv, first, &o);
+    /* the subcommand's own table sees its flags (argv[0]: the sub) */
+    int ex =
+        parse_opts(c, sub, sub ? argc - 1 : argc, sub ? argv + 1 : argv, &o);
+    if (ex == CLI_PARSE_HELP) {
+        daemon_config_release(&o.cfg);
+        return cli_help(help_serve);
+    }
     if (!ex && (!sub || !strcmp(sub, "start")))
         ex = load_config(c, &o);
     if (ex) {

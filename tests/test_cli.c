@@ -2470,6 +2470,92 @@ Test(cli, option_table_proof)
     tu_rmrf(dir);
 }
 
+/* serve, its subcommands and mcp parse through tables: each subcommand
+ * takes only its own flags (stop --timeout, logs -n, status none; start the
+ * daemon's, which it passes on, but not the hidden --ready-fd), the values
+ * are checked as before, and nothing is made on a usage error. */
+Test(cli, option_table_serve)
+{
+    static const struct {
+        const char *argv[8];
+        const char *says;
+    } cases[] = {
+        {{"serve", "--chek"},
+         "serve: unknown option --chek; did you mean --check?"},
+        {{"serve", "start", "--wrokers", "2"},
+         "serve start: unknown option --wrokers; did you mean --workers?"},
+        {{"serve", "stop", "--timout", "3"},
+         "serve stop: unknown option --timout; did you mean --timeout?"},
+        {{"mcp", "--rooster", "f.json"},
+         "mcp: unknown option --rooster; did you mean --roster?"},
+        {{"serve", "--port"}, "serve: --port needs a value"},
+        {{"serve", "logs", "-n"}, "serve logs: -n needs a value"},
+        {{"mcp", "--print-config"}, "mcp: --print-config needs a value"},
+        {{"serve", "--port", "65536"},
+         "serve: --port 65536: not a port (0-65535)"},
+        {{"serve", "--workers", "0"}, "serve: --workers 0: 1 to 64"},
+        {{"serve", "--checkpoint-ms", "86400001"},
+         "serve: --checkpoint-ms 86400001: 0 to 86400000"},
+        {{"serve", "start", "--lease-s", "3601"},
+         "serve start: --lease-s 3601: 1 to 3600"},
+        {{"serve", "stop", "--timeout", "0"},
+         "serve stop: --timeout 0: 1 to 3600"},
+        {{"serve", "logs", "-n", "0"}, "serve logs: -n 0: 1 to 1000000"},
+        /* each subcommand has its own flags */
+        {{"serve", "stop", "--port", "1"}, "serve stop: unknown option --port"},
+        {{"serve", "status", "-n", "3"}, "serve status: unknown option -n"},
+        {{"serve", "logs", "--timeout", "3"},
+         "serve logs: unknown option --timeout"},
+        {{"serve", "--timeout", "3"}, "serve: unknown option --timeout"},
+        /* the daemon's fd is start's to give, never a user's */
+        {{"serve", "start", "--ready-fd", "5"},
+         "serve start: unknown option --ready-fd"},
+        {{"serve", "--ready-fd", "2"}, "serve: --ready-fd 2: bad fd"},
+        /* the checks after the table still hold */
+        {{"serve", "--workspace", "rel", "--check"},
+         "serve: --workspace rel: an absolute path"},
+        {{"serve", "start", "--host", ""}, "serve start: --host: empty"},
+        {{"serve", "--sandbox", "docker"},
+         "serve: --sandbox docker: bwrap or none"},
+        {{"serve", "--gate", "lane:", "--check"}, "serve: --gate lane:"},
+        {{"mcp", "--print-config", "emacs"},
+         "mcp: --print-config emacs: claude-desktop, vscode, cursor or "
+         "claude-code"},
+        {{"mcp", "now"}, "mcp: unexpected argument now"},
+    };
+    char *dir = tu_tmpdir();
+    char missing[PATH_MAX];
+    path_in(missing, sizeof(missing), dir, "none");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tu_run r = run_list(missing, NULL, 0, NULL, cases[i].argv);
+        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
+                     cases[i].argv[1], r.status, r.err);
+        must_contain(r.err, cases[i].says, cases[i].argv[1]);
+        cr_assert_eq(r.out_len, 0, "%s", r.out);
+        tu_run_free(&r);
+        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
+                  cases[i].argv[1]);
+    }
+    /* valid flags still pass: --check with the daemon's flags (0: no
+     * checkpoints), and --help after a subcommand's flags */
+    const char *const ok[] = {"serve",       "--check",   "--port",
+                              "0",           "--no-auth", "--checkpoint-ms",
+                              "0",           "--sandbox", "none",
+                              "--workspace", "/tmp",      "--max-runs",
+                              "5",           NULL};
+    struct tu_run r = run_list(missing, NULL, 0, NULL, ok);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "configuration ok", "serve --check");
+    tu_run_free(&r);
+    const char *const help[] = {"serve", "logs", "-n", "3", "--help", NULL};
+    r = run_list(missing, NULL, 0, NULL, help);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    must_contain(r.out, "usage: forum serve", "serve logs --help");
+    tu_run_free(&r);
+    cr_assert(!exists(missing), "serve --check or --help made the data dir");
+    tu_rmrf(dir);
+}
+
 /* Every command and subcommand parses through an option table (cli_opt.h),
  * so the flags the man page and the completions list are the ones parsed;
  * asking for the tables writes nothing (no data dir appears). */
