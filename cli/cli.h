@@ -187,13 +187,7 @@ struct cli_session_opts {
 /* Approval gates (cli_gate.c): `forum gate list|approve|edit|reject`. */
 int cli_gate(struct cli *c, int argc, char **argv);
 
-/* --gate SPEC, --gate-timeout S, --gate-on-expiry approve|reject into
- * *policy (made on first use): 2 when a and v were taken, 0 when a is not
- * one of them, -code (err set) on a bad value. */
-int cli_gate_arg(cJSON **policy, const char *a, const char *v,
-                 struct fo_err *err);
-/* The options cli_gate_arg takes, for cli_bad_arg. */
-#define CLI_GATE_FLAGS "--gate --gate-timeout --gate-on-expiry"
+/* The help of the gate rows (CLI_GATE_OPTS, cli_opt.h). */
 #define CLI_GATE_HELP                                                          \
     "  --gate SPEC          stop before each wave the policy gates until a\n"  \
     "                       human decides (forum gate --help): all,\n"         \

@@ -314,12 +314,16 @@ static int option_arms(struct cli *c, int bash, struct fo_buf *b)
                                    names.data, bash ? "\"" : ")");
             continue;
         }
+        /* a command with options of its own (serve) ends in a catch-all
+         * arm: each subcommand needs its own arm before it, empty or not */
+        rc = option_names(c, k, NULL, &names);
+        int catch_all = !rc && names.len;
         while (!rc && *s) {
             size_t w = strcspn(s, " ");
             char sub[32];
             snprintf(sub, sizeof(sub), "%.*s", (int)w, s);
             rc = option_names(c, k, sub, &names);
-            if (!rc && names.len)
+            if (!rc && (names.len || catch_all))
                 rc =
                     fo_buf_printf(b, "    \"%s %s\") %s%.*s%s ;;\n", k->name,
                                   sub, bash ? "w=\"" : "cmds=(", (int)names.len,

@@ -244,8 +244,11 @@ int cli_gate(struct cli *c, int argc, char **argv)
     return cli_bad_sub(c, "gate", sub, "list approve edit reject");
 }
 
-int cli_gate_arg(cJSON **policy, const char *a, const char *v,
-                 struct fo_err *err)
+/* --gate SPEC, --gate-timeout S, --gate-on-expiry approve|reject into
+ * *policy (made on first use): 2 when a and v were taken, 0 when a is not
+ * one of them, -code (err set) on a bad value. */
+static int gate_arg(cJSON **policy, const char *a, const char *v,
+                    struct fo_err *err)
 {
     int gate = !strcmp(a, "--gate"), tmo = !strcmp(a, "--gate-timeout"),
         exp = !strcmp(a, "--gate-on-expiry");
@@ -281,7 +284,7 @@ int cli_gate_call(struct cli *c, const char *cmd, const char *flag,
 {
     struct fo_err err;
     fo_err_clear(&err);
-    if (cli_gate_arg(policy, flag, v, &err) < 0)
+    if (gate_arg(policy, flag, v, &err) < 0)
         return cli_usage_error(c, "%s: %s", cmd, err.msg);
     return 0;
 }

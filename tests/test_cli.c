@@ -2552,6 +2552,16 @@ Test(cli, option_table_serve)
     cr_assert_eq(r.status, 0, "%s", r.err);
     must_contain(r.out, "usage: forum serve", "serve logs --help");
     tu_run_free(&r);
+    /* the completions: serve's own flags in a catch-all arm, after an arm
+     * for each subcommand (status's empty), so `serve status -` is not
+     * offered the daemon's flags */
+    const char *const comp[] = {"docs", "completion", "bash", NULL};
+    r = run_list(missing, NULL, 0, NULL, comp);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *st = strstr(r.out, "\"serve status\") w=\"\" ;;");
+    const char *all = strstr(r.out, "\"serve \"*) w=\"--check --host");
+    cr_assert(st && all && st < all, "%s", r.out);
+    tu_run_free(&r);
     cr_assert(!exists(missing), "serve --check or --help made the data dir");
     tu_rmrf(dir);
 }
