@@ -120,7 +120,10 @@ static int cmd_init(struct cli *c, int argc, char **argv)
             "user=forum\" or a postgresql:// URI), written to\n"
             "DIR/store.json. Never put the password in it: libpq reads "
             "PGPASSWORD\nor PGPASSFILE (~/.pgpass). Exit 3 when the "
-            "database cannot be reached.\n");
+            "database cannot be reached.\n"
+            "examples:\n  forum ledger init --origin example.com/forum\n"
+            "  forum ledger init --postgres \"host=/run/postgresql "
+            "dbname=forum user=forum\"\n");
     if (pe)
         return pe;
     struct ledger_config cfg = {.origin = origin};
@@ -600,7 +603,8 @@ static int cmd_replay(struct cli *c, int argc, char **argv)
         return cli_help("usage: forum ledger replay SEQ [--from N] "
                         "[--limit N]\n"
                         "The ledger as it stood at SEQ: entries 0..SEQ, in "
-                        "pages of at most 1000.\n");
+                        "pages of at most 1000.\n"
+                        "example:\n  forum ledger replay 120 --from 100\n");
     if (ex)
         return ex;
     if (npos && (seq = cli_parse_seq(pos[0])) < 0)
@@ -677,7 +681,10 @@ static int cmd_verify(struct cli *c, int argc, char **argv)
             "hashes, parents, timestamps and the Merkle tree; --deep "
             "also\nre-hashes every stored body. Exit 0 when it "
             "verifies, 1 when\nit does not (the output says where it "
-            "breaks), 3 on I/O errors.\n");
+            "breaks), 3 on I/O errors.\n"
+            "examples:\n  forum ledger verify --deep\n"
+            "  forum ledger verify --checkpoint cp.note --vkey "
+            "@checkpoint.vkey\n");
     if (ex)
         return ex;
     int min = (int)min_w;
@@ -748,7 +755,9 @@ static int cmd_redact(struct cli *c, int argc, char **argv)
         return cli_help("usage: forum ledger redact SEQ --reason R\n"
                         "Deletes every stored copy of the entry's body; the"
                         " chain and every\ncheckpoint still verify. "
-                        "Witnessed as a `redaction` entry.\n");
+                        "Witnessed as a `redaction` entry.\n"
+                        "example:\n  forum ledger redact 42 --reason "
+                        "\"leaked a customer email\"\n");
     if (pe)
         return pe;
     if (pos && (seq = cli_parse_seq(pos)) < 0)
@@ -819,17 +828,20 @@ int cli_ledger(struct cli *c, int argc, char **argv)
         return cmd_seq(c, argc, argv, "ledger_get",
                        "usage: forum ledger get SEQ\nOne entry: the 8 "
                        "hashed fields, its hash, and whether its body is "
-                       "present or redacted.\n");
+                       "present or redacted.\n"
+                       "example:\n  forum --json ledger get 42\n");
     if (!strcmp(cmd, "body"))
         return cmd_seq(c, argc, argv, "ledger_body",
                        "usage: forum ledger body SEQ\nThe JSON body of an "
                        "entry (exit 1 with code `redacted` when it was "
-                       "redacted).\n");
+                       "redacted).\n"
+                       "example:\n  forum ledger body 42\n");
     if (!strcmp(cmd, "chain"))
         return cmd_seq(c, argc, argv, "ledger_chain",
                        "usage: forum ledger chain SEQ\nThe causal chain of "
                        "an entry: its parent links to the root, root "
-                       "first.\n");
+                       "first.\n"
+                       "example:\n  forum ledger chain 42\n");
     if (!strcmp(cmd, "show"))
         return cmd_show(c, argc, argv);
     if (!strcmp(cmd, "replay"))
@@ -869,7 +881,8 @@ int cli_ledger(struct cli *c, int argc, char **argv)
         return cmd_noarg(c, argc, argv, "ledger_summary",
                          "usage: forum ledger summary\nEntry count, counts "
                          "by kind and by actor, head hash, bodies present "
-                         "and redacted.\n");
+                         "and redacted.\n"
+                         "example:\n  forum --json ledger summary\n");
     static const char *const subs[] = {
         "init",    "append",  "get",         "body",       "chain",  "show",
         "replay",  "verify",  "redact",      "checkpoint", "tiles",  "cosign",

@@ -103,7 +103,8 @@ static const char route_usage[] =
     "Routes a request to a lane with the lexical router (no model): prints\n"
     "the decided lane and its confidence, or that it escalates (then the\n"
     "confidence is the margin between the two best scores). Words are\n"
-    "joined with spaces.\n";
+    "joined with spaces.\n"
+    "example:\n  forum route \"fix the flaky login test\"\n";
 
 int cli_route(struct cli *c, int argc, char **argv)
 {
@@ -202,7 +203,9 @@ static const char run_plan_usage[] =
     "  --roster FILE      the roster (default: the built-in one)\n"
     "  --request TEXT     the request the run answers (witnessed)\n"
     "exit codes: 0 every task ok, 1 a task failed or was refused, 2 bad\n"
-    "plan or usage, 3 I/O or storage error\n";
+    "plan or usage, 3 I/O or storage error\n"
+    "example:\n  forum run-plan plan.json --cmd \"claude -p\" --max-parallel "
+    "2\n";
 
 static int read_text(const char *path, struct fo_buf *out, struct fo_err *err)
 {
@@ -466,7 +469,8 @@ static const char bench_usage[] =
     "usage: forum bench A B [--json]\n"
     "Prints the summaries of two ledger dirs side by side with the delta\n"
     "(B - A) of every count: entries, bodies, kinds, actors, runs, model\n"
-    "calls. --json: {\"a\", \"b\", \"delta\"}.\n";
+    "calls. --json: {\"a\", \"b\", \"delta\"}.\n"
+    "example:\n  forum bench ./ledger-before ./ledger-after\n";
 
 /* Flattens the numeric members of a summary into dotted keys. */
 static int flatten(const cJSON *v, const char *prefix, cJSON *flat)

@@ -127,7 +127,9 @@ int cli_ledger_checkpoint(struct cli *c, int argc, char **argv)
             "gives the stored checkpoint. The key is made on first use\n"
             "(DIR/checkpoint.key, DIR/checkpoint.vkey).\n"
             "--json prints {\"checkpoint\", \"size\", \"root\", "
-            "\"note\"}.\n");
+            "\"note\"}.\n"
+            "examples:\n  forum ledger checkpoint --sign\n"
+            "  forum ledger checkpoint --size 1000\n");
     if (pe)
         return pe;
     struct ledger *l = NULL;
@@ -174,7 +176,9 @@ int cli_ledger_prove(struct cli *c, int argc, char **argv)
                         "The RFC 6962 inclusion proof of entry SEQ in the "
                         "tree of size N\n(default: the current size). "
                         "--json prints {\"index\", \"size\",\n\"leaf_hash\", "
-                        "\"root\", \"path\"}.\n");
+                        "\"root\", \"path\"}.\n"
+                        "example:\n  forum --json ledger prove 42 --size "
+                        "1000\n");
     if (pe)
         return pe;
     if (pos && (seq = cli_parse_seq(pos)) < 0)
@@ -220,7 +224,8 @@ int cli_ledger_consistency(struct cli *c, int argc, char **argv)
             "a prefix of\nthe tree of size B (default: the current "
             "size). A must be at least 1:\na proof from the empty tree "
             "proves nothing. --json prints {\"first\",\n\"second\", "
-            "\"root1\", \"root2\", \"path\"}.\n");
+            "\"root1\", \"root2\", \"path\"}.\n"
+            "example:\n  forum ledger consistency 1000 2000\n");
     if (pe)
         return pe;
     for (int i = 0; i < npos; i++) {
@@ -269,7 +274,8 @@ int cli_ledger_key(struct cli *c, int argc, char **argv)
                         "(<name>+<hex id>+<base64>),\nas Go's "
                         "golang.org/x/mod/sumdb/note reads it; the key pair "
                         "is made on\nfirst use. --json prints {\"vkey\", "
-                        "\"name\"}.\n");
+                        "\"name\"}.\n"
+                        "example:\n  forum ledger key > checkpoint.vkey\n");
     if (pe)
         return pe;
     struct ledger *l = NULL;
@@ -317,7 +323,8 @@ int cli_ledger_bundle(struct cli *c, int argc, char **argv)
             "(a signed note), \"proof\" (inclusion\nat the checkpoint's "
             "size), \"vkey\" (informational)}. Signs a fresh\n"
             "checkpoint when none covers SEQ. Check it anywhere with\n"
-            "`forum verify-bundle FILE --vkey KEY`.\n");
+            "`forum verify-bundle FILE --vkey KEY`.\n"
+            "example:\n  forum ledger bundle 42 -o entry-42.json\n");
     if (pe)
         return pe;
     if (pos && (seq = cli_parse_seq(pos)) < 0)
@@ -440,7 +447,9 @@ int cli_verify_bundle(struct cli *c, int argc, char **argv)
             "inclusion proof against\nthe checkpoint's root and size, "
             "and the checkpoint's signature by KEY\n(the key text or "
             "@FILE; never the bundle's own vkey). Exit 0 valid,\n1 "
-            "invalid (the message names what failed), 2 bad input.\n");
+            "invalid (the message names what failed), 2 bad input.\n"
+            "example:\n  forum verify-bundle entry-42.json --vkey "
+            "@checkpoint.vkey\n");
     if (pe)
         return pe;
     if (!file || !vkey_arg)

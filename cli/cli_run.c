@@ -71,7 +71,10 @@ static const char help_start[] =
     "exit codes: 0 started; 1 no daemon is running on the data dir (start\n"
     "one with `forum serve start`); 2 usage, or the daemon refused the\n"
     "input or the token; 3 the daemon cannot be reached, is busy (max_runs\n"
-    "runs in progress: code busy) or draining, or failed\n";
+    "runs in progress: code busy) or draining, or failed\n"
+    "examples:\n  forum run start \"add a login endpoint\" --max-model-calls "
+    "20\n"
+    "  forum run start \"refactor the parser\" --gate all\n";
 
 static const char help_get[] =
     "usage: forum run get ID [--json]\n"
@@ -82,7 +85,8 @@ static const char help_get[] =
     "its error when it failed.\n"
     "  --json   print the result object of GET /runs/{id}, entries included\n"
     "exit codes: 0 (whatever the state); 1 no entry ID (not_found) or an\n"
-    "entry that is not a run's request (not_a_run); 2 usage; 3 I/O\n";
+    "entry that is not a run's request (not_a_run); 2 usage; 3 I/O\n"
+    "example:\n  forum run get 1234\n";
 
 static const char help_cancel[] =
     "usage: forum run cancel ID [--json]\n"
@@ -96,7 +100,8 @@ static const char help_cancel[] =
     "(`forum mcp`, `forum submit`) or of unknown state is run_elsewhere.\n"
     "  --json   print {run, state, cancel} as POST /runs/{id}/cancel does\n"
     "exit codes: 0 requested or already ended; 1 not_found, not_a_run or\n"
-    "run_elsewhere; 2 usage; 3 I/O, or the daemon cannot be reached\n";
+    "run_elsewhere; 2 usage; 3 I/O, or the daemon cannot be reached\n"
+    "example:\n  forum run cancel 1234\n";
 
 static const char help_wait[] =
     "usage: forum run wait ID [--timeout S] [--json]\n"
@@ -110,7 +115,8 @@ static const char help_wait[] =
     "budget, stopped, cancelled, failed, interrupted or unknown (printed all\n"
     "the same; an answer, if any, is a fixed one), or ID is not found or not\n"
     "a run; 2 usage; 3 the timeout passed with the run still running (code\n"
-    "timeout: nothing on stdout), or an I/O error\n";
+    "timeout: nothing on stdout), or an I/O error\n"
+    "example:\n  forum run wait 1234 --timeout 600\n";
 
 /* ---- arguments ----------------------------------------------------------- */
 

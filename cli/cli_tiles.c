@@ -54,8 +54,8 @@ int cli_ledger_tiles(struct cli *c, int argc, char **argv)
             "and\nare written once; a re-run writes only new tiles and "
             "the checkpoint.\nA DIR holding another log's tiles is "
             "refused.\n"
-            "e.g. forum ledger tiles --out /var/www/log && \\\n"
-            "     forum verify --tiles /var/www/log --vkey "
+            "example:\n  forum ledger tiles --out /var/www/log && \\\n"
+            "    forum verify --tiles /var/www/log --vkey "
             "@DIR/checkpoint.vkey\n"
             "--json prints {\"out\", \"size\", \"root\", \"written\", "
             "\"kept\"}.\n");
@@ -115,9 +115,9 @@ int cli_ledger_cosign(struct cli *c, int argc, char **argv)
             "(forum ledger witness add) and verify over the stored\n"
             "checkpoint, else nothing is stored (exit 1). The method "
             "ledger_cosign\n(POST /checkpoint/cosign).\n"
-            "e.g. forum witness cosign --key @w1.key --vkey "
+            "example:\n  forum witness cosign --key @w1.key --vkey "
             "@DIR/checkpoint.vkey cp.note \\\n"
-            "       > cp.cosigned && forum ledger cosign cp.cosigned\n"
+            "    > cp.cosigned && forum ledger cosign cp.cosigned\n"
             "--json prints {\"size\", \"root\", \"accepted\", "
             "\"cosignatures\", \"note\"}.\n");
     if (pe)
@@ -172,7 +172,7 @@ int cli_ledger_witness(struct cli *c, int argc, char **argv)
         "The witnesses whose cosignatures the ledger accepts, kept in\n"
         "DIR/witnesses (one witness verifier key per line). add takes the "
         "key\ntext or @FILE (`forum witness keygen` prints one).\n"
-        "e.g. forum ledger witness add @w1.vkey\n"
+        "example:\n  forum ledger witness add @w1.vkey\n"
         "--json (list) prints {\"witnesses\": [{\"name\", \"key_id\", "
         "\"vkey\"}]}.\n";
     /* add VKEY | list: the words, no flags of its own (--json is global) */

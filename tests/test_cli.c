@@ -2566,6 +2566,42 @@ Test(cli, option_table_serve)
     tu_rmrf(dir);
 }
 
+/* Every command and subcommand has a help of its own words: a usage line
+ * and an example (exit 0, nothing on stderr). */
+Test(cli, every_help_has_a_usage_and_an_example)
+{
+    char *dir = tu_tmpdir();
+    char missing[PATH_MAX];
+    path_in(missing, sizeof(missing), dir, "none");
+    for (size_t i = 0; i < cli_n_commands; i++) {
+        const struct cli_command *k = &cli_commands[i];
+        const char *s = k->subs;
+        do {
+            char sub[32] = "";
+            if (s) {
+                size_t w = strcspn(s, " ");
+                snprintf(sub, sizeof(sub), "%.*s", (int)w, s);
+                s += w;
+                while (*s == ' ')
+                    s++;
+            }
+            const char *argv[] = {k->name, sub[0] ? sub : "--help",
+                                  sub[0] ? "--help" : NULL, NULL};
+            struct tu_run r = run_list(missing, NULL, 0, NULL, argv);
+            cr_expect_eq(r.status, 0, "%s %s --help: exit %d: %s", k->name, sub,
+                         r.status, r.err);
+            cr_expect(strstr(r.out, "usage: forum") != NULL,
+                      "%s %s --help: no usage line", k->name, sub);
+            cr_expect(strstr(r.out, "example") != NULL,
+                      "%s %s --help: no example", k->name, sub);
+            cr_expect_eq(r.err_len, 0, "%s %s --help: %s", k->name, sub, r.err);
+            tu_run_free(&r);
+        } while (s && *s);
+    }
+    cr_assert(!exists(missing), "a --help made the data dir");
+    tu_rmrf(dir);
+}
+
 /* Every command and subcommand parses through an option table (cli_opt.h),
  * so the flags the man page and the completions list are the ones parsed;
  * asking for the tables writes nothing (no data dir appears). */
