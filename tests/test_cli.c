@@ -2096,15 +2096,42 @@ Test(cli, an_over_long_data_dir_is_refused)
     cr_assert(strstr(err.msg, "3072"), "%s", err.msg);
 }
 
+/* A command line that is a usage error, and what stderr must say (NULL:
+ * "unknown option" with no guess). */
+struct usage_case {
+    const char *argv[10];
+    const char *says;
+};
+
+/* Runs each case on the data dir missing with stdin in (may be NULL): exit
+ * 2, the message on stderr, nothing on stdout, and no data dir made. */
+static void expect_usage_errors(const struct usage_case *cs, size_t n,
+                                const char *missing, const char *in)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct tu_run r =
+            run_list(missing, in, in ? strlen(in) : 0, NULL, cs[i].argv);
+        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cs[i].argv[0],
+                     cs[i].argv[1], r.status, r.err);
+        if (cs[i].says) {
+            must_contain(r.err, cs[i].says, cs[i].argv[1]);
+        } else {
+            cr_assert_null(strstr(r.err, "did you mean"), "%s", r.err);
+            must_contain(r.err, "unknown option", cs[i].argv[1]);
+        }
+        cr_assert_eq(r.out_len, 0, "%s", r.out);
+        tu_run_free(&r);
+        cr_assert(!exists(missing), "%s %s made the data dir", cs[i].argv[0],
+                  cs[i].argv[1]);
+    }
+}
+
 /* A mistyped option names the one meant, exit 2, before anything is opened
  * or written; a known option without its value and --X=V say so; an option
  * nothing is near gets no guess. */
 Test(cli, did_you_mean_for_options)
 {
-    static const struct {
-        const char *argv[8];
-        const char *says;
-    } cases[] = {
+    static const struct usage_case cases[] = {
         {{"ledger", "show", "--limt", "5"},
          "ledger show: unknown option --limt; did you mean --limit?"},
         {{"ledger", "replay", "3", "--form", "0"}, "did you mean --from?"},
@@ -2152,21 +2179,7 @@ Test(cli, did_you_mean_for_options)
     char *dir = tu_tmpdir();
     char missing[PATH_MAX];
     path_in(missing, sizeof(missing), dir, "none");
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct tu_run r = run_list(missing, NULL, 0, NULL, cases[i].argv);
-        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
-                     cases[i].argv[1], r.status, r.err);
-        if (cases[i].says) {
-            must_contain(r.err, cases[i].says, cases[i].argv[1]);
-        } else {
-            cr_assert_null(strstr(r.err, "did you mean"), "%s", r.err);
-            must_contain(r.err, "unknown option", cases[i].argv[1]);
-        }
-        cr_assert_eq(r.out_len, 0, "%s", r.out);
-        tu_run_free(&r);
-        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
-                  cases[i].argv[1]);
-    }
+    expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]), missing, NULL);
     /* with --json the error object is the last line, code usage */
     const char *const args[] = {"--json", "run", "list", "--stat", "x", NULL};
     struct tu_run r = run_list(missing, NULL, 0, NULL, args);
@@ -2186,10 +2199,7 @@ Test(cli, did_you_mean_for_options)
  * docs takes no options, and completion its shell. */
 Test(cli, option_table_orch)
 {
-    static const struct {
-        const char *argv[8];
-        const char *says;
-    } cases[] = {
+    static const struct usage_case cases[] = {
         {{"run", "start", "x", "--max-sconds", "3"},
          "run start: unknown option --max-sconds; did you mean "
          "--max-seconds?"},
@@ -2254,16 +2264,7 @@ Test(cli, option_table_orch)
     char *dir = tu_tmpdir();
     char missing[PATH_MAX];
     path_in(missing, sizeof(missing), dir, "none");
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct tu_run r = run_list(missing, NULL, 0, NULL, cases[i].argv);
-        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
-                     cases[i].argv[1], r.status, r.err);
-        must_contain(r.err, cases[i].says, cases[i].argv[1]);
-        cr_assert_eq(r.out_len, 0, "%s", r.out);
-        tu_run_free(&r);
-        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
-                  cases[i].argv[1]);
-    }
+    expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]), missing, NULL);
     /* a hidden row is never suggested */
     const char *const near[] = {"run", "start", "x", "--chat-ur", "u", NULL};
     struct tu_run r = run_list(missing, NULL, 0, NULL, near);
@@ -2334,10 +2335,7 @@ Test(cli, option_table_orch)
  * list verify's --tiles flags. */
 Test(cli, option_table_proof)
 {
-    static const struct {
-        const char *argv[10];
-        const char *says;
-    } cases[] = {
+    static const struct usage_case cases[] = {
         {{"ledger", "append", "--actr", "a"},
          "ledger append: unknown option --actr; did you mean --actor?"},
         {{"ledger", "append", "--actor", "a", "--parent"},
@@ -2402,19 +2400,9 @@ Test(cli, option_table_proof)
     char missing[PATH_MAX], key[PATH_MAX];
     path_in(missing, sizeof(missing), dir, "none");
     path_in(key, sizeof(key), dir, "k");
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        /* stdin holds an entry nobody may read on a usage error */
-        static const char line[] = "{\"actor\":\"a\",\"kind\":\"k\"}\n";
-        struct tu_run r =
-            run_list(missing, line, sizeof(line) - 1, NULL, cases[i].argv);
-        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
-                     cases[i].argv[1], r.status, r.err);
-        must_contain(r.err, cases[i].says, cases[i].argv[1]);
-        cr_assert_eq(r.out_len, 0, "%s", r.out);
-        tu_run_free(&r);
-        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
-                  cases[i].argv[1]);
-    }
+    /* stdin holds an entry nobody may read on a usage error */
+    expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]), missing,
+                        "{\"actor\":\"a\",\"kind\":\"k\"}\n");
     /* a usage error makes no key */
     const char *kg[] = {"witness", "keygen", "w.example/w1", "--out", key,
                         "--ott",   NULL};
@@ -2476,10 +2464,7 @@ Test(cli, option_table_proof)
  * are checked as before, and nothing is made on a usage error. */
 Test(cli, option_table_serve)
 {
-    static const struct {
-        const char *argv[8];
-        const char *says;
-    } cases[] = {
+    static const struct usage_case cases[] = {
         {{"serve", "--chek"},
          "serve: unknown option --chek; did you mean --check?"},
         {{"serve", "start", "--wrokers", "2"},
@@ -2526,16 +2511,7 @@ Test(cli, option_table_serve)
     char *dir = tu_tmpdir();
     char missing[PATH_MAX];
     path_in(missing, sizeof(missing), dir, "none");
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct tu_run r = run_list(missing, NULL, 0, NULL, cases[i].argv);
-        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
-                     cases[i].argv[1], r.status, r.err);
-        must_contain(r.err, cases[i].says, cases[i].argv[1]);
-        cr_assert_eq(r.out_len, 0, "%s", r.out);
-        tu_run_free(&r);
-        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
-                  cases[i].argv[1]);
-    }
+    expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]), missing, NULL);
     /* valid flags still pass: --check with the daemon's flags (0: no
      * checkpoints), and --help after a subcommand's flags */
     const char *const ok[] = {"serve",       "--check",   "--port",
@@ -2632,10 +2608,7 @@ Test(cli, every_command_has_an_option_table)
  * flags. */
 Test(cli, option_table_parser)
 {
-    static const struct {
-        const char *argv[8];
-        const char *says;
-    } cases[] = {
+    static const struct usage_case cases[] = {
         /* every name of the table is a candidate, -f and --follow both */
         {{"ledger", "tail", "--folow"},
          "ledger tail: unknown option --folow; did you mean --follow?"},
@@ -2669,16 +2642,7 @@ Test(cli, option_table_parser)
     char *dir = tu_tmpdir();
     char missing[PATH_MAX];
     path_in(missing, sizeof(missing), dir, "none");
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct tu_run r = run_list(missing, NULL, 0, NULL, cases[i].argv);
-        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", cases[i].argv[0],
-                     cases[i].argv[1], r.status, r.err);
-        must_contain(r.err, cases[i].says, cases[i].argv[1]);
-        cr_assert_eq(r.out_len, 0, "%s", r.out);
-        tu_run_free(&r);
-        cr_assert(!exists(missing), "%s %s made the data dir", cases[i].argv[0],
-                  cases[i].argv[1]);
-    }
+    expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]), missing, NULL);
     /* a repeatable flag: at most as many as the table holds (16 --kind) */
     const char *kinds[40] = {"ledger", "tail"};
     size_t nk = 2;
