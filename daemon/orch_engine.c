@@ -23,6 +23,7 @@
 
 #include "daemon/orch_guard.h"
 #include "daemon/orch_int.h"
+#include "daemon/orch_lease.h"
 #include "daemon/orch_mcpc.h"
 #include "daemon/orch_model.h"
 #include "daemon/orch_sandbox.h"
@@ -349,7 +350,7 @@ struct run {
     /* run leases (several daemons on one ledger): this engine holds the
      * run's lease; the renewal saw it; another daemon took it over; its
      * answer or error is on record (the lease goes with it) */
-    int leased, lease_seen, lease_lost, end_on_record;
+    int leased, lease_lost, end_on_record;
     /* route */
     const char *lane; /* owned by the roster */
     char lane_by[16];
@@ -489,8 +490,9 @@ struct orch_engine {
     int64_t gate_cursor; /* entries below it were looked at for decisions */
     /* run leases: on when cfg.lease_ms > 0 and the ledger keeps them */
     int leases;
-    struct event *lease_ev; /* renew, then claim expired ones */
-    int lease_failing;      /* the last renewal failed (logged once) */
+    struct event *lease_ev;       /* renew, then claim expired ones */
+    struct orch_lease_worker *lw; /* their round trips, off the loop */
+    int lease_failing;            /* the last renewal failed (logged once) */
 };
 
 static const char *run_lane(const struct run *r)
@@ -4945,6 +4947,7 @@ static void step(struct run *r)
 /* ---- the engine --------------------------------------------------------- */
 
 static void on_lease_tick(evutil_socket_t fd, short what, void *arg);
+static void on_lease_done(void *arg);
 
 int orch_engine_create(const struct orch *o,
                        const struct orch_engine_config *cfg,
@@ -4969,7 +4972,11 @@ int orch_engine_create(const struct orch *o,
     e->wake = event_new(cfg->base, -1, EV_PERSIST, on_wake, e);
     e->gate_ev = evtimer_new(cfg->base, on_gate_tick, e);
     e->leases = cfg->lease_ms > 0 && ledger_leases(cfg->ledger);
-    if (e->leases) {
+    int rc = FO_OK;
+    if (e->leases)
+        rc = orch_lease_worker_create(cfg->base, ledger_dir(cfg->ledger),
+                                      on_lease_done, e, &e->lw, err);
+    if (e->leases && !rc) {
         int every = cfg->lease_ms / 3 > 50 ? cfg->lease_ms / 3 : 50;
         struct timeval tv = {every / 1000, (every % 1000) * 1000};
         e->lease_ev = event_new(cfg->base, -1, EV_PERSIST, on_lease_tick, e);
@@ -4983,8 +4990,7 @@ int orch_engine_create(const struct orch *o,
     if (ledger_count(cfg->ledger, &count, &ignore) != FO_OK)
         count = 0; /* decisions already on record come in by replay */
     e->gate_cursor = count;
-    int rc = FO_OK;
-    if (!e->wake || !e->gate_ev || (e->leases && !e->lease_ev))
+    if (!rc && (!e->wake || !e->gate_ev || (e->leases && !e->lease_ev)))
         rc = nomem(err);
     if (!rc && orch_mcp_servers(o))
         rc = orch_mcpc_create(orch_mcp_servers(o), cfg->base, &e->mcpc, err);
@@ -4995,6 +5001,7 @@ int orch_engine_create(const struct orch *o,
             event_free(e->gate_ev);
         if (e->lease_ev)
             event_free(e->lease_ev);
+        orch_lease_worker_free(e->lw);
         pthread_mutex_destroy(&e->mu);
         free(e);
         return rc;
@@ -5007,6 +5014,8 @@ void orch_engine_free(struct orch_engine *e)
 {
     if (!e)
         return;
+    orch_lease_worker_free(e->lw); /* a round trip under way ends first */
+    e->lw = NULL;
     while (e->runs) {
         struct run *r = e->runs;
         abandon(r);
@@ -5946,71 +5955,51 @@ int orch_engine_resume_all(struct orch_engine *e, size_t *n, struct fo_err *err)
 
 /* ---- run leases (several daemons on one ledger) ------------------------ */
 
-struct renewal {
-    struct orch_engine *e;
-};
-
-static int lease_renewed(void *ctx, int64_t run)
-{
-    struct renewal *rn = ctx;
-    struct run *r = run_find(rn->e, run);
-    if (r)
-        r->lease_seen = 1;
-    return 0;
-}
-
-struct expired {
-    int64_t runs[64];
-    size_t n;
-};
-
-static int lease_expired_one(void *ctx, int64_t run)
-{
-    struct expired *x = ctx;
-    if (x->n < sizeof(x->runs) / sizeof(x->runs[0]))
-        x->runs[x->n++] = run;
-    return 0;
-}
-
-/* Renews the leases of the runs here (a run whose lease another daemon
- * took over is dropped here, without a write), then claims and resumes
- * runs whose lease expired (their daemon died, or lost the database for
- * longer than a lease). */
+/* Posts to the lease thread (orch_lease.c) the renewal of the leases of
+ * the runs here and, unless stopping, the listing of the expired ones; a
+ * tick while the last job is under way posts nothing. on_lease_done reads
+ * what it found. */
 static void on_lease_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct orch_engine *e = arg;
     (void)fd, (void)what;
-    struct ledger *l = e->cfg.ledger;
     size_t n = 0;
     for (struct run *r = e->runs; r; r = r->next)
         n += r->leased && !r->ended && !r->lease_lost;
     int64_t *ids = n ? calloc(n, sizeof(*ids)) : NULL;
-    struct fo_err err;
-    int rc = FO_OK;
     if (n && !ids)
         return;
     size_t k = 0;
     for (struct run *r = e->runs; r && k < n; r = r->next)
-        if (r->leased && !r->ended && !r->lease_lost) {
-            r->lease_seen = 0;
+        if (r->leased && !r->ended && !r->lease_lost)
             ids[k++] = r->id;
-        }
-    struct renewal rn = {e};
-    if (k)
-        rc = ledger_lease_renew(l, e->instance, ids, k, e->cfg.lease_ms,
-                                lease_renewed, &rn, &err);
+    if (orch_lease_worker_post(e->lw, e->instance, ids, k, e->cfg.lease_ms,
+                               !e->stopping) < 0)
+        elog(e, "run leases: out of memory (the next tick tries again)");
     free(ids);
-    if (rc) {
+}
+
+/* What the lease thread found, on the loop: a run whose lease was not
+ * renewed was taken over by another daemon and is dropped here, without a
+ * write; runs whose lease expired (their daemon died, or lost the database
+ * for longer than a lease) are claimed and resumed. */
+static void on_lease_done(void *arg)
+{
+    struct orch_engine *e = arg;
+    const struct orch_lease_result *x = orch_lease_worker_result(e->lw);
+    struct fo_err err;
+    if (x->rc) {
         if (!e->lease_failing)
             elog(e,
                  "run leases: cannot renew (runs go on; another daemon "
                  "may take over those whose lease expires): %s",
-                 err.msg);
+                 x->err.msg);
         e->lease_failing = 1;
         return; /* the database is away: no claims either */
     }
-    for (struct run *r = e->runs; r && k; r = r->next) {
-        if (!r->leased || r->ended || r->lease_lost || r->lease_seen)
+    for (size_t i = 0; i < x->n; i++) {
+        struct run *r = run_find(e, x->ids[i]);
+        if (!r || x->ok[i] || !r->leased || r->ended || r->lease_lost)
             continue;
         struct fo_err lerr;
         fo_err_set(&lerr, FO_E_RUN_ELSEWHERE,
@@ -6021,22 +6010,21 @@ static void on_lease_tick(evutil_socket_t fd, short what, void *arg)
         step(r);
         return; /* the list may have changed: the rest next time */
     }
-    if (e->stopping)
+    if (!x->listed || e->stopping)
         return;
-    struct expired x = {.n = 0};
-    if (ledger_lease_expired(l, 64, lease_expired_one, &x, &err) != FO_OK) {
+    if (x->exp_rc) {
         if (!e->lease_failing)
-            elog(e, "run leases: cannot read the leases: %s", err.msg);
+            elog(e, "run leases: cannot read the leases: %s", x->exp_err.msg);
         e->lease_failing = 1;
         return;
     }
     if (e->lease_failing)
         elog(e, "run leases: the database answers again");
     e->lease_failing = 0;
-    struct run *rs[64];
+    struct run *rs[ORCH_LEASE_EXPIRED_MAX];
     size_t nr = 0;
-    for (size_t i = 0; i < x.n; i++) {
-        if (run_find(e, x.runs[i]) || e->n_runs >= e->cfg.max_runs)
+    for (size_t i = 0; i < x->nexp; i++) {
+        if (run_find(e, x->expired[i]) || e->n_runs >= e->cfg.max_runs)
             continue;
         if (!e->have_instance && hold_instance(e, &err) != FO_OK) {
             elog(e, "run leases: %s", err.msg);
@@ -6044,13 +6032,13 @@ static void on_lease_tick(evutil_socket_t fd, short what, void *arg)
         }
         int resumed = 0;
         struct run *r = NULL;
-        rc = claim_resume(e, x.runs[i], &resumed, &r, &err);
+        int rc = claim_resume(e, x->expired[i], &resumed, &r, &err);
         if (rc)
-            elog(e, "run %lld: cannot claim: %s", (long long)x.runs[i],
+            elog(e, "run %lld: cannot claim: %s", (long long)x->expired[i],
                  err.msg);
         else if (r) {
             elog(e, "run %lld: claimed (its lease had expired)",
-                 (long long)x.runs[i]);
+                 (long long)x->expired[i]);
             rs[nr++] = r;
         }
     }

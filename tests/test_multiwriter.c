@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <libpq-fe.h>
 
 #include "ledger/fo_json.h"
 #include "tests/testutil.h"
@@ -475,6 +476,155 @@ Test(multiwriter, a_killed_daemons_runs_are_claimed_and_finished_elsewhere,
     for (int i = 0; i < NDAEMONS; i++)
         mw_stop(&m, i);
     verify_deep(m.dirs[1]);
+    tu_fakebin_stop(&f);
+    mw_free(&m);
+}
+
+/* A daemon that stalls (SIGSTOP) longer than a lease: the others claim its
+ * runs and finish them; when it goes on (SIGCONT), its lease thread finds
+ * the leases taken over and the runs are dropped there without a write
+ * (one answer each, written by the daemon that took it over). */
+Test(multiwriter, a_stalled_daemon_drops_the_runs_taken_over, .timeout = 300)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct mw m;
+    mw_init(&m);
+    struct tu_fakebin f;
+    tu_fakebin_start(&f, 1, "0"); /* every call held until SIGUSR1 */
+    char logp[700], url[64];
+    snprintf(logp, sizeof(logp), "%s/daemon.log", m.dirs[0]);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f.port);
+    tu_daemon_start(&m.d[0], m.dirs[0], "--lease-s", "1", "--checkpoint-ms",
+                    "200", "--chat-url", url, "--model", "fake", "--log-file",
+                    logp, (char *)NULL);
+    m.up[0] = 1;
+    for (int i = 1; i < NDAEMONS; i++)
+        mw_start(&m, i, &f);
+    enum { K = 2 };
+    int64_t runs[K];
+    for (int i = 0; i < K; i++)
+        runs[i] = run_start(&m.d[0], "make the schema");
+    int64_t t0 = tu_now_ms();
+    while (tu_fakebin_stat(&f, "held") < K) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "the runs did not start");
+        usleep(20000);
+    }
+    /* daemon 0 stalls: its leases expire, the others claim the runs and
+     * call the model again (held too) */
+    cr_assert_eq(kill(m.d[0].pid, SIGSTOP), 0);
+    t0 = tu_now_ms();
+    while (tu_fakebin_stat(&f, "held") < 2 * K) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "nobody claimed the runs");
+        usleep(20000);
+    }
+    /* it goes on: its calls are still held, so only the lease thread can
+     * tell it the runs are no longer its own */
+    cr_assert_eq(kill(m.d[0].pid, SIGCONT), 0);
+    t0 = tu_now_ms();
+    for (;;) {
+        char *log = tu_read_file(logp, NULL);
+        int dropped = 0;
+        for (const char *p = log; p && (p = strstr(p, "dropped here")); p++)
+            dropped++;
+        free(log);
+        if (dropped >= K)
+            break;
+        cr_assert_lt(tu_now_ms() - t0, 60000, "daemon 0 kept the runs");
+        usleep(50000);
+    }
+    cr_assert_eq(kill(f.pid, SIGUSR1), 0); /* now every call goes through */
+    for (int i = 0; i < K; i++) {
+        cJSON *g = run_wait(&m.d[1], runs[i], 60000);
+        cr_assert_str_eq(tu_str(g, "state"), "done", "run %lld",
+                         (long long)runs[i]);
+        cr_assert_eq(kinds_in(g, "resume"), 1);
+        cr_assert_eq(kinds_in(g, "answer"), 1);
+        cJSON_Delete(g);
+    }
+    /* daemon 0 is well, and its late answers from the model wrote nothing */
+    cr_assert_eq(tu_http(&m.d[0], "GET", "/health", NULL, 0, NULL), 200);
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_stop(&m, i);
+    cr_assert_eq(tu_kind_count(m.dirs[1], "answer"), K);
+    verify_deep(m.dirs[1]);
+    tu_fakebin_stop(&f);
+    mw_free(&m);
+}
+
+/* Lets go of a table lock after a while (the test's way out when the
+ * daemon's loop is stuck behind it). */
+struct unlocker {
+    PGconn *c;
+    atomic_int released, now;
+};
+
+static void *unlock_later(void *arg)
+{
+    struct unlocker *u = arg;
+    for (int i = 0; i < 160 && !atomic_load(&u->now); i++)
+        usleep(50000); /* 8 s at the most */
+    atomic_store(&u->released, 1);
+    PQclear(PQexec(u->c, "COMMIT"));
+    return NULL;
+}
+
+/* The lease round trips are off the event loop: while the leases' table is
+ * locked (every renewal waits on the server), the daemon still answers
+ * GET /health, before the lock is let go. */
+Test(multiwriter, a_lease_renewal_that_waits_does_not_hold_the_loop,
+     .timeout = 120)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct mw m;
+    mw_init(&m);
+    struct tu_fakebin f;
+    tu_fakebin_start(&f, 1, "0"); /* the run waits in its model call */
+    mw_start(&m, 0, &f);
+    int64_t run = run_start(&m.d[0], "make the schema");
+    int64_t t0 = tu_now_ms();
+    while (tu_fakebin_stat(&f, "held") < 1) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "the run did not start");
+        usleep(20000);
+    }
+    /* lock the leases; wait until a renewal waits for the lock */
+    char ci[600];
+    tu_pg_conninfo(&m.pg, m.db, ci, sizeof(ci));
+    struct unlocker u = {.c = PQconnectdb(ci)};
+    cr_assert_eq(PQstatus(u.c), CONNECTION_OK, "%s", PQerrorMessage(u.c));
+    PGresult *res = PQexec(u.c, "BEGIN; LOCK TABLE forum.run_leases IN "
+                                "ACCESS EXCLUSIVE MODE");
+    cr_assert_eq(PQresultStatus(res), PGRES_COMMAND_OK, "%s",
+                 PQerrorMessage(u.c));
+    PQclear(res);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, unlock_later, &u), 0);
+    char waiting[32] = "0";
+    t0 = tu_now_ms();
+    while (!atomic_load(&u.released)) {
+        cr_assert_eq(tu_pg_query(&m.pg, m.db,
+                                 "SELECT count(*) FROM pg_stat_activity "
+                                 "WHERE wait_event_type = 'Lock' AND query "
+                                 "LIKE '%run_leases%'",
+                                 waiting, sizeof(waiting)),
+                     0);
+        if (strcmp(waiting, "0") != 0)
+            break;
+        usleep(20000);
+    }
+    cr_assert(!atomic_load(&u.released), "no renewal came to wait");
+    /* the loop answers while the renewal still waits */
+    int st = tu_http(&m.d[0], "GET", "/health", NULL, 0, NULL);
+    int released = atomic_load(&u.released);
+    cr_assert_eq(st, 200);
+    cr_assert(!released, "GET /health waited for the lease renewal");
+    atomic_store(&u.now, 1);
+    pthread_join(th, NULL);
+    PQfinish(u.c);
+    cr_assert_eq(kill(f.pid, SIGUSR1), 0);
+    cJSON *g = run_wait(&m.d[0], run, 60000);
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cJSON_Delete(g);
+    mw_stop(&m, 0);
     tu_fakebin_stop(&f);
     mw_free(&m);
 }
