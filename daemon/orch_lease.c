@@ -52,7 +52,8 @@ static void work(struct orch_lease_worker *w)
 {
     struct orch_lease_result *r = &w->res;
     memset(r, 0, sizeof(*r));
-    memset(w->ok, 0, w->n);
+    if (w->n) /* w->ok is NULL until a job had runs */
+        memset(w->ok, 0, w->n);
     r->ids = w->ids;
     r->ok = w->ok;
     r->n = w->n;
@@ -62,7 +63,8 @@ static void work(struct orch_lease_worker *w)
         r->rc = ledger_lease_renew(w->l, w->owner, w->ids, w->n, w->ttl_ms,
                                    renewed, w, &r->err);
     if (r->rc) {
-        memset(w->ok, 0, w->n);
+        if (w->n)
+            memset(w->ok, 0, w->n);
         return; /* the database is away: no listing either */
     }
     if (w->list) {
