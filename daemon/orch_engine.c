@@ -492,6 +492,7 @@ struct orch_engine {
     int leases;
     struct event *lease_ev;       /* renew, then claim expired ones */
     struct orch_lease_worker *lw; /* their round trips, off the loop */
+    int mcp_closing, mcp_closed;  /* the MCP sessions ended at the stop */
     int lease_failing;            /* the last renewal failed (logged once) */
 };
 
@@ -5584,6 +5585,14 @@ int orch_engine_gate(struct orch_engine *e, const struct orch_gate_decision *d,
     return rc;
 }
 
+static void on_mcp_closed(void *arg)
+{
+    struct orch_engine *e = arg;
+    e->mcp_closed = 1;
+    if (e->stop_ev)
+        event_active(e->stop_ev, EV_TIMEOUT, 0);
+}
+
 static void on_stop_check(evutil_socket_t fd, short what, void *arg)
 {
     struct orch_engine *e = arg;
@@ -5591,6 +5600,15 @@ static void on_stop_check(evutil_socket_t fd, short what, void *arg)
     if (!e->runs && e->stopped) {
         if (e->grace_ev)
             event_del(e->grace_ev);
+        /* no run calls an MCP server any more: end their sessions first */
+        if (!e->mcp_closed) {
+            if (e->mcp_closing)
+                return; /* on_mcp_closed comes back here */
+            e->mcp_closing = 1;
+            if (orch_mcpc_close(e->mcpc, on_mcp_closed, e))
+                return;
+            e->mcp_closed = 1;
+        }
         void (*fn)(void *) = e->stopped;
         e->stopped = NULL;
         fn(e->stopped_arg);
@@ -6189,6 +6207,10 @@ int orch_engine_run_sync_live(const struct orch *o,
         orch_runs_leave(o, live);
     if (s.poll)
         event_free(s.poll);
+    /* the run is over: end the MCP servers' sessions (a bounded wait) */
+    if (s.e && orch_mcpc_close(s.e->mcpc, on_mcp_closed, s.e))
+        while (!s.e->mcp_closed && event_base_loop(s.base, EVLOOP_ONCE) == 0)
+            ;
     orch_engine_free(s.e);
     if (dns) { /* cancelled lookups are answered on one more turn */
         event_base_loop(s.base, EVLOOP_NONBLOCK);

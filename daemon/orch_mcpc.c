@@ -61,6 +61,11 @@ struct srv {
 
 struct orch_mcpc {
     struct event_base *base;
+    /* orch_mcpc_close: DELETEs out, and who waits for them */
+    size_t closing;
+    struct event *close_timer;
+    void (*closed)(void *arg);
+    void *closed_arg;
     cJSON *cfg; /* the servers object, copied */
     struct srv s[ORCH_MCPC_SERVERS_MAX];
     size_t n;
@@ -905,6 +910,54 @@ int orch_mcpc_call(struct orch_mcpc *m, const char *full, const cJSON *args,
     return FO_OK;
 }
 
+/* The last DELETE was answered, or the time is up: done, once. */
+static void close_done(struct orch_mcpc *m)
+{
+    void (*fn)(void *) = m->closed;
+    m->closed = NULL;
+    m->closing = 0;
+    if (m->close_timer)
+        event_del(m->close_timer);
+    if (fn)
+        fn(m->closed_arg);
+}
+
+static void on_session_closed(void *arg)
+{
+    struct orch_mcpc *m = arg;
+    if (m->closing && --m->closing == 0)
+        close_done(m);
+}
+
+static void on_close_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    close_done(arg);
+}
+
+int orch_mcpc_close(struct orch_mcpc *m, void (*done)(void *arg), void *arg)
+{
+    if (!m || m->closed)
+        return 0;
+    if (!m->close_timer &&
+        !(m->close_timer = evtimer_new(m->base, on_close_timer, m)))
+        return 0; /* out of memory: the servers end their sessions */
+    m->closed = done;
+    m->closed_arg = arg;
+    m->closing = 0;
+    for (size_t i = 0; i < m->n; i++)
+        m->closing +=
+            (size_t)orch_mcph_end_session(m->s[i].h, on_session_closed, m);
+    if (!m->closing) {
+        m->closed = NULL;
+        return 0;
+    }
+    struct timeval tv = {ORCH_MCPC_CLOSE_MS / 1000,
+                         (ORCH_MCPC_CLOSE_MS % 1000) * 1000};
+    evtimer_add(m->close_timer, &tv);
+    return 1;
+}
+
 void orch_mcpc_free(struct orch_mcpc *m)
 {
     if (!m)
@@ -919,6 +972,8 @@ void orch_mcpc_free(struct orch_mcpc *m)
         srv_stop(s, "stopping");
         orch_mcph_free(s->h);
     }
+    if (m->close_timer)
+        event_free(m->close_timer);
     cJSON_Delete(m->cfg);
     free(m);
 }

@@ -40,6 +40,14 @@ int orch_mcpc_create(const cJSON *servers, struct event_base *base,
 
 /* Cancels every operation (their callbacks are not called), kills the
  * servers and reaps them. NULL-safe. */
+/* Ends the sessions of the Streamable HTTP servers (orch_mcph_end_session)
+ * when nothing will call them any more (the engine stopping): 1 when
+ * DELETEs went out, and done(arg) is called from the loop once each is
+ * answered, or after ORCH_MCPC_CLOSE_MS at the most; 0 when there was no
+ * session (done is not called). */
+#define ORCH_MCPC_CLOSE_MS 2000
+int orch_mcpc_close(struct orch_mcpc *m, void (*done)(void *arg), void *arg);
+
 void orch_mcpc_free(struct orch_mcpc *m);
 
 /* 1 when a server of that name is configured. */

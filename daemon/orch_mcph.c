@@ -53,6 +53,9 @@ struct post {
     int setup_rc;        /* the request could not be made */
     struct fo_err setup_err;
     struct fo_buf data; /* the data lines of the event being read */
+    /* a DELETE (orch_mcph_end_session): over once answered or failed */
+    void (*closed)(void *arg);
+    void *closed_arg;
 };
 
 struct orch_mcph {
@@ -508,6 +511,16 @@ static void on_post(evutil_socket_t fd, short what, void *arg)
     struct post *p = arg;
     struct orch_mcph *h = p->h;
     (void)fd, (void)what;
+    if (p->closed) { /* a DELETE: whatever came, the session is over */
+        if (!p->done && !p->setup_rc)
+            return;
+        void (*closed)(void *) = p->closed;
+        void *carg = p->closed_arg;
+        post_unlink(p);
+        post_free(p);
+        closed(carg);
+        return;
+    }
     if (p->setup_rc) {
         struct fo_err err = p->setup_err;
         int64_t id = p->id;
@@ -666,16 +679,14 @@ static int add_headers(struct orch_mcph *h, struct post *p,
     return bad;
 }
 
-int orch_mcph_post(struct orch_mcph *h, cJSON *msg, cJSON *then,
-                   struct fo_err *err)
+/* Starts one request of method (POST with body, taken; or DELETE with
+ * none) as a new post; p is set up before the request is made (then, or
+ * closed). An error the caller can act on (the token variable is not set,
+ * out of memory) is returned; later ones come to the post's event. */
+static int start(struct orch_mcph *h, enum evhttp_cmd_type method, char *body,
+                 int64_t rid, cJSON *then, void (*closed)(void *arg),
+                 void *closed_arg, struct fo_err *err)
 {
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
-    int64_t rid =
-        cJSON_IsNumber(id) && cJSON_GetObjectItemCaseSensitive(msg, "method")
-            ? (int64_t)id->valuedouble
-            : 0;
-    char *body = cJSON_PrintUnformatted(msg);
-    cJSON_Delete(msg);
     const char *token = NULL;
     if (h->token_env) {
         token = secure_getenv(h->token_env);
@@ -688,7 +699,7 @@ int orch_mcph_post(struct orch_mcph *h, cJSON *msg, cJSON *then,
                               h->name, h->token_env);
         }
     }
-    struct post *p = body ? calloc(1, sizeof(*p)) : NULL;
+    struct post *p = calloc(1, sizeof(*p));
     if (!p) {
         free(body);
         cJSON_Delete(then);
@@ -697,6 +708,8 @@ int orch_mcph_post(struct orch_mcph *h, cJSON *msg, cJSON *then,
     p->h = h;
     p->id = rid;
     p->then = then;
+    p->closed = closed;
+    p->closed_arg = closed_arg;
     p->req_error = -1;
     fo_buf_init(&p->data, ORCH_MCPH_BODY_MAX);
     p->ev = event_new(h->base, -1, 0, on_post, p);
@@ -753,10 +766,11 @@ int orch_mcph_post(struct orch_mcph *h, cJSON *msg, cJSON *then,
         goto nomem;
     evhttp_request_set_chunked_cb(p->req, on_chunk);
     evhttp_request_set_error_cb(p->req, on_error);
-    size_t len = strlen(body);
+    size_t len = body ? strlen(body) : 0;
     if (add_headers(h, p, evhttp_request_get_output_headers(p->req), len,
                     token) ||
-        evbuffer_add(evhttp_request_get_output_buffer(p->req), body, len)) {
+        (len &&
+         evbuffer_add(evhttp_request_get_output_buffer(p->req), body, len))) {
         fo_err_set(&p->setup_err, FO_E_INVALID,
                    "MCP server %s: cannot build the request headers", h->name);
         rc = FO_E_INVALID;
@@ -764,7 +778,7 @@ int orch_mcph_post(struct orch_mcph *h, cJSON *msg, cJSON *then,
     }
     free(body);
     body = NULL;
-    if (evhttp_make_request(p->evcon, p->req, EVHTTP_REQ_POST, h->path)) {
+    if (evhttp_make_request(p->evcon, p->req, method, h->path)) {
         p->req = NULL; /* libevent freed it */
         fo_err_set(&p->setup_err, FO_E_UNAVAILABLE,
                    "MCP server %s: cannot connect to %s:%d", h->name, h->host,
@@ -781,6 +795,36 @@ fail:
     p->setup_rc = rc; /* told from the loop, never from inside this call */
     wake(p);
     return FO_OK;
+}
+
+int orch_mcph_post(struct orch_mcph *h, cJSON *msg, cJSON *then,
+                   struct fo_err *err)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+    int64_t rid =
+        cJSON_IsNumber(id) && cJSON_GetObjectItemCaseSensitive(msg, "method")
+            ? (int64_t)id->valuedouble
+            : 0;
+    char *body = cJSON_PrintUnformatted(msg);
+    cJSON_Delete(msg);
+    if (!body) {
+        cJSON_Delete(then);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    return start(h, EVHTTP_REQ_POST, body, rid, then, NULL, NULL, err);
+}
+
+int orch_mcph_end_session(struct orch_mcph *h, void (*closed)(void *arg),
+                          void *arg)
+{
+    if (!h || !h->session[0])
+        return 0;
+    struct fo_err err;
+    /* the header goes with this request; the session is over for the rest */
+    int rc = start(h, EVHTTP_REQ_DELETE, NULL, 0, NULL, closed, arg, &err);
+    h->session[0] = '\0';
+    h->version[0] = '\0';
+    return rc == FO_OK;
 }
 
 static void send_then(struct orch_mcph *h, cJSON *then)

@@ -63,6 +63,15 @@ int orch_mcph_create(const char *name, const cJSON *srv, int timeout_s,
 int orch_mcph_post(struct orch_mcph *h, cJSON *msg, cJSON *then,
                    struct fo_err *err);
 
+/* Ends the session, as a client that no longer needs it should: a DELETE
+ * of the endpoint with its Mcp-Session-Id. The session is forgotten at
+ * once; closed(arg) is called from the loop when the server answered
+ * (whatever it answered: 405 is a server that keeps its sessions) or the
+ * request failed. Returns 1 when a DELETE went out, 0 when there was no
+ * session to end (closed is not called). A reset drops it unanswered. */
+int orch_mcph_end_session(struct orch_mcph *h, void (*closed)(void *arg),
+                          void *arg);
+
 /* The protocol version agreed by initialize: sent on later requests. */
 void orch_mcph_set_version(struct orch_mcph *h, const char *version);
 

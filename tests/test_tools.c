@@ -901,8 +901,8 @@ static char *mf_result(const cJSON *id, cJSON *result)
 
 static void mf_answer(struct mcph_fake *f, int fd, const char *req)
 {
-    char path[64] = "", v[512];
-    sscanf(req, "POST %63s", path);
+    char method_s[16] = "", path[64] = "", v[512];
+    sscanf(req, "%15s %63s", method_s, path);
     int k = !strcmp(path, "/json")   ? 0
             : !strcmp(path, "/sse")  ? 1
             : !strcmp(path, "/hang") ? 3
@@ -913,7 +913,8 @@ static void mf_answer(struct mcph_fake *f, int fd, const char *req)
     const cJSON *method = cJSON_GetObjectItem(m, "method");
     const char *mn = cJSON_IsString(method) ? method->valuestring : "-";
     size_t ll = strlen(f->log);
-    snprintf(f->log + ll, sizeof(f->log) - ll, "%s %s; ", path, mn);
+    snprintf(f->log + ll, sizeof(f->log) - ll, "%s %s; ", path,
+             strcmp(method_s, "POST") ? method_s : mn);
     char auth[300];
     snprintf(auth, sizeof(auth), "Bearer %s", f->token ? f->token : "");
     if (!hdr(req, "Accept", v, sizeof(v)) || !strstr(v, "application/json") ||
@@ -928,6 +929,17 @@ static void mf_answer(struct mcph_fake *f, int fd, const char *req)
         (!hdr(req, "Authorization", v, sizeof(v)) || strcmp(v, auth))) {
         f->violations++;
         mf_status(fd, "401 Unauthorized");
+        goto out;
+    }
+    if (!strcmp(method_s, "DELETE")) { /* the session ends */
+        if (!hdr(req, "Mcp-Session-Id", v, sizeof(v)) ||
+            strcmp(v, f->session[k])) {
+            f->violations++;
+            mf_status(fd, "404 Not Found");
+        } else {
+            snprintf(f->session[k], sizeof(f->session[k]), "ended");
+            mf_status(fd, "200 OK");
+        }
         goto out;
     }
     if (k == 2) { /* junk */
@@ -1232,6 +1244,14 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
          i < 100 && !strstr(mf->log, "/hang notifications/cancelled"); i++)
         usleep(50000);
     cr_assert(strstr(mf->log, "/hang notifications/cancelled"), "%s", mf->log);
+    /* the run over, the sessions of the servers that answer were ended
+     * (DELETE with their id; a wrong one would count as a violation) */
+    for (int i = 0; i < 100 && (!strstr(mf->log, "/json DELETE;") ||
+                                !strstr(mf->log, "/sse DELETE;"));
+         i++)
+        usleep(50000);
+    cr_assert(strstr(mf->log, "/json DELETE;"), "%s", mf->log);
+    cr_assert(strstr(mf->log, "/sse DELETE;"), "%s", mf->log);
     cr_assert(strstr(res, "\"output\":\"[redacted:bearer_token]\",\"tool\":"
                           "\"web.whoami\""),
               "%s", res);
