@@ -1449,6 +1449,72 @@ Test(tool_loop, a_run_killed_mid_loop_resumes_and_runs_no_witnessed_call_again,
     tu_rmrf(dir);
 }
 
+/* ---- the daemon ends its MCP sessions when it stops -------------------- */
+
+static const char *del_script(struct fake *f, const char *role, int n,
+                              const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (control_reply(role))
+        return control_reply(role);
+    return n == 0 ? "CALL web.shout {\"text\":\"bye\"}" : "done";
+}
+
+/* A daemon keeps a Streamable HTTP server's session while it serves, and
+ * ends it (DELETE with its id) once its runs are stopped at SIGTERM. */
+Test(tool_loop, the_daemon_ends_mcp_sessions_when_it_stops, .timeout = 60)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct fake *f = fake_start(del_script);
+    struct mcph_fake *mf = mf_start(NULL, NULL);
+    char *dir = tu_tmpdir();
+    char rpath[600], cpath[600], cfg[1024];
+    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    const char *r =
+        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
+        "\"web.shout\"],\"max_turns\":4}]}";
+    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
+    snprintf(cfg, sizeof(cfg),
+             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]},\"mcp_servers\":{"
+             "\"web\":{\"url\":\"http://127.0.0.1:%d/json\"}}}",
+             f->port, mf->port);
+    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--roster", rpath, NULL);
+    cJSON *s = tu_http_json(&d, "POST", "/runs",
+                            "{\"request\":\"edit the file\"}", 200);
+    long long run = tu_num(s, "run");
+    cJSON_Delete(s);
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld", run);
+    cJSON *g = NULL;
+    for (int i = 0; i < 300; i++) {
+        g = tu_http_json(&d, "GET", path, NULL, 200);
+        if (strcmp(tu_str(g, "state"), "running"))
+            break;
+        cJSON_Delete(g);
+        g = NULL;
+        usleep(50000);
+    }
+    cr_assert_not_null(g, "the run did not end");
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cJSON_Delete(g);
+    cr_assert(strstr(mf->log, "/json tools/call;"), "%s", mf->log);
+    cr_assert_null(strstr(mf->log, "DELETE"), "ended while serving: %s",
+                   mf->log);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0);
+    cr_assert(strstr(mf->log, "/json DELETE;"), "%s", mf->log);
+    cr_assert_eq(mf->violations, 0, "%s", mf->log);
+    mf_stop(mf);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
 /* ---- a session's later turns see the tool results of earlier ones -------- */
 
 static const char *session_script(struct fake *f, const char *role, int n,
