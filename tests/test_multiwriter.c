@@ -318,20 +318,7 @@ static int64_t run_start(const struct tu_daemon *d, const char *text)
 /* GET /runs/{run} from d until its state is one of the ends. */
 static cJSON *run_wait(const struct tu_daemon *d, int64_t run, int ms)
 {
-    int64_t t0 = tu_now_ms();
-    char path[64];
-    snprintf(path, sizeof(path), "/runs/%lld", (long long)run);
-    for (;;) {
-        cJSON *g = tu_http_json(d, "GET", path, NULL, 200);
-        const char *st = tu_str(g, "state");
-        if (strcmp(st, "running") && strcmp(st, "stopped") &&
-            strcmp(st, "waiting"))
-            return g;
-        cJSON_Delete(g);
-        cr_assert_lt(tu_now_ms() - t0, ms, "run %lld did not end",
-                     (long long)run);
-        usleep(20000);
-    }
+    return tu_daemon_run_wait(d, (long long)run, ms);
 }
 
 /* How many entries of kind run's entries hold. */

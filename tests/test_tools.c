@@ -1422,18 +1422,7 @@ Test(tool_loop, a_run_killed_mid_loop_resumes_and_runs_no_witnessed_call_again,
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
     atomic_store(&resume_hold, 0);
     tu_daemon_start(&d, dir, "--roster", rpath, "--workspace", ws, NULL);
-    char path[64];
-    snprintf(path, sizeof(path), "/runs/%lld", run);
-    cJSON *g = NULL;
-    for (int i = 0; i < 300; i++) {
-        g = tu_http_json(&d, "GET", path, NULL, 200);
-        if (strcmp(tu_str(g, "state"), "running"))
-            break;
-        cJSON_Delete(g);
-        g = NULL;
-        usleep(100000);
-    }
-    cr_assert_not_null(g, "the run did not end");
+    cJSON *g = tu_daemon_run_wait(&d, run, 30000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cJSON_Delete(g);
     tu_daemon_signal_wait(&d, SIGTERM, 10000);
@@ -1489,18 +1478,7 @@ Test(tool_loop, the_daemon_ends_mcp_sessions_when_it_stops, .timeout = 60)
                             "{\"request\":\"edit the file\"}", 200);
     long long run = tu_num(s, "run");
     cJSON_Delete(s);
-    char path[64];
-    snprintf(path, sizeof(path), "/runs/%lld", run);
-    cJSON *g = NULL;
-    for (int i = 0; i < 300; i++) {
-        g = tu_http_json(&d, "GET", path, NULL, 200);
-        if (strcmp(tu_str(g, "state"), "running"))
-            break;
-        cJSON_Delete(g);
-        g = NULL;
-        usleep(50000);
-    }
-    cr_assert_not_null(g, "the run did not end");
+    cJSON *g = tu_daemon_run_wait(&d, run, 30000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cJSON_Delete(g);
     cr_assert(strstr(mf->log, "/json tools/call;"), "%s", mf->log);

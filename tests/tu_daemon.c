@@ -439,3 +439,20 @@ long long tu_kind_count(const char *dir, const char *kind)
     tu_run_free(&r);
     return n;
 }
+
+cJSON *tu_daemon_run_wait(const struct tu_daemon *d, long long run, int ms)
+{
+    int64_t t0 = tu_now_ms();
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld", run);
+    for (;;) {
+        cJSON *g = tu_http_json(d, "GET", path, NULL, 200);
+        const char *st = tu_str(g, "state");
+        if (strcmp(st, "running") && strcmp(st, "stopped") &&
+            strcmp(st, "waiting"))
+            return g;
+        cJSON_Delete(g);
+        cr_assert_lt(tu_now_ms() - t0, ms, "run %lld did not end", run);
+        usleep(20000);
+    }
+}

@@ -78,6 +78,9 @@ int tu_method_skip(const struct surf_method *m);
 struct surf_ctx;
 cJSON *tu_surf_call(struct surf_ctx *ctx, const char *method, const char *json,
                     int want);
+/* Polls GET /runs/RUN of daemon d until the run is neither running,
+ * waiting nor stopped (aborts after ms); returns the last answer. */
+cJSON *tu_daemon_run_wait(const struct tu_daemon *d, long long run, int ms);
 /* Polls run_get of run until its state is no longer "running" (aborts
  * after ms); returns the last result. */
 cJSON *tu_run_wait(struct surf_ctx *ctx, long long run, int ms);
