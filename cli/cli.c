@@ -491,7 +491,7 @@ const struct cli_command cli_commands[] = {
     {"ledger", cli_ledger, NULL,
      "init append get body show replay chain verify redact checkpoint prove "
      "consistency key bundle summary tiles cosign witness backup restore "
-     "tail export import"},
+     "tail export import migrate"},
     {"serve", cli_serve, NULL, "start stop status logs"},
     {"mcp", cli_mcp, NULL, NULL},
     {"docs", cli_docs, NULL, "http mcp man completion"},

@@ -155,6 +155,10 @@ void cli_entries_row(struct ledger *l, const struct ledger_entry *e,
                      int actor_w);
 int cli_ledger_restore(struct cli *c, int argc, char **argv);
 
+/* `forum ledger migrate --into DIR [--postgres CONNINFO]` (cli_migrate.c):
+ * the ledger copied into a new data dir, on either store. */
+int cli_ledger_migrate(struct cli *c, int argc, char **argv);
+
 /* `forum ledger export` and `ledger import` (cli_export.c). */
 int cli_ledger_export(struct cli *c, int argc, char **argv);
 int cli_ledger_import(struct cli *c, int argc, char **argv);

@@ -877,6 +877,8 @@ int cli_ledger(struct cli *c, int argc, char **argv)
         return cli_ledger_export(c, argc, argv);
     if (!strcmp(cmd, "import"))
         return cli_ledger_import(c, argc, argv);
+    if (!strcmp(cmd, "migrate")) /* cli_migrate.c */
+        return cli_ledger_migrate(c, argc, argv);
     if (!strcmp(cmd, "summary"))
         return cmd_noarg(c, argc, argv, "ledger_summary",
                          "usage: forum ledger summary\nEntry count, counts "
@@ -887,7 +889,7 @@ int cli_ledger(struct cli *c, int argc, char **argv)
         "init",    "append",  "get",         "body",       "chain",  "show",
         "replay",  "verify",  "redact",      "checkpoint", "tiles",  "cosign",
         "witness", "prove",   "consistency", "key",        "bundle", "backup",
-        "restore", "summary", "export",      "import",     "tail"};
+        "restore", "summary", "export",      "import",     "tail",   "migrate"};
     const char *near = cli_closest(cmd, subs, sizeof(subs) / sizeof(subs[0]));
     if (near)
         return cli_usage_error(c,

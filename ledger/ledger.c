@@ -237,8 +237,8 @@ int ledger_use_postgres(const char *dir, const char *conninfo,
     if (stat(db, &st) == 0)
         return fo_err_set(err, FO_E_EXISTS,
                           "%s: holds a SQLite ledger (ledger.db); to move it "
-                          "to PostgreSQL, export it and import the export "
-                          "into a new data dir",
+                          "to PostgreSQL, `forum ledger migrate --into "
+                          "NEWDIR --postgres CONNINFO`",
                           dir);
     struct store_conf conf;
     rc = store_conf_read(dir, &conf, err);

@@ -2542,6 +2542,91 @@ Test(cli, option_table_serve)
     tu_rmrf(dir);
 }
 
+/* `ledger migrate` into a new SQLite dir: the same entries (a redacted one
+ * too) and root, the companions copied 0600; a dir that holds a ledger, the
+ * data dir itself and a missing --into are refused, and leave nothing. */
+Test(cli, ledger_migrate_copies_the_ledger_and_its_files)
+{
+    char *src = ledger_with(5);
+    struct tu_run r = tu_forumv(NULL, "--ledger", src, "ledger", "redact", "2",
+                                "--reason", "test", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    char tok[PATH_MAX];
+    path_in(tok, sizeof(tok), src, "token");
+    cr_assert_eq(tu_write_file(tok, "t0k", 3), 0);
+    char *dir = tu_tmpdir();
+    char into[PATH_MAX];
+    path_in(into, sizeof(into), dir, "copy");
+    r = tu_forumv(NULL, "--ledger", src, "--json", "ledger", "migrate",
+                  "--into", into, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *j = tu_run_json(&r);
+    cr_assert_eq(tu_num(j, "entries"), 6);
+    cr_assert_str_eq(tu_str(j, "store"), "sqlite");
+    cJSON_Delete(j);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", into, "ledger", "verify", "--deep", NULL);
+    cr_assert_eq(r.status, 0, "%s %s", r.out, r.err);
+    must_contain(r.out, "1 redacted", "verify");
+    tu_run_free(&r);
+    char *a = NULL, *b = NULL;
+    cr_assert_eq(summary(src, &a), summary(into, &b));
+    free(a);
+    free(b);
+    char copied[PATH_MAX];
+    path_in(copied, sizeof(copied), into, "token");
+    struct stat st;
+    cr_assert_eq(stat(copied, &st), 0, "the token was not copied");
+    cr_assert_eq(st.st_mode & 0777, 0600);
+    /* refusals */
+    char other[PATH_MAX];
+    path_in(other, sizeof(other), dir, "other");
+    const char *const again[] = {"ledger", "migrate", "--into", into, NULL};
+    r = run_list(src, NULL, 0, NULL, again);
+    cr_assert_eq(r.status, 2);
+    must_contain(r.err, "holds a ledger already", "again");
+    tu_run_free(&r);
+    const char *const self[] = {"ledger", "migrate", "--into", src, NULL};
+    r = run_list(src, NULL, 0, NULL, self);
+    cr_assert_eq(r.status, 2);
+    must_contain(r.err, "is the data dir itself", "self");
+    tu_run_free(&r);
+    const char *const none[] = {"ledger", "migrate", NULL};
+    r = run_list(src, NULL, 0, NULL, none);
+    cr_assert_eq(r.status, 2);
+    must_contain(r.err, "--into DIR is required", "none");
+    tu_run_free(&r);
+    /* a file of the same name in the new dir stops it before anything is
+     * kept: the file stays, no ledger is left */
+    char keep[PATH_MAX], kept_db[PATH_MAX];
+    char *dir2 = tu_tmpdir();
+    path_in(keep, sizeof(keep), dir2, "token");
+    cr_assert_eq(tu_write_file(keep, "mine", 4), 0);
+    const char *const clash[] = {"ledger", "migrate", "--into", dir2, NULL};
+    r = run_list(src, NULL, 0, NULL, clash);
+    cr_assert_eq(r.status, 3, "%d %s", r.status, r.err);
+    must_contain(r.err, "token", "clash");
+    tu_run_free(&r);
+    char *k = tu_read_file(keep, NULL);
+    cr_assert_str_eq(k, "mine");
+    free(k);
+    path_in(kept_db, sizeof(kept_db), dir2, "ledger.db");
+    cr_assert(!exists(kept_db), "a failed migrate left %s", kept_db);
+    tu_rmrf(dir2);
+    /* from a data dir with no ledger: nothing made */
+    char missing[PATH_MAX];
+    path_in(missing, sizeof(missing), dir, "missing");
+    const char *const from_none[] = {"ledger", "migrate", "--into", other,
+                                     NULL};
+    r = run_list(missing, NULL, 0, NULL, from_none);
+    cr_assert_neq(r.status, 0);
+    tu_run_free(&r);
+    cr_assert(!exists(other), "a failed migrate made %s", other);
+    tu_rmrf(dir);
+    tu_rmrf(src);
+}
+
 /* Every command and subcommand has a help of its own words: a usage line
  * and an example (exit 0, nothing on stderr). */
 Test(cli, every_help_has_a_usage_and_an_example)

@@ -1306,6 +1306,51 @@ Test(store_cli, init_append_verify_and_import_on_postgres)
     cJSON_Delete(jb);
     tu_run_free(&ra);
     tu_run_free(&rb);
+
+    /* ledger migrate, in one step: SQLite into a new PostgreSQL database
+     * (the same entries and root, the key beside it), and back into SQLite */
+    char db3[64], ci3[512], mdir[600], bdir[600];
+    cr_assert_eq(tu_pg_createdb(&pg, db3, sizeof(db3), why, sizeof(why)), 0);
+    tu_pg_conninfo(&pg, db3, ci3, sizeof(ci3));
+    snprintf(mdir, sizeof(mdir), "%s/mig", dir);
+    snprintf(bdir, sizeof(bdir), "%s/back", dir);
+    r = forum_in(sdir, "ledger", "migrate", "--into", mdir, "--postgres", ci3,
+                 "--json");
+    cr_assert_eq(r.status, 0, "migrate: %s", r.err);
+    cJSON *mj = tu_run_json(&r);
+    cr_assert_eq(tu_num(mj, "entries"), 6);
+    cr_assert_str_eq(tu_str(mj, "store"), "postgres");
+    cr_assert(strstr(r.out, "checkpoint.key"), "%s", r.out);
+    cJSON_Delete(mj);
+    tu_run_free(&r);
+    r = forum_in(mdir, "ledger", "verify", "--deep", NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "verify: %s %s", r.out, r.err);
+    tu_run_free(&r);
+    a = summary_sans_id(sdir);
+    b = summary_sans_id(mdir);
+    cr_assert_str_eq(a, b);
+    free(b);
+    r = forum_in(mdir, "ledger", "migrate", "--into", bdir, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "migrate back: %s", r.err);
+    tu_run_free(&r);
+    b = summary_sans_id(bdir);
+    cr_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    /* a database that holds a ledger takes no migration, and keeps it;
+     * nothing is left in the dir asked for */
+    char ndir[600];
+    snprintf(ndir, sizeof(ndir), "%s/none", dir);
+    r = forum_in(sdir, "ledger", "migrate", "--into", ndir, "--postgres", ci3,
+                 NULL);
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "holds a ledger of 6 entries"), "%s", r.err);
+    tu_run_free(&r);
+    struct stat nst;
+    cr_assert(stat(ndir, &nst) != 0, "a failed migrate left %s", ndir);
+    r = forum_in(mdir, "ledger", "verify", NULL, NULL, NULL, NULL, NULL);
+    cr_assert_eq(r.status, 0, "%s %s", r.out, r.err);
+    tu_run_free(&r);
     tu_rmrf(dir);
 }
 
