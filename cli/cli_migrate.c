@@ -85,22 +85,23 @@ static int batch_flush(struct batch *b)
     return rc;
 }
 
-/* One source entry into the batch, its body with it (none when redacted:
+/* One source entry into the batch, its body with it (NULL when redacted:
  * the entry keeps the payload hash of the body it had). */
-static int copy_one(void *ctx, const struct ledger_entry *e)
+static int copy_one(void *ctx, const struct ledger_entry *e, const char *body,
+                    size_t len)
 {
     struct batch *b = ctx;
-    char *body = NULL;
-    size_t len = 0;
-    int rc = ledger_body(b->src, e->seq, &body, &len, b->err);
-    if (rc && rc != FO_E_REDACTED)
-        return rc;
+    char *copy = NULL;
+    if (body && !(copy = malloc(len ? len : 1)))
+        return fo_err_set(b->err, FO_E_NOMEM, NULL);
+    if (body && len)
+        memcpy(copy, body, len);
     b->ent[b->n] = *e;
-    b->bodies[b->n] = body;
+    b->bodies[b->n] = copy;
     b->req[b->n] = (struct ledger_append){.actor = b->ent[b->n].actor,
                                           .kind = b->ent[b->n].kind,
                                           .parent = e->parent,
-                                          .body = body,
+                                          .body = copy,
                                           .body_len = len,
                                           .import = &b->ent[b->n]};
     b->n++;
@@ -242,7 +243,13 @@ int cli_ledger_migrate(struct cli *c, int argc, char **argv)
         b->dst = dst;
         b->err = &err;
         b->tty = isatty(2) && !c->json;
-        rc = count ? ledger_range(src, 0, count, copy_one, b, &err) : FO_OK;
+        /* a batch's worth of entries and bodies a read (one round trip
+         * on PostgreSQL), never the whole ledger in memory */
+        for (int64_t at = 0; !rc && at < count; at += MIGRATE_BATCH)
+            rc = ledger_range_bodies(src, at,
+                                     count - at < MIGRATE_BATCH ? count - at
+                                                                : MIGRATE_BATCH,
+                                     copy_one, b, &err);
         if (!rc)
             rc = batch_flush(b);
         batch_clear(b);
