@@ -4,9 +4,12 @@
 #include "cli/cli_opt.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/orch.h"
 #include "daemon/orch_model.h"
@@ -30,6 +33,31 @@ int cli_fail(struct cli *c, const struct fo_err *err)
     }
     int code = fo_code_exit(err->code);
     return code ? code : 3;
+}
+
+int cli_append_all(struct ledger *l, struct ledger_append *reqs, size_t n,
+                   struct fo_err *err)
+{
+    if (!n)
+        return FO_OK;
+    int rc = ledger_append_batch(l, reqs, n, err);
+    for (size_t i = 0; !rc && i < n; i++)
+        if (reqs[i].rc) {
+            *err = reqs[i].err;
+            rc = reqs[i].rc;
+        }
+    return rc;
+}
+
+void cli_remove_sqlite(const char *dir)
+{
+    static const char *const names[] = {"ledger.db", "ledger.db-wal",
+                                        "ledger.db-shm"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+        unlink(p);
+    }
 }
 
 int cli_open(struct cli *c, unsigned flags, struct ledger **out)

@@ -270,6 +270,16 @@ int cli_provider_apply(struct cli *c, const char *cmd,
  * code (non-zero) on failure, 0 on success. */
 int cli_open(struct cli *c, unsigned flags, struct ledger **out);
 
+/* ledger_append_batch of reqs[0..n), whose result is the first error of
+ * the batch or of one of its requests (err set), or FO_OK when every
+ * request was appended: what ingest, import and migrate want. */
+int cli_append_all(struct ledger *l, struct ledger_append *reqs, size_t n,
+                   struct fo_err *err);
+
+/* Removes the SQLite files of dir's ledger (ledger.db and its -wal and
+ * -shm): what a failed import or migration made. */
+void cli_remove_sqlite(const char *dir);
+
 /* Calls a method of the handler table with in (consumed; may be NULL) on
  * an open ledger, with no orchestrator. On success *out
  * holds the result; else the code, err set, nothing printed. */

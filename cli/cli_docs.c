@@ -296,51 +296,48 @@ static int man_page(struct cli *c, struct fo_buf *b)
  * subcommand) that parses through a table: bash `"ledger show") w="..."
  * ;;`, zsh `"ledger show") cmds=(...) ;;`; a command with no subcommands
  * matches with any word after it ("verify "*). */
+/* One case arm: `"name sub")` for a subcommand, `"name "*)` for the
+ * command's own options (any word after it), completing names. */
+static int arm(struct fo_buf *b, int bash, const char *name, const char *sub,
+               const struct fo_buf *names)
+{
+    return fo_buf_printf(b, "    \"%s %s\"%s) %s%.*s%s ;;\n", name,
+                         sub ? sub : "", sub ? "" : "*",
+                         bash ? "w=\"" : "cmds=(", (int)names->len,
+                         names->data ? names->data : "", bash ? "\"" : ")");
+}
+
 static int option_arms(struct cli *c, int bash, struct fo_buf *b)
 {
-    struct fo_buf names;
+    struct fo_buf names, own;
     fo_buf_init(&names, FO_BUF_UNLIMITED);
+    fo_buf_init(&own, FO_BUF_UNLIMITED);
     int rc = 0;
     for (size_t i = 0; !rc && i < cli_n_commands; i++) {
         const struct cli_command *k = &cli_commands[i];
-        const char *s = k->subs;
         if (!strcmp(k->name, "docs"))
             continue;
-        if (!s) {
-            rc = option_names(c, k, NULL, &names);
-            if (!rc && names.len)
-                rc = fo_buf_printf(b, "    \"%s \"*) %s%.*s%s ;;\n", k->name,
-                                   bash ? "w=\"" : "cmds=(", (int)names.len,
-                                   names.data, bash ? "\"" : ")");
-            continue;
-        }
-        /* a command with options of its own (serve) ends in a catch-all
-         * arm: each subcommand needs its own arm before it, empty or not */
-        rc = option_names(c, k, NULL, &names);
-        int catch_all = !rc && names.len;
-        while (!rc && *s) {
+        rc = option_names(c, k, NULL, &own);
+        /* the subcommands' arms come first: a command with options of its
+         * own (serve) ends in a catch-all arm, so each subcommand needs an
+         * arm before it, empty or not */
+        const char *s = k->subs;
+        while (!rc && s && *s) {
             size_t w = strcspn(s, " ");
             char sub[32];
             snprintf(sub, sizeof(sub), "%.*s", (int)w, s);
             rc = option_names(c, k, sub, &names);
-            if (!rc && (names.len || catch_all))
-                rc =
-                    fo_buf_printf(b, "    \"%s %s\") %s%.*s%s ;;\n", k->name,
-                                  sub, bash ? "w=\"" : "cmds=(", (int)names.len,
-                                  names.data, bash ? "\"" : ")");
+            if (!rc && (names.len || own.len))
+                rc = arm(b, bash, k->name, sub, &names);
             s += w;
             while (*s == ' ')
                 s++;
         }
-        /* the command's own options (serve's), after its subcommands' */
-        if (!rc)
-            rc = option_names(c, k, NULL, &names);
-        if (!rc && names.len)
-            rc = fo_buf_printf(b, "    \"%s \"*) %s%.*s%s ;;\n", k->name,
-                               bash ? "w=\"" : "cmds=(", (int)names.len,
-                               names.data, bash ? "\"" : ")");
+        if (!rc && own.len)
+            rc = arm(b, bash, k->name, NULL, &own);
     }
     fo_buf_release(&names);
+    fo_buf_release(&own);
     return rc;
 }
 

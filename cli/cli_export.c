@@ -184,28 +184,9 @@ static void pending_clear(struct pending *p)
 
 static int flush(struct ledger *l, struct pending *p, struct fo_err *err)
 {
-    if (!p->n)
-        return FO_OK;
-    int rc = ledger_append_batch(l, p->req, p->n, err);
-    for (size_t i = 0; !rc && i < p->n; i++)
-        if (p->req[i].rc) {
-            *err = p->req[i].err;
-            rc = p->req[i].rc;
-        }
+    int rc = cli_append_all(l, p->req, p->n, err);
     pending_clear(p);
     return rc;
-}
-
-/* Removes the ledger files an import made. */
-static void remove_made(const char *dir)
-{
-    static const char *const names[] = {"ledger.db", "ledger.db-wal",
-                                        "ledger.db-shm"};
-    for (size_t i = 0; i < 3; i++) {
-        char p[4096];
-        snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
-        unlink(p);
-    }
 }
 
 /* The ledger an import writes into must be empty (a PostgreSQL one is made
@@ -399,7 +380,7 @@ int cli_ledger_import(struct cli *c, int argc, char **argv)
         ledger_close(l);
     if (rc) {
         if (l)
-            remove_made(c->ledger_dir);
+            cli_remove_sqlite(c->ledger_dir);
         int code = cli_fail(c, &err);
         return rc == FO_E_CORRUPT ? 1 : code;
     }

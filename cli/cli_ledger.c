@@ -185,14 +185,7 @@ static void batch_clear(struct jsonl_batch *b)
 static int batch_flush(struct ledger *l, struct jsonl_batch *b, long long *done,
                        struct fo_err *err)
 {
-    if (!b->n)
-        return FO_OK;
-    int rc = ledger_append_batch(l, b->reqs, b->n, err);
-    for (size_t i = 0; !rc && i < b->n; i++)
-        if (b->reqs[i].rc) {
-            rc = b->reqs[i].rc;
-            *err = b->reqs[i].err;
-        }
+    int rc = cli_append_all(l, b->reqs, b->n, err);
     if (!rc)
         *done += (long long)b->n;
     batch_clear(b);

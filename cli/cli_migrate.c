@@ -72,12 +72,7 @@ static int batch_flush(struct batch *b)
 {
     if (!b->n)
         return FO_OK;
-    int rc = ledger_append_batch(b->dst, b->req, b->n, b->err);
-    for (size_t i = 0; !rc && i < b->n; i++)
-        if (b->req[i].rc) {
-            *b->err = b->req[i].err;
-            rc = b->req[i].rc;
-        }
+    int rc = cli_append_all(b->dst, b->req, b->n, b->err);
     b->done += rc ? 0 : (long long)b->n;
     batch_clear(b);
     if (!rc && b->tty)
@@ -146,13 +141,10 @@ static int copy_file(const char *from, const char *to, const char *name,
  * was there before), and dir when it made it. */
 static void remove_made(const char *dir, int made_dir, const int *made)
 {
-    static const char *const names[] = {"ledger.db", "ledger.db-wal",
-                                        "ledger.db-shm", "store.json"};
     char p[PATH_MAX];
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
-        unlink(p);
-    }
+    cli_remove_sqlite(dir);
+    snprintf(p, sizeof(p), "%s/store.json", dir);
+    unlink(p);
     for (size_t i = 0; i < sizeof(companions) / sizeof(companions[0]); i++) {
         snprintf(p, sizeof(p), "%s/%s", dir, companions[i]);
         if (made[i])
