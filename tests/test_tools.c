@@ -760,29 +760,50 @@ static const char *mcp_script(struct fake *f, const char *role, int n,
     }
 }
 
+/* The files of a test with MCP tools, in dir: a roster of one chat lane
+ * "coder" (keywords edit, file) allowed tools (the inside of a JSON array)
+ * for max_turns, its path into rpath; forum.json with the fake model at
+ * model_port and servers (a JSON object) as its "mcp_servers". */
+static void mcp_test_files(const char *dir, const char *tools, int max_turns,
+                           int model_port, const char *servers, char *rpath,
+                           size_t cap)
+{
+    char r[1024], cpath[600];
+    snprintf(rpath, cap, "%s/roster.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    snprintf(r, sizeof(r),
+             "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+             "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+             "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
+             "%s],\"max_turns\":%d}]}",
+             tools, max_turns);
+    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
+    struct fo_buf cfg;
+    fo_buf_init(&cfg, FO_BUF_UNLIMITED);
+    cr_assert_eq(fo_buf_printf(&cfg,
+                               "{\"models\":{\"providers\":[{\"api\":"
+                               "\"chat\",\"url\":\"http://127.0.0.1:%d\","
+                               "\"model\":\"m1\"}]},\"mcp_servers\":%s}",
+                               model_port, servers),
+                 0);
+    cr_assert_eq(tu_write_file(cpath, cfg.data, cfg.len), 0);
+    fo_buf_release(&cfg);
+}
+
 Test(tool_loop, mcp_server_tools_are_called_and_a_dead_server_restarts,
      .timeout = 60)
 {
     struct fake *f = fake_start(mcp_script);
     char *dir = tu_tmpdir();
-    char rpath[600], cpath[600], logp[600], cfg[2048];
-    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
-    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    char rpath[600], logp[600], servers[2048];
     snprintf(logp, sizeof(logp), "%s/mcp.log", dir);
-    const char *r =
-        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
-        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
-        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
-        "\"srv.shout\",\"srv.die\",\"bad.shout\",\"nosuch.tool\"],"
-        "\"max_turns\":8}]}";
-    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
-    snprintf(cfg, sizeof(cfg),
-             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
-             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]},\"mcp_servers\":{"
-             "\"srv\":{\"command\":\"%s\",\"env\":{\"FAKE_MCP_LOG\":\"%s\"}},"
-             "\"bad\":{\"command\":\"%s\",\"args\":[\"garbage\"]}}}",
-             f->port, FORUM_FAKE_MCP, logp, FORUM_FAKE_MCP);
-    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    snprintf(servers, sizeof(servers),
+             "{\"srv\":{\"command\":\"%s\",\"env\":{\"FAKE_MCP_LOG\":\"%s\"}},"
+             "\"bad\":{\"command\":\"%s\",\"args\":[\"garbage\"]}}",
+             FORUM_FAKE_MCP, logp, FORUM_FAKE_MCP);
+    mcp_test_files(dir,
+                   "\"srv.shout\",\"srv.die\",\"bad.shout\",\"nosuch.tool\"", 8,
+                   f->port, servers, rpath, sizeof(rpath));
     struct tu_run run =
         tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
                   "file", "--roster", rpath, NULL);
@@ -1189,20 +1210,9 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
     struct fake *f = fake_start(mcph_script);
     struct mcph_fake *mf = mf_start(MCPH_TOKEN, NULL);
     char *dir = tu_tmpdir();
-    char rpath[600], cpath[600], cfg[2048];
-    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
-    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
-    const char *r =
-        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
-        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
-        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
-        "\"web.shout\",\"web.whoami\",\"sse.shout\",\"down.shout\","
-        "\"junk.shout\",\"web.expire\",\"slow.shout\"],\"max_turns\":12}]}";
-    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
-    snprintf(cfg, sizeof(cfg),
-             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
-             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]},\"mcp_servers\":{"
-             "\"web\":{\"url\":\"http://127.0.0.1:%d/json\",\"token_env\":"
+    char rpath[600], servers[2048];
+    snprintf(servers, sizeof(servers),
+             "{\"web\":{\"url\":\"http://127.0.0.1:%d/json\",\"token_env\":"
              "\"FORUM_TEST_MCP_TOKEN\",\"headers\":{\"X-Client\":\"t\"}},"
              "\"sse\":{\"url\":\"http://localhost:%d/sse\",\"token_env\":"
              "\"FORUM_TEST_MCP_TOKEN\"},"
@@ -1210,10 +1220,12 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
              "\"junk\":{\"url\":\"http://127.0.0.1:%d/junk\",\"token_env\":"
              "\"FORUM_TEST_MCP_TOKEN\"},"
              "\"slow\":{\"url\":\"http://127.0.0.1:%d/hang\",\"timeout_s\":1,"
-             "\"token_env\":\"FORUM_TEST_MCP_TOKEN\"}"
-             "}}",
-             f->port, mf->port, mf->port, closed_port(), mf->port, mf->port);
-    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+             "\"token_env\":\"FORUM_TEST_MCP_TOKEN\"}}",
+             mf->port, mf->port, closed_port(), mf->port, mf->port);
+    mcp_test_files(dir,
+                   "\"web.shout\",\"web.whoami\",\"sse.shout\",\"down.shout\","
+                   "\"junk.shout\",\"web.expire\",\"slow.shout\"",
+                   12, f->port, servers, rpath, sizeof(rpath));
     setenv("FORUM_TEST_MCP_TOKEN", MCPH_TOKEN, 1);
     struct tu_run run =
         tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
@@ -1295,26 +1307,17 @@ Test(tool_loop, streamable_http_mcp_over_https, .timeout = 60)
     signal(SIGPIPE, SIG_IGN);
     struct fake *f = fake_start(tls_script);
     char *dir = tu_tmpdir();
-    char rpath[600], cpath[600], pem[600], cfg[2048];
-    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
-    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
+    char rpath[600], pem[600], servers[2048];
     snprintf(pem, sizeof(pem), "%s/ca.pem", dir);
     SSL_CTX *tls = tu_tls_server("IP:127.0.0.1", pem);
     struct mcph_fake *mf = mf_start(NULL, tls);
-    const char *r =
-        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
-        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
-        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
-        "\"safe.shout\",\"unsure.shout\"],\"max_turns\":4}]}";
-    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
     /* the same server, trusted through ca_file, and not trusted at all */
-    snprintf(cfg, sizeof(cfg),
-             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
-             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]},\"mcp_servers\":{"
-             "\"safe\":{\"url\":\"https://127.0.0.1:%d/json\",\"ca_file\":"
-             "\"%s\"},\"unsure\":{\"url\":\"https://127.0.0.1:%d/json\"}}}",
-             f->port, mf->port, pem, mf->port);
-    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    snprintf(servers, sizeof(servers),
+             "{\"safe\":{\"url\":\"https://127.0.0.1:%d/json\",\"ca_file\":"
+             "\"%s\"},\"unsure\":{\"url\":\"https://127.0.0.1:%d/json\"}}",
+             mf->port, pem, mf->port);
+    mcp_test_files(dir, "\"safe.shout\",\"unsure.shout\"", 4, f->port, servers,
+                   rpath, sizeof(rpath));
     struct tu_run run =
         tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
                   "file", "--roster", rpath, NULL);
@@ -1457,21 +1460,11 @@ Test(tool_loop, the_daemon_ends_mcp_sessions_when_it_stops, .timeout = 60)
     struct fake *f = fake_start(del_script);
     struct mcph_fake *mf = mf_start(NULL, NULL);
     char *dir = tu_tmpdir();
-    char rpath[600], cpath[600], cfg[1024];
-    snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
-    snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
-    const char *r =
-        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
-        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
-        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
-        "\"web.shout\"],\"max_turns\":4}]}";
-    cr_assert_eq(tu_write_file(rpath, r, strlen(r)), 0);
-    snprintf(cfg, sizeof(cfg),
-             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
-             "\"http://127.0.0.1:%d\",\"model\":\"m1\"}]},\"mcp_servers\":{"
-             "\"web\":{\"url\":\"http://127.0.0.1:%d/json\"}}}",
-             f->port, mf->port);
-    cr_assert_eq(tu_write_file(cpath, cfg, strlen(cfg)), 0);
+    char rpath[600], servers[256];
+    snprintf(servers, sizeof(servers),
+             "{\"web\":{\"url\":\"http://127.0.0.1:%d/json\"}}", mf->port);
+    mcp_test_files(dir, "\"web.shout\"", 4, f->port, servers, rpath,
+                   sizeof(rpath));
     struct tu_daemon d;
     tu_daemon_start(&d, dir, "--roster", rpath, NULL);
     cJSON *s = tu_http_json(&d, "POST", "/runs",
