@@ -321,6 +321,22 @@ static int64_t col_i64(const PGresult *res, int r, int c, int *bad)
     return (int64_t)v;
 }
 
+/* Column c of row r as a malloc'd copy, NUL-terminated (its length in
+ * *len, may be NULL); NULL when out of memory. */
+static char *col_dup(const PGresult *res, int r, int c, size_t *len)
+{
+    size_t n = (size_t)PQgetlength(res, r, c);
+    char *v = malloc(n + 1);
+    if (!v)
+        return NULL;
+    if (n)
+        memcpy(v, PQgetvalue(res, r, c), n);
+    v[n] = '\0';
+    if (len)
+        *len = n;
+    return v;
+}
+
 /* Column c as 32 bytes into out; -1 when null or another size. */
 static int col_hash(const PGresult *res, int r, int c, uint8_t out[32])
 {
@@ -992,16 +1008,8 @@ static int pg_meta_get(struct store *s, const char *key, char **val,
     if (PQntuples(res) < 1) {
         rc = fo_err_set(err, FO_E_NOT_FOUND, "PostgreSQL %s: no meta %s",
                         s->where, key);
-    } else {
-        size_t n = (size_t)PQgetlength(res, 0, 0);
-        char *v = malloc(n + 1);
-        if (!v) {
-            rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        } else {
-            memcpy(v, PQgetvalue(res, 0, 0), n);
-            v[n] = '\0';
-            *val = v;
-        }
+    } else if (!(*val = col_dup(res, 0, 0, NULL))) {
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
     }
     PQclear(res);
     return rc;
@@ -1155,18 +1163,8 @@ static int pg_get_body(struct store *s, int64_t seq, void **body, size_t *len,
     if (PQntuples(res) == 0 || PQgetisnull(res, 0, 0)) {
         rc = fo_err_set(err, FO_E_NOT_FOUND, "entry %lld: no body",
                         (long long)seq);
-    } else {
-        size_t n = (size_t)PQgetlength(res, 0, 0);
-        char *copy = malloc(n + 1);
-        if (!copy) {
-            rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        } else {
-            if (n)
-                memcpy(copy, PQgetvalue(res, 0, 0), n);
-            copy[n] = '\0';
-            *body = copy;
-            *len = n;
-        }
+    } else if (!(*body = col_dup(res, 0, 0, len))) {
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
     }
     PQclear(res);
     return rc;
@@ -1457,12 +1455,7 @@ static int read_checkpoint(const PGresult *res, int r, int64_t *size,
     *size = col_i64(res, r, 0, &bad);
     if (bad || col_hash(res, r, 1, root) != 0 || PQgetisnull(res, r, 2))
         return -1;
-    size_t n = (size_t)PQgetlength(res, r, 2);
-    if (!(*note = malloc(n + 1)))
-        return -2;
-    memcpy(*note, PQgetvalue(res, r, 2), n);
-    (*note)[n] = '\0';
-    return 0;
+    return (*note = col_dup(res, r, 2, NULL)) ? 0 : -2;
 }
 
 static int pg_get_checkpoint(struct store *s, int64_t max_size, int64_t *size,
