@@ -321,6 +321,18 @@ static cJSON *run_wait(const struct tu_daemon *d, int64_t run, int ms)
     return tu_daemon_run_wait(d, (long long)run, ms);
 }
 
+/* Waits (a minute at most, else the test fails saying why) until the
+ * fake model's counter key reaches n. */
+static void fake_wait(const struct tu_fakebin *f, const char *key, long long n,
+                      const char *why)
+{
+    int64_t t0 = tu_now_ms();
+    while (tu_fakebin_stat(f, key) < n) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "%s", why);
+        usleep(20000);
+    }
+}
+
 /* How many entries of kind run's entries hold. */
 static int kinds_in(const cJSON *g, const char *kind)
 {
@@ -414,11 +426,7 @@ Test(multiwriter, a_killed_daemons_runs_are_claimed_and_finished_elsewhere,
         runs[i] = run_start(&m.d[0], "make the schema");
     /* each is held in its first model call, running on daemon 0, and so
      * seen from the others */
-    int64_t t0 = tu_now_ms();
-    while (tu_fakebin_stat(&f, "held") < K) {
-        cr_assert_lt(tu_now_ms() - t0, 60000, "the runs did not start");
-        usleep(20000);
-    }
+    fake_wait(&f, "held", K, "the runs did not start");
     char inst0[64];
     for (int i = 0; i < K; i++) {
         char path[64];
@@ -435,11 +443,7 @@ Test(multiwriter, a_killed_daemons_runs_are_claimed_and_finished_elsewhere,
     m.up[0] = 0;
     cr_assert_eq(kill(f.pid, SIGUSR2), 0);
     /* the others claim the runs once the leases expire, and call again */
-    t0 = tu_now_ms();
-    while (tu_fakebin_stat(&f, "calls") < 2 * K) {
-        cr_assert_lt(tu_now_ms() - t0, 60000, "nobody claimed the runs");
-        usleep(20000);
-    }
+    fake_wait(&f, "calls", 2 * K, "nobody claimed the runs");
     cr_assert_eq(kill(f.pid, SIGUSR1), 0); /* now every call goes through */
     for (int i = 0; i < K; i++) {
         g = run_wait(&m.d[1 + i % 2], runs[i], 60000);
@@ -491,23 +495,15 @@ Test(multiwriter, a_stalled_daemon_drops_the_runs_taken_over, .timeout = 300)
     int64_t runs[K];
     for (int i = 0; i < K; i++)
         runs[i] = run_start(&m.d[0], "make the schema");
-    int64_t t0 = tu_now_ms();
-    while (tu_fakebin_stat(&f, "held") < K) {
-        cr_assert_lt(tu_now_ms() - t0, 60000, "the runs did not start");
-        usleep(20000);
-    }
+    fake_wait(&f, "held", K, "the runs did not start");
     /* daemon 0 stalls: its leases expire, the others claim the runs and
      * call the model again (held too) */
     cr_assert_eq(kill(m.d[0].pid, SIGSTOP), 0);
-    t0 = tu_now_ms();
-    while (tu_fakebin_stat(&f, "held") < 2 * K) {
-        cr_assert_lt(tu_now_ms() - t0, 60000, "nobody claimed the runs");
-        usleep(20000);
-    }
+    fake_wait(&f, "held", 2 * K, "nobody claimed the runs");
     /* it goes on: its calls are still held, so only the lease thread can
      * tell it the runs are no longer its own */
     cr_assert_eq(kill(m.d[0].pid, SIGCONT), 0);
-    t0 = tu_now_ms();
+    int64_t t0 = tu_now_ms();
     for (;;) {
         char *log = tu_read_file(logp, NULL);
         int dropped = 0;
@@ -568,11 +564,7 @@ Test(multiwriter, a_lease_renewal_that_waits_does_not_hold_the_loop,
     tu_fakebin_start(&f, 1, "0"); /* the run waits in its model call */
     mw_start(&m, 0, &f);
     int64_t run = run_start(&m.d[0], "make the schema");
-    int64_t t0 = tu_now_ms();
-    while (tu_fakebin_stat(&f, "held") < 1) {
-        cr_assert_lt(tu_now_ms() - t0, 60000, "the run did not start");
-        usleep(20000);
-    }
+    fake_wait(&f, "held", 1, "the run did not start");
     /* lock the leases; wait until a renewal waits for the lock */
     char ci[600];
     tu_pg_conninfo(&m.pg, m.db, ci, sizeof(ci));
@@ -586,7 +578,6 @@ Test(multiwriter, a_lease_renewal_that_waits_does_not_hold_the_loop,
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, unlock_later, &u), 0);
     char waiting[32] = "0";
-    t0 = tu_now_ms();
     while (!atomic_load(&u.released)) {
         cr_assert_eq(tu_pg_query(&m.pg, m.db,
                                  "SELECT count(*) FROM pg_stat_activity "
