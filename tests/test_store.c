@@ -271,29 +271,33 @@ STORE_CASE(create_then_reopen_keeps_meta)
     free(v);
 }
 
-/* Something that is not a forum ledger: refused, and left as it was. */
-STORE_CASE(refuses_a_foreign_database_untouched)
+/* Runs sql on the fixture's database behind the store's back: sq on
+ * DIR/ledger.db, pg on the PostgreSQL database. */
+static void fx_exec(const struct fx *f, const char *sq, const char *pg)
 {
-    struct store *s = NULL;
-    struct fo_err e;
     if (f->kind == SQ) {
         char path[512];
         snprintf(path, sizeof(path), "%s/ledger.db", f->dir);
         sqlite3 *db = NULL;
         cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-        cr_assert_eq(
-            sqlite3_exec(db, "CREATE TABLE meta(a INTEGER)", NULL, NULL, NULL),
-            SQLITE_OK);
+        cr_assert_eq(sqlite3_exec(db, sq, NULL, NULL, NULL), SQLITE_OK, "%s",
+                     sq);
         sqlite3_close(db);
     } else {
         char why[1024];
-        cr_assert_eq(tu_pg_exec(&f->pg, f->db,
-                                "CREATE SCHEMA forum; CREATE TABLE "
-                                "forum.meta(a int); INSERT INTO forum.meta "
-                                "VALUES (7)",
-                                why, sizeof(why)),
-                     0, "%s", why);
+        cr_assert_eq(tu_pg_exec(&f->pg, f->db, pg, why, sizeof(why)), 0, "%s",
+                     why);
     }
+}
+
+/* Something that is not a forum ledger: refused, and left as it was. */
+STORE_CASE(refuses_a_foreign_database_untouched)
+{
+    struct store *s = NULL;
+    struct fo_err e;
+    fx_exec(f, "CREATE TABLE meta(a INTEGER)",
+            "CREATE SCHEMA forum; CREATE TABLE forum.meta(a int); INSERT "
+            "INTO forum.meta VALUES (7)");
     cr_assert_eq(fx_open(f, STORE_CREATE, &s, &e), FO_E_FOREIGN, "%s", e.msg);
     cr_assert_eq(fx_open(f, STORE_READONLY, &s, &e), FO_E_FOREIGN, "%s", e.msg);
     cr_assert(strstr(e.msg, "not a forum ledger"), "%s", e.msg);
@@ -332,22 +336,8 @@ STORE_CASE(refuses_a_newer_format)
     fx_create(f);
     f->ops->close(f->s);
     f->s = NULL;
-    if (f->kind == SQ) {
-        char path[512];
-        snprintf(path, sizeof(path), "%s/ledger.db", f->dir);
-        sqlite3 *db = NULL;
-        cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-        cr_assert_eq(
-            sqlite3_exec(db, "PRAGMA user_version=2", NULL, NULL, NULL),
-            SQLITE_OK);
-        sqlite3_close(db);
-    } else {
-        cr_assert_eq(tu_pg_exec(&f->pg, f->db,
-                                "UPDATE forum.meta SET value = '2' WHERE "
-                                "key = 'store_format'",
-                                NULL, 0),
-                     0);
-    }
+    fx_exec(f, "PRAGMA user_version=2",
+            "UPDATE forum.meta SET value = '2' WHERE key = 'store_format'");
     struct store *s = NULL;
     struct fo_err e;
     cr_assert_eq(fx_open(f, 0, &s, &e), FO_E_TOO_NEW, "%s", e.msg);
