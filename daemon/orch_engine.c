@@ -909,7 +909,11 @@ static void abandon(struct run *r)
 static void set_halt(struct run *r, int h, const char *reason,
                      const char *before)
 {
-    if (r->halt || r->ended)
+    if (r->ended)
+        return;
+    /* a cancel overrides a spent budget whose entry is not written yet:
+     * what the budget lets finish (a long command) is abandoned too */
+    if (r->halt && !(h == H_CANCEL && r->halt == H_BUDGET && r->budget_seq < 0))
         return;
     r->halt = h;
     r->dirty = 1;
@@ -3171,8 +3175,18 @@ static void tool_exec(struct run *r, size_t t, const char *prompt)
     char what[ORCH_NAME_MAX + 24];
     snprintf(what, sizeof(what), "task %s turn %d", r->p->tasks[t].id,
              s->turn + 1);
-    if (s->turn >= 1 && !spend(r, what, 0))
-        return; /* the run halts */
+    if (s->turn >= 1 && !spend(r, what, 0)) {
+        /* the run halts: a spent budget ends this task here, with the
+         * calls it made witnessed (a cancel's halt writes its own result;
+         * a shutdown leaves the task to resume) */
+        if (r->halt == H_BUDGET) {
+            snprintf(why, sizeof(why),
+                     "the run's budget was spent (%s) before turn %d",
+                     r->halt_reason, s->turn + 1);
+            tool_end(r, t, "budget", why, 0);
+        }
+        return;
+    }
     s->turn++;
     struct conv_msgs c;
     char *tools = tools_json(r, ln);
