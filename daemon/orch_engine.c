@@ -9,6 +9,7 @@
 #include "daemon/orch_engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include "daemon/orch_model.h"
 #include "daemon/orch_sandbox.h"
 #include "daemon/orch_tools.h"
+#include "daemon/orch_work.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 #include "ledger/proof.h"
@@ -459,6 +461,21 @@ struct effect {
     struct orch_job *job;
     struct orch_mcpc_op *mcp;
     struct stub_reply *stub; /* a stub role's reply, due next turn */
+    struct tool_job *tool;   /* a file tool on a worker thread */
+};
+
+/* A file tool call on the engine's worker threads (orch_work.h): what the
+ * thread reads is copied here, so the run may go (a cancel) while the
+ * thread still works; f is NULL once its effect was abandoned. */
+struct tool_job {
+    struct effect *f;
+    struct orch_work_job *job;
+    int ws; /* a dup of the run's workspace fd */
+    char tool[ORCH_TOOL_NAME_MAX];
+    cJSON *args;
+    int rc;
+    struct fo_err err;
+    struct fo_buf out;
 };
 
 struct orch_engine {
@@ -482,6 +499,7 @@ struct orch_engine {
     struct event *gate_ev;       /* while gates wait: decisions, deadlines */
     struct gate_off *offq;       /* decisions on runs not here, committed */
     struct orch_mcpc *mcpc;      /* the MCP servers' clients, or NULL */
+    struct orch_work *work;      /* the file tools' worker threads */
     /* counters for /metrics (loop thread only) */
     uint64_t m_runs_started, m_calls_ok, m_calls_failed;
     uint64_t m_lat[10]; /* model call latency buckets, see LAT_BOUNDS */
@@ -954,6 +972,10 @@ static void effect_cancel(struct effect *f)
         orch_job_cancel(f->job);
     if (f->mcp)
         orch_mcpc_cancel(f->mcp);
+    if (f->tool) { /* the thread finishes on its own; its result is dropped */
+        f->tool->f = NULL;
+        orch_work_cancel(f->tool->job);
+    }
     if (f->stub) {
         event_free(f->stub->ev);
         free(f->stub->text);
@@ -2963,6 +2985,95 @@ static void mcp_run(struct run *r, size_t t, const char *tool,
     s->busy = 1;
 }
 
+static int64_t now_ms(void);
+
+static void tool_job_free(struct tool_job *j)
+{
+    if (j->ws >= 0)
+        close(j->ws);
+    cJSON_Delete(j->args);
+    fo_buf_release(&j->out);
+    free(j);
+}
+
+/* On a worker thread: the tool, within its time and a cancel. */
+static void file_tool_work(void *arg, const atomic_int *cancel)
+{
+    struct tool_job *j = arg;
+    struct orch_tool_budget b = {.deadline_ms = now_ms() + ORCH_TOOL_TIME_MS,
+                                 .cancel = cancel};
+    j->rc = orch_tool_run_file(j->ws, j->tool, j->args, &b, &j->out, &j->err);
+}
+
+/* Back on the loop: the result is witnessed, unless the run let go. */
+static void file_tool_done(void *arg, int cancelled)
+{
+    struct tool_job *j = arg;
+    struct effect *f = j->f;
+    if (cancelled || !f) {
+        if (f) /* the pool stopped under a live effect: it is let go */
+            f->tool = NULL;
+        tool_job_free(j);
+        return;
+    }
+    struct run *r = f->r;
+    size_t t = (size_t)f->task;
+    r->t[t].eff = NULL;
+    r->t[t].busy = 0;
+    free(f);
+    if (j->rc == FO_E_NOMEM) {
+        fail(r, j->rc, &j->err);
+    } else {
+        tool_result_write(r, t, j->rc == FO_OK,
+                          j->rc ? NULL : (j->out.data ? j->out.data : ""),
+                          j->rc ? j->err.msg : NULL, 0, INT32_MIN);
+    }
+    tool_job_free(j);
+    step(r);
+}
+
+/* Starts a file tool on the engine's worker threads (args taken): the
+ * loop never reads or writes the workspace itself. */
+static void file_tool_start(struct run *r, size_t t, const char *tool,
+                            cJSON *args)
+{
+    struct fo_err err;
+    struct tool_job *j = calloc(1, sizeof(*j));
+    struct effect *f = j ? calloc(1, sizeof(*f)) : NULL;
+    int rc = f ? FO_OK : nomem(&err);
+    if (j) {
+        j->ws = -1;
+        j->args = args;
+        args = NULL;
+        fo_buf_init(&j->out, FO_BUF_UNLIMITED);
+        snprintf(j->tool, sizeof(j->tool), "%s", tool);
+    }
+    if (!rc && (j->ws = fcntl(r->ws_fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        rc = fo_err_set(&err, FO_E_IO, "workspace: %s", strerror(errno));
+    if (!rc && !r->e->work)
+        rc = orch_work_create(r->e->cfg.base, &r->e->work, &err);
+    if (!rc) {
+        *f = (struct effect){
+            .r = r, .task = (long)t, .kind = E_TASK_JOB, .tool = j};
+        j->f = f;
+        rc = orch_work_post(r->e->work, file_tool_work, file_tool_done, j,
+                            &j->job, &err);
+    }
+    if (rc) {
+        cJSON_Delete(args);
+        free(f);
+        if (j)
+            tool_job_free(j);
+        if (rc == FO_E_NOMEM)
+            fail(r, rc, &err);
+        else
+            tool_result_write(r, t, 0, NULL, err.msg, 0, INT32_MIN);
+        return;
+    }
+    r->t[t].eff = f;
+    r->t[t].busy = 1;
+}
+
 /* Runs the call awaiting its result. */
 static void tool_run(struct run *r, size_t t)
 {
@@ -3006,19 +3117,7 @@ static void tool_run(struct run *r, size_t t)
         return;
     }
     if (!d->program) {
-        struct fo_buf out;
-        fo_buf_init(&out, FO_BUF_UNLIMITED);
-        rc = orch_tool_run_file(r->ws_fd, tool, args, &out, &err);
-        cJSON_Delete(args);
-        if (rc == FO_E_NOMEM) {
-            fo_buf_release(&out);
-            fail(r, rc, &err);
-            return;
-        }
-        tool_result_write(r, t, rc == FO_OK,
-                          rc ? NULL : (out.data ? out.data : ""),
-                          rc ? err.msg : NULL, 0, INT32_MIN);
-        fo_buf_release(&out);
+        file_tool_start(r, t, tool, args);
         return;
     }
     const char **argv = NULL;
@@ -5038,6 +5137,7 @@ void orch_engine_free(struct orch_engine *e)
         run_free(r);
     }
     orch_mcpc_free(e->mcpc);
+    orch_work_free(e->work); /* waits for a tool still running */
     /* writes still queued belong to runs that are gone */
     pthread_mutex_lock(&e->mu);
     struct wr *w = e->doneq;

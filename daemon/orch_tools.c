@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,11 +16,12 @@
 #include "daemon/orch_int.h"
 #include "ledger/fo_json.h"
 
-#define LIST_MAX 1000     /* entries list_dir shows */
-#define MATCHES_MAX 200   /* lines search_text shows */
-#define FILES_MAX 20000   /* files search_text reads */
-#define DEPTH_MAX 32      /* directories search_text descends */
-#define LINE_SHOW_MAX 240 /* bytes of a matching line shown */
+#define LIST_MAX 1000   /* entries list_dir shows */
+#define MATCHES_MAX 200 /* lines search_text shows */
+#define FILES_MAX 20000 /* entries search_text visits (files, dirs) */
+#define SEARCH_BYTES_MAX (64u << 20) /* bytes search_text reads */
+#define DEPTH_MAX 32                 /* directories search_text descends */
+#define LINE_SHOW_MAX 240            /* bytes of a matching line shown */
 #define COMMAND_TIMEOUT_MAX_S 600
 
 static const struct orch_tool_def builtins[] = {
@@ -266,11 +268,15 @@ static int path_error(int e, const char *path, struct fo_err *err)
     return fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(e));
 }
 
-/* Opens path beneath ws, resolved by the kernel. */
+/* Opens path beneath ws, resolved by the kernel. Never blocks: a FIFO or
+ * a device opens with O_NONBLOCK (a FIFO with no writer would otherwise
+ * hold the open forever) and is then refused; only regular files and
+ * directories are opened. */
 static int open_beneath(int ws, const char *path, int flags, mode_t mode,
                         int *fd, struct fo_err *err)
 {
-    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+    int nb = (flags & O_PATH) ? 0 : O_NONBLOCK;
+    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC | nb),
                            .mode = (flags & O_CREAT) ? mode : 0,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
     const char *p = path && path[0] ? path : ".";
@@ -278,8 +284,18 @@ static int open_beneath(int ws, const char *path, int flags, mode_t mode,
     do
         r = syscall(SYS_openat2, ws, p, &how, sizeof(how));
     while (r < 0 && errno == EINTR);
+    if (r < 0 && errno == ENXIO) /* a FIFO with no reader, a socket */
+        return fo_err_set(err, FO_E_INVALID,
+                          "%s: not a regular file or directory", p);
     if (r < 0)
         return path_error(errno, p, err);
+    struct stat st;
+    if (fstat((int)r, &st) != 0 ||
+        !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+        close((int)r);
+        return fo_err_set(err, FO_E_INVALID,
+                          "%s: not a regular file or directory", p);
+    }
     *fd = (int)r;
     return FO_OK;
 }
@@ -420,12 +436,14 @@ static int write_file_at(int ws, const char *path, const char *s, size_t n,
     close(dfd);
     /* the file itself is opened beneath the workspace too: a symlink
      * planted in its place resolves out and is refused */
-    rc = open_beneath(ws, path, O_WRONLY | O_CREAT | O_TRUNC, 0644, &fd, err);
+    rc = open_beneath(ws, path, O_WRONLY | O_CREAT, 0644, &fd, err);
     if (rc)
         return rc;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         rc = fo_err_set(err, FO_E_INVALID, "%s: not a regular file", path);
+    else if (ftruncate(fd, 0) != 0)
+        rc = fo_err_set(err, FO_E_IO, "%s: %s", path, strerror(errno));
     else
         rc = write_all(fd, s, n, path, err);
     if (close(fd) != 0 && !rc)
@@ -498,7 +516,8 @@ static int list_dir(int ws, const char *path, struct fo_buf *out,
     }
     closedir(d);
     if (!rc) {
-        qsort(names, n, sizeof(*names), cmp_names);
+        if (n) /* qsort wants an array, even of none */
+            qsort(names, n, sizeof(*names), cmp_names);
         for (size_t i = 0; i < n && !rc; i++)
             rc = fo_buf_printf(out, "%s\n", names[i]);
         if (!rc && more)
@@ -514,11 +533,40 @@ static int list_dir(int ws, const char *path, struct fo_buf *out,
     return rc;
 }
 
+/* ---- budgets ------------------------------------------------------------ */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* FO_E_TIMEOUT once the budget's time is up or the call was cancelled. */
+static int budget_check(const struct orch_tool_budget *b, const char *tool,
+                        struct fo_err *err)
+{
+    if (!b)
+        return FO_OK;
+    if (b->cancel && atomic_load(b->cancel))
+        return fo_err_set(err, FO_E_TIMEOUT, "%s: cancelled", tool);
+    if (b->deadline_ms && now_ms() >= b->deadline_ms)
+        return fo_err_set(err, FO_E_TIMEOUT,
+                          "%s: stopped at its time limit (%d s); ask for "
+                          "less (a narrower path, a smaller patch)",
+                          tool, ORCH_TOOL_TIME_MS / 1000);
+    return FO_OK;
+}
+
 struct search {
     const char *pattern;
     size_t plen;
-    size_t matches, files, more;
+    size_t matches, files, entries, more;
+    uint64_t bytes; /* read so far, against SEARCH_BYTES_MAX */
+    int stopped;    /* a limit ended the walk: said in the output */
     struct fo_buf *out;
+    const struct orch_tool_budget *budget;
+    struct fo_err *err;
 };
 
 static int search_file(struct search *s, int fd, const char *rel)
@@ -527,6 +575,7 @@ static int search_file(struct search *s, int fd, const char *rel)
     struct fo_err ignore;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
     int rc = read_all(fd, ORCH_TOOL_FILE_MAX, &b, rel, &ignore);
+    s->bytes += b.len;
     if (rc == FO_E_NOMEM) {
         fo_buf_release(&b);
         return rc;
@@ -574,8 +623,18 @@ static int search_dir(struct search *s, int dfd, const char *rel, int depth)
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
             !strcmp(de->d_name, ".git"))
             continue;
-        if (s->files >= FILES_MAX)
+        /* every entry counts (directories too), and the bytes read, and
+         * the time: a tree built to be slow ends the walk, not the loop */
+        if (s->entries >= FILES_MAX || s->bytes >= SEARCH_BYTES_MAX) {
+            s->stopped = 1;
             break;
+        }
+        if ((s->entries & 63) == 0 &&
+            budget_check(s->budget, "search_text", s->err)) {
+            rc = s->err->code;
+            break;
+        }
+        s->entries++;
         char sub[4096];
         int w = snprintf(sub, sizeof(sub), "%s%s%s", rel, rel[0] ? "/" : "",
                          de->d_name);
@@ -589,14 +648,16 @@ static int search_dir(struct search *s, int dfd, const char *rel, int depth)
                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (f >= 0)
                 rc = search_dir(s, f, sub, depth + 1);
-        } else if (S_ISREG(st.st_mode)) {
+        } else if (S_ISREG(st.st_mode) && st.st_size <= ORCH_TOOL_FILE_MAX) {
             int f = openat(dirfd(d), de->d_name,
                            O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-            if (f >= 0) {
+            struct stat fs;
+            if (f >= 0 && fstat(f, &fs) == 0 && S_ISREG(fs.st_mode)) {
                 s->files++;
                 rc = search_file(s, f, sub);
-                close(f);
             }
+            if (f >= 0)
+                close(f);
         }
     }
     closedir(d);
@@ -604,10 +665,14 @@ static int search_dir(struct search *s, int dfd, const char *rel, int depth)
 }
 
 static int search_text(int ws, const cJSON *args, struct fo_buf *out,
+                       const struct orch_tool_budget *budget,
                        struct fo_err *err)
 {
     const char *path = arg_str(args, "path");
-    struct search s = {.pattern = arg_str(args, "pattern"), .out = out};
+    struct search s = {.pattern = arg_str(args, "pattern"),
+                       .out = out,
+                       .budget = budget,
+                       .err = err};
     s.plen = strlen(s.pattern);
     int fd = -1;
     int rc = open_beneath(ws, path, O_RDONLY | O_DIRECTORY, 0, &fd, err);
@@ -615,8 +680,15 @@ static int search_text(int ws, const cJSON *args, struct fo_buf *out,
         return rc;
     const char *rel = path && path[0] && strcmp(path, ".") ? path : "";
     rc = search_dir(&s, fd, rel, 0);
+    if (rc && rc != FO_E_NOMEM)
+        return rc; /* the time limit or a cancel: err says which */
     if (!rc && s.more)
         rc = fo_buf_printf(out, "[and %zu more matching lines]\n", s.more);
+    if (!rc && s.stopped)
+        rc = fo_buf_printf(out,
+                           "[search stopped after %zu entries and %llu MiB "
+                           "read: search a narrower path]\n",
+                           s.entries, (unsigned long long)(s.bytes >> 20));
     if (!rc && s.matches == 0)
         rc = fo_buf_printf(out, "no line contains \"%s\" (%zu files read)\n",
                            s.pattern, s.files);
@@ -711,18 +783,103 @@ static int hunk_header(const struct line *l, long *a, long *b, long *c, long *d)
     return -1;
 }
 
-static int line_eq(const struct line *x, const char *s, size_t n)
+/* A line as compared: its text without one trailing CR (a CRLF file
+ * matches an LF patch), and a hash of that text. */
+struct key {
+    const char *s;
+    size_t n;
+    uint64_t h;
+};
+
+static struct key key_of(const char *s, size_t n)
 {
-    size_t xn = x->n;
-    if (xn && x->s[xn - 1] == '\r' && !(n && s[n - 1] == '\r'))
-        xn--;
-    return xn == n && !memcmp(x->s, s, n);
+    if (n && s[n - 1] == '\r')
+        n--;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return (struct key){s, n, h ^ n};
 }
+
+static int key_eq(const struct key *a, const struct key *b)
+{
+    return a->h == b->h && a->n == b->n && !memcmp(a->s, b->s, a->n);
+}
+
+/* The start in t[from..nt) of an occurrence of p[0..np) nearest to want
+ * (ties: the later one), or -1. Knuth-Morris-Pratt over lines: linear in
+ * nt + np, however the hunk and the file were built to collide. fail is
+ * scratch of np entries. */
+static long find_nearest(const struct key *t, size_t nt, size_t from,
+                         const struct key *p, size_t np, size_t want,
+                         size_t *fail)
+{
+    if (np == 0) /* a hunk of additions only: at the stated line */
+        return want >= from && want <= nt ? (long)want
+               : from <= nt               ? (long)from
+                                          : -1;
+    fail[0] = 0;
+    for (size_t i = 1, k = 0; i < np; i++) {
+        while (k && !key_eq(&p[i], &p[k]))
+            k = fail[k - 1];
+        if (key_eq(&p[i], &p[k]))
+            k++;
+        fail[i] = k;
+    }
+    long best = -1;
+    size_t best_d = SIZE_MAX;
+    for (size_t i = from, k = 0; i < nt; i++) {
+        while (k && !key_eq(&t[i], &p[k]))
+            k = fail[k - 1];
+        if (key_eq(&t[i], &p[k]))
+            k++;
+        if (k == np) {
+            size_t start = i + 1 - np;
+            size_t d = start > want ? start - want : want - start;
+            if (d <= best_d) {
+                best = (long)start;
+                best_d = d;
+            }
+            k = fail[k - 1];
+        }
+    }
+    return best;
+}
+
+static int hunks_apply(const struct lines *pl, const struct pfile *f,
+                       const struct lines *old, const struct key *okeys,
+                       struct key *pkeys, size_t *fail, struct fo_buf *out,
+                       const struct orch_tool_budget *budget,
+                       struct fo_err *err);
 
 /* Applies the hunks of f (patch lines pl) to the old file's lines; the new
  * content goes to out. */
 static int apply_hunks(const struct lines *pl, const struct pfile *f,
                        const struct lines *old, struct fo_buf *out,
+                       const struct orch_tool_budget *budget,
+                       struct fo_err *err)
+{
+    /* the old file's keys once; a hunk's keys and KMP table in scratch as
+     * large as the file's part of the patch */
+    size_t span = f->last - f->first + 1;
+    struct key *okeys = malloc((old->n + 1) * sizeof(*okeys));
+    struct key *pkeys = malloc(span * sizeof(*pkeys));
+    size_t *fail = malloc(span * sizeof(*fail));
+    int rc = okeys && pkeys && fail ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
+    for (size_t i = 0; !rc && i < old->n; i++)
+        okeys[i] = key_of(old->v[i].s, old->v[i].n);
+    if (!rc)
+        rc = hunks_apply(pl, f, old, okeys, pkeys, fail, out, budget, err);
+    free(okeys);
+    free(pkeys);
+    free(fail);
+    return rc;
+}
+
+static int hunks_apply(const struct lines *pl, const struct pfile *f,
+                       const struct lines *old, const struct key *okeys,
+                       struct key *pkeys, size_t *fail, struct fo_buf *out,
+                       const struct orch_tool_budget *budget,
                        struct fo_err *err)
 {
     size_t at = 0; /* old lines copied so far */
@@ -735,6 +892,9 @@ static int apply_hunks(const struct lines *pl, const struct pfile *f,
             continue;
         }
         hunk++;
+        int brc = budget_check(budget, "apply_patch", err);
+        if (brc)
+            return brc;
         size_t h0 = ++i, h1 = h0;
         size_t n_old = 0;
         while (h1 < f->last && pl->v[h1].n > 0 &&
@@ -748,28 +908,14 @@ static int apply_hunks(const struct lines *pl, const struct pfile *f,
         /* where the old lines are: at the stated line, else the nearest
          * place after the last hunk */
         size_t want = a > 0 ? (size_t)a - 1 : 0;
-        long found = -1;
-        for (size_t tries = 0; tries <= old->n && found < 0; tries++) {
-            size_t cand[2] = {want + tries,
-                              want >= tries ? want - tries : SIZE_MAX};
-            for (int side = 0; side < 2 && found < 0; side++) {
-                size_t s0 = cand[side];
-                if (s0 == SIZE_MAX || s0 < at || s0 + n_old > old->n)
-                    continue;
-                size_t o = s0;
-                int ok = 1;
-                for (size_t k = h0; k < h1 && ok; k++) {
-                    const struct line *pk = &pl->v[k];
-                    if (pk->n && (pk->s[0] == '+' || pk->s[0] == '\\'))
-                        continue;
-                    ok = line_eq(&old->v[o], pk->n ? pk->s + 1 : "",
-                                 pk->n ? pk->n - 1 : 0);
-                    o++;
-                }
-                if (ok)
-                    found = (long)s0;
-            }
+        size_t np = 0;
+        for (size_t k = h0; k < h1; k++) {
+            const struct line *pk = &pl->v[k];
+            if (pk->n && (pk->s[0] == '+' || pk->s[0] == '\\'))
+                continue;
+            pkeys[np++] = key_of(pk->n ? pk->s + 1 : "", pk->n ? pk->n - 1 : 0);
         }
+        long found = find_nearest(okeys, old->n, at, pkeys, np, want, fail);
         if (found < 0)
             return fo_err_set(err, FO_E_INVALID,
                               "%s: hunk %d (@@ -%ld) does not match the file; "
@@ -807,6 +953,7 @@ static int apply_hunks(const struct lines *pl, const struct pfile *f,
 }
 
 static int apply_patch(int ws, const char *patch, struct fo_buf *out,
+                       const struct orch_tool_budget *budget,
                        struct fo_err *err)
 {
     struct lines pl = {0};
@@ -861,7 +1008,7 @@ static int apply_patch(int ws, const char *patch, struct fo_buf *out,
         if (!rc && split_lines(oldb.data ? oldb.data : "", oldb.len, &ol))
             rc = fo_err_set(err, FO_E_NOMEM, NULL);
         if (!rc)
-            rc = apply_hunks(&pl, &files[f], &ol, &news[f], err);
+            rc = apply_hunks(&pl, &files[f], &ol, &news[f], budget, err);
         free(ol.v);
         fo_buf_release(&oldb);
     }
@@ -902,6 +1049,7 @@ out:
  */
 
 int orch_tool_run_file(int ws, const char *tool, const cJSON *args,
+                       const struct orch_tool_budget *budget,
                        struct fo_buf *out, struct fo_err *err)
 {
     struct fo_buf raw;
@@ -917,9 +1065,9 @@ int orch_tool_run_file(int ws, const char *tool, const cJSON *args,
     } else if (!strcmp(tool, "list_dir")) {
         rc = list_dir(ws, arg_str(args, "path"), &raw, err);
     } else if (!strcmp(tool, "search_text")) {
-        rc = search_text(ws, args, &raw, err);
+        rc = search_text(ws, args, &raw, budget, err);
     } else if (!strcmp(tool, "apply_patch")) {
-        rc = apply_patch(ws, arg_str(args, "patch"), &raw, err);
+        rc = apply_patch(ws, arg_str(args, "patch"), &raw, budget, err);
     } else {
         rc = fo_err_set(err, FO_E_INVALID, "%s: not a file tool", tool);
     }

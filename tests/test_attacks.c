@@ -4,13 +4,17 @@
  * daemon must stay responsive, keep its secrets and end the run. */
 #include <criterion/criterion.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/orch_tools.h"
+#include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 #include "testutil.h"
 #include "tu_daemon.h"
@@ -58,4 +62,192 @@ Test(budget, spent_inside_the_tool_loop_ends_the_run, .timeout = 60)
                   "the budget held: %d calls",
                   sc.f->count[R_TASK] + sc.f->count[R_COORD]);
     tu_scene_close(&sc);
+}
+
+/* ---- special files: a FIFO must not freeze the daemon ------------------ */
+
+static const char *fifo_script(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (tu_scene_control(role))
+        return tu_scene_control(role);
+    switch (n) {
+    case 0:
+        return "CALL write_file {\"path\":\"q\",\"content\":\"x\"}";
+    case 1:
+        return "CALL read_file {\"path\":\"q\"}";
+    case 2:
+        return "CALL apply_patch {\"patch\":\"--- a/q\\n+++ b/q\\n@@ -1 +1 "
+               "@@\\n-x\\n+y\\n\"}";
+    case 3:
+        return "CALL search_text {\"path\":\".\",\"pattern\":\"x\"}";
+    default:
+        return "done";
+    }
+}
+
+Test(special_files, a_fifo_in_the_workspace_is_refused_not_opened,
+     .timeout = 60)
+{
+    struct scene sc;
+    tu_scene_open(&sc, fifo_script, NULL);
+    char q[700];
+    snprintf(q, sizeof(q), "%s/q", sc.ws);
+    cr_assert_eq(mkfifo(q, 0600), 0);
+    /* once with the daemon's loop, twice: a run resumed after a kill
+     * would open it again */
+    struct tu_daemon d;
+    tu_daemon_start(&d, sc.dir, "--chat-url", sc.url, "--model", "m1",
+                    "--roster", sc.rpath, "--workspace", sc.ws, NULL);
+    cJSON *res = tu_http_json(&d, "POST", "/submit",
+                              "{\"request\":\"edit the file\"}", 200);
+    cr_assert(cJSON_IsString(cJSON_GetObjectItem(res, "answer")));
+    cJSON_Delete(res);
+    char *body = NULL;
+    cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, &body), 200,
+                 "the daemon still answers");
+    free(body);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0);
+    char *tr = tu_scene_bodies(sc.dir, "tool_result");
+    int refused = 0;
+    for (const char *p = tr; (p = strstr(p, "not a regular file")); p++)
+        refused++;
+    cr_assert_geq(refused, 3, "write, read and patch refused: %s", tr);
+    free(tr);
+    tu_scene_close(&sc);
+}
+
+/* ---- the file tools' budgets --------------------------------------------- */
+
+static int tool_call(int ws, const char *tool, const char *args,
+                     const struct orch_tool_budget *b, char **out)
+{
+    cJSON *a = NULL;
+    struct fo_err err;
+    int rc = orch_tool_args(orch_tool_builtin(tool), args, &a, &err);
+    cr_assert_eq(rc, FO_OK, "%s", err.msg);
+    struct fo_buf buf;
+    fo_buf_init(&buf, FO_BUF_UNLIMITED);
+    rc = orch_tool_run_file(ws, tool, a, b, &buf, &err);
+    *out = strdup(rc ? err.msg : (buf.data ? buf.data : ""));
+    fo_buf_release(&buf);
+    cJSON_Delete(a);
+    return rc;
+}
+
+Test(tool_budget, a_search_stops_at_its_byte_and_entry_limits, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    int ws = -1;
+    struct fo_err err;
+    cr_assert_eq(orch_workspace_open(dir, 0, &ws, &err), FO_OK);
+    /* 200 sparse files of 1 MiB: 200 MiB to read, no disk used */
+    for (int i = 0; i < 200; i++) {
+        char p[700];
+        snprintf(p, sizeof(p), "%s/f%03d", dir, i);
+        int fd = open(p, O_WRONLY | O_CREAT, 0600);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(ftruncate(fd, 1 << 20), 0);
+        close(fd);
+    }
+    char *out = NULL;
+    cr_assert_eq(
+        tool_call(ws, "search_text", "{\"pattern\":\"x\"}", NULL, &out), FO_OK);
+    cr_assert(strstr(out, "[search stopped after"), "%s", out);
+    free(out);
+    /* directories count too: 21,000 empty ones end the walk */
+    char sub[700];
+    snprintf(sub, sizeof(sub), "%s/d", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    for (int i = 0; i < 21000; i++) {
+        char p[800];
+        snprintf(p, sizeof(p), "%s/%d", sub, i);
+        cr_assert_eq(mkdir(p, 0700), 0);
+    }
+    cr_assert_eq(tool_call(ws, "search_text",
+                           "{\"path\":\"d\",\"pattern\":\"x\"}", NULL, &out),
+                 FO_OK);
+    cr_assert(strstr(out, "[search stopped after 20000 entries"), "%s", out);
+    free(out);
+    close(ws);
+    tu_rmrf(dir);
+}
+
+Test(tool_budget, a_cancel_or_a_spent_deadline_stops_a_tool)
+{
+    char *dir = tu_tmpdir();
+    int ws = -1;
+    struct fo_err err;
+    cr_assert_eq(orch_workspace_open(dir, 0, &ws, &err), FO_OK);
+    char p[700];
+    snprintf(p, sizeof(p), "%s/a", dir);
+    cr_assert_eq(mkdir(p, 0700), 0);
+    atomic_int cancel = 1;
+    struct orch_tool_budget b = {.cancel = &cancel};
+    char *out = NULL;
+    cr_assert_eq(tool_call(ws, "search_text", "{\"pattern\":\"x\"}", &b, &out),
+                 FO_E_TIMEOUT, "%s", out);
+    free(out);
+    struct orch_tool_budget late = {.deadline_ms = 1};
+    cr_assert_eq(tool_call(ws, "apply_patch",
+                           "{\"patch\":\"--- /dev/null\\n+++ b/n\\n@@ -0,0 +1 "
+                           "@@\\n+x\\n\"}",
+                           &late, &out),
+                 FO_E_TIMEOUT, "%s", out);
+    free(out);
+    close(ws);
+    tu_rmrf(dir);
+}
+
+/* The hunk is found wherever it sits (nearest to its stated line), and a
+ * 200,000-line hunk that fails on its last line against a 500,000-line
+ * file is refused after one linear pass: compared offset by offset, line
+ * by line, it is 10^11 comparisons, minutes, well past this test's
+ * timeout (an 80,000-line case stalled the daemon's loop 7.6 s). */
+Test(tool_budget, patches_are_matched_in_one_pass, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    int ws = -1;
+    struct fo_err err;
+    cr_assert_eq(orch_workspace_open(dir, 0, &ws, &err), FO_OK);
+    struct fo_buf file, patch;
+    fo_buf_init(&file, FO_BUF_UNLIMITED);
+    fo_buf_init(&patch, FO_BUF_UNLIMITED);
+    for (int i = 0; i < 500000; i++)
+        fo_buf_puts(&file, "a\n");
+    char path[700];
+    snprintf(path, sizeof(path), "%s/big", dir);
+    cr_assert_eq(tu_write_file(path, file.data, file.len), 0);
+    fo_buf_puts(&patch, "--- a/big\n+++ b/big\n@@ -1,200000 +1,200000 @@\n");
+    for (int i = 0; i < 199999; i++)
+        fo_buf_puts(&patch, " a\n");
+    fo_buf_puts(&patch, "-b\n+c\n");
+    cJSON *args = cJSON_CreateObject();
+    cJSON_AddStringToObject(args, "patch", patch.data);
+    struct fo_buf out;
+    fo_buf_init(&out, FO_BUF_UNLIMITED);
+    int rc = orch_tool_run_file(ws, "apply_patch", args, NULL, &out, &err);
+    cr_assert_eq(rc, FO_E_INVALID);
+    cr_assert(strstr(err.msg, "does not match"), "%s", err.msg);
+    cJSON_Delete(args);
+    fo_buf_release(&out);
+    /* a small file: the hunk's stated line is off by 3, the nearest
+     * occurrence of its context is taken, CRLF lines match LF ones */
+    const char *text = "x\r\ny\r\nk\r\nz\r\nk\r\nw\r\n";
+    cr_assert_eq(tu_write_file(path, text, strlen(text)), 0);
+    char *o = NULL;
+    cr_assert_eq(tool_call(ws, "apply_patch",
+                           "{\"patch\":\"--- a/big\\n+++ b/big\\n@@ -2,1 +2,1 "
+                           "@@\\n-k\\n+K\\n\"}",
+                           NULL, &o),
+                 FO_OK, "%s", o);
+    free(o);
+    char *got = tu_read_file(path, NULL);
+    cr_assert_str_eq(got, "x\r\ny\r\nK\nz\r\nk\r\nw\r\n");
+    free(got);
+    fo_buf_release(&file);
+    fo_buf_release(&patch);
+    close(ws);
+    tu_rmrf(dir);
 }

@@ -60,7 +60,7 @@ static int run(struct ws *w, const char *tool, const char *args, char *out,
     }
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
-    rc = orch_tool_run_file(w->fd, tool, a, &b, &err);
+    rc = orch_tool_run_file(w->fd, tool, a, NULL, &b, &err);
     snprintf(out, size, "%s", rc ? err.msg : (b.data ? b.data : ""));
     fo_buf_release(&b);
     cJSON_Delete(a);

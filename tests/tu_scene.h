@@ -13,10 +13,10 @@
 
 struct scene {
     struct fake *f;
-    char *dir;      /* the data dir (a temp dir) */
-    char ws[600];   /* DIR/project: the workspace */
-    char rpath[600];/* DIR/roster.json */
-    char url[80];   /* the fake model's URL */
+    char *dir;       /* the data dir (a temp dir) */
+    char ws[600];    /* DIR/project: the workspace */
+    char rpath[600]; /* DIR/roster.json */
+    char url[80];    /* the fake model's URL */
 };
 
 /* The plan every scene's coordinator answers: one task T1 for "coder". */
