@@ -650,6 +650,13 @@ cJSON *orch_gate_decision_json(const struct orch_gate_decision *d);
 /* gate_approved, gate_edited or gate_rejected. */
 const char *orch_gate_kind(const char *decision);
 
+/* The kinds that decide a gate (approved, edited, rejected, expired),
+ * NULL-terminated: a gate takes one of them, ever. A writer of one sets
+ * its append's sole_kinds to orch_gate_sole(kind) (this list, or NULL for
+ * any other kind), so racing decisions put exactly one on the ledger. */
+extern const char *const orch_gate_decided_kinds[];
+const char *const *orch_gate_sole(const char *kind);
+
 /* The gates waiting for a decision ({"gates": [{"run_seq", "wave",
  * "tasks", "question", "rule", "deadline", "deadline_ms", "on_expiry",
  * "requested_seq"}]}), of one run when run >= 0, read from the ledger. */

@@ -675,6 +675,8 @@ static void fail(struct run *r, int rc, const struct fo_err *err);
 static void run_end(struct run *r);
 
 /* A committed (or failed) write, on the loop thread. */
+static void gate_take(struct run *r, int64_t seq);
+
 static void wr_landed(struct wr *w)
 {
     struct run *r = w->r;
@@ -693,6 +695,17 @@ static void wr_landed(struct wr *w)
             w->landed(w->landed_arg, r, w->a.rc, -1, &w->a.err);
         wr_free(w);
         step(r);
+        return;
+    }
+    if (w->a.rc == FO_E_EXISTS && w->a.sole_kinds) {
+        /* a gate decision that lost a race (another request, another
+         * daemon): not this run's failure; the decision that won is the
+         * one the run takes */
+        int64_t won = w->a.entry.seq;
+        if (w->landed)
+            w->landed(w->landed_arg, r, w->a.rc, -1, &w->a.err);
+        wr_free(w);
+        gate_take(r, won);
         return;
     }
     int rc = w->a.rc;
@@ -735,6 +748,8 @@ static void wr_landed(struct wr *w)
 }
 
 static void gate_off_landed(struct orch_engine *e, struct gate_off *g);
+static int gate_lost(int64_t run, int64_t wave, const struct fo_err *why,
+                     struct fo_err *err);
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
@@ -803,6 +818,7 @@ static int witness_cb(struct run *r, const char *actor, const char *kind,
     w->a.kind = kind;
     w->a.parent = parent;
     w->a.body = w->body;
+    w->a.sole_kinds = orch_gate_sole(kind); /* a gate is decided once */
     if (r->id < 0 && !strcmp(kind, "request") && leasable(r)) {
         w->a.lease_owner = e->instance; /* leased with its request */
         w->a.lease_run = -1;
@@ -5465,6 +5481,8 @@ static void gate_off_landed(struct orch_engine *e, struct gate_off *g)
     struct fo_err err = g->a.err;
     int rc = g->a.rc;
     cJSON *o = NULL;
+    if (rc == FO_E_EXISTS)
+        rc = gate_lost(g->d.run, g->d.wave, &g->a.err, &err);
     if (!rc)
         rc = orch_gate_first(e->cfg.ledger, &g->d, g->gate_seq, g->a.entry.seq,
                              &err);
@@ -5507,6 +5525,7 @@ static int gate_offline(struct orch_engine *e,
     fo_buf_release(&b);
     g->a.actor = "human";
     g->a.kind = orch_gate_kind(d->decision);
+    g->a.sole_kinds = orch_gate_decided_kinds;
     g->a.parent = gseq;
     g->a.body = g->body;
     g->gate_seq = gseq;
@@ -5523,6 +5542,17 @@ static int gate_offline(struct orch_engine *e,
     return FO_OK;
 }
 
+/* A decision the store refused because another came first: the caller
+ * hears gate_decided, naming the one that won (from the store's message). */
+static int gate_lost(int64_t run, int64_t wave, const struct fo_err *why,
+                     struct fo_err *err)
+{
+    return fo_err_set(err, FO_E_GATE_DECIDED,
+                      "run %lld wave %lld: the gate was decided already (%s)",
+                      (long long)run, (long long)wave,
+                      why ? why->msg : "another decision came first");
+}
+
 struct gate_call {
     orch_run_done_fn done;
     void *arg;
@@ -5536,6 +5566,8 @@ static void gate_landed(void *arg, struct run *r, int rc, int64_t seq,
     struct gate_call *c = arg;
     struct fo_err e2;
     cJSON *o = NULL;
+    if (rc == FO_E_EXISTS) /* the store saw another decision first */
+        rc = gate_lost(c->run, c->wave, err, &e2), err = &e2;
     if (!rc && r && r->g && r->g[c->wave].decided_seq != seq)
         rc = fo_err_set(&e2, FO_E_GATE_DECIDED,
                         "run %lld wave %lld: another decision (seq %lld) "

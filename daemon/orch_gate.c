@@ -384,3 +384,14 @@ int orch_time_parse(const char *s, int64_t *ms)
     *ms = ((int64_t)t - (int64_t)off * 60) * 1000 + frac;
     return 0;
 }
+
+const char *const orch_gate_decided_kinds[] = {
+    "gate_approved", "gate_edited", "gate_rejected", "gate_expired", NULL};
+
+const char *const *orch_gate_sole(const char *kind)
+{
+    for (const char *const *k = orch_gate_decided_kinds; kind && *k; k++)
+        if (!strcmp(kind, *k))
+            return orch_gate_decided_kinds;
+    return NULL;
+}

@@ -1183,6 +1183,14 @@ int orch_gate_decide(const struct orch_witness *w,
                                    gseq, o, &seq, err)
                : fo_err_set(err, FO_E_NOMEM, NULL);
         cJSON_Delete(o);
+        if (rc == FO_E_EXISTS) { /* the store saw another decision first */
+            char why[FO_ERR_MSG_MAX];
+            snprintf(why, sizeof(why), "%s", err ? err->msg : "");
+            rc = fo_err_set(err, FO_E_GATE_DECIDED,
+                            "run %lld wave %lld: the gate was decided "
+                            "already (%s)",
+                            (long long)d->run, (long long)d->wave, why);
+        }
     }
     /* another process may have decided in between: the first wins */
     if (!rc)

@@ -24,6 +24,7 @@ int orch_witness_json(const struct orch_witness *w, const char *actor,
             .parent = parent,
             .body = body.data ? body.data : "",
             .body_len = body.len,
+            .sole_kinds = orch_gate_sole(kind),
         };
         rc = w->append ? w->append(w->hook, &req, err)
                        : ledger_append_batch(w->ledger, &req, 1, err);

@@ -457,7 +457,8 @@ static int engine_append(void *hook, struct ledger_append *a,
                                        .body_len = a->body_len,
                                        .lease_owner = a->lease_owner,
                                        .lease_run = a->lease_run,
-                                       .lease_ms = a->lease_ms};
+                                       .lease_ms = a->lease_ms,
+                                       .sole_kinds = a->sole_kinds};
     c->creq.done = engine_committed;
     c->creq.arg = c;
     int rc = daemon_commit_submit(d->commit, &c->creq, err);

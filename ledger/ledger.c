@@ -817,6 +817,43 @@ static int fence(struct ledger *l, struct fence *f, struct ledger_append *r,
     return FO_OK;
 }
 
+struct sole {
+    const struct ledger_append *r;
+    int64_t seq; /* the child already there, or -1 */
+    char kind[STORE_KIND_MAX + 1];
+};
+
+static int sole_row(void *ctx, const struct store_row *row)
+{
+    struct sole *c = ctx;
+    if (c->seq >= 0 || row->rec.parent != c->r->parent)
+        return 0; /* (a non-zero return would be the scan's error code) */
+    for (const char *const *k = c->r->sole_kinds; *k; k++)
+        if (!strcmp(row->rec.kind, *k)) {
+            c->seq = row->rec.seq;
+            snprintf(c->kind, sizeof(c->kind), "%s", row->rec.kind);
+            break;
+        }
+    return 0;
+}
+
+/* Inside the write transaction: r goes in only while its parent has no
+ * child of r->sole_kinds (r->rc FO_E_EXISTS when it has). The parent's
+ * first children come first in its descendants (seq order), so a few rows
+ * are read. A store error fails the batch. */
+static int sole(struct ledger *l, struct ledger_append *r, struct fo_err *err)
+{
+    struct sole c = {.r = r, .seq = -1};
+    int rc = l->ops->descendants(l->store, r->parent, 64, sole_row, &c, err);
+    if (rc == FO_OK && c.seq >= 0)
+        r->entry.seq = c.seq;
+    if (rc == FO_OK && c.seq >= 0)
+        r->rc = fo_err_set(&r->err, FO_E_EXISTS,
+                           "entry %lld: already decided by seq %lld (%s)",
+                           (long long)r->parent, (long long)c.seq, c.kind);
+    return rc;
+}
+
 int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
                         struct fo_err *err)
 {
@@ -847,6 +884,8 @@ int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
         if (r->rc == FO_OK && r->lease_owner && r->lease_run >= 0 &&
             l->ops->lease_held)
             rc = fence(l, &fc, r, err);
+        if (rc == FO_OK && r->rc == FO_OK && r->sole_kinds && r->parent >= 0)
+            rc = sole(l, r, err);
         if (rc == FO_OK && r->rc == FO_OK)
             rc = append_one(l, h, r, err);
         if (rc == FO_OK && r->rc == FO_OK && r->lease_owner &&

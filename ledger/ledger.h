@@ -115,6 +115,14 @@ struct ledger_append {
     const char *lease_owner;
     int64_t lease_run;
     int lease_ms;
+    /* Decisions that must be made once (a gate's approval or rejection):
+     * non-NULL, a NULL-terminated list of kinds; the entry goes in only
+     * while its parent has no child of one of these kinds, checked inside
+     * the write transaction, so two writers racing (two requests, two
+     * daemons on one PostgreSQL) append exactly one of them. The other
+     * gets rc FO_E_EXISTS ("entry N: already decided by seq M") with
+     * entry.seq set to M, the child already there; the batch goes on. */
+    const char *const *sole_kinds;
     /* results */
     int rc;                    /* FO_OK when appended */
     struct fo_err err;         /* why not, when rc != FO_OK */

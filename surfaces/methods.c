@@ -309,6 +309,8 @@ int surf_append_prepare(struct surf_ctx *ctx, const cJSON *in,
                                          : LEDGER_NO_PARENT,
         .body = body->data ? body->data : "",
         .body_len = body->len,
+        /* a gate decision appended by hand is still the only one */
+        .sole_kinds = orch_gate_sole(surf_in_str(in, "kind")),
     };
     return FO_OK;
 }

@@ -341,3 +341,69 @@ Test(gates, cli_and_mcp_decide_and_bad_policies_are_refused)
     tu_run_free(&r);
     tu_rmrf(dir);
 }
+
+/* Sends a POST with the token on a new connection without reading. */
+static int post_now(const struct tu_daemon *d, const char *path,
+                    const char *json)
+{
+    int fd = tu_connect_loopback(d->port, 0);
+    char req[1024];
+    int n = snprintf(req, sizeof(req),
+                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Authorization: Bearer %s\r\n"
+                     "Content-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                     path, d->token, strlen(json), json);
+    cr_assert_eq(write(fd, req, (size_t)n), n);
+    return fd;
+}
+
+/* An approve and a reject sent together, ten times: one is witnessed and
+ * answered 200, the other answered gate_decided and never witnessed; the
+ * run ends as the decision on record says. */
+Test(gates, racing_decisions_put_exactly_one_on_the_ledger, .timeout = 120)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    for (int round = 0; round < 10; round++) {
+        long long run = start_run(&d, "{\"all\":true}");
+        wait_state(&d, run, "waiting", NULL);
+        char a[256], r[256];
+        snprintf(a, sizeof(a),
+                 "{\"run_seq\":%lld,\"wave\":0,\"approver\":\"alice\"}", run);
+        snprintf(r, sizeof(r),
+                 "{\"run_seq\":%lld,\"wave\":0,\"approver\":\"bob\","
+                 "\"reason\":\"no\"}",
+                 run);
+        int fa = post_now(&d, "/gate/approve", a);
+        int fr = post_now(&d, "/gate/reject", r);
+        char buf[8192];
+        size_t len = 0;
+        char *ba = NULL, *br = NULL;
+        int sa = tu_http_read_reply(fa, buf, sizeof(buf), &len, &ba);
+        len = 0;
+        int sr = tu_http_read_reply(fr, buf, sizeof(buf), &len, &br);
+        close(fa);
+        close(fr);
+        cr_assert((sa == 200) != (sr == 200), "round %d: %d %s / %d %s", round,
+                  sa, ba, sr, br);
+        cr_assert(strstr(sa == 200 ? br : ba, "gate_decided"), "%s %s", ba, br);
+        free(ba);
+        free(br);
+        cJSON *g = NULL;
+        wait_state(&d, run, sa == 200 ? "done" : "rejected", &g);
+        const char *k = kinds_of(g);
+        int decisions = 0;
+        for (const char *p = k; (p = strstr(p, "gate_")); p++)
+            decisions += strncmp(p, "gate_requested", 14) != 0;
+        cr_assert_eq(decisions, 1, "round %d: %s", round, k);
+        cJSON_Delete(g);
+    }
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    struct tu_run v =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", NULL);
+    cr_assert_eq(v.status, 0, "%s", v.err);
+    tu_run_free(&v);
+    tu_rmrf(dir);
+}

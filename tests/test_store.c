@@ -18,6 +18,7 @@
 #include <sqlite3.h>
 
 #include "ledger/fo_err.h"
+#include "ledger/ledger.h"
 #include "ledger/store.h"
 #include "tests/testutil.h"
 #include "tests/tu_pg.h"
@@ -1399,4 +1400,64 @@ Test(store_cli, refusals_and_exit_codes)
     cr_assert(strstr(r.err, "ledger.db"), "%s", r.err);
     tu_run_free(&r);
     tu_rmrf(dir);
+}
+
+/* ------------------------------------------- decisions made once */
+
+/* A gate's decision goes in once however writers race: two in one batch,
+ * and two handles (two daemons) each appending one after the other has
+ * committed; the loser is told which entry won, the batch goes on. */
+STORE_CASE(a_sole_decision_goes_in_once)
+{
+    struct ledger *a = NULL, *b = NULL;
+    struct fo_err err;
+    OK(ledger_open(f->dir, LEDGER_OPEN_CREATE, NULL, &a, &err));
+    OK(ledger_open(f->dir, 0, NULL, &b, &err));
+    static const char *const sole[] = {"gate_approved", "gate_rejected", NULL};
+    struct ledger_append g = {.actor = "gate",
+                              .kind = "gate_requested",
+                              .parent = LEDGER_NO_PARENT,
+                              .body = "{}",
+                              .body_len = 2};
+    OK(ledger_append_batch(a, &g, 1, &err));
+    cr_assert_eq(g.rc, FO_OK);
+    int64_t gate = g.entry.seq;
+    struct ledger_append two[3] = {
+        {.actor = "human",
+         .kind = "gate_approved",
+         .parent = gate,
+         .body = "{}",
+         .body_len = 2,
+         .sole_kinds = sole},
+        {.actor = "human",
+         .kind = "gate_rejected",
+         .parent = gate,
+         .body = "{}",
+         .body_len = 2,
+         .sole_kinds = sole},
+        {.actor = "x",
+         .kind = "note",
+         .parent = gate,
+         .body = "{}",
+         .body_len = 2},
+    };
+    OK(ledger_append_batch(a, two, 3, &err));
+    cr_assert_eq(two[0].rc, FO_OK);
+    cr_assert_eq(two[1].rc, FO_E_EXISTS, "%s", two[1].err.msg);
+    cr_assert_eq(two[1].entry.seq, two[0].entry.seq, "names the winner");
+    cr_assert_eq(two[2].rc, FO_OK, "the batch went on");
+    /* another handle, after the first committed */
+    struct ledger_append late = {.actor = "human",
+                                 .kind = "gate_rejected",
+                                 .parent = gate,
+                                 .body = "{}",
+                                 .body_len = 2,
+                                 .sole_kinds = sole};
+    OK(ledger_append_batch(b, &late, 1, &err));
+    cr_assert_eq(late.rc, FO_E_EXISTS);
+    int64_t count = 0;
+    OK(ledger_count(a, &count, &err));
+    cr_assert_eq(count, 3, "gate, one decision, the note");
+    ledger_close(a);
+    ledger_close(b);
 }
