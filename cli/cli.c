@@ -480,6 +480,15 @@ const char cli_usage_text[] =
     "                 witness an external trace (forum import --help)\n"
     "  export otel RUN  a run as an OpenTelemetry trace (OTLP/JSON)\n"
     "  bench A B      two ledgers' summaries side by side, with deltas\n"
+    "  status         the ledger and its runs at a glance\n"
+    "  doctor         check providers, sandbox, store, key modes, disk\n"
+    "  demo           a whole stub run in a fresh temporary data dir\n"
+    "  humanize TEXT  plainer wording, checked against a delivery profile\n"
+    "  runtime inspect  what would run, without running a model\n"
+    "  context preflight REQUEST\n"
+    "                 what a request would send to the models\n"
+    "  import-trace FILE --format F\n"
+    "                 the reference's name for `forum import F FILE`\n"
     "  version        print the version ([--json])\n"
     "\n"
     "global options:\n"
@@ -519,7 +528,7 @@ const struct cli_command cli_commands[] = {
     {"ledger", cli_ledger, NULL,
      "init append get body show replay chain verify redact checkpoint prove "
      "consistency key bundle summary tiles cosign witness backup restore "
-     "tail export import migrate"},
+     "tail export import migrate capsule room"},
     {"serve", cli_serve, NULL, "start stop status logs"},
     {"mcp", cli_mcp, NULL, NULL},
     {"docs", cli_docs, NULL, "http mcp man completion"},
@@ -540,6 +549,14 @@ const struct cli_command cli_commands[] = {
     {"export", cli_export, NULL, "otel"},
     {"version", cli_version, NULL, NULL},
     {"dashboard", cli_dashboard, NULL, NULL},
+    /* the reference's operator commands (cli_ref.c) */
+    {"status", cli_status, NULL, NULL},
+    {"doctor", cli_doctor, NULL, NULL},
+    {"demo", cli_demo, NULL, NULL},
+    {"humanize", cli_humanize, NULL, NULL},
+    {"runtime", cli_runtime, NULL, "inspect"},
+    {"context", cli_context, NULL, "preflight"},
+    {"import-trace", cli_import_trace, NULL, NULL},
 };
 
 const size_t cli_n_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);

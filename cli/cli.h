@@ -188,6 +188,19 @@ struct cli_session_opts {
     "                       turns with no room left: dropped, or summarised\n" \
     "                       by the model (a compaction entry)\n"
 
+/* The reference's operator commands (cli_ref.c; docs/COMPATIBILITY.md):
+ * `forum status`, `doctor`, `demo`, `humanize`, `runtime inspect`, `context
+ * preflight`, `import-trace`, and `ledger capsule` / `ledger room`. */
+int cli_status(struct cli *c, int argc, char **argv);
+int cli_doctor(struct cli *c, int argc, char **argv);
+int cli_demo(struct cli *c, int argc, char **argv);
+int cli_humanize(struct cli *c, int argc, char **argv);
+int cli_runtime(struct cli *c, int argc, char **argv);
+int cli_context(struct cli *c, int argc, char **argv);
+int cli_import_trace(struct cli *c, int argc, char **argv);
+int cli_ledger_capsule(struct cli *c, int argc, char **argv);
+int cli_ledger_room(struct cli *c, int argc, char **argv);
+
 /* Approval gates (cli_gate.c): `forum gate list|approve|edit|reject`. */
 int cli_gate(struct cli *c, int argc, char **argv);
 

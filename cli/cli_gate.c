@@ -44,12 +44,15 @@ static const char help_gate[] =
     "  --note TEXT        a note kept with the decision\n"
     "  --reason TEXT      reject: why\n"
     "  --set ID=TEXT      edit: the new instruction of task ID (repeat)\n"
+    "  --run-seq N --wave N, --edit ID=TEXT\n"
+    "                     the reference's spellings of RUN WAVE and --set\n"
     "  --json             print the method's result object\n"
     "examples:\n"
     "  forum gate list\n"
     "  forum gate approve 12 0 --approver alice\n"
     "  forum gate edit 12 1 --set T3=\"only touch the tests\"\n"
     "  forum gate reject 12 0 --reason \"wrong repository\"\n"
+    "  forum gate approve --run-seq 12 --wave 0 --approver alice\n"
     "exit codes: 0 ok; 2 usage, no gate waits there (no_gate), decided\n"
     "already (gate_decided), a task not in the wave; 3 I/O, or the daemon\n"
     "cannot be reached\n";
@@ -132,6 +135,11 @@ static int decide(struct cli *c, const char *what, int argc, char **argv)
         "--set", "ID=TEXT", CLI_OPT_LIST,
         sets,    0,         (long long)(sizeof(sets) / sizeof(sets[0])),
         &nsets,  NULL,      "the new instruction of task ID (repeat)"};
+    const struct cli_opt edit_opt = {
+        "--edit", "ID=TEXT", CLI_OPT_LIST,
+        sets,     0,         (long long)(sizeof(sets) / sizeof(sets[0])),
+        &nsets,   NULL,      "the reference's spelling of --set"};
+    long long run_opt = -1, wave_opt = -1;
     const struct cli_opt end = CLI_OPT_END;
     /* every decision's options, and reject's --reason or edit's --set */
     const struct cli_opt table[] = {
@@ -139,9 +147,14 @@ static int decide(struct cli *c, const char *what, int argc, char **argv)
          "who decides (recorded in the entry)"},
         {"--note", "TEXT", CLI_OPT_STR, &note, 0, 0, NULL, NULL,
          "a note kept with the decision"},
+        {"--run-seq", "N", CLI_OPT_INT, &run_opt, 0, INT64_MAX, NULL,
+         "not a run id", "RUN, as the reference spells it"},
+        {"--wave", "N", CLI_OPT_INT, &wave_opt, 0, INT64_MAX, NULL,
+         "not a wave number", "WAVE, as the reference spells it"},
         what[0] == 'r'   ? reason_opt
         : what[0] == 'e' ? set_opt
                          : end,
+        what[0] == 'e' ? edit_opt : end,
         CLI_OPT_END,
     };
     char cmd[32];
@@ -174,6 +187,17 @@ static int decide(struct cli *c, const char *what, int argc, char **argv)
             code = cli_usage_error(c, "gate %s: %s: not a %s", what, pos_v[pos],
                                    pos ? "wave number" : "run id");
         *(pos ? &wave : &run) = x;
+    }
+    /* the reference's --run-seq and --wave stand for RUN and WAVE */
+    if (!code && run_opt >= 0 && wave_opt >= 0 && npos == 0) {
+        run = run_opt;
+        wave = wave_opt;
+        pos = 2;
+    } else if (!code && (run_opt >= 0 || wave_opt >= 0)) {
+        code = cli_usage_error(c,
+                               "gate %s: give RUN WAVE, or both --run-seq "
+                               "and --wave",
+                               what);
     }
     if (!code && npos > 2)
         code = cli_usage_error(c, "gate %s: unexpected %s", what, pos_v[2]);

@@ -46,6 +46,8 @@ static const char ledger_usage[] =
     "                               checkpoint\n"
     "  redact SEQ --reason R        delete a body, witnessed\n"
     "  summary                      counts by kind and actor\n"
+    "  capsule [--text]             a deterministic brief of the ledger\n"
+    "  room [RUN] [--text]          one operator view of a run\n"
     "  backup FILE                  an online, verified copy of the ledger\n"
     "  restore FILE [--replace]     a backup made the ledger, verified first\n"
     "  export [-o FILE]             the log as JSON lines, bodies included\n"
@@ -872,6 +874,10 @@ int cli_ledger(struct cli *c, int argc, char **argv)
         return cli_ledger_import(c, argc, argv);
     if (!strcmp(cmd, "migrate")) /* cli_migrate.c */
         return cli_ledger_migrate(c, argc, argv);
+    if (!strcmp(cmd, "capsule")) /* cli_ref.c */
+        return cli_ledger_capsule(c, argc, argv);
+    if (!strcmp(cmd, "room"))
+        return cli_ledger_room(c, argc, argv);
     if (!strcmp(cmd, "summary"))
         return cmd_noarg(c, argc, argv, "ledger_summary",
                          "usage: forum ledger summary\nEntry count, counts "
@@ -882,7 +888,8 @@ int cli_ledger(struct cli *c, int argc, char **argv)
         "init",    "append",  "get",         "body",       "chain",  "show",
         "replay",  "verify",  "redact",      "checkpoint", "tiles",  "cosign",
         "witness", "prove",   "consistency", "key",        "bundle", "backup",
-        "restore", "summary", "export",      "import",     "tail",   "migrate"};
+        "restore", "summary", "export",      "import",     "tail",   "migrate",
+        "capsule", "room"};
     const char *near = cli_closest(cmd, subs, sizeof(subs) / sizeof(subs[0]));
     if (near)
         return cli_usage_error(c,

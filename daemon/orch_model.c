@@ -1982,3 +1982,40 @@ out:
     orch_model_reply_release(&rep);
     return rc;
 }
+
+/* ---- one provider alone (forum doctor) --------------------------------- */
+
+size_t orch_model_providers(const struct orch_model *m)
+{
+    return m ? m->n : 0;
+}
+
+int orch_model_provider_url(const struct orch_model *m, size_t i, char *url,
+                            size_t cap)
+{
+    if (!m || i >= m->n)
+        return FO_E_NOT_FOUND;
+    const struct provider *p = &m->p[i];
+    snprintf(url, cap, "%s://%s%s", p->tls ? "https" : "http", p->host_header,
+             p->path);
+    return FO_OK;
+}
+
+int orch_model_probe(const struct orch_model *m, size_t i, int timeout_ms,
+                     struct orch_model_reply *out, struct fo_err *err)
+{
+    if (!m || i >= m->n)
+        return fo_err_set(err, FO_E_NOT_FOUND, "provider %zu: none", i);
+    /* a copy of the client that knows provider i alone, asked once */
+    struct orch_model one = *m;
+    one.p = &m->p[i];
+    one.n = 1;
+    one.attempts = 1;
+    one.fallover = 0;
+    if (timeout_ms > 0)
+        one.timeout_ms = timeout_ms;
+    int tier = m->p[i].tier == ORCH_TIER_ANY ? ORCH_TIER_CHEAP : m->p[i].tier;
+    const struct orch_model_msg msg = {.role = "user",
+                                       .content = "Reply with the word ok."};
+    return orch_model_call(&one, m->p[i].api, tier, &msg, 1, out, err);
+}

@@ -128,6 +128,19 @@ struct orch_model_reply {
 
 void orch_model_reply_release(struct orch_model_reply *r);
 
+/* The providers of m (0 for NULL), and provider i's URL as it is called
+ * (scheme, host and port, path), for people: FO_E_NOT_FOUND past the
+ * last. */
+size_t orch_model_providers(const struct orch_model *m);
+int orch_model_provider_url(const struct orch_model *m, size_t i, char *url,
+                            size_t cap);
+
+/* One short call to provider i alone (one attempt, no fallover, at most
+ * timeout_ms; 0: the client's deadline): whether it answers, as
+ * orch_model_call reports it. Blocks. */
+int orch_model_probe(const struct orch_model *m, size_t i, int timeout_ms,
+                     struct orch_model_reply *out, struct fo_err *err);
+
 /* Asks a model. The candidates are the providers whose api matches (api
  * ORCH_EXEC_DEFAULT: any) and whose tier is tier, then those with
  * ORCH_TIER_ANY, in configuration order; without fallover only the first

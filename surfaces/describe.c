@@ -21,6 +21,10 @@ struct text {
 
 /* Method-specific rows first: the first row that matches wins. */
 static const struct text props[] = {
+    {"humanize", "text", "The model's or agent's prose to make plainer."},
+    {"prose_contract", "text",
+     "The request whose route gives the communication contract."},
+    {"run_room", "run", "The run to show (default: the latest)."},
     {"ledger_body", "seq", "The entry whose JSON body to read."},
     {"ledger_replay", "seq",
      "The last entry of the ledger as it stood: entries 0..seq."},
@@ -107,6 +111,35 @@ static const struct text props[] = {
     {NULL, "note", "A note kept with the decision."},
     {NULL, "edits",
      "New instructions for tasks of the wave: {task id: instruction}."},
+    /* the reference's fields (docs/COMPATIBILITY.md) */
+    {NULL, "context_token_budget",
+     "The reference's run-wide context budget in tokens (as "
+     "context.max_total_tokens)."},
+    {NULL, "request_context_token_budget",
+     "The reference's request budget in tokens (as "
+     "context.max_request_tokens)."},
+    {NULL, "task_context_token_budget",
+     "The reference's per-task budget in tokens (accepted; not yet acted "
+     "on)."},
+    {NULL, "upstream_token_budget",
+     "The reference's per-upstream budget in tokens (accepted; not yet "
+     "acted on)."},
+    {NULL, "checkpoint_each_wave",
+     "The reference's signed checkpoint after every wave (accepted; not yet "
+     "acted on)."},
+    {NULL, "delivery_profile",
+     "The delivery profile the answer is held to: operator, engineer, "
+     "researcher or executive (accepted; not yet acted on)."},
+    {NULL, "profile",
+     "A delivery profile: operator (default), engineer, researcher or "
+     "executive."},
+    {NULL, "audience", "Who reads it (default operator)."},
+    {NULL, "use_capsule_context",
+     "Also count the ledger's context capsule (its size as capsule)."},
+    {NULL, "max_items", "Task results kept in the capsule (default 8)."},
+    {NULL, "max_text_chars",
+     "Characters kept of each text field (default 240)."},
+    {NULL, "timeout_s", "Seconds each model provider has to answer."},
 };
 
 static const struct {
@@ -150,6 +183,13 @@ static const struct {
     {"gate_approve", "Approve a gate"},
     {"gate_edit", "Approve a gate with edited instructions"},
     {"gate_reject", "Reject a gate"},
+    {"ledger_capsule", "Brief the ledger as a context capsule"},
+    {"run_room", "Show a run's room: steps, gates, next actions"},
+    {"runtime_inspect", "Inspect what would run"},
+    {"operator_status", "Operator status envelope"},
+    {"doctor", "Check providers, sandbox, store and disk"},
+    {"humanize", "Make prose plainer"},
+    {"prose_contract", "Communication contract of a request"},
 };
 
 static const char plan_shape[] =

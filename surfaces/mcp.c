@@ -318,51 +318,77 @@ static int offered(const struct mcp *s, const struct surf_method *m)
     return !(m->flags & SURF_ADMIN) || (s->flags & SURF_MCP_ADMIN);
 }
 
+/* The tools/list entry of method m under name (its own, or an alias:
+ * then the title and description say which method answers). NULL when
+ * out of memory. */
+static cJSON *tool_json(const struct surf_method *m, const char *name)
+{
+    int alias = strcmp(name, m->name) != 0;
+    cJSON *tool = cJSON_CreateObject();
+    cJSON *schema = cJSON_Duplicate(surf_schema(m), 1);
+    int ro = !(m->flags & SURF_WRITE);
+    int destructive = (m->flags & SURF_ADMIN) ||
+                      !strcmp(m->name, "run_cancel") ||
+                      !strcmp(m->name, "gate_reject");
+    int open_world = (m->flags & SURF_LONG) || !strcmp(m->name, "run_start");
+    cJSON *ann = cJSON_CreateObject();
+    const char *own = surf_title(m);
+    char title[256], desc[2048];
+    snprintf(title, sizeof(title), "%s%s%s", own ? own : m->name,
+             alias ? " (the reference's name; forum's is " : "",
+             alias ? m->name : "");
+    if (alias)
+        snprintf(title + strlen(title), sizeof(title) - strlen(title), ")");
+    snprintf(desc, sizeof(desc), "%s%s%s", alias ? "The same as " : "",
+             alias ? m->name : "", alias ? ": " : "");
+    snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc), "%s",
+             m->summary);
+    int has_title = own || alias;
+    if (!tool || !ann || !cJSON_AddItemToObject(tool, "annotations", ann) ||
+        (has_title && !cJSON_AddStringToObject(ann, "title", title)) ||
+        !cJSON_AddBoolToObject(ann, "readOnlyHint", ro) ||
+        !cJSON_AddBoolToObject(ann, "destructiveHint", destructive) ||
+        !cJSON_AddBoolToObject(ann, "idempotentHint", ro) ||
+        !cJSON_AddBoolToObject(ann, "openWorldHint", open_world) ||
+        (has_title && !cJSON_AddStringToObject(tool, "title", title)) ||
+        !schema || !cJSON_AddStringToObject(tool, "name", name) ||
+        !cJSON_AddStringToObject(tool, "description", desc)) {
+        if (!tool || !cJSON_GetObjectItemCaseSensitive(tool, "annotations"))
+            cJSON_Delete(ann);
+        cJSON_Delete(tool);
+        cJSON_Delete(schema);
+        return NULL;
+    }
+    cJSON_AddItemToObject(tool, "inputSchema", schema);
+    /* the shape of its structuredContent, where it is declared */
+    const cJSON *os = surf_output_schema(m);
+    cJSON *out = os ? cJSON_Duplicate(os, 1) : NULL;
+    if (os && (!out || !cJSON_AddItemToObject(tool, "outputSchema", out))) {
+        cJSON_Delete(out);
+        cJSON_Delete(tool);
+        return NULL;
+    }
+    return tool;
+}
+
 static cJSON *do_tools_list(struct mcp *s, const cJSON *id)
 {
-    size_t n;
+    size_t n, na;
     const struct surf_method *t = surf_methods(&n);
+    const struct surf_alias *a = surf_aliases(&na);
     cJSON *r = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(r, "tools");
     if (!arr) {
         cJSON_Delete(r);
         return NULL;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (!offered(s, &t[i]))
+    /* forum's own names, then the reference's: each name once */
+    for (size_t i = 0; i < n + na; i++) {
+        const struct surf_method *m = i < n ? &t[i] : surf_find(a[i - n].name);
+        if (!m || !offered(s, m))
             continue;
-        cJSON *tool = cJSON_CreateObject();
-        cJSON *schema = cJSON_Duplicate(surf_schema(&t[i]), 1);
-        const struct surf_method *m = &t[i];
-        int ro = !(m->flags & SURF_WRITE);
-        int destructive = (m->flags & SURF_ADMIN) ||
-                          !strcmp(m->name, "run_cancel") ||
-                          !strcmp(m->name, "gate_reject");
-        int open_world =
-            (m->flags & SURF_LONG) || !strcmp(m->name, "run_start");
-        cJSON *ann = cJSON_CreateObject();
-        const char *title = surf_title(m);
-        if (!ann || !cJSON_AddItemToObject(tool, "annotations", ann) ||
-            (title && !cJSON_AddStringToObject(ann, "title", title)) ||
-            !cJSON_AddBoolToObject(ann, "readOnlyHint", ro) ||
-            !cJSON_AddBoolToObject(ann, "destructiveHint", destructive) ||
-            !cJSON_AddBoolToObject(ann, "idempotentHint", ro) ||
-            !cJSON_AddBoolToObject(ann, "openWorldHint", open_world) ||
-            (title && !cJSON_AddStringToObject(tool, "title", title)) ||
-            !schema || !cJSON_AddStringToObject(tool, "name", t[i].name) ||
-            !cJSON_AddStringToObject(tool, "description", t[i].summary)) {
-            cJSON_Delete(tool);
-            cJSON_Delete(schema);
-            cJSON_Delete(r);
-            return NULL;
-        }
-        cJSON_AddItemToObject(tool, "inputSchema", schema);
-        /* the shape of its structuredContent, where it is declared */
-        const cJSON *os = surf_output_schema(m);
-        cJSON *out = os ? cJSON_Duplicate(os, 1) : NULL;
-        if (os && (!out || !cJSON_AddItemToObject(tool, "outputSchema", out))) {
-            cJSON_Delete(out);
-            cJSON_Delete(tool);
+        cJSON *tool = tool_json(m, i < n ? m->name : a[i - n].name);
+        if (!tool) {
             cJSON_Delete(r);
             return NULL;
         }

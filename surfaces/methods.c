@@ -454,6 +454,25 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 #define SEQ_PROP "\"seq\":{\"type\":\"integer\",\"minimum\":0}"
 #define SESSION_PROP                                                           \
     "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}"
+/* The reference's delivery profiles, context budgets and view limits
+ * (docs/COMPATIBILITY.md). */
+#define PROFILE_ENUM                                                           \
+    "\"enum\":[\"operator\",\"engineer\",\"researcher\",\"executive\"]"
+#define PROFILE_PROP "\"profile\":{\"type\":\"string\"," PROFILE_ENUM "}"
+#define BUDGET_PROP(name)                                                      \
+    "\"" name "\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10000000}"
+#define REF_BUDGET_PROPS                                                       \
+    BUDGET_PROP("context_token_budget")                                        \
+    "," BUDGET_PROP("request_context_token_budget") "," BUDGET_PROP(           \
+        "task_context_token_budget") "," BUDGET_PROP("upstream_token_budget")
+#define REF_SUBMIT_PROPS                                                       \
+    REF_BUDGET_PROPS ",\"checkpoint_each_wave\":{\"type\":\"boolean\"},"       \
+                     "\"delivery_profile\":{\"type\":\"string\"," PROFILE_ENUM \
+                     "}"
+#define VIEW_PROPS                                                             \
+    "\"max_items\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":1000},"     \
+    "\"max_text_chars\":{\"type\":\"integer\",\"minimum\":0,"                  \
+    "\"maximum\":65536}"
 /* A gate decision's input: extra properties, extra required names. */
 #define GATE_SCHEMA(props, req)                                                \
     "{\"type\":\"object\",\"properties\":{"                                    \
@@ -631,7 +650,7 @@ static const struct surf_method table[] = {
      "\"maximum\":86400},"
      "\"gates\":{\"type\":\"object\"},"
      "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
-     "\"context\":{\"type\":\"object\"}},"
+     "\"context\":{\"type\":\"object\"}," REF_SUBMIT_PROPS "},"
      "\"required\":[\"request\"]}",
      SURF_WRITE | SURF_LONG, 80 * KIB, "POST", "/submit", surf_h_submit,
      SURF_ON_RUN, surf_s_submit},
@@ -749,10 +768,73 @@ static const struct surf_method table[] = {
      "\"request\":{\"type\":\"string\",\"minLength\":1,"
      "\"maxLength\":65536},"
      "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
-     "\"context\":{\"type\":\"object\"}},"
+     "\"context\":{\"type\":\"object\"}," REF_BUDGET_PROPS ","
+     "\"use_capsule_context\":{\"type\":\"boolean\"}," VIEW_PROPS "},"
      "\"required\":[\"request\"]}",
      SURF_READ, 80 * KIB, "POST", "/context/preflight",
-     surf_h_context_preflight, SURF_ON_WORKER, NULL},
+     surf_h_context_preflight_ref, SURF_ON_WORKER, NULL},
+    /* the reference's operator views and prose: methods_ref.c */
+    {"ledger_capsule",
+     "A deterministic brief of the whole ledger (forum.context-capsule/v1): "
+     "checkpoint, verified, counts by kind, the latest request and answer, "
+     "the last max_items task results, signals; the same ledger gives the "
+     "same bytes.",
+     "{\"type\":\"object\",\"properties\":{" VIEW_PROPS "}}", SURF_READ,
+     4 * KIB, "GET", "/capsule", surf_h_capsule, SURF_ON_WORKER, NULL},
+    {"run_room",
+     "One operator view of a run (the latest, or run) "
+     "(forum.run-room/v1): its request, route, plan, tasks with results "
+     "and verdicts, the gates waiting, the answer, signals and next_actions "
+     "(a waiting gate is a high-priority review_gate).",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"run\":{\"type\":\"integer\",\"minimum\":0},"
+     "\"max_text_chars\":{\"type\":\"integer\",\"minimum\":0,"
+     "\"maximum\":65536}}}",
+     SURF_READ, 4 * KIB, "GET", "/room", surf_h_room, SURF_ON_WORKER, NULL},
+    {"runtime_inspect",
+     "What would run, without running a model (forum.runtime.inspect/v1): "
+     "the control roles' executor, each tier's, the roster's tiers, the "
+     "policy, and the issues that keep it from being ready.",
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/runtime", surf_h_runtime,
+     SURF_ON_WORKER, NULL},
+    {"operator_status",
+     "The reference's status envelope (project-telos.flagship-action/v1): "
+     "entries, checkpoint, runs by state, gates waiting, the operator "
+     "commands and the reference's tool names forum answers.",
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/status/operator",
+     surf_h_operator_status, SURF_ON_WORKER, NULL},
+    {"doctor",
+     "The operator's checks as a flagship-action envelope: each model "
+     "provider answers one short call (the one that does not is named with "
+     "its URL), the sandbox can be made, the store verifies, the token and "
+     "key are private, the disk has room; status MATCH or DRIFT.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"timeout_s\":{\"type\":\"integer\",\"minimum\":1,"
+     "\"maximum\":300}}}",
+     SURF_READ | SURF_LONG, 4 * KIB, "GET", "/doctor", surf_h_doctor,
+     SURF_ON_WORKER, NULL},
+    {"humanize",
+     "Plainer wording for people, adding no fact, and the text checked "
+     "against a delivery profile (forum.prose-humanization/v1); no model.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"text\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":65536},"
+     "\"audience\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":128}," PROFILE_PROP "},"
+     "\"required\":[\"text\"]}",
+     SURF_READ, 80 * KIB, "POST", "/humanize", surf_h_humanize, SURF_ON_WORKER,
+     NULL},
+    {"prose_contract",
+     "The communication contract of a request's route "
+     "(forum.communication-contract/v1): domain, intent, posture, profile, "
+     "proof and domain lane, lead, structure, evidence; no model.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"text\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":65536}," PROFILE_PROP "},"
+     "\"required\":[\"text\"]}",
+     SURF_READ, 80 * KIB, "POST", "/prose/contract", surf_h_prose_contract,
+     SURF_ON_WORKER, NULL},
+
     /* approval gates: handlers in methods_orch.c */
     {"gate_list",
      "The approval gates waiting for a decision (of one run with run): "

@@ -9,6 +9,7 @@
 
 #include "daemon/orch.h"
 #include "daemon/orch_engine.h"
+#include "daemon/orch_views.h"
 #include "ledger/fo_json.h"
 #include "surfaces/surf_int.h"
 
@@ -41,8 +42,15 @@ int surf_h_route(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
         rc = orch_route(orch_roster(o), text, strlen(text), &rt, err);
     if (!rc) {
         *out = orch_route_json(&rt);
-        if (!*out)
+        /* the reference's route frame beside the decision */
+        cJSON *frame =
+            *out ? orch_route_frame(orch_roster(o), text, &rt) : NULL;
+        if (!frame || !cJSON_AddItemToObject(*out, "frame", frame)) {
+            cJSON_Delete(frame);
+            cJSON_Delete(*out);
+            *out = NULL;
             rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        }
     }
     orch_route_release(&rt);
     orch_free(own);

@@ -46,6 +46,10 @@ const struct surf_method *surf_find(const char *name)
     for (size_t i = 0; i < n; i++)
         if (strcmp(t[i].name, name) == 0)
             return &t[i];
+    const struct surf_alias *a = surf_aliases(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(a[i].name, name) == 0)
+            return surf_find(a[i].method);
     return NULL;
 }
 
@@ -87,8 +91,23 @@ static const char *type_name(const cJSON *v)
     return "invalid";
 }
 
+/* "a, b, c" of an enum's strings (one buffer a thread, for a message). */
+static const char *enum_list(const cJSON *en)
+{
+    static _Thread_local char buf[256];
+    size_t n = 0;
+    const cJSON *x;
+    buf[0] = '\0';
+    cJSON_ArrayForEach (x, en)
+        if (cJSON_IsString(x) && n < sizeof(buf))
+            n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%s",
+                                  n ? ", " : "", x->valuestring);
+    return buf;
+}
+
 /* Checks one value against a property schema (no nesting beyond what the
- * table uses: type, minimum, maximum, minLength, maxLength). */
+ * table uses: type, minimum, maximum, enum of strings, minLength,
+ * maxLength). */
 static int check_value(const char *name, const cJSON *v, const cJSON *schema,
                        struct fo_err *err)
 {
@@ -115,6 +134,16 @@ static int check_value(const char *name, const cJSON *v, const cJSON *schema,
         if (cJSON_IsNumber(lim) && v->valuedouble > lim->valuedouble)
             return fo_err_set(err, FO_E_INVALID, "%s: must be <= %.0f", name,
                               lim->valuedouble);
+    }
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(schema, "enum");
+    if (cJSON_IsArray(en) && cJSON_IsString(v)) {
+        int any = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach (x, en)
+            any |= cJSON_IsString(x) && !strcmp(x->valuestring, v->valuestring);
+        if (!any)
+            return fo_err_set(err, FO_E_INVALID, "%s: %.64s is not one of %s",
+                              name, v->valuestring, enum_list(en));
     }
     if (cJSON_IsString(v)) {
         size_t len = strlen(v->valuestring);

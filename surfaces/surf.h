@@ -120,7 +120,17 @@ struct surf_method {
 /* The table, and the number of rows. */
 const struct surf_method *surf_methods(size_t *n);
 
-/* A method by name, or NULL. */
+/* Another name a method answers to over MCP: the Python reference's tool
+ * names (forum.submit, verify, ...), so an editor configured for it keeps
+ * working. tools/list shows each alias once, beside the method's own name
+ * (surfaces/methods_ref.c; docs/COMPATIBILITY.md). */
+struct surf_alias {
+    const char *name;   /* as the reference spells it */
+    const char *method; /* the table's row it answers as */
+};
+const struct surf_alias *surf_aliases(size_t *n);
+
+/* A method by name, or by one of its aliases, or NULL. */
 const struct surf_method *surf_find(const char *name);
 
 /* A method's title for people and models (NULL: none), and the

@@ -93,4 +93,23 @@ int surf_s_gate_edit(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
 int surf_s_gate_reject(struct surf_ctx *ctx, const cJSON *in,
                        surf_reply_fn reply, void *arg, struct fo_err *err);
 
+/* The reference's surface (methods_ref.c): the operator views, the prose
+ * helpers, and context_preflight with the reference's fields. */
+int surf_h_capsule(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                   struct fo_err *err);
+int surf_h_room(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                struct fo_err *err);
+int surf_h_runtime(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                   struct fo_err *err);
+int surf_h_operator_status(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                           struct fo_err *err);
+int surf_h_doctor(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                  struct fo_err *err);
+int surf_h_humanize(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err);
+int surf_h_prose_contract(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                          struct fo_err *err);
+int surf_h_context_preflight_ref(struct surf_ctx *ctx, const cJSON *in,
+                                 cJSON **out, struct fo_err *err);
+
 #endif

@@ -2765,8 +2765,10 @@ Test(cli, option_table_parser)
     r = run_list(missing, NULL, 0, NULL, comp);
     cr_assert_eq(r.status, 0, "%s", r.err);
     must_contain(r.out, "\"ledger show\") w=\"--limit\"", "completion");
-    must_contain(r.out, "\"gate edit\") w=\"--approver --note --set\"",
-                 "completion");
+    must_contain(
+        r.out,
+        "\"gate edit\") w=\"--approver --note --run-seq --wave --set --edit\"",
+        "completion");
     cr_assert_eq(r.err_len, 0, "%s", r.err);
     tu_run_free(&r);
     tu_rmrf(led);

@@ -833,6 +833,23 @@ Test(mcp, tools_list_is_the_table)
             free(a);
             free(b);
         }
+        /* and the reference's names, each once, as the method they are */
+        size_t na;
+        const struct surf_alias *al = surf_aliases(&na);
+        for (size_t i = 0; i < na; i++) {
+            const struct surf_method *to = surf_find(al[i].name);
+            cr_assert_not_null(to, "alias %s: no method", al[i].name);
+            if ((to->flags & SURF_ADMIN) && !admin)
+                continue;
+            expected++;
+            const cJSON *t = find_tool(tools, al[i].name);
+            cr_assert_not_null(t, "%s missing from tools/list", al[i].name);
+            char *a = canon(cJSON_GetObjectItemCaseSensitive(t, "inputSchema"));
+            char *b = canon(surf_schema(to));
+            cr_assert_str_eq(a, b, "%s", al[i].name);
+            free(a);
+            free(b);
+        }
         cr_assert_eq((size_t)cJSON_GetArraySize(tools), expected);
         const cJSON *t;
         cJSON_ArrayForEach (t, tools) {

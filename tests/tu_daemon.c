@@ -250,6 +250,8 @@ static const char *const method_args[][2] = {
     {"session_remember",
      "{\"session\":\"s1\",\"key\":\"lang\",\"value\":\"C11\"}"},
     {"context_preflight", "{\"request\":\"build the api\"}"},
+    {"humanize", "{\"text\":\"in order to ship it we utilize tests\"}"},
+    {"prose_contract", "{\"text\":\"review the tests\"}"},
     {"run_cancel", "{\"run\":0}"},
 };
 

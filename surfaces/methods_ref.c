@@ -1,0 +1,228 @@
+/* methods_ref: the Python reference's surface on forum's table. The
+ * handlers of the operator views and the prose helpers (ledger_capsule,
+ * run_room, runtime_inspect, operator_status, doctor, humanize,
+ * prose_contract), the reference's fields on context_preflight, and the
+ * table of the reference's tool names that answer as one of forum's
+ * methods (surf_find resolves them; tools/list shows each name once). The
+ * mapping and what differs: docs/COMPATIBILITY.md. */
+#include "surfaces/surf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/orch.h"
+#include "daemon/orch_views.h"
+#include "ledger/fo_json.h"
+#include "surfaces/surf_int.h"
+
+/* ---- aliases ------------------------------------------------------------ */
+
+/* The reference's MCP tool names, each the method it answers as. A name of
+ * the table itself (submit, route, plan, status, ledger_get, gate_*,
+ * ledger_summary, context_preflight, ...) needs no row. */
+static const struct surf_alias aliases[] = {
+    {"verify", "ledger_verify"},
+    {"forum.verify", "ledger_verify"},
+    {"forum.submit", "submit"},
+    {"forum.route", "route"},
+    {"forum.plan", "plan"},
+    {"forum.status", "operator_status"},
+    {"flagship_status", "operator_status"},
+    {"forum.doctor", "doctor"},
+    {"flagship_doctor", "doctor"},
+    {"forum.ledger.get", "ledger_get"},
+    {"forum.ledger.summary", "ledger_summary"},
+    {"forum.ledger.capsule", "ledger_capsule"},
+    {"forum.run.room", "run_room"},
+    {"forum.runtime.inspect", "runtime_inspect"},
+    {"forum.context.preflight", "context_preflight"},
+    {"forum.prose.humanize", "humanize"},
+    {"forum.prose.contract", "prose_contract"},
+    {"forum.gate.list", "gate_list"},
+    {"forum.gate.approve", "gate_approve"},
+    {"forum.gate.edit", "gate_edit"},
+    {"forum.gate.reject", "gate_reject"},
+};
+
+const struct surf_alias *surf_aliases(size_t *n)
+{
+    *n = sizeof(aliases) / sizeof(aliases[0]);
+    return aliases;
+}
+
+/* ---- handlers ----------------------------------------------------------- */
+
+static int get_orch(struct surf_ctx *ctx, struct orch **own,
+                    const struct orch **out, struct fo_err *err)
+{
+    *own = NULL;
+    if (ctx->orch) {
+        *out = ctx->orch;
+        return FO_OK;
+    }
+    int rc = orch_create(NULL, own, err);
+    if (rc == FO_OK)
+        *out = *own;
+    return rc;
+}
+
+int surf_h_capsule(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                   struct fo_err *err)
+{
+    return orch_capsule(
+        ctx->ledger, (int)surf_in_int(in, "max_items", ORCH_VIEW_ITEMS_DEFAULT),
+        (int)surf_in_int(in, "max_text_chars", ORCH_VIEW_TEXT_DEFAULT), out,
+        err);
+}
+
+int surf_h_room(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                struct fo_err *err)
+{
+    return orch_room(
+        ctx->ledger, surf_in_int(in, "run", -1),
+        (int)surf_in_int(in, "max_text_chars", ORCH_VIEW_TEXT_DEFAULT), out,
+        err);
+}
+
+int surf_h_runtime(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                   struct fo_err *err)
+{
+    (void)in;
+    struct orch *own = NULL;
+    const struct orch *o = NULL;
+    int rc = get_orch(ctx, &own, &o, err);
+    if (!rc)
+        rc = orch_runtime_inspect(o, out, err);
+    orch_free(own);
+    return rc;
+}
+
+int surf_h_operator_status(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                           struct fo_err *err)
+{
+    (void)in;
+    return orch_operator_status(ctx->ledger, out, err);
+}
+
+int surf_h_doctor(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                  struct fo_err *err)
+{
+    struct orch *own = NULL;
+    const struct orch *o = NULL;
+    int rc = get_orch(ctx, &own, &o, err);
+    if (!rc)
+        rc =
+            orch_doctor(o, ctx->ledger,
+                        (int)surf_in_int(in, "timeout_s", 15) * 1000, out, err);
+    orch_free(own);
+    return rc;
+}
+
+int surf_h_humanize(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                    struct fo_err *err)
+{
+    (void)ctx;
+    return orch_humanize(surf_in_str(in, "text"), surf_in_str(in, "audience"),
+                         surf_in_str(in, "profile"), out, err);
+}
+
+int surf_h_prose_contract(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                          struct fo_err *err)
+{
+    const char *text = surf_in_str(in, "text");
+    const char *profile = surf_in_str(in, "profile");
+    if (profile && !orch_profile_known(profile))
+        return fo_err_set(err, FO_E_INVALID,
+                          "profile: unknown delivery profile %.64s (known: %s)",
+                          profile, orch_profiles_list);
+    struct orch *own = NULL;
+    const struct orch *o = NULL;
+    struct orch_route rt = {0};
+    cJSON *frame = NULL;
+    int rc = get_orch(ctx, &own, &o, err);
+    if (!rc)
+        rc = orch_route(orch_roster(o), text, strlen(text), &rt, err);
+    if (!rc && !(frame = orch_route_frame(orch_roster(o), text, &rt)))
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    if (!rc)
+        rc = orch_prose_contract(frame, profile, out, err);
+    cJSON_Delete(frame);
+    orch_route_release(&rt);
+    orch_free(own);
+    return rc;
+}
+
+/* The reference's budget fields as forum's context limits: the run-wide
+ * budget is max_total_tokens, the request's max_request_tokens; the
+ * per-task and per-upstream budgets have no counterpart in forum's
+ * preflight and are accepted only (docs/COMPATIBILITY.md). */
+static int ref_context(const cJSON *in, cJSON **ctxo)
+{
+    static const char *const map[][2] = {
+        {"context_token_budget", "max_total_tokens"},
+        {"request_context_token_budget", "max_request_tokens"},
+    };
+    const cJSON *given = cJSON_GetObjectItemCaseSensitive(in, "context");
+    *ctxo = given ? cJSON_Duplicate(given, 1) : NULL;
+    for (size_t i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(in, map[i][0]);
+        if (!v)
+            continue;
+        if (!*ctxo && !(*ctxo = cJSON_CreateObject()))
+            return FO_E_NOMEM;
+        if (cJSON_GetObjectItemCaseSensitive(*ctxo, map[i][1]))
+            continue; /* forum's own field wins */
+        if (!fo_json_add_int(*ctxo, map[i][1], (long long)v->valuedouble))
+            return FO_E_NOMEM;
+    }
+    return FO_OK;
+}
+
+int surf_h_context_preflight_ref(struct surf_ctx *ctx, const cJSON *in,
+                                 cJSON **out, struct fo_err *err)
+{
+    cJSON *c = NULL;
+    cJSON *fwd = cJSON_CreateObject();
+    int rc = fwd ? ref_context(in, &c) : FO_E_NOMEM;
+    const char *session = surf_in_str(in, "session");
+    if (!rc &&
+        (!cJSON_AddStringToObject(fwd, "request", surf_in_str(in, "request")) ||
+         (session && !cJSON_AddStringToObject(fwd, "session", session)) ||
+         (c && !cJSON_AddItemToObject(fwd, "context", c))))
+        rc = FO_E_NOMEM;
+    else if (!rc)
+        c = NULL;
+    if (rc) {
+        cJSON_Delete(c);
+        cJSON_Delete(fwd);
+        return fo_err_set(err, rc, NULL);
+    }
+    rc = surf_h_context_preflight(ctx, fwd, out, err);
+    cJSON_Delete(fwd);
+    if (rc || !surf_in_bool(in, "use_capsule_context", 0))
+        return rc;
+    /* the capsule a later run could take as its context, as the reference
+     * counts it: its text, at 4 bytes a token */
+    cJSON *cap = NULL;
+    rc = orch_capsule(
+        ctx->ledger, (int)surf_in_int(in, "max_items", ORCH_VIEW_ITEMS_DEFAULT),
+        (int)surf_in_int(in, "max_text_chars", ORCH_VIEW_TEXT_DEFAULT), &cap,
+        err);
+    struct fo_buf t;
+    fo_buf_init(&t, FO_BUF_UNLIMITED);
+    if (!rc && orch_capsule_text(cap, &t) != FO_OK)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    cJSON *cs = rc ? NULL : cJSON_AddObjectToObject(*out, "capsule");
+    if (!rc &&
+        (!cs || !cJSON_AddStringToObject(cs, "context_source", "capsule") ||
+         !fo_json_add_int(cs, "chars", (long long)t.len) ||
+         !fo_json_add_int(cs, "tokens", (long long)(t.len + 3) / 4)))
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    fo_buf_release(&t);
+    cJSON_Delete(cap);
+    if (rc) {
+        cJSON_Delete(*out);
+        *out = NULL;
+    }
+    return rc;
+}
