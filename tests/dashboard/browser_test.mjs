@@ -311,6 +311,15 @@ async function main() {
   await axe("run (done, a step open)");
   await evaluate("window.scrollTo(0, 0)");
   await shot("run-timeline");
+  // the same steps in text: forum run show lists every model and tool call
+  const text = cli("run", "show", String(run));
+  const m = /steps: (\d+) model calls?, (\d+) tool calls?/.exec(text);
+  if (!m || Number(m[1]) !== modelCalls || Number(m[2]) !== toolCalls) fail(`forum run show:\n${text}`);
+  for (const tool of ["list_dir", "write_file"])
+    if (!new RegExp(`\\d+ ms +tool +${tool} `).test(text)) fail(`forum run show: no ${tool} step:\n${text}`);
+  if (/\.\.\.(?! \[cut: whole with --full or forum ledger body \d+\])/.test(text)) fail(`a cut without saying so:\n${text}`);
+  if (!cli("run", "show", String(run), "--full").includes('"content":"POST /login checks the password and sets a session.'))
+    fail("forum run show --full cut a text");
   await until("!!document.querySelector('#run-answer pre')", "the answer");
   await shot("run-done");
 
@@ -374,7 +383,7 @@ async function main() {
     ...[...document.querySelectorAll('#charts svg[data-chart="' + id + '"] circle.dot')].map((c) => 160 - Number(c.getAttribute('cy'))));
     return peak('appends') > 40 && peak('latency') > 40 && peak('runs') > 40;
   })()`, "the appends and latency charts drawn with the second run's data");
-  await new Promise((r) => setTimeout(r, 1500));
+  await new Promise((r) => setTimeout(r, shots ? 8000 : 1500)); // a few more readings for the picture
   await axe("metrics");
   await shot("metrics");
 
