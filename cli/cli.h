@@ -325,6 +325,9 @@ int cli_help(const char *text);
 /* A string member of o, or dflt; an integer member, or dflt. */
 const char *cli_str_or(const cJSON *o, const char *k, const char *dflt);
 long long cli_int_or(const cJSON *o, const char *k, long long dflt);
+/* Prints run_show's object for people: its steps, tasks, gates and answer;
+ * full: every text whole (cli/cli_run_show.c). */
+void cli_run_show_print(const cJSON *out, long long id, int full);
 
 /* Of names, the one nearest to typed (at most two edits, and fewer than
  * half its letters), for a did-you-mean; NULL when none is near. */

@@ -687,16 +687,24 @@ static int cmd_list(struct cli *c, int argc, char **argv)
 static int cmd_show(struct cli *c, int argc, char **argv)
 {
     long long id = -1;
-    const struct cli_opt opts[] = {CLI_OPT_END};
+    int full = 0;
+    const struct cli_opt opts[] = {
+        {"--full", NULL, CLI_OPT_BOOL, &full, 0, 0, NULL, NULL,
+         "every text whole, never cut"},
+        CLI_OPT_END,
+    };
     const char *pos[8];
     int npos = 0;
     int pe = cli_parse(c, "run show", argc, argv, opts, pos, 8, &npos);
     if (pe == CLI_PARSE_HELP)
-        return cli_help("usage: forum run show ID [--json]\n"
-                        "The whole run (run_show, GET /runs/{id}/show): "
-                        "its route, plan, every task with its result "
-                        "and verdict, gates, budget and answer.\n"
-                        "example:\n  forum run show 12\n");
+        return cli_help(
+            "usage: forum run show ID [--full] [--json]\n"
+            "The whole run (run_show, GET /runs/{id}/show): its route, "
+            "every step (each model call and tool call: when, how long, "
+            "the tool's arguments and result in short), every task with "
+            "its result and verdict, gates, budget and answer. A text cut "
+            "to fit says so; --full prints every text whole.\n"
+            "example:\n  forum run show 12\n  forum run show 12 --full\n");
     if (pe)
         return pe;
     if (npos > 1 || (npos && (id = cli_parse_seq(pos[0])) < 0))
@@ -719,34 +727,7 @@ static int cmd_show(struct cli *c, int argc, char **argv)
         cJSON_Delete(out);
         return 0;
     }
-    printf("run %lld: %s, %lld entries over %lld ms\n", id,
-           cli_str_or(out, "state", "?"), cli_int_or(out, "entries", 0),
-           cli_int_or(out, "duration_ms", 0));
-    printf("request: %s\n", cli_str_or(out, "request", "(redacted)"));
-    if (cli_str_or(out, "session", NULL))
-        printf("session: %s\n", cli_str_or(out, "session", ""));
-    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(out, "route");
-    if (rt)
-        printf("route: %s (by %s)\n", cli_str_or(rt, "lane", "?"),
-               cli_str_or(rt, "by", "?"));
-    const cJSON *t;
-    cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(out, "tasks")) {
-        const cJSON *res = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(t, "result"), "body");
-        const char *outp = cli_str_or(res, "output", "");
-        printf("  %-6s %-10s %-18s %.60s\n", cli_str_or(t, "id", "?"),
-               cli_str_or(t, "state", "?"), cli_str_or(t, "agent", "?"),
-               cli_str_or(t, "instruction", ""));
-        if (*outp)
-            printf("         -> %.100s%s\n", outp,
-                   strlen(outp) > 100 ? "..." : "");
-    }
-    cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(out, "gates"))
-        printf("  gate: %s (seq %lld)\n", cli_str_or(t, "kind", "?"),
-               cli_int_or(t, "seq", -1));
-    const cJSON *ans = cJSON_GetObjectItemCaseSensitive(out, "answer");
-    if (ans)
-        printf("answer: %s\n", cli_str_or(ans, "text", ""));
+    cli_run_show_print(out, id, full);
     cJSON_Delete(out);
     return 0;
 }

@@ -913,9 +913,18 @@ int orch_run_list(struct ledger *l, const char *state, int64_t before,
 
 /* A whole run: its request, route, plan (waves), every task with its
  * task/result/verdict/escalation entries and bodies, gates, budget, answer,
- * times. */
+ * times, and its steps (orch_run_steps). */
 int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
                   struct fo_err *err);
+
+/* The steps of a run from its entries ({seq, ts, kind, parent, body}, in
+ * seq order), appended to the array out: one per model call
+ * ({"kind": "model"}), tool call ("tool"), command or stub task ("task"),
+ * gate ("gate", open while it waits), escalation and retry (markers), each
+ * {kind, name, start_seq, start_ts, seq, end_ts?, duration_ms?, entries,
+ * task?, model?, tokens?, ok?, tool?, arguments?, output?, ...}; a step
+ * without end_ts has not ended. FO_OK or FO_E_NOMEM (daemon/orch_steps.c). */
+int orch_run_steps(const cJSON *entries, cJSON *out);
 
 int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
                     struct fo_err *err);

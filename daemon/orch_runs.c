@@ -1455,6 +1455,8 @@ int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
     fo_json_add_int(o, "last_ts", t1);
     fo_json_add_int(o, "duration_ms", t0 >= 0 ? (t1 - t0) / 1000 : 0);
     fo_json_add_int(o, "entries", cJSON_GetArraySize(c.entries));
+    if (!rc && orch_run_steps(c.entries, cJSON_AddArrayToObject(o, "steps")))
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
     cJSON_Delete(c.entries);
     cJSON_Delete(g);
     if (rc) {

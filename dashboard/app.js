@@ -15,6 +15,8 @@ const main = document.getElementById("main");
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
+  /* a body may scroll: reachable by keyboard */
+  if (tag === "pre") e.tabIndex = 0;
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "class") e.className = v;
@@ -77,6 +79,7 @@ function token() {
 
 function showLogin(msg) {
   stopStreams();
+  stopNav();
   document.getElementById("login").hidden = false;
   document.getElementById("signout").hidden = true;
   document.getElementById("login-error").textContent = msg || "";
@@ -96,7 +99,7 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, body) {
+async function api(method, path, body, asText) {
   const opts = { method, headers: { Authorization: `Bearer ${token()}` } };
   if (body !== undefined) {
     opts.headers["Content-Type"] = "application/json";
@@ -105,7 +108,7 @@ async function api(method, path, body) {
   const r = await fetch(path, opts);
   const text = await r.text();
   let j = null;
-  try { j = text ? JSON.parse(text) : null; } catch (e) { j = null; }
+  try { j = text && !(asText && r.ok) ? JSON.parse(text) : null; } catch (e) { j = null; }
   if (r.status === 401) {
     signOut();
     document.getElementById("login-error").textContent =
@@ -115,7 +118,7 @@ async function api(method, path, body) {
   if (!r.ok) {
     throw new ApiError(r.status, j && j.code, (j && j.error) || text);
   }
-  return j;
+  return asText ? text : j;
 }
 
 /* ---- the live event stream ---------------------------------------------- */
@@ -125,10 +128,10 @@ const streams = new Set();
 /* Follows GET /events?query, calling onEvent({id, kind, entry}) for each
  * event; reconnects with Last-Event-ID after a drop (a daemon restart
  * loses nothing). Returns a stop function. */
-function follow(query, onEvent) {
-  const st = { stopped: false, ctl: null, last: null };
-  streams.add(st);
-  const live = document.getElementById("live");
+function follow(query, onEvent, opts) {
+  const st = { stopped: false, ctl: null, last: null, onState: opts && opts.onState };
+  if (!(opts && opts.keep)) streams.add(st);
+  const say = (state) => { if (st.onState) st.onState(state); };
   async function run() {
     while (!st.stopped) {
       st.ctl = new AbortController();
@@ -138,8 +141,7 @@ function follow(query, onEvent) {
         const r = await fetch(`/events${query}`, { headers, signal: st.ctl.signal });
         if (r.status === 401) { signOut(); return; }
         if (!r.ok) throw new Error(`events: ${r.status}`);
-        live.className = "live on";
-        live.textContent = "live";
+        say("live");
         const rd = r.body.getReader();
         const dec = new TextDecoder();
         let buf = "";
@@ -166,8 +168,7 @@ function follow(query, onEvent) {
       } catch (e) {
         if (st.stopped) return;
       }
-      live.className = "live off";
-      live.textContent = "reconnecting";
+      say("reconnecting");
       await new Promise((res) => setTimeout(res, 1000));
     }
   }
@@ -185,9 +186,51 @@ function stopStreams() {
     if (st.ctl) st.ctl.abort();
   }
   streams.clear();
+}
+
+/* ---- the page's own stream: the one live/offline indicator and the
+ * count of gates waiting in the navigation. It lives while signed in,
+ * across views; "live" means exactly this: the page holds an open event
+ * stream to the daemon. */
+
+let navStop = null;
+
+function setLive(state) {
   const live = document.getElementById("live");
-  live.className = "live off";
-  live.textContent = "offline";
+  live.className = `live ${state === "live" ? "on" : "off"}`;
+  live.textContent = state;
+}
+
+async function loadGateCount() {
+  const c = document.getElementById("gates-count");
+  try {
+    const g = await api("GET", "/gates");
+    const n = (g.gates || []).length;
+    c.textContent = String(n);
+    c.setAttribute("aria-label", `${n} gate${n === 1 ? "" : "s"} waiting`);
+    c.hidden = n === 0;
+  } catch (e) { /* the indicator says when the daemon is away */ }
+}
+
+function startNav() {
+  if (navStop) return;
+  loadGateCount();
+  navStop = follow("?kind=gate_requested,gate_approved,gate_edited,gate_rejected,gate_expired",
+    debounce(loadGateCount, 250), { keep: true, onState: setLive });
+}
+
+function stopNav() {
+  if (navStop) navStop();
+  navStop = null;
+  setLive("offline");
+}
+
+/* Brings a result the user asked for into view, and the focus with it. */
+function reveal(node) {
+  const h = node.querySelector("h2, h3") || node;
+  if (!h.hasAttribute("tabindex")) h.setAttribute("tabindex", "-1");
+  node.scrollIntoView({ block: "start" });
+  h.focus({ preventScroll: true });
 }
 
 /* Calls fn at most every ms (the last call wins). */
@@ -207,16 +250,16 @@ const RUN_KINDS = "request,answer,budget,stop,error,gate_requested," +
 async function viewRuns() {
   const box = el("div", {});
   const stateSel = el("select", { id: "run-state" },
-    ["", "running", "done", "failed", "budget", "stopped", "cancelled",
+    ["", "running", "waiting", "done", "failed", "budget", "stopped", "cancelled",
       "rejected", "interrupted"].map((s) => el("option", { value: s }, s || "any state")));
   main.replaceChildren(el("h2", {}, "Runs"),
-    el("div", { class: "pager" }, "State ", stateSel), box);
+    el("div", { class: "pager" }, el("label", { for: "run-state" }, "State"), stateSel), box);
   async function load() {
     const q = stateSel.value ? `?state=${encodeURIComponent(stateSel.value)}` : "";
     const r = await api("GET", `/runs${q}`);
     const rows = (r.runs || []).map((x) =>
       el("tr", { class: "link", "data-run": x.run, onclick: () => { location.hash = `#/run/${x.run}`; } },
-        el("td", { class: "num" }, x.run), el("td", {}, badge(x.state)),
+        el("td", { class: "num" }, el("a", { href: `#/run/${x.run}` }, x.run)), el("td", {}, badge(x.state)),
         el("td", {}, preview(x.request, 90)), el("td", {}, x.via || ""),
         el("td", {}, localTime(x.started_ts)), el("td", { class: "num" }, x.entries)));
     box.replaceChildren(rows.length
@@ -266,7 +309,7 @@ async function gateCard(g, tasks) {
     }),
     el("button", { type: "button", class: "primary", "data-act": "edit", onclick: () => act("edit") },
       "Approve with these instructions"));
-  const reason = el("input", { placeholder: "why (for reject)", "data-reason": true });
+  const reason = el("input", { placeholder: "why (for reject)", "aria-label": "reason for rejecting", "data-reason": true });
   const act = async (what) => {
     status.textContent = `${what}\u2026`;
     const body = { run_seq: g.run_seq, wave: g.wave, approver };
@@ -307,7 +350,8 @@ async function viewRun(id) {
   const graph = el("div", {});
   const gates = el("div", {});
   const detail = el("div", {});
-  main.replaceChildren(el("h2", {}, `Run ${id}`), head, gates, graph, detail);
+  const tl = timelineBox(`run ${id}`);
+  main.replaceChildren(el("h2", {}, `Run ${id}`), head, gates, tl.node, graph, detail);
   let picked = null;
   async function load() {
     let r;
@@ -328,6 +372,7 @@ async function viewRun(id) {
       r.budget ? [el("dt", {}, "budget"), el("dd", {}, pretty(r.budget))] : null,
       el("dt", {}, "answer"), el("dd", { id: "run-answer" },
         r.answer ? el("pre", {}, r.answer.text ?? pretty(r.answer)) : el("span", { class: "dim" }, "not yet")))));
+    tl.draw((r.steps || []).map(runStep), !["running", "waiting"].includes(r.state));
     const byId = new Map((r.tasks || []).map((t) => [t.id, t]));
     const pick = (t) => {
       picked = t.id;
@@ -350,6 +395,7 @@ async function viewRun(id) {
   }
   await load();
   follow(`?run=${id}`, debounce(load, 200));
+  tl.tick();
 }
 
 async function viewGates() {
@@ -369,8 +415,8 @@ async function viewGates() {
 
 async function viewLedger(runFilter) {
   const PAGE = 50;
-  const kindIn = el("input", { placeholder: "kind", size: 14, id: "ledger-kind" });
-  const actorIn = el("input", { placeholder: "actor", size: 14 });
+  const kindIn = el("input", { placeholder: "kind", size: 14, id: "ledger-kind", "aria-label": "filter by kind" });
+  const actorIn = el("input", { placeholder: "actor", size: 14, "aria-label": "filter by actor" });
   const info = el("span", { class: "dim" });
   const box = el("div", {});
   const out = el("div", {});
@@ -403,22 +449,26 @@ async function viewLedger(runFilter) {
         el("td", { class: "mono" }, e.hash.slice(0, 12)),
         el("td", {},
           el("button", { type: "button", onclick: () => showBody(e.seq) }, "body"), " ",
-          el("button", { type: "button", "data-prove": e.seq, onclick: () => showProof(e.seq) }, "check inclusion"))));
+          el("button", { type: "button", "data-prove": e.seq, onclick: () => showProof(e.seq) }, "check inclusion"),
+          e.kind === "import" ? [" ", el("a", { href: `#/trace/${e.seq}`, "data-trace": e.seq }, "timeline")] : null)));
     box.replaceChildren(el("table", { id: "ledger" },
       el("tr", {}, ["seq", "time (local)", "actor", "kind", "parent", "hash", ""].map((h) => el("th", {}, h))), rows));
   }
   async function showBody(seq) {
     try {
       const b = await api("GET", `/ledger/${seq}/payload`);
-      out.replaceChildren(el("div", { class: "card" }, el("h3", {}, `Body of ${seq}`), el("pre", {}, pretty(b))));
+      out.replaceChildren(el("div", { class: "card", id: "body" }, el("h3", {}, `Body of ${seq}`), el("pre", {}, pretty(b))));
     } catch (e) {
       out.replaceChildren(el("p", { class: "error" }, `${seq}: ${e.message}`));
     }
+    reveal(out);
   }
   async function showProof(seq) {
     out.replaceChildren(el("p", {}, `Checking entry ${seq}\u2026`));
+    reveal(out);
     const res = await checkInclusion(seq, false);
     out.replaceChildren(inclusionCard(seq, res));
+    reveal(out);
   }
   kindIn.addEventListener("input", load);
   actorIn.addEventListener("input", load);
@@ -439,6 +489,7 @@ async function viewVerify() {
   const res = el("div", {});
   const cp = el("div", {});
   const vkeyIn = el("input", { size: 70, id: "vkey", placeholder: "verifier key (forum ledger key)",
+    "aria-label": "verifier key",
     value: localStorage.getItem(VKEY_KEY) || "" });
   const run = async (deep) => {
     const t0 = performance.now();
@@ -490,6 +541,279 @@ async function viewVerify() {
     }
   }
   await loadCp();
+}
+
+/* ---- the timeline of a run or an imported trace ------------------------ */
+
+const KIND_NAMES = { model: "model call", tool: "tool call", task: "task", gate: "gate",
+  escalation: "escalation", retry: "retry", span: "span" };
+
+function durText(st) {
+  if (st.end == null) return "running";
+  return duration(Math.round((st.end - st.start) / 1000));
+}
+
+/* A step of run_show's `steps` as the timeline draws it. */
+function runStep(x) {
+  const st = { kind: x.kind, name: x.kind === "tool" && x.task ? `${x.task} ${x.name}` : x.name,
+    start: x.start_ts, end: x.end_ts ?? null, ok: x.ok, entries: x.entries || [], key: x.seq,
+    marker: x.kind === "escalation" || x.kind === "retry", raw: x };
+  const tk = x.tokens ? `, tokens ${x.tokens.input ?? "?"} in, ${x.tokens.output ?? "?"} out` : "";
+  st.dur = durText(st);
+  st.title = `${st.name}: ${KIND_NAMES[x.kind] || x.kind}` +
+    (x.model ? ` (${x.model})` : "") + `, ${st.dur}${tk}` +
+    (x.ok === false ? ", failed" : "") + (x.decision ? `, ${x.decision}` : "");
+  return st;
+}
+
+/* The timeline's box: draw(steps, ended) redraws it; tick() keeps open
+ * steps growing until the view goes. Clicking a step opens its entries. */
+function timelineBox(what) {
+  const svgBox = el("div", { id: "timeline" });
+  const info = el("p", { class: "dim" });
+  const detail = el("div", {});
+  const key = (k, text) => el("span", {}, svgKey(k), text);
+  const node = el("section", { class: "card", "aria-labelledby": "timeline-h" },
+    el("h2", { id: "timeline-h" }, "Timeline"),
+    el("div", { class: "legend" }, key("model", "model call"), key("tool", "tool call"),
+      key("task", "command / stub"), key("gate", "gate"), key("escalation", "escalation"),
+      key("failed", "failed"), " dashed: still running. Each bar is a step; Tab to it, Enter opens it."),
+    info, svgBox, detail);
+  let steps = [], ended = true, picked = null, timer = null;
+  const redraw = () => {
+    if (!steps.length) {
+      svgBox.replaceChildren(el("p", { class: "dim", id: "timeline-empty" }, "No steps yet."));
+      return;
+    }
+    const svg = forumChart.timeline({ steps, now: Date.now() * 1000, label: `timeline of ${what}`,
+      onPick: (st) => { picked = st.key; open(st); } });
+    svgBox.replaceChildren(svg);
+    for (const g of svg.querySelectorAll(".step")) g.classList.toggle("sel", Number(g.dataset.seq) === picked);
+  };
+  async function open(st) {
+    for (const g of svgBox.querySelectorAll(".step")) g.classList.toggle("sel", Number(g.dataset.seq) === st.key);
+    detail.replaceChildren(el("p", {}, `Opening ${st.name}\u2026`));
+    const parts = await Promise.all(st.entries.map(async (seq) => {
+      let e = null, b = null, err = null;
+      try { e = await api("GET", `/ledger/${seq}`); b = (await api("GET", `/ledger/${seq}/payload`)).body; } catch (x) { err = x.message; }
+      const res = el("div", {});
+      return el("div", {},
+        el("h3", {}, `${e ? e.kind : "entry"} `, el("span", { class: "dim mono" }, `seq ${seq}${e ? `, ${e.actor}, ${localTime(e.ts)}` : ""}`)),
+        err ? el("p", { class: "error" }, err) : el("pre", {}, pretty(b)),
+        el("button", { type: "button", "data-prove": seq, onclick: async () => {
+          res.replaceChildren(el("p", {}, `Checking entry ${seq}\u2026`));
+          res.replaceChildren(inclusionCard(seq, await checkInclusion(seq, false)));
+          reveal(res);
+        } }, `check inclusion of ${seq}`), res);
+    }));
+    detail.replaceChildren(el("div", { class: "card", id: "step-detail", "data-step": st.key },
+      el("h2", {}, `${st.name} `, el("span", { class: "dim" }, `${KIND_NAMES[st.kind] || st.kind}, ${st.dur}`)),
+      st.raw && st.raw.tokens ? el("p", {}, `tokens: ${st.raw.tokens.input ?? "?"} in, ${st.raw.tokens.output ?? "?"} out`) : null,
+      parts));
+    reveal(detail);
+  }
+  return {
+    node,
+    draw(s, e) {
+      steps = s;
+      ended = e;
+      const n = (k) => s.filter((x) => x.kind === k).length;
+      info.textContent = `${n("model")} model call${n("model") === 1 ? "" : "s"}, ${n("tool")} tool call${n("tool") === 1 ? "" : "s"}` +
+        (n("gate") ? `, ${n("gate")} gate${n("gate") === 1 ? "" : "s"}` : "") +
+        (n("escalation") ? `, ${n("escalation")} escalation${n("escalation") === 1 ? "" : "s"}` : "");
+      redraw();
+    },
+    /* while a step is open, its bar grows with the clock */
+    tick() {
+      if (timer) return;
+      timer = setInterval(() => {
+        if (!svgBox.isConnected) { clearInterval(timer); return; }
+        if (!ended && steps.some((x) => x.end == null)) redraw();
+      }, 1000);
+    },
+  };
+}
+
+function svgKey(kind) {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("width", "12");
+  svg.setAttribute("height", "12");
+  svg.setAttribute("aria-hidden", "true");
+  const r = document.createElementNS(NS, "rect");
+  r.setAttribute("width", "12");
+  r.setAttribute("height", "12");
+  r.setAttribute("class", kind === "failed" ? "bar failed" : `bar k-${kind}`);
+  svg.append(r);
+  return svg;
+}
+
+/* An imported trace (an `import` entry and the records after it): its
+ * llm_call and tool_call records as model and tool steps, other spans as
+ * spans, placed by the source's own start and end times. */
+function sourceTimeUs(v) {
+  if (v === undefined || v === null) return null;
+  if (typeof v === "number") return v > 1e17 ? v / 1000 : v > 1e14 ? v : v > 1e11 ? v * 1000 : v * 1e6;
+  if (/^\d+$/.test(String(v))) return Number(BigInt(v) / 1000n); /* OTLP nanoseconds */
+  const ms = Date.parse(v);
+  return isNaN(ms) ? null : ms * 1000;
+}
+
+async function viewTrace(seq) {
+  const head = el("div", {});
+  const tl = timelineBox(`import ${seq}`);
+  main.replaceChildren(el("h2", {}, `Imported trace ${seq}`), head, tl.node);
+  const imp = await api("GET", `/ledger/${seq}`);
+  const body = (await api("GET", `/ledger/${seq}/payload`)).body || {};
+  if (imp.kind !== "import") throw new Error(`entry ${seq} is a ${imp.kind}, not an import`);
+  const total = (body.counts && body.counts.records) || 0;
+  const LIMIT = 1000;
+  const n = Math.min(total, LIMIT);
+  head.replaceChildren(el("div", { class: "card" }, el("dl", { class: "kv" },
+    el("dt", {}, "format"), el("dd", {}, body.format || ""),
+    el("dt", {}, "source"), el("dd", {}, (body.source && body.source.name) || ""),
+    el("dt", {}, "records"), el("dd", {}, total, total > LIMIT ? ` (the first ${LIMIT} drawn)` : ""),
+    el("dt", {}, "imported"), el("dd", {}, localTime(imp.ts)))));
+  const entries = [];
+  for (let from = seq + 1; from <= seq + n; from += 200) {
+    const r = await api("GET", `/ledger?from=${from}&limit=${Math.min(200, seq + n + 1 - from)}`);
+    entries.push(...r.entries);
+  }
+  const steps = [];
+  for (let i = 0; i < entries.length; i += 16) {
+    await Promise.all(entries.slice(i, i + 16).map(async (e) => {
+      let b = {};
+      try { b = (await api("GET", `/ledger/${e.seq}/payload`)).body || {}; } catch (x) { b = {}; }
+      const kind = e.kind === "llm_call" ? "model" : e.kind === "tool_call" ? "tool" : "span";
+      const start = sourceTimeUs(b.start) ?? e.ts;
+      const end = sourceTimeUs(b.end) ?? start;
+      const st = { kind, name: b.name || e.kind, start, end: Math.max(start, end), ok: b.status && b.status.code === 2 ? false : undefined,
+        entries: [e.seq], key: e.seq, raw: { tokens: b.tokens, model: b.model } };
+      st.dur = durText(st);
+      st.title = `${st.name}: ${e.kind}${b.model ? ` (${b.model})` : ""}, ${st.dur}` +
+        (b.tokens ? `, tokens ${b.tokens.input ?? "?"} in, ${b.tokens.output ?? "?"} out` : "");
+      steps.push(st);
+    }));
+  }
+  steps.sort((a, b) => a.start - b.start || a.key - b.key);
+  tl.draw(steps, true);
+}
+
+/* ---- the daemon in charts: GET /metrics, scraped every second --------- */
+
+function parseProm(text) {
+  const m = new Map();
+  for (const line of text.split("\n")) {
+    if (!line || line[0] === "#") continue;
+    const sp = line.lastIndexOf(" ");
+    m.set(line.slice(0, sp), Number(line.slice(sp + 1)));
+  }
+  return m;
+}
+
+/* The q-quantile of a histogram's bucket counts (Prometheus's
+ * histogram_quantile: linear within the bucket). */
+function quantile(q, buckets) {
+  const total = buckets.length ? buckets[buckets.length - 1][1] : 0;
+  if (!(total > 0)) return null;
+  const rank = q * total;
+  let prevLe = 0, prevC = 0;
+  for (const [le, c] of buckets) {
+    if (c >= rank) {
+      if (!isFinite(le)) return prevLe;
+      return prevLe + (le - prevLe) * ((rank - prevC) / Math.max(c - prevC, 1e-9));
+    }
+    prevLe = le; prevC = c;
+  }
+  return prevLe;
+}
+
+function bucketsOf(m, name) {
+  const out = [];
+  for (const [k, v] of m) {
+    const r = new RegExp(`^${name}_bucket\\{le="([^"]+)"\\}$`).exec(k);
+    if (r) out.push([r[1] === "+Inf" ? Infinity : Number(r[1]), v]);
+  }
+  return out.sort((a, b) => a[0] - b[0]);
+}
+
+function sumOf(m, prefix, test) {
+  let t = 0;
+  for (const [k, v] of m) if (k.startsWith(prefix) && (!test || test(k))) t += v;
+  return t;
+}
+
+const metricsRing = { samples: [], max: 300 };
+
+async function viewMetrics() {
+  const box = el("div", { class: "charts", id: "charts" });
+  const note = el("p", { class: "dim" });
+  main.replaceChildren(el("h2", {}, "Metrics"),
+    el("p", { class: "dim" }, "From the daemon's own GET /metrics, read every second by this page; " +
+      "rates are per second between two readings, the latency quantiles are of the calls between them."),
+    note, box);
+  async function scrape() {
+    const text = await api("GET", "/metrics", undefined, true);
+    const m = parseProm(text);
+    const ring = metricsRing.samples;
+    ring.push({ t: Date.now(), m });
+    if (ring.length > metricsRing.max) ring.shift();
+    draw();
+  }
+  function series(f) {
+    const ring = metricsRing.samples, pts = [];
+    for (let i = 1; i < ring.length; i++) {
+      const a = ring[i - 1], b = ring[i], dt = (b.t - a.t) / 1000;
+      pts.push([b.t, dt > 0 && b.t - a.t < 10000 ? f(a.m, b.m, dt) : null]);
+    }
+    return pts;
+  }
+  const rate = (name) => (a, b, dt) => Math.max(0, ((b.get(name) ?? 0) - (a.get(name) ?? 0)) / dt);
+  const gauge = (name) => (a, b) => b.get(name) ?? null;
+  const lat = (q) => (a, b) => {
+    const ba = bucketsOf(a, "forum_model_call_seconds"), bb = bucketsOf(b, "forum_model_call_seconds");
+    const d = bb.map(([le, c], i) => [le, c - ((ba[i] && ba[i][1]) || 0)]);
+    const v = quantile(q, d);
+    return v === null ? null : v * 1000;
+  };
+  const errs = (test) => (a, b, dt) => Math.max(0, (sumOf(b, "forum_", test) - sumOf(a, "forum_", test)) / dt);
+  function draw() {
+    const n = metricsRing.samples.length;
+    note.textContent = n < 2 ? "collecting the first readings\u2026" : `${n} readings, the last ${Math.round((metricsRing.samples[n - 1].t - metricsRing.samples[0].t) / 1000)} s`;
+    const charts = [
+      { id: "runs", title: "Runs", unit: " /s", series: [
+        { name: "started", points: series(rate("forum_runs_started_total")) },
+        { name: "finished", points: series((a, b, dt) => Math.max(0, ((b.get("forum_runs_started_total") ?? 0) - (a.get("forum_runs_started_total") ?? 0) -
+          ((b.get("forum_runs_in_flight") ?? 0) - (a.get("forum_runs_in_flight") ?? 0))) / dt)) },
+        { name: "in flight", points: series(gauge("forum_runs_in_flight")) }] },
+      { id: "latency", title: "Model call latency", unit: " ms", series: [
+        { name: "p50", points: series(lat(0.5)) }, { name: "p95", points: series(lat(0.95)) }] },
+      { id: "tokens", title: "Model tokens", unit: " /s", series: [
+        { name: "input", points: series(rate('forum_model_tokens_total{direction="input"}')) },
+        { name: "output", points: series(rate('forum_model_tokens_total{direction="output"}')) }] },
+      { id: "errors", title: "Errors by class", unit: " /s", series: [
+        { name: "model", points: series(rate('forum_model_calls_total{outcome="error"}')) },
+        { name: "HTTP 4xx", points: series(errs((k) => k.startsWith("forum_http_requests_total") && /status="4/.test(k))) },
+        { name: "HTTP 5xx", points: series(errs((k) => k.startsWith("forum_http_requests_total") && /status="5/.test(k))) },
+        { name: "commits", points: series(errs((k) => k === "forum_commit_failures_total" || k === "forum_appends_rejected_total")) }] },
+      { id: "appends", title: "Appends", unit: " /s", series: [
+        { name: "appends", points: series(rate("forum_appends_total")) },
+        { name: "commits", points: series(rate("forum_commits_total")) }] },
+      { id: "streams", title: "Event-stream subscribers", unit: "", series: [
+        { name: "streams", points: series(gauge("forum_events_streams")) },
+        { name: "gates waiting", points: series(gauge("forum_gates_waiting")) }] },
+    ];
+    box.replaceChildren(...charts.map((c) => {
+      const svg = forumChart.line(c);
+      svg.setAttribute("data-chart", c.id);
+      return svg;
+    }));
+  }
+  await scrape();
+  const timer = setInterval(() => {
+    if (!box.isConnected) { clearInterval(timer); return; }
+    scrape().catch(() => { /* the indicator says when the daemon is away */ });
+  }, 1000);
 }
 
 /* ---- checking in the browser ------------------------------------------- */
@@ -615,17 +939,32 @@ window.forumCheckInclusion = checkInclusion;
 
 /* ---- routing ----------------------------------------------------------- */
 
+let checkedToken = null;
+
 async function route() {
   stopStreams();
   if (!token()) { showLogin(""); return; }
+  /* a token kept from before is tried once, before any view or stream
+   * uses it: a stale one costs one refused call, then the sign-in form */
+  if (checkedToken !== token()) {
+    try { await api("GET", "/status"); } catch (e) { if (e.status === 401) return; }
+    checkedToken = token();
+  }
   document.getElementById("login").hidden = true;
   document.getElementById("signout").hidden = false;
+  startNav();
   const h = location.hash || "#/runs";
   const seg = h.slice(2).split("/");
-  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("on", a.dataset.nav === seg[0]);
+  for (const a of document.querySelectorAll("nav a")) {
+    a.classList.toggle("on", a.dataset.nav === seg[0]);
+    if (a.dataset.nav === seg[0]) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
   try {
     if (seg[0] === "run" && seg[1]) await viewRun(Number(seg[1]));
     else if (seg[0] === "gates") await viewGates();
+    else if (seg[0] === "trace" && seg[1]) await viewTrace(Number(seg[1]));
+    else if (seg[0] === "metrics") await viewMetrics();
     else if (seg[0] === "ledger" && seg[1] === "run") await viewLedger(Number(seg[2]));
     else if (seg[0] === "ledger") await viewLedger();
     else if (seg[0] === "verify") await viewVerify();

@@ -30,12 +30,25 @@ if [ $serve_only = 0 ]; then
   command -v npm >/dev/null 2>&1 || missing+=(npm)
 fi
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
-echo "install-deps: installing ${missing[*]}" >&2
-SUDO=""
-[ "$(id -u)" = 0 ] || SUDO=sudo
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+
+# The dashboard's browser test checks accessibility with axe-core (npm),
+# pinned in tests/dashboard/package-lock.json and installed here into
+# tests/dashboard/node_modules, so the test itself fetches nothing.
+if [ $serve_only = 0 ]; then
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  dash=$root/tests/dashboard
+  want=$(node -p "require('$dash/package-lock.json').packages['node_modules/axe-core'].version")
+  have=$(node -p "try { require('$dash/node_modules/axe-core/package.json').version } catch (e) { '' }")
+  if [ "$want" != "$have" ]; then
+    echo "install-deps: npm ci in tests/dashboard (axe-core $want)" >&2
+    (cd "$dash" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  fi
+fi

@@ -1565,8 +1565,10 @@ static int query_has_token(const char *q)
 
 /* ---- the dashboard: GET / and its assets -------------------------------- */
 
-extern const char surf_dash_html[], surf_dash_js[], surf_dash_css[];
-extern const size_t surf_dash_html_len, surf_dash_js_len, surf_dash_css_len;
+extern const char surf_dash_html[], surf_dash_js[], surf_dash_css[],
+    surf_dash_chart[];
+extern const size_t surf_dash_html_len, surf_dash_js_len, surf_dash_css_len,
+    surf_dash_chart_len;
 
 /* The page and its assets need no token: they hold no data. Every call the
  * page makes carries the token it keeps in the browser's session storage.
@@ -1583,6 +1585,10 @@ static int dashboard(struct surf_http *h, struct evhttp_request *req,
     } else if (!strcmp(path, "/assets/app.js")) {
         data = surf_dash_js;
         len = surf_dash_js_len;
+        ctype = "text/javascript; charset=utf-8";
+    } else if (!strcmp(path, "/assets/chart.js")) {
+        data = surf_dash_chart;
+        len = surf_dash_chart_len;
         ctype = "text/javascript; charset=utf-8";
     } else if (!strcmp(path, "/assets/app.css")) {
         data = surf_dash_css;

@@ -707,7 +707,10 @@ static const struct surf_method table[] = {
     {"run_show",
      "A whole run: request, route, plan and waves, each task with its "
      "task, result, verdict and escalation entries (bodies and times), "
-     "gates, budget, answer.",
+     "gates, budget, answer, and steps: one per model call, tool call, "
+     "gate, escalation and retry, each {kind, name, start_ts, end_ts (absent "
+     "while it runs), duration_ms, entries, and model, tokens, tool, "
+     "arguments, output, ok where they apply}.",
      "{\"type\":\"object\",\"properties\":{"
      "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
      "\"required\":[\"run\"]}",
