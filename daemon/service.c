@@ -981,8 +981,8 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
             cfg->tlog_hashes_only = cJSON_IsTrue(v);
         } else if (!strcmp(k, "witnesses") || !strcmp(k, "witness_of")) {
             int logs = !strcmp(k, "witnesses"); /* else: the witness's */
-            rc = daemon_tlog_config_check(logs ? v : NULL, logs ? NULL : v,
-                                          err);
+            rc =
+                daemon_tlog_config_check(logs ? v : NULL, logs ? NULL : v, err);
             if (rc) {
                 fo_err_prefix(err, "%s", path);
                 goto fail;

@@ -25,9 +25,9 @@
 #include "ledger/tiles.h"
 #include "ledger/witness.h"
 
-#define POLL_MS 1000        /* the thread looks for a checkpoint this often */
-#define CACHE_SLOTS 1024    /* full tiles kept in memory (~9 MiB at most) */
-#define TRIES_409 3         /* resubmissions after a 409, per checkpoint */
+#define POLL_MS 1000     /* the thread looks for a checkpoint this often */
+#define CACHE_SLOTS 1024 /* full tiles kept in memory (~9 MiB at most) */
+#define TRIES_409 3      /* resubmissions after a 409, per checkpoint */
 #define BACKOFF_MAX_MS 60000
 #define TIMEOUT_DEFAULT_MS 10000
 
@@ -94,7 +94,7 @@ struct daemon_tlog {
     struct job *jobs, *jobs_tail;
     struct job *done, *done_tail;
     int kicked, stopping;
-    int published;      /* a checkpoint was published since the loop looked */
+    int published;        /* a checkpoint was published since the loop looked */
     struct fo_buf served; /* the checkpoint with its cosignatures */
     uint64_t pub_size;
     char *pub_note; /* the log's own note of pub_size (for submissions) */
@@ -156,10 +156,10 @@ int daemon_tlog_config_check(const cJSON *witnesses, const cJSON *witness_of,
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(w, "url");
         const cJSON *k = cJSON_GetObjectItemCaseSensitive(w, "vkey");
         struct cosig_verifier *v = NULL;
-        int rc = !cJSON_IsObject(w) || !cJSON_IsString(u) || !cJSON_IsString(k)
-                     ? fo_err_set(err, FO_E_INVALID,
-                                  "an object {\"url\", \"vkey\"}")
-                     : fo_json_only_keys(w, keys, 2, err);
+        int rc =
+            !cJSON_IsObject(w) || !cJSON_IsString(u) || !cJSON_IsString(k)
+                ? fo_err_set(err, FO_E_INVALID, "an object {\"url\", \"vkey\"}")
+                : fo_json_only_keys(w, keys, 2, err);
         if (!rc)
             rc = tlog_httpc_url_check(u->valuestring, err);
         if (!rc)
@@ -186,8 +186,7 @@ int daemon_tlog_config_check(const cJSON *witnesses, const cJSON *witness_of,
 
 /* ---- the thread: publishing -------------------------------------------- */
 
-static int rm_one(const char *p, const struct stat *st, int flag,
-                  struct FTW *f)
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
     (void)st;
     (void)f;
@@ -236,8 +235,8 @@ static void check_dir(struct daemon_tlog *t)
     struct note_checkpoint cp;
     struct fo_err err;
     int ok = blank &&
-             note_checkpoint_parse(buf, (size_t)(blank - buf) + 1, &cp,
-                                   &err) == FO_OK &&
+             note_checkpoint_parse(buf, (size_t)(blank - buf) + 1, &cp, &err) ==
+                 FO_OK &&
              !strcmp(cp.origin, ledger_origin(t->ledger));
     uint8_t root[32];
     ok = ok && ledger_root(t->ledger, (int64_t)cp.size, root, &err) == FO_OK &&
@@ -560,8 +559,8 @@ static void wc_reply(void *arg, int status, const char *body, size_t len,
 static void wc_next(struct wclient *w)
 {
     struct daemon_tlog *t = w->t;
-    if (w->busy || t->stopping || !t->loop_note || w->cosigned >= t->loop_size ||
-        w->known > t->loop_size)
+    if (w->busy || t->stopping || !t->loop_note ||
+        w->cosigned >= t->loop_size || w->known > t->loop_size)
         return;
     struct job *j = calloc(1, sizeof(*j));
     if (!j || !(j->note = strdup(t->loop_note))) {
@@ -808,10 +807,9 @@ int daemon_tlog_checkpoint(struct daemon_tlog *t, struct fo_buf *out,
                            struct fo_err *err)
 {
     pthread_mutex_lock(&t->mu);
-    int rc = t->served.len
-                 ? fo_buf_append(out, t->served.data, t->served.len)
-                 : fo_err_set(err, FO_E_NOT_FOUND,
-                              "no checkpoint published yet");
+    int rc = t->served.len ? fo_buf_append(out, t->served.data, t->served.len)
+                           : fo_err_set(err, FO_E_NOT_FOUND,
+                                        "no checkpoint published yet");
     pthread_mutex_unlock(&t->mu);
     if (rc == FO_E_NOMEM || rc == FO_E_TOO_LARGE)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
@@ -876,8 +874,8 @@ static size_t slot_of(const char *rel)
     return (size_t)(h % CACHE_SLOTS);
 }
 
-int daemon_tlog_tile(struct daemon_tlog *t, const char *rel,
-                     struct fo_buf *out, struct fo_err *err)
+int daemon_tlog_tile(struct daemon_tlog *t, const char *rel, struct fo_buf *out,
+                     struct fo_err *err)
 {
     int level;
     uint64_t n;
@@ -897,9 +895,9 @@ int daemon_tlog_tile(struct daemon_tlog *t, const char *rel,
         t->cache_hits++;
         return fo_buf_append(out, s->data, s->len) ? FO_E_NOMEM : FO_OK;
     }
-    size_t want = (size_t)(w ? w : TILE_WIDTH) *
-                  (level == TILE_LEVEL_ENTRIES ? TILE_BUNDLE_ENTRY_LEN
-                                               : TILE_HASH_LEN);
+    size_t want =
+        (size_t)(w ? w : TILE_WIDTH) *
+        (level == TILE_LEVEL_ENTRIES ? TILE_BUNDLE_ENTRY_LEN : TILE_HASH_LEN);
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", t->tdir, rel);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -928,8 +926,8 @@ int daemon_tlog_tile(struct daemon_tlog *t, const char *rel,
 }
 
 int daemon_tlog_witness_submit(struct daemon_tlog *t, const char *body,
-                               size_t len, daemon_tlog_reply_fn done,
-                               void *arg, struct fo_err *err)
+                               size_t len, daemon_tlog_reply_fn done, void *arg,
+                               struct fo_err *err)
 {
     if (!t->witness)
         return fo_err_set(err, FO_E_NOT_FOUND, "this daemon witnesses no log");

@@ -33,11 +33,11 @@ struct daemon_tlog;
 struct daemon_tlog_config {
     const char *dir; /* the data dir */
     struct event_base *base;
-    struct evdns_base *dns;  /* for witness host names; may be NULL */
-    int open;                /* /tlog/ without the token */
-    int hashes_only;         /* entry bundles withheld */
-    const cJSON *witnesses;  /* forum.json "witnesses", or NULL */
-    const cJSON *witness_of; /* forum.json "witness_of", or NULL */
+    struct evdns_base *dns;   /* for witness host names; may be NULL */
+    int open;                 /* /tlog/ without the token */
+    int hashes_only;          /* entry bundles withheld */
+    const cJSON *witnesses;   /* forum.json "witnesses", or NULL */
+    const cJSON *witness_of;  /* forum.json "witness_of", or NULL */
     const char *witness_name; /* a new witness key's name; NULL: derived */
     int timeout_ms;           /* per submission; 0: 10000 */
     void (*log)(void *hook, const char *fmt, ...)
@@ -79,8 +79,8 @@ int daemon_tlog_checkpoint(struct daemon_tlog *t, struct fo_buf *out,
  * out, from memory or DIR/tlog. FO_E_NOT_FOUND when it is not a tile path
  * or not published (yet); bundles are FO_E_NOT_FOUND in hashes-only mode
  * (the message says so). */
-int daemon_tlog_tile(struct daemon_tlog *t, const char *rel,
-                     struct fo_buf *out, struct fo_err *err);
+int daemon_tlog_tile(struct daemon_tlog *t, const char *rel, struct fo_buf *out,
+                     struct fo_err *err);
 
 /* An add-checkpoint request for the witness: body (len bytes, copied) is
  * answered on the thread, then done(arg, status, ctype, body, len) runs
@@ -89,8 +89,8 @@ int daemon_tlog_tile(struct daemon_tlog *t, const char *rel,
 typedef void (*daemon_tlog_reply_fn)(void *arg, int status, const char *ctype,
                                      char *body, size_t len);
 int daemon_tlog_witness_submit(struct daemon_tlog *t, const char *body,
-                               size_t len, daemon_tlog_reply_fn done,
-                               void *arg, struct fo_err *err);
+                               size_t len, daemon_tlog_reply_fn done, void *arg,
+                               struct fo_err *err);
 
 /* Prometheus lines (forum_tlog_*) appended to out. Loop thread. */
 int daemon_tlog_metrics(struct daemon_tlog *t, struct fo_buf *out);

@@ -109,8 +109,8 @@ static void on_error(enum evhttp_request_error e, void *arg)
     struct tlog_httpc *r = arg;
     if (r->ended)
         return;
-    const char *why = e == EVREQ_HTTP_TIMEOUT       ? "timed out"
-                      : e == EVREQ_HTTP_EOF         ? "connection closed"
+    const char *why = e == EVREQ_HTTP_TIMEOUT          ? "timed out"
+                      : e == EVREQ_HTTP_EOF            ? "connection closed"
                       : e == EVREQ_HTTP_INVALID_HEADER ? "a malformed reply"
                       : e == EVREQ_HTTP_DATA_TOO_LONG  ? "a reply too long"
                                                        : "connection failed";
@@ -184,8 +184,8 @@ int tlog_httpc_post(struct event_base *base, struct evdns_base *dns,
     r->timeout_ms = timeout_ms;
     r->deadline = evtimer_new(base, on_deadline, r);
     r->fin = event_new(base, -1, 0, on_fin, r);
-    r->evcon = evhttp_connection_base_new(base, dns, u.host,
-                                          (unsigned short)u.port);
+    r->evcon =
+        evhttp_connection_base_new(base, dns, u.host, (unsigned short)u.port);
     if (!r->deadline || !r->fin || !r->evcon)
         goto nomem;
     evhttp_connection_set_retries(r->evcon, 0);

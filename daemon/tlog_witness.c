@@ -108,8 +108,8 @@ static int write_durable(const char *dir, const char *path, const void *data,
 {
     char tmp[4096 + 16];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                  0600);
+    int fd =
+        open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return fo_err_set(err, FO_E_IO, "%s: %s", tmp, strerror(errno));
     int rc = FO_OK;
@@ -280,8 +280,8 @@ static int key_load(struct tlog_witness *w, const char *name,
     if (!rc) {
         char vpath[4096];
         snprintf(vpath, sizeof(vpath), "%s/%s", w->dir, TLOG_WITNESS_VKEY_FILE);
-        int e = fo_file_create(w->dir, vpath, w->vkey, strlen(w->vkey), 0644,
-                               err);
+        int e =
+            fo_file_create(w->dir, vpath, w->vkey, strlen(w->vkey), 0644, err);
         if (e != FO_OK && e != FO_E_EXISTS)
             rc = e;
     }
@@ -428,8 +428,8 @@ static void fork_seen(struct tlog_witness *w, struct tlog_witness_reply *r,
     if (fd < 0)
         return;
     char head[700];
-    int n = snprintf(head, sizeof(head), "# %lld %s\n", (long long)time(NULL),
-                     why);
+    int n =
+        snprintf(head, sizeof(head), "# %lld %s\n", (long long)time(NULL), why);
     if (write(fd, head, (size_t)n) < 0 || write(fd, note, len) < 0 ||
         write(fd, "\n", 1) < 0 || fsync(fd) != 0) {
         /* best effort: the log line says it too */

@@ -49,11 +49,11 @@ const char *tlog_witness_vkey(const struct tlog_witness *w);
 
 /* The answer to one add-checkpoint request. */
 struct tlog_witness_reply {
-    int status;           /* 200, 400, 403, 404, 409, 422, 500 */
-    const char *ctype;    /* its Content-Type */
-    struct fo_buf body;   /* the cosignature lines, the size line, or why */
-    int fork;             /* 1 when it contradicts a cosigned checkpoint */
-    char log[512];        /* a line for the daemon's log, or "" */
+    int status;         /* 200, 400, 403, 404, 409, 422, 500 */
+    const char *ctype;  /* its Content-Type */
+    struct fo_buf body; /* the cosignature lines, the size line, or why */
+    int fork;           /* 1 when it contradicts a cosigned checkpoint */
+    char log[512];      /* a line for the daemon's log, or "" */
 };
 
 /* Answers the add-checkpoint request body (len bytes): "old N\n", up to

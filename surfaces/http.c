@@ -1667,9 +1667,8 @@ static void handle(struct evhttp_request *req, void *arg)
     }
     if (dashboard(h, req, path, verb, t0))
         goto done;
-    if (h->cfg.extra &&
-        h->cfg.extra(h->cfg.extra_hook, h, req, path, verb,
-                     h->cfg.no_auth || token_ok(h, req), t0))
+    if (h->cfg.extra && h->cfg.extra(h->cfg.extra_hook, h, req, path, verb,
+                                     h->cfg.no_auth || token_ok(h, req), t0))
         return; /* answered, now or later, by surf_http_reply */
     int is_health = strcmp(path, "/health") == 0;
     int open_metrics = h->cfg.metrics_public && strcmp(path, "/metrics") == 0;

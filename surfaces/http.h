@@ -68,8 +68,8 @@ struct surf_http_config {
      * daemon runs --no-auth. t0 goes back to surf_http_reply. May be
      * NULL. */
     int (*extra)(void *extra_hook, struct surf_http *h,
-                 struct evhttp_request *req, const char *path,
-                 const char *verb, int authed, int64_t t0);
+                 struct evhttp_request *req, const char *path, const char *verb,
+                 int authed, int64_t t0);
     void *extra_hook;
 };
 

@@ -82,9 +82,8 @@ static void send_buf(struct surf_http *h, struct evhttp_request *req,
     surf_http_reply(h, req, 200, ctype, data, len, t0);
 }
 
-int surf_tlog_route(void *hook, struct surf_http *h,
-                    struct evhttp_request *req, const char *path,
-                    const char *verb, int authed, int64_t t0)
+int surf_tlog_route(void *hook, struct surf_http *h, struct evhttp_request *req,
+                    const char *path, const char *verb, int authed, int64_t t0)
 {
     struct daemon_tlog *t = hook;
     if (!strcmp(path, "/add-checkpoint"))

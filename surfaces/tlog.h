@@ -12,8 +12,7 @@
 
 #include "surfaces/http.h"
 
-int surf_tlog_route(void *hook, struct surf_http *h,
-                    struct evhttp_request *req, const char *path,
-                    const char *verb, int authed, int64_t t0);
+int surf_tlog_route(void *hook, struct surf_http *h, struct evhttp_request *req,
+                    const char *path, const char *verb, int authed, int64_t t0);
 
 #endif

@@ -191,8 +191,8 @@ Test(tlog, the_go_verifier_reads_the_live_log_and_refuses_a_tampered_tile,
     snprintf(vkey, sizeof(vkey), "%s/checkpoint.vkey", dir);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/tlog", d.port);
     char *log = NULL;
-    const char *args[] = {"-url", url, "-vkey", vkey, "-old", old,
-                          "-index", "7", NULL};
+    const char *args[] = {"-url", url,      "-vkey", vkey, "-old",
+                          old,    "-index", "7",     NULL};
     int st = go_check(work, args, &log);
     cr_assert_eq(st, 0, "tiles_check -url: %s", log ? log : "");
     cr_assert(strstr(log, "all match tlog") && strstr(log, "at size 690") &&
@@ -248,9 +248,8 @@ Test(tlog, served_without_a_token_with_the_spec_s_headers)
                        "Connection: close\r\n\r\n";
     char *reply = NULL;
     int closed = 0;
-    cr_assert_eq(tu_http_raw(d.port, get, sizeof(get) - 1, 5000, &closed,
-                             &reply),
-                 200);
+    cr_assert_eq(
+        tu_http_raw(d.port, get, sizeof(get) - 1, 5000, &closed, &reply), 200);
     cr_assert(strstr(reply, "Cache-Control: public, max-age=31536000, "
                             "immutable") &&
                   strstr(reply, "Content-Type: application/octet-stream") &&
@@ -259,9 +258,9 @@ Test(tlog, served_without_a_token_with_the_spec_s_headers)
     free(reply);
     const char getc[] = "GET /tlog/checkpoint HTTP/1.1\r\nHost: x\r\n"
                         "Connection: close\r\n\r\n";
-    cr_assert_eq(tu_http_raw(d.port, getc, sizeof(getc) - 1, 5000, &closed,
-                             &reply),
-                 200);
+    cr_assert_eq(
+        tu_http_raw(d.port, getc, sizeof(getc) - 1, 5000, &closed, &reply),
+        200);
     cr_assert(strstr(reply, "Cache-Control: no-cache") &&
                   strstr(reply, "Content-Type: text/plain; charset=utf-8"),
               "%s", reply);
@@ -467,9 +466,8 @@ Test(witness, restarts_keep_its_state, .timeout = 120)
     free(r);
     /* an unknown log, a bad signature, junk */
     fo_buf_reset(&req);
-    cr_assert_eq(fo_buf_printf(&req, "old 0\n\nother/log%s",
-                               strchr(note, '\n')),
-                 0);
+    cr_assert_eq(
+        fo_buf_printf(&req, "old 0\n\nother/log%s", strchr(note, '\n')), 0);
     cr_assert_eq(add_checkpoint(&p.w, req.data, &r), 404, "%s", r);
     free(r);
     cr_assert_eq(add_checkpoint(&p.w, "nonsense", &r), 400, "%s", r);
@@ -489,8 +487,8 @@ Test(witness, refuses_a_fork_and_says_so, .timeout = 120)
     /* a copy of the log at 5 entries, same key: the other history */
     char fork_dir[600], cmd[2048];
     snprintf(fork_dir, sizeof(fork_dir), "%s/fork", p.work);
-    snprintf(cmd, sizeof(cmd), "cp -a %s %s && rm -f %s/forum.json",
-             p.ldir, fork_dir, fork_dir);
+    snprintf(cmd, sizeof(cmd), "cp -a %s %s && rm -f %s/forum.json", p.ldir,
+             fork_dir, fork_dir);
     cr_assert_eq(system(cmd), 0);
     tu_daemon_start(&p.l, p.ldir, "--checkpoint-ms", "50", NULL);
     append_n(&p.l, 10, "b");
@@ -501,9 +499,8 @@ Test(witness, refuses_a_fork_and_says_so, .timeout = 120)
     tu_daemon_start(&f, fork_dir, "--checkpoint-ms", "50", NULL);
     append_n(&f, 25, "other");
     char *note = wait_checkpoint(&f, 30, 1);
-    cJSON *proof = tu_http_json(&f, "GET",
-                                "/proof/consistency?first=15&second=30", NULL,
-                                200);
+    cJSON *proof = tu_http_json(
+        &f, "GET", "/proof/consistency?first=15&second=30", NULL, 200);
     struct fo_buf req;
     fo_buf_init(&req, FO_BUF_UNLIMITED);
     cr_assert_eq(fo_buf_puts(&req, "old 15\n"), 0);
