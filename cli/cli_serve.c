@@ -44,6 +44,10 @@ static const char help_serve[] =
     "  --no-auth              no bearer token needed (admin methods still\n"
     "                         need DIR/token)\n"
     "  --metrics-public       GET /metrics without the token\n"
+    "  --tlog-public          GET /tlog/ (the log as C2SP tiles) without\n"
+    "                         the token (the default)\n"
+    "  --no-tlog-public       /tlog/ needs the token\n"
+    "  --tlog-hashes-only     /tlog/ withholds the entry bundles\n"
     "  --timeout-s S          HTTP idle read/write timeout, and the time a\n"
     "                         request has to arrive whole from its first\n"
     "                         byte (default 30)\n"
@@ -131,6 +135,7 @@ static const char help_logs[] =
 struct serve_opts {
     struct daemon_config cfg;
     int sandbox_given;
+    int tlog_public, no_tlog_public;
     struct cli_providers prov;
     int check;
     int lines;
@@ -176,6 +181,12 @@ static int parse_opts(struct cli *c, const char *sub, int argc, char **argv,
          "no bearer token needed (admin methods still need DIR/token)"},
         {"--metrics-public", NULL, CLI_OPT_BOOL, &o->cfg.metrics_public, 0, 0,
          NULL, NULL, "GET /metrics without the token"},
+        {"--tlog-public", NULL, CLI_OPT_BOOL, &o->tlog_public, 0, 0, NULL, NULL,
+         "GET /tlog/ without the token (the default)"},
+        {"--no-tlog-public", NULL, CLI_OPT_BOOL, &o->no_tlog_public, 0, 0, NULL,
+         NULL, "/tlog/ needs the token"},
+        {"--tlog-hashes-only", NULL, CLI_OPT_BOOL, &o->cfg.tlog_hashes_only, 0,
+         0, NULL, NULL, "/tlog/ withholds the entry bundles"},
         {"--timeout-s", "S", CLI_OPT_INT, &timeout_s, 1, 3600, NULL, NULL,
          "HTTP idle read/write timeout (default 30)"},
         {"--max-connections", "N", CLI_OPT_INT, &maxconn, 1,
@@ -227,6 +238,11 @@ static int parse_opts(struct cli *c, const char *sub, int argc, char **argv,
     int ex = cli_parse(c, cmd, argc, argv, opts, NULL, 0, NULL);
     if (ex)
         return ex;
+    if (o->tlog_public && o->no_tlog_public)
+        return cli_usage_error(c,
+                               "%s: --tlog-public and --no-tlog-public: "
+                               "one or the other",
+                               cmd);
     if (o->cfg.host && !*o->cfg.host)
         return cli_usage_error(c, "%s: --host: empty", cmd);
     if (sandbox) {
@@ -292,6 +308,10 @@ static int load_config(struct cli *c, struct serve_opts *o)
         file.no_auth = 1;
     if (flags.metrics_public)
         file.metrics_public = 1;
+    if (o->tlog_public || o->no_tlog_public)
+        file.tlog_private = o->no_tlog_public;
+    if (flags.tlog_hashes_only)
+        file.tlog_hashes_only = 1;
     if (flags.timeout_s)
         file.timeout_s = flags.timeout_s;
     if (flags.workers)

@@ -107,6 +107,8 @@ static void maybe_sign(struct daemon_commit *c, int force)
     pthread_mutex_lock(&c->mu);
     c->stats.checkpoints++;
     pthread_mutex_unlock(&c->mu);
+    if (c->cfg.signed_cb)
+        c->cfg.signed_cb(c->cfg.committed_hook);
 }
 
 static void commit_batch(struct daemon_commit *c, size_t n)

@@ -28,6 +28,9 @@ struct daemon_commit_config {
      * entries, once its appends were answered (may be NULL). */
     void (*committed)(void *hook);
     void *committed_hook;
+    /* Called on the committer thread after it signed a checkpoint (hook:
+     * committed_hook; may be NULL). */
+    void (*signed_cb)(void *hook);
 };
 
 /* The counters served by /metrics (a snapshot). */

@@ -26,15 +26,18 @@
 #include "daemon/commit.h"
 #include "daemon/orch.h"
 #include "daemon/orch_sandbox.h"
+#include "daemon/tlog.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_file.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_version.h"
 #include "ledger/ledger.h"
+#include "ledger/note.h"
 #include "daemon/orch_engine.h"
 #include "daemon/orch_model.h"
 #include "surfaces/http.h"
 #include "surfaces/surf.h"
+#include "surfaces/tlog.h"
 
 struct daemon {
     const struct daemon_config *cfg;
@@ -54,6 +57,7 @@ struct daemon {
     struct orch *orch; /* immutable once made: shared by every thread */
     struct evdns_base *dns;
     struct orch_engine *engine;          /* every run, on the loop thread */
+    _Atomic(struct daemon_tlog *) tlog;  /* the public log, witnessing */
     int stopping, drained, runs_stopped; /* SIGTERM: both, then the end */
     size_t runs_at_stop;
     char token[80];
@@ -377,6 +381,8 @@ static int daemon_metrics(void *hook, struct fo_buf *out)
     int rc = d->commit ? daemon_commit_metrics(d->commit, out) : FO_OK;
     if (!rc && d->engine)
         rc = orch_engine_metrics(d->engine, out);
+    if (!rc && atomic_load(&d->tlog))
+        rc = daemon_tlog_metrics(atomic_load(&d->tlog), out);
     return rc;
 }
 
@@ -431,6 +437,13 @@ static void engine_committed(struct ledger_queued_append *r)
     c->a->entry = r->a.entry;
     c->done(c->arg);
     free(c);
+}
+
+/* Committer thread: a checkpoint was signed; the public log looks now. */
+static void checkpoint_signed(void *hook)
+{
+    struct daemon *d = hook;
+    daemon_tlog_kick(atomic_load(&d->tlog));
 }
 
 /* Committer thread: new entries; the event streams look now. */
@@ -684,7 +697,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                                       .log = dlog,
                                       .log_hook = d,
                                       .committed = committed,
-                                      .committed_hook = d};
+                                      .committed_hook = d,
+                                      .signed_cb = checkpoint_signed};
     rc = daemon_commit_create(cfg->dir, &cc, &d->commit, err);
     if (rc)
         goto out;
@@ -707,6 +721,21 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     rc = orch_engine_create(d->orch, &ec, &d->engine, err);
     if (rc)
         goto out;
+    struct daemon_tlog_config tc = {.dir = cfg->dir,
+                                    .base = d->base,
+                                    .dns = d->dns,
+                                    .open = !cfg->tlog_private,
+                                    .hashes_only = cfg->tlog_hashes_only,
+                                    .witnesses = cfg->witnesses,
+                                    .witness_of = cfg->witness_of,
+                                    .witness_name = cfg->witness_name,
+                                    .log = dlog,
+                                    .log_hook = d};
+    struct daemon_tlog *tlog = NULL;
+    rc = daemon_tlog_create(&tc, &tlog, err);
+    if (rc)
+        goto out;
+    atomic_store(&d->tlog, tlog);
     d->loop_ctx =
         (struct surf_ctx){.ledger = d->ledger,
                           .start_us = d->start_us,
@@ -740,6 +769,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         .access_on = d->access_fd >= 0,
         .access_fd = d->access_fd,
         .log = dlog,
+        .extra = surf_tlog_route,
+        .extra_hook = tlog,
     };
     rc = surf_http_create(d->base, &hc, &d->http, err);
     if (rc)
@@ -827,6 +858,8 @@ out:
         if (d->log_fd >= 0) /* on stderr the CLI says it already */
             dlog(d, "cannot serve: %s", err->msg);
     }
+    /* the witness's last answers go out through the HTTP surface */
+    daemon_tlog_free(atomic_exchange(&d->tlog, NULL));
     surf_http_free(d->http); /* writes out the access log's last lines */
     if (d->access_fd >= 0)
         close(d->access_fd);
@@ -943,6 +976,26 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
                    v->valuestring[0] == '/') {
             if (!cfg->workspace)
                 cfg->workspace = v->valuestring; /* the flag wins */
+        } else if (!strcmp(k, "tlog_public") && cJSON_IsBool(v)) {
+            cfg->tlog_private = !cJSON_IsTrue(v);
+        } else if (!strcmp(k, "tlog_hashes_only") && cJSON_IsBool(v)) {
+            cfg->tlog_hashes_only = cJSON_IsTrue(v);
+        } else if (!strcmp(k, "witnesses") || !strcmp(k, "witness_of")) {
+            int logs = !strcmp(k, "witnesses"); /* else: the witness's */
+            rc =
+                daemon_tlog_config_check(logs ? v : NULL, logs ? NULL : v, err);
+            if (rc) {
+                fo_err_prefix(err, "%s", path);
+                goto fail;
+            }
+            if (logs)
+                cfg->witnesses = v;
+            else
+                cfg->witness_of = v;
+        } else if (!strcmp(k, "witness_name") && cJSON_IsString(v) &&
+                   note_name_check(v->valuestring, strlen(v->valuestring),
+                                   NULL) == FO_OK) {
+            cfg->witness_name = v->valuestring;
         } else if (!strcmp(k, "checkpoint_interval_ms") && is_int && x >= -1 &&
                    x <= 86400000)
             cfg->sign_interval_ms = x == 0 ? -1 : (int)x;
@@ -976,6 +1029,9 @@ void daemon_config_release(struct daemon_config *cfg)
     cfg->gates = NULL;
     cfg->mcp_servers = NULL;
     cfg->context = NULL;
+    cfg->witnesses = NULL;
+    cfg->witness_of = NULL;
+    cfg->witness_name = NULL;
 }
 
 int daemon_config_set_providers(struct daemon_config *cfg,

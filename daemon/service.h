@@ -54,6 +54,16 @@ struct daemon_config {
      * daemon_config_release. */
     const cJSON *gates;
     cJSON *gates_owned;
+    /* The public log and witnessing (daemon/tlog.h): /tlog/ needs the
+     * token only with tlog_private (--no-tlog-public, forum.json
+     * "tlog_public": false); tlog_hashes_only withholds the entry bundles
+     * ("tlog_hashes_only"); forum.json "witnesses", "witness_of" and
+     * "witness_name" (NULL when absent). */
+    int tlog_private;
+    int tlog_hashes_only;
+    const cJSON *witnesses;
+    const cJSON *witness_of;
+    const char *witness_name;
     void *owned; /* the parsed forum.json strings point into */
     /* Model providers for the control loop (submit, plan): forum.json's
      * "models", or the providers of the model flags. has_models 0: every

@@ -282,6 +282,26 @@ static int check_old_checkpoint(struct ledger *l, const char *dir,
     return rc;
 }
 
+int ledger_tiles_update(struct ledger *l, const char *dir, uint64_t size,
+                        struct tiles_stats *st, struct fo_err *err)
+{
+    int rc = l->ops->begin_read(l->store, err);
+    if (rc)
+        return rc;
+    int64_t count = 0;
+    rc = l->ops->head(l->store, &count, NULL, err);
+    if (!rc && (uint64_t)count < size)
+        rc = fo_err_set(err, FO_E_INVALID,
+                        "tiles of size %llu: the log has %lld entries",
+                        (unsigned long long)size, (long long)count);
+    if (!rc) {
+        struct tile_source src = {ledger_leaves, ledger_tree_node, l};
+        rc = tiles_write(dir, size, &src, st, err);
+    }
+    l->ops->rollback(l->store);
+    return rc;
+}
+
 int ledger_tiles_write(struct ledger *l, const char *dir,
                        struct tiles_stats *st, struct fo_err *err)
 {
@@ -299,11 +319,9 @@ int ledger_tiles_write(struct ledger *l, const char *dir,
     if (rc)
         goto out;
     rc = check_old_checkpoint(l, dir, (uint64_t)cp.size, err);
-    if (!rc) {
-        struct tile_source src = {ledger_leaves, ledger_tree_node, l};
-        rc = tiles_write(dir, (uint64_t)cp.size, &src, st, err);
-    }
     l->ops->rollback(l->store);
+    if (!rc)
+        rc = ledger_tiles_update(l, dir, (uint64_t)cp.size, st, err);
     if (!rc)
         rc = ledger_checkpoint_cosigned(l, cp.size, &note, err);
     if (!rc)

@@ -81,6 +81,13 @@ int tiles_write(const char *dir, uint64_t size, const struct tile_source *src,
 int tiles_put_file(const char *dir, const char *rel, const void *data,
                    size_t len, struct fo_err *err);
 
+/* Writes the tiles and entry bundles of the ledger's tree at size (at most
+ * its entry count) under dir, as tiles_write, in one read snapshot: no
+ * checkpoint is signed or written. What the daemon's public log (GET
+ * /tlog/) writes after each checkpoint. */
+int ledger_tiles_update(struct ledger *l, const char *dir, uint64_t size,
+                        struct tiles_stats *st, struct fo_err *err);
+
 /* The ledger's tiles: signs a checkpoint at the current size (or takes the
  * stored one of that size), writes the tiles of that size under dir, then
  * dir/checkpoint (the signed note, with any stored witness cosignatures

@@ -52,7 +52,8 @@ enum {
     ROUTE_UNKNOWN = 1,
     ROUTE_EVENTS = 2,
     ROUTE_DASHBOARD = 3,
-    ROUTE_EXTRA = 4
+    ROUTE_TLOG = 4, /* the extra hook's routes (surfaces/tlog.c) */
+    ROUTE_EXTRA = 5
 };
 static const int statuses[] = {200, 400, 401, 404, 405, 410,
                                413, 500, 502, 503, 504, 0};
@@ -590,6 +591,7 @@ static const char *route_label(const struct surf_http *h, int route)
            : route == ROUTE_UNKNOWN   ? "unknown"
            : route == ROUTE_EVENTS    ? "events"
            : route == ROUTE_DASHBOARD ? "dashboard"
+           : route == ROUTE_TLOG      ? "tlog"
                                       : h->table[route - ROUTE_EXTRA].name;
 }
 
@@ -1671,6 +1673,9 @@ static void handle(struct evhttp_request *req, void *arg)
     }
     if (dashboard(h, req, path, verb, t0))
         goto done;
+    if (h->cfg.extra && h->cfg.extra(h->cfg.extra_hook, h, req, path, verb,
+                                     h->cfg.no_auth || token_ok(h, req), t0))
+        return; /* answered, now or later, by surf_http_reply */
     int is_health = strcmp(path, "/health") == 0;
     int open_metrics = h->cfg.metrics_public && strcmp(path, "/metrics") == 0;
     if (!is_health && !open_metrics && !h->cfg.no_auth && !token_ok(h, req)) {
@@ -1847,6 +1852,21 @@ static void handle(struct evhttp_request *req, void *arg)
     return; /* answered by on_done */
 done:
     cJSON_Delete(in);
+    finished(h);
+}
+
+void surf_http_reply(struct surf_http *h, struct evhttp_request *req,
+                     int status, const char *ctype, char *body, size_t len,
+                     int64_t t0)
+{
+    send_raw(h, req, status, ctype, body, len, 0, ROUTE_TLOG, t0);
+    finished(h);
+}
+
+void surf_http_reply_error(struct surf_http *h, struct evhttp_request *req,
+                           int code, const char *msg, int64_t t0)
+{
+    send_errorf(h, req, code, msg, 0, ROUTE_TLOG, t0);
     finished(h);
 }
 

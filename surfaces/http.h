@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include <event2/event.h>
+#include <event2/http.h>
 
 #include "ledger/fo_buf.h"
 #include "ledger/ledger.h"
@@ -59,7 +60,30 @@ struct surf_http_config {
     /* Log lines (may be NULL). */
     void (*log)(void *hook, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
+    /* Routes outside the table (surfaces/tlog.c: GET /tlog/... and POST
+     * /add-checkpoint), offered every request past the transport checks and
+     * before the token check: 1 when it took req (it then answers it once,
+     * at once or later, on the loop thread, with surf_http_reply), 0 to
+     * route it as usual. authed: the request carries the token, or the
+     * daemon runs --no-auth. t0 goes back to surf_http_reply. May be
+     * NULL. */
+    int (*extra)(void *extra_hook, struct surf_http *h,
+                 struct evhttp_request *req, const char *path, const char *verb,
+                 int authed, int64_t t0);
+    void *extra_hook;
 };
+
+/* Answers a request the extra hook took: status, the Content-Type and the
+ * body (malloc'd, taken; may be NULL), headers added to the request's
+ * output headers before; counted under the route "tlog". Loop thread,
+ * once per request. */
+void surf_http_reply(struct surf_http *h, struct evhttp_request *req,
+                     int status, const char *ctype, char *body, size_t len,
+                     int64_t t0);
+
+/* surf_http_reply with the JSON error {"error": msg, "code"} of code. */
+void surf_http_reply_error(struct surf_http *h, struct evhttp_request *req,
+                           int code, const char *msg, int64_t t0);
 
 /* Binds host:port and starts the workers. The base must have been created
  * after evthread_use_pthreads(). FO_E_IO when the address cannot be bound

@@ -16,6 +16,12 @@
 //	    tiles through tlog.TileHashReader (which checks each tile against
 //	    the tree hash), proves and checks the inclusion of record I and,
 //	    with -old, the consistency of the old checkpoint with the new.
+//	tiles_check -url http://HOST:PORT/tlog -vkey FILE [-old NOTE] [-index I]
+//	    The same over HTTP from a live log (forum's GET /tlog/): every
+//	    resource fetched, the proofs made first (tlog.TileHashReader refuses
+//	    a tile that does not hash to the signed root), then every tile of
+//	    the checkpoint's size compared byte for byte with tlog's, and the
+//	    cache headers the spec recommends checked.
 //	tiles_check -kat N
 //	    Prints the known-answer vector of a log whose record i is
 //	    SHA-256("forum tile vector <i>"): the root, then one line per tile
@@ -40,6 +46,8 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -136,17 +144,58 @@ func build(records [][]byte) hashes {
 	return h
 }
 
-// dirTiles is a tlog.TileReader over a directory of C2SP tiles.
-type dirTiles struct {
-	dir   string
+// source reads the log's resources by their C2SP path: a directory or a
+// URL prefix.
+type source interface {
+	Read(rel string) ([]byte, error)
+}
+
+type dirSource string
+
+func (d dirSource) Read(rel string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(string(d), rel))
+}
+
+type urlSource string
+
+func (u urlSource) Read(rel string) ([]byte, error) {
+	resp, err := http.Get(string(u) + "/" + rel)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("%s: HTTP %d", rel, resp.StatusCode)
+	}
+	cc := resp.Header.Get("Cache-Control")
+	if rel == "checkpoint" {
+		if !strings.Contains(cc, "no-cache") && !strings.Contains(cc, "max-age=") {
+			return nil, fmt.Errorf("checkpoint: Cache-Control %q", cc)
+		}
+		if resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+			return nil, fmt.Errorf("checkpoint: Content-Type %q", resp.Header.Get("Content-Type"))
+		}
+	} else if !strings.Contains(cc, "immutable") {
+		return nil, fmt.Errorf("%s: Cache-Control %q, want long-lived", rel, cc)
+	}
+	return b, nil
+}
+
+// srcTiles is a tlog.TileReader over a source of C2SP tiles.
+type srcTiles struct {
+	src   source
 	reads int
 }
 
-func (d *dirTiles) Height() int { return 8 }
-func (d *dirTiles) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
+func (d *srcTiles) Height() int { return 8 }
+func (d *srcTiles) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 	out := make([][]byte, len(tiles))
 	for i, t := range tiles {
-		b, err := os.ReadFile(filepath.Join(d.dir, c2spPath(t)))
+		b, err := d.src.Read(c2spPath(t))
 		if err != nil {
 			return nil, err
 		}
@@ -155,10 +204,23 @@ func (d *dirTiles) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 	}
 	return out, nil
 }
-func (d *dirTiles) SaveTiles(tiles []tlog.Tile, data [][]byte) {}
+func (d *srcTiles) SaveTiles(tiles []tlog.Tile, data [][]byte) {}
 
-func checkTiles(dir, vkeyPath, oldPath string, index int64) {
-	msg, err := os.ReadFile(filepath.Join(dir, "checkpoint"))
+// wantTile is the tile t as tlog derives it from the records.
+func wantTile(t tlog.Tile, records [][]byte, h hashes) ([]byte, error) {
+	if t.L == -1 {
+		var want []byte
+		for i := t.N * 256; i < t.N*256+int64(t.W); i++ {
+			want = append(want, byte(len(records[i])>>8), byte(len(records[i])))
+			want = append(want, records[i]...)
+		}
+		return want, nil
+	}
+	return tlog.ReadTileData(t, h)
+}
+
+func checkTiles(src source, dir, vkeyPath, oldPath string, index int64) {
+	msg, err := src.Read("checkpoint")
 	if err != nil {
 		fail("%v", err)
 	}
@@ -173,7 +235,7 @@ func checkTiles(dir, vkeyPath, oldPath string, index int64) {
 			w = 256
 		}
 		t := tlog.Tile{H: 8, L: -1, N: n, W: int(w)}
-		b, err := os.ReadFile(filepath.Join(dir, c2spPath(t)))
+		b, err := src.Read(c2spPath(t))
 		if err != nil {
 			fail("entry bundle: %v", err)
 		}
@@ -201,58 +263,8 @@ func checkTiles(dir, vkeyPath, oldPath string, index int64) {
 		fail("tlog's root %v is not the checkpoint's %v", root, cp.root)
 	}
 
-	// Every tile file present must be the tile tlog derives.
-	checked := 0
-	err = filepath.Walk(filepath.Join(dir, "tile"), func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		goPath := strings.Replace(rel, "tile/entries/", "tile/8/data/", 1)
-		if !strings.HasPrefix(goPath, "tile/8/data/") {
-			goPath = strings.Replace(goPath, "tile/", "tile/8/", 1)
-		}
-		t, err := tlog.ParseTilePath(goPath)
-		if err != nil {
-			return fmt.Errorf("%s: not a tile path: %v", rel, err)
-		}
-		got, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		var want []byte
-		if t.L == -1 {
-			for i := t.N * 256; i < t.N*256+int64(t.W); i++ {
-				want = append(want, byte(len(records[i])>>8), byte(len(records[i])))
-				want = append(want, records[i]...)
-			}
-		} else {
-			want, err = tlog.ReadTileData(t, h)
-			if err != nil {
-				return fmt.Errorf("%s: %v", rel, err)
-			}
-		}
-		if !bytes.Equal(got, want) {
-			return fmt.Errorf("%s: differs from tlog's tile", rel)
-		}
-		checked++
-		return nil
-	})
-	if err != nil {
-		fail("%v", err)
-	}
-	for _, t := range tlog.NewTiles(8, 0, cp.size) {
-		if t.W < 256 && t.W != int((cp.size>>(8*uint(t.L)))%256) {
-			continue // NewTiles lists every width up to the partial one
-		}
-		if _, err := os.Stat(filepath.Join(dir, c2spPath(t))); err != nil {
-			fail("missing tile %s", c2spPath(t))
-		}
-	}
-	fmt.Printf("tiles: %d files match tlog; root %s at size %d\n", checked, root, cp.size)
-
 	// Proofs from the tiles alone.
-	tr := &dirTiles{dir: dir}
+	tr := &srcTiles{src: src}
 	thr := tlog.TileHashReader(tlog.Tree{N: cp.size, Hash: cp.root}, tr)
 	if index < 0 || index >= cp.size {
 		index = cp.size / 2
@@ -280,6 +292,75 @@ func checkTiles(dir, vkeyPath, oldPath string, index int64) {
 		}
 		fmt.Printf("consistency %d -> %d: ok\n", old.size, cp.size)
 	}
+
+	// Every tile must be the tile tlog derives: each file present in a
+	// directory, each tile of the checkpoint's size from a URL.
+	checked := 0
+	if dir == "" {
+		for _, t := range tlog.NewTiles(8, 0, cp.size) {
+			if t.W < 256 && t.W != int((cp.size>>(8*uint(t.L)))%256) {
+				continue // NewTiles lists every width up to the partial one
+			}
+			for _, tt := range []tlog.Tile{t, {H: 8, L: -1, N: t.N, W: t.W}} {
+				if tt.L == -1 && t.L != 0 {
+					continue
+				}
+				got, err := src.Read(c2spPath(tt))
+				if err != nil {
+					fail("%v", err)
+				}
+				want, err := wantTile(tt, records, h)
+				if err != nil {
+					fail("%s: %v", c2spPath(tt), err)
+				}
+				if !bytes.Equal(got, want) {
+					fail("%s: differs from tlog's tile", c2spPath(tt))
+				}
+				checked++
+			}
+		}
+		fmt.Printf("tiles: %d fetched, all match tlog; root %s at size %d\n", checked, root, cp.size)
+		return
+	}
+	err = filepath.Walk(filepath.Join(dir, "tile"), func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		goPath := strings.Replace(rel, "tile/entries/", "tile/8/data/", 1)
+		if !strings.HasPrefix(goPath, "tile/8/data/") {
+			goPath = strings.Replace(goPath, "tile/", "tile/8/", 1)
+		}
+		t, err := tlog.ParseTilePath(goPath)
+		if err != nil {
+			return fmt.Errorf("%s: not a tile path: %v", rel, err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		want, err := wantTile(t, records, h)
+		if err != nil {
+			return fmt.Errorf("%s: %v", rel, err)
+		}
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("%s: differs from tlog's tile", rel)
+		}
+		checked++
+		return nil
+	})
+	if err != nil {
+		fail("%v", err)
+	}
+	for _, t := range tlog.NewTiles(8, 0, cp.size) {
+		if t.W < 256 && t.W != int((cp.size>>(8*uint(t.L)))%256) {
+			continue // NewTiles lists every width up to the partial one
+		}
+		if _, err := os.Stat(filepath.Join(dir, c2spPath(t))); err != nil {
+			fail("missing tile %s", c2spPath(t))
+		}
+	}
+	fmt.Printf("tiles: %d files match tlog; root %s at size %d\n", checked, root, cp.size)
 }
 
 func kat(n int64) {
@@ -370,6 +451,7 @@ func parseCosigVkey(vkey string) *cosigV1 {
 
 func main() {
 	dir := flag.String("dir", "", "tiles directory")
+	url := flag.String("url", "", "tiles URL prefix (http://HOST:PORT/tlog)")
 	vkey := flag.String("vkey", "", "log verifier key file")
 	old := flag.String("old", "", "older checkpoint note file")
 	index := flag.Int64("index", -1, "record to prove")
@@ -439,7 +521,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "PRIVATE+KEY+%s+%08x+%s\n", c.name, c.hash,
 			base64.StdEncoding.EncodeToString(append([]byte{0x04}, sd...)))
 	case *dir != "" && *vkey != "":
-		checkTiles(*dir, *vkey, *old, *index)
+		checkTiles(dirSource(*dir), *dir, *vkey, *old, *index)
+	case *url != "" && *vkey != "":
+		checkTiles(urlSource(strings.TrimSuffix(*url, "/")), "", *vkey, *old, *index)
 	default:
 		flag.Usage()
 		os.Exit(2)
