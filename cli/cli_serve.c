@@ -372,7 +372,10 @@ static int check(struct cli *c, struct serve_opts *o)
                              .models =
                                  o->cfg.has_models ? &o->cfg.models : NULL,
                              .max_runs = o->cfg.max_runs,
-                             .gates = o->cfg.gates};
+                             .gates = o->cfg.gates,
+                             .workspace = o->cfg.workspace,
+                             .data_dir = c->ledger_dir,
+                             .cmd_sandbox = o->cfg.cmd_sandbox};
     struct orch *orch = NULL;
     if (orch_create(&oc, &orch, &err) != FO_OK)
         return cli_fail(c, &err);

@@ -55,50 +55,23 @@ struct ran {
     int64_t ms;
 };
 
-/* Runs `sh -c script` in the sandbox on b's workspace, killing the whole
- * sandbox (by killing bwrap) after timeout_ms, as the job does. */
-static struct ran run_as(struct box *b, int network, const char *script,
-                         int timeout_ms, int unprivileged)
+/* Runs cmd in the sandbox sb the way a job does (orch_sandbox_prepare,
+ * then orch_sandbox_spawn: as root, the child drops to the sandbox user
+ * before bwrap), killing the whole sandbox (by killing bwrap) after
+ * timeout_ms, as the job's timeout does. */
+static struct ran run_box(const struct orch_sandbox *sb, const char *const *cmd,
+                          int timeout_ms)
 {
-    struct orch_sandbox sb = {.workspace = b->ws, .network = network};
-    const char *cmd[] = {"sh", "-c", script, NULL};
-    char **boxed = NULL;
+    struct orch_boxed *boxed = NULL;
     struct fo_err err;
-    cr_assert_eq(orch_sandbox_argv(&sb, cmd, &boxed, &err), FO_OK, "%s",
+    cr_assert_eq(orch_sandbox_prepare(sb, cmd, &boxed, &err), FO_OK, "%s",
                  err.msg);
-    /* the kernel exempts root from RLIMIT_NPROC: the daemon runs as its
-     * own user (dist/forum.service: User=forum), so a test run as root
-     * starts the sandbox as an unprivileged user too */
-    char *argv[256];
-    size_t na = 0;
-    if (unprivileged && geteuid() == 0) {
-        static char pre[5][16] = {"setpriv", "--reuid=65534", "--regid=65534",
-                                  "--clear-groups", "--"};
-        for (size_t i = 0; i < 5; i++)
-            argv[na++] = pre[i];
-        char up[700];
-        snprintf(up, sizeof(up), "%s/workspaces", b->dir);
-        cr_assert_eq(chmod(b->dir, 0711), 0);
-        cr_assert_eq(chmod(up, 0711), 0);
-        cr_assert_eq(chown(b->ws, 65534, 65534), 0);
-    }
-    for (size_t i = 0; boxed[i] && na < 255; i++)
-        argv[na++] = boxed[i];
-    argv[na] = NULL;
     int p[2];
-    cr_assert_eq(pipe(p), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 2);
-    posix_spawn_file_actions_addclose(&fa, p[0]);
-    static char path[] = "PATH=/usr/bin:/bin";
-    char *const env[] = {path, NULL};
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
     pid_t pid;
     int64_t t0 = tu_now_ms();
-    cr_assert_eq(posix_spawnp(&pid, argv[0], &fa, NULL, argv, env), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    cr_assert_eq(orch_sandbox_spawn(boxed, p[1], p[1], &pid, &err), FO_OK, "%s",
+                 err.msg);
     free(boxed);
     close(p[1]);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
@@ -127,10 +100,23 @@ static struct ran run_as(struct box *b, int network, const char *script,
     return r;
 }
 
+/* Runs `sh -c script` in the sandbox on b's workspace (a run's own, as
+ * the daemon makes them: DIR/workspaces/run-1, the data dir named). */
+static struct ran run_as(struct box *b, int network, const char *script,
+                         int timeout_ms)
+{
+    struct orch_sandbox sb = {.workspace = b->ws,
+                              .network = network,
+                              .data_dir = b->dir,
+                              .own_workspace = 1};
+    const char *cmd[] = {"sh", "-c", script, NULL};
+    return run_box(&sb, cmd, timeout_ms);
+}
+
 static struct ran run_in(struct box *b, int network, const char *script,
                          int timeout_ms)
 {
-    return run_as(b, network, script, timeout_ms, 0);
+    return run_as(b, network, script, timeout_ms);
 }
 
 Test(sandbox, the_workspace_is_the_one_writable_place)
@@ -217,11 +203,13 @@ Test(sandbox, a_fork_bomb_is_stopped_by_the_process_limit, .timeout = 60)
     box_open(&b);
     /* each process forks until fork fails; the limit stops the growth and
      * the bomb ends itself (no timeout needed) */
+    /* as root, the sandbox runs as uid 65534 (the kernel exempts root
+     * from RLIMIT_NPROC) */
     struct ran r = run_as(&b, 0,
                           "n=0; while [ $n -lt 400 ]; do "
                           "(sleep 5 &) 2>/dev/null || break; n=$((n+1)); "
                           "done; echo started $n",
-                          30000, 1);
+                          30000);
     int started = -1;
     const char *s = strstr(r.out, "started ");
     if (s)
@@ -272,28 +260,52 @@ Test(sandbox, the_timeout_kills_the_whole_tree, .timeout = 60)
     box_close(&b);
 }
 
-/* The probe and the argv: the flags that make the promises above. */
+/* The command: the flags that make the promises above. */
 Test(sandbox, the_argv_says_what_it_does)
 {
-    struct orch_sandbox sb = {.workspace = "/srv/ws"};
+    char *dir = tu_tmpdir();
+    struct orch_sandbox sb = {.workspace = dir};
     const char *cmd[] = {"make", "check", NULL};
-    char **argv = NULL;
+    struct orch_boxed *b = NULL;
     struct fo_err err;
-    cr_assert_eq(orch_sandbox_argv(&sb, cmd, &argv, &err), FO_OK);
-    char all[4096] = "";
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &b, &err), FO_OK, "%s",
+                 err.msg);
+    char all[8192] = "";
     size_t used = 0;
-    for (size_t i = 0; argv[i] && used < sizeof(all); i++)
+    for (size_t i = 0; b->argv[i] && used < sizeof(all); i++)
         used +=
-            (size_t)snprintf(all + used, sizeof(all) - used, "%s ", argv[i]);
-    free(argv);
-    const char *want[] = {
-        "--unshare-all",   "--unshare-user", "--die-with-parent",
-        "--new-session",   "--clearenv",     "--bind /srv/ws /srv/ws",
-        "--chdir /srv/ws", "--nproc=",       "--as=",
-        "-- make check "};
+            (size_t)snprintf(all + used, sizeof(all) - used, "%s ", b->argv[i]);
+    char bind[800], cd[800];
+    /* as root the child stages the workspace (bwrap runs as 65534) */
+    if (geteuid() == 0)
+        snprintf(bind, sizeof(bind), "--bind /tmp/0 %s ", dir);
+    else
+        snprintf(bind, sizeof(bind), "--bind %s %s ", dir, dir);
+    snprintf(cd, sizeof(cd), "--chdir %s ", dir);
+    const char *want[] = {"--unshare-all",
+                          "--unshare-user",
+                          "--die-with-parent",
+                          "--new-session",
+                          "--clearenv",
+                          bind,
+                          cd,
+                          "--nproc=",
+                          "--as=",
+                          "-- make check ",
+                          "--ro-bind /etc/passwd /etc/passwd"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         cr_assert(strstr(all, want[i]), "no %s in %s", want[i], all);
+    /* of /etc only what programs read: never the whole of it */
+    cr_assert_null(strstr(all, "--ro-bind /etc /etc"), "%s", all);
+    cr_assert_null(strstr(all, "shadow"), "%s", all);
     cr_assert_null(strstr(all, "--share-net"), "%s", all);
+    cr_assert_null(strstr(all, "resolv.conf"), "offline: %s", all);
+    cr_assert_eq(b->n_opens, geteuid() == 0);
+    if (geteuid() == 0)
+        cr_assert_str_eq(b->opens[0], dir);
+    cr_assert_eq(b->drop, geteuid() == 0);
+    free(b);
     sb.workspace = "relative/ws";
-    cr_assert_eq(orch_sandbox_argv(&sb, cmd, &argv, &err), FO_E_INVALID);
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &b, &err), FO_E_INVALID);
+    tu_rmrf(dir);
 }
