@@ -158,6 +158,11 @@ static char bwrap_path[PATH_MAX];
 
 static void find_bwrap(void)
 {
+    const char *env = getenv("FORUM_BWRAP"); /* a bwrap elsewhere */
+    if (env && *env) {
+        snprintf(bwrap_path, sizeof(bwrap_path), "%s", env);
+        return;
+    }
     if (which("bwrap", getenv("PATH"), bwrap_path, sizeof(bwrap_path)) &&
         which("bwrap", "/usr/bin:/bin", bwrap_path, sizeof(bwrap_path)))
         snprintf(bwrap_path, sizeof(bwrap_path), "bwrap");
@@ -179,10 +184,12 @@ static void probe(void)
     struct fo_err err;
     static const char *const cmd[] = {"/usr/bin/true", NULL};
     pthread_once(&bwrap_once, find_bwrap);
-    if (bwrap_path[0] != '/') {
+    if (bwrap_path[0] != '/' || access(bwrap_path, X_OK) != 0) {
         snprintf(probe_why, sizeof(probe_why),
-                 "bubblewrap (bwrap) cannot be run: not found on PATH "
-                 "(install the Debian package bubblewrap)");
+                 "bubblewrap (bwrap) cannot be run: %s (install the Debian "
+                 "package bubblewrap)",
+                 bwrap_path[0] == '/' ? "FORUM_BWRAP names no program"
+                                      : "not found on PATH");
         return;
     }
     if (access(PRLIMIT, X_OK) != 0) {
@@ -758,7 +765,8 @@ static int stage(const struct orch_boxed *b)
         int made = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)
                        ? mkdir(dst, 0755)
                        : close(open(dst, O_WRONLY | O_CREAT | O_EXCL, 0644));
-        if (made != 0 || mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0) {
+        /* not recursive: STAGE itself may lie under a staged path */
+        if (made != 0 || mount(src, dst, NULL, MS_BIND, NULL) != 0) {
             say("forum sandbox: cannot stage ", b->opens[i]);
             say("  ", strerror(errno));
             return -1;

@@ -309,3 +309,283 @@ Test(sandbox, the_argv_says_what_it_does)
     cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &b, &err), FO_E_INVALID);
     tu_rmrf(dir);
 }
+
+/* ---- root: the sandbox is not root outside (issue: it read /etc/shadow) */
+
+/* As root, bubblewrap's user namespace maps the sandbox's uid to root
+ * outside: every root-only file it can see would be its own. The child
+ * drops to uid 65534 first, and of /etc only what programs read is
+ * bound. */
+Test(sandbox, root_only_files_stay_out_of_reach)
+{
+    struct box b;
+    box_open(&b);
+    char planted[256], inner[700];
+    snprintf(planted, sizeof(planted), "/etc/forum-test-secret-%ld",
+             (long)getpid());
+    /* a configured workspace (not the run's own): the sandbox may enter
+     * it, but a root-only file in it stays root's */
+    char *ws = tu_tmpdir();
+    snprintf(inner, sizeof(inner), "%s/inner-secret", ws);
+    int root = geteuid() == 0;
+    if (root) {
+        cr_assert_eq(tu_write_file(planted, "PLANTED-SECRET", 14), 0);
+        cr_assert_eq(chmod(planted, 0600), 0);
+        cr_assert_eq(chmod(ws, 0755), 0);
+    }
+    cr_assert_eq(tu_write_file(inner, "INNER-SECRET", 12), 0);
+    cr_assert_eq(chmod(inner, 0600), 0);
+    char script[1024];
+    snprintf(script, sizeof(script),
+             "cat /etc/shadow /etc/gshadow %s 2>&1; cat inner-secret 2>&1; "
+             "ls /etc/shadow 2>&1; id -u; true",
+             planted);
+    struct orch_sandbox sb = {.workspace = ws, .data_dir = b.dir};
+    const char *cmd[] = {"sh", "-c", script, NULL};
+    struct ran r = run_box(&sb, cmd, 20000);
+    if (root)
+        unlink(planted);
+    tu_rmrf(ws);
+    cr_assert_null(strstr(r.out, "root:"), "shadow was read: %s", r.out);
+    cr_assert_null(strstr(r.out, "PLANTED-SECRET"), "%s", r.out);
+    if (root)
+        cr_assert_null(strstr(r.out, "INNER-SECRET"),
+                       "a 0600 root file was read: %s", r.out);
+    cr_assert(strstr(r.out, "No such file"), "%s", r.out);
+    box_close(&b);
+}
+
+/* What the drop must not break: the shell, ls, python3, a file the
+ * daemon's file tools wrote (root's, as root), writing in the workspace,
+ * and no descriptor of the daemon's inside. */
+Test(sandbox, everyday_commands_still_work)
+{
+    struct box b;
+    box_open(&b);
+    char f[700];
+    snprintf(f, sizeof(f), "%s/notes.txt", b.ws);
+    cr_assert_eq(tu_write_file(f, "first\n", 6), 0);
+    char sub[720];
+    snprintf(sub, sizeof(sub), "%s/sub", b.ws);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    int py = access("/usr/bin/python3", X_OK) == 0;
+    struct ran r = run_in(
+        &b, 0,
+        py ? "ls; cat notes.txt; echo second >> notes.txt; echo made > "
+             "sub/new.txt; cat sub/new.txt; /usr/bin/python3 -c "
+             "'print(6*7)'; ls /proc/self/fd | tr '\\n' ' '"
+           : "ls; cat notes.txt; echo second >> notes.txt; echo made > "
+             "sub/new.txt; cat sub/new.txt; echo 42; ls /proc/self/fd | tr "
+             "'\\n' ' '",
+        20000);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert_str_eq(r.out, "notes.txt\nsub\nfirst\nmade\n42\n0 1 2 3 ", "%s",
+                     r.out);
+    char *got = tu_read_file(f, NULL);
+    cr_assert_str_eq(got, "first\nsecond\n");
+    free(got);
+    box_close(&b);
+}
+
+/* ---- the data dir is never in a sandbox --------------------------------- */
+
+Test(sandbox, a_workspace_that_holds_the_data_dir_is_refused)
+{
+    struct box b;
+    box_open(&b);
+    const char *cmd[] = {"true", NULL};
+    struct orch_boxed *o = NULL;
+    struct fo_err err;
+    char parent[700];
+    snprintf(parent, sizeof(parent), "%s/..", b.dir);
+    struct orch_sandbox sb = {.workspace = parent, .data_dir = b.dir};
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &o, &err), FO_E_INVALID);
+    cr_assert(strstr(err.msg, "holds the data dir"), "%s", err.msg);
+    cr_assert(strstr(err.msg, b.dir), "%s", err.msg);
+    sb.workspace = b.dir;
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &o, &err), FO_E_INVALID);
+    /* inside it: only the run's own workspace, which the daemon made */
+    sb.workspace = b.ws;
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &o, &err), FO_E_INVALID);
+    cr_assert(strstr(err.msg, "lies inside the data dir"), "%s", err.msg);
+    sb.own_workspace = 1;
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &o, &err), FO_OK, "%s",
+                 err.msg);
+    free(o);
+    box_close(&b);
+}
+
+/* `forum serve --workspace` (or forum.json's) that holds the data dir or
+ * lies in it is refused before anything starts, naming both. */
+Test(sandbox, serve_refuses_a_workspace_around_or_in_the_data_dir)
+{
+    char *top = tu_tmpdir();
+    char dir[700], inside[760], cfg[760];
+    snprintf(dir, sizeof(dir), "%s/forum-ledger", top);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "serve", "--port", "0",
+                                "--workspace", top, NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "holds the data dir"), "%s", r.err);
+    cr_assert(strstr(r.err, top) && strstr(r.err, dir), "%s", r.err);
+    tu_run_free(&r);
+    snprintf(inside, sizeof(inside), "%s/ws", dir);
+    cr_assert_eq(mkdir(inside, 0700), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "--port", "0", "--workspace",
+                  inside, NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "lies inside the data dir"), "%s", r.err);
+    tu_run_free(&r);
+    /* forum.json's workspace, through a symlink */
+    char link[760], json[900];
+    snprintf(link, sizeof(link), "%s/alias", top);
+    cr_assert_eq(symlink(top, link), 0);
+    snprintf(cfg, sizeof(cfg), "%s/forum.json", dir);
+    snprintf(json, sizeof(json), "{\"workspace\": \"%s\"}", link);
+    cr_assert_eq(tu_write_file(cfg, json, strlen(json)), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "--port", "0", NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "holds the data dir"), "%s", r.err);
+    tu_run_free(&r);
+    tu_rmrf(top);
+}
+
+/* A read-only directory that holds the data dir gets an empty tmpfs over
+ * it (here the model profile's read_dirs). */
+Test(sandbox, the_data_dir_under_a_read_only_bind_is_masked)
+{
+    struct box b;
+    box_open(&b);
+    char up[700], other[760];
+    snprintf(up, sizeof(up), "%s", b.dir);
+    *strrchr(up, '/') = '\0'; /* /tmp: the data dir is in it */
+    snprintf(other, sizeof(other), "%s.other", b.dir);
+    cr_assert_eq(tu_write_file(other, "VISIBLE", 7), 0);
+    cr_assert_eq(chmod(other, 0644), 0);
+    const char *const reads[] = {up, NULL};
+    struct orch_sandbox sb = {
+        .profile = ORCH_SANDBOX_MODEL, .data_dir = b.dir, .read_dirs = reads};
+    char script[4096];
+    snprintf(script, sizeof(script), "cat %s %s %s 2>&1; ls -A %s; true", other,
+             b.token, b.key, b.dir);
+    const char *cmd[] = {"sh", "-c", script, NULL};
+    struct ran r = run_box(&sb, cmd, 20000);
+    unlink(other);
+    cr_assert(strstr(r.out, "VISIBLE"), "the read dir is not there: %s", r.out);
+    cr_assert_null(strstr(r.out, "TOKEN-SECRET"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "KEY-SECRET"), "%s", r.out);
+    box_close(&b);
+}
+
+/* ---- --cmd model programs run in the model profile ---------------------- */
+
+/* The model profile: the network shared, the data dir out of reach,
+ * writes only to its state dirs. */
+Test(sandbox, a_model_program_reaches_the_network_and_its_state_only)
+{
+    struct box b;
+    box_open(&b);
+    char *state = tu_tmpdir(), *out = tu_tmpdir();
+    if (geteuid() == 0) /* as root the program runs as 65534 */
+        cr_assert_eq(chown(state, 65534, 65534), 0);
+    int port = 0;
+    int lfd = tu_listen_loopback(&port);
+    char script[4096];
+    snprintf(script, sizeof(script),
+             "cat %s %s 2>&1; echo x > %s/evil; echo x > %s/evil; "
+             "echo kept > %s/state.txt; "
+             "if bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' 2>/dev/null; then "
+             "echo connected; fi; pwd; true",
+             b.token, b.key, out, b.dir, state, port);
+    const char *const writes[] = {state, NULL};
+    const char *const env[] = {"PATH=/usr/bin:/bin", "HOME=/nowhere", NULL};
+    struct orch_sandbox sb = {.profile = ORCH_SANDBOX_MODEL,
+                              .data_dir = b.dir,
+                              .write_dirs = writes,
+                              .env = env};
+    const char *cmd[] = {"sh", "-c", script, NULL};
+    struct ran r = run_box(&sb, cmd, 20000);
+    close(lfd);
+    cr_assert_null(strstr(r.out, "TOKEN-SECRET"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "KEY-SECRET"), "%s", r.out);
+    cr_assert(strstr(r.out, "connected\n/tmp\n"), "%s", r.out);
+    char f[800];
+    snprintf(f, sizeof(f), "%s/evil", out);
+    cr_assert_neq(access(f, F_OK), 0, "wrote outside: %s", r.out);
+    snprintf(f, sizeof(f), "%s/evil", b.dir);
+    cr_assert_neq(access(f, F_OK), 0, "wrote into the data dir");
+    snprintf(f, sizeof(f), "%s/state.txt", state);
+    char *got = tu_read_file(f, NULL);
+    cr_assert_not_null(got, "its state dir is not writable: %s", r.out);
+    cr_assert_str_eq(got, "kept\n");
+    free(got);
+    /* a state dir that holds the data dir is refused */
+    const char *const bad[] = {b.dir, NULL};
+    sb.write_dirs = bad;
+    struct orch_boxed *o = NULL;
+    struct fo_err err;
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &o, &err), FO_E_INVALID);
+    tu_rmrf(state);
+    tu_rmrf(out);
+    box_close(&b);
+}
+
+/* End to end: `forum submit --cmd` with a program that tries to read the
+ * token and write outside, then answers as a model: the run works, the
+ * token and the outside write do not. */
+Test(sandbox, submit_runs_the_cmd_program_in_the_model_profile, .timeout = 120)
+{
+    char why[256];
+    if (!orch_sandbox_available(why, sizeof(why)))
+        cr_skip_test("no sandbox on this machine: %s", why);
+    char *dir = tu_tmpdir(), *state = tu_tmpdir(), *out = tu_tmpdir();
+    if (geteuid() == 0)
+        cr_assert_eq(chown(state, 65534, 65534), 0);
+    char token[700], cfg[700], json[2048], cmd[8192];
+    snprintf(token, sizeof(token), "%s/token", dir);
+    cr_assert_eq(tu_write_file(token, "TOKEN-SECRET", 12), 0);
+    snprintf(cfg, sizeof(cfg), "%s/forum.json", dir);
+    snprintf(json, sizeof(json),
+             "{\"cmd_sandbox\": {\"state_dirs\": [\"%s\"], \"read_dirs\": "
+             "[\"%s/tests\"]}}",
+             state, FORUM_SRC);
+    cr_assert_eq(tu_write_file(cfg, json, strlen(json)), 0);
+    snprintf(cmd, sizeof(cmd),
+             "sh -c 'cat %s >> %s/leak 2>&1; echo x > %s/evil; exec sh "
+             "%s/tests/fake_cli.sh ok \"$1\"' x",
+             token, state, out, FORUM_SRC);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "submit",
+                                "add a login endpoint", "--cmd", cmd, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *o = tu_run_json(&r);
+    cr_assert_str_eq(tu_str(o, "answer"), "done: the answer, from the "
+                                          "command\n");
+    cJSON_Delete(o);
+    tu_run_free(&r);
+    char f[800];
+    snprintf(f, sizeof(f), "%s/leak", state);
+    char *leak = tu_read_file(f, NULL);
+    cr_assert_not_null(leak, "the program never ran");
+    cr_assert_null(strstr(leak, "TOKEN-SECRET"), "%s", leak);
+    free(leak);
+    snprintf(f, sizeof(f), "%s/evil", out);
+    cr_assert_neq(access(f, F_OK), 0, "the program wrote outside");
+    /* where bwrap cannot run, --cmd is refused unless the operator says
+     * "sandbox": "none" for it */
+    setenv("FORUM_BWRAP", "/nonexistent/bwrap", 1);
+    r = tu_forumv(NULL, "--ledger", dir, "submit", "x", "--cmd", cmd, NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "cannot be sandboxed") &&
+                  strstr(r.err, "\"sandbox\": \"none\""),
+              "%s", r.err);
+    tu_run_free(&r);
+    snprintf(json, sizeof(json), "{\"cmd_sandbox\": {\"sandbox\": \"none\"}}");
+    cr_assert_eq(tu_write_file(cfg, json, strlen(json)), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "submit", "x", "--cmd", cmd, NULL);
+    cr_assert_eq(r.status, 0, "%d %s", r.status, r.err);
+    tu_run_free(&r);
+    unsetenv("FORUM_BWRAP");
+    tu_rmrf(state);
+    tu_rmrf(out);
+    tu_rmrf(dir);
+}
