@@ -313,15 +313,16 @@ static void add_limit(struct av *a, const char *flag, long long v)
 /* The command being built: bwrap's argv and the paths the child opens. */
 struct build {
     struct av argv, opens;
-    char ro[24][PATH_MAX]; /* what is bound read-only, to mask the data dir */
+    char ro[64][PATH_MAX]; /* what is bound read-only, to mask the data dir */
     size_t n_ro;
     int stage; /* root: the caller's paths are staged (bind_src) */
 };
 
 static void ro_source(struct build *b, const char *p)
 {
-    if (b->n_ro < sizeof(b->ro) / sizeof(b->ro[0]) &&
-        realpath(p, b->ro[b->n_ro]))
+    struct stat st; /* only a directory can hold the data dir */
+    if (b->n_ro < sizeof(b->ro) / sizeof(b->ro[0]) && stat(p, &st) == 0 &&
+        S_ISDIR(st.st_mode) && realpath(p, b->ro[b->n_ro]))
         b->n_ro++;
 }
 

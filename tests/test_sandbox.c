@@ -417,7 +417,8 @@ Test(sandbox, a_workspace_that_holds_the_data_dir_is_refused)
 
 /* `forum serve --workspace` (or forum.json's) that holds the data dir or
  * lies in it is refused before anything starts, naming both. */
-Test(sandbox, serve_refuses_a_workspace_around_or_in_the_data_dir)
+Test(sandbox, serve_refuses_a_workspace_around_or_in_the_data_dir,
+     .timeout = 60)
 {
     char *top = tu_tmpdir();
     char dir[700], inside[760], cfg[760];
@@ -462,6 +463,11 @@ Test(sandbox, the_data_dir_under_a_read_only_bind_is_masked)
     snprintf(other, sizeof(other), "%s.other", b.dir);
     cr_assert_eq(tu_write_file(other, "VISIBLE", 7), 0);
     cr_assert_eq(chmod(other, 0644), 0);
+    /* readable by anyone: only the mask keeps them out (as root the
+     * sandbox user could not enter a 0700 data dir anyway) */
+    cr_assert_eq(chmod(b.dir, 0755), 0);
+    cr_assert_eq(chmod(b.token, 0644), 0);
+    cr_assert_eq(chmod(b.key, 0644), 0);
     const char *const reads[] = {up, NULL};
     struct orch_sandbox sb = {
         .profile = ORCH_SANDBOX_MODEL, .data_dir = b.dir, .read_dirs = reads};
