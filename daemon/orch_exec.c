@@ -335,17 +335,8 @@ static int spawn_boxed(const struct orch_sandbox *box, const char *const *cmd,
                        const char *prompt, int out_w, int err_w, pid_t *pid,
                        struct fo_err *err)
 {
-    size_t argc = 0;
-    while (cmd[argc])
-        argc++;
-    const char **argv = calloc(argc + 2, sizeof(char *));
-    if (!argv)
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    memcpy(argv, cmd, argc * sizeof(char *));
-    argv[argc] = prompt; /* NULL ends it when there is none */
     struct orch_boxed *b = NULL;
-    int rc = orch_sandbox_prepare(box, argv, &b, err);
-    free(argv);
+    int rc = orch_sandbox_prepare(box, cmd, prompt, &b, err);
     if (!rc)
         rc = orch_sandbox_spawn(b, out_w, err_w, pid, err);
     free(b);

@@ -209,7 +209,7 @@ static void probe(void)
     pid_t pid = 0;
     int rc = pipe2(p, O_CLOEXEC) != 0
                  ? fo_err_set(&err, FO_E_IO, "pipe: %s", strerror(errno))
-                 : orch_sandbox_prepare(&sb, cmd, &b, &err);
+                 : orch_sandbox_prepare(&sb, cmd, NULL, &b, &err);
     if (!rc)
         rc = orch_sandbox_spawn(b, p[1], p[1], &pid, &err);
     free(b);
@@ -462,7 +462,8 @@ static const char *env_get(const char *const *env, const char *name)
 /* The model profile's own binds: read_dirs and the program read-only,
  * state dirs writable (absent ones left out). */
 static int model_binds(struct build *b, const struct orch_sandbox *sb,
-                       const char *prog, const char *dd, struct fo_err *err)
+                       const char *prog, const char *const *argv, size_t n_args,
+                       const char *dd, struct fo_err *err)
 {
     char rp[PATH_MAX];
     for (size_t i = 0; sb->read_dirs && sb->read_dirs[i]; i++) {
@@ -477,13 +478,20 @@ static int model_binds(struct build *b, const struct orch_sandbox *sb,
         bind_src(b, 0, rp, p);
         ro_source(b, rp);
     }
-    if (realpath(prog, rp) && !under_system(rp)) {
+    /* the program, and the files its command line names (a script for
+     * an interpreter): the operator's, never the prompt's */
+    for (size_t i = 0; i < n_args; i++) {
+        const char *p = i ? argv[i] : prog;
+        struct stat st;
+        if (p[0] != '/' || stat(p, &st) != 0 || !S_ISREG(st.st_mode) ||
+            !realpath(p, rp) || under_system(rp))
+            continue;
         if (dd && holds(dd, rp))
             return fo_err_set(err, FO_E_INVALID,
-                              "the model program %.300s lies inside the data "
-                              "dir %.300s",
+                              "the model program's %.300s lies inside the "
+                              "data dir %.300s",
                               rp, dd);
-        bind_src(b, 0, rp, prog);
+        bind_src(b, 0, rp, p);
     }
     for (size_t i = 0; sb->write_dirs && sb->write_dirs[i]; i++) {
         const char *p = sb->write_dirs[i];
@@ -586,7 +594,8 @@ static struct orch_boxed *pack(struct build *b)
 }
 
 int orch_sandbox_prepare(const struct orch_sandbox *sb, const char *const *argv,
-                         struct orch_boxed **out, struct fo_err *err)
+                         const char *last, struct orch_boxed **out,
+                         struct fo_err *err)
 {
     int model = sb->profile == ORCH_SANDBOX_MODEL;
     if ((!sb->workspace && !model) ||
@@ -616,7 +625,12 @@ int orch_sandbox_prepare(const struct orch_sandbox *sb, const char *const *argv,
     b->stage = geteuid() == 0;
     base_flags(b, sb);
     int ws_fd = -1;
-    rc = model ? model_binds(b, sb, prog, sb->data_dir ? dd : NULL, err) : 0;
+    size_t n_args = 0;
+    while (argv[n_args])
+        n_args++;
+    rc = model ? model_binds(b, sb, prog, argv, n_args,
+                             sb->data_dir ? dd : NULL, err)
+               : 0;
     if (!rc && sb->workspace) {
         ws_fd = FIRST_FD + (int)b->opens.n;
         bind_src(b, 1, ws, ws);
@@ -634,6 +648,8 @@ int orch_sandbox_prepare(const struct orch_sandbox *sb, const char *const *argv,
     limit_flags(b, sb);
     for (size_t i = 0; argv[i]; i++)
         add(&b->argv, i == 0 && model ? prog : argv[i]);
+    if (last)
+        add(&b->argv, last);
     struct orch_boxed *o = NULL;
     if (!rc && (b->argv.oom || b->opens.oom))
         rc = fo_err_set(err, FO_E_NOMEM, NULL);

@@ -102,13 +102,17 @@ struct orch_boxed {
  * namespaces refused). */
 int orch_sandbox_available(char *why, size_t n);
 
-/* The command that runs argv (NULL-terminated; in the model profile
- * argv[0] is looked up on PATH first) in the sandbox: *out is malloc'd,
- * one block (free it). FO_E_INVALID (no workspace, not an absolute path,
- * a workspace or writable dir that holds the data dir or lies in it),
- * FO_E_NOT_FOUND (a model program not on PATH), FO_E_NOMEM. */
+/* The command that runs argv (NULL-terminated), then last when not NULL
+ * (a prompt: never looked at), in the sandbox. In the model profile
+ * argv[0] is looked up on PATH first, and it and the absolute paths of
+ * regular files in argv (a script for an interpreter) are bound
+ * read-only. *out is malloc'd, one block (free it). FO_E_INVALID (no
+ * workspace, not an absolute path, a workspace or writable dir that
+ * holds the data dir or lies in it), FO_E_NOT_FOUND (a model program not
+ * on PATH), FO_E_NOMEM. */
 int orch_sandbox_prepare(const struct orch_sandbox *sb, const char *const *argv,
-                         struct orch_boxed **out, struct fo_err *err);
+                         const char *last, struct orch_boxed **out,
+                         struct fo_err *err);
 
 /* Forks the child that runs b: stdin /dev/null, out_w and err_w as its
  * stdout and stderr, a process group of its own, default signals, no

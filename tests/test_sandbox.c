@@ -64,7 +64,7 @@ static struct ran run_box(const struct orch_sandbox *sb, const char *const *cmd,
 {
     struct orch_boxed *boxed = NULL;
     struct fo_err err;
-    cr_assert_eq(orch_sandbox_prepare(sb, cmd, &boxed, &err), FO_OK, "%s",
+    cr_assert_eq(orch_sandbox_prepare(sb, cmd, NULL, &boxed, &err), FO_OK, "%s",
                  err.msg);
     int p[2];
     cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
@@ -268,7 +268,7 @@ Test(sandbox, the_argv_says_what_it_does)
     const char *cmd[] = {"make", "check", NULL};
     struct orch_boxed *b = NULL;
     struct fo_err err;
-    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &b, &err), FO_OK, "%s",
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &b, &err), FO_OK, "%s",
                  err.msg);
     char all[8192] = "";
     size_t used = 0;
@@ -306,7 +306,7 @@ Test(sandbox, the_argv_says_what_it_does)
     cr_assert_eq(b->drop, geteuid() == 0);
     free(b);
     sb.workspace = "relative/ws";
-    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &b, &err), FO_E_INVALID);
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &b, &err), FO_E_INVALID);
     tu_rmrf(dir);
 }
 
@@ -399,17 +399,17 @@ Test(sandbox, a_workspace_that_holds_the_data_dir_is_refused)
     char parent[700];
     snprintf(parent, sizeof(parent), "%s/..", b.dir);
     struct orch_sandbox sb = {.workspace = parent, .data_dir = b.dir};
-    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &o, &err), FO_E_INVALID);
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &o, &err), FO_E_INVALID);
     cr_assert(strstr(err.msg, "holds the data dir"), "%s", err.msg);
     cr_assert(strstr(err.msg, b.dir), "%s", err.msg);
     sb.workspace = b.dir;
-    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &o, &err), FO_E_INVALID);
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &o, &err), FO_E_INVALID);
     /* inside it: only the run's own workspace, which the daemon made */
     sb.workspace = b.ws;
-    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &o, &err), FO_E_INVALID);
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &o, &err), FO_E_INVALID);
     cr_assert(strstr(err.msg, "lies inside the data dir"), "%s", err.msg);
     sb.own_workspace = 1;
-    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &o, &err), FO_OK, "%s",
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &o, &err), FO_OK, "%s",
                  err.msg);
     free(o);
     box_close(&b);
@@ -530,7 +530,7 @@ Test(sandbox, a_model_program_reaches_the_network_and_its_state_only)
     sb.write_dirs = bad;
     struct orch_boxed *o = NULL;
     struct fo_err err;
-    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, &o, &err), FO_E_INVALID);
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &o, &err), FO_E_INVALID);
     tu_rmrf(state);
     tu_rmrf(out);
     box_close(&b);
