@@ -382,6 +382,12 @@ static int check(struct cli *c, struct serve_opts *o)
     orch_free(orch);
     int port = o->cfg.port < 0 ? 8080 : o->cfg.port;
     const char *host = o->cfg.host ? o->cfg.host : "127.0.0.1";
+    /* the sandbox, tried as the daemon will make it (under a service
+     * manager's restrictions too: ExecStartPre runs this) */
+    char why[512] = "";
+    const char *sb = o->cfg.sandbox == ORCH_SANDBOX_NONE        ? "none"
+                     : orch_sandbox_available(why, sizeof(why)) ? "bwrap"
+                                                                : "unavailable";
     if (c->json) {
         cJSON *r = cJSON_CreateObject();
         if (r) {
@@ -389,12 +395,24 @@ static int check(struct cli *c, struct serve_opts *o)
             cJSON_AddStringToObject(r, "host", host);
             fo_json_add_int(r, "port", port);
             cJSON_AddBoolToObject(r, "auth", !o->cfg.no_auth);
+            cJSON_AddStringToObject(r, "sandbox", sb);
+            if (*why)
+                cJSON_AddStringToObject(r, "sandbox_why", why);
             cli_print_json(r, 0);
         }
         cJSON_Delete(r);
     } else {
         printf("configuration ok: %s on %s:%d, auth %s\n", c->ledger_dir, host,
                port, o->cfg.no_auth ? "off" : "on");
+        if (*why)
+            printf("sandbox: unavailable: %s; run_command calls will be "
+                   "refused\n",
+                   why);
+        else
+            printf("sandbox: %s\n", !strcmp(sb, "none")
+                                        ? "none (configured): commands run "
+                                          "unconfined"
+                                        : "bubblewrap");
     }
     return 0;
 }

@@ -661,9 +661,14 @@ int orch_sandbox_prepare(const struct orch_sandbox *sb, const char *const *argv,
     if (rc)
         return rc;
     if (geteuid() == 0) {
+        /* a workspace of a user's (a configured project): its owner; else
+         * (the run's own, handed over; root's; none) nobody */
+        struct stat st;
+        int owner = sb->workspace && !sb->own_workspace && stat(ws, &st) == 0 &&
+                    st.st_uid != 0;
         o->drop = 1;
-        o->uid = ORCH_SANDBOX_UID;
-        o->gid = ORCH_SANDBOX_GID;
+        o->uid = owner ? st.st_uid : ORCH_SANDBOX_UID;
+        o->gid = owner ? st.st_gid : ORCH_SANDBOX_GID;
         o->hand_fd = sb->own_workspace ? ws_fd : -1;
     }
     *out = o;

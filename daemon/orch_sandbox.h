@@ -23,12 +23,14 @@
  *
  * As root, bubblewrap's user namespace would map the sandbox's uid to
  * root outside (every root-only file it can see would be its own): the
- * child that execs bwrap drops to ORCH_SANDBOX_UID/GID first (setgroups,
- * setgid, setuid). The directories bound in are opened before the drop
- * and handed to bwrap as descriptors (--bind-fd), so they need not be
- * reachable by that user; a workspace the daemon made (a run's own) is
- * handed over to that user before each command, so the sandbox can write
- * in it.
+ * child that execs bwrap drops first (setgroups,
+ * setgid, setuid): to the owner of a configured workspace when that is
+ * not root, else to ORCH_SANDBOX_UID/GID. The caller's paths bound in
+ * (workspace, state and read dirs, the program) are opened before the
+ * drop and mounted at /tmp/<n> in a mount namespace of the child's own,
+ * where bwrap binds them from, so they need not be reachable by that
+ * user; a workspace the daemon made (a run's own) is handed over to
+ * that user before each command, so the sandbox can write in it.
  *
  * The model profile (a --cmd program): the network shared, no workspace
  * unless one is configured (the working directory is then a fresh /tmp),
