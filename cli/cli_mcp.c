@@ -136,6 +136,8 @@ int cli_mcp(struct cli *c, int argc, char **argv)
     }
     oc.models = dc.has_models ? &dc.models : NULL;
     oc.max_runs = dc.max_runs; /* forum.json's max_runs (run_start) */
+    oc.data_dir = c->ledger_dir;
+    oc.cmd_sandbox = dc.cmd_sandbox;
     struct orch *orch = NULL;
     int orc = orch_create(&oc, &orch, &err);
     if (orc != FO_OK) {

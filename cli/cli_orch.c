@@ -425,6 +425,7 @@ int cli_run_plan(struct cli *c, int argc, char **argv)
         code = cli_fail(c, &err);
         goto out;
     }
+    opts.cfg.data_dir = c->ledger_dir;
     code = make_orch(c, &opts.cfg, &o);
     if (code)
         goto out;

@@ -392,13 +392,22 @@ static int check(struct cli *c, struct serve_opts *o)
                              .models =
                                  o->cfg.has_models ? &o->cfg.models : NULL,
                              .max_runs = o->cfg.max_runs,
-                             .gates = o->cfg.gates};
+                             .gates = o->cfg.gates,
+                             .workspace = o->cfg.workspace,
+                             .data_dir = c->ledger_dir,
+                             .cmd_sandbox = o->cfg.cmd_sandbox};
     struct orch *orch = NULL;
     if (orch_create(&oc, &orch, &err) != FO_OK)
         return cli_fail(c, &err);
     orch_free(orch);
     int port = o->cfg.port < 0 ? 8080 : o->cfg.port;
     const char *host = o->cfg.host ? o->cfg.host : "127.0.0.1";
+    /* the sandbox, tried as the daemon will make it (under a service
+     * manager's restrictions too: ExecStartPre runs this) */
+    char why[512] = "";
+    const char *sb = o->cfg.sandbox == ORCH_SANDBOX_NONE        ? "none"
+                     : orch_sandbox_available(why, sizeof(why)) ? "bwrap"
+                                                                : "unavailable";
     if (c->json) {
         cJSON *r = cJSON_CreateObject();
         if (r) {
@@ -406,12 +415,24 @@ static int check(struct cli *c, struct serve_opts *o)
             cJSON_AddStringToObject(r, "host", host);
             fo_json_add_int(r, "port", port);
             cJSON_AddBoolToObject(r, "auth", !o->cfg.no_auth);
+            cJSON_AddStringToObject(r, "sandbox", sb);
+            if (*why)
+                cJSON_AddStringToObject(r, "sandbox_why", why);
             cli_print_json(r, 0);
         }
         cJSON_Delete(r);
     } else {
         printf("configuration ok: %s on %s:%d, auth %s\n", c->ledger_dir, host,
                port, o->cfg.no_auth ? "off" : "on");
+        if (*why)
+            printf("sandbox: unavailable: %s; run_command calls will be "
+                   "refused\n",
+                   why);
+        else
+            printf("sandbox: %s\n", !strcmp(sb, "none")
+                                        ? "none (configured): commands run "
+                                          "unconfined"
+                                        : "bubblewrap");
     }
     return 0;
 }

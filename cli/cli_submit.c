@@ -290,6 +290,8 @@ static int run(struct cli *c, const char *name, const char *method,
     o.cfg.mcp_servers = dc.mcp_servers;
     o.cfg.sandbox = o.sandbox_given ? o.sandbox : dc.sandbox;
     o.cfg.context = dc.context;
+    o.cfg.data_dir = c->ledger_dir;
+    o.cfg.cmd_sandbox = dc.cmd_sandbox;
     int rc = orch_create(&o.cfg, &orch, &err);
     if (rc) {
         if (rc == FO_E_NOT_FOUND) /* a roster file that is not there */

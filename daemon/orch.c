@@ -3,6 +3,7 @@
  * that. */
 #include "daemon/orch.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,7 +81,72 @@ void orch_free(struct orch *o)
     free(o->workspace_root);
     cJSON_Delete(o->mcp_servers);
     cJSON_Delete(o->context);
+    free(o->data_dir);
+    orch_cmd_box_release(&o->cmd_box);
+    free(o->cmd_env);
     free(o);
+}
+
+void orch_tool_sandbox(const struct orch *o, const char *ws, int network,
+                       struct orch_sandbox *sb)
+{
+    *sb = (struct orch_sandbox){.workspace = ws,
+                                .network = network,
+                                .data_dir = o->data_dir,
+                                .own_workspace = !o->workspace};
+}
+
+/* The data dir resolved, the workspace checked against it, and the --cmd
+ * program's sandbox set up (or refused where bwrap cannot run). */
+static int setup_boxes(struct orch *o, const struct orch_config *c,
+                       struct fo_err *err)
+{
+    if (c->data_dir) {
+        char rd[PATH_MAX];
+        int rc = orch_sandbox_resolve(c->data_dir, rd, err);
+        if (rc)
+            return rc;
+        if (!(o->data_dir = orch_strdup(rd)))
+            return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    if (c->workspace) {
+        int rc = orch_sandbox_check_path("workspace", c->workspace, o->data_dir,
+                                         err);
+        if (rc)
+            return rc;
+    }
+    int rc = orch_cmd_box_parse(c->cmd_sandbox, &o->cmd_box, err);
+    if (rc || !o->argv || o->cmd_box.mode == ORCH_SANDBOX_NONE)
+        return rc;
+    char why[256];
+    if (!orch_sandbox_available(why, sizeof(why)))
+        return fo_err_set(
+            err, FO_E_INVALID,
+            "--cmd: the model program cannot be sandboxed here "
+            "(%.180s); to run it unconfined, set \"cmd_sandbox\": "
+            "{\"sandbox\": \"none\"} in DIR/forum.json",
+            why);
+    size_t n = 0, m = 0;
+    while (o->env[n])
+        n++;
+    while (o->cmd_box.env && o->cmd_box.env[m])
+        m++;
+    if (!(o->cmd_env = calloc(n + m + 1, sizeof(char *))))
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    for (size_t i = 0; i < n; i++)
+        o->cmd_env[i] = o->env[i];
+    for (size_t i = 0; i < m; i++)
+        o->cmd_env[n + i] = o->cmd_box.env[i];
+    o->cmd_sb = (struct orch_sandbox){
+        .workspace = o->workspace,
+        .network = 1,
+        .profile = ORCH_SANDBOX_MODEL,
+        .data_dir = o->data_dir,
+        .write_dirs = (const char *const *)o->cmd_box.write_dirs,
+        .read_dirs = (const char *const *)o->cmd_box.read_dirs,
+        .env = o->cmd_env};
+    o->exec.box = &o->cmd_sb;
+    return FO_OK;
 }
 
 int orch_sandbox_mode(const struct orch *o)
@@ -372,6 +438,9 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
                         rc == FO_E_TOO_LARGE ? "too many secrets" : NULL);
         goto out;
     }
+    rc = setup_boxes(o, c, err);
+    if (rc)
+        goto out;
     *out = o;
     o = NULL;
 out:
@@ -397,6 +466,11 @@ const char *orch_workspace_dir(const struct orch *o)
 const char *orch_workspace_root(const struct orch *o)
 {
     return o->workspace_root;
+}
+
+const char *orch_data_dir(const struct orch *o)
+{
+    return o->data_dir;
 }
 
 const char *const *orch_child_env(const struct orch *o)

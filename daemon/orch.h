@@ -43,6 +43,7 @@
 
 struct orch;
 struct orch_model_config; /* daemon/orch_model.h */
+struct orch_sandbox;      /* daemon/orch_sandbox.h */
 
 struct orch_config {
     /* The roster: a JSON file, or JSON text, or (both NULL) the default
@@ -88,6 +89,14 @@ struct orch_config {
     /* Where run_command runs: ORCH_SANDBOX_BWRAP (0, the default) or
      * ORCH_SANDBOX_NONE (daemon/orch_sandbox.h). */
     int sandbox;
+    /* The data dir (NULL: none): never mounted into a sandbox; a
+     * workspace that holds it or lies inside it is refused (FO_E_INVALID
+     * naming both). */
+    const char *data_dir;
+    /* How cmd runs (forum.json "cmd_sandbox", orch_cmd_box_parse): by
+     * default in the sandbox's model profile, refused (FO_E_INVALID) where
+     * bwrap cannot run unless its "sandbox" is "none". NULL: defaults. */
+    const cJSON *cmd_sandbox;
     /* The context limits every session turn starts from (forum.json
      * "context", as orch_ctx_limits_parse takes; a request's own limits
      * go over them); NULL: the defaults. Copied. */
@@ -293,6 +302,9 @@ struct orch_exec_config {
     const struct orch_model *models;
     int tier;
     const char *cwd; /* CLI: the child's working directory; NULL: ours */
+    /* CLI: run argv (and the prompt) in this sandbox (daemon/orch_sandbox.h;
+     * cwd is then the sandbox's); NULL: unconfined */
+    const struct orch_sandbox *box;
 };
 
 struct orch_result {

@@ -3137,7 +3137,6 @@ static void tool_run(struct run *r, size_t t)
         return;
     }
     const char **argv = NULL;
-    char **boxed = NULL;
     int timeout_ms = 0;
     int none = orch_sandbox_mode(r->e->o) == ORCH_SANDBOX_NONE;
     char sbwhy[256];
@@ -3153,11 +3152,8 @@ static void tool_run(struct run *r, size_t t)
         return;
     }
     rc = orch_tool_command_argv(args, &argv, &timeout_ms, &err);
-    if (!rc && !none) {
-        struct orch_sandbox sb = {.workspace = r->ws_path,
-                                  .network = ln->network};
-        rc = orch_sandbox_argv(&sb, argv, &boxed, &err);
-    }
+    struct orch_sandbox sb;
+    orch_tool_sandbox(r->e->o, r->ws_path, ln->network, &sb);
     struct effect *f = rc ? NULL : calloc(1, sizeof(*f));
     if (!rc && !f)
         rc = nomem(&err);
@@ -3165,7 +3161,8 @@ static void tool_run(struct run *r, size_t t)
         *f = (struct effect){.r = r, .task = (long)t, .kind = E_TASK_JOB};
         struct orch_exec_config cfg = {
             .kind = ORCH_EXEC_CLI,
-            .argv = boxed ? (const char *const *)boxed : argv,
+            .argv = argv,
+            .box = none ? NULL : &sb,
             .env = orch_child_env(r->e->o),
             .timeout_ms = timeout_ms ? timeout_ms : COMMAND_TIMEOUT_MS,
             .output_max = ORCH_TOOL_OUTPUT_MAX / 2,
@@ -3176,7 +3173,6 @@ static void tool_run(struct run *r, size_t t)
                             &f->job, &err);
     }
     free(argv);
-    free(boxed);
     cJSON_Delete(args);
     if (rc == FO_E_NOMEM) {
         free(f);

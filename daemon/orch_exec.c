@@ -21,6 +21,7 @@
 
 #include "daemon/orch_int.h"
 #include "daemon/orch_model.h"
+#include "daemon/orch_sandbox.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_sha.h"
 
@@ -324,6 +325,21 @@ out:
     if (at_ok)
         posix_spawnattr_destroy(&at);
     free(argv);
+    return rc;
+}
+
+/* Spawns cmd + prompt in the sandbox box (orch_sandbox_prepare, then
+ * orch_sandbox_spawn: a fork that drops root before bwrap), with the same
+ * stdin, stdout, stderr and process group as spawn_child. */
+static int spawn_boxed(const struct orch_sandbox *box, const char *const *cmd,
+                       const char *prompt, int out_w, int err_w, pid_t *pid,
+                       struct fo_err *err)
+{
+    struct orch_boxed *b = NULL;
+    int rc = orch_sandbox_prepare(box, cmd, prompt, &b, err);
+    if (!rc)
+        rc = orch_sandbox_spawn(b, out_w, err_w, pid, err);
+    free(b);
     return rc;
 }
 
@@ -738,8 +754,10 @@ static int start_child(struct orch_job *j, const struct orch_exec_config *cfg,
         rc = fo_err_set(err, FO_E_NOMEM, "executor: no timer");
         goto out;
     }
-    rc = spawn_child(cfg->argv, cfg->env, cfg->cwd, prompt, outp[1], errp[1],
-                     &j->pid, err);
+    rc = cfg->box ? spawn_boxed(cfg->box, cfg->argv, prompt, outp[1], errp[1],
+                                &j->pid, err)
+                  : spawn_child(cfg->argv, cfg->env, cfg->cwd, prompt, outp[1],
+                                errp[1], &j->pid, err);
     if (rc)
         goto out;
     /* The child runs. Without a pidfd (an old kernel, or no room to watch

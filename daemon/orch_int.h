@@ -9,6 +9,7 @@
 
 #include "daemon/orch.h"
 #include "daemon/orch_guard.h"
+#include "daemon/orch_sandbox.h"
 #include "ledger/fo_buf.h"
 
 struct orch_run_thread; /* orch_runs.c */
@@ -65,7 +66,17 @@ struct orch {
     cJSON *mcp_servers;      /* forum.json's, checked; or NULL */
     cJSON *context;          /* forum.json's context limits, or NULL */
     int sandbox;             /* enum orch_sandbox_mode */
+    char *data_dir;          /* resolved, or NULL */
+    /* the --cmd program's sandbox (the model profile), exec.box when on */
+    struct orch_cmd_box cmd_box;
+    struct orch_sandbox cmd_sb;
+    const char **cmd_env; /* env then cmd_box.env, pointers only */
 };
+
+/* The sandbox run_command runs in: the run's workspace ws (own: the
+ * daemon made it), the lane's network, the data dir kept out. */
+void orch_tool_sandbox(const struct orch *o, const char *ws, int network,
+                       struct orch_sandbox *sb);
 
 int orch_sandbox_mode(const struct orch *o);
 
@@ -77,6 +88,7 @@ const struct orch_guard *orch_guardrails(const struct orch *o);
 const char *orch_workspace_dir(const struct orch *o);
 const char *orch_workspace_root(const struct orch *o);
 const char *const *orch_child_env(const struct orch *o);
+const char *orch_data_dir(const struct orch *o);
 
 /* orch_runs.c: allocates o->runs (FO_E_NOMEM) with room for max_runs
  * background runs and, on free, waits for every background run to end,

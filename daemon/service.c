@@ -667,7 +667,9 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                              .workspace_root = wsroot,
                              .mcp_servers = cfg->mcp_servers,
                              .context = cfg->context,
-                             .sandbox = cfg->sandbox};
+                             .sandbox = cfg->sandbox,
+                             .data_dir = cfg->dir,
+                             .cmd_sandbox = cfg->cmd_sandbox};
     rc = orch_create(&oc, &d->orch, err);
     if (rc)
         goto out;
@@ -968,6 +970,8 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
         } else if (!strcmp(k, "sandbox") && cJSON_IsString(v) &&
                    orch_sandbox_mode_parse(v->valuestring) >= 0) {
             cfg->sandbox = orch_sandbox_mode_parse(v->valuestring);
+        } else if (!strcmp(k, "cmd_sandbox") && cJSON_IsObject(v)) {
+            cfg->cmd_sandbox = v; /* checked by orch_create */
         } else if (!strcmp(k, "context") && cJSON_IsObject(v)) {
             cfg->context = v; /* checked by orch_create */
         } else if (!strcmp(k, "mcp_servers") && cJSON_IsObject(v)) {
@@ -1032,6 +1036,7 @@ void daemon_config_release(struct daemon_config *cfg)
     cfg->witnesses = NULL;
     cfg->witness_of = NULL;
     cfg->witness_name = NULL;
+    cfg->cmd_sandbox = NULL;
 }
 
 int daemon_config_set_providers(struct daemon_config *cfg,

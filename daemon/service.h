@@ -49,6 +49,9 @@ struct daemon_config {
     const cJSON *context;
     /* forum.json "sandbox" / --sandbox: ORCH_SANDBOX_BWRAP (0) or _NONE */
     int sandbox;
+    /* forum.json "cmd_sandbox": how the --cmd model program runs
+     * (orch_cmd_box_parse), or NULL */
+    const cJSON *cmd_sandbox;
     /* The approval-gate policy every run starts with (forum.json "gates"
      * or the --gate flags); NULL: none. gates_owned is freed by
      * daemon_config_release. */

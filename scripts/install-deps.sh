@@ -10,11 +10,14 @@ serve_only=0
 [ "${1:-}" = --serve ] && serve_only=1
 
 # bubblewrap: the sandbox agents' commands run in (docs/AGENTS.md)
+# libpq-dev: configure needs it (the PostgreSQL store is always built)
 pkgs=(build-essential cmake pkg-config ca-certificates
-      libevent-dev libsqlite3-dev libssl-dev libcjson-dev bubblewrap)
+      libevent-dev libsqlite3-dev libssl-dev libcjson-dev libpq-dev bubblewrap)
 if [ $serve_only = 0 ]; then
+  # strace: tests/unit_sandbox.sh traces the sandbox under the unit's
+  # system-call filter
   pkgs+=(libcriterion-dev clang-format golang-go golang-golang-x-mod-dev
-         clang libclang-rt-14-dev chromium libpq-dev postgresql)
+         clang libclang-rt-14-dev chromium postgresql strace)
   [ "${FORUM_DEPS_BENCH:-0}" = 1 ] && pkgs+=(wrk)
 fi
 

@@ -2514,11 +2514,10 @@ Test(cli, option_table_serve)
     expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]), missing, NULL);
     /* valid flags still pass: --check with the daemon's flags (0: no
      * checkpoints), and --help after a subcommand's flags */
-    const char *const ok[] = {"serve",       "--check",   "--port",
-                              "0",           "--no-auth", "--checkpoint-ms",
-                              "0",           "--sandbox", "none",
-                              "--workspace", "/tmp",      "--max-runs",
-                              "5",           NULL};
+    const char *const ok[] = {
+        "serve",           "--check",    "--port",    "0",    "--no-auth",
+        "--checkpoint-ms", "0",          "--sandbox", "none", "--workspace",
+        "/opt/project",    "--max-runs", "5",         NULL};
     struct tu_run r = run_list(missing, NULL, 0, NULL, ok);
     cr_assert_eq(r.status, 0, "%s", r.err);
     must_contain(r.out, "configuration ok", "serve --check");

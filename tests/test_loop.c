@@ -985,9 +985,19 @@ Test(honest, with_nothing_configured_the_answer_says_no_model_was_used)
 Test(honest, cmd_drives_every_role_and_an_unrunnable_one_fails_the_run,
      .timeout = 60)
 {
-    char *dir = tu_tmpdir();
-    char log[700], cmd[1400];
-    snprintf(log, sizeof(log), "%s/prompts.log", dir);
+    char *dir = tu_tmpdir(), *notes = tu_tmpdir();
+    char log[700], cmd[1400], cfg[700], json[1400];
+    snprintf(log, sizeof(log), "%s/prompts.log", notes);
+    /* the command runs sandboxed (the model profile): its notes dir is a
+     * state dir, its script a read dir (as root it runs as 65534) */
+    if (geteuid() == 0)
+        cr_assert_eq(chown(notes, 65534, 65534), 0);
+    snprintf(cfg, sizeof(cfg), "%s/forum.json", dir);
+    snprintf(json, sizeof(json),
+             "{\"cmd_sandbox\": {\"state_dirs\": [\"%s\"], \"read_dirs\": "
+             "[\"%s/tests\"]}}",
+             notes, FORUM_SRC);
+    cr_assert_eq(tu_write_file(cfg, json, strlen(json)), 0);
     /* a command that notes the first line of every prompt, then answers */
     snprintf(cmd, sizeof(cmd),
              "sh -c 'printf \"%%s\\n\" \"$1\" | head -n 1 >> %s; exec sh "
@@ -1016,5 +1026,6 @@ Test(honest, cmd_drives_every_role_and_an_unrunnable_one_fails_the_run,
     cr_assert_neq(r.status, 0, "an unrunnable command exited 0");
     cr_assert(strstr(r.err, "no-such-model-cli-xyz"), "%s", r.err);
     tu_run_free(&r);
+    tu_rmrf(notes);
     tu_rmrf(dir);
 }

@@ -55,50 +55,23 @@ struct ran {
     int64_t ms;
 };
 
-/* Runs `sh -c script` in the sandbox on b's workspace, killing the whole
- * sandbox (by killing bwrap) after timeout_ms, as the job does. */
-static struct ran run_as(struct box *b, int network, const char *script,
-                         int timeout_ms, int unprivileged)
+/* Runs cmd in the sandbox sb the way a job does (orch_sandbox_prepare,
+ * then orch_sandbox_spawn: as root, the child drops to the sandbox user
+ * before bwrap), killing the whole sandbox (by killing bwrap) after
+ * timeout_ms, as the job's timeout does. */
+static struct ran run_box(const struct orch_sandbox *sb, const char *const *cmd,
+                          int timeout_ms)
 {
-    struct orch_sandbox sb = {.workspace = b->ws, .network = network};
-    const char *cmd[] = {"sh", "-c", script, NULL};
-    char **boxed = NULL;
+    struct orch_boxed *boxed = NULL;
     struct fo_err err;
-    cr_assert_eq(orch_sandbox_argv(&sb, cmd, &boxed, &err), FO_OK, "%s",
+    cr_assert_eq(orch_sandbox_prepare(sb, cmd, NULL, &boxed, &err), FO_OK, "%s",
                  err.msg);
-    /* the kernel exempts root from RLIMIT_NPROC: the daemon runs as its
-     * own user (dist/forum.service: User=forum), so a test run as root
-     * starts the sandbox as an unprivileged user too */
-    char *argv[256];
-    size_t na = 0;
-    if (unprivileged && geteuid() == 0) {
-        static char pre[5][16] = {"setpriv", "--reuid=65534", "--regid=65534",
-                                  "--clear-groups", "--"};
-        for (size_t i = 0; i < 5; i++)
-            argv[na++] = pre[i];
-        char up[700];
-        snprintf(up, sizeof(up), "%s/workspaces", b->dir);
-        cr_assert_eq(chmod(b->dir, 0711), 0);
-        cr_assert_eq(chmod(up, 0711), 0);
-        cr_assert_eq(chown(b->ws, 65534, 65534), 0);
-    }
-    for (size_t i = 0; boxed[i] && na < 255; i++)
-        argv[na++] = boxed[i];
-    argv[na] = NULL;
     int p[2];
-    cr_assert_eq(pipe(p), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 2);
-    posix_spawn_file_actions_addclose(&fa, p[0]);
-    static char path[] = "PATH=/usr/bin:/bin";
-    char *const env[] = {path, NULL};
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
     pid_t pid;
     int64_t t0 = tu_now_ms();
-    cr_assert_eq(posix_spawnp(&pid, argv[0], &fa, NULL, argv, env), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    cr_assert_eq(orch_sandbox_spawn(boxed, p[1], p[1], &pid, &err), FO_OK, "%s",
+                 err.msg);
     free(boxed);
     close(p[1]);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
@@ -127,10 +100,23 @@ static struct ran run_as(struct box *b, int network, const char *script,
     return r;
 }
 
+/* Runs `sh -c script` in the sandbox on b's workspace (a run's own, as
+ * the daemon makes them: DIR/workspaces/run-1, the data dir named). */
+static struct ran run_as(struct box *b, int network, const char *script,
+                         int timeout_ms)
+{
+    struct orch_sandbox sb = {.workspace = b->ws,
+                              .network = network,
+                              .data_dir = b->dir,
+                              .own_workspace = 1};
+    const char *cmd[] = {"sh", "-c", script, NULL};
+    return run_box(&sb, cmd, timeout_ms);
+}
+
 static struct ran run_in(struct box *b, int network, const char *script,
                          int timeout_ms)
 {
-    return run_as(b, network, script, timeout_ms, 0);
+    return run_as(b, network, script, timeout_ms);
 }
 
 Test(sandbox, the_workspace_is_the_one_writable_place)
@@ -217,11 +203,13 @@ Test(sandbox, a_fork_bomb_is_stopped_by_the_process_limit, .timeout = 60)
     box_open(&b);
     /* each process forks until fork fails; the limit stops the growth and
      * the bomb ends itself (no timeout needed) */
+    /* as root, the sandbox runs as uid 65534 (the kernel exempts root
+     * from RLIMIT_NPROC) */
     struct ran r = run_as(&b, 0,
                           "n=0; while [ $n -lt 400 ]; do "
                           "(sleep 5 &) 2>/dev/null || break; n=$((n+1)); "
                           "done; echo started $n",
-                          30000, 1);
+                          30000);
     int started = -1;
     const char *s = strstr(r.out, "started ");
     if (s)
@@ -272,28 +260,338 @@ Test(sandbox, the_timeout_kills_the_whole_tree, .timeout = 60)
     box_close(&b);
 }
 
-/* The probe and the argv: the flags that make the promises above. */
+/* The command: the flags that make the promises above. */
 Test(sandbox, the_argv_says_what_it_does)
 {
-    struct orch_sandbox sb = {.workspace = "/srv/ws"};
+    char *dir = tu_tmpdir();
+    struct orch_sandbox sb = {.workspace = dir};
     const char *cmd[] = {"make", "check", NULL};
-    char **argv = NULL;
+    struct orch_boxed *b = NULL;
     struct fo_err err;
-    cr_assert_eq(orch_sandbox_argv(&sb, cmd, &argv, &err), FO_OK);
-    char all[4096] = "";
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &b, &err), FO_OK, "%s",
+                 err.msg);
+    char all[8192] = "";
     size_t used = 0;
-    for (size_t i = 0; argv[i] && used < sizeof(all); i++)
+    for (size_t i = 0; b->argv[i] && used < sizeof(all); i++)
         used +=
-            (size_t)snprintf(all + used, sizeof(all) - used, "%s ", argv[i]);
-    free(argv);
-    const char *want[] = {
-        "--unshare-all",   "--unshare-user", "--die-with-parent",
-        "--new-session",   "--clearenv",     "--bind /srv/ws /srv/ws",
-        "--chdir /srv/ws", "--nproc=",       "--as=",
-        "-- make check "};
+            (size_t)snprintf(all + used, sizeof(all) - used, "%s ", b->argv[i]);
+    char bind[800], cd[800];
+    /* as root the child stages the workspace (bwrap runs as 65534) */
+    if (geteuid() == 0)
+        snprintf(bind, sizeof(bind), "--bind /tmp/0 %s ", dir);
+    else
+        snprintf(bind, sizeof(bind), "--bind %s %s ", dir, dir);
+    snprintf(cd, sizeof(cd), "--chdir %s ", dir);
+    const char *want[] = {"--unshare-all",
+                          "--unshare-user",
+                          "--die-with-parent",
+                          "--new-session",
+                          "--clearenv",
+                          bind,
+                          cd,
+                          "--nproc=",
+                          "--as=",
+                          "-- make check ",
+                          "--ro-bind /etc/passwd /etc/passwd"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         cr_assert(strstr(all, want[i]), "no %s in %s", want[i], all);
+    /* of /etc only what programs read: never the whole of it */
+    cr_assert_null(strstr(all, "--ro-bind /etc /etc"), "%s", all);
+    cr_assert_null(strstr(all, "shadow"), "%s", all);
     cr_assert_null(strstr(all, "--share-net"), "%s", all);
+    cr_assert_null(strstr(all, "resolv.conf"), "offline: %s", all);
+    cr_assert_eq(b->n_opens, geteuid() == 0);
+    if (geteuid() == 0)
+        cr_assert_str_eq(b->opens[0], dir);
+    cr_assert_eq(b->drop, geteuid() == 0);
+    free(b);
     sb.workspace = "relative/ws";
-    cr_assert_eq(orch_sandbox_argv(&sb, cmd, &argv, &err), FO_E_INVALID);
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &b, &err), FO_E_INVALID);
+    tu_rmrf(dir);
+}
+
+/* ---- root: the sandbox is not root outside (issue: it read /etc/shadow) */
+
+/* As root, bubblewrap's user namespace maps the sandbox's uid to root
+ * outside: every root-only file it can see would be its own. The child
+ * drops to uid 65534 first, and of /etc only what programs read is
+ * bound. */
+Test(sandbox, root_only_files_stay_out_of_reach)
+{
+    struct box b;
+    box_open(&b);
+    char planted[256], inner[700];
+    snprintf(planted, sizeof(planted), "/etc/forum-test-secret-%ld",
+             (long)getpid());
+    /* a configured workspace (not the run's own): the sandbox may enter
+     * it, but a root-only file in it stays root's */
+    char *ws = tu_tmpdir();
+    snprintf(inner, sizeof(inner), "%s/inner-secret", ws);
+    int root = geteuid() == 0;
+    if (root) {
+        cr_assert_eq(tu_write_file(planted, "PLANTED-SECRET", 14), 0);
+        cr_assert_eq(chmod(planted, 0600), 0);
+        cr_assert_eq(chmod(ws, 0755), 0);
+    }
+    cr_assert_eq(tu_write_file(inner, "INNER-SECRET", 12), 0);
+    cr_assert_eq(chmod(inner, 0600), 0);
+    char script[1024];
+    snprintf(script, sizeof(script),
+             "cat /etc/shadow /etc/gshadow %s 2>&1; cat inner-secret 2>&1; "
+             "ls /etc/shadow 2>&1; id -u; true",
+             planted);
+    struct orch_sandbox sb = {.workspace = ws, .data_dir = b.dir};
+    const char *cmd[] = {"sh", "-c", script, NULL};
+    struct ran r = run_box(&sb, cmd, 20000);
+    if (root)
+        unlink(planted);
+    tu_rmrf(ws);
+    cr_assert_null(strstr(r.out, "root:"), "shadow was read: %s", r.out);
+    cr_assert_null(strstr(r.out, "PLANTED-SECRET"), "%s", r.out);
+    if (root)
+        cr_assert_null(strstr(r.out, "INNER-SECRET"),
+                       "a 0600 root file was read: %s", r.out);
+    cr_assert(strstr(r.out, "No such file"), "%s", r.out);
+    box_close(&b);
+}
+
+/* What the drop must not break: the shell, ls, python3, a file the
+ * daemon's file tools wrote (root's, as root), writing in the workspace,
+ * and no descriptor of the daemon's inside. */
+Test(sandbox, everyday_commands_still_work)
+{
+    struct box b;
+    box_open(&b);
+    char f[700];
+    snprintf(f, sizeof(f), "%s/notes.txt", b.ws);
+    cr_assert_eq(tu_write_file(f, "first\n", 6), 0);
+    char sub[720];
+    snprintf(sub, sizeof(sub), "%s/sub", b.ws);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    int py = access("/usr/bin/python3", X_OK) == 0;
+    struct ran r = run_in(
+        &b, 0,
+        py ? "ls; cat notes.txt; echo second >> notes.txt; echo made > "
+             "sub/new.txt; cat sub/new.txt; /usr/bin/python3 -c "
+             "'print(6*7)'; ls /proc/self/fd | tr '\\n' ' '"
+           : "ls; cat notes.txt; echo second >> notes.txt; echo made > "
+             "sub/new.txt; cat sub/new.txt; echo 42; ls /proc/self/fd | tr "
+             "'\\n' ' '",
+        20000);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert_str_eq(r.out, "notes.txt\nsub\nfirst\nmade\n42\n0 1 2 3 ", "%s",
+                     r.out);
+    char *got = tu_read_file(f, NULL);
+    cr_assert_str_eq(got, "first\nsecond\n");
+    free(got);
+    box_close(&b);
+}
+
+/* ---- the data dir is never in a sandbox --------------------------------- */
+
+Test(sandbox, a_workspace_that_holds_the_data_dir_is_refused)
+{
+    struct box b;
+    box_open(&b);
+    const char *cmd[] = {"true", NULL};
+    struct orch_boxed *o = NULL;
+    struct fo_err err;
+    char parent[700];
+    snprintf(parent, sizeof(parent), "%s/..", b.dir);
+    struct orch_sandbox sb = {.workspace = parent, .data_dir = b.dir};
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &o, &err), FO_E_INVALID);
+    cr_assert(strstr(err.msg, "holds the data dir"), "%s", err.msg);
+    cr_assert(strstr(err.msg, b.dir), "%s", err.msg);
+    sb.workspace = b.dir;
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &o, &err), FO_E_INVALID);
+    /* inside it: only the run's own workspace, which the daemon made */
+    sb.workspace = b.ws;
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &o, &err), FO_E_INVALID);
+    cr_assert(strstr(err.msg, "lies inside the data dir"), "%s", err.msg);
+    sb.own_workspace = 1;
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &o, &err), FO_OK, "%s",
+                 err.msg);
+    free(o);
+    box_close(&b);
+}
+
+/* `forum serve --workspace` (or forum.json's) that holds the data dir or
+ * lies in it is refused before anything starts, naming both. */
+Test(sandbox, serve_refuses_a_workspace_around_or_in_the_data_dir,
+     .timeout = 60)
+{
+    char *top = tu_tmpdir();
+    char dir[700], inside[760], cfg[760];
+    snprintf(dir, sizeof(dir), "%s/forum-ledger", top);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "serve", "--port", "0",
+                                "--workspace", top, NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "holds the data dir"), "%s", r.err);
+    cr_assert(strstr(r.err, top) && strstr(r.err, dir), "%s", r.err);
+    tu_run_free(&r);
+    snprintf(inside, sizeof(inside), "%s/ws", dir);
+    cr_assert_eq(mkdir(inside, 0700), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "--port", "0", "--workspace",
+                  inside, NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "lies inside the data dir"), "%s", r.err);
+    tu_run_free(&r);
+    /* forum.json's workspace, through a symlink */
+    char link[760], json[900];
+    snprintf(link, sizeof(link), "%s/alias", top);
+    cr_assert_eq(symlink(top, link), 0);
+    snprintf(cfg, sizeof(cfg), "%s/forum.json", dir);
+    snprintf(json, sizeof(json), "{\"workspace\": \"%s\"}", link);
+    cr_assert_eq(tu_write_file(cfg, json, strlen(json)), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "serve", "--port", "0", NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "holds the data dir"), "%s", r.err);
+    tu_run_free(&r);
+    tu_rmrf(top);
+}
+
+/* A read-only directory that holds the data dir gets an empty tmpfs over
+ * it (here the model profile's read_dirs). */
+Test(sandbox, the_data_dir_under_a_read_only_bind_is_masked)
+{
+    struct box b;
+    box_open(&b);
+    char up[700], other[760];
+    snprintf(up, sizeof(up), "%s", b.dir);
+    *strrchr(up, '/') = '\0'; /* /tmp: the data dir is in it */
+    snprintf(other, sizeof(other), "%s.other", b.dir);
+    cr_assert_eq(tu_write_file(other, "VISIBLE", 7), 0);
+    cr_assert_eq(chmod(other, 0644), 0);
+    /* readable by anyone: only the mask keeps them out (as root the
+     * sandbox user could not enter a 0700 data dir anyway) */
+    cr_assert_eq(chmod(b.dir, 0755), 0);
+    cr_assert_eq(chmod(b.token, 0644), 0);
+    cr_assert_eq(chmod(b.key, 0644), 0);
+    const char *const reads[] = {up, NULL};
+    struct orch_sandbox sb = {
+        .profile = ORCH_SANDBOX_MODEL, .data_dir = b.dir, .read_dirs = reads};
+    char script[4096];
+    snprintf(script, sizeof(script), "cat %s %s %s 2>&1; ls -A %s; true", other,
+             b.token, b.key, b.dir);
+    const char *cmd[] = {"sh", "-c", script, NULL};
+    struct ran r = run_box(&sb, cmd, 20000);
+    unlink(other);
+    cr_assert(strstr(r.out, "VISIBLE"), "the read dir is not there: %s", r.out);
+    cr_assert_null(strstr(r.out, "TOKEN-SECRET"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "KEY-SECRET"), "%s", r.out);
+    box_close(&b);
+}
+
+/* ---- --cmd model programs run in the model profile ---------------------- */
+
+/* The model profile: the network shared, the data dir out of reach,
+ * writes only to its state dirs. */
+Test(sandbox, a_model_program_reaches_the_network_and_its_state_only)
+{
+    struct box b;
+    box_open(&b);
+    char *state = tu_tmpdir(), *out = tu_tmpdir();
+    if (geteuid() == 0) /* as root the program runs as 65534 */
+        cr_assert_eq(chown(state, 65534, 65534), 0);
+    int port = 0;
+    int lfd = tu_listen_loopback(&port);
+    char script[4096];
+    snprintf(script, sizeof(script),
+             "cat %s %s 2>&1; echo x > %s/evil; echo x > %s/evil; "
+             "echo kept > %s/state.txt; "
+             "if bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' 2>/dev/null; then "
+             "echo connected; fi; pwd; true",
+             b.token, b.key, out, b.dir, state, port);
+    const char *const writes[] = {state, NULL};
+    const char *const env[] = {"PATH=/usr/bin:/bin", "HOME=/nowhere", NULL};
+    struct orch_sandbox sb = {.profile = ORCH_SANDBOX_MODEL,
+                              .data_dir = b.dir,
+                              .write_dirs = writes,
+                              .env = env};
+    const char *cmd[] = {"sh", "-c", script, NULL};
+    struct ran r = run_box(&sb, cmd, 20000);
+    close(lfd);
+    cr_assert_null(strstr(r.out, "TOKEN-SECRET"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "KEY-SECRET"), "%s", r.out);
+    cr_assert(strstr(r.out, "connected\n/tmp\n"), "%s", r.out);
+    char f[800];
+    snprintf(f, sizeof(f), "%s/evil", out);
+    cr_assert_neq(access(f, F_OK), 0, "wrote outside: %s", r.out);
+    snprintf(f, sizeof(f), "%s/evil", b.dir);
+    cr_assert_neq(access(f, F_OK), 0, "wrote into the data dir");
+    snprintf(f, sizeof(f), "%s/state.txt", state);
+    char *got = tu_read_file(f, NULL);
+    cr_assert_not_null(got, "its state dir is not writable: %s", r.out);
+    cr_assert_str_eq(got, "kept\n");
+    free(got);
+    /* a state dir that holds the data dir is refused */
+    const char *const bad[] = {b.dir, NULL};
+    sb.write_dirs = bad;
+    struct orch_boxed *o = NULL;
+    struct fo_err err;
+    cr_assert_eq(orch_sandbox_prepare(&sb, cmd, NULL, &o, &err), FO_E_INVALID);
+    tu_rmrf(state);
+    tu_rmrf(out);
+    box_close(&b);
+}
+
+/* End to end: `forum submit --cmd` with a program that tries to read the
+ * token and write outside, then answers as a model: the run works, the
+ * token and the outside write do not. */
+Test(sandbox, submit_runs_the_cmd_program_in_the_model_profile, .timeout = 120)
+{
+    char why[256];
+    if (!orch_sandbox_available(why, sizeof(why)))
+        cr_skip_test("no sandbox on this machine: %s", why);
+    char *dir = tu_tmpdir(), *state = tu_tmpdir(), *out = tu_tmpdir();
+    if (geteuid() == 0)
+        cr_assert_eq(chown(state, 65534, 65534), 0);
+    char token[700], cfg[700], json[2048], cmd[8192];
+    snprintf(token, sizeof(token), "%s/token", dir);
+    cr_assert_eq(tu_write_file(token, "TOKEN-SECRET", 12), 0);
+    snprintf(cfg, sizeof(cfg), "%s/forum.json", dir);
+    snprintf(json, sizeof(json),
+             "{\"cmd_sandbox\": {\"state_dirs\": [\"%s\"], \"read_dirs\": "
+             "[\"%s/tests\"]}}",
+             state, FORUM_SRC);
+    cr_assert_eq(tu_write_file(cfg, json, strlen(json)), 0);
+    snprintf(cmd, sizeof(cmd),
+             "sh -c 'cat %s >> %s/leak 2>&1; echo x > %s/evil; exec sh "
+             "%s/tests/fake_cli.sh ok \"$1\"' x",
+             token, state, out, FORUM_SRC);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "submit",
+                                "add a login endpoint", "--cmd", cmd, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *o = tu_run_json(&r);
+    cr_assert_str_eq(tu_str(o, "answer"), "done: the answer, from the "
+                                          "command\n");
+    cJSON_Delete(o);
+    tu_run_free(&r);
+    char f[800];
+    snprintf(f, sizeof(f), "%s/leak", state);
+    char *leak = tu_read_file(f, NULL);
+    cr_assert_not_null(leak, "the program never ran");
+    cr_assert_null(strstr(leak, "TOKEN-SECRET"), "%s", leak);
+    free(leak);
+    snprintf(f, sizeof(f), "%s/evil", out);
+    cr_assert_neq(access(f, F_OK), 0, "the program wrote outside");
+    /* where bwrap cannot run, --cmd is refused unless the operator says
+     * "sandbox": "none" for it */
+    setenv("FORUM_BWRAP", "/nonexistent/bwrap", 1);
+    r = tu_forumv(NULL, "--ledger", dir, "submit", "x", "--cmd", cmd, NULL);
+    cr_assert_eq(r.status, 2, "%d %s", r.status, r.err);
+    cr_assert(strstr(r.err, "cannot be sandboxed") &&
+                  strstr(r.err, "\"sandbox\": \"none\""),
+              "%s", r.err);
+    tu_run_free(&r);
+    snprintf(json, sizeof(json), "{\"cmd_sandbox\": {\"sandbox\": \"none\"}}");
+    cr_assert_eq(tu_write_file(cfg, json, strlen(json)), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "submit", "x", "--cmd", cmd, NULL);
+    cr_assert_eq(r.status, 0, "%d %s", r.status, r.err);
+    tu_run_free(&r);
+    unsetenv("FORUM_BWRAP");
+    tu_rmrf(state);
+    tu_rmrf(out);
+    tu_rmrf(dir);
 }

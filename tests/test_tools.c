@@ -383,14 +383,32 @@ static long find(const struct kinds *k, const char *kind, int nth)
     return -1;
 }
 
+/* A project directory beside the data dir dir (a workspace may not lie
+ * inside it), the sandbox's own as root (commands run as its owner). */
+static void project_dir(char *ws, size_t n, const char *dir)
+{
+    snprintf(ws, n, "%s.project", dir);
+    cr_assert_eq(mkdir(ws, 0700), 0);
+    if (geteuid() == 0)
+        cr_assert_eq(chown(ws, 65534, 65534), 0);
+}
+
+/* tu_rmrf of dir and of its project_dir */
+static void rmrf_with_project(char *dir)
+{
+    char ws[700];
+    snprintf(ws, sizeof(ws), "%s.project", dir);
+    tu_rmrf(dir);
+    tu_rmrf(strdup(ws));
+}
+
 static void acting_run(int anthropic)
 {
     struct fake *f = fake_start(acting);
     char *dir = tu_tmpdir();
     char ws[600], rpath[600], url[80], in[700], outp[700];
-    snprintf(ws, sizeof(ws), "%s/project", dir);
+    project_dir(ws, sizeof(ws), dir);
     snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
-    cr_assert_eq(mkdir(ws, 0700), 0);
     snprintf(in, sizeof(in), "%s/in.txt", ws);
     cr_assert_eq(tu_write_file(in, "hello world\n", 12), 0);
     const char *r = anthropic ? "{\"lanes\":[{\"name\":\"coder\",\"category\""
@@ -454,7 +472,7 @@ static void acting_run(int anthropic)
     free(db);
     fake_stop(f);
     fake_free(f);
-    tu_rmrf(dir);
+    rmrf_with_project(dir);
 }
 
 Test(tool_loop, a_chat_model_reads_writes_and_checks_with_three_calls,
@@ -480,9 +498,8 @@ static void scene_open(struct scene *sc, fake_fn script)
 {
     sc->f = fake_start(script);
     sc->dir = tu_tmpdir();
-    snprintf(sc->ws, sizeof(sc->ws), "%s/project", sc->dir);
+    project_dir(sc->ws, sizeof(sc->ws), sc->dir);
     snprintf(sc->rpath, sizeof(sc->rpath), "%s/roster.json", sc->dir);
-    cr_assert_eq(mkdir(sc->ws, 0700), 0);
     cr_assert_eq(tu_write_file(sc->rpath, roster, strlen(roster)), 0);
     snprintf(sc->url, sizeof(sc->url), "http://127.0.0.1:%d", sc->f->port);
 }
@@ -568,7 +585,7 @@ Test(tool_loop,
     free(res);
     fake_stop(f);
     fake_free(f);
-    tu_rmrf(dir);
+    rmrf_with_project(dir);
 }
 
 static const char *malformed(struct fake *f, const char *role, int n,
@@ -604,7 +621,7 @@ Test(tool_loop, three_malformed_calls_in_a_row_fail_the_task, .timeout = 60)
     free(res);
     fake_stop(f);
     fake_free(f);
-    tu_rmrf(dir);
+    rmrf_with_project(dir);
 }
 
 /* ---- guardrails on the roles' own replies ----------------------------------
@@ -1400,11 +1417,10 @@ Test(tool_loop, a_run_killed_mid_loop_resumes_and_runs_no_witnessed_call_again,
     struct fake *f = fake_start(resuming);
     char *dir = tu_tmpdir();
     char ws[600], rpath[600], cpath[600], cfg[600], logp[700];
-    snprintf(ws, sizeof(ws), "%s/project", dir);
+    project_dir(ws, sizeof(ws), dir);
     snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
     snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
     snprintf(logp, sizeof(logp), "%s/calls.log", ws);
-    cr_assert_eq(mkdir(ws, 0700), 0);
     cr_assert_eq(tu_write_file(rpath, roster, strlen(roster)), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
@@ -1438,7 +1454,7 @@ Test(tool_loop, a_run_killed_mid_loop_resumes_and_runs_no_witnessed_call_again,
     free(res);
     fake_stop(f);
     fake_free(f);
-    tu_rmrf(dir);
+    rmrf_with_project(dir);
 }
 
 /* ---- the daemon ends its MCP sessions when it stops -------------------- */
@@ -1506,10 +1522,9 @@ static void session_turns(const char *context_json, int want_seen)
     struct fake *f = fake_start(session_script);
     char *dir = tu_tmpdir();
     char ws[600], rpath[600], cpath[600], cfg[800], in[700];
-    snprintf(ws, sizeof(ws), "%s/project", dir);
+    project_dir(ws, sizeof(ws), dir);
     snprintf(rpath, sizeof(rpath), "%s/roster.json", dir);
     snprintf(cpath, sizeof(cpath), "%s/forum.json", dir);
-    cr_assert_eq(mkdir(ws, 0700), 0);
     snprintf(in, sizeof(in), "%s/in.txt", ws);
     cr_assert_eq(tu_write_file(in, "the secret word is plover\n", 26), 0);
     cr_assert_eq(tu_write_file(rpath, roster, strlen(roster)), 0);
@@ -1543,7 +1558,7 @@ static void session_turns(const char *context_json, int want_seen)
     free(budget);
     fake_stop(f);
     fake_free(f);
-    tu_rmrf(dir);
+    rmrf_with_project(dir);
 }
 
 Test(tool_loop, a_later_turn_sees_the_tool_results_of_earlier_ones,
@@ -1681,5 +1696,5 @@ Test(metrics, model_calls_runs_and_build_info_are_scraped, .timeout = 60)
     tu_daemon_signal_wait(&d, SIGTERM, 10000);
     fake_stop(sc.f);
     fake_free(sc.f);
-    tu_rmrf(sc.dir);
+    rmrf_with_project(sc.dir);
 }
