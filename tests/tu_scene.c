@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ledger/fo_buf.h"
 #include "testutil.h"
@@ -39,9 +40,13 @@ void tu_scene_open(struct scene *sc, fake_fn script, const char *roster)
         roster = default_roster;
     sc->f = fake_start(script);
     sc->dir = tu_tmpdir();
-    snprintf(sc->ws, sizeof(sc->ws), "%s/project", sc->dir);
+    /* beside the data dir: a workspace may not lie inside it; the
+     * sandbox's own as root (commands run as its owner) */
+    snprintf(sc->ws, sizeof(sc->ws), "%s.project", sc->dir);
     snprintf(sc->rpath, sizeof(sc->rpath), "%s/roster.json", sc->dir);
     cr_assert_eq(mkdir(sc->ws, 0700), 0);
+    if (geteuid() == 0)
+        cr_assert_eq(chown(sc->ws, 65534, 65534), 0);
     cr_assert_eq(tu_write_file(sc->rpath, roster, strlen(roster)), 0);
     snprintf(sc->url, sizeof(sc->url), "http://127.0.0.1:%d", sc->f->port);
 }
@@ -51,6 +56,7 @@ void tu_scene_close(struct scene *sc)
     fake_stop(sc->f);
     fake_free(sc->f);
     tu_rmrf(sc->dir);
+    tu_rmrf(strdup(sc->ws));
     sc->f = NULL;
     sc->dir = NULL;
 }

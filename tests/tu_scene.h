@@ -1,8 +1,8 @@
 /* tu_scene: the shared fixture of the scenario tests that drive a scripted
  * model through tool calls (tests/test_attacks.c): a fake model running a
  * script, a temp data dir holding a one-lane roster whose agent has the
- * file tools and run_command, an empty project directory as the
- * workspace, and readers of what the run witnessed. */
+ * file tools and run_command, an empty project directory beside it as
+ * the workspace, and readers of what the run witnessed. */
 #ifndef TU_SCENE_H
 #define TU_SCENE_H
 
