@@ -322,6 +322,9 @@ struct task {
     uint64_t mcp_tried; /* lane tools whose server was tried that turn */
     char *mem_value;    /* the value of the remember call awaiting its fact
                            (never in the tool_call entry: see mem_run) */
+    char *raw_args;     /* the arguments the model wrote for the call
+                           awaiting its result, when the guardrails changed
+                           the witnessed copy: the tool runs with these */
 };
 
 struct dkey { /* one (agent, instruction, executor) dispatched */
@@ -568,6 +571,7 @@ static void run_free(struct run *r)
         cJSON_Delete(r->t[i].pending);
         free(r->t[i].pending_text);
         free(r->t[i].mem_value);
+        free(r->t[i].raw_args);
     }
     free(r->t);
     if (r->ws_fd >= 0)
@@ -1037,11 +1041,48 @@ static void record_call(struct orch_engine *e, int ok,
 static int guard_role(struct run *r, int role, long task, const char *text,
                       char **clean, struct fo_err *err);
 
+/* Text a model's server wrote beside the reply (the model field, an
+ * error's body) is scanned like the reply: what the guardrails find is
+ * replaced in place (cap bytes, cut on a character) before any entry or
+ * log line holds it. */
+static void scrub_in_place(const struct orch *o, char *s, size_t cap)
+{
+    if (!s || !s[0])
+        return;
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    if (orch_guard_scan(orch_guardrails(o), s, strlen(s), &b, NULL) > 0 &&
+        b.data) {
+        size_t n = orch_utf8_prefix(b.data, b.len, cap - 1);
+        memcpy(s, b.data, n);
+        s[n] = '\0';
+    }
+    fo_buf_release(&b);
+}
+
+/* A reply's side texts scrubbed (scrub_in_place); *err_out the error to
+ * use (a scrubbed copy of err, or NULL). */
+static const struct fo_err *reply_scrub(const struct orch *o,
+                                        struct orch_model_reply *rep,
+                                        const struct fo_err *err,
+                                        struct fo_err *copy)
+{
+    if (rep)
+        scrub_in_place(o, rep->model, sizeof(rep->model));
+    if (!err)
+        return NULL;
+    *copy = *err;
+    scrub_in_place(o, copy->msg, sizeof(copy->msg));
+    return copy;
+}
+
 static void on_role_reply(void *arg, int rc, struct orch_model_reply *rep,
                           const struct fo_err *err)
 {
     struct role_call_ctx *c = arg;
     struct run *r = c->f.r;
+    struct fo_err scrubbed;
+    err = reply_scrub(r->e->o, rep, err, &scrubbed);
     long task = c->f.task;
     int role = c->f.role, model = !c->f.stub;
     if (model) /* the stub is no model call */
@@ -2125,6 +2166,8 @@ static void on_task_model(void *arg, int rc, struct orch_model_reply *rep,
     size_t t = (size_t)f->task;
     const struct orch_exec_config *ex = r->t[t].ex;
     int tools = f->tools;
+    struct fo_err scrubbed;
+    cerr = reply_scrub(r->e->o, rep, cerr, &scrubbed);
     record_call(r->e, rc == FO_OK, rep);
     r->t[t].eff = NULL;
     r->t[t].busy = 0;
@@ -2517,6 +2560,23 @@ static void tool_call_write(struct run *r, size_t t)
                  : 0;
     free(s->mem_value);
     s->mem_value = NULL;
+    free(s->raw_args);
+    s->raw_args = NULL;
+    /* the witnessed copy (and so what the model sees again) is scrubbed;
+     * the tool runs with what the model wrote, kept here, off the ledger */
+    if (ga > 0 && !(s->raw_args = orch_strdup(str_of(c, "arguments"))))
+        ga = -nomem(&err);
+    /* the model's own name and id of the call are text it wrote too */
+    char *name = NULL, *cid = NULL;
+    int gn = ga >= 0 ? guard(r, t, "tool_call", str_of(c, "id"), s->conv_last,
+                             str_of(c, "name"), &name, NULL, &err)
+                     : 0;
+    int gi = gn >= 0 && ga >= 0
+                 ? guard(r, t, "tool_call", str_of(c, "id"), s->conv_last,
+                         str_of(c, "id"), &cid, NULL, &err)
+                 : 0;
+    if (gn < 0 || gi < 0)
+        ga = gn < 0 ? gn : gi;
     if (ga >= 0 && str_of(c, "name") &&
         !strcmp(str_of(c, "name"), "remember")) {
         char *masked = remember_mask(s, args ? args : str_of(c, "arguments"));
@@ -2530,15 +2590,19 @@ static void tool_call_write(struct run *r, size_t t)
     int ok =
         c && o && cJSON_AddStringToObject(o, "id", r->p->tasks[t].id) &&
         fo_json_add_int(o, "turn", s->turn) &&
-        cJSON_AddStringToObject(o, "call_id", str_of(c, "id")) &&
-        cJSON_AddStringToObject(o, "tool", str_of(c, "name")) &&
+        cJSON_AddStringToObject(o, "call_id", cid ? cid : str_of(c, "id")) &&
+        cJSON_AddStringToObject(o, "tool", name ? name : str_of(c, "name")) &&
         cJSON_AddStringToObject(o, "arguments",
                                 args ? args : str_of(c, "arguments")) &&
+        (!s->raw_args ||
+         cJSON_AddTrueToObject(o, "arguments_redacted") != NULL) &&
         (!first || !tx || !tx[0] || cJSON_AddStringToObject(o, "text", tx)) &&
         cJSON_AddStringToObject(o, "model",
                                 s->model[0] ? s->model : s->ex->model);
     free(args);
     free(text);
+    free(name);
+    free(cid);
     cJSON_Delete(c);
     if (first) {
         free(s->pending_text);
@@ -2574,10 +2638,22 @@ static void tool_result_write_ex(struct run *r, size_t t, int ok,
     int g = output && output[0] ? guard(r, t, "tool_result", call_id, s->await,
                                         output, &clean, &blocked, &err)
                                 : 0;
-    if (g < 0) {
-        fail(r, -g, &err);
+    /* an error's text may come from outside too (an MCP server's
+     * JSON-RPC error, a program): scanned the same way */
+    char *why_clean = NULL;
+    int gw = g >= 0 && why && why[0]
+                 ? guard(r, t, "tool_error", call_id, s->await, why, &why_clean,
+                         NULL, &err)
+                 : 0;
+    if (g < 0 || gw < 0) {
+        free(clean);
+        fail(r, g < 0 ? -g : -gw, &err);
         return;
     }
+    if (why_clean)
+        why = why_clean;
+    free(s->raw_args); /* the call is answered: its raw text goes */
+    s->raw_args = NULL;
     const char *out = blocked ? "" : clean ? clean : output ? output : "";
     cJSON *o = cJSON_CreateObject();
     int good =
@@ -2596,6 +2672,7 @@ static void tool_result_write_ex(struct run *r, size_t t, int ok,
          fo_json_add_int(o, "exit_code", exit_code)) &&
         (!sandbox || cJSON_AddStringToObject(o, "sandbox", sandbox));
     free(clean);
+    free(why_clean);
     if (!good) {
         cJSON_Delete(o);
         fail(r, nomem(&err), &err);
@@ -3113,12 +3190,29 @@ static void tool_run(struct run *r, size_t t)
         return;
     }
     const struct orch_tool_def *d = orch_tool_builtin(tool);
+    /* the tool gets the arguments the model wrote; the ledger and the
+     * model's next turn got them scrubbed (tool_call_write). The session
+     * tools work from the witnessed copy: what they keep is witnessed. */
+    const char *atext = str_of(call, "arguments");
+    if (cJSON_IsTrue(
+            cJSON_GetObjectItemCaseSensitive(call, "arguments_redacted")) &&
+        !(d && d->session)) {
+        if (!s->raw_args) { /* resumed: the ledger never had them */
+            tool_result_write(r, t, 0, NULL,
+                              "this call's arguments held what the "
+                              "guardrails keep off the ledger, and were lost "
+                              "when the daemon restarted: make the call again",
+                              0, INT32_MIN);
+            return;
+        }
+        atext = s->raw_args;
+    }
     if (!d) {
-        mcp_run(r, t, tool, str_of(call, "arguments"));
+        mcp_run(r, t, tool, atext);
         return;
     }
     cJSON *args = NULL;
-    int rc = tool_args(r, t, d, str_of(call, "arguments"), &args);
+    int rc = tool_args(r, t, d, atext, &args);
     if (rc)
         return;
     if (d->session) { /* no workspace: the run's session */

@@ -99,7 +99,9 @@ static size_t private_key(const char *s, size_t len, size_t i)
     size_t hl = eol ? (size_t)(eol - (s + i)) : len - i;
     const char *pk = NULL;
     for (size_t p = i; p + 16 <= i + hl; p++)
-        if (!memcmp(s + p, "PRIVATE KEY-----", 16)) {
+        if (!memcmp(s + p, "PRIVATE KEY-----", 16) ||
+            (p + 22 <= i + hl &&
+             !memcmp(s + p, "PRIVATE KEY BLOCK-----", 22))) { /* PGP */
             pk = s + p;
             break;
         }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/orch_guard.h"
 #include "daemon/orch_tools.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
@@ -250,4 +251,83 @@ Test(tool_budget, patches_are_matched_in_one_pass, .timeout = 60)
     fo_buf_release(&patch);
     close(ws);
     tu_rmrf(dir);
+}
+
+/* ---- the guardrails scrub the record, never the tool's input ---------- */
+
+#define LEAKED_KEY "sk-ant-api03-LEAKEDKEYabcdefghijklmnopqrstuvwxyz"
+#define LEAKED_MAIL "alice.jones@example.org"
+
+static const char *leaky(struct fake *f, const char *role, int n,
+                         const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (tu_scene_control(role))
+        return tu_scene_control(role);
+    switch (n) {
+    case 0:
+        return "CALL write_file "
+               "{\"path\":\"c.txt\",\"content\":\"contact " LEAKED_MAIL
+               " key " LEAKED_KEY "\"}";
+    case 1: /* a tool name that is a secret: refused, and not recorded */
+        return "CALL " LEAKED_KEY " {}";
+    default:
+        return "done";
+    }
+}
+
+/* Every request the fake was sent after the first, and the ledger's
+ * files: the needle is in none of them. */
+static void nowhere(const struct scene *sc, const char *needle)
+{
+    const char *later = strstr(sc->f->seen, "\"tool_calls\"");
+    cr_assert(later == NULL || strstr(later, needle) == NULL,
+              "%s went back to the model", needle);
+    const char *files[] = {"ledger.db", "ledger.db-wal"};
+    for (int i = 0; i < 2; i++) {
+        char path[700];
+        snprintf(path, sizeof(path), "%s/%s", sc->dir, files[i]);
+        cr_assert_not(tu_file_has(path, needle), "%s is in %s", needle,
+                      files[i]);
+    }
+}
+
+Test(guardrails, the_tool_gets_what_the_model_wrote_the_ledger_does_not,
+     .timeout = 60)
+{
+    struct scene sc;
+    tu_scene_open(&sc, leaky, NULL);
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", sc.dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", sc.rpath, "--workspace", sc.ws,
+                  "--chat-url", sc.url, "--model", "m1", NULL);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    tu_run_free(&run);
+    char path[700];
+    snprintf(path, sizeof(path), "%s/c.txt", sc.ws);
+    char *got = tu_read_file(path, NULL);
+    cr_assert_not_null(got);
+    cr_assert_str_eq(got, "contact " LEAKED_MAIL " key " LEAKED_KEY);
+    free(got);
+    nowhere(&sc, LEAKED_MAIL);
+    nowhere(&sc, LEAKED_KEY);
+    char *calls = tu_scene_bodies(sc.dir, "tool_call");
+    cr_assert(strstr(calls, "\"arguments_redacted\":true"), "%s", calls);
+    cr_assert(strstr(calls, "[redacted:email]"), "%s", calls);
+    free(calls);
+    tu_scene_close(&sc);
+}
+
+Test(guardrails, pgp_private_key_blocks_are_recognised)
+{
+    const char *in = "before\n-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n"
+                     "lQOYBF0AAAA\n=abcd\n-----END PGP PRIVATE KEY BLOCK-----"
+                     "\nafter";
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    cJSON *found = NULL;
+    cr_assert_eq(orch_guard_scan(NULL, in, strlen(in), &b, &found), 1);
+    cr_assert_str_eq(b.data, "before\n[redacted:private_key]\nafter");
+    fo_buf_release(&b);
+    cJSON_Delete(found);
 }
