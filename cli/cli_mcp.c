@@ -138,6 +138,7 @@ int cli_mcp(struct cli *c, int argc, char **argv)
     oc.max_runs = dc.max_runs; /* forum.json's max_runs (run_start) */
     oc.data_dir = c->ledger_dir;
     oc.cmd_sandbox = dc.cmd_sandbox;
+    oc.disk_reserve_mb = dc.disk_reserve_mb;
     struct orch *orch = NULL;
     int orc = orch_create(&oc, &orch, &err);
     if (orc != FO_OK) {

@@ -292,6 +292,7 @@ static int run(struct cli *c, const char *name, const char *method,
     o.cfg.context = dc.context;
     o.cfg.data_dir = c->ledger_dir;
     o.cfg.cmd_sandbox = dc.cmd_sandbox;
+    o.cfg.disk_reserve_mb = dc.disk_reserve_mb;
     int rc = orch_create(&o.cfg, &orch, &err);
     if (rc) {
         if (rc == FO_E_NOT_FOUND) /* a roster file that is not there */

@@ -10,6 +10,8 @@
 
 #include "ledger/proof.h"
 
+#define PROBE_BAD_MS 1000  /* a write probe while the store fails */
+#define PROBE_IDLE_MS 2000 /* a read probe while nothing is written */
 #define MAX_BATCH_DEFAULT 4096
 #define SIGN_INTERVAL_DEFAULT_MS 1000
 
@@ -30,6 +32,14 @@ struct daemon_commit {
      * more, every request fails with refused. */
     int refusing;
     struct fo_err refused;
+    /* The store's last word (c->mu): bad once a transaction or a probe
+     * failed on I/O (a full disk, a database gone), good again once one
+     * succeeds; /health says so. While bad, writes are refused and the
+     * committer probes with a write every PROBE_BAD_MS; while good and
+     * idle, with a read every PROBE_IDLE_MS. */
+    int store_bad;
+    struct fo_err store_err;
+    int64_t last_contact_us; /* committer thread */
     /* committer-thread state */
     struct ledger_append *scratch;
     struct ledger_queued_append **taken;
@@ -64,8 +74,51 @@ int daemon_commit_health(struct daemon_commit *c, struct fo_err *err)
     int rc = c->refusing ? c->refused.code : FO_OK;
     if (rc && err)
         *err = c->refused;
+    if (!rc && c->store_bad) {
+        rc = c->store_err.code;
+        if (err)
+            *err = c->store_err;
+    }
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+/* What an outcome of the store says of its health (committer thread):
+ * I/O-class failures make it bad, a success good. Logged on a change. */
+static void store_note(struct daemon_commit *c, int rc, const char *what,
+                       const struct fo_err *err)
+{
+    int bad = rc == FO_E_IO || rc == FO_E_UNAVAILABLE || rc == FO_E_CORRUPT;
+    if (rc && !bad)
+        return; /* bad input, a busy lock: the store itself is fine */
+    c->last_contact_us = ledger_now_us();
+    pthread_mutex_lock(&c->mu);
+    int was = c->store_bad;
+    c->store_bad = bad;
+    if (bad)
+        fo_err_set(&c->store_err, FO_E_STORE_DOWN,
+                   "the ledger cannot be %s: %s", what, err->msg);
+    pthread_mutex_unlock(&c->mu);
+    if (c->cfg.log && bad && !was)
+        c->cfg.log(c->cfg.log_hook,
+                   "the ledger cannot be %s (health fails until it can): %s",
+                   what, err->msg);
+    else if (c->cfg.log && !bad && was)
+        c->cfg.log(c->cfg.log_hook, "the ledger can be written again");
+}
+
+/* Idle: asks the store how it is, when due (committer thread). */
+static void store_probe(struct daemon_commit *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int bad = c->store_bad, refusing = c->refusing;
+    pthread_mutex_unlock(&c->mu);
+    int64_t since = ledger_now_us() - c->last_contact_us;
+    if (refusing || since < (bad ? PROBE_BAD_MS : PROBE_IDLE_MS) * 1000ll)
+        return;
+    struct fo_err err;
+    int rc = ledger_probe(c->ledger, bad, &err);
+    store_note(c, rc, bad ? "written" : "read", &err);
 }
 
 static int hist_bucket(size_t n)
@@ -117,9 +170,10 @@ static void commit_batch(struct daemon_commit *c, size_t n)
         c->scratch[i] = c->taken[i]->a;
     struct fo_err err;
     int rc = daemon_commit_health(c, &err);
-    if (rc == FO_OK)
+    if (rc == FO_OK) {
         rc = ledger_append_batch(c->ledger, c->scratch, n, &err);
-    else /* refusing: nothing reaches the ledger */
+        store_note(c, rc, "written", &err);
+    } else /* refusing, or the store failed: nothing reaches the ledger */
         for (size_t i = 0; i < n; i++) {
             c->scratch[i].rc = rc;
             c->scratch[i].err = err;
@@ -201,6 +255,7 @@ static void *run(void *arg)
             if (c->cfg.sign_interval_ms >= 0) {
                 pthread_mutex_unlock(&c->mu);
                 maybe_sign(c, 0);
+                store_probe(c);
                 pthread_mutex_lock(&c->mu);
                 if (c->head || c->red_head || c->stopping)
                     break;

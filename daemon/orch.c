@@ -154,6 +154,11 @@ int orch_sandbox_mode(const struct orch *o)
     return o->sandbox;
 }
 
+int64_t orch_disk_reserve_mb(const struct orch *o)
+{
+    return o->disk_reserve_mb;
+}
+
 const cJSON *orch_context_defaults(const struct orch *o)
 {
     return o->context;
@@ -406,6 +411,8 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
     for (size_t i = 0; c->models && i < c->models->n_providers && !rc; i++)
         rc = orch_guard_add_env(&o->guard, c->models->providers[i].api_key_env);
     o->sandbox = c->sandbox;
+    o->disk_reserve_mb = c->disk_reserve_mb > 0 ? c->disk_reserve_mb
+                                                : ORCH_DISK_RESERVE_MB_DEFAULT;
     if (!rc && c->context) {
         struct orch_ctx_limits lim;
         orch_ctx_limits_default(&lim);

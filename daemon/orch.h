@@ -97,6 +97,11 @@ struct orch_config {
      * default in the sandbox's model profile, refused (FO_E_INVALID) where
      * bwrap cannot run unless its "sandbox" is "none". NULL: defaults. */
     const cJSON *cmd_sandbox;
+    /* MiB kept free on the filesystem of the data dir (forum.json
+     * "disk_reserve_mb"): an agent's command or file write in a workspace
+     * on that filesystem is refused below it, and a command running is
+     * killed below half of it. 0: ORCH_DISK_RESERVE_MB_DEFAULT. */
+    int64_t disk_reserve_mb;
     /* The context limits every session turn starts from (forum.json
      * "context", as orch_ctx_limits_parse takes; a request's own limits
      * go over them); NULL: the defaults. Copied. */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <event2/dns.h>
@@ -314,6 +315,8 @@ struct task {
     int turn;          /* model turns begun in this attempt */
     int turn_seen;     /* the last turn an entry witnessed */
     int n_calls;       /* tool calls witnessed */
+    int live_call;     /* the call awaiting its result was made by this
+                          process (not one found on resume) */
     int bad_calls;     /* rejected tool calls in a row */
     int blocked;       /* a guardrail blocked a tool's output */
     cJSON *pending;    /* calls of the last reply not yet witnessed */
@@ -334,10 +337,12 @@ struct dkey { /* one (agent, instruction, executor) dispatched */
 
 struct run {
     struct orch_engine *e;
-    int64_t id; /* the request's seq; -1 until it is committed */
+    struct event *end_retry; /* the error entry, tried again (a full disk) */
+    int64_t id;              /* the request's seq; -1 until it is committed */
     char *request;
     char via[16];
     int resumable;
+    int end_retries; /* tries of the error entry that failed */
     int max_calls, max_seconds;
     int64_t t0_us; /* the request's ts */
     int calls;     /* model calls witnessed */
@@ -465,6 +470,7 @@ struct effect {
     struct orch_mcpc_op *mcp;
     struct stub_reply *stub; /* a stub role's reply, due next turn */
     struct tool_job *tool;   /* a file tool on a worker thread */
+    int cmd;                 /* a run_command job (the disk watch) */
 };
 
 /* A file tool call on the engine's worker threads (orch_work.h): what the
@@ -503,6 +509,8 @@ struct orch_engine {
     struct gate_off *offq;       /* decisions on runs not here, committed */
     struct orch_mcpc *mcpc;      /* the MCP servers' clients, or NULL */
     struct orch_work *work;      /* the file tools' worker threads */
+    struct event *disk_ev;       /* while commands run: the disk's reserve */
+    int n_cmds;                  /* run_command jobs in flight */
     /* counters for /metrics (loop thread only) */
     uint64_t m_runs_started, m_calls_ok, m_calls_failed;
     uint64_t m_lat[10]; /* model call latency buckets, see LAT_BOUNDS */
@@ -574,6 +582,8 @@ static void run_free(struct run *r)
         free(r->t[i].raw_args);
     }
     free(r->t);
+    if (r->end_retry)
+        event_free(r->end_retry);
     if (r->ws_fd >= 0)
         close(r->ws_fd);
     free(r->ws_path);
@@ -676,6 +686,8 @@ static int apply(struct run *r, const char *actor, const char *kind,
                  int64_t seq, int64_t parent, const cJSON *b,
                  struct fo_err *err);
 static void fail(struct run *r, int rc, const struct fo_err *err);
+static int error_write(struct run *r);
+static int end_retry(struct run *r, int rc);
 static void run_end(struct run *r);
 
 /* A committed (or failed) write, on the loop thread. */
@@ -710,6 +722,11 @@ static void wr_landed(struct wr *w)
             w->landed(w->landed_arg, r, w->a.rc, -1, &w->a.err);
         wr_free(w);
         gate_take(r, won);
+        return;
+    }
+    if (w->a.rc && r->failed_rc && !strcmp(w->a.kind, "error") &&
+        end_retry(r, w->a.rc)) {
+        wr_free(w);
         return;
     }
     int rc = w->a.rc;
@@ -992,6 +1009,8 @@ static void effect_cancel(struct effect *f)
         orch_job_cancel(f->job);
     if (f->mcp)
         orch_mcpc_cancel(f->mcp);
+    if (f->cmd)
+        f->r->e->n_cmds--;
     if (f->tool) { /* the thread finishes on its own; its result is dropped */
         f->tool->f = NULL;
         orch_work_cancel(f->tool->job);
@@ -2615,6 +2634,7 @@ static void tool_call_write(struct run *r, size_t t)
         return;
     }
     int spent = first && s->turn >= 2;
+    s->live_call = 1;
     int rc = witness(r, r->p->tasks[t].agent, "tool_call", s->conv_last, o,
                      (long)t, 0, spent, &err);
     if (rc)
@@ -2654,6 +2674,7 @@ static void tool_result_write_ex(struct run *r, size_t t, int ok,
         why = why_clean;
     free(s->raw_args); /* the call is answered: its raw text goes */
     s->raw_args = NULL;
+    s->live_call = 0;
     const char *out = blocked ? "" : clean ? clean : output ? output : "";
     cJSON *o = cJSON_CreateObject();
     int good =
@@ -2741,6 +2762,7 @@ static void on_command_done(void *arg, int rc, struct orch_result *res,
     size_t t = (size_t)f->task;
     r->t[t].eff = NULL;
     r->t[t].busy = 0;
+    r->e->n_cmds--;
     free(f);
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
@@ -3079,6 +3101,7 @@ static void mcp_run(struct run *r, size_t t, const char *tool,
 }
 
 static int64_t now_ms(void);
+static void disk_watch(struct orch_engine *e);
 
 static void tool_job_free(struct tool_job *j)
 {
@@ -3167,6 +3190,84 @@ static void file_tool_start(struct run *r, size_t t, const char *tool,
     r->t[t].busy = 1;
 }
 
+/* ---- the ledger's disk ---------------------------------------------------
+ * An agent's writes share a filesystem with the ledger when its workspace
+ * is on the data dir's: below the reserve (orch_disk_reserve_mb) a command
+ * or a file write is refused, and a command running is killed below half
+ * of it, so the ledger can still witness what happened. */
+
+/* 1 (why says so) when path is on the data dir's filesystem and that has
+ * less than the reserve free (times 1/div). statvfs and stat: no open. */
+static int disk_low(struct orch_engine *e, const char *path, int div, char *why,
+                    size_t n)
+{
+    const char *dir = ledger_dir(e->cfg.ledger);
+    struct stat a, b;
+    struct statvfs vs;
+    if (!path || !dir || stat(path, &a) != 0 || stat(dir, &b) != 0 ||
+        a.st_dev != b.st_dev || statvfs(dir, &vs) != 0)
+        return 0;
+    uint64_t avail = (uint64_t)vs.f_bavail * vs.f_frsize;
+    uint64_t keep = (uint64_t)orch_disk_reserve_mb(e->o) * 1048576u / div;
+    if (avail >= keep)
+        return 0;
+    snprintf(why, n,
+             "refused: the disk that holds the ledger has %llu MiB free, "
+             "below the %llu MiB kept so the ledger can go on witnessing "
+             "(disk_reserve_mb); free space, or give workspaces a "
+             "filesystem of their own",
+             (unsigned long long)(avail >> 20),
+             (unsigned long long)(keep >> 20));
+    return 1;
+}
+
+#define DISK_WATCH_MS 250
+
+static void on_disk_watch(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_engine *e = arg;
+    (void)fd, (void)what;
+    if (e->n_cmds <= 0)
+        return; /* no command runs: the watch sleeps */
+    /* the commands still running whose workspace runs the disk low; each
+     * kill is witnessed and stepped, which may end runs: from the top */
+again:
+    for (struct run *r = e->runs; r; r = r->next) {
+        char why[FO_ERR_MSG_MAX];
+        for (size_t t = 0; r->t && r->p && t < r->p->n; t++) {
+            struct effect *f = r->t[t].eff;
+            if (!f || !f->cmd || !disk_low(e, r->ws_path, 2, why, sizeof(why)))
+                continue;
+            effect_cancel(f); /* kills its process group */
+            r->t[t].eff = NULL;
+            r->t[t].busy = 0;
+            char msg[FO_ERR_MSG_MAX + 32];
+            snprintf(msg, sizeof(msg), "killed: %s", why + strlen("refused: "));
+            tool_result_write_ex(r, t, 0, "", msg, 0, -1,
+                                 orch_sandbox_mode(e->o) == ORCH_SANDBOX_NONE
+                                     ? "none"
+                                     : "bwrap");
+            step(r);
+            goto again;
+        }
+    }
+    disk_watch(e);
+}
+
+/* Arms the watch while commands run. */
+static void disk_watch(struct orch_engine *e)
+{
+    if (e->n_cmds <= 0)
+        return;
+    if (!e->disk_ev &&
+        !(e->disk_ev = evtimer_new(e->cfg.base, on_disk_watch, e)))
+        return;
+    if (evtimer_pending(e->disk_ev, NULL))
+        return;
+    struct timeval tv = {0, DISK_WATCH_MS * 1000};
+    evtimer_add(e->disk_ev, &tv);
+}
+
 /* Runs the call awaiting its result. */
 static void tool_run(struct run *r, size_t t)
 {
@@ -3193,6 +3294,18 @@ static void tool_run(struct run *r, size_t t)
     /* the tool gets the arguments the model wrote; the ledger and the
      * model's next turn got them scrubbed (tool_call_write). The session
      * tools work from the witnessed copy: what they keep is witnessed. */
+    if (!s->live_call && !(d && d->session)) {
+        /* found on resume: it may or may not have run before the daemon
+         * stopped; it is not run again behind the model's back (a command
+         * that filled the disk would fill it again) */
+        tool_result_write(r, t, 0, NULL,
+                          "interrupted: the daemon stopped before this call's "
+                          "result was witnessed, so it may or may not have "
+                          "run; it was not run again: check, and call again "
+                          "if it is still needed",
+                          0, INT32_MIN);
+        return;
+    }
     const char *atext = str_of(call, "arguments");
     if (cJSON_IsTrue(
             cJSON_GetObjectItemCaseSensitive(call, "arguments_redacted")) &&
@@ -3224,6 +3337,14 @@ static void tool_run(struct run *r, size_t t)
     if (rc) {
         cJSON_Delete(args);
         tool_result_write(r, t, 0, NULL, err.msg, 0, INT32_MIN);
+        return;
+    }
+    /* what writes (a command, a file) leaves the ledger's disk its room */
+    if ((d->program || !strcmp(tool, "write_file") ||
+         !strcmp(tool, "apply_patch")) &&
+        disk_low(r->e, r->ws_path, 1, why, sizeof(why))) {
+        cJSON_Delete(args);
+        tool_result_write(r, t, 0, NULL, why, 0, INT32_MIN);
         return;
     }
     if (!d->program) {
@@ -3279,6 +3400,9 @@ static void tool_run(struct run *r, size_t t)
                              none ? "none" : "bwrap");
         return;
     }
+    f->cmd = 1;
+    r->e->n_cmds++;
+    disk_watch(r->e);
     s->eff = f;
     s->busy = 1;
 }
@@ -4856,7 +4980,7 @@ static void fail(struct run *r, int rc, const struct fo_err *err)
     /* a leased run whose write failed on the database (a lost
      * connection): no error on record, it stops here and is resumed from
      * its entries by whichever daemon claims its lease */
-    int resume_later = r->leased && rc == FO_E_IO;
+    int resume_later = r->leased && (rc == FO_E_IO || rc == FO_E_STORE_DOWN);
     if (resume_later)
         elog(r->e, "run %lld: stopped by a storage error, to be resumed: %s",
              (long long)r->id, r->err.msg);
@@ -4864,13 +4988,57 @@ static void fail(struct run *r, int rc, const struct fo_err *err)
         r->phase = PH_END;
         return;
     }
+    if (error_write(r) == FO_OK)
+        return; /* its landing moves the run to its end */
+    r->phase = PH_END;
+}
+
+/* Witnesses the run's failure (r->err) as its `error` entry. */
+static int error_write(struct run *r)
+{
     struct fo_err ignore;
     cJSON *o = cJSON_CreateObject();
     if (o && cJSON_AddStringToObject(o, "error", r->err.msg) &&
-        cJSON_AddStringToObject(o, "code", fo_code_name(rc)) &&
-        witness(r, "loop", "error", r->id, o, -1, 0, 0, &ignore) == FO_OK)
-        return; /* its landing moves the run to its end */
-    r->phase = PH_END;
+        cJSON_AddStringToObject(o, "code", fo_code_name(r->failed_rc)))
+        return witness(r, "loop", "error", r->id, o, -1, 0, 0, &ignore);
+    cJSON_Delete(o);
+    return FO_E_NOMEM;
+}
+
+#define END_RETRY_MS 1000
+
+static void on_end_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct run *r = arg;
+    (void)fd, (void)what;
+    r->busy = 0;
+    if (r->e->stopping || error_write(r) != FO_OK)
+        r->phase = PH_END; /* stopping: resumed on the next start */
+    step(r);
+}
+
+/* A run's error entry could not be written (the store is down, the disk
+ * full): the run keeps its place in memory, says so, and tries again each
+ * second until the entry is on record (or the daemon stops), so it never
+ * shows as running on a ledger it has left. 1 when a retry was armed. */
+static int end_retry(struct run *r, int rc)
+{
+    if (!(rc == FO_E_IO || rc == FO_E_STORE_DOWN) || r->e->stopping ||
+        r->leased)
+        return 0;
+    if (!r->end_retry &&
+        !(r->end_retry = evtimer_new(r->e->cfg.base, on_end_retry, r)))
+        return 0;
+    struct timeval tv = {END_RETRY_MS / 1000, (END_RETRY_MS % 1000) * 1000};
+    if (evtimer_add(r->end_retry, &tv) != 0)
+        return 0;
+    if (!r->end_retries++)
+        elog(r->e,
+             "run %lld: failed, and its error entry cannot be written yet "
+             "(%s): trying again each second",
+             (long long)r->id, r->err.msg);
+    r->busy = 1;
+    return 1;
 }
 
 static cJSON *tasks_json(const struct run *r, int *all_pass, int *unjudged)
@@ -5244,6 +5412,8 @@ void orch_engine_free(struct orch_engine *e)
     }
     orch_mcpc_free(e->mcpc);
     orch_work_free(e->work); /* waits for a tool still running */
+    if (e->disk_ev)
+        event_free(e->disk_ev);
     /* writes still queued belong to runs that are gone */
     pthread_mutex_lock(&e->mu);
     struct wr *w = e->doneq;

@@ -66,6 +66,7 @@ struct orch {
     cJSON *mcp_servers;      /* forum.json's, checked; or NULL */
     cJSON *context;          /* forum.json's context limits, or NULL */
     int sandbox;             /* enum orch_sandbox_mode */
+    int64_t disk_reserve_mb; /* orch_config's, or the default */
     char *data_dir;          /* resolved, or NULL */
     /* the --cmd program's sandbox (the model profile), exec.box when on */
     struct orch_cmd_box cmd_box;
@@ -79,6 +80,9 @@ void orch_tool_sandbox(const struct orch *o, const char *ws, int network,
                        struct orch_sandbox *sb);
 
 int orch_sandbox_mode(const struct orch *o);
+/* MiB kept free on the data dir's filesystem (orch_config's). */
+int64_t orch_disk_reserve_mb(const struct orch *o);
+#define ORCH_DISK_RESERVE_MB_DEFAULT 256
 
 const cJSON *orch_context_defaults(const struct orch *o);
 

@@ -669,7 +669,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                              .context = cfg->context,
                              .sandbox = cfg->sandbox,
                              .data_dir = cfg->dir,
-                             .cmd_sandbox = cfg->cmd_sandbox};
+                             .cmd_sandbox = cfg->cmd_sandbox,
+                             .disk_reserve_mb = cfg->disk_reserve_mb};
     rc = orch_create(&oc, &d->orch, err);
     if (rc)
         goto out;
@@ -949,6 +950,9 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
             cfg->max_runs = (int)x;
         else if (!strcmp(k, "lease_s") && is_int && x >= 1 && x <= 3600)
             cfg->lease_s = (int)x;
+        else if (!strcmp(k, "disk_reserve_mb") && is_int && x >= 1 &&
+                 x <= (1LL << 30))
+            cfg->disk_reserve_mb = x;
         else if (!strcmp(k, "max_connections") && is_int && x >= 1 &&
                  x <= SURF_HTTP_CONNECTIONS_MAX)
             cfg->max_connections = (int)x;

@@ -52,6 +52,8 @@ struct daemon_config {
     /* forum.json "cmd_sandbox": how the --cmd model program runs
      * (orch_cmd_box_parse), or NULL */
     const cJSON *cmd_sandbox;
+    /* forum.json "disk_reserve_mb" (0: the default) */
+    int64_t disk_reserve_mb;
     /* The approval-gate policy every run starts with (forum.json "gates"
      * or the --gate flags); NULL: none. gates_owned is freed by
      * daemon_config_release. */

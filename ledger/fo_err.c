@@ -46,6 +46,8 @@ static const struct code_info codes[FO_E__COUNT] = {
                             3},
     [FO_E_NO_GATE] = {"no_gate", "no gate waits for a decision there", 2},
     [FO_E_GATE_DECIDED] = {"gate_decided", "the gate was decided already", 2},
+    [FO_E_STORE_DOWN] = {"store_down",
+                         "the ledger's store cannot be written or read", 3},
 };
 
 static const struct code_info *info(int code)

@@ -40,6 +40,9 @@ enum fo_code {
     FO_E_STORAGE_MOVED = 27,
     FO_E_NO_GATE = 28,      /* no gate waits at that run and wave */
     FO_E_GATE_DECIDED = 29, /* the gate was decided already */
+    /* The store failed to write or read (a full disk, a database gone):
+     * writes are refused, and /health fails, until a probe succeeds. */
+    FO_E_STORE_DOWN = 30,
     FO_E__COUNT
 };
 

@@ -1032,6 +1032,24 @@ int ledger_append_json(struct ledger *l, const char *actor, const char *kind,
 
 /* ---- reads ------------------------------------------------------------ */
 
+int ledger_probe(struct ledger *l, int write, struct fo_err *err)
+{
+    int64_t count = 0;
+    if (!write || l->readonly)
+        return l->ops->head(l->store, &count, NULL, err);
+    int rc = l->ops->begin_write(l->store, err);
+    if (rc)
+        return rc;
+    char ts[32];
+    snprintf(ts, sizeof(ts), "%lld", (long long)ledger_now_us());
+    rc = l->ops->meta_set(l->store, "health_probe", ts, err);
+    if (rc == FO_OK)
+        rc = l->ops->commit(l->store, err);
+    else
+        l->ops->rollback(l->store);
+    return rc;
+}
+
 int ledger_count(struct ledger *l, int64_t *count, struct fo_err *err)
 {
     return l->ops->head(l->store, count, NULL, err);

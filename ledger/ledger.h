@@ -214,6 +214,14 @@ int ledger_lease_expired(struct ledger *l, int64_t limit,
 int ledger_check_actor(const char *actor, struct fo_err *err);
 int ledger_check_kind(const char *kind, struct fo_err *err);
 
+/* Asks the store whether it can still be read (write 0: the head is
+ * read) or written (write 1: a one-row transaction, a `health_probe` meta
+ * value, committed and made durable like an append). For health checks
+ * of a daemon whose appends failed, or that has had none for a while.
+ * FO_OK, or the store's error (FO_E_IO on a full disk or a database that
+ * went away). Blocks on the store (a round trip, an fsync). */
+int ledger_probe(struct ledger *l, int write, struct fo_err *err);
+
 /* The number of entries (the next seq). */
 int ledger_count(struct ledger *l, int64_t *count, struct fo_err *err);
 

@@ -331,3 +331,184 @@ Test(guardrails, pgp_private_key_blocks_are_recognised)
     fo_buf_release(&b);
     cJSON_Delete(found);
 }
+
+/* ---- the ledger's disk ---------------------------------------------------
+ * On a small tmpfs (as root, where the test can mount one): the data dir
+ * and the workspace share it, as they do when workspaces live beside the
+ * ledger. */
+
+struct small_disk {
+    char *mnt;      /* the tmpfs */
+    char dir[600];  /* MNT/data: the data dir */
+    char ws[600];   /* MNT/project: the workspace */
+    char fill[600]; /* MNT/filler */
+};
+
+static void small_disk_open(struct small_disk *sd, int mib)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root to mount a tmpfs");
+    sd->mnt = tu_tmpdir();
+    char cmd[800];
+    snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=%dm tmpfs %s", mib,
+             sd->mnt);
+    if (system(cmd) != 0) {
+        tu_rmrf(sd->mnt);
+        cr_skip_test("cannot mount a tmpfs here");
+    }
+    snprintf(sd->dir, sizeof(sd->dir), "%s/data", sd->mnt);
+    snprintf(sd->ws, sizeof(sd->ws), "%s/project", sd->mnt);
+    snprintf(sd->fill, sizeof(sd->fill), "%s/filler", sd->mnt);
+    cr_assert_eq(mkdir(sd->dir, 0700), 0);
+    cr_assert_eq(mkdir(sd->ws, 0700), 0);
+    cr_assert_eq(chown(sd->ws, 65534, 65534), 0);
+}
+
+static void small_disk_close(struct small_disk *sd)
+{
+    char cmd[800];
+    snprintf(cmd, sizeof(cmd), "umount %s", sd->mnt);
+    cr_assert_eq(system(cmd), 0);
+    tu_rmrf(sd->mnt);
+}
+
+/* Fills the disk to its last byte (a file the test owns). */
+static void fill_up(const struct small_disk *sd)
+{
+    int fd = open(sd->fill, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    cr_assert_geq(fd, 0);
+    static char block[65536];
+    while (write(fd, block, sizeof(block)) > 0)
+        ;
+    while (write(fd, block, 1) > 0)
+        ;
+    close(fd);
+}
+
+static const char *slow_filler(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (tu_scene_control(role))
+        return tu_scene_control(role);
+    if (n == 0) /* 20 MiB/s, for ever: the disk's reserve stops it */
+        return "CALL run_command {\"argv\":[\"sh\",\"-c\",\"while :; do "
+               "head -c 1048576 /dev/zero >> big; sleep 0.05; done\"],"
+               "\"timeout_s\":60}";
+    return "done";
+}
+
+Test(disk, a_command_filling_the_ledgers_disk_is_killed_at_its_reserve,
+     .timeout = 90)
+{
+    struct small_disk sd;
+    small_disk_open(&sd, 48);
+    struct fake *f = fake_start(slow_filler);
+    char cfg[256], path[700], url[80], roster[700];
+    snprintf(path, sizeof(path), "%s/forum.json", sd.dir);
+    snprintf(cfg, sizeof(cfg), "{\"disk_reserve_mb\": 16}");
+    cr_assert_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
+    snprintf(roster, sizeof(roster), "%s/roster.json", sd.dir);
+    const char *rj =
+        "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+        "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+        "\"model_tier\":\"capable\",\"executor\":\"chat\",\"tools\":["
+        "\"run_command\"],\"max_turns\":4}]}";
+    cr_assert_eq(tu_write_file(roster, rj, strlen(rj)), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    struct tu_daemon d;
+    tu_daemon_start(&d, sd.dir, "--chat-url", url, "--model", "m1", "--roster",
+                    roster, "--workspace", sd.ws, NULL);
+    cJSON *res = tu_http_json(&d, "POST", "/submit",
+                              "{\"request\":\"edit the file\"}", 200);
+    cJSON_Delete(res);
+    char *body = NULL;
+    cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, &body), 200, "%s",
+                 body);
+    free(body);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0);
+    char *tr = tu_scene_bodies(sd.dir, "tool_result");
+    cr_assert(strstr(tr, "killed: the disk that holds the ledger has"), "%s",
+              tr);
+    free(tr);
+    struct tu_run v =
+        tu_forumv(NULL, "--ledger", sd.dir, "ledger", "verify", NULL);
+    cr_assert_eq(v.status, 0, "%s", v.err);
+    tu_run_free(&v);
+    /* below the reserve, a command is refused before it starts */
+    snprintf(cfg, sizeof(cfg), "{\"disk_reserve_mb\": 1000000}");
+    cr_assert_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
+    fake_stop(f); /* a new script: its first turn calls the command */
+    fake_free(f);
+    f = fake_start(slow_filler);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    tu_daemon_start(&d, sd.dir, "--chat-url", url, "--model", "m1", "--roster",
+                    roster, "--workspace", sd.ws, NULL);
+    res = tu_http_json(&d, "POST", "/submit", "{\"request\":\"edit the file\"}",
+                       200);
+    cJSON_Delete(res);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0);
+    tr = tu_scene_bodies(sd.dir, "tool_result");
+    cr_assert(strstr(tr, "refused: the disk that holds the ledger"), "%s", tr);
+    free(tr);
+    fake_stop(f);
+    fake_free(f);
+    small_disk_close(&sd);
+}
+
+/* The disk fills under a run held at its coordinator: the run's next
+ * write fails, /health says store_down (503), appends are refused; once
+ * space is back, health is ok again and the run's error entry goes on
+ * record: the run shows failed, never running, with nothing resumed. */
+Test(disk, a_full_disk_fails_health_and_the_run_ends_on_record, .timeout = 90)
+{
+    struct small_disk sd;
+    small_disk_open(&sd, 32);
+    atomic_store(&tu_held_hold, 1);
+    struct fake *f = fake_start(tu_held_script);
+    char url[80];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    struct tu_daemon d;
+    tu_daemon_start(&d, sd.dir, "--chat-url", url, "--model", "m1", NULL);
+    cJSON *s = tu_http_json(&d, "POST", "/runs",
+                            "{\"request\":\"make the schema\"}", 200);
+    long long run = tu_num(s, "run");
+    cJSON_Delete(s);
+    tu_held_wait_coord(1);
+    fill_up(&sd);
+    atomic_store(&tu_held_hold, 0); /* the plan's write fails */
+    char *body = NULL;
+    int st = 0;
+    for (int i = 0; i < 200 && st != 503; i++) {
+        free(body);
+        body = NULL;
+        st = tu_http(&d, "GET", "/health", NULL, 0, &body);
+        if (st != 503)
+            usleep(50 * 1000);
+    }
+    cr_assert_eq(st, 503, "%s", body);
+    cr_assert(strstr(body, "store_down"), "%s", body);
+    free(body);
+    body = NULL;
+    st =
+        tu_http(&d, "POST", "/append",
+                "{\"actor\":\"a\",\"kind\":\"note\",\"payload\":{}}", 1, &body);
+    cr_assert_eq(st, 503, "%s", body);
+    free(body);
+    cr_assert_eq(unlink(sd.fill), 0);
+    cJSON *g = tu_daemon_run_wait(&d, run, 20000);
+    cr_assert_str_eq(tu_str(g, "state"), "failed");
+    cJSON_Delete(g);
+    body = NULL;
+    cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 0, &body), 200, "%s",
+                 body);
+    free(body);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 20000), 0);
+    struct tu_entries k;
+    tu_scene_entries(sd.dir, &k);
+    cr_assert_eq(tu_scene_count(&k, "error"), 1);
+    cr_assert_eq(tu_scene_count(&k, "resume"), 0);
+    fake_stop(f);
+    fake_free(f);
+    small_disk_close(&sd);
+}
