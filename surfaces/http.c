@@ -31,6 +31,7 @@
 #include "ledger/fo_json.h"
 #include "ledger/fo_version.h"
 #include "surfaces/events.h"
+#include "surfaces/http_guard.h"
 
 #define BODY_MAX_DEFAULT ((1u << 20) + 64 * 1024)
 #define HEADER_MAX_DEFAULT (16 * 1024)
@@ -54,8 +55,8 @@ enum {
     ROUTE_DASHBOARD = 3,
     ROUTE_EXTRA = 4
 };
-static const int statuses[] = {200, 400, 401, 404, 405, 410,
-                               413, 500, 502, 503, 504, 0};
+static const int statuses[] = {200, 400, 401, 403, 404, 405, 410, 413,
+                               415, 421, 500, 502, 503, 504, 0};
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
 static const double lat_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                     0.05,   0.1,   0.5,    1.0,   5.0};
@@ -1619,6 +1620,33 @@ static int dashboard(struct surf_http *h, struct evhttp_request *req,
     return 1;
 }
 
+/* Host and Origin (http_guard.h), on every route, with or without a
+ * token: 1 when the request may go on, else it was answered. */
+static int guard_hosts(struct surf_http *h, struct evhttp_request *req,
+                       int64_t t0)
+{
+    struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+    const char *host = NULL, *origin = NULL;
+    int n_host = 0;
+    for (struct evkeyval *p = ih->tqh_first; p; p = p->next.tqe_next) {
+        if (!strcasecmp(p->key, "Host")) {
+            host = p->value;
+            n_host++;
+        } else if (!strcasecmp(p->key, "Origin") && !origin) {
+            origin = p->value;
+        }
+    }
+    struct surf_http_hosts hs = {.listen = h->cfg.host,
+                                 .port = h->port,
+                                 .names = h->cfg.allowed_hosts,
+                                 .n_names = h->cfg.n_allowed_hosts};
+    struct fo_err err;
+    if (surf_http_guard_hosts(&hs, host, n_host, origin, &err) == FO_OK)
+        return 1;
+    send_error(h, req, &err, 0, ROUTE_UNKNOWN, t0);
+    return 0;
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
     struct surf_http *h = arg;
@@ -1663,6 +1691,8 @@ static void handle(struct evhttp_request *req, void *arg)
                     0, ROUTE_UNKNOWN, t0);
         goto done;
     }
+    if (!guard_hosts(h, req, t0))
+        goto done;
     if (dashboard(h, req, path, verb, t0))
         goto done;
     int is_health = strcmp(path, "/health") == 0;
@@ -1731,6 +1761,14 @@ static void handle(struct evhttp_request *req, void *arg)
         send_errorf(h, req, FO_E_UNAUTHORIZED,
                     "an admin method: the bearer token is required", 0, route,
                     t0);
+        goto done;
+    }
+    if (strcmp(verb, "GET") != 0 &&
+        surf_http_guard_ctype(
+            evhttp_find_header(evhttp_request_get_input_headers(req),
+                               "Content-Type"),
+            &err) != FO_OK) {
+        send_error(h, req, &err, 0, route, t0);
         goto done;
     }
     /* The input object: path bindings, query (GET) or body (POST). */
