@@ -871,11 +871,11 @@ struct mcph_fake {
     atomic_int stop;
     SSL_CTX *tls; /* answers over TLS when set */
     const char *token;
-    char session[4][40];
+    char session[5][40];
     int sessions;   /* initialize requests answered */
     int with_id;    /* later requests that carried the right session id */
     int violations; /* requests that broke a rule above */
-    int initialized[4];
+    int initialized[5];
     char log[4096]; /* "path method; " for each request */
 };
 
@@ -927,6 +927,7 @@ static void mf_answer(struct mcph_fake *f, int fd, const char *req)
     int k = !strcmp(path, "/json")   ? 0
             : !strcmp(path, "/sse")  ? 1
             : !strcmp(path, "/hang") ? 3
+            : !strcmp(path, "/b400") ? 4
                                      : 2;
     const char *body = strstr(req, "\r\n\r\n");
     cJSON *m = body ? cJSON_Parse(body + 4) : NULL;
@@ -981,6 +982,23 @@ static void mf_answer(struct mcph_fake *f, int fd, const char *req)
         if (!hdr(req, "Mcp-Session-Id", v, sizeof(v))) {
             f->violations++;
             mf_status(fd, "400 Bad Request");
+            goto out;
+        }
+        if (strcmp(v, f->session[k]) && k == 4) {
+            /* what the reference server (server-everything) answers an
+             * id it does not know */
+            static const char e[] =
+                "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32000,"
+                "\"message\":\"Bad Request: No valid session ID "
+                "provided\"},\"id\":null}";
+            char h[300];
+            snprintf(h, sizeof(h),
+                     "HTTP/1.1 400 Bad Request\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n%s",
+                     sizeof(e) - 1, e);
+            f->violations++;
+            mf_write(fd, h);
             goto out;
         }
         if (strcmp(v, f->session[k])) {
@@ -1285,6 +1303,52 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
     char *out = bodies_of(dir, "result");
     cr_assert(strstr(out, "\"stop_reason\":\"answer\""), "%s", out);
     free(out);
+    mf_stop(mf);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+static const char *b400_script(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (control_reply(role))
+        return control_reply(role);
+    return n == 0   ? "CALL web.shout {\"text\":\"first\"}"
+           : n == 1 ? "CALL web.expire {}"
+           : n == 2 ? "CALL web.shout {\"text\":\"lost\"}"
+           : n == 3 ? "CALL web.shout {\"text\":\"new session\"}"
+                    : "done";
+}
+
+/* A server that answers a forgotten session with 400 and a JSON-RPC error
+ * naming the session (as the reference server-everything does), not 404:
+ * the call that met it fails, and the next one starts a new session
+ * (before, every later call failed until a restart). */
+Test(tool_loop, a_forgotten_session_answered_400_is_started_again,
+     .timeout = 60)
+{
+    struct fake *f = fake_start(b400_script);
+    struct mcph_fake *mf = mf_start(NULL, NULL);
+    char *dir = tu_tmpdir();
+    char rpath[600], servers[512];
+    snprintf(servers, sizeof(servers),
+             "{\"web\":{\"url\":\"http://127.0.0.1:%d/b400\"}}", mf->port);
+    mcp_test_files(dir, "\"web.shout\",\"web.expire\"", 8, f->port, servers,
+                   rpath, sizeof(rpath));
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", rpath, NULL);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    tu_run_free(&run);
+    char *res = bodies_of(dir, "tool_result");
+    cr_assert(strstr(res, "\"output\":\"FIRST\""), "%s", res);
+    cr_assert(strstr(res, "MCP server web: the session ended (HTTP 400: "),
+              "%s", res);
+    cr_assert(strstr(res, "\"output\":\"NEW SESSION\""), "%s", res);
+    free(res);
+    cr_assert_eq(mf->sessions, 2, "%s", mf->log);
     mf_stop(mf);
     fake_stop(f);
     fake_free(f);
