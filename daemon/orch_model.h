@@ -294,7 +294,9 @@ void orch_verdict_release(struct orch_verdict *v);
  * {"exit_code": n}. Each failure is described in one line ("contains
  * \"ok\": not found in the output"). A malformed item (unknown key, wrong
  * type, a regex that does not compile) is FO_E_INVALID naming it, and
- * nothing is judged. done_when NULL passes. */
+ * nothing is judged. done_when NULL passes (the engine calls a task
+ * without criteria unjudged); an empty array does not: no criteria is not
+ * a pass. */
 int orch_assert_check(const cJSON *done_when, const char *output, size_t len,
                       int exit_code, struct orch_verdict *out,
                       struct fo_err *err);
