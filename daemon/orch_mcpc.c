@@ -423,8 +423,27 @@ static void srv_stop(struct srv *s, const char *why)
 }
 
 /* Sends op's tools/call. FO_OK, or an error and op is unchanged. */
+/* 1 when the server's tools/list named tool. */
+static int srv_lists(const struct srv *s, const char *tool)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach (t, s->tools) {
+        const cJSON *name = cJSON_GetObjectItem(t, "name");
+        if (cJSON_IsString(name) && !strcmp(name->valuestring, tool))
+            return 1;
+    }
+    return 0;
+}
+
 static int send_call(struct srv *s, struct orch_mcpc_op *op, struct fo_err *err)
 {
+    /* a roster may name a tool the server does not offer: refused here,
+     * never forwarded for the server to run whatever it makes of it */
+    if (!srv_lists(s, op->tool))
+        return fo_err_set(err, FO_E_NOT_FOUND,
+                          "MCP server %s: no tool \"%.64s\" in its "
+                          "tools/list",
+                          s->name, op->tool);
     cJSON *p = cJSON_CreateObject();
     if (!p || !cJSON_AddStringToObject(p, "name", op->tool) ||
         !cJSON_AddItemToObject(p, "arguments",

@@ -755,6 +755,8 @@ static const char *mcp_script(struct fake *f, const char *role, int n,
                                        : "no restart";
     case 4:
         return "CALL nosuch.tool {}";
+    case 5: /* in the roster, not in the server's tools/list */
+        return "CALL srv.unlisted {}";
     default:
         return "done";
     }
@@ -802,16 +804,28 @@ Test(tool_loop, mcp_server_tools_are_called_and_a_dead_server_restarts,
              "\"bad\":{\"command\":\"%s\",\"args\":[\"garbage\"]}}",
              FORUM_FAKE_MCP, logp, FORUM_FAKE_MCP);
     mcp_test_files(dir,
-                   "\"srv.shout\",\"srv.die\",\"bad.shout\",\"nosuch.tool\"", 8,
-                   f->port, servers, rpath, sizeof(rpath));
+                   "\"srv.shout\",\"srv.die\",\"bad.shout\",\"nosuch.tool\","
+                   "\"srv.unlisted\"",
+                   9, f->port, servers, rpath, sizeof(rpath));
     struct tu_run run =
         tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
                   "file", "--roster", rpath, NULL);
     cr_assert_eq(run.status, 0, "%s", run.err);
     tu_run_free(&run);
-    cr_assert(strstr(f->seen, "\"srv.shout\""), "the server's tool was "
-                                                "not offered");
+    /* offered under a name the providers accept, mapped back: the ledger
+     * and the roster keep srv.shout (the fake refuses, as OpenAI and
+     * Anthropic do, any tool name outside ^[a-zA-Z0-9_-]{1,64}$) */
+    cr_assert(strstr(f->seen, "\"srv__shout\""), "the server's tool was "
+                                                 "not offered");
+    cr_assert_null(strstr(f->seen, "\"name\":\"srv.shout\""), "%s", f->seen);
+    cr_assert_eq(f->bad_names, 0);
+    char *calls = bodies_of(dir, "tool_call");
+    cr_assert(strstr(calls, "\"tool\":\"srv.shout\""), "%s", calls);
+    free(calls);
     char *res = bodies_of(dir, "tool_result");
+    cr_assert(strstr(res, "MCP server srv: no tool \\\"unlisted\\\" in its "
+                          "tools/list"),
+              "%s", res);
     cr_assert(strstr(res, "\"output\":\"HI THERE\""), "%s", res);
     cr_assert(strstr(res, "MCP server srv: exited"), "%s", res);
     cr_assert(strstr(res, "\"output\":\"AGAIN\""), "%s", res);
@@ -1253,9 +1267,10 @@ Test(tool_loop, streamable_http_mcp_servers_in_json_and_sse, .timeout = 60)
     cr_assert_null(strstr(run.out, MCPH_TOKEN));
     cr_assert_null(strstr(run.err, MCPH_TOKEN));
     tu_run_free(&run);
-    cr_assert(strstr(f->seen, "\"web.shout\"") &&
-                  strstr(f->seen, "\"sse.shout\""),
+    cr_assert(strstr(f->seen, "\"web__shout\"") &&
+                  strstr(f->seen, "\"sse__shout\""),
               "the servers' tools were not offered");
+    cr_assert_eq(f->bad_names, 0);
     char *res = bodies_of(dir, "tool_result");
     cr_assert(strstr(res, "\"output\":\"HI JSON\""), "%s", res);
     cr_assert(strstr(res, "\"output\":\"HI SSE\""), "%s", res);
