@@ -844,6 +844,79 @@ Test(tool_loop, mcp_server_tools_are_called_and_a_dead_server_restarts,
     tu_rmrf(dir);
 }
 
+static const char *mcp_big_script(struct fake *f, const char *role, int n,
+                                  const char *model, const char *prompt)
+{
+    (void)f, (void)model, (void)prompt;
+    if (control_reply(role))
+        return control_reply(role);
+    return n == 0   ? "CALL srv.big {\"bytes\":1900000}"
+           : n == 1 ? "CALL srv.pic {}"
+           : n == 2 ? "CALL srv.rpcerr {}"
+           : n == 3 ? "CALL srv.shout {\"text\":\"still here\"}"
+                    : "done";
+}
+
+/* An MCP tool's result over the ledger's body limit (1.9 MB) no longer
+ * kills the run: the model gets 64 KiB and a marker, the entry keeps what
+ * fits, the run goes on. Images and resource links are kept (MIME type,
+ * URI, the image's data) instead of "[image content]"; a server's
+ * JSON-RPC error is labelled as the server's. */
+Test(tool_loop, a_huge_mcp_result_is_capped_and_the_run_goes_on, .timeout = 60)
+{
+    struct fake *f = fake_start(mcp_big_script);
+    char *dir = tu_tmpdir();
+    char rpath[600], servers[1024];
+    snprintf(servers, sizeof(servers), "{\"srv\":{\"command\":\"%s\"}}",
+             FORUM_FAKE_MCP);
+    mcp_test_files(dir, "\"srv.big\",\"srv.pic\",\"srv.rpcerr\",\"srv.shout\"",
+                   8, f->port, servers, rpath, sizeof(rpath));
+    struct tu_run run =
+        tu_forumv(NULL, "--ledger", dir, "--json", "submit", "edit", "the",
+                  "file", "--roster", rpath, NULL);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    tu_run_free(&run);
+    /* the model was given the first 64 KiB and the marker */
+    int seen_marker = 0;
+    for (int i = 0; i < f->n_prompts; i++)
+        if (strstr(f->prompts[i], "[forum: cut at 65536 of 1900000 bytes; "
+                                  "the first ")) {
+            seen_marker = 1;
+            cr_assert_lt(strlen(f->prompts[i]), 70000);
+        }
+    cr_assert(seen_marker, "%s", f->log);
+    char *res = bodies_of(dir, "tool_result");
+    cr_assert(strstr(res, "\"output_bytes\":1900000"), "no output_bytes");
+    cr_assert(strstr(res, "\"output_full_cut\":true"), "no output_full_cut");
+    cr_assert(strstr(res, "\"output\":\"a picture\\n[image image/png, 12 "
+                          "bytes (base64) on the ledger]\\n[resource_link "
+                          "report file:///srv/report.pdf application/pdf]"
+                          "\\n[resource file:///srv/notes.txt]\\nthe notes\""),
+              "%.2000s",
+              strstr(res, "a picture") ? strstr(res, "a picture") : res);
+    cr_assert(strstr(res, "{\"data\":\"iVBORw0KGgo=\",\"mimeType\":"
+                          "\"image/png\",\"type\":\"image\"}"),
+              "the image was not kept");
+    cr_assert(strstr(res, "\"uri\":\"file:///srv/report.pdf\""), "no link");
+    cr_assert(strstr(res, "the server answered tools/call rpcerr with a "
+                          "JSON-RPC error -32603 (the server's, not the "
+                          "tool's): internal error in the server"),
+              "the JSON-RPC error");
+    cr_assert(strstr(res, "\"output\":\"STILL HERE\""), "the run stopped");
+    free(res);
+    char *out = bodies_of(dir, "result");
+    cr_assert(strstr(out, "\"stop_reason\":\"answer\""), "%s", out);
+    free(out);
+    /* every payload within the body limit, the ledger whole */
+    struct tu_run v =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--deep", NULL);
+    cr_assert_eq(v.status, 0, "%s", v.err);
+    tu_run_free(&v);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
 /* ---- tools from Streamable HTTP MCP servers --------------------------------
  */
 
