@@ -210,6 +210,8 @@ Test(http, integers_in_paths_and_queries_are_exact)
         "/ledger?limit=%205",
         "/ledger?limit=05",
         "/ledger?from=9007199254740993",
+        "/ledger?from=%31", /* a percent-encoded digit: 400, not from=1 */
+        "/ledger?limit=5&from=%31%30",
     };
     char *b = NULL;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -443,3 +443,46 @@ Test(http_limits, conflicting_lengths_are_refused_when_the_headers_arrive,
     tu_daemon_signal_wait(&d, SIGTERM, 10000);
     tu_rmrf(dir);
 }
+
+/* A Content-Length over the server's body cap is answered 413 as soon as
+ * the headers are in (before, the daemon waited for a body it would never
+ * take, and a client that waited for an answer first was dropped at the
+ * idle timeout without one); a client that sends the body anyway still
+ * reads the 413. */
+Test(http_limits, a_length_over_the_cap_is_413_when_the_headers_arrive,
+     .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--no-auth", "--timeout-s", "60", NULL);
+    const char req[] = "POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       "Content-Type: application/json\r\n"
+                       "Content-Length: 5000000\r\n\r\n";
+    int closed = 0;
+    char *reply = NULL;
+    int st = tu_http_raw(d.port, req, sizeof(req) - 1, 10000, &closed, &reply);
+    cr_assert_eq(st, 413, "%s", reply ? reply : "(no reply)");
+    cr_assert(closed, "the connection stayed open");
+    cr_assert(strstr(reply, "body_too_large") &&
+                  strstr(reply, "Content-Length 5000000"),
+              "%s", reply);
+    free(reply);
+    /* the body sent along: the 413 is read all the same */
+    size_t n = 2u << 20;
+    char *big = malloc(n + 256);
+    cr_assert_not_null(big);
+    int k = snprintf(big, 256,
+                     "POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     n);
+    memset(big + k, 'x', n);
+    st = tu_http_raw(d.port, big, (size_t)k + n, 10000, &closed, &reply);
+    cr_assert_eq(st, 413, "%s", reply ? reply : "(no reply)");
+    free(reply);
+    free(big);
+    cJSON *h = tu_http_json(&d, "GET", "/health", NULL, 200);
+    cJSON_Delete(h);
+    tu_daemon_signal_wait(&d, SIGTERM, 10000);
+    tu_rmrf(dir);
+}
