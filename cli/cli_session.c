@@ -1,6 +1,6 @@
-/* cli_session: `forum session list|show|fork|remember|forget` and
- * `forum context preflight`: sessions read and written on the ledger in
- * this process (like `ledger append`, no daemon needed). */
+/* cli_session: `forum session list|show|fork|remember|forget`:
+ * sessions read and written on the ledger in this process (like `ledger
+ * append`, no daemon needed). */
 #include "cli/cli.h"
 #include "cli/cli_opt.h"
 
@@ -19,8 +19,9 @@ static const char session_usage[] =
     "A session is a chain of turns: runs started with --session NAME\n"
     "(submit, run start, or \"session\" in a request) see the session's\n"
     "earlier turns and its facts as context, within a token budget\n"
-    "(--max-total-tokens and the others; forum context preflight shows\n"
-    "what a request would send). A session is only ledger entries: it\n"
+    "(--max-total-tokens and the others; the context_preflight method,\n"
+    "POST /context/preflight or the MCP tool, shows what a request would\n"
+    "send). A session is only ledger entries: it\n"
     "survives restarts and verifies like the rest.\n"
     "  fork      a new session that starts from SESSION as it stood at its\n"
     "            turn RUN (that turn and those before it)\n"

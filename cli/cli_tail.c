@@ -239,7 +239,8 @@ int cli_ledger_tail(struct cli *c, int argc, char **argv)
         int rc = ledger_get(t->l, t->run, &r, NULL, &err);
         if (rc == FO_OK && strcmp(r.kind, "request"))
             rc = fo_err_set(&err, FO_E_NOT_A_RUN,
-                            "entry %lld is a %s, not a run's request",
+                            "entry %lld: not a run (its kind is \"%s\", "
+                            "not a run's request)",
                             (long long)t->run, r.kind);
         if (rc != FO_OK)
             goto fail;

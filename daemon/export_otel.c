@@ -175,7 +175,7 @@ int export_otel_run(struct ledger *l, int64_t run, cJSON **out,
     if (strcmp(root.kind, "request") || root.parent != LEDGER_NO_PARENT)
         return fo_err_set(err, FO_E_NOT_A_RUN,
                           "entry %lld: not a run (a request entry without a "
-                          "parent; this is a %s)",
+                          "parent; this one is of kind \"%s\")",
                           (long long)run, root.kind);
     struct collect c = {0};
     rc = ledger_descendants(l, run, -1, collect_one, &c, err);
