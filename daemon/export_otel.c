@@ -115,6 +115,13 @@ static cJSON *span_of(struct ledger *l, const struct ledger_entry *e,
     if (body && fo_json_parse(body, len, &b, NULL) != FO_OK)
         b = NULL;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(b, "model");
+    /* a tool's call and its result: the GenAI conventions' execute_tool
+     * span, named by its tool */
+    const cJSON *tool = cJSON_GetObjectItemCaseSensitive(b, "tool");
+    int is_tool =
+        (!strcmp(e->kind, "tool_call") || !strcmp(e->kind, "tool_result")) &&
+        cJSON_IsString(tool);
+    const cJSON *call_id = cJSON_GetObjectItemCaseSensitive(b, "call_id");
     cJSON *s = cJSON_CreateObject();
     cJSON *attrs = s ? cJSON_CreateArray() : NULL;
     int ok = s && attrs && cJSON_AddStringToObject(s, "traceId", trace) &&
@@ -140,7 +147,12 @@ static cJSON *span_of(struct ledger *l, const struct ledger_entry *e,
          (redacted ? attr_b(attrs, "forum.redacted")
                    : attr_s(attrs, "forum.body", body ? body : "null")) &&
          (!cJSON_IsString(model) ||
-          attr_s(attrs, "gen_ai.request.model", model->valuestring));
+          attr_s(attrs, "gen_ai.request.model", model->valuestring)) &&
+         (!is_tool ||
+          (attr_s(attrs, "gen_ai.operation.name", "execute_tool") &&
+           attr_s(attrs, "gen_ai.tool.name", tool->valuestring) &&
+           (!cJSON_IsString(call_id) ||
+            attr_s(attrs, "gen_ai.tool.call.id", call_id->valuestring))));
     free(body);
     cJSON_Delete(b);
     if (!ok) {
