@@ -273,7 +273,9 @@ static void print_run(struct cli *c, const cJSON *g)
     printf("run: %lld\n", cli_int_or(g, "run", -1));
     printf("state: %s\n", cli_str_or(g, "state", "?"));
     const char *req = cli_str_or(g, "request", NULL);
-    printf("request: %s\n", req ? req : "(redacted)");
+    fputs("request: ", stdout);
+    cli_tty_puts(stdout, req ? req : "(redacted)");
+    putchar('\n');
     long long count = cli_int_or(g, "count", 0);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "truncated")))
         printf("entries: %lld (--json shows the last %d)\n", count,
@@ -281,12 +283,17 @@ static void print_run(struct cli *c, const cJSON *g)
     else
         printf("entries: %lld\n", count);
     const char *ans = cli_str_or(g, "answer", NULL);
-    if (ans)
-        printf("answer: %s\n", ans);
+    if (ans) {
+        fputs("answer: ", stdout);
+        cli_tty_puts(stdout, ans);
+        putchar('\n');
+    }
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(g, "error");
-    if (cJSON_IsObject(e))
-        printf("error: %s (%s)\n", cli_str_or(e, "error", "?"),
-               cli_str_or(e, "code", "?"));
+    if (cJSON_IsObject(e)) {
+        fputs("error: ", stdout);
+        cli_tty_puts(stdout, cli_str_or(e, "error", "?"));
+        printf(" (%s)\n", cli_str_or(e, "code", "?"));
+    }
 }
 
 /* ---- the commands -------------------------------------------------------- */

@@ -328,7 +328,8 @@ static int run(struct cli *c, const char *name, const char *method,
         cli_print_json(out, 0);
     } else if (!strcmp(method, "submit")) {
         const cJSON *ans = cJSON_GetObjectItemCaseSensitive(out, "answer");
-        printf("%s\n", ans->valuestring);
+        cli_tty_puts(stdout, ans->valuestring); /* a model's text */
+        putchar('\n');
         long long rs = 0, as = 0;
         fo_json_get_int(out, "request_seq", 0, INT64_MAX, &rs);
         fo_json_get_int(out, "answer_seq", 0, INT64_MAX, &as);

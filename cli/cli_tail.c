@@ -70,8 +70,10 @@ void cli_entries_row(struct ledger *l, const struct ledger_entry *e,
     if (e->parent >= 0)
         snprintf(par, sizeof(par), "%" PRId64, e->parent);
     preview(l, e->seq, pv, sizeof(pv));
-    printf("%8" PRId64 "  %-19s  %-*s  %-20s %8s  %s\n", e->seq, t, actor_w,
-           e->actor, e->kind, par, pv);
+    printf("%8" PRId64 "  %-19s  %-*s  %-20s %8s  ", e->seq, t, actor_w,
+           e->actor, e->kind, par);
+    cli_tty_puts(stdout, pv); /* the body: anything a writer put there */
+    putchar('\n');
 }
 
 int cli_actor_width(const struct ledger_entry *v, size_t n)
