@@ -4,6 +4,7 @@
  * recompute. */
 #include <dirent.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -2985,6 +2986,55 @@ Test(cli_tty, ledger_content_cannot_drive_the_terminal, .timeout = 60)
     /* piped: the data as it is */
     r = tu_forumv(NULL, "--ledger", dir, "run", "get", "1", NULL);
     cr_assert(strstr(r.out, "hello \033]0;pwned\007 there"), "%s", r.out);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* Ctrl-C while `forum submit` runs its run in this process: the exit
+ * status of an interrupt, and a line saying what happened and where the
+ * run's steps are (before, it exited 130 without a word); the run then
+ * reads as interrupted. */
+Test(cli_tty, ctrl_c_during_submit_says_what_happened, .timeout = 60)
+{
+    signal(SIGPIPE, SIG_IGN);
+    atomic_store(&tu_held_hold, 1);
+    struct fake *f = fake_start(tu_held_script);
+    char *dir = tu_tmpdir(), url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    int ep[2];
+    cr_assert_eq(pipe(ep), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(ep[1], 2);
+        close(ep[0]);
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "submit", "--chat-url",
+              url, "--model", "fake", "make the schema", (char *)NULL);
+        _exit(127);
+    }
+    close(ep[1]);
+    tu_held_wait_coord(1); /* the run is in flight */
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d", st);
+    char err[2048];
+    ssize_t n = read(ep[0], err, sizeof(err) - 1);
+    close(ep[0]);
+    err[n > 0 ? n : 0] = '\0';
+    cr_assert(strstr(err, "forum: interrupted: the run stopped with this "
+                          "process"),
+              "%s", err);
+    atomic_store(&tu_held_hold, 0);
+    fake_stop(f);
+    fake_free(f);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "run", "list", "--state",
+                                "interrupted", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "make the schema"), "%s", r.out);
     tu_run_free(&r);
     tu_rmrf(dir);
 }
