@@ -115,12 +115,10 @@ static cJSON *span_of(struct ledger *l, const struct ledger_entry *e,
     if (body && fo_json_parse(body, len, &b, NULL) != FO_OK)
         b = NULL;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(b, "model");
-    /* a tool's call and its result: the GenAI conventions' execute_tool
-     * span, named by its tool */
+    /* a tool's call: the GenAI conventions' execute_tool span, named by
+     * its tool (its result is the span under it) */
     const cJSON *tool = cJSON_GetObjectItemCaseSensitive(b, "tool");
-    int is_tool =
-        (!strcmp(e->kind, "tool_call") || !strcmp(e->kind, "tool_result")) &&
-        cJSON_IsString(tool);
+    int is_tool = !strcmp(e->kind, "tool_call") && cJSON_IsString(tool);
     const cJSON *call_id = cJSON_GetObjectItemCaseSensitive(b, "call_id");
     cJSON *s = cJSON_CreateObject();
     cJSON *attrs = s ? cJSON_CreateArray() : NULL;
