@@ -295,12 +295,14 @@ static cJSON *otlp_attrs(const cJSON *list)
         if (key)
             v[k] = (struct attr_ref){key, kv, k}, k++;
     }
-    qsort(v, k, sizeof(*v), by_key_then_index);
+    if (k > 1)
+        qsort(v, k, sizeof(*v), by_key_then_index);
     size_t kept = 0; /* the last of each key */
     for (size_t i = 0; i < k; i++)
         if (i + 1 == k || strcmp(v[i].key, v[i + 1].key))
             v[kept++] = v[i];
-    qsort(v, kept, sizeof(*v), by_index);
+    if (kept > 1)
+        qsort(v, kept, sizeof(*v), by_index);
     for (size_t i = 0; i < kept; i++) {
         cJSON *x = otlp_value(get(v[i].kv, "value"));
         if (!x || !cJSON_AddItemToObject(o, v[i].key, x)) {
