@@ -74,7 +74,7 @@ static void *appender(void *arg)
                           "\"payload\":{\"n\":%ld,\"pad\":\"%0120d\"}}",
                           n++, 0);
         int rl = snprintf(req, sizeof(req),
-                          "POST /append HTTP/1.1\r\nHost: b\r\n"
+                          "POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                           "Authorization: Bearer %s\r\nContent-Type: "
                           "application/json\r\nContent-Length: %d\r\n\r\n%s",
                           token, bl, body);
@@ -134,10 +134,11 @@ static int subscribe(const char *query)
 {
     int fd = dial();
     char req[512];
-    int n = snprintf(req, sizeof(req),
-                     "GET /events%s HTTP/1.1\r\nHost: b\r\nAuthorization: "
-                     "Bearer %s\r\n\r\n",
-                     query, token);
+    int n =
+        snprintf(req, sizeof(req),
+                 "GET /events%s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
+                 "Bearer %s\r\n\r\n",
+                 query, token);
     if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
         perror("bench_events: subscribe");
         exit(1);

@@ -96,13 +96,49 @@ int cli_call(struct cli *c, struct ledger *l, const char *method, cJSON *in,
     return 0;
 }
 
+void cli_tty_write(FILE *f, const char *s, size_t n)
+{
+    if (!isatty(fileno(f))) {
+        fwrite(s, 1, n, f);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *u = (const unsigned char *)s + i;
+        unsigned cp = 0;
+        size_t w = 0; /* bytes of a character shown as \uXXXX */
+        if ((u[0] < 0x20 && u[0] != '\n' && u[0] != '\t') || u[0] == 0x7f) {
+            cp = u[0], w = 1; /* C0, DEL */
+        } else if (u[0] == 0xc2 && i + 1 < n && u[1] >= 0x80 && u[1] <= 0x9f) {
+            cp = u[1], w = 2; /* C1: CSI, OSC... */
+        } else if (u[0] == 0xe2 && i + 2 < n &&
+                   ((u[1] == 0x80 && u[2] >= 0xaa && u[2] <= 0xae) ||
+                    (u[1] == 0x81 && u[2] >= 0xa6 && u[2] <= 0xa9))) {
+            /* bidi overrides and isolates (U+202A..E, U+2066..9) */
+            cp = 0x2000u | ((u[1] & 0x3fu) << 6) | (u[2] & 0x3fu), w = 3;
+        }
+        if (!w) {
+            fputc(u[0], f);
+            continue;
+        }
+        fprintf(f, "\\u%04x", cp);
+        i += w - 1;
+    }
+}
+
+void cli_tty_puts(FILE *f, const char *s)
+{
+    cli_tty_write(f, s, strlen(s));
+}
+
 void cli_print_json(const cJSON *v, int pretty)
 {
     struct fo_buf b;
     struct fo_err err;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
     if (fo_json_write(v, pretty ? FO_JSON_PRETTY : 0, &b, &err) == FO_OK) {
-        fwrite(b.data, 1, b.len, stdout);
+        /* C1 controls and bidi overrides as \u escapes on a terminal:
+         * still JSON, never an escape sequence */
+        cli_tty_write(stdout, b.data, b.len);
         fputc('\n', stdout);
     } else {
         fprintf(stderr, "forum: cannot print result: %s\n", err.msg);

@@ -308,8 +308,15 @@ int cli_call(struct cli *c, struct ledger *l, const char *method, cJSON *in,
  * object on stderr. Returns the exit code for err->code. */
 int cli_fail(struct cli *c, const struct fo_err *err);
 
-/* Prints v as JSON on stdout: canonical with --json, else indented. */
+/* Prints v as JSON on stdout: canonical with --json, else indented; on a
+ * terminal through cli_tty_write. */
 void cli_print_json(const cJSON *v, int pretty);
+
+/* Writes s (n bytes) to f; when f is a terminal, ledger content cannot
+ * drive it: control characters (C0 but newline and tab, DEL, C1) and bidi
+ * overrides are written as \uXXXX instead. */
+void cli_tty_write(FILE *f, const char *s, size_t n);
+void cli_tty_puts(FILE *f, const char *s);
 
 /* Parses a non-negative integer argument; -1 when it is not one. */
 long long cli_parse_seq(const char *s);

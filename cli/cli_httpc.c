@@ -86,11 +86,13 @@ int cli_http_request(const char *host, int port, const char *method,
                             method, path, host, port);
     if (token)
         bad |= fo_buf_printf(&req, "Authorization: Bearer %s\r\n", token);
-    if (body)
+    /* every write says application/json, with a body or none: the
+     * daemon refuses any other (a browser form's) */
+    if (body || (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0))
         bad |= fo_buf_printf(&req,
                              "Content-Type: application/json\r\n"
                              "Content-Length: %zu\r\n",
-                             body_len);
+                             body ? body_len : 0);
     bad |= fo_buf_puts(&req, "\r\n");
     if (body)
         bad |= fo_buf_append(&req, body, body_len);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -132,13 +133,26 @@ static int cmd_init(struct cli *c, int argc, char **argv)
     struct ledger *l = NULL;
     struct fo_err err;
     fo_err_clear(&err);
+    /* what this init makes and must take back if the database cannot be
+     * reached: the store.json naming it, and the data dir when it was new */
+    char conf[4096];
+    snprintf(conf, sizeof(conf), "%s/store.json", c->ledger_dir);
+    struct stat st;
+    int had_dir = stat(c->ledger_dir, &st) == 0;
+    int had_conf = stat(conf, &st) == 0;
     if (conninfo && ledger_use_postgres(c->ledger_dir, conninfo, &err) != 0)
         return err.code == FO_E_INVALID
                    ? cli_usage_error(c, "init: %s", err.msg)
                    : cli_fail(c, &err);
     int rc = ledger_open(c->ledger_dir, LEDGER_OPEN_CREATE, &cfg, &l, &err);
-    if (rc)
+    if (rc) {
+        if (conninfo && !had_conf) {
+            unlink(conf);
+            if (!had_dir)
+                rmdir(c->ledger_dir); /* only when left empty */
+        }
         return cli_fail(c, &err);
+    }
     if (origin && strcmp(origin, ledger_origin(l)) != 0) {
         fo_err_set(&err, FO_E_EXISTS,
                    "%s: ledger exists with origin %s (the origin is fixed "

@@ -97,11 +97,16 @@ static void print_checkpoint(struct cli *c, const cJSON *o)
         return;
     }
     const cJSON *note = cJSON_GetObjectItemCaseSensitive(o, "note");
+    if (cJSON_IsString(note)) {
+        /* stdout is the note alone, as `verify --checkpoint` reads it
+         * (`> cp.note` saves a file that verifies); the rest to stderr */
+        fprintf(stderr, "forum: size %.0f, root %s\n", num_of(o, "size"),
+                str_of(o, "root"));
+        fputs(note->valuestring, stdout);
+        return;
+    }
     printf("size %.0f\nroot %s\n", num_of(o, "size"), str_of(o, "root"));
-    if (cJSON_IsString(note))
-        printf("\n%s", note->valuestring);
-    else
-        printf("(unsigned: the live tree at that size)\n");
+    printf("(unsigned: the live tree at that size)\n");
 }
 
 int cli_ledger_checkpoint(struct cli *c, int argc, char **argv)
@@ -123,7 +128,10 @@ int cli_ledger_checkpoint(struct cli *c, int argc, char **argv)
             "first when\nnone exists yet), or with --size N the live "
             "tree root at size N,\nunsigned. With --sign: signs a C2SP "
             "checkpoint at size N (default: the\ncurrent size) with the "
-            "ledger key, stores it and prints it. Signing a\nsize twice "
+            "ledger key, stores it and prints it. A signed\ncheckpoint is "
+            "printed as the note alone (its size and root go to\nstderr), "
+            "so `> cp.note` saves what verify --checkpoint takes.\nSigning a"
+            "\nsize twice "
             "gives the stored checkpoint. The key is made on first use\n"
             "(DIR/checkpoint.key, DIR/checkpoint.vkey).\n"
             "--json prints {\"checkpoint\", \"size\", \"root\", "
@@ -370,6 +378,33 @@ int cli_ledger_bundle(struct cli *c, int argc, char **argv)
 
 /* ---- verify --checkpoint ------------------------------------------------ */
 
+/* What is wrong with the shape of a note file, said plainly, before the
+ * signature check would call it a bad signature or no signature: FO_OK or
+ * FO_E_INVALID. */
+static int note_shape(const char *file, const char *n, size_t len,
+                      struct fo_err *err)
+{
+    if (len >= 5 && !strncmp(n, "size ", 5) && memmem(n, len, "\nroot ", 6))
+        return fo_err_set(err, FO_E_INVALID,
+                          "%s: starts with \"size\" and \"root\" lines (what "
+                          "an older `forum ledger checkpoint --sign` printed "
+                          "before the note): the note starts at its origin "
+                          "line; delete the lines before it",
+                          file);
+    if (len >= 2 && n[len - 1] == '\n' && n[len - 2] == '\n')
+        return fo_err_set(err, FO_E_INVALID,
+                          "%s: a blank line after the signatures (an extra "
+                          "newline at the end?): a note ends right after "
+                          "its last signature line",
+                          file);
+    if (len && n[len - 1] != '\n')
+        return fo_err_set(err, FO_E_INVALID,
+                          "%s: does not end in a newline after its last "
+                          "signature line (cut short, or saved without it?)",
+                          file);
+    return FO_OK;
+}
+
 int cli_verify_checkpoint(struct cli *c, int deep, const char *note_file,
                           const char *vkey_arg)
 {
@@ -379,6 +414,8 @@ int cli_verify_checkpoint(struct cli *c, int deep, const char *note_file,
     fo_buf_init(&note, NOTE_MAX_LEN);
     fo_buf_init(&vkey, VKEY_MAX);
     int rc = cli_read_file(note_file, NOTE_MAX_LEN, &note, &err);
+    if (rc == FO_OK)
+        rc = note_shape(note_file, note.data ? note.data : "", note.len, &err);
     if (rc == FO_OK)
         rc = cli_read_vkey(vkey_arg, &vkey, &err);
     if (rc) {

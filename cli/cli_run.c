@@ -105,17 +105,19 @@ static const char help_cancel[] =
 
 static const char help_wait[] =
     "usage: forum run wait ID [--timeout S] [--json]\n"
-    "Polls run ID (run_get, on the ledger: needs no daemon) until its state\n"
-    "is no longer running, then prints it as `forum run get` does. On a\n"
-    "terminal, stderr shows the entries written so far.\n"
+    "Polls run ID (run_get, on the ledger: needs no daemon) until it ends\n"
+    "(its state is neither running nor waiting), then prints it as `forum\n"
+    "run get` does. A run waiting at an approval gate has not ended: wait\n"
+    "says so once on stderr, with the commands that decide it, and goes on\n"
+    "waiting. On a terminal, stderr shows the entries written so far.\n"
     "  --timeout S   give up after S seconds (0 = look once; default: wait\n"
     "                as long as it takes)\n"
     "  --json        print the result object of GET /runs/{id}\n"
     "exit codes: 0 the run ended done (it has its answer); 1 it ended\n"
     "budget, stopped, cancelled, failed, interrupted or unknown (printed all\n"
     "the same; an answer, if any, is a fixed one), or ID is not found or not\n"
-    "a run; 2 usage; 3 the timeout passed with the run still running (code\n"
-    "timeout: nothing on stdout), or an I/O error\n"
+    "a run; 2 usage; 3 the timeout passed with the run still running or\n"
+    "waiting at a gate (code timeout: nothing on stdout), or an I/O error\n"
     "example:\n  forum run wait 1234 --timeout 600\n";
 
 /* ---- arguments ----------------------------------------------------------- */
@@ -271,7 +273,9 @@ static void print_run(struct cli *c, const cJSON *g)
     printf("run: %lld\n", cli_int_or(g, "run", -1));
     printf("state: %s\n", cli_str_or(g, "state", "?"));
     const char *req = cli_str_or(g, "request", NULL);
-    printf("request: %s\n", req ? req : "(redacted)");
+    fputs("request: ", stdout);
+    cli_tty_puts(stdout, req ? req : "(redacted)");
+    putchar('\n');
     long long count = cli_int_or(g, "count", 0);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "truncated")))
         printf("entries: %lld (--json shows the last %d)\n", count,
@@ -279,12 +283,17 @@ static void print_run(struct cli *c, const cJSON *g)
     else
         printf("entries: %lld\n", count);
     const char *ans = cli_str_or(g, "answer", NULL);
-    if (ans)
-        printf("answer: %s\n", ans);
+    if (ans) {
+        fputs("answer: ", stdout);
+        cli_tty_puts(stdout, ans);
+        putchar('\n');
+    }
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(g, "error");
-    if (cJSON_IsObject(e))
-        printf("error: %s (%s)\n", cli_str_or(e, "error", "?"),
-               cli_str_or(e, "code", "?"));
+    if (cJSON_IsObject(e)) {
+        fputs("error: ", stdout);
+        cli_tty_puts(stdout, cli_str_or(e, "error", "?"));
+        printf(" (%s)\n", cli_str_or(e, "code", "?"));
+    }
 }
 
 /* ---- the commands -------------------------------------------------------- */
@@ -560,17 +569,28 @@ static int cmd_wait(struct cli *c, int argc, char **argv)
     cJSON *g = NULL;
     struct fo_err err;
     fo_err_clear(&err);
-    int rc;
+    int rc, told_gate = 0;
     for (;;) {
         rc = call_run(l, "run_get", id, &g, &err);
-        if (rc || strcmp(cli_str_or(g, "state", ""), "running") != 0)
+        const char *st = rc ? "" : cli_str_or(g, "state", "");
+        /* a run at a gate has not ended: wait for the decision and the
+         * rest, saying once (also off a terminal) what it waits for */
+        int gated = !strcmp(st, "waiting");
+        if (rc || (strcmp(st, "running") != 0 && !gated))
             break;
+        if (gated && !told_gate++)
+            fprintf(stderr,
+                    "%sforum: run %lld: waiting at a gate for a human "
+                    "decision (forum gate list --run %lld; forum gate "
+                    "approve|reject %lld WAVE)\n",
+                    shown ? "\r\033[K" : "", id, id, id);
         int64_t now = ledger_mono_us() / 1000;
         if (now >= deadline) {
             rc = fo_err_set(&err, FO_E_TIMEOUT,
-                            "run %lld: still running after %lld s "
+                            "run %lld: still %s after %lld s "
                             "(entries so far: %lld)",
-                            id, timeout, cli_int_or(g, "count", 0));
+                            id, gated ? "waiting at a gate" : "running",
+                            timeout, cli_int_or(g, "count", 0));
             break;
         }
         if (tty) {

@@ -187,6 +187,9 @@ static int parse_opts(struct cli *c, const char *sub, int argc, char **argv,
          NULL, "/tlog/ needs the token"},
         {"--tlog-hashes-only", NULL, CLI_OPT_BOOL, &o->cfg.tlog_hashes_only, 0,
          0, NULL, NULL, "/tlog/ withholds the entry bundles"},
+        {"--allowed-host", "NAME", CLI_OPT_LIST, o->cfg.allowed_hosts, 0,
+         DAEMON_ALLOWED_HOSTS_MAX, &o->cfg.n_allowed_hosts, NULL,
+         "a name clients may reach the daemon by (a proxy's; repeat)"},
         {"--timeout-s", "S", CLI_OPT_INT, &timeout_s, 1, 3600, NULL, NULL,
          "HTTP idle read/write timeout (default 30)"},
         {"--max-connections", "N", CLI_OPT_INT, &maxconn, 1,
@@ -245,6 +248,13 @@ static int parse_opts(struct cli *c, const char *sub, int argc, char **argv,
                                cmd);
     if (o->cfg.host && !*o->cfg.host)
         return cli_usage_error(c, "%s: --host: empty", cmd);
+    for (int i = 0; i < o->cfg.n_allowed_hosts; i++)
+        if (!*o->cfg.allowed_hosts[i] ||
+            strpbrk(o->cfg.allowed_hosts[i], ":/ \t[]@"))
+            return cli_usage_error(c,
+                                   "%s: --allowed-host %s: a host name (no "
+                                   "port, no scheme)",
+                                   cmd, o->cfg.allowed_hosts[i]);
     if (sandbox) {
         o->cfg.sandbox = orch_sandbox_mode_parse(sandbox);
         if (o->cfg.sandbox < 0)
@@ -312,6 +322,16 @@ static int load_config(struct cli *c, struct serve_opts *o)
         file.tlog_private = o->no_tlog_public;
     if (flags.tlog_hashes_only)
         file.tlog_hashes_only = 1;
+    for (int i = 0; i < flags.n_allowed_hosts; i++) {
+        if (file.n_allowed_hosts >= DAEMON_ALLOWED_HOSTS_MAX) {
+            daemon_config_release(&file);
+            return cli_usage_error(c,
+                                   "serve: --allowed-host: at most %d "
+                                   "names with forum.json's",
+                                   DAEMON_ALLOWED_HOSTS_MAX);
+        }
+        file.allowed_hosts[file.n_allowed_hosts++] = flags.allowed_hosts[i];
+    }
     if (flags.timeout_s)
         file.timeout_s = flags.timeout_s;
     if (flags.workers)

@@ -1,6 +1,6 @@
-/* cli_session: `forum session list|show|fork|remember|forget` and
- * `forum context preflight`: sessions read and written on the ledger in
- * this process (like `ledger append`, no daemon needed). */
+/* cli_session: `forum session list|show|fork|remember|forget`:
+ * sessions read and written on the ledger in this process (like `ledger
+ * append`, no daemon needed). */
 #include "cli/cli.h"
 #include "cli/cli_opt.h"
 
@@ -13,14 +13,15 @@
 static const char session_usage[] =
     "usage: forum session list [--json]\n"
     "       forum session show SESSION [--json]\n"
-    "       forum session fork SESSION --at RUN --into NEW\n"
-    "       forum session remember SESSION KEY VALUE\n"
-    "       forum session forget SESSION KEY\n"
+    "       forum session fork SESSION --at RUN --into NEW [--json]\n"
+    "       forum session remember SESSION KEY VALUE [--json]\n"
+    "       forum session forget SESSION KEY [--json]\n"
     "A session is a chain of turns: runs started with --session NAME\n"
     "(submit, run start, or \"session\" in a request) see the session's\n"
     "earlier turns and its facts as context, within a token budget\n"
-    "(--max-total-tokens and the others; forum context preflight shows\n"
-    "what a request would send). A session is only ledger entries: it\n"
+    "(--max-total-tokens and the others; the context_preflight method,\n"
+    "POST /context/preflight or the MCP tool, shows what a request would\n"
+    "send). A session is only ledger entries: it\n"
     "survives restarts and verifies like the rest.\n"
     "  fork      a new session that starts from SESSION as it stood at its\n"
     "            turn RUN (that turn and those before it)\n"
@@ -47,8 +48,35 @@ static int run_method(struct cli *c, const char *method, cJSON *in, int rw)
     ledger_close(l);
     if (ex)
         return ex;
-    if (c->json || strcmp(method, "session_show") != 0) {
-        cli_print_json(out, !c->json);
+    if (c->json) {
+        cli_print_json(out, 0);
+    } else if (!strcmp(method, "session_list")) {
+        const cJSON *t;
+        cJSON_ArrayForEach (t,
+                            cJSON_GetObjectItemCaseSensitive(out, "sessions"))
+            printf("%s\t%lld turns\t(started at seq %lld)\n",
+                   cli_str_or(t, "session", "?"), cli_int_or(t, "turns", 0),
+                   cli_int_or(t, "started_seq", 0));
+        if (!cJSON_GetArraySize(
+                cJSON_GetObjectItemCaseSensitive(out, "sessions")))
+            printf("no sessions\n");
+    } else if (!strcmp(method, "session_remember")) {
+        printf("session %s: remembered %s (fact seq %lld)\n",
+               cli_str_or(out, "session", "?"), cli_str_or(out, "key", "?"),
+               cli_int_or(out, "seq", 0));
+    } else if (!strcmp(method, "session_forget")) {
+        printf("session %s: forgot %s (fact seq %lld redacted; seq %lld "
+               "records it)\n",
+               cli_str_or(out, "session", "?"), cli_str_or(out, "key", "?"),
+               cli_int_or(out, "fact_seq", 0), cli_int_or(out, "seq", 0));
+    } else if (!strcmp(method, "session_fork")) {
+        printf(
+            "session %s: forked from %s at run %lld (started at seq %lld, "
+            "%d turns)\n",
+            cli_str_or(out, "session", "?"),
+            cli_str_or(out, "forked_from", "?"), cli_int_or(out, "at", 0),
+            cli_int_or(out, "started_seq", 0),
+            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(out, "turns")));
     } else {
         const cJSON *t;
         printf("session %s (started at seq %lld)\n",

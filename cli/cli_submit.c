@@ -5,8 +5,10 @@
 #include "cli/cli_opt.h"
 #include "daemon/orch_sandbox.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/orch.h"
 #include "daemon/service.h"
@@ -250,6 +252,20 @@ static void print_plan_text(const cJSON *out)
     }
 }
 
+/* Ctrl-C while the run works in this process: the run cannot go on
+ * without it, so say so (and where its steps are) before the exit status
+ * of an interrupt. Only async-signal-safe calls. */
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    static const char msg[] =
+        "\nforum: interrupted: the run stopped with this process (it ran "
+        "here, not on a daemon); the steps it took are on the ledger: "
+        "`forum run list --state interrupted`, then `forum run show ID`\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(130);
+}
+
 static int run(struct cli *c, const char *name, const char *method,
                const char *usage, int argc, char **argv)
 {
@@ -320,6 +336,9 @@ static int run(struct cli *c, const char *name, const char *method,
         goto out;
     }
     struct surf_ctx ctx = {.ledger = l, .orch = orch};
+    struct sigaction sa = {.sa_handler = on_interrupt};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
     const struct surf_method *m = surf_find(method);
     rc = m ? surf_call(&ctx, m, in, &out, &err)
            : fo_err_set(&err, FO_E_INTERNAL, "no method %s", method);
@@ -331,7 +350,8 @@ static int run(struct cli *c, const char *name, const char *method,
         cli_print_json(out, 0);
     } else if (!strcmp(method, "submit")) {
         const cJSON *ans = cJSON_GetObjectItemCaseSensitive(out, "answer");
-        printf("%s\n", ans->valuestring);
+        cli_tty_puts(stdout, ans->valuestring); /* a model's text */
+        putchar('\n');
         long long rs = 0, as = 0;
         fo_json_get_int(out, "request_seq", 0, INT64_MAX, &rs);
         fo_json_get_int(out, "answer_seq", 0, INT64_MAX, &as);

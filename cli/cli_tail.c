@@ -70,8 +70,10 @@ void cli_entries_row(struct ledger *l, const struct ledger_entry *e,
     if (e->parent >= 0)
         snprintf(par, sizeof(par), "%" PRId64, e->parent);
     preview(l, e->seq, pv, sizeof(pv));
-    printf("%8" PRId64 "  %-19s  %-*s  %-20s %8s  %s\n", e->seq, t, actor_w,
-           e->actor, e->kind, par, pv);
+    printf("%8" PRId64 "  %-19s  %-*s  %-20s %8s  ", e->seq, t, actor_w,
+           e->actor, e->kind, par);
+    cli_tty_puts(stdout, pv); /* the body: anything a writer put there */
+    putchar('\n');
 }
 
 int cli_actor_width(const struct ledger_entry *v, size_t n)
@@ -239,7 +241,8 @@ int cli_ledger_tail(struct cli *c, int argc, char **argv)
         int rc = ledger_get(t->l, t->run, &r, NULL, &err);
         if (rc == FO_OK && strcmp(r.kind, "request"))
             rc = fo_err_set(&err, FO_E_NOT_A_RUN,
-                            "entry %lld is a %s, not a run's request",
+                            "entry %lld: not a run (its kind is \"%s\", "
+                            "not a run's request)",
                             (long long)t->run, r.kind);
         if (rc != FO_OK)
             goto fail;

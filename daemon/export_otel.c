@@ -115,6 +115,11 @@ static cJSON *span_of(struct ledger *l, const struct ledger_entry *e,
     if (body && fo_json_parse(body, len, &b, NULL) != FO_OK)
         b = NULL;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(b, "model");
+    /* a tool's call: the GenAI conventions' execute_tool span, named by
+     * its tool (its result is the span under it) */
+    const cJSON *tool = cJSON_GetObjectItemCaseSensitive(b, "tool");
+    int is_tool = !strcmp(e->kind, "tool_call") && cJSON_IsString(tool);
+    const cJSON *call_id = cJSON_GetObjectItemCaseSensitive(b, "call_id");
     cJSON *s = cJSON_CreateObject();
     cJSON *attrs = s ? cJSON_CreateArray() : NULL;
     int ok = s && attrs && cJSON_AddStringToObject(s, "traceId", trace) &&
@@ -140,7 +145,12 @@ static cJSON *span_of(struct ledger *l, const struct ledger_entry *e,
          (redacted ? attr_b(attrs, "forum.redacted")
                    : attr_s(attrs, "forum.body", body ? body : "null")) &&
          (!cJSON_IsString(model) ||
-          attr_s(attrs, "gen_ai.request.model", model->valuestring));
+          attr_s(attrs, "gen_ai.request.model", model->valuestring)) &&
+         (!is_tool ||
+          (attr_s(attrs, "gen_ai.operation.name", "execute_tool") &&
+           attr_s(attrs, "gen_ai.tool.name", tool->valuestring) &&
+           (!cJSON_IsString(call_id) ||
+            attr_s(attrs, "gen_ai.tool.call.id", call_id->valuestring))));
     free(body);
     cJSON_Delete(b);
     if (!ok) {
@@ -175,7 +185,7 @@ int export_otel_run(struct ledger *l, int64_t run, cJSON **out,
     if (strcmp(root.kind, "request") || root.parent != LEDGER_NO_PARENT)
         return fo_err_set(err, FO_E_NOT_A_RUN,
                           "entry %lld: not a run (a request entry without a "
-                          "parent; this is a %s)",
+                          "parent; this one is of kind \"%s\")",
                           (long long)run, root.kind);
     struct collect c = {0};
     rc = ledger_descendants(l, run, -1, collect_one, &c, err);

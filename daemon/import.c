@@ -256,21 +256,63 @@ static cJSON *otlp_value(const cJSON *v)
     return cJSON_CreateNull();
 }
 
+struct attr_ref {
+    const char *key;
+    const cJSON *kv;
+    size_t i;
+};
+
+static int by_key_then_index(const void *a, const void *b)
+{
+    const struct attr_ref *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int by_index(const void *a, const void *b)
+{
+    const struct attr_ref *x = a, *y = b;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
 /* [{key, value: AnyValue}] as an object (a later key replaces an earlier
- * one); entries without a string key are skipped. */
+ * one); entries without a string key are skipped. Sorted once, so a span
+ * with a million attributes takes n log n, not n^2 lookups. */
 static cJSON *otlp_attrs(const cJSON *list)
 {
     cJSON *o = cJSON_CreateObject();
+    size_t n = cJSON_IsArray(list) ? (size_t)cJSON_GetArraySize(list) : 0;
+    struct attr_ref *v = n ? malloc(n * sizeof(*v)) : NULL;
+    if (!o || (n && !v)) {
+        cJSON_Delete(o);
+        free(v);
+        return NULL;
+    }
+    size_t k = 0;
     const cJSON *kv;
-    cJSON_ArrayForEach (kv, (cJSON_IsArray(list) ? list : NULL)) {
-        const char *k = str(kv, "key");
-        if (!o || !k)
-            continue;
-        if (!put(o, k, otlp_value(get(kv, "value")))) {
+    cJSON_ArrayForEach (kv, (n ? list : NULL)) {
+        const char *key = str(kv, "key");
+        if (key)
+            v[k] = (struct attr_ref){key, kv, k}, k++;
+    }
+    if (k > 1)
+        qsort(v, k, sizeof(*v), by_key_then_index);
+    size_t kept = 0; /* the last of each key */
+    for (size_t i = 0; i < k; i++)
+        if (i + 1 == k || strcmp(v[i].key, v[i + 1].key))
+            v[kept++] = v[i];
+    if (kept > 1)
+        qsort(v, kept, sizeof(*v), by_index);
+    for (size_t i = 0; i < kept; i++) {
+        cJSON *x = otlp_value(get(v[i].kv, "value"));
+        if (!x || !cJSON_AddItemToObject(o, v[i].key, x)) {
+            cJSON_Delete(x);
             cJSON_Delete(o);
-            return NULL;
+            o = NULL;
+            break;
         }
     }
+    free(v);
     return o;
 }
 
@@ -540,7 +582,19 @@ static const char *langsmith_kind(const char *run_type)
     return "span";
 }
 
+/* One run, and the runs nested in its child_runs (a LangSmith tree as one
+ * object) as records of their own under it; parent (NULL: its own
+ * parent_run_id) is the run it was nested in. */
+static int langsmith_tree(struct imp *m, const cJSON *run, const char *pos,
+                          const char *parent, int depth);
+
 static int langsmith_run(struct imp *m, const cJSON *run, const char *pos)
+{
+    return langsmith_tree(m, run, pos, NULL, 0);
+}
+
+static int langsmith_one(struct imp *m, const cJSON *run, const char *pos,
+                         const char *nested_in, char **id_out)
 {
     if (!cJSON_IsObject(run))
         return fo_err_set(m->err, FO_E_INVALID, "%s: not a run object", pos);
@@ -560,8 +614,11 @@ static int langsmith_run(struct imp *m, const cJSON *run, const char *pos)
         return fo_err_set(m->err, FO_E_INVALID, "%s: no \"id\" (a string)",
                           pos);
     const cJSON *p = no_id(get(run, "parent_run_id"));
-    char *parent_id = p && !cJSON_IsNull(p) ? id_text(p) : NULL;
-    if (p && !cJSON_IsNull(p) && !parent_id) {
+    char *parent_id = p && !cJSON_IsNull(p) ? id_text(p)
+                      : nested_in           ? strdup(nested_in)
+                                            : NULL;
+    if ((p && !cJSON_IsNull(p) && !parent_id) ||
+        (!p && nested_in && !parent_id)) {
         free(id);
         return fo_err_set(m->err, FO_E_INVALID,
                           "%s: parent_run_id: not a string id", pos);
@@ -572,16 +629,59 @@ static int langsmith_run(struct imp *m, const cJSON *run, const char *pos)
     langsmith_lift(run, !strcmp(kind, "llm_call"), &f);
     cJSON *b = body_new("langsmith", id, parent_id, str(run, "name"),
                         get(run, "start_time"), get(run, "end_time"));
-    if (!b || !lift_into(b, &f) ||
+    /* the record without its children: each is a record of its own */
+    cJSON *rec = cJSON_Duplicate(run, 1);
+    if (rec)
+        cJSON_DeleteItemFromObjectCaseSensitive(rec, "child_runs");
+    if (!b || !rec || !lift_into(b, &f) ||
         !put_copy(b, "trace_id", get(run, "trace_id")) ||
         (run_type && !cJSON_AddStringToObject(b, "run_type", run_type)) ||
-        !put_copy(b, "record", run)) {
+        !put(b, "record", rec)) {
+        cJSON_Delete(b);
+        cJSON_Delete(rec);
+        free(id);
+        free(parent_id);
+        return nomem(m->err);
+    }
+    *id_out = strdup(id);
+    if (!*id_out) {
         cJSON_Delete(b);
         free(id);
         free(parent_id);
         return nomem(m->err);
     }
-    return add_rec(m, id, parent_id, pos, kind, str(run, "name"), b);
+    int rc = add_rec(m, id, parent_id, pos, kind, str(run, "name"), b);
+    if (rc) {
+        free(*id_out);
+        *id_out = NULL;
+    }
+    return rc;
+}
+
+static int langsmith_tree(struct imp *m, const cJSON *run, const char *pos,
+                          const char *parent, int depth)
+{
+    char *id = NULL;
+    int rc = langsmith_one(m, run, pos, parent, &id);
+    const cJSON *kids = rc ? NULL : get(run, "child_runs");
+    if (!rc && kids && !cJSON_IsArray(kids) && !cJSON_IsNull(kids))
+        rc = fo_err_set(m->err, FO_E_INVALID, "%s: child_runs: not an array",
+                        pos);
+    size_t i = 0;
+    const cJSON *k;
+    cJSON_ArrayForEach (k, (rc || !cJSON_IsArray(kids) ? NULL : kids)) {
+        char cpos[POS_MAX];
+        snprintf(cpos, sizeof(cpos), "%.*s.child_runs[%zu]", POS_MAX / 2, pos,
+                 i++);
+        if (depth >= 64)
+            rc = fo_err_set(m->err, FO_E_INVALID, "%s: nested too deep", cpos);
+        else
+            rc = langsmith_tree(m, k, cpos, id, depth + 1);
+        if (rc)
+            break;
+    }
+    free(id);
+    return rc;
 }
 
 /* ---- JSONL ------------------------------------------------------------ */

@@ -219,6 +219,15 @@ int orch_assert_check(const cJSON *done_when, const char *output, size_t len,
                                 ORCH_ASSERT_MAX);
                 goto out;
             }
+            /* no criteria is not a pass (plans drop an empty list, so
+             * a task without criteria is unjudged; this is the guard) */
+            if (!done_when->child) {
+                v.pass = 0;
+                if (add_str(v.failed, "done_when: no criteria to pass")) {
+                    rc = fo_err_set(err, FO_E_NOMEM, NULL);
+                    goto out;
+                }
+            }
             size_t i = 0;
             const cJSON *it;
             cJSON_ArrayForEach (it, done_when) {

@@ -30,6 +30,7 @@
 #include "daemon/orch_model.h"
 #include "daemon/orch_sandbox.h"
 #include "daemon/orch_tools.h"
+#include "daemon/orch_toolres.h"
 #include "daemon/orch_work.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
@@ -2642,11 +2643,13 @@ static void tool_call_write(struct run *r, size_t t)
 }
 
 /* Witnesses the result of the call awaiting one; sandbox (NULL: not a
- * program) says where a program ran. */
-static void tool_result_write_ex(struct run *r, size_t t, int ok,
-                                 const char *output, const char *why,
-                                 int rejected, int exit_code,
-                                 const char *sandbox)
+ * program) says where a program ran; attach (NULL: none) what an MCP tool
+ * gave besides text. The model gets at most ORCH_TOOL_OUTPUT_MAX bytes of
+ * output; the entry keeps the rest while it fits (orch_toolres.h). */
+static void tool_result_full(struct run *r, size_t t, int ok,
+                             const char *output, const char *why, int rejected,
+                             int exit_code, const char *sandbox,
+                             const cJSON *attach)
 {
     struct task *s = &r->t[t];
     struct fo_err err;
@@ -2682,7 +2685,6 @@ static void tool_result_write_ex(struct run *r, size_t t, int ok,
         cJSON_AddStringToObject(o, "call_id", call_id) &&
         cJSON_AddStringToObject(o, "tool", str_of(call, "tool")) &&
         cJSON_AddBoolToObject(o, "ok", ok && !blocked) &&
-        cJSON_AddStringToObject(o, "output", out) &&
         (!why || cJSON_AddStringToObject(o, "error", why)) &&
         (!blocked || (cJSON_AddTrueToObject(o, "blocked") &&
                       cJSON_AddStringToObject(o, "error",
@@ -2691,7 +2693,8 @@ static void tool_result_write_ex(struct run *r, size_t t, int ok,
         (!rejected || cJSON_AddTrueToObject(o, "rejected")) &&
         (exit_code == INT32_MIN ||
          fo_json_add_int(o, "exit_code", exit_code)) &&
-        (!sandbox || cJSON_AddStringToObject(o, "sandbox", sandbox));
+        (!sandbox || cJSON_AddStringToObject(o, "sandbox", sandbox)) &&
+        orch_toolres_fields(o, out, blocked ? NULL : attach) == FO_OK;
     free(clean);
     free(why_clean);
     if (!good) {
@@ -2703,6 +2706,14 @@ static void tool_result_write_ex(struct run *r, size_t t, int ok,
         witness(r, "tool", "tool_result", s->await, o, (long)t, 0, 0, &err);
     if (rc)
         fail(r, rc, &err);
+}
+
+static void tool_result_write_ex(struct run *r, size_t t, int ok,
+                                 const char *output, const char *why,
+                                 int rejected, int exit_code,
+                                 const char *sandbox)
+{
+    tool_result_full(r, t, ok, output, why, rejected, exit_code, sandbox, NULL);
 }
 
 static void tool_result_write(struct run *r, size_t t, int ok,
@@ -2802,7 +2813,7 @@ static void on_command_done(void *arg, int rc, struct orch_result *res,
 }
 
 static void on_mcp_done(void *arg, int rc, const char *text, int is_error,
-                        const struct fo_err *merr)
+                        const cJSON *attach, const struct fo_err *merr)
 {
     struct effect *f = arg;
     struct run *r = f->r;
@@ -2811,9 +2822,9 @@ static void on_mcp_done(void *arg, int rc, const char *text, int is_error,
     r->t[t].busy = 0;
     free(f);
     if (rc == FO_OK)
-        tool_result_write(r, t, !is_error, text ? text : "",
-                          is_error ? "the tool reported an error" : NULL, 0,
-                          INT32_MIN);
+        tool_result_full(r, t, !is_error, text ? text : "",
+                         is_error ? "the tool reported an error" : NULL, 0,
+                         INT32_MIN, NULL, attach);
     else
         tool_result_write(r, t, 0, NULL, merr ? merr->msg : "failed", 0,
                           INT32_MIN);
@@ -3408,12 +3419,12 @@ static void tool_run(struct run *r, size_t t)
 }
 
 static void on_mcp_ready(void *arg, int rc, const char *text, int is_error,
-                         const struct fo_err *merr)
+                         const cJSON *attach, const struct fo_err *merr)
 {
     struct effect *f = arg;
     struct run *r = f->r;
     size_t t = (size_t)f->task;
-    (void)rc, (void)text, (void)is_error, (void)merr;
+    (void)rc, (void)text, (void)is_error, (void)attach, (void)merr;
     r->t[t].eff = NULL;
     r->t[t].busy = 0;
     free(f);

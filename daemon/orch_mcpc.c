@@ -274,15 +274,22 @@ static int op_drop(struct orch_mcpc_op *op, int rc)
 }
 
 /* Ends op: unlinks it, calls done (unless cancelled), frees it. */
-static void op_end(struct orch_mcpc_op *op, int rc, const char *text,
-                   int is_error, const struct fo_err *err)
+static void op_end_with(struct orch_mcpc_op *op, int rc, const char *text,
+                        int is_error, const cJSON *attach,
+                        const struct fo_err *err)
 {
     op_unlink(op);
     orch_mcpc_done_fn done = op->done;
     void *arg = op->arg;
     op_free(op);
     if (done)
-        done(arg, rc, text, is_error, err);
+        done(arg, rc, text, is_error, attach, err);
+}
+
+static void op_end(struct orch_mcpc_op *op, int rc, const char *text,
+                   int is_error, const struct fo_err *err)
+{
+    op_end_with(op, rc, text, is_error, NULL, err);
 }
 
 static void srv_stop(struct srv *s, const char *why);
@@ -423,8 +430,27 @@ static void srv_stop(struct srv *s, const char *why)
 }
 
 /* Sends op's tools/call. FO_OK, or an error and op is unchanged. */
+/* 1 when the server's tools/list named tool. */
+static int srv_lists(const struct srv *s, const char *tool)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach (t, s->tools) {
+        const cJSON *name = cJSON_GetObjectItem(t, "name");
+        if (cJSON_IsString(name) && !strcmp(name->valuestring, tool))
+            return 1;
+    }
+    return 0;
+}
+
 static int send_call(struct srv *s, struct orch_mcpc_op *op, struct fo_err *err)
 {
+    /* a roster may name a tool the server does not offer: refused here,
+     * never forwarded for the server to run whatever it makes of it */
+    if (!srv_lists(s, op->tool))
+        return fo_err_set(err, FO_E_NOT_FOUND,
+                          "MCP server %s: no tool \"%.64s\" in its "
+                          "tools/list",
+                          s->name, op->tool);
     cJSON *p = cJSON_CreateObject();
     if (!p || !cJSON_AddStringToObject(p, "name", op->tool) ||
         !cJSON_AddItemToObject(p, "arguments",
@@ -464,31 +490,103 @@ static void became_ready(struct srv *s)
     }
 }
 
-/* The text of a tools/call result: its text parts, one per line. */
-static char *result_text(const cJSON *res, int *is_error)
+/* s if it is a string, else "". */
+static const char *str_or(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* Copies the string members keys of from into a new object for attach
+ * (at least the type); NULL when out of memory. */
+static cJSON *attach_item(cJSON *attach, const cJSON *from, const char *type,
+                          const char *const *keys, size_t n)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddItemToArray(attach, o);
+    if (!cJSON_AddStringToObject(o, "type", type))
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, keys[i]);
+        if (cJSON_IsString(v) &&
+            !cJSON_AddStringToObject(o, keys[i], v->valuestring))
+            return NULL;
+    }
+    return o;
+}
+
+/* One content item of a tools/call result into b (its text, or a line
+ * naming it) and, when it is not text, into attach. */
+static int content_item(const cJSON *c, struct fo_buf *b, cJSON *attach)
+{
+    const char *type = str_or(c, "type");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(c, "text");
+    if (!strcmp(type, "text") && cJSON_IsString(text))
+        return fo_buf_puts(b, text->valuestring);
+    if (!strcmp(type, "image") || !strcmp(type, "audio")) {
+        static const char *const k[] = {"mimeType", "data"};
+        if (!attach_item(attach, c, type, k, 2))
+            return FO_E_NOMEM;
+        return fo_buf_printf(b,
+                             "[%s %.100s, %zu bytes (base64) on the "
+                             "ledger]",
+                             type, str_or(c, "mimeType"),
+                             strlen(str_or(c, "data")));
+    }
+    if (!strcmp(type, "resource_link")) {
+        static const char *const k[] = {"uri", "name", "mimeType",
+                                        "description"};
+        if (!attach_item(attach, c, type, k, 4))
+            return FO_E_NOMEM;
+        return fo_buf_printf(b, "[resource_link %.200s %.1000s %.100s]",
+                             str_or(c, "name"), str_or(c, "uri"),
+                             str_or(c, "mimeType"));
+    }
+    if (!strcmp(type, "resource")) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(c, "resource");
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(r, "text");
+        if (cJSON_IsString(rt))
+            return fo_buf_printf(b, "[resource %.1000s]\n", str_or(r, "uri")) ||
+                   fo_buf_puts(b, rt->valuestring);
+        static const char *const k[] = {"uri", "mimeType", "blob"};
+        if (!attach_item(attach, r, type, k, 3))
+            return FO_E_NOMEM;
+        return fo_buf_printf(b,
+                             "[resource %.1000s %.100s, %zu bytes (base64) "
+                             "on the ledger]",
+                             str_or(r, "uri"), str_or(r, "mimeType"),
+                             strlen(str_or(r, "blob")));
+    }
+    return fo_buf_printf(b, "[%.40s content]", type[0] ? type : "other");
+}
+
+/* The text of a tools/call result: its content items, one per line; what
+ * is not text also into *attach (NULL when nothing). NULL: out of
+ * memory. */
+static char *result_text(const cJSON *res, int *is_error, cJSON **attach)
 {
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
     const cJSON *c, *content = cJSON_GetObjectItemCaseSensitive(res, "content");
     *is_error = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "isError"));
-    int n = 0, rc = FO_OK;
+    *attach = cJSON_CreateArray();
+    int n = 0, rc = *attach ? FO_OK : FO_E_NOMEM;
     cJSON_ArrayForEach (c, content) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(c, "text");
-        if (n++ && (rc = fo_buf_putc(&b, '\n')))
+        if (rc || (n++ && (rc = fo_buf_putc(&b, '\n'))))
             break;
-        if (cJSON_IsString(text))
-            rc = fo_buf_puts(&b, text->valuestring);
-        else
-            rc = fo_buf_printf(&b, "[%s content]",
-                               cJSON_IsString(type) ? type->valuestring
-                                                    : "other");
-        if (rc)
-            break;
+        rc = content_item(c, &b, *attach);
     }
     char *s = rc ? NULL : fo_buf_detach(&b, NULL);
     fo_buf_release(&b);
-    return s ? s : (rc ? NULL : orch_strdup(""));
+    if (!rc && !s)
+        s = orch_strdup("");
+    if (!s || !cJSON_GetArraySize(*attach)) {
+        cJSON_Delete(*attach);
+        *attach = NULL;
+    }
+    return s;
 }
 
 static void on_message(struct srv *s, cJSON *msg)
@@ -584,20 +682,36 @@ static void on_message(struct srv *s, cJSON *msg)
         return; /* an answer to a cancelled or timed-out call */
     struct fo_err err;
     if (cJSON_IsObject(error) || !cJSON_IsObject(res)) {
+        /* the server refused the request: its error, not the tool's
+         * (a tool's own failure is a result with isError) */
         const cJSON *em = cJSON_GetObjectItemCaseSensitive(error, "message");
-        fo_err_set(&err, FO_E_UPSTREAM, "MCP server %s: %s: %s", s->name,
-                   op->tool, cJSON_IsString(em) ? em->valuestring : "an error");
+        const cJSON *ec = cJSON_GetObjectItemCaseSensitive(error, "code");
+        if (cJSON_IsObject(error))
+            fo_err_set(&err, FO_E_UPSTREAM,
+                       "MCP server %s: the server answered tools/call %s "
+                       "with a JSON-RPC error%s%.0f (the server's, not the "
+                       "tool's): %s",
+                       s->name, op->tool, cJSON_IsNumber(ec) ? " " : "",
+                       cJSON_IsNumber(ec) ? ec->valuedouble : 0.0,
+                       cJSON_IsString(em) ? em->valuestring : "no message");
+        else
+            fo_err_set(&err, FO_E_UPSTREAM,
+                       "MCP server %s: tools/call %s: an answer without a "
+                       "result object",
+                       s->name, op->tool);
         op_end(op, FO_E_UPSTREAM, NULL, 0, &err);
         return;
     }
     int is_error = 0;
-    char *text = result_text(res, &is_error);
+    cJSON *attach = NULL;
+    char *text = result_text(res, &is_error, &attach);
     if (!text) {
         fo_err_set(&err, FO_E_NOMEM, NULL);
         op_end(op, FO_E_NOMEM, NULL, 0, &err);
         return;
     }
-    op_end(op, FO_OK, text, is_error, NULL);
+    op_end_with(op, FO_OK, text, is_error, attach, NULL);
+    cJSON_Delete(attach);
     free(text);
 }
 

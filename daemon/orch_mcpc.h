@@ -54,11 +54,20 @@ void orch_mcpc_free(struct orch_mcpc *m);
 int orch_mcpc_has(const struct orch_mcpc *m, const char *server);
 
 /* How an operation ends: rc FO_OK, or an error with err->msg saying what
- * failed (the server cannot start, died, timed out, answered garbage).
- * For a call, text is the tool's output (its text content joined) and
- * is_error the tool's own isError. Called once, from the loop. */
+ * failed (the server cannot start, died, timed out, answered garbage, or
+ * answered the call with a JSON-RPC error: the server's, labelled so, not
+ * the tool's). For a call, text is the tool's output, one line or block a
+ * content item: text as it is, an image or audio as "[image MIME, N bytes
+ * (base64) on the ledger]", a resource link as "[resource_link NAME URI
+ * MIME]", an embedded resource as its text or "[resource URI MIME, N
+ * bytes (base64) on the ledger]"; is_error is the tool's own isError;
+ * attach (NULL when none) the items that are not text, as the server gave
+ * them ({type, mimeType, data} for images and audio, {type, uri, name,
+ * mimeType, description} for links, {type, uri, mimeType, blob} for
+ * blobs). Called once, from the loop. */
 typedef void (*orch_mcpc_done_fn)(void *arg, int rc, const char *text,
-                                  int is_error, const struct fo_err *err);
+                                  int is_error, const cJSON *attach,
+                                  const struct fo_err *err);
 
 /* Makes sure server runs and its tools are listed. */
 int orch_mcpc_ready(struct orch_mcpc *m, const char *server,

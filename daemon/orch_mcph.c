@@ -579,10 +579,17 @@ static void on_post(evutil_socket_t fd, short what, void *arg)
     }
     if (!ok2xx) {
         snippet(p->in, snip, sizeof(snip));
-        if (p->status == 404 && p->had_session)
+        /* a forgotten session: 404 as the spec says, or 400 naming the
+         * session (as the reference servers answer an id they do not
+         * know): either way the next use starts a new one */
+        if ((p->status == 404 ||
+             (p->status == 400 && strcasestr(snip, "session"))) &&
+            p->had_session)
             post_fail(p, 1, FO_E_UNAVAILABLE,
-                      "the session ended (HTTP 404); it starts again at the "
-                      "next use");
+                      "the session ended (HTTP %d%s%s); it starts again at "
+                      "the next use",
+                      p->status, p->status == 400 ? ": " : "",
+                      p->status == 400 ? snip : "");
         else
             post_fail(p, 0, p->status >= 500 ? FO_E_UNAVAILABLE : FO_E_UPSTREAM,
                       "HTTP %d%s%s%s", p->status,

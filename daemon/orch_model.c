@@ -495,7 +495,8 @@ static int msgs_check(const struct orch_model_msg *msgs, size_t n,
 
 /* The tools offered, in p's wire format, added to o. tools has passed
  * tools_check. */
-static int add_tools(const struct provider *p, const char *tools, cJSON *o)
+static int add_tools(const struct provider *p, const char *tools,
+                     struct orch_toolnames *tn, cJSON *o)
 {
     cJSON *in = NULL;
     if (!tools || fo_json_parse(tools, strlen(tools), &in, NULL) != FO_OK)
@@ -519,7 +520,9 @@ static int add_tools(const struct provider *p, const char *tools, cJSON *o)
                 if (!cJSON_AddStringToObject(w, "type", "function"))
                     f = NULL;
             }
-            if (!f || !cJSON_AddStringToObject(f, "name", name->valuestring) ||
+            if (!f ||
+                !cJSON_AddStringToObject(
+                    f, "name", orch_toolnames_wire(tn, name->valuestring)) ||
                 (cJSON_IsString(desc) &&
                  !cJSON_AddStringToObject(f, "description",
                                           desc->valuestring)) ||
@@ -558,7 +561,8 @@ static int tools_check(const char *tools, struct fo_err *err)
 
 /* An assistant message with tool calls, in p's wire format. */
 static int add_assistant_calls(const struct provider *p,
-                               const struct orch_model_msg *m, cJSON *mo)
+                               const struct orch_model_msg *m,
+                               struct orch_toolnames *tn, cJSON *mo)
 {
     cJSON *calls = NULL;
     if (fo_json_parse(m->tool_calls, strlen(m->tool_calls), &calls, NULL))
@@ -580,7 +584,9 @@ static int add_assistant_calls(const struct provider *p,
                     w, "id", cJSON_GetObjectItem(c, "id")->valuestring) ||
                 !cJSON_AddStringToObject(w, "type", "function") ||
                 !cJSON_AddStringToObject(
-                    f, "name", cJSON_GetObjectItem(c, "name")->valuestring) ||
+                    f, "name",
+                    orch_toolnames_wire(
+                        tn, cJSON_GetObjectItem(c, "name")->valuestring)) ||
                 !cJSON_AddStringToObject(
                     f, "arguments",
                     cJSON_GetObjectItem(c, "arguments")->valuestring))
@@ -620,7 +626,9 @@ static int add_assistant_calls(const struct provider *p,
                 !cJSON_AddStringToObject(
                     w, "id", cJSON_GetObjectItem(c, "id")->valuestring) ||
                 !cJSON_AddStringToObject(
-                    w, "name", cJSON_GetObjectItem(c, "name")->valuestring) ||
+                    w, "name",
+                    orch_toolnames_wire(
+                        tn, cJSON_GetObjectItem(c, "name")->valuestring)) ||
                 !cJSON_AddItemToObject(w, "input", in))
                 goto out;
         }
@@ -643,7 +651,9 @@ static int build_body(const struct provider *p, const char *tools,
     struct fo_buf sys;
     fo_buf_init(&sys, FO_BUF_UNLIMITED);
     int rc = FO_E_NOMEM;
-    if (!arr || !cJSON_AddStringToObject(o, "model", p->model))
+    struct orch_toolnames *tn = NULL;
+    if (!arr || !cJSON_AddStringToObject(o, "model", p->model) ||
+        orch_toolnames_make(tools, &tn))
         goto out;
     if (p->api == ORCH_EXEC_ANTHROPIC &&
         !fo_json_add_int(o, "max_tokens", p->max_tokens))
@@ -687,7 +697,7 @@ static int build_body(const struct provider *p, const char *tools,
         if (!cJSON_AddStringToObject(mo, "role", role))
             goto out;
         if (msgs[i].tool_calls) {
-            if (add_assistant_calls(p, &msgs[i], mo))
+            if (add_assistant_calls(p, &msgs[i], tn, mo))
                 goto out;
             continue;
         }
@@ -698,7 +708,7 @@ static int build_body(const struct provider *p, const char *tools,
     }
     if (sys.len && !cJSON_AddStringToObject(o, "system", sys.data))
         goto out;
-    if (add_tools(p, tools, o))
+    if (add_tools(p, tools, tn, o))
         goto out;
     rc = fo_json_canon(o, out, err);
 out:
@@ -706,6 +716,7 @@ out:
         fo_err_set(err, rc, NULL);
     cJSON_Delete(o);
     fo_buf_release(&sys);
+    orch_toolnames_free(tn);
     return rc;
 }
 
@@ -790,8 +801,9 @@ static void error_snippet(const struct fo_buf *body, const char *key, char *out,
 /* Adds {id, name, arguments} to calls: arguments as the model wrote them
  * (a string), or an object's canonical JSON text. */
 static int add_call(cJSON *calls, const char *id, const char *name,
-                    const cJSON *args)
+                    const cJSON *args, const struct orch_toolnames *tn)
 {
+    name = orch_toolnames_name(tn, name); /* the roster's name */
     char *text = NULL;
     if (!cJSON_IsString(args)) {
         struct fo_buf b;
@@ -813,7 +825,6 @@ static int add_call(cJSON *calls, const char *id, const char *name,
     return ok ? FO_OK : FO_E_NOMEM;
 }
 
-/* Reads the answer of a 2xx body: the text, the tool calls, the model id. */
 /* A token count of a usage object: a whole number 0..2^40, else -1. */
 static int64_t usage_count(const cJSON *usage, const char *key)
 {
@@ -826,6 +837,7 @@ static int64_t usage_count(const cJSON *usage, const char *key)
 }
 
 static int parse_answer(const struct provider *p, const struct fo_buf *body,
+                        const struct orch_toolnames *tn,
                         struct orch_model_reply *out, struct fo_err *err)
 {
     cJSON *j = NULL, *calls = NULL;
@@ -877,7 +889,7 @@ static int parse_answer(const struct provider *p, const struct fo_buf *body,
                            p->name);
                 goto out;
             }
-            if (add_call(calls, id->valuestring, name->valuestring, args))
+            if (add_call(calls, id->valuestring, name->valuestring, args, tn))
                 goto nomem;
         }
         if (!cJSON_IsString(content) &&
@@ -917,7 +929,7 @@ static int parse_answer(const struct provider *p, const struct fo_buf *body,
                                p->name);
                     goto out;
                 }
-                if (add_call(calls, id->valuestring, name->valuestring, in))
+                if (add_call(calls, id->valuestring, name->valuestring, in, tn))
                     goto nomem;
                 continue;
             }
@@ -1579,7 +1591,11 @@ static void attempt_judge(struct orch_model_call *c)
     c->rep.http_status = a->status;
     if (rc == FO_OK) {
         if (a->status >= 200 && a->status < 300) {
-            rc = parse_answer(p, &a->body, &c->rep, err);
+            struct orch_toolnames *tn = NULL;
+            rc = orch_toolnames_make(c->tools, &tn)
+                     ? fo_err_set(err, FO_E_NOMEM, NULL)
+                     : parse_answer(p, &a->body, tn, &c->rep, err);
+            orch_toolnames_free(tn);
         } else {
             char snip[SNIPPET_MAX + 1];
             error_snippet(&a->body, c->key, snip, sizeof(snip));
@@ -1787,12 +1803,12 @@ int orch_model_call_tools_start(const struct orch_model *m,
     rc = build_body(&m->p[c->cand[0]], tools, msgs, n_msgs, &c->req_body, err);
     if (rc)
         goto out;
-    if (c->n_cand > 1) {
-        c->msgs = msgs_copy(msgs, n_msgs);
-        if (!c->msgs || (tools && !(c->tools = orch_strdup(tools))))
-            goto nomem;
+    /* the tools map the answer's names back (orch_toolnames) */
+    if ((tools && !(c->tools = orch_strdup(tools))) ||
+        (c->n_cand > 1 && !(c->msgs = msgs_copy(msgs, n_msgs))))
+        goto nomem;
+    if (c->n_cand > 1)
         c->n_msgs = n_msgs;
-    }
     c->m = m;
     c->base = base;
     c->dns = dns;

@@ -237,6 +237,28 @@ int orch_model_call_tools_start(const struct orch_model *m,
                                 void *arg, struct orch_model_call **out,
                                 struct fo_err *err);
 
+/* The names tools are offered under (orch_toolname.c). OpenAI and
+ * Anthropic take only ^[a-zA-Z0-9_-]{1,64}$: a tool whose roster name is
+ * not such ("server.tool") is offered as one that is ("server__tool"; a
+ * short hash of the name added on a clash), and a call of that name is
+ * mapped back, so rep->tool_calls and everything after keep the roster's
+ * name. The mapping depends only on the list of tools offered. */
+#define ORCH_TOOLNAME_MAX 64
+struct orch_toolnames;
+/* 1 when s is a name providers accept as it is. */
+int orch_toolname_valid(const char *s);
+/* The mapping for tools (orch_model_call_tools_start's array text; NULL:
+ * none). FO_OK or FO_E_NOMEM. */
+int orch_toolnames_make(const char *tools, struct orch_toolnames **out);
+/* The provider's name for roster name `name` (a name not offered, one the
+ * model made up and the history repeats, made valid the same way; valid
+ * until the next call), and the roster's name for a provider's (wire
+ * itself when not offered). */
+const char *orch_toolnames_wire(struct orch_toolnames *t, const char *name);
+const char *orch_toolnames_name(const struct orch_toolnames *t,
+                                const char *wire);
+void orch_toolnames_free(struct orch_toolnames *t);
+
 /* Ends a call in flight at once: closes its connection, cancels its
  * lookup and timers, frees it; done is not called. Safe from any callback
  * on the base's thread; inside the call's own done it does nothing.
@@ -307,7 +329,9 @@ void orch_verdict_release(struct orch_verdict *v);
  * {"exit_code": n}. Each failure is described in one line ("contains
  * \"ok\": not found in the output"). A malformed item (unknown key, wrong
  * type, a regex that does not compile) is FO_E_INVALID naming it, and
- * nothing is judged. done_when NULL passes. */
+ * nothing is judged. done_when NULL passes (the engine calls a task
+ * without criteria unjudged); an empty array does not: no criteria is not
+ * a pass. */
 int orch_assert_check(const cJSON *done_when, const char *output, size_t len,
                       int exit_code, struct orch_verdict *out,
                       struct fo_err *err);

@@ -127,7 +127,9 @@ static int task_done(const cJSON *t, const char *label, struct orch_task *k,
                      struct fo_err *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, "done_when");
-    if (!v || cJSON_IsNull(v))
+    /* an empty list is no criteria, as an absent one: nothing to pass */
+    if (!v || cJSON_IsNull(v) ||
+        (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
         return FO_OK;
     if (cJSON_IsString(v)) {
         int rc = task_string(t, label, "done_when", ORCH_INSTRUCTION_MAX, 0, 0,

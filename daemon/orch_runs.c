@@ -580,6 +580,9 @@ static int run_request(struct ledger *l, int64_t run, cJSON **req,
     struct ledger_entry e;
     int redacted = 0;
     int rc = ledger_get(l, run, &e, NULL, err);
+    if (rc == FO_E_NOT_FOUND)
+        return fo_err_set(err, rc, "run %lld: no such run (no entry %lld)",
+                          (long long)run, (long long)run);
     if (rc)
         return rc;
     if (strcmp(e.kind, "request") != 0)

@@ -757,6 +757,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         .port = cfg->port < 0 ? 8080 : cfg->port,
         .token = d->token,
         .no_auth = cfg->no_auth,
+        .allowed_hosts = cfg->allowed_hosts,
+        .n_allowed_hosts = (size_t)cfg->n_allowed_hosts,
         .body_max = cfg->body_max,
         .timeout_s = cfg->timeout_s,
         .max_connections = cfg->max_connections,
@@ -892,6 +894,28 @@ out:
 
 /* ---- forum.json ------------------------------------------------------- */
 
+/* forum.json "allowed_hosts": host names (no port, no scheme), added to
+ * what cfg holds. */
+static int allowed_hosts_load(struct daemon_config *cfg, const cJSON *v,
+                              const char *path, struct fo_err *err)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach (e, v) {
+        if (!cJSON_IsString(e) || !*e->valuestring ||
+            strpbrk(e->valuestring, ":/ \t[]@"))
+            return fo_err_set(err, FO_E_INVALID,
+                              "%s: allowed_hosts: each a host name (no "
+                              "port, no scheme)",
+                              path);
+        if (cfg->n_allowed_hosts >= DAEMON_ALLOWED_HOSTS_MAX)
+            return fo_err_set(err, FO_E_INVALID,
+                              "%s: allowed_hosts: at most %d names", path,
+                              DAEMON_ALLOWED_HOSTS_MAX);
+        cfg->allowed_hosts[cfg->n_allowed_hosts++] = e->valuestring;
+    }
+    return FO_OK;
+}
+
 int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
 {
     char path[4096];
@@ -935,8 +959,12 @@ int daemon_config_load(struct daemon_config *cfg, struct fo_err *err)
             cfg->no_auth = cJSON_IsTrue(v);
         else if (!strcmp(k, "metrics_public") && cJSON_IsBool(v))
             cfg->metrics_public = cJSON_IsTrue(v);
-        else if (!strcmp(k, "access_log") && cJSON_IsString(v) &&
-                 *v->valuestring)
+        else if (!strcmp(k, "allowed_hosts") && cJSON_IsArray(v)) {
+            rc = allowed_hosts_load(cfg, v, path, err);
+            if (rc)
+                goto fail;
+        } else if (!strcmp(k, "access_log") && cJSON_IsString(v) &&
+                   *v->valuestring)
             cfg->access_log = v->valuestring;
         else if (!strcmp(k, "timeout_s") && is_int && x >= 1 && x <= 3600)
             cfg->timeout_s = (int)x;

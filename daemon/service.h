@@ -18,13 +18,20 @@
 #define DAEMON_CONFIG_FILE "forum.json"
 /* the run lease on a PostgreSQL ledger (several daemons), seconds */
 #define DAEMON_LEASE_S_DEFAULT 10
+/* names --allowed-host and forum.json "allowed_hosts" may give, together */
+#define DAEMON_ALLOWED_HOSTS_MAX 16
 
 struct daemon_config {
-    const char *dir;        /* the data dir (created when absent) */
-    const char *host;       /* NULL: 127.0.0.1 */
-    int port;               /* -1: 8080; 0: ephemeral */
-    int no_auth;            /* --no-auth */
-    int metrics_public;     /* --metrics-public: GET /metrics without token */
+    const char *dir;    /* the data dir (created when absent) */
+    const char *host;   /* NULL: 127.0.0.1 */
+    int port;           /* -1: 8080; 0: ephemeral */
+    int no_auth;        /* --no-auth */
+    int metrics_public; /* --metrics-public: GET /metrics without token */
+    /* --allowed-host (repeatable) and forum.json "allowed_hosts": names a
+     * request's Host and Origin may give besides the listen address,
+     * loopback and localhost */
+    const char *allowed_hosts[DAEMON_ALLOWED_HOSTS_MAX];
+    int n_allowed_hosts;
     int timeout_s;          /* HTTP idle read/write timeout, and the deadline
                                for a request to arrive whole; 0: 30 */
     int max_connections;    /* HTTP connections open at once; 0: from the
@@ -94,6 +101,7 @@ void daemon_config_init(struct daemon_config *cfg);
 /* Reads DIR/forum.json when it exists into cfg (fields: host, port,
  * no_auth, timeout_s, workers, body_max, checkpoint_interval_ms, max_runs
  * (1..ORCH_RUNS_MAX), max_connections (1..SURF_HTTP_CONNECTIONS_MAX),
+ * allowed_hosts (an array of up to DAEMON_ALLOWED_HOSTS_MAX names),
  * models (orch_model_config_parse)). Unknown
  * fields and wrong types are FO_E_INVALID naming the field; a missing file
  * is not an error. Strings stay valid until daemon_config_release. */

@@ -101,10 +101,10 @@ class ApiError extends Error {
 
 async function api(method, path, body, asText) {
   const opts = { method, headers: { Authorization: `Bearer ${token()}` } };
-  if (body !== undefined) {
-    opts.headers["Content-Type"] = "application/json";
-    opts.body = JSON.stringify(body);
-  }
+  // every write is application/json, with a body or none: the daemon
+  // refuses any other (what a cross-site form would send)
+  if (method !== "GET") opts.headers["Content-Type"] = "application/json";
+  if (body !== undefined) opts.body = JSON.stringify(body);
   const r = await fetch(path, opts);
   const text = await r.text();
   let j = null;

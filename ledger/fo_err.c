@@ -46,6 +46,12 @@ static const struct code_info codes[FO_E__COUNT] = {
                             3},
     [FO_E_NO_GATE] = {"no_gate", "no gate waits for a decision there", 2},
     [FO_E_GATE_DECIDED] = {"gate_decided", "the gate was decided already", 2},
+    [FO_E_MEDIA_TYPE] = {"unsupported_media_type",
+                         "a write must be Content-Type: application/json", 2},
+    [FO_E_FORBIDDEN_ORIGIN] = {"forbidden_origin",
+                               "a cross-site request is refused", 2},
+    [FO_E_MISDIRECTED] = {"misdirected_request",
+                          "a Host this daemon does not answer as", 2},
     [FO_E_STORE_DOWN] = {"store_down",
                          "the ledger's store cannot be written or read", 3},
 };

@@ -38,11 +38,14 @@ enum fo_code {
      * replaced or truncated under an open handle: the handle refuses every
      * later write (sticky) until it is closed; a daemon until restarted. */
     FO_E_STORAGE_MOVED = 27,
-    FO_E_NO_GATE = 28,      /* no gate waits at that run and wave */
-    FO_E_GATE_DECIDED = 29, /* the gate was decided already */
+    FO_E_NO_GATE = 28,          /* no gate waits at that run and wave */
+    FO_E_GATE_DECIDED = 29,     /* the gate was decided already */
+    FO_E_MEDIA_TYPE = 30,       /* a write not sent as application/json */
+    FO_E_FORBIDDEN_ORIGIN = 31, /* a cross-site request (Origin) */
+    FO_E_MISDIRECTED = 32,      /* a Host this server does not answer as */
     /* The store failed to write or read (a full disk, a database gone):
      * writes are refused, and /health fails, until a probe succeeds. */
-    FO_E_STORE_DOWN = 30,
+    FO_E_STORE_DOWN = 33,
     FO_E__COUNT
 };
 

@@ -31,6 +31,7 @@
 #include "ledger/fo_json.h"
 #include "ledger/fo_version.h"
 #include "surfaces/events.h"
+#include "surfaces/http_guard.h"
 
 #define BODY_MAX_DEFAULT ((1u << 20) + 64 * 1024)
 #define HEADER_MAX_DEFAULT (16 * 1024)
@@ -55,8 +56,8 @@ enum {
     ROUTE_TLOG = 4, /* the extra hook's routes (surfaces/tlog.c) */
     ROUTE_EXTRA = 5
 };
-static const int statuses[] = {200, 400, 401, 404, 405, 410,
-                               413, 500, 502, 503, 504, 0};
+static const int statuses[] = {200, 400, 401, 403, 404, 405, 410, 413,
+                               415, 421, 500, 502, 503, 504, 0};
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
 static const double lat_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                     0.05,   0.1,   0.5,    1.0,   5.0};
@@ -782,6 +783,23 @@ static int match(const struct surf_method *m, const struct route *r, char **seg,
     return 1;
 }
 
+/* 1 when the query's raw value for key was percent- or plus-encoded (an
+ * integer has one spelling: "from=%31" is not "from=1"). */
+static int raw_encoded(const char *query, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *p = query; p && *p;) {
+        const char *amp = strchr(p, '&');
+        size_t n = amp ? (size_t)(amp - p) : strlen(p);
+        if (n > kl && !strncmp(p, key, kl) && p[kl] == '=' &&
+            (memchr(p + kl + 1, '%', n - kl - 1) ||
+             memchr(p + kl + 1, '+', n - kl - 1)))
+            return 1;
+        p = amp ? amp + 1 : p + n;
+    }
+    return 0;
+}
+
 /* Builds the input object of a GET from the query string. */
 static int query_input(const struct surf_method *m, const char *query,
                        cJSON *in, struct fo_err *err)
@@ -801,7 +819,9 @@ static int query_input(const struct surf_method *m, const char *query,
             rc = fo_err_set(err, FO_E_INVALID, "%.64s: given twice", p->key);
             break;
         }
-        cJSON *v = surf_param_value(m, p->key, p->value, 0);
+        cJSON *v = surf_param_value(
+            m, p->key, p->value,
+            raw_encoded(query, p->key) ? SURF_PARAM_DECODED : 0);
         if (!v) {
             rc = fo_err_set(err, FO_E_INVALID, "%.64s: not a valid value",
                             p->key);
@@ -1080,27 +1100,57 @@ static int hdr_conflict(const char *h, size_t n)
     return 0;
 }
 
-/* Answers 400 at once and closes: the body could never be framed. The
- * reply is small and goes straight to the socket (there is no request
- * object yet to answer through). */
-static void hdr_refuse(struct conn *c)
+/* The Content-Length of a header block (the first one): 1 and *out when
+ * there is one made of digits. */
+static int hdr_length(const char *h, size_t n, unsigned long long *out)
 {
-    static const char body[] =
-        "{\"code\":\"invalid_input\",\"error\":\"conflicting "
-        "Content-Length headers\"}\n";
-    char reply[256];
-    int n = snprintf(reply, sizeof(reply),
-                     "HTTP/1.1 400 Bad Request\r\nContent-Type: "
-                     "application/json\r\nContent-Length: %zu\r\nConnection: "
-                     "close\r\n\r\n%s",
-                     sizeof(body) - 1, body);
-    if (n > 0)
+    for (size_t i = 0; i < n;) {
+        const char *e = memchr(h + i, '\n', n - i);
+        size_t ll = e ? (size_t)(e - (h + i)) : n - i;
+        if (ll >= 15 && !strncasecmp(h + i, "content-length:", 15)) {
+            const char *v = h + i + 15, *end = h + i + ll;
+            while (v < end && (*v == ' ' || *v == '\t'))
+                v++;
+            unsigned long long x = 0;
+            int digits = 0;
+            for (; v < end && *v >= '0' && *v <= '9' && digits < 19; v++)
+                x = x * 10 + (unsigned)(*v - '0'), digits++;
+            if (!digits)
+                return 0;
+            *out = v < end && *v >= '0' && *v <= '9' ? ~0ULL : x;
+            return 1;
+        }
+        if (!e)
+            break;
+        i += ll + 1;
+    }
+    return 0;
+}
+
+/* Answers 400 (or 413) at once and closes: the body could never be
+ * framed (or taken). The reply is small and goes straight to the socket
+ * (there is no request object yet to answer through). */
+static void hdr_refuse(struct conn *c, int status, const char *body)
+{
+    char reply[512];
+    int n =
+        snprintf(reply, sizeof(reply),
+                 "HTTP/1.1 %d %s\r\nContent-Type: "
+                 "application/json\r\nContent-Length: %zu\r\nConnection: "
+                 "close\r\n\r\n%s",
+                 status, status == 413 ? "Payload Too Large" : "Bad Request",
+                 strlen(body), body);
+    if (n > 0 && (size_t)n < sizeof(reply))
         (void)!send(c->fd, reply, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    count(c->h, ROUTE_UNKNOWN, 400, ledger_now_us());
-    /* closed from the loop, not from inside libevent's read */
+    count(c->h, ROUTE_UNKNOWN, status, ledger_now_us());
+    /* closed from the loop, not from inside libevent's read; a 413 first
+     * lingers a moment, the body that follows read and dropped, so the
+     * reply is not lost to a reset while the client still sends */
     c->refused = 1;
-    static const struct timeval now = {0, 0};
-    evtimer_add(c->deadline, &now);
+    static const struct timeval now = {0, 0}, linger = {1, 0};
+    if (status == 413)
+        shutdown(c->fd, SHUT_WR);
+    evtimer_add(c->deadline, status == 413 ? &linger : &now);
 }
 
 /* Scans buf from byte `from` on into the header block; 1 when the
@@ -1134,7 +1184,22 @@ static int hdr_scan(struct conn *c, struct evbuffer *buf, size_t from)
         }
     }
     if (c->hdr_done && hdr_conflict(c->hdr, c->hdr_len)) {
-        hdr_refuse(c);
+        hdr_refuse(c, 400,
+                   "{\"code\":\"invalid_input\",\"error\":\"conflicting "
+                   "Content-Length headers\"}\n");
+        return 1;
+    }
+    unsigned long long cl = 0;
+    if (c->hdr_done && hdr_length(c->hdr, c->hdr_len, &cl) &&
+        cl > c->h->cfg.body_max) {
+        /* answered now, not after the body (or a stalled client's idle
+         * timeout): it could never be taken */
+        char body[160];
+        snprintf(body, sizeof(body),
+                 "{\"code\":\"body_too_large\",\"error\":\"Content-Length "
+                 "%llu over the server's %zu-byte cap\"}\n",
+                 cl, c->h->cfg.body_max);
+        hdr_refuse(c, 413, body);
         return 1;
     }
     return 0;
@@ -1627,6 +1692,33 @@ static int dashboard(struct surf_http *h, struct evhttp_request *req,
     return 1;
 }
 
+/* Host and Origin (http_guard.h), on every route, with or without a
+ * token: 1 when the request may go on, else it was answered. */
+static int guard_hosts(struct surf_http *h, struct evhttp_request *req,
+                       int64_t t0)
+{
+    struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+    const char *host = NULL, *origin = NULL;
+    int n_host = 0;
+    for (struct evkeyval *p = ih->tqh_first; p; p = p->next.tqe_next) {
+        if (!strcasecmp(p->key, "Host")) {
+            host = p->value;
+            n_host++;
+        } else if (!strcasecmp(p->key, "Origin") && !origin) {
+            origin = p->value;
+        }
+    }
+    struct surf_http_hosts hs = {.listen = h->cfg.host,
+                                 .port = h->port,
+                                 .names = h->cfg.allowed_hosts,
+                                 .n_names = h->cfg.n_allowed_hosts};
+    struct fo_err err;
+    if (surf_http_guard_hosts(&hs, host, n_host, origin, &err) == FO_OK)
+        return 1;
+    send_error(h, req, &err, 0, ROUTE_UNKNOWN, t0);
+    return 0;
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
     struct surf_http *h = arg;
@@ -1671,6 +1763,8 @@ static void handle(struct evhttp_request *req, void *arg)
                     0, ROUTE_UNKNOWN, t0);
         goto done;
     }
+    if (!guard_hosts(h, req, t0))
+        goto done;
     if (dashboard(h, req, path, verb, t0))
         goto done;
     if (h->cfg.extra && h->cfg.extra(h->cfg.extra_hook, h, req, path, verb,
@@ -1742,6 +1836,14 @@ static void handle(struct evhttp_request *req, void *arg)
         send_errorf(h, req, FO_E_UNAUTHORIZED,
                     "an admin method: the bearer token is required", 0, route,
                     t0);
+        goto done;
+    }
+    if (strcmp(verb, "GET") != 0 &&
+        surf_http_guard_ctype(
+            evhttp_find_header(evhttp_request_get_input_headers(req),
+                               "Content-Type"),
+            &err) != FO_OK) {
+        send_error(h, req, &err, 0, route, t0);
         goto done;
     }
     /* The input object: path bindings, query (GET) or body (POST). */

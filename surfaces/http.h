@@ -23,10 +23,15 @@ struct surf_http;
 #define SURF_HTTP_CONNECTIONS_MAX (1 << 20)
 
 struct surf_http_config {
-    const char *host;    /* NULL: 127.0.0.1 */
-    int port;            /* 0: an ephemeral port (read it back) */
-    const char *token;   /* the bearer token; NULL refuses admin methods */
-    int no_auth;         /* no token needed, except for admin methods */
+    const char *host;  /* NULL: 127.0.0.1 */
+    int port;          /* 0: an ephemeral port (read it back) */
+    const char *token; /* the bearer token; NULL refuses admin methods */
+    int no_auth;       /* no token needed, except for admin methods */
+    /* Names a request's Host (and Origin) may give besides the listen
+     * address, loopback and localhost (--allowed-host: a proxy's public
+     * name); they must outlive the server. */
+    const char *const *allowed_hosts;
+    size_t n_allowed_hosts;
     int metrics_public;  /* GET /metrics without the token */
     size_t body_max;     /* the server's request body cap; 0: 1 MiB + 64 KiB */
     size_t header_max;   /* request header bytes; 0: 16 KiB */

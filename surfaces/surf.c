@@ -383,6 +383,9 @@ int surf_code_http(int code)
         [FO_E_STORAGE_MOVED] = 503,
         [FO_E_NO_GATE] = 400,
         [FO_E_GATE_DECIDED] = 400,
+        [FO_E_MEDIA_TYPE] = 415,
+        [FO_E_FORBIDDEN_ORIGIN] = 403,
+        [FO_E_MISDIRECTED] = 421,
         [FO_E_STORE_DOWN] = 503,
     };
     return code >= 0 && code < FO_E__COUNT && status[code] ? status[code] : 500;

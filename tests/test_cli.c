@@ -4,6 +4,7 @@
  * recompute. */
 #include <dirent.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -2884,6 +2885,157 @@ Test(cli, compaction_flag_reaches_the_request)
                   NULL);
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "drop or summary"), "%s", r.err);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* ---- ledger content on a terminal ---------------------------------------- */
+
+#include <fcntl.h>
+#include <poll.h>
+
+/* Runs FORUM_BIN with args (NULL-ended) with stdout on a new terminal
+ * (a pty) and returns what it printed there (malloc'd). */
+static char *on_a_tty(const char *const *args)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    cr_assert_geq(m, 0);
+    cr_assert_eq(grantpt(m), 0);
+    cr_assert_eq(unlockpt(m), 0);
+    char name[128];
+    cr_assert_eq(ptsname_r(m, name, sizeof(name)), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int s = open(name, O_RDWR | O_NOCTTY);
+        int null = open("/dev/null", O_RDWR);
+        if (s < 0 || null < 0)
+            _exit(126);
+        dup2(s, 1);
+        dup2(null, 0);
+        dup2(null, 2);
+        const char *argv[32] = {FORUM_BIN};
+        for (int i = 0; args[i] && i < 30; i++)
+            argv[i + 1] = args[i];
+        execv(FORUM_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    for (;;) {
+        struct pollfd p = {.fd = m, .events = POLLIN};
+        if (poll(&p, 1, 20000) <= 0)
+            break;
+        char buf[4096];
+        ssize_t n = read(m, buf, sizeof(buf));
+        if (n <= 0)
+            break; /* EIO once the child closed its end */
+        cr_assert_eq(fo_buf_append(&b, buf, (size_t)n), 0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    close(m);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    cr_assert_eq(fo_buf_putc(&b, '\0'), 0);
+    return fo_buf_detach(&b, NULL);
+}
+
+static void no_raw_controls(const char *out)
+{
+    cr_assert_null(strchr(out, '\033'), "an ESC reached the terminal: %s", out);
+    cr_assert_null(strchr(out, '\007'), "a BEL reached the terminal");
+    cr_assert_null(strstr(out, "\xc2\x9b"), "a C1 CSI reached the terminal");
+    cr_assert_null(strstr(out, "\xe2\x80\xae"), "a bidi override reached it");
+}
+
+/* A body, a request and an answer holding terminal escapes (an OSC that
+ * sets the title, a CSI, a C1 CSI, a bidi override) are shown on a
+ * terminal as \uXXXX, never sent to it: ledger tail, --json ledger get
+ * of a run, submit's answer and run get. Piped, the bytes are the data. */
+Test(cli_tty, ledger_content_cannot_drive_the_terminal, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "init", NULL);
+    tu_run_free(&r);
+    const char *evil = "{\"t\":\"a\\u001b]0;pwned\\u0007 b\\u009b31m c"
+                       "\\u202e d\"}";
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "a",
+                  "--kind", "note", "--payload", evil, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    const char *tail[] = {"--ledger", dir, "ledger", "tail", NULL};
+    char *out = on_a_tty(tail);
+    no_raw_controls(out);
+    cr_assert(strstr(out, "\\u009b31m") && strstr(out, "\\u202e"), "%s", out);
+    free(out);
+    /* the stub's answer echoes the request: escapes and all */
+    const char *sub[] = {"--ledger", dir, "submit",
+                         "hello \033]0;pwned\007 there \033[2J", NULL};
+    out = on_a_tty(sub);
+    no_raw_controls(out);
+    cr_assert(strstr(out, "hello \\u001b]0;pwned\\u0007 there"), "%s", out);
+    free(out);
+    const char *get[] = {"--ledger", dir, "run", "get", "1", NULL};
+    out = on_a_tty(get);
+    no_raw_controls(out);
+    cr_assert(strstr(out, "request: hello \\u001b]0;pwned"), "%s", out);
+    free(out);
+    const char *gj[] = {"--ledger", dir, "--json", "run", "get", "1", NULL};
+    out = on_a_tty(gj);
+    no_raw_controls(out);
+    free(out);
+    /* piped: the data as it is */
+    r = tu_forumv(NULL, "--ledger", dir, "run", "get", "1", NULL);
+    cr_assert(strstr(r.out, "hello \033]0;pwned\007 there"), "%s", r.out);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}
+
+/* Ctrl-C while `forum submit` runs its run in this process: the exit
+ * status of an interrupt, and a line saying what happened and where the
+ * run's steps are (before, it exited 130 without a word); the run then
+ * reads as interrupted. */
+Test(cli_tty, ctrl_c_during_submit_says_what_happened, .timeout = 60)
+{
+    signal(SIGPIPE, SIG_IGN);
+    atomic_store(&tu_held_hold, 1);
+    struct fake *f = fake_start(tu_held_script);
+    char *dir = tu_tmpdir(), url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    int ep[2];
+    cr_assert_eq(pipe(ep), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(ep[1], 2);
+        close(ep[0]);
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "submit", "--chat-url",
+              url, "--model", "fake", "make the schema", (char *)NULL);
+        _exit(127);
+    }
+    close(ep[1]);
+    tu_held_wait_coord(1); /* the run is in flight */
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d", st);
+    char err[2048];
+    ssize_t n = read(ep[0], err, sizeof(err) - 1);
+    close(ep[0]);
+    err[n > 0 ? n : 0] = '\0';
+    cr_assert(strstr(err, "forum: interrupted: the run stopped with this "
+                          "process"),
+              "%s", err);
+    atomic_store(&tu_held_hold, 0);
+    fake_stop(f);
+    fake_free(f);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "run", "list", "--state",
+                                "interrupted", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "make the schema"), "%s", r.out);
     tu_run_free(&r);
     tu_rmrf(dir);
 }

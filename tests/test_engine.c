@@ -122,7 +122,7 @@ Test(engine, two_hundred_runs_wait_on_the_model_holding_no_thread,
     char req[1024];
     const char *body = "{\"request\":\"" REQ "\"}";
     int len = snprintf(req, sizeof(req),
-                       "POST /submit HTTP/1.1\r\nHost: x\r\n"
+                       "POST /submit HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                        "Authorization: Bearer %s\r\n"
                        "Content-Type: application/json\r\n"
                        "Content-Length: %zu\r\n\r\n%s",

@@ -47,11 +47,12 @@ static void sse_open(struct sse *s, const struct tu_daemon *d, const char *path,
     memset(s, 0, sizeof(*s));
     s->fd = tu_connect_loopback(d->port, 0);
     char req[1024];
-    int n = snprintf(req, sizeof(req),
-                     "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
-                     "%s\r\nAccept: text/event-stream\r\n%s%s%s\r\n",
-                     path, d->token, last_id ? "Last-Event-ID: " : "",
-                     last_id ? last_id : "", last_id ? "\r\n" : "");
+    int n =
+        snprintf(req, sizeof(req),
+                 "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                 "%s\r\nAccept: text/event-stream\r\n%s%s%s\r\n",
+                 path, d->token, last_id ? "Last-Event-ID: " : "",
+                 last_id ? last_id : "", last_id ? "\r\n" : "");
     cr_assert_eq(send(s->fd, req, (size_t)n, MSG_NOSIGNAL), n);
 }
 

@@ -342,6 +342,51 @@ Test(gates, cli_and_mcp_decide_and_bad_policies_are_refused)
     tu_rmrf(dir);
 }
 
+/* `forum run wait` on a run waiting at a gate waits (the run has not
+ * ended): it says once that the run waits for a decision and how to give
+ * it, and with --timeout it ends as a timeout naming the gate; once
+ * approved, the same wait returns the run done. Before, it returned at
+ * once with the run "waiting", exit 1. */
+Test(gates, run_wait_waits_through_a_gate)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    long long run = start_run(&d, "{\"all\":true}");
+    wait_state(&d, run, "waiting", NULL);
+    char id[32];
+    snprintf(id, sizeof(id), "%lld", run);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "run", "wait", id,
+                                "--timeout", "1", NULL);
+    cr_assert_eq(r.status, 3, "%s%s", r.out, r.err);
+    cr_assert_str_eq(r.out, "");
+    cr_assert(strstr(r.err, "waiting at a gate for a human decision"), "%s",
+              r.err);
+    cr_assert(strstr(r.err, "still waiting at a gate after 1 s"), "%s", r.err);
+    tu_run_free(&r);
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"run_seq\":%lld,\"wave\":0,\"approver\":\"alice\"}", run);
+    cJSON_Delete(tu_http_json(&d, "POST", "/gate/approve", body, 200));
+    r = tu_forumv(NULL, "--ledger", dir, "run", "wait", id, NULL);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_assert(strstr(r.out, "done"), "%s", r.out);
+    tu_run_free(&r);
+    /* an entry that is not there is no run; one that is not a request
+     * is not a run */
+    r = tu_forumv(NULL, "--ledger", dir, "run", "wait", "999999", NULL);
+    cr_assert_eq(r.status, 1);
+    cr_assert(strstr(r.err, "run 999999: no such run"), "%s", r.err);
+    tu_run_free(&r);
+    snprintf(id, sizeof(id), "%lld", run + 1);
+    r = tu_forumv(NULL, "--ledger", dir, "run", "wait", id, NULL);
+    cr_assert_eq(r.status, 1);
+    cr_assert(strstr(r.err, "not a run"), "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    tu_rmrf(dir);
+}
+
 /* Sends a POST with the token on a new connection without reading. */
 static int post_now(const struct tu_daemon *d, const char *path,
                     const char *json)

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +210,8 @@ Test(http, integers_in_paths_and_queries_are_exact)
         "/ledger?limit=%205",
         "/ledger?limit=05",
         "/ledger?from=9007199254740993",
+        "/ledger?from=%31", /* a percent-encoded digit: 400, not from=1 */
+        "/ledger?limit=5&from=%31%30",
     };
     char *b = NULL;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -250,7 +253,8 @@ Test(http, transport_table)
         char *big = malloc(n + 200);
         cr_assert_not_null(big);
         int k = snprintf(big, 200,
-                         "POST /append HTTP/1.1\r\nHost: x\r\n"
+                         "POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         "Content-Type: application/json\r\n"
                          "Authorization: Bearer %s\r\n"
                          "Content-Length: %zu\r\n\r\n",
                          d.token, n);
@@ -296,20 +300,23 @@ Test(http, transport_table)
     {
         char req[512];
         snprintf(req, sizeof(req),
-                 "POST /append HTTP/1.1\r\nHost: x\r\n"
+                 "POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 "Content-Type: application/json\r\n"
                  "Authorization: Bearer %s\r\nContent-Length: 2\r\n"
                  "Content-Length: 40\r\n\r\n{}",
                  d.token);
         raw_case(req, 400, 1);
     }
-    raw_case("POST /append HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+    raw_case("POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: "
+             "-5\r\n\r\n",
              400, 1);
     /* a truncated body: the client gives up; no reply is possible, the
      * daemon keeps serving */
     {
         char req[512];
         snprintf(req, sizeof(req),
-                 "POST /append HTTP/1.1\r\nHost: x\r\n"
+                 "POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 "Content-Type: application/json\r\n"
                  "Authorization: Bearer %s\r\nContent-Length: 100\r\n\r\n"
                  "{\"actor\":",
                  d.token);
@@ -326,8 +333,9 @@ Test(http, transport_table)
      * (2 s here; libevent 2.1 cannot send 408) */
     {
         int closed = 0;
-        int st = tu_http_raw(d.port, "GET /health HTTP/1.1\r\nHost: x\r\n", 31,
-                             6000, &closed, NULL);
+        int st =
+            tu_http_raw(d.port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+                        31, 6000, &closed, NULL);
         cr_assert_eq(st, 0);
         cr_assert(closed, "the stalled connection was not closed");
         still_serving();
@@ -338,10 +346,10 @@ Test(http, keep_alive_serves_several_requests_on_one_connection)
 {
     char req[1024];
     int n = snprintf(req, sizeof(req),
-                     "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-                     "GET /status HTTP/1.1\r\nHost: x\r\n"
+                     "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                     "GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                      "Authorization: Bearer %s\r\n\r\n"
-                     "GET /health HTTP/1.1\r\nHost: x\r\n"
+                     "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                      "Connection: close\r\n\r\n",
                      d.token);
     int closed = 0;
@@ -425,7 +433,7 @@ Test(http, clients_hanging_up_before_the_reply_cost_nothing)
     const char *body = "{\"actor\":\"a\",\"kind\":\"k\",\"payload\":{}}";
     char req[1024];
     snprintf(req, sizeof(req),
-             "POST /append HTTP/1.1\r\nHost: x\r\n"
+             "POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\n"
              "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
              "Content-Length: %zu\r\n\r\n%s",
              d.token, strlen(body), body);
@@ -476,13 +484,14 @@ Test(http_pipelined, a_request_sent_early_waits_its_turn_without_spinning,
     const char *sub = "{\"request\":\"make the schema\"}";
     char req[1024];
     int len = snprintf(req, sizeof(req),
-                       "POST /submit HTTP/1.1\r\nHost: x\r\n"
+                       "POST /submit HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       "Content-Type: application/json\r\n"
                        "Authorization: Bearer %s\r\n"
                        "Content-Length: %zu\r\n\r\n%s",
                        n.token, strlen(sub), sub);
     cr_assert_eq(write(fd, req, (size_t)len), len);
     tu_held_wait_coord(1); /* the submit is in flight */
-    const char *next = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    const char *next = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     cr_assert_eq(write(fd, next, strlen(next)), (ssize_t)strlen(next));
 
     long long t0 = tu_cpu_ticks(n.pid);
@@ -533,7 +542,7 @@ Test(http, large_replies_to_a_slow_reader_arrive_whole)
     int fd = tu_connect_loopback(d.port, 4096);
     char one[512];
     int len = snprintf(one, sizeof(one),
-                       "GET /ledger/0/payload HTTP/1.1\r\nHost: x\r\n"
+                       "GET /ledger/0/payload HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                        "Authorization: Bearer %s\r\n\r\n",
                        d.token);
     enum { NREQ = 6 };
@@ -558,7 +567,7 @@ Test(http, large_replies_to_a_slow_reader_arrive_whole)
         free(reply);
     }
 
-    const char *next = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    const char *next = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     cr_assert_eq(write(fd, next, strlen(next)), (ssize_t)strlen(next));
     char *reply = NULL;
     int st = tu_http_read_reply(fd, buf, cap, &have, &reply);
@@ -679,4 +688,170 @@ Test(http, access_log_lines_and_rotation)
     cr_assert(now && strstr(now, " GET /health 200 "), "%s", now);
     free(now);
     tu_rmrf(adir);
+}
+
+/* ---- cross-site requests and DNS rebinding (with and without a token) -- */
+
+/* One raw request to port: method path, then the headers given (each
+ * "Name: value", NULL-ended), Content-Length and body when body is not
+ * NULL. Returns the status; the reply's "code" in code (or ""). */
+static int guarded(int port, const char *method, const char *path,
+                   const char *body, char *code, size_t code_size, ...)
+{
+    char req[4096];
+    size_t n =
+        (size_t)snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\n", method, path);
+    va_list ap;
+    va_start(ap, code_size);
+    for (const char *hdr; (hdr = va_arg(ap, const char *));)
+        n += (size_t)snprintf(req + n, sizeof(req) - n, "%s\r\n", hdr);
+    va_end(ap);
+    n += (size_t)snprintf(req + n, sizeof(req) - n,
+                          "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                          body ? strlen(body) : 0, body ? body : "");
+    cr_assert_lt(n, sizeof(req));
+    int closed = 0;
+    char *reply = NULL;
+    int st = tu_http_raw(port, req, n, 5000, &closed, &reply);
+    code[0] = '\0';
+    const char *c = reply ? strstr(reply, "\"code\":\"") : NULL;
+    if (c) {
+        c += 8;
+        size_t k = strcspn(c, "\"");
+        if (k >= code_size)
+            k = code_size - 1;
+        memcpy(code, c, k);
+        code[k] = '\0';
+    }
+    free(reply);
+    return st;
+}
+
+#define APPEND_CSRF "{\"actor\":\"web\",\"kind\":\"csrf\",\"payload\":1}"
+
+/* What a page on another site can make a browser send, against a daemon
+ * without a token: an HTML form (enctype text/plain or urlencoded, Origin
+ * of the page), a no-cors fetch (no Content-Type or text/plain), and a
+ * page whose own name was rebound to 127.0.0.1 (Host: its name). Each is
+ * refused, with the code saying why, and nothing reaches the ledger. */
+Test(http_noauth, cross_site_writes_and_rebinding_are_refused, .timeout = 60)
+{
+    char *dir2 = tu_tmpdir();
+    struct tu_daemon n;
+    tu_daemon_start(&n, dir2, "--no-auth", NULL);
+    char code[64], host[64], self[80];
+    snprintf(host, sizeof(host), "Host: 127.0.0.1:%d", n.port);
+    snprintf(self, sizeof(self), "Origin: http://127.0.0.1:%d", n.port);
+    /* a form with enctype=text/plain, as a browser sends it */
+    cr_assert_eq(guarded(n.port, "POST", "/append", APPEND_CSRF, code,
+                         sizeof(code), host, "Origin: http://attacker.example",
+                         "Content-Type: text/plain", NULL),
+                 403);
+    cr_assert_str_eq(code, "forbidden_origin");
+    /* the same body with no Origin (an old browser, a privacy extension):
+     * the media type alone refuses it */
+    cr_assert_eq(guarded(n.port, "POST", "/append", APPEND_CSRF, code,
+                         sizeof(code), host, "Content-Type: text/plain", NULL),
+                 415);
+    cr_assert_str_eq(code, "unsupported_media_type");
+    cr_assert_eq(
+        guarded(n.port, "POST", "/append", APPEND_CSRF, code, sizeof(code),
+                host, "Content-Type: application/x-www-form-urlencoded", NULL),
+        415);
+    /* a no-cors fetch: no Content-Type at all, with and without Origin */
+    cr_assert_eq(guarded(n.port, "POST", "/append", APPEND_CSRF, code,
+                         sizeof(code), host, "Origin: null", NULL),
+                 403);
+    cr_assert_eq(guarded(n.port, "POST", "/runs/1/cancel", NULL, code,
+                         sizeof(code), host, NULL),
+                 415);
+    cr_assert_str_eq(code, "unsupported_media_type");
+    /* a same-looking origin on another port (another local web app) */
+    cr_assert_eq(guarded(n.port, "POST", "/append", APPEND_CSRF, code,
+                         sizeof(code), host, "Origin: http://localhost:3000",
+                         "Content-Type: application/json", NULL),
+                 403);
+    /* DNS rebinding: the page's own name as Host, on every route, reads
+     * and the event stream included */
+    const char *paths[] = {"/status", "/health", "/ledger/0", "/events", "/"};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        cr_assert_eq(guarded(n.port, "GET", paths[i], NULL, code, sizeof(code),
+                             "Host: attacker.example:8080", NULL),
+                     421, "%s", paths[i]);
+        cr_assert_str_eq(code, "misdirected_request");
+    }
+    cr_assert_eq(guarded(n.port, "POST", "/append", APPEND_CSRF, code,
+                         sizeof(code), "Host: attacker.example",
+                         "Content-Type: application/json", NULL),
+                 421);
+    /* two Host headers */
+    cr_assert_eq(guarded(n.port, "GET", "/status", NULL, code, sizeof(code),
+                         host, "Host: attacker.example", NULL),
+                 421);
+    /* none of it reached the ledger; the normal clients still work: the
+     * CLI's client, curl's headers, the dashboard's same-origin call */
+    char *b = NULL;
+    expect(tu_http(&n, "POST", "/append", APPEND_CSRF, 0, &b), &b, 200, NULL);
+    free(b);
+    cr_assert_eq(guarded(n.port, "POST", "/append", APPEND_CSRF, code,
+                         sizeof(code), host, "User-Agent: curl/7.88.1",
+                         "Accept: */*",
+                         "Content-Type: application/json; charset=utf-8", NULL),
+                 200);
+    cr_assert_eq(guarded(n.port, "POST", "/append", APPEND_CSRF, code,
+                         sizeof(code), host, self,
+                         "Content-Type: application/json", NULL),
+                 200);
+    char lh[64], v6[64];
+    snprintf(lh, sizeof(lh), "Host: localhost:%d", n.port);
+    snprintf(v6, sizeof(v6), "Host: [::1]:%d", n.port);
+    cr_assert_eq(
+        guarded(n.port, "GET", "/status", NULL, code, sizeof(code), lh, NULL),
+        200);
+    cr_assert_eq(
+        guarded(n.port, "GET", "/status", NULL, code, sizeof(code), v6, NULL),
+        200);
+    cr_assert_eq(tu_daemon_signal_wait(&n, SIGTERM, 10000), 0);
+    cr_assert_eq(tu_kind_count(dir2, "csrf"), 3);
+    tu_rmrf(dir2);
+}
+
+/* With the token on, a wrong Host is refused all the same (the token does
+ * not make a rebound page's requests ours); --allowed-host names a proxy's
+ * public name, for Host and Origin. */
+Test(http, a_wrong_host_is_refused_with_a_token_and_allowed_hosts_pass)
+{
+    char code[64], auth[200];
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", d.token);
+    cr_assert_eq(guarded(d.port, "GET", "/status", NULL, code, sizeof(code),
+                         "Host: attacker.example", auth, NULL),
+                 421);
+    cr_assert_str_eq(code, "misdirected_request");
+    char *dir2 = tu_tmpdir();
+    char cfg[256];
+    snprintf(cfg, sizeof(cfg), "%s/forum.json", dir2);
+    const char *json = "{\"allowed_hosts\":[\"ledger.example.org\"]}";
+    cr_assert_eq(tu_write_file(cfg, json, strlen(json)), 0);
+    struct tu_daemon n;
+    tu_daemon_start(&n, dir2, "--no-auth", "--allowed-host", "forum.internal",
+                    NULL);
+    cr_assert_eq(guarded(n.port, "GET", "/status", NULL, code, sizeof(code),
+                         "Host: forum.internal:8443", NULL),
+                 200);
+    cr_assert_eq(guarded(n.port, "POST", "/append", APPEND_CSRF, code,
+                         sizeof(code), "Host: ledger.example.org",
+                         "Origin: https://ledger.example.org",
+                         "Content-Type: application/json", NULL),
+                 200);
+    cr_assert_eq(guarded(n.port, "GET", "/status", NULL, code, sizeof(code),
+                         "Host: other.example", NULL),
+                 421);
+    cr_assert_eq(tu_daemon_signal_wait(&n, SIGTERM, 10000), 0);
+    tu_rmrf(dir2);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", "/nonexistent-forum", "serve", "--check",
+                  "--allowed-host", "a.example:80", NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "--allowed-host a.example:80"), "%s", r.err);
+    tu_run_free(&r);
 }

@@ -16,7 +16,7 @@
 #include "tests/testutil.h"
 #include "tests/tu_daemon.h"
 
-static const char health[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+static const char health[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 
 /* A keep-alive connection and what has been read on it. */
 struct kconn {
@@ -37,10 +37,10 @@ static int kconn_get(struct kconn *k, const char *path, const char *token,
                      char **body)
 {
     char req[512];
-    int n =
-        snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n%s%s%s\r\n",
-                 path, token ? "Authorization: Bearer " : "",
-                 token ? token : "", token ? "\r\n" : "");
+    int n = snprintf(req, sizeof(req),
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s\r\n", path,
+                     token ? "Authorization: Bearer " : "", token ? token : "",
+                     token ? "\r\n" : "");
     cr_assert_eq(send(k->fd, req, (size_t)n, MSG_NOSIGNAL), n);
     return tu_http_read_reply(k->fd, k->buf, sizeof(k->buf), &k->have, body);
 }
@@ -259,8 +259,8 @@ Test(http_limits, a_request_trickling_in_is_closed_at_its_deadline,
      * deadline is per request: four such on one connection take longer
      * than one deadline in all. */
     for (int i = 0; i < 4; i++) {
-        const char *parts[] = {"GET /hea", "lth HTTP/1.1\r\n", "Host: x\r\n",
-                               "\r\n"};
+        const char *parts[] = {"GET /hea", "lth HTTP/1.1\r\n",
+                               "Host: 127.0.0.1\r\n", "\r\n"};
         for (int j = 0; j < 4; j++) {
             cr_assert_eq(send(k.fd, parts[j], strlen(parts[j]), MSG_NOSIGNAL),
                          (ssize_t)strlen(parts[j]));
@@ -277,7 +277,7 @@ Test(http_limits, a_request_trickling_in_is_closed_at_its_deadline,
      * timeout, so only the deadline can end it (before the fix it never
      * ended). */
     int fd = tu_connect_loopback(d.port, 0);
-    const char *start = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    const char *start = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     cr_assert_eq(send(fd, start, strlen(start), MSG_NOSIGNAL),
                  (ssize_t)strlen(start));
     int sent = 0, closed = 0;
@@ -319,9 +319,9 @@ Test(http_limits, head_has_no_body_and_keeps_the_connection_in_step,
     char *dir = tu_tmpdir();
     struct tu_daemon d;
     tu_daemon_start(&d, dir, "--no-auth", NULL);
-    const char req[] = "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"
-                       "HEAD /append HTTP/1.1\r\nHost: x\r\n\r\n"
-                       "GET /health HTTP/1.1\r\nHost: x\r\n"
+    const char req[] = "HEAD /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                       "HEAD /append HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                       "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                        "Connection: close\r\n\r\n";
     int closed = 0;
     char *reply = NULL;
@@ -385,7 +385,7 @@ Test(http_limits, replies_to_a_reset_client_are_not_waited_for_at_stop,
     for (int i = 0; i < 16; i++)
         len += (size_t)snprintf(reqs + len, sizeof(reqs) - len,
                                 "GET /ledger/0/payload HTTP/1.1\r\nHost: "
-                                "x\r\n\r\n");
+                                "127.0.0.1\r\n\r\n");
     cr_assert_eq(write(fd, reqs, len), (ssize_t)len);
     /* wait until the daemon has a reply in hand: /status answers once the
      * loop has gone round since */
@@ -411,7 +411,8 @@ Test(http_limits, conflicting_lengths_are_refused_when_the_headers_arrive,
     char *dir = tu_tmpdir();
     struct tu_daemon d;
     tu_daemon_start(&d, dir, "--no-auth", "--timeout-s", "60", NULL);
-    const char req[] = "POST /append HTTP/1.1\r\nHost: x\r\n"
+    const char req[] = "POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       "Content-Type: application/json\r\n"
                        "Content-Length: 100\r\nContent-Length: 5\r\n\r\nabc";
     int closed = 0;
     char *reply = NULL;
@@ -425,7 +426,7 @@ Test(http_limits, conflicting_lengths_are_refused_when_the_headers_arrive,
     /* the same, the header block in two writes */
     int fd = tu_connect_loopback(d.port, 0);
     const char *a = "POST /append HTTP/1.1\r\nContent-Length: 100\r\n";
-    const char *b = "Content-Length: 7\r\nHost: x\r\n\r\nab";
+    const char *b = "Content-Length: 7\r\nHost: 127.0.0.1\r\n\r\nab";
     cr_assert_eq(write(fd, a, strlen(a)), (ssize_t)strlen(a));
     usleep(100000);
     cr_assert_eq(write(fd, b, strlen(b)), (ssize_t)strlen(b));
@@ -437,6 +438,49 @@ Test(http_limits, conflicting_lengths_are_refused_when_the_headers_arrive,
     cr_assert_eq(strncmp(buf, "HTTP/1.1 400", 12), 0, "%s", buf);
     close(fd);
     /* and a well-framed request on a new connection still works */
+    cJSON *h = tu_http_json(&d, "GET", "/health", NULL, 200);
+    cJSON_Delete(h);
+    tu_daemon_signal_wait(&d, SIGTERM, 10000);
+    tu_rmrf(dir);
+}
+
+/* A Content-Length over the server's body cap is answered 413 as soon as
+ * the headers are in (before, the daemon waited for a body it would never
+ * take, and a client that waited for an answer first was dropped at the
+ * idle timeout without one); a client that sends the body anyway still
+ * reads the 413. */
+Test(http_limits, a_length_over_the_cap_is_413_when_the_headers_arrive,
+     .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, "--no-auth", "--timeout-s", "60", NULL);
+    const char req[] = "POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       "Content-Type: application/json\r\n"
+                       "Content-Length: 5000000\r\n\r\n";
+    int closed = 0;
+    char *reply = NULL;
+    int st = tu_http_raw(d.port, req, sizeof(req) - 1, 10000, &closed, &reply);
+    cr_assert_eq(st, 413, "%s", reply ? reply : "(no reply)");
+    cr_assert(closed, "the connection stayed open");
+    cr_assert(strstr(reply, "body_too_large") &&
+                  strstr(reply, "Content-Length 5000000"),
+              "%s", reply);
+    free(reply);
+    /* the body sent along: the 413 is read all the same */
+    size_t n = 2u << 20;
+    char *big = malloc(n + 256);
+    cr_assert_not_null(big);
+    int k = snprintf(big, 256,
+                     "POST /append HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     n);
+    memset(big + k, 'x', n);
+    st = tu_http_raw(d.port, big, (size_t)k + n, 10000, &closed, &reply);
+    cr_assert_eq(st, 413, "%s", reply ? reply : "(no reply)");
+    free(reply);
+    free(big);
     cJSON *h = tu_http_json(&d, "GET", "/health", NULL, 200);
     cJSON_Delete(h);
     tu_daemon_signal_wait(&d, SIGTERM, 10000);

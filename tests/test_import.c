@@ -865,3 +865,100 @@ Test(import, more_records_than_one_batch_takes_are_refused)
     tu_rmrf(dir);
     fo_buf_release(&b);
 }
+
+/* A LangSmith tree as one object (child_runs nested): each run is a record
+ * of its own under the run it was nested in, and no record repeats its
+ * children (before, the tree was one record). */
+Test(import, langsmith_child_runs_are_records_of_their_own)
+{
+    static const char tree[] =
+        "{\"id\":\"root\",\"name\":\"Chain\",\"run_type\":\"chain\","
+        "\"child_runs\":[{\"id\":\"llm\",\"name\":\"ChatOpenAI\","
+        "\"run_type\":\"llm\",\"child_runs\":[]},{\"id\":\"tool\",\"name\":"
+        "\"search\",\"run_type\":\"tool\",\"child_runs\":[{\"id\":\"deep\","
+        "\"name\":\"fetch\",\"run_type\":\"tool\"}]}]}";
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_ledger(dir);
+    struct fo_err err;
+    cJSON *res = import_text(l, "langsmith", tree, strlen(tree), FO_OK, &err);
+    const char *const links[][2] = {
+        {"root", NULL}, {"llm", "root"}, {"tool", "root"}, {"deep", "tool"}};
+    parents_are(l, res, links, 4);
+    cr_assert_str_eq(ledger_kind(l, seq_of(res, "llm")), "llm_call");
+    cJSON *b = body_of(l, seq_of(res, "root"));
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(b, "record");
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(rec, "child_runs"));
+    cr_assert_str_eq(tu_str(rec, "name"), "Chain");
+    cJSON_Delete(b);
+    verifies(l);
+    cJSON_Delete(res);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+/* 300,000 attributes on one span: read in n log n (before, each key was
+ * looked up in all the ones before it: 4.5e10 comparisons, minutes), then
+ * refused as a body over the limit, naming the span. */
+Test(import, a_span_with_many_attributes_is_read_in_n_log_n, .timeout = 60)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    cr_assert_eq(fo_buf_puts(&b, "{\"resourceSpans\":[{\"scopeSpans\":[{"
+                                 "\"spans\":[{\"traceId\":\"t\",\"spanId\":"
+                                 "\"s1\",\"name\":\"big\",\"attributes\":["),
+                 0);
+    for (int i = 0; i < 300000; i++)
+        cr_assert_eq(fo_buf_printf(&b,
+                                   "%s{\"key\":\"k%d\",\"value\":{"
+                                   "\"intValue\":\"%d\"}}",
+                                   i ? "," : "", i, i),
+                     0);
+    cr_assert_eq(fo_buf_puts(&b, "]}]}]}]}"), 0);
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_ledger(dir);
+    struct fo_err err;
+    cJSON *res = import_text(l, "otel", b.data, b.len, FO_E_TOO_LARGE, &err);
+    cr_assert_null(res);
+    cr_assert(strstr(err.msg, "s1") || strstr(err.msg, "span"), "%s", err.msg);
+    fo_buf_release(&b);
+    ledger_close(l);
+    tu_rmrf(dir);
+}
+
+/* A run's tool calls and results export as the GenAI conventions'
+ * execute_tool spans, named by their tool; an entry that is not a run is
+ * named by its kind ("of kind \"import\"", not "a import"). */
+Test(import, tool_spans_carry_the_genai_tool_attributes)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_ledger(dir);
+    struct fo_err err;
+    make_run(l);
+    static const char call[] =
+        "{\"id\":\"T1\",\"call_id\":\"c1\",\"tool\":\"read_file\","
+        "\"arguments\":\"{}\"}";
+    cr_assert_eq(ledger_append(l, "backend", "tool_call", 3, call, strlen(call),
+                               NULL, &err),
+                 FO_OK);
+    cJSON *otel = NULL;
+    cr_assert_eq(export_otel_run(l, 0, &otel, &err), FO_OK, "%s", err.msg);
+    char *text = canon(otel);
+    cr_assert(strstr(text, "{\"key\":\"gen_ai.operation.name\",\"value\":{"
+                           "\"stringValue\":\"execute_tool\"}}"),
+              "%s", text);
+    cr_assert(strstr(text, "{\"key\":\"gen_ai.tool.name\",\"value\":{"
+                           "\"stringValue\":\"read_file\"}}"),
+              "%s", text);
+    free(text);
+    cJSON_Delete(otel);
+    size_t len = 0;
+    char *data = fixture("langsmith-runs.json", &len);
+    cJSON *res = import_text(l, "langsmith", data, len, FO_OK, &err);
+    free(data);
+    long long imp = tu_num(res, "import_seq");
+    cJSON_Delete(res);
+    cr_assert_eq(export_otel_run(l, imp, &otel, &err), FO_E_NOT_A_RUN);
+    cr_assert(strstr(err.msg, "of kind \"import\""), "%s", err.msg);
+    ledger_close(l);
+    tu_rmrf(dir);
+}

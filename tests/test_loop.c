@@ -464,6 +464,44 @@ Test(loop, failed_assertion_fails_without_validator_and_names_it)
     env_close(&e);
 }
 
+static const char *empty_criteria(struct fake *f, const char *role, int n,
+                                  const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)prompt, (void)model;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\","
+               "\"instruction\":\"write anything\",\"done_when\":[]}]}";
+    if (!strcmp(role, "synthesizer"))
+        return "anything";
+    return "anything";
+}
+
+/* done_when: [] is no criteria: the task is unjudged, never a pass by
+ * assertions, and the run is not ok (before, the verdict said pass, by
+ * assertions, and the CLI said "every task passed"). */
+Test(loop, an_empty_done_when_is_no_criteria_not_a_pass)
+{
+    struct env e;
+    env_open(&e, empty_criteria);
+    cJSON *out = submit(&e, "write anything", 0, FO_OK);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(out, "ok")));
+    cr_assert_eq(tu_num(out, "unjudged"), 1);
+    cJSON *v = body_of(&e, find_kind(&e, "verdict", "T1"));
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "pass")));
+    cr_assert_str_eq(tu_str(v, "by"), "unjudged");
+    cJSON_Delete(v);
+    cJSON_Delete(out);
+    env_close(&e);
+    /* the assertion checker itself: an empty list does not pass */
+    cJSON *none = cJSON_CreateArray();
+    struct orch_verdict vd;
+    struct fo_err err;
+    cr_assert_eq(orch_assert_check(none, "x", 1, 0, &vd, &err), FO_OK);
+    cr_assert_eq(vd.pass, 0);
+    orch_verdict_release(&vd);
+    cJSON_Delete(none);
+}
+
 static const char *only_frontier_passes(struct fake *f, const char *role, int n,
                                         const char *model, const char *prompt)
 {

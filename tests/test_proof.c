@@ -1032,3 +1032,51 @@ Test(proof_verify, a_seq_at_int64_max_is_damage_not_overflow)
     cr_assert_neq(st, 0, "a seq at INT64_MAX verified");
     cJSON_Delete(o);
 }
+
+/* `ledger checkpoint --sign > cp.note` saves a note `verify --checkpoint`
+ * takes (before, the size and root lines came first and the note failed
+ * as bad_signature); a trailing blank line, or those lines, are named as
+ * what they are, not "no signatures" or "bad_signature". */
+Test(checkpoint_key, a_signed_checkpoint_saved_from_stdout_verifies)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor", "a",
+                  "--kind", "k", "--payload", "1", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "checkpoint", "--sign",
+                  (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "size 1, root "), "%s", r.err);
+    char note[600], bad[600], vk[600];
+    snprintf(note, sizeof(note), "%s/cp.note", dir);
+    snprintf(bad, sizeof(bad), "%s/cp.bad", dir);
+    snprintf(vk, sizeof(vk), "@%s/checkpoint.vkey", dir);
+    cr_assert_eq(tu_write_file(note, r.out, r.out_len), 0);
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    cr_assert_eq(fo_buf_append(&b, r.out, r.out_len), 0);
+    cr_assert_eq(fo_buf_putc(&b, '\n'), 0);
+    cr_assert_eq(tu_write_file(bad, b.data, b.len), 0);
+    fo_buf_release(&b);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--checkpoint",
+                  note, "--vkey", vk, (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--checkpoint",
+                  bad, "--vkey", vk, (char *)NULL);
+    cr_assert_eq(r.status, 2, "%s%s", r.out, r.err);
+    cr_assert(strstr(r.err, "a blank line after the signatures"), "%s", r.err);
+    tu_run_free(&r);
+    const char *old = "size 1\nroot ab\n\nforum/x\n1\nAAAA\n\n— forum/x AAAA\n";
+    cr_assert_eq(tu_write_file(bad, old, strlen(old)), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "verify", "--checkpoint",
+                  bad, "--vkey", vk, (char *)NULL);
+    cr_assert_eq(r.status, 2, "%s%s", r.out, r.err);
+    cr_assert(strstr(r.err, "starts with \"size\" and \"root\" lines"), "%s",
+              r.err);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}

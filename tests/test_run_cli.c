@@ -272,7 +272,8 @@ Test(cli_run, start_get_cancel_wait_against_the_daemon, .timeout = 120)
     r = run_cli(dir, 1, "cancel", "999999", NULL, NULL);
     want_exit(&r, 1, "run cancel of no entry");
     want_code(&r, "not_found");
-    must_contain(r.err, "entry 999999: not found", "run cancel");
+    must_contain(r.err, "run 999999: no such run (no entry 999999)",
+                 "run cancel");
     tu_run_free(&r);
     char route[32];
     snprintf(route, sizeof(route), "%lld", run + 1);

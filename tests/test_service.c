@@ -438,7 +438,7 @@ Test(service, draining_answers_503_on_open_connections, .timeout = 60)
                              .sin_port = htons((uint16_t)d.port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    const char *get = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    const char *get = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     char buf[4096];
     cr_assert_eq(send(fd, get, strlen(get), 0), (ssize_t)strlen(get));
     ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);

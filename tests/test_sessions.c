@@ -59,6 +59,15 @@ Test(sessions, turns_see_their_history_and_facts_and_forget_leaves_nothing)
     struct tu_run r = tu_forumv(NULL, "--ledger", dir, "session", "remember",
                                 "s1", "codename", "ZEBRA-42", NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
+    /* text without --json (before, the JSON object) */
+    cr_assert_eq(
+        strncmp(r.out, "session s1: remembered codename (fact seq ", 42), 0,
+        "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "session", "list", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "s1\t1 turns\t(started at seq "), "%s", r.out);
+    cr_assert_null(strchr(r.out, '{'), "%s", r.out);
     tu_run_free(&r);
     turn(dir, url, "s1", "second request beta");
     size_t mark = f->seen_len;
@@ -96,6 +105,8 @@ Test(sessions, turns_see_their_history_and_facts_and_forget_leaves_nothing)
     r = tu_forumv(NULL, "--ledger", dir, "session", "fork", "s1", "--at", at,
                   "--into", "s1b", NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "session s1b: forked from s1 at run "), "%s",
+              r.out);
     tu_run_free(&r);
     mark = f->seen_len;
     turn(dir, url, "s1b", "forked request epsilon");
@@ -108,6 +119,11 @@ Test(sessions, turns_see_their_history_and_facts_and_forget_leaves_nothing)
     r = tu_forumv(NULL, "--ledger", dir, "session", "forget", "s1", "codename",
                   NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "session s1: forgot codename"), "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "session", "--help", NULL);
+    cr_assert_null(strstr(r.out, "forum context preflight"), "%s", r.out);
+    cr_assert(strstr(r.out, "context_preflight"), "%s", r.out);
     tu_run_free(&r);
     mark = f->seen_len;
     turn(dir, url, "s1", "fourth request zeta");

@@ -1402,6 +1402,35 @@ Test(store_cli, refusals_and_exit_codes)
     tu_rmrf(dir);
 }
 
+/* A `ledger init --postgres` that cannot reach its database leaves nothing
+ * behind: no store.json naming it, no new data dir (before, store.json
+ * stayed and every later command went to the unreachable database); an
+ * existing dir and its files are left as they were. */
+Test(store_conf, a_failed_postgres_init_leaves_no_store_json)
+{
+    char *base = tu_tmpdir();
+    char dir[600], conf[700];
+    snprintf(dir, sizeof(dir), "%s/new", base);
+    snprintf(conf, sizeof(conf), "%s/store.json", dir);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "ledger", "init", "--postgres",
+                  "host=/nonexistent-forum-dir dbname=forum", NULL);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    cr_assert(strstr(r.err, "cannot connect"), "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_neq(access(conf, F_OK), 0, "store.json was left behind");
+    cr_assert_neq(access(dir, F_OK), 0, "the new data dir was left behind");
+    /* an existing dir: kept, without the store.json */
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "init", "--postgres",
+                  "host=/nonexistent-forum-dir dbname=forum", NULL);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_neq(access(conf, F_OK), 0, "store.json was left behind");
+    cr_assert_eq(access(dir, F_OK), 0);
+    tu_rmrf(base);
+}
+
 /* ------------------------------------------- decisions made once */
 
 /* A gate's decision goes in once however writers race: two in one batch,

@@ -39,6 +39,73 @@ static int read_req(int fd, char *buf, size_t cap)
     return (int)len;
 }
 
+/* A tool name OpenAI and Anthropic accept: ^[a-zA-Z0-9_-]{1,64}$. */
+static int name_ok(const cJSON *n)
+{
+    if (!cJSON_IsString(n))
+        return 0;
+    size_t len = strlen(n->valuestring);
+    return len >= 1 && len <= 64 &&
+           strspn(n->valuestring, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+                                  "OPQRSTUVWXYZ0123456789_-") == len;
+}
+
+/* As the providers do: 1 when a tool offered, or a tool call in the
+ * history, has a name they refuse. */
+static int bad_tool_names(const cJSON *j)
+{
+    const cJSON *t, *m, *c;
+    cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(j, "tools")) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        if (!name_ok(cJSON_GetObjectItemCaseSensitive(fn ? fn : t, "name")))
+            return 1;
+    }
+    cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive(j, "messages")) {
+        cJSON_ArrayForEach (c,
+                            cJSON_GetObjectItemCaseSensitive(m, "tool_calls"))
+            if (!name_ok(cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(c, "function"), "name")))
+                return 1;
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!cJSON_IsArray(content))
+            continue;
+        cJSON_ArrayForEach (c, content) {
+            const cJSON *ty = cJSON_GetObjectItemCaseSensitive(c, "type");
+            if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "tool_use") &&
+                !name_ok(cJSON_GetObjectItemCaseSensitive(c, "name")))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* The name the model calls for the script's tool: the one it was offered
+ * (a roster's "server.tool" is offered under another name), else as the
+ * script wrote it. */
+static void offered_name(const cJSON *j, char *name, size_t size)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(j, "tools")) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(fn ? fn : t, "name");
+        if (!cJSON_IsString(n) || !strcmp(n->valuestring, name))
+            continue;
+        /* server.tool offered as server__tool */
+        char alt[160];
+        snprintf(alt, sizeof(alt), "%s", name);
+        char *dot = strchr(alt, '.');
+        if (!dot)
+            continue;
+        char want[170];
+        snprintf(want, sizeof(want), "%.*s__%s", (int)(dot - alt), alt,
+                 dot + 1);
+        if (!strcmp(n->valuestring, want) && strlen(want) < size) {
+            memcpy(name, want, strlen(want) + 1);
+            return;
+        }
+    }
+}
+
 static void answer(struct fake *f, int fd, const char *req)
 {
     const char *body = strstr(req, "\r\n\r\n");
@@ -84,6 +151,22 @@ static void answer(struct fake *f, int fd, const char *req)
     f->seen = realloc(f->seen, f->seen_len + bl + 1);
     memcpy(f->seen + f->seen_len, body ? body : "", bl + 1);
     f->seen_len += bl;
+    if (bad_tool_names(j)) {
+        static const char e[] =
+            "{\"error\":{\"message\":\"Invalid tool name: must match "
+            "^[a-zA-Z0-9_-]{1,64}$\",\"type\":\"invalid_request_error\"}}";
+        char head[256];
+        int hl = snprintf(head, sizeof(head),
+                          "HTTP/1.1 400 Bad Request\r\nContent-Type: "
+                          "application/json\r\nContent-Length: %zu\r\n"
+                          "Connection: close\r\n\r\n",
+                          sizeof(e) - 1);
+        f->bad_names++;
+        (void)!write(fd, head, (size_t)hl);
+        (void)!write(fd, e, sizeof(e) - 1);
+        cJSON_Delete(j);
+        return;
+    }
     const char *text = f->fn(f, roles[r], f->count[r]++, m, prompt);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", m);
@@ -94,6 +177,7 @@ static void answer(struct fake *f, int fd, const char *req)
         const char *sp = strchr(text + 5, ' ');
         size_t nl = sp ? (size_t)(sp - text - 5) : strlen(text + 5);
         snprintf(name, sizeof(name), "%.*s", (int)nl, text + 5);
+        offered_name(j, name, sizeof(name));
         const char *args = sp ? sp + 1 : "{}";
         char id[32];
         snprintf(id, sizeof(id), "call_%d", f->count[r]);

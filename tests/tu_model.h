@@ -34,6 +34,8 @@ struct fake {
     char *prompts[64]; /* the last user message of each request */
     int n_prompts;
     int anthropic; /* requests answered in Anthropic's shape */
+    int bad_names; /* requests refused, as providers do, for a tool name
+                      outside ^[a-zA-Z0-9_-]{1,64}$ */
 };
 
 /* Starts the server on an ephemeral port (f->port); aborts on failure. */
