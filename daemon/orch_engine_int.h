@@ -1,0 +1,499 @@
+/* orch_engine_int: what the run engine's files share (daemon/orch_engine.c
+ * and the orch_*.c files of the engine: orch_run_state.c, the reducer;
+ * orch_writes.c; orch_flow.c; orch_roles.c; orch_context.c;
+ * orch_toolloop.c; orch_gates_run.c; orch_resume.c). No other module
+ * includes it: the engine's API is daemon/orch_engine.h. */
+#ifndef ORCH_ENGINE_INT_H
+#define ORCH_ENGINE_INT_H
+
+#include "daemon/orch_engine.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+
+#include "daemon/orch_guard.h"
+#include "daemon/orch_int.h"
+#include "daemon/orch_lease.h"
+#include "daemon/orch_mcpc.h"
+#include "daemon/orch_model.h"
+#include "daemon/orch_sandbox.h"
+#include "daemon/orch_tools.h"
+#include "daemon/orch_toolres.h"
+#include "daemon/orch_work.h"
+#include "ledger/fo_buf.h"
+#include "ledger/fo_json.h"
+#include "ledger/proof.h"
+#define STDERR_KEEP (8u * 1024u)     /* stderr kept in a result entry */
+#define REPLY_KEEP (4u * 1024u)      /* of a rejected reply, in its entry */
+#define LANES_TEXT_MAX (32u * 1024u) /* the lane list in a prompt */
+#define PROMPT_MAX (1024u * 1024u)
+#define SALIENT_MAX 64
+#define MISSING_SHOWN 20
+#define ROUTE_SHOWN 5
+#define BAD_CALLS_MAX 3 /* malformed tool calls in a row a task survives */
+#define COMMAND_TIMEOUT_MS 120000 /* run_command without timeout_s */
+enum role {
+    R_COORDINATOR,
+    R_CLASSIFIER,
+    R_VALIDATOR,
+    R_SYNTHESIZER,
+    R_SUMMARIZER
+};
+/* ---- the state of a run ------------------------------------------------- */
+
+enum phase { PH_CONTEXT, PH_ROUTE, PH_PLAN, PH_WAVES, PH_SYNTH, PH_END };
+/* Where a task stands, as its entries say. */
+enum tst {
+    TS_PENDING, /* nothing witnessed */
+    TS_RUN,     /* `task` witnessed, no `result`: its executor must run */
+    TS_RESULT,  /* `result` witnessed: it must be judged */
+    TS_VERDICT, /* a failed verdict with a stronger tier left: escalate */
+    TS_ESC,     /* `tier_escalation` witnessed: the task again, one up */
+    TS_FINAL,   /* judged for good */
+    TS_REFUSED,
+    TS_SKIPPED,
+};
+enum halt { H_NONE, H_BUDGET, H_CANCEL, H_SHUTDOWN, H_GATE };
+/* A wave's approval gate, as its entries say. */
+enum gst {
+    G_NONE,     /* not looked at yet */
+    G_OPEN,     /* the policy does not gate it (or it began before) */
+    G_PENDING,  /* `gate_requested` witnessed: the run waits */
+    G_APPROVED, /* approved, edited or expired into approval */
+    G_REJECTED, /* rejected, or expired into rejection: the run ends */
+};
+struct gate {
+    int st;      /* enum gst */
+    int writing; /* its gate_requested or gate_expired is in flight */
+    int approve_on_expiry;
+    int64_t req_seq, decided_seq;
+    int64_t req_ts_us;   /* when it was requested */
+    int64_t deadline_ms; /* unix ms */
+};
+/* A role's JSON reply in progress: rejected attempts so far, the last
+ * reply and why it was rejected (for the corrective prompt). */
+struct attempts {
+    int n;
+    char *last;
+    char why[FO_ERR_MSG_MAX];
+};
+struct task {
+    int st;          /* enum tst */
+    int busy;        /* a write or an effect of this task is in flight */
+    int writes;      /* its writes in flight */
+    int slot;        /* holds one of the wave's max_parallel slots */
+    int ran_ok;      /* the last result was ok */
+    int pass;        /* the last verdict passed */
+    int unjudged;    /* the last verdict had nothing to judge by */
+    int copied;      /* a skip: the original's outcome is copied */
+    int halt_judged; /* judged (or tried) while the run halts */
+    long dup_of;     /* a skip: the task it repeats, else -1 */
+    int tier;        /* of the current attempt, -1 when not a model tier */
+    const struct orch_exec_config *ex; /* the current attempt's executor */
+    int64_t task_seq, result_seq, verdict_seq, esc_seq;
+    int exit_code;
+    char *output; /* the last ok output, for downstream tasks */
+    size_t output_len;
+    cJSON *failed; /* what the last failed verdict named */
+    struct attempts val;
+    struct effect *eff; /* the job or model call in flight */
+    char model[ORCH_MODEL_MAX + 1];
+    /* the tool loop of a task whose lane has tools (apply keeps it) */
+    cJSON *conv;       /* tool_call, tool_result, tool_rescue payloads, each
+                          with "k": its kind, in order */
+    int64_t conv_last; /* the last of them, else the task: the next parent */
+    int64_t await;     /* a tool_call witnessed without its result, or -1 */
+    int turn;          /* model turns begun in this attempt */
+    int turn_seen;     /* the last turn an entry witnessed */
+    int n_calls;       /* tool calls witnessed */
+    int live_call;     /* the call awaiting its result was made by this
+                          process (not one found on resume) */
+    int bad_calls;     /* rejected tool calls in a row */
+    int blocked;       /* a guardrail blocked a tool's output */
+    cJSON *pending;    /* calls of the last reply not yet witnessed */
+    char *pending_text;
+    int mcp_turn;       /* the turn whose MCP servers were made ready */
+    uint64_t mcp_tried; /* lane tools whose server was tried that turn */
+    char *mem_value;    /* the value of the remember call awaiting its fact
+                           (never in the tool_call entry: see mem_run) */
+    char *raw_args;     /* the arguments the model wrote for the call
+                           awaiting its result, when the guardrails changed
+                           the witnessed copy: the tool runs with these */
+};
+struct dkey { /* one (agent, instruction, executor) dispatched */
+    char *key;
+    size_t task;
+};
+struct run {
+    struct orch_engine *e;
+    struct event *end_retry; /* the error entry, tried again (a full disk) */
+    int64_t id;              /* the request's seq; -1 until it is committed */
+    char *request;
+    char via[16];
+    int resumable;
+    int end_retries; /* tries of the error entry that failed */
+    int max_calls, max_seconds;
+    int64_t t0_us; /* the request's ts */
+    int calls;     /* model calls witnessed */
+    int reserved;  /* model calls begun, not yet witnessed */
+    int escalations;
+    int phase;
+    int busy;   /* the phase's own write or model call is in flight */
+    int writes; /* entries in flight */
+    int stepping, dirty;
+    struct effect *eff; /* the role call in flight */
+    int halt;           /* enum halt */
+    const char *halt_reason;
+    char stopped_before[ORCH_NAME_MAX + 32];
+    int halt_written; /* the budget or stop entry is on record */
+    /* run leases (several daemons on one ledger): this engine holds the
+     * run's lease; the renewal saw it; another daemon took it over; its
+     * answer or error is on record (the lease goes with it) */
+    int leased, lease_lost, end_on_record;
+    /* route */
+    const char *lane; /* owned by the roster */
+    char lane_by[16];
+    int64_t route_seq;
+    struct attempts cls;
+    /* plan */
+    cJSON *given; /* plan_run: the plan as given */
+    struct orch_plan *p;
+    int64_t plan_seq;
+    char plan_model[ORCH_MODEL_MAX + 1];
+    struct attempts coord;
+    struct task *t;
+    size_t wave;
+    struct dkey *keys;
+    size_t n_keys;
+    /* a session's turn */
+    char *session;              /* NULL: not a turn of a session */
+    struct orch_ctx_limits lim; /* its context budget */
+    char *context;              /* what earlier turns and facts give */
+    char *prompt;               /* context + request, for the models */
+    int after_context;          /* the phase that follows PH_CONTEXT */
+    int creating_session;       /* its session_started is being written */
+    int waiting_session;        /* another run writes that first */
+    int64_t session_start, turn_seq;
+    int compacted;       /* a compaction was asked for this turn */
+    cJSON *cmp_replaces; /* what the compaction in flight replaces */
+    cJSON *cmp_runs;
+    /* the workspace of its tools, opened at the first tool call */
+    char *ws_path;
+    int ws_fd;
+    /* approval gates */
+    cJSON *gates;    /* the run's policy, NULL: none */
+    struct gate *g;  /* per wave, once planned (with a policy) */
+    int64_t wait_us; /* spent waiting for decided gates */
+    int64_t cur_ts;  /* the ts of the entry being applied */
+    /* end */
+    int ended, failed_rc;
+    struct fo_err err;
+    int64_t budget_seq, answer_seq, last_seq;
+    char *answer;
+    char answer_model[ORCH_MODEL_MAX + 1];
+    cJSON *coverage;
+    int budget_spent;
+    /* the caller */
+    orch_run_started_fn started;
+    orch_run_done_fn done;
+    void *arg;
+    struct run *prev, *next;
+};
+/* A write to the ledger in flight. */
+struct wr {
+    struct ledger_append a;
+    char *body;
+    struct run *r;
+    cJSON *payload; /* applied once committed */
+    int spent;      /* it witnesses a reserved model call */
+    long task;      /* the task whose busy flag it clears, or -1 */
+    int phase_busy; /* it clears r->busy */
+    int redact;     /* a redaction (a.rc, a.err), not an append */
+    /* called once it landed, after it was applied (may be NULL) */
+    void (*landed)(void *arg, struct run *r, int rc, int64_t seq,
+                   const struct fo_err *err);
+    void *landed_arg;
+    int rc;
+    struct wr *next;
+};
+/* A decision on a run this engine does not hold (another process runs it,
+ * or nothing does now): checked on the ledger, written through the
+ * engine's append, answered once committed. */
+struct gate_off {
+    struct orch_engine *e;
+    struct ledger_append a;
+    char *body;
+    struct orch_gate_decision d; /* the strings point into held */
+    cJSON *held;
+    int64_t gate_seq;
+    orch_run_done_fn done;
+    void *arg;
+    struct gate_off *next;
+};
+/* A model call or a job in flight. */
+enum eff_kind { E_ROLE, E_TASK_MODEL, E_TASK_JOB };
+struct stub_reply {
+    struct event *ev;
+    struct role_call_ctx *c;
+    char *text;
+};
+struct effect {
+    int kind;
+    int tools; /* a model turn of the tool loop */
+    struct run *r;
+    int role;
+    long task; /* -1 for the route, plan and synthesis roles */
+    struct orch_model_call *call;
+    struct orch_job *job;
+    struct orch_mcpc_op *mcp;
+    struct stub_reply *stub; /* a stub role's reply, due next turn */
+    struct tool_job *tool;   /* a file tool on a worker thread */
+    int cmd;                 /* a run_command job (the disk watch) */
+};
+/* A file tool call on the engine's worker threads (orch_work.h): what the
+ * thread reads is copied here, so the run may go (a cancel) while the
+ * thread still works; f is NULL once its effect was abandoned. */
+struct tool_job {
+    struct effect *f;
+    struct orch_work_job *job;
+    int ws; /* a dup of the run's workspace fd */
+    char tool[ORCH_TOOL_NAME_MAX];
+    cJSON *args;
+    int rc;
+    struct fo_err err;
+    struct fo_buf out;
+};
+struct orch_engine {
+    const struct orch *o;
+    struct orch_engine_config cfg;
+    struct run *runs; /* in memory */
+    size_t n_runs;
+    int stopping;
+    void (*stopped)(void *arg);
+    void *stopped_arg;
+    char instance[ORCH_INSTANCE_HEX + 1];
+    struct orch_live live; /* the lock this engine holds */
+    int have_instance;
+    /* commits done on other threads come back here */
+    pthread_mutex_t mu;
+    struct wr *doneq;
+    struct event *wake;
+    struct event *stop_ev;
+    struct event *grace_ev; /* a shutdown's grace: then work is abandoned */
+    struct orch_live *poll_live; /* the blocking host's run in the registry */
+    struct event *gate_ev;       /* while gates wait: decisions, deadlines */
+    struct gate_off *offq;       /* decisions on runs not here, committed */
+    struct orch_mcpc *mcpc;      /* the MCP servers' clients, or NULL */
+    struct orch_work *work;      /* the file tools' worker threads */
+    struct event *disk_ev;       /* while commands run: the disk's reserve */
+    int n_cmds;                  /* run_command jobs in flight */
+    /* counters for /metrics (loop thread only) */
+    uint64_t m_runs_started, m_calls_ok, m_calls_failed;
+    uint64_t m_lat[10]; /* model call latency buckets, see LAT_BOUNDS */
+    uint64_t m_tokens_in, m_tokens_out; /* as the providers reported */
+    double m_lat_sum;
+    int64_t gate_cursor; /* entries below it were looked at for decisions */
+    /* run leases: on when cfg.lease_ms > 0 and the ledger keeps them */
+    int leases;
+    struct event *lease_ev;       /* renew, then claim expired ones */
+    struct orch_lease_worker *lw; /* their round trips, off the loop */
+    int mcp_closing, mcp_closed;  /* the MCP sessions ended at the stop */
+    int lease_failing;            /* the last renewal failed (logged once) */
+};
+typedef void (*role_done_fn)(struct run *r, long task, int rc,
+                             struct orch_model_reply *rep,
+                             const struct fo_err *err);
+struct role_call_ctx {
+    struct effect f;
+    role_done_fn fn;
+};
+struct conv_msgs {
+    struct orch_model_msg *m;
+    size_t n;
+    char **own; /* strings made for the messages */
+    size_t n_own;
+};
+/* What a remember call's value is replaced by in its tool_call entry. */
+#define REMEMBER_KEPT "[kept in the session's fact]"
+/* ---- the session tools: remember and forget ---------------------------------
+ *
+ * They write what `forum session remember` and `forget` write: a `fact`
+ * {session, key, value} under the session's session_started; a redaction
+ * of the fact's body, then a `fact_forgotten` {session, key, fact_seq}
+ * tombstone; each also names its call (call_seq). The call's tool_result
+ * comes after them. Nothing here blocks the loop thread: the entries go
+ * through witness() (the daemon's group committer), the redaction through
+ * redact_cb (the committer's thread), and each next step is taken when
+ * the one before has landed (mem_op carries the call through). The reads
+ * (the session's facts) are the loop handle's, as context_step's are.
+ *
+ * Resume: a call on record without its result looks for what it wrote by
+ * its call_seq (orch_session_by_call) and, finding it, only answers, so a
+ * witnessed remember or forget is never done twice. A forget whose
+ * redaction ran but whose tombstone did not is done again: the redaction
+ * finds the body gone (FO_E_REDACTED) and the tombstone is written. A
+ * remember whose fact never landed cannot be made again (its value was
+ * never on the ledger, see remember_mask): it is answered with an error
+ * the model can act on. */
+
+struct mem_op {
+    size_t t;
+    int64_t fact_seq;
+    char key[ORCH_FACT_KEY_MAX + 1];
+};
+#define DISK_WATCH_MS 250
+/* Decisions other processes wrote (`forum gate approve` on the ledger):
+ * the entries since the last look, at most one read per tick for them
+ * all; then the deadlines. */
+struct gate_seen {
+    int64_t *seq, *parent;
+    size_t n, cap;
+    int64_t last;
+};
+#define END_RETRY_MS 1000
+struct gate_call {
+    orch_run_done_fn done;
+    void *arg;
+    int64_t run, wave;
+    char decision[16]; /* approved, edited, rejected */
+};
+struct gate_child {
+    int64_t gate, seq;
+};
+/* ---- resume ------------------------------------------------------------- */
+
+struct collect {
+    int64_t *seqs;
+    size_t n, cap;
+};
+struct replay {
+    struct run *r;
+    int rc;
+    struct fo_err err;
+    int ended;
+    char last_kind[LEDGER_KIND_MAX + 1];
+};
+/* ---- a whole run on the calling thread ---------------------------------- */
+
+struct sync_ctx {
+    const struct orch_witness *w;
+    struct event_base *base;
+    int finished, rc;
+    cJSON *out;
+    struct fo_err err;
+    int64_t run;
+    struct orch_engine *e;
+    struct event *poll;
+    struct orch_live *live;
+};
+struct sync_started_fwd {
+    struct sync_ctx *s;
+    void (*fn)(void *arg, int64_t run);
+    void *arg;
+};
+
+/* ---- shared data ---- */
+extern const char *const oe_role_name[];
+extern const double oe_lat_bounds[9];
+
+/* ---- shared functions ---- */
+char *oe_dispatch_key(const struct orch_task *k,
+                      const struct orch_exec_config *ex);
+void oe_gate_off_free(struct gate_off *g);
+const char *oe_run_lane(const struct run *r);
+const char *oe_run_prompt(const struct run *r);
+const char *oe_run_request(const struct run *r);
+int oe_nomem(struct fo_err *err);
+void oe_elog(struct orch_engine *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void oe_run_free(struct run *r);
+struct run *oe_run_find(const struct orch_engine *e, int64_t id);
+void oe_run_unlink(struct run *r);
+int64_t oe_now_us(void);
+int64_t oe_elapsed_ms(const struct run *r);
+void oe_wr_free(struct wr *w);
+void oe_on_wake(evutil_socket_t fd, short what, void *arg);
+int oe_witness_cb(struct run *r, const char *actor, const char *kind,
+                  int64_t parent, cJSON *payload, long task, int phase_busy,
+                  int spent,
+                  void (*landed)(void *, struct run *, int, int64_t,
+                                 const struct fo_err *),
+                  void *landed_arg, struct fo_err *err);
+int oe_witness(struct run *r, const char *actor, const char *kind,
+               int64_t parent, cJSON *payload, long task, int phase_busy,
+               int spent, struct fo_err *err);
+int oe_redact_cb(struct run *r, int64_t seq, const char *reason, long task,
+                 void (*landed)(void *, struct run *, int, int64_t,
+                                const struct fo_err *),
+                 void *landed_arg, struct fo_err *err);
+void oe_abandon(struct run *r);
+void oe_set_halt(struct run *r, int h, const char *reason, const char *before);
+int oe_spend(struct run *r, const char *before, int free_step);
+void oe_effect_cancel(struct effect *f);
+void oe_record_call(struct orch_engine *e, int ok,
+                    const struct orch_model_reply *rep);
+const struct fo_err *oe_reply_scrub(const struct orch *o,
+                                    struct orch_model_reply *rep,
+                                    const struct fo_err *err,
+                                    struct fo_err *copy);
+int oe_role_start(struct run *r, int role, long task,
+                  const struct orch_model_msg *m, size_t n,
+                  const char *stub_text, role_done_fn fn, struct fo_err *err);
+int oe_json_role_start(struct run *r, int role, long task, const char *system,
+                       const char *user, const char *stub_text,
+                       const struct attempts *a, role_done_fn fn,
+                       struct fo_err *err);
+int oe_rejected(struct run *r, int role, long task, int64_t parent,
+                const struct attempts *a, const char *why, const char *model,
+                const char *text, struct fo_err *err);
+int oe_route_entry(struct run *r, struct orch_route *rt, const char *lane,
+                   const char *by, int spent, struct fo_err *err);
+void oe_on_classifier(struct run *r, long task, int rc,
+                      struct orch_model_reply *rep, const struct fo_err *cerr);
+int oe_session_context(struct run *r, cJSON **slices, struct fo_err *err);
+void oe_context_step(struct run *r);
+void oe_route_step(struct run *r);
+void oe_plan_step(struct run *r);
+int oe_model_slot(const struct orch *o, const struct orch_exec_config *ex,
+                  int *api, int *tier);
+long oe_key_seen(const struct run *r, const char *key);
+int oe_key_add(struct run *r, char *key, size_t task);
+int oe_task_begin(struct run *r, size_t t, const struct orch_exec_config *ex,
+                  int64_t parent, struct fo_err *err);
+int oe_guard_role(struct run *r, int role, long task, const char *text,
+                  char **clean, struct fo_err *err);
+void oe_task_result(struct run *r, size_t t, struct orch_result *res);
+void oe_task_exec(struct run *r, size_t t);
+int oe_dispatch_task(struct run *r, size_t t, struct fo_err *err);
+int oe_judge(struct run *r, size_t t, struct fo_err *err);
+const struct orch_exec_config *oe_next_tier(const struct run *r, size_t t);
+int oe_escalate(struct run *r, size_t t, struct fo_err *err);
+void oe_synth_step(struct run *r);
+const char *oe_stop_answer(const struct run *r);
+void oe_halt_step(struct run *r);
+const char *oe_str_of(const cJSON *b, const char *k);
+int64_t oe_now_ms(void);
+int oe_gate_rejected(const struct run *r);
+int oe_edits_check(const struct run *r, size_t wave, const cJSON *edits,
+                   struct fo_err *err);
+int oe_gate_step(struct run *r, struct fo_err *err);
+void oe_gate_take(struct run *r, int64_t seq);
+void oe_on_gate_tick(evutil_socket_t fd, short what, void *arg);
+int oe_apply(struct run *r, const char *actor, const char *kind, int64_t seq,
+             int64_t parent, const cJSON *b, struct fo_err *err);
+void oe_fail(struct run *r, int rc, const struct fo_err *err);
+int oe_end_retry(struct run *r, int rc);
+void oe_step(struct run *r);
+int oe_hold_instance(struct orch_engine *e, struct fo_err *err);
+struct run *oe_run_new(struct orch_engine *e, const char *via);
+void oe_step_name(const struct run *r, char *out, size_t size);
+void oe_gate_off_landed(struct orch_engine *e, struct gate_off *g);
+void oe_on_mcp_closed(void *arg);
+void oe_on_lease_tick(evutil_socket_t fd, short what, void *arg);
+void oe_on_lease_done(void *arg);
+
+#endif
