@@ -184,12 +184,10 @@ Test(dispatch, tasks_of_a_wave_overlap)
     struct orch *o = make(&cfg);
     cJSON *out;
     struct fo_err err;
-    double t0 = now_s();
     cr_assert_eq(run(o, SLEEPERS, &out, &err), FO_OK, "%s", err.msg);
-    double dt = now_s() - t0;
     cr_assert(is_ok(out));
-    cr_assert_lt(dt, 1.0, "3 x 0.4 s in one wave took %f s", dt);
-    /* every task entry was written before the first result */
+    /* they overlap: every task entry was written before the first result
+     * (in order, not by the clock: a loaded machine only slows them) */
     int64_t first_result = INT64_MAX, last_task_ts = 0, first_result_ts = 0;
     const char *ids[] = {"A", "B", "C"};
     for (int i = 0; i < 3; i++) {
@@ -301,13 +299,11 @@ Test(dispatch, timed_out_task_is_ok_false_and_siblings_finish)
     struct orch *o = make(&cfg);
     cJSON *out;
     struct fo_err err;
-    double t0 = now_s();
     cr_assert_eq(run(o,
                      "{\"tasks\":[" TASK("S", "backend", "slow", "[]") "," TASK(
                          "Q", "frontend", "quick", "[]") "]}",
                      &out, &err),
                  FO_OK, "%s", err.msg);
-    cr_assert_lt(now_s() - t0, 3.0);
     cr_assert_not(is_ok(result_of(out, "S")));
     cr_assert(is_ok(result_of(out, "Q")));
     cJSON *sb = body(num(result_of(out, "S"), "seq"));
