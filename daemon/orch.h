@@ -928,11 +928,24 @@ int orch_run_cancel_here(const struct orch *o, const char *dir, int64_t run);
 int orch_run_list(struct ledger *l, const char *state, int64_t before,
                   int64_t since, int limit, cJSON **out, struct fo_err *err);
 
+/* Run `run` as its entries fold through the engine's reducer (the same
+ * apply() the engine runs live and on resume), against o's roster: the
+ * state as daemon/orch_engine_int.h's oe_run_view gives it (phase, tasks
+ * with their instruction as run and state, gates, model calls, answer).
+ * FO_E_NOT_A_RUN; the reducer's error (FO_E_INVALID naming the entry)
+ * when the entries do not fold, e.g. a plan naming a lane o's roster does
+ * not have. Reads the ledger. */
+int orch_run_fold(const struct orch *o, struct ledger *l, int64_t run,
+                  cJSON **out, struct fo_err *err);
+
 /* A whole run: its request, route, plan (waves), every task with its
  * task/result/verdict/escalation entries and bodies, gates, budget, answer,
- * times, and its steps (orch_run_steps). */
-int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
-                  struct fo_err *err);
+ * times, and its steps (orch_run_steps). With o (may be NULL), each task's
+ * instruction and state, and the run's phase and model_calls, come from
+ * orch_run_fold: what the engine holds (an edit at a gate included); a
+ * run that does not fold says why in "fold_error". */
+int orch_run_show(const struct orch *orch, struct ledger *l, int64_t run,
+                  cJSON **out, struct fo_err *err);
 
 /* The steps of a run from its entries ({seq, ts, kind, parent, body}, in
  * seq order), appended to the array out: one per model call

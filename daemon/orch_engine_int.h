@@ -496,4 +496,13 @@ void oe_on_mcp_closed(void *arg);
 void oe_on_lease_tick(evutil_socket_t fd, short what, void *arg);
 void oe_on_lease_done(void *arg);
 
+/* The run's state as JSON (what `forum run show` and the dashboard show of
+ * it): {phase, lane, plan_seq, model_calls, escalations, answer_seq,
+ * budget_seq, budget_spent, answer?, tasks: [{id, agent, instruction (as
+ * edited at a gate), state, task_seq, result_seq, tool_calls, model?}],
+ * gates: [{wave, state, request_seq, decided_seq}]}. Pure: the same for
+ * the engine's live run and for one folded from the ledger. NULL when out
+ * of memory. */
+cJSON *oe_run_view(const struct run *r);
+
 #endif

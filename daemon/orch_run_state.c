@@ -658,3 +658,95 @@ int oe_apply(struct run *r, const char *actor, const char *kind, int64_t seq,
     /* request, stop, resume and entries of other kinds change nothing */
     return FO_OK;
 }
+
+/* ---- the state as a view ------------------------------------------------ */
+
+static const char *task_state_name(const struct task *s)
+{
+    switch (s->st) {
+    case TS_PENDING:
+        return "pending";
+    case TS_RUN:
+        return "running";
+    case TS_RESULT:
+        return "judging";
+    case TS_VERDICT:
+    case TS_ESC:
+        return "escalated";
+    case TS_REFUSED:
+        return "refused";
+    case TS_SKIPPED:
+        return "skipped";
+    default:
+        return s->pass ? "passed" : s->unjudged ? "unjudged" : "failed";
+    }
+}
+
+static const char *phase_name(int phase)
+{
+    static const char *const names[] = {"context", "route",     "plan",
+                                        "waves",   "synthesis", "end"};
+    return phase >= 0 && phase <= PH_END ? names[phase] : "unknown";
+}
+
+static int add_seq(cJSON *o, const char *k, int64_t seq)
+{
+    return seq >= 0 ? fo_json_add_int(o, k, seq) != NULL
+                    : cJSON_AddNullToObject(o, k) != NULL;
+}
+
+cJSON *oe_run_view(const struct run *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *tasks = o ? cJSON_AddArrayToObject(o, "tasks") : NULL;
+    cJSON *gates = o ? cJSON_AddArrayToObject(o, "gates") : NULL;
+    int ok = tasks && gates &&
+             cJSON_AddStringToObject(o, "phase", phase_name(r->phase)) &&
+             (r->lane ? cJSON_AddStringToObject(o, "lane", r->lane) != NULL
+                      : cJSON_AddNullToObject(o, "lane") != NULL) &&
+             add_seq(o, "plan_seq", r->plan_seq) &&
+             fo_json_add_int(o, "model_calls", r->calls) &&
+             fo_json_add_int(o, "escalations", r->escalations) &&
+             add_seq(o, "answer_seq", r->answer_seq) &&
+             add_seq(o, "budget_seq", r->budget_seq) &&
+             cJSON_AddBoolToObject(o, "budget_spent", r->budget_spent);
+    for (size_t i = 0; ok && r->p && r->t && i < r->p->n; i++) {
+        size_t t = r->p->order[i];
+        const struct task *s = &r->t[t];
+        const struct orch_task *k = &r->p->tasks[t];
+        cJSON *x = cJSON_CreateObject();
+        ok = x && cJSON_AddStringToObject(x, "id", k->id) &&
+             cJSON_AddStringToObject(x, "agent", k->agent) &&
+             cJSON_AddStringToObject(x, "instruction", k->instruction) &&
+             cJSON_AddStringToObject(x, "state", task_state_name(s)) &&
+             add_seq(x, "task_seq", s->task_seq) &&
+             add_seq(x, "result_seq", s->result_seq) &&
+             fo_json_add_int(x, "tool_calls", s->n_calls) &&
+             (!s->model[0] || cJSON_AddStringToObject(x, "model", s->model));
+        if (x)
+            cJSON_AddItemToArray(tasks, x);
+    }
+    for (size_t w = 0; ok && r->g && r->p && w < r->p->n_waves; w++) {
+        const struct gate *g = &r->g[w];
+        if (g->st < G_PENDING)
+            continue;
+        cJSON *x = cJSON_CreateObject();
+        ok =
+            x && fo_json_add_int(x, "wave", (long long)w) &&
+            cJSON_AddStringToObject(x, "state",
+                                    g->st == G_PENDING    ? "waiting"
+                                    : g->st == G_APPROVED ? "approved"
+                                                          : "rejected") &&
+            add_seq(x, "request_seq", g->req_seq) &&
+            add_seq(x, "decided_seq", g->st == G_PENDING ? -1 : g->decided_seq);
+        if (x)
+            cJSON_AddItemToArray(gates, x);
+    }
+    if (ok && r->answer)
+        ok = cJSON_AddStringToObject(o, "answer", r->answer) != NULL;
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}

@@ -1330,8 +1330,50 @@ static cJSON *find_task(cJSON *tasks, const char *id)
     return NULL;
 }
 
-int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
-                  struct fo_err *err)
+/* Lays the folded state (orch_run_fold) over the view built from the
+ * entries: the engine's word on each task's instruction and state. */
+static int show_fold(const struct orch *o, struct ledger *l, int64_t run,
+                     cJSON *show)
+{
+    cJSON *f = NULL;
+    struct fo_err ferr;
+    int rc = orch_run_fold(o, l, run, &f, &ferr);
+    if (rc == FO_E_NOMEM)
+        return rc;
+    if (rc)
+        return cJSON_AddStringToObject(show, "fold_error", ferr.msg)
+                   ? FO_OK
+                   : FO_E_NOMEM;
+    cJSON *tasks = cJSON_GetObjectItemCaseSensitive(show, "tasks");
+    const cJSON *t;
+    int ok = 1;
+    cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(f, "tasks")) {
+        cJSON *x = find_task(tasks, jstr(t, "id"));
+        if (!x)
+            continue;
+        const char *keys[] = {"instruction", "state"};
+        for (int i = 0; i < 2 && ok; i++) {
+            cJSON *v = cJSON_Duplicate(
+                cJSON_GetObjectItemCaseSensitive(t, keys[i]), 1);
+            ok = v && cJSON_ReplaceItemInObjectCaseSensitive(x, keys[i], v);
+            if (!ok)
+                cJSON_Delete(v);
+        }
+    }
+    const char *top[] = {"phase", "model_calls", "escalations"};
+    for (int i = 0; i < 3 && ok; i++) {
+        cJSON *v =
+            cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(f, top[i]), 1);
+        ok = v && cJSON_AddItemToObject(show, top[i], v);
+        if (!ok)
+            cJSON_Delete(v);
+    }
+    cJSON_Delete(f);
+    return ok ? FO_OK : FO_E_NOMEM;
+}
+
+int orch_run_show(const struct orch *orch, struct ledger *l, int64_t run,
+                  cJSON **out, struct fo_err *err)
 {
     cJSON *g = NULL;
     int rc = orch_run_get(l, run, &g, err);
@@ -1459,6 +1501,8 @@ int orch_run_show(struct ledger *l, int64_t run, cJSON **out,
     fo_json_add_int(o, "duration_ms", t0 >= 0 ? (t1 - t0) / 1000 : 0);
     fo_json_add_int(o, "entries", cJSON_GetArraySize(c.entries));
     if (!rc && orch_run_steps(c.entries, cJSON_AddArrayToObject(o, "steps")))
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    if (!rc && orch && show_fold(orch, l, run, o) != FO_OK)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
     cJSON_Delete(c.entries);
     cJSON_Delete(g);

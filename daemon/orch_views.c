@@ -687,7 +687,7 @@ static int64_t latest_run(struct ledger *l, struct fo_err *err, int *rc)
         int64_t seq = t.seq[(t.n - 1 - i) % 16];
         cJSON *show = NULL;
         struct fo_err e;
-        if (orch_run_show(l, seq, &show, &e) == FO_OK) {
+        if (orch_run_show(NULL, l, seq, &show, &e) == FO_OK) {
             cJSON_Delete(show);
             return seq;
         }
@@ -719,7 +719,7 @@ int orch_room(struct ledger *l, int64_t run, int max_text, cJSON **out,
         return *out ? FO_OK : nomem(err);
     }
     cJSON *show = NULL;
-    rc = orch_run_show(l, run, &show, err);
+    rc = orch_run_show(NULL, l, run, &show, err);
     if (rc)
         return rc;
     cJSON *o = cJSON_CreateObject();

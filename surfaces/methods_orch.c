@@ -435,5 +435,11 @@ int surf_h_run_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 int surf_h_run_show(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                     struct fo_err *err)
 {
-    return orch_run_show(ctx->ledger, surf_in_int(in, "run", 0), out, err);
+    struct orch *own = NULL;
+    const struct orch *o = NULL;
+    int rc = get_orch(ctx, &own, &o, err);
+    if (!rc) /* the engine's reducer, against the host's roster */
+        rc = orch_run_show(o, ctx->ledger, surf_in_int(in, "run", 0), out, err);
+    orch_free(own);
+    return rc;
 }
