@@ -140,7 +140,7 @@ static pid_t proxy_start(int up, const char *tamper, int *port)
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         char fwd[1200];
         int fl = snprintf(fwd, sizeof(fwd),
-                          "GET %s HTTP/1.1\r\nHost: x\r\nConnection: "
+                          "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: "
                           "close\r\n\r\n",
                           path);
         size_t got = 0;
@@ -244,8 +244,9 @@ Test(tlog, served_without_a_token_with_the_spec_s_headers)
               "%s", b);
     free(b);
     /* headers: raw, to see them */
-    const char get[] = "GET /tlog/tile/0/001.p/4 HTTP/1.1\r\nHost: x\r\n"
-                       "Connection: close\r\n\r\n";
+    const char get[] =
+        "GET /tlog/tile/0/001.p/4 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Connection: close\r\n\r\n";
     char *reply = NULL;
     int closed = 0;
     cr_assert_eq(
@@ -256,7 +257,7 @@ Test(tlog, served_without_a_token_with_the_spec_s_headers)
                   strstr(reply, "Content-Length: 128\r\n"),
               "%s", reply);
     free(reply);
-    const char getc[] = "GET /tlog/checkpoint HTTP/1.1\r\nHost: x\r\n"
+    const char getc[] = "GET /tlog/checkpoint HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                         "Connection: close\r\n\r\n";
     cr_assert_eq(
         tu_http_raw(d.port, getc, sizeof(getc) - 1, 5000, &closed, &reply),
