@@ -163,8 +163,8 @@ static int verify_once(struct ledger *l, int which, int *ok, struct fo_err *err)
         return rc;
     }
     struct ledger_verify_result r;
-    int rc = ledger_verify(l, which ? LEDGER_VERIFY_DEEP : 0, NULL, NULL, &r,
-                           err);
+    int rc =
+        ledger_verify(l, which ? LEDGER_VERIFY_DEEP : 0, NULL, NULL, &r, err);
     *ok = !rc && r.ok;
     return rc;
 }
@@ -206,8 +206,8 @@ static int run_case(const struct bench_case *k, const char *tmp, int warmups,
     char dir[4096];
     snprintf(dir, sizeof(dir), "%s/forum-deep-verify-XXXXXX", tmp);
     if (!mkdtemp(dir))
-        return fo_err_set(err, FO_E_IO, "%s: cannot make a directory: %s",
-                          tmp, strerror(errno));
+        return fo_err_set(err, FO_E_IO, "%s: cannot make a directory: %s", tmp,
+                          strerror(errno));
     struct ledger *l = NULL;
     long long redacted = 0;
     int64_t t0 = ledger_mono_us();
@@ -224,16 +224,16 @@ static int run_case(const struct bench_case *k, const char *tmp, int warmups,
         }
     cJSON *o = rc ? NULL : cJSON_CreateObject();
     cJSON *b = o ? cJSON_AddObjectToObject(o, "build") : NULL;
-    int ok = b && fo_json_add_int(o, "entry_count", k->entries) &&
-             fo_json_add_int(o, "payload_body_bytes", k->body) &&
-             cJSON_AddStringToObject(o, "storage_mode", k->mode) &&
-             cJSON_AddBoolToObject(o, "fsync_each",
-                                   !strcmp(k->mode, "file-sync")) &&
-             cJSON_AddNumberToObject(o, "redaction_ratio", k->ratio) &&
-             fo_json_add_int(o, "unique_payloads", k->entries) &&
-             fo_json_add_int(o, "payloads_present", k->entries - redacted) &&
-             fo_json_add_int(o, "payloads_redacted", redacted) &&
-             cJSON_AddNumberToObject(b, "ms", build_ms);
+    int ok =
+        b && fo_json_add_int(o, "entry_count", k->entries) &&
+        fo_json_add_int(o, "payload_body_bytes", k->body) &&
+        cJSON_AddStringToObject(o, "storage_mode", k->mode) &&
+        cJSON_AddBoolToObject(o, "fsync_each", !strcmp(k->mode, "file-sync")) &&
+        cJSON_AddNumberToObject(o, "redaction_ratio", k->ratio) &&
+        fo_json_add_int(o, "unique_payloads", k->entries) &&
+        fo_json_add_int(o, "payloads_present", k->entries - redacted) &&
+        fo_json_add_int(o, "payloads_redacted", redacted) &&
+        cJSON_AddNumberToObject(b, "ms", build_ms);
     static const char *const names[] = {"verify_chain", "verify_payloads",
                                         "verify_deep"};
     for (int which = 0; ok && which < 3; which++) {
@@ -340,16 +340,19 @@ int cli_bench_deep_verify(struct cli *c, int argc, char **argv)
     double ev[BENCH_LIST_MAX], bv[BENCH_LIST_MAX], rv[BENCH_LIST_MAX];
     int ne, nb, nr;
     if (parse_list(entries, 0, BENCH_ENTRIES_MAX, 1, ev, &ne))
-        return cli_usage_error(c, "bench-deep-verify: --entries %s: up to %d "
-                                  "integers of 0 to %d, comma-separated",
+        return cli_usage_error(c,
+                               "bench-deep-verify: --entries %s: up to %d "
+                               "integers of 0 to %d, comma-separated",
                                entries, BENCH_LIST_MAX, BENCH_ENTRIES_MAX);
     if (parse_list(bytes, 0, BENCH_BODY_MAX, 1, bv, &nb))
-        return cli_usage_error(c, "bench-deep-verify: --payload-bytes %s: "
-                                  "integers of 0 to %d, comma-separated",
+        return cli_usage_error(c,
+                               "bench-deep-verify: --payload-bytes %s: "
+                               "integers of 0 to %d, comma-separated",
                                bytes, BENCH_BODY_MAX);
     if (parse_list(ratios, 0, 1, 0, rv, &nr))
-        return cli_usage_error(c, "bench-deep-verify: --redaction-ratio %s: "
-                                  "numbers from 0 to 1, comma-separated",
+        return cli_usage_error(c,
+                               "bench-deep-verify: --redaction-ratio %s: "
+                               "numbers from 0 to 1, comma-separated",
                                ratios);
     for (int i = 0; i < nmodes; i++)
         if (strcmp(modes[i], "file-sync") && strcmp(modes[i], "file-batched"))
@@ -376,23 +379,23 @@ int cli_bench_deep_verify(struct cli *c, int argc, char **argv)
     time_t now = time(NULL);
     struct tm tm;
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
-    int ok = p && cJSON_AddStringToObject(p, "schema",
-                                          "forum.deep-verify-benchmark/v1") &&
-             cJSON_AddStringToObject(p, "generated_at", when) &&
-             cJSON_AddStringToObject(p, "forum", FO_VERSION) &&
-             cJSON_AddStringToObject(p, "platform", plat) &&
-             cJSON_AddStringToObject(p, "store", "sqlite") &&
-             (par = cJSON_AddObjectToObject(p, "parameters")) &&
-             cJSON_AddItemToObject(par, "entry_counts", num_array(ev, ne)) &&
-             cJSON_AddItemToObject(par, "payload_body_bytes",
-                                   num_array(bv, nb)) &&
-             cJSON_AddItemToObject(par, "storage_modes",
-                                   cJSON_CreateStringArray(modes, nmodes)) &&
-             cJSON_AddItemToObject(par, "redaction_ratios",
-                                   num_array(rv, nr)) &&
-             fo_json_add_int(par, "repeats", repeats) &&
-             fo_json_add_int(par, "warmups", warmups) &&
-             (cases = cJSON_AddArrayToObject(p, "cases"));
+    int ok =
+        p &&
+        cJSON_AddStringToObject(p, "schema",
+                                "forum.deep-verify-benchmark/v1") &&
+        cJSON_AddStringToObject(p, "generated_at", when) &&
+        cJSON_AddStringToObject(p, "forum", FO_VERSION) &&
+        cJSON_AddStringToObject(p, "platform", plat) &&
+        cJSON_AddStringToObject(p, "store", "sqlite") &&
+        (par = cJSON_AddObjectToObject(p, "parameters")) &&
+        cJSON_AddItemToObject(par, "entry_counts", num_array(ev, ne)) &&
+        cJSON_AddItemToObject(par, "payload_body_bytes", num_array(bv, nb)) &&
+        cJSON_AddItemToObject(par, "storage_modes",
+                              cJSON_CreateStringArray(modes, nmodes)) &&
+        cJSON_AddItemToObject(par, "redaction_ratios", num_array(rv, nr)) &&
+        fo_json_add_int(par, "repeats", repeats) &&
+        fo_json_add_int(par, "warmups", warmups) &&
+        (cases = cJSON_AddArrayToObject(p, "cases"));
     struct fo_err err;
     fo_err_set(&err, FO_E_NOMEM, NULL);
     int rc = ok ? FO_OK : FO_E_NOMEM;
@@ -416,8 +419,8 @@ int cli_bench_deep_verify(struct cli *c, int argc, char **argv)
         FILE *f = fo_json_write(p, FO_JSON_PRETTY, &t, &err) == FO_OK
                       ? fopen(out_path, "w")
                       : NULL;
-        int bad = !f || fwrite(t.data, 1, t.len, f) != t.len ||
-                  fputc('\n', f) == EOF;
+        int bad =
+            !f || fwrite(t.data, 1, t.len, f) != t.len || fputc('\n', f) == EOF;
         if (f && fclose(f))
             bad = 1;
         fo_buf_release(&t);

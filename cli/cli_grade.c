@@ -84,7 +84,8 @@ static void grade_text(const cJSON *g)
            cli_int_or(g, "checks", 0),
            cli_int_or(g, "checks", 0) == 1 ? "" : "s",
            cli_int_or(g, "refuted", 0), cli_int_or(g, "min_checks", 0));
-    print_strings("producers", cJSON_GetObjectItemCaseSensitive(g, "producers"));
+    print_strings("producers",
+                  cJSON_GetObjectItemCaseSensitive(g, "producers"));
     const cJSON *x;
     cJSON_ArrayForEach (x, cJSON_GetObjectItemCaseSensitive(g, "grade_inputs"))
         printf("  %s seq %lld by %s: %s\n", str(x, "kind"),
@@ -140,8 +141,8 @@ static int append_row(struct cli *c, const char *path, const cJSON *row)
     int rc = fo_json_canon(row, &b, &err);
     if (!rc) {
         FILE *f = fopen(path, "a");
-        int bad = !f || fwrite(b.data, 1, b.len, f) != b.len ||
-                  fputc('\n', f) == EOF;
+        int bad =
+            !f || fwrite(b.data, 1, b.len, f) != b.len || fputc('\n', f) == EOF;
         if (f && fclose(f))
             bad = 1;
         if (bad)
@@ -213,8 +214,8 @@ static int check_rows(struct cli *c, const char *path)
                                 size);
         }
         if (rc)
-            printf("row %d (run %lld): FAIL %s\n", n, cli_int_or(row, "run", -1),
-                   err.msg);
+            printf("row %d (run %lld): FAIL %s\n", n,
+                   cli_int_or(row, "run", -1), err.msg);
         else
             printf("row %d (run %lld): ok%s\n", n, cli_int_or(row, "run", -1),
                    l && size <= count ? ", the ledger's root" : "");
@@ -408,7 +409,8 @@ static const char lane_usage[] =
     "lane_rejection entry (an unknown lane or domain, or a scope the lane\n"
     "does not grant) and exit 2. `gap` witnesses a vocabulary_gap receipt\n"
     "when the last N (default 3) route entries all escalated.\n"
-    "example:\n  forum lane route \"run the build\" --lane execute --scope read "
+    "example:\n  forum lane route \"run the build\" --lane execute --scope "
+    "read "
     "--scope run\n";
 
 static int lane_list(struct cli *c, int argc, char **argv)
@@ -424,14 +426,14 @@ static int lane_list(struct cli *c, int argc, char **argv)
         cli_print_json(out, 0);
     } else {
         const cJSON *x;
-        cJSON_ArrayForEach (x, cJSON_GetObjectItemCaseSensitive(out,
-                                                                "proof_lanes")) {
+        cJSON_ArrayForEach (
+            x, cJSON_GetObjectItemCaseSensitive(out, "proof_lanes")) {
             printf("%-11s %s; grants", str(x, "name"), str(x, "authority"));
             print_strings("", cJSON_GetObjectItemCaseSensitive(x, "scopes"));
         }
         printf("domain lanes:\n");
-        cJSON_ArrayForEach (x, cJSON_GetObjectItemCaseSensitive(
-                                   out, "domain_lanes"))
+        cJSON_ArrayForEach (
+            x, cJSON_GetObjectItemCaseSensitive(out, "domain_lanes"))
             printf("  %-19s %s\n", str(x, "name"), str(x, "charter"));
     }
     cJSON_Delete(out);
@@ -472,8 +474,9 @@ static int lane_route(struct cli *c, int argc, char **argv)
         double x = strtod(conf, &end);
         if (errno || *end || !*conf || !isfinite(x)) {
             cJSON_Delete(in);
-            return cli_usage_error(c, "lane route: --confidence %s: not a "
-                                      "number",
+            return cli_usage_error(c,
+                                   "lane route: --confidence %s: not a "
+                                   "number",
                                    conf);
         }
         cJSON_AddNumberToObject(in, "confidence", x);
@@ -506,8 +509,8 @@ static int lane_gap(struct cli *c, int argc, char **argv)
          "the name the operator gives the pattern"},
         {"--min", "N", CLI_OPT_INT, &min, 1, 1000000, NULL, NULL,
          "trailing escalations that make a gap (default 3)"},
-        {"--since", "SEQ", CLI_OPT_INT, &since, 0, INT64_MAX, NULL,
-         "not a seq", "read route entries from SEQ on"},
+        {"--since", "SEQ", CLI_OPT_INT, &since, 0, INT64_MAX, NULL, "not a seq",
+         "read route entries from SEQ on"},
         CLI_OPT_END,
     };
     int pe = cli_parse(c, "lane gap", argc, argv, opts, NULL, 0, NULL);
@@ -524,8 +527,8 @@ static int lane_gap(struct cli *c, int argc, char **argv)
         return ex;
     if (c->json) {
         cli_print_json(out, 0);
-    } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out,
-                                                             "witnessed"))) {
+    } else if (cJSON_IsTrue(
+                   cJSON_GetObjectItemCaseSensitive(out, "witnessed"))) {
         const cJSON *g = cJSON_GetObjectItemCaseSensitive(out, "gap");
         printf("vocabulary_gap seq %lld: %lld routes in a row escalated "
                "(seqs %lld..%lld, confidence at most %g)\n",

@@ -84,10 +84,10 @@ static int check_ok(const cJSON *b)
 
 struct gent {
     struct ledger_entry e;
-    cJSON *body;       /* NULL when redacted */
-    char *canon;       /* the stored canonical body, NULL when redacted */
-    size_t canon_len;  /* its length */
-    const char *kind;  /* graded kind */
+    cJSON *body;      /* NULL when redacted */
+    char *canon;      /* the stored canonical body, NULL when redacted */
+    size_t canon_len; /* its length */
+    const char *kind; /* graded kind */
     const cJSON *gbody;
 };
 
@@ -138,8 +138,7 @@ static int resolve_root(struct ledger *l, int64_t *root, struct fo_err *err)
         if (rc)
             return rc;
         if (*root < 0)
-            return fo_err_set(err, FO_E_NOT_FOUND,
-                              "no run on record to grade");
+            return fo_err_set(err, FO_E_NOT_FOUND, "no run on record to grade");
     }
     struct ledger_entry e;
     int rc = ledger_get(l, *root, &e, NULL, err);
@@ -177,8 +176,8 @@ static int scope_load(struct ledger *l, int64_t root, struct scope *s,
         } else if (brc) {
             *err = e2;
             rc = brc;
-        } else if ((rc = fo_json_parse(g->canon, g->canon_len, &g->body,
-                                       err))) {
+        } else if ((rc =
+                        fo_json_parse(g->canon, g->canon_len, &g->body, err))) {
             fo_err_prefix(err, "entry %lld", (long long)g->e.seq);
         }
         if (!rc)
@@ -218,8 +217,7 @@ static int in_sorted(const char **v, size_t n, const char *s)
     return n && bsearch(&s, v, n, sizeof(*v), str_cmp) != NULL;
 }
 
-static const char *label_of(long long passed, long long refuted,
-                            int min_checks)
+static const char *label_of(long long passed, long long refuted, int min_checks)
 {
     long long count = passed + refuted;
     if (!count)
@@ -260,8 +258,8 @@ static cJSON *grade_of(const struct scope *s, int min_checks)
             if (strcmp(g->kind, check_kinds[k]))
                 continue;
             if (in_sorted(prod, np, g->e.actor)) {
-                ok = cJSON_AddItemToArray(
-                    self, cJSON_CreateNumber((double)g->e.seq));
+                ok = cJSON_AddItemToArray(self,
+                                          cJSON_CreateNumber((double)g->e.seq));
                 continue;
             }
             int v = check_ok(g->gbody);
@@ -452,8 +450,9 @@ static int add_oracle(struct ledger *l, const struct scope *s, cJSON *row,
         cJSON_AddStringToObject(o, "kind", "ledger-inclusion") &&
         fo_json_add_int(o, "size", size) &&
         cJSON_AddStringToObject(o, "root", hex) &&
-        cJSON_AddItemToObject(o, "checkpoint", note ? cJSON_CreateString(note)
-                                                    : cJSON_CreateNull()) &&
+        cJSON_AddItemToObject(o, "checkpoint",
+                              note ? cJSON_CreateString(note)
+                                   : cJSON_CreateNull()) &&
         cJSON_AddBoolToObject(o, "verified", vr.ok) &&
         cJSON_AddItemToObject(
             o, "grade_inputs",
@@ -489,15 +488,15 @@ static int add_trajectory(const struct scope *s, const struct facts *f,
 {
     cJSON *t = cJSON_AddObjectToObject(row, "trajectory");
     cJSON *es = t ? cJSON_CreateArray() : NULL;
-    int ok = t && es &&
-             cJSON_AddItemToObject(t, "plan_hash",
-                                   f->has_plan
-                                       ? cJSON_CreateString(f->plan_hash)
-                                       : cJSON_CreateNull()) &&
-             cJSON_AddItemToObject(t, "answer",
-                                   f->answer ? cJSON_CreateString(f->answer)
-                                             : cJSON_CreateNull()) &&
-             cJSON_AddItemToObject(t, "entries", es);
+    int ok =
+        t && es &&
+        cJSON_AddItemToObject(t, "plan_hash",
+                              f->has_plan ? cJSON_CreateString(f->plan_hash)
+                                          : cJSON_CreateNull()) &&
+        cJSON_AddItemToObject(t, "answer",
+                              f->answer ? cJSON_CreateString(f->answer)
+                                        : cJSON_CreateNull()) &&
+        cJSON_AddItemToObject(t, "entries", es);
     if (!ok)
         cJSON_Delete(es);
     for (size_t i = 0; ok && i < s->n; i++)
@@ -507,9 +506,9 @@ static int add_trajectory(const struct scope *s, const struct facts *f,
 
 static int add_grade(cJSON *row, const cJSON *g)
 {
-    static const char *const keep[] = {
-        "reward",   "label",       "checks",    "refuted",
-        "producers", "graders",    "min_checks", "derivation"};
+    static const char *const keep[] = {"reward",     "label",     "checks",
+                                       "refuted",    "producers", "graders",
+                                       "min_checks", "derivation"};
     cJSON *o = cJSON_AddObjectToObject(row, "grade");
     int ok = o != NULL;
     for (size_t i = 0; ok && i < sizeof(keep) / sizeof(*keep); i++)
@@ -621,7 +620,8 @@ static int check_entries(const cJSON *es, const cJSON *inc, int64_t size,
         struct ledger_inclusion p;
         int rc = ledger_entry_from_json(cJSON_GetArrayItem(es, i), e, err);
         if (!rc)
-            rc = ledger_inclusion_from_json(cJSON_GetArrayItem(inc, i), &p, err);
+            rc =
+                ledger_inclusion_from_json(cJSON_GetArrayItem(inc, i), &p, err);
         if (rc) {
             fo_err_prefix(err, "entries[%d]", i);
             return FO_E_INVALID;
@@ -666,8 +666,7 @@ static int bind(const struct rrow *r, const cJSON *it,
     const char *ph = jstr(it, "payload_hash");
     uint8_t want[32];
     if (fo_json_get_int(it, "seq", 0, INT64_MAX, &seq) || !ph ||
-        fo_unhex(ph, want, 32) ||
-        !cJSON_GetObjectItemCaseSensitive(it, "body"))
+        fo_unhex(ph, want, 32) || !cJSON_GetObjectItemCaseSensitive(it, "body"))
         return fo_err_set(err, FO_E_INVALID,
                           "a payload item is {seq, payload_hash, body}");
     if (!(*e = rrow_find(r, seq)) || memcmp((*e)->payload, want, 32))

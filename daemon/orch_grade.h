@@ -24,7 +24,7 @@
 #include "ledger/fo_err.h"
 #include "ledger/ledger.h"
 
-#define ORCH_GRADE_MIN_CHECKS 2    /* the default, as the reference's */
+#define ORCH_GRADE_MIN_CHECKS 2 /* the default, as the reference's */
 #define ORCH_GRADE_MIN_CHECKS_MAX 1000
 #define ORCH_GRADE_MAX_ENTRIES 10000 /* entries of one graded run */
 #define ORCH_GRADABLE_SCHEMA "forum.gradable-trajectory/1"

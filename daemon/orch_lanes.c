@@ -27,8 +27,7 @@ static const struct orch_proof_lane proof_lanes[] = {
     {"execute", "does a task and leaves its result on record", s_run},
     {"validate", "judges a result already on record", s_judge},
     {"synthesize", "joins results on record into one answer", s_combine},
-    {"verify", "checks an answer against something outside the run",
-     s_attest},
+    {"verify", "checks an answer against something outside the run", s_attest},
 };
 
 static const struct orch_domain_lane domain_lanes[] = {
@@ -136,13 +135,13 @@ cJSON *orch_lanes_json(void)
     int ok = pl && dl && cJSON_AddItemToObject(o, "scopes", str_array(sc, ns));
     for (size_t i = 0; ok && i < N(proof_lanes); i++) {
         cJSON *x = cJSON_CreateObject();
-        ok = x && cJSON_AddItemToArray(pl, x) &&
-             cJSON_AddStringToObject(x, "name", proof_lanes[i].name) &&
-             cJSON_AddStringToObject(x, "authority",
-                                     proof_lanes[i].authority) &&
-             cJSON_AddItemToObject(x, "scopes",
-                                   str_array(proof_lanes[i].scopes,
-                                             count_scopes(&proof_lanes[i])));
+        ok =
+            x && cJSON_AddItemToArray(pl, x) &&
+            cJSON_AddStringToObject(x, "name", proof_lanes[i].name) &&
+            cJSON_AddStringToObject(x, "authority", proof_lanes[i].authority) &&
+            cJSON_AddItemToObject(x, "scopes",
+                                  str_array(proof_lanes[i].scopes,
+                                            count_scopes(&proof_lanes[i])));
     }
     for (size_t i = 0; ok && i < N(domain_lanes); i++) {
         cJSON *x = cJSON_CreateObject();
@@ -226,9 +225,9 @@ int orch_lane_judge(const struct orch_lane_claim *c, const char **kind,
     if (ok && violation)
         ok = cJSON_AddStringToObject(o, "violation", violation) &&
              cJSON_AddItemToObject(o, "excess", str_array(ex, nx)) &&
-             cJSON_AddItemToObject(
-                 o, "granted",
-                 l ? str_array(l->scopes, count_scopes(l)) : str_array(ex, 0));
+             cJSON_AddItemToObject(o, "granted",
+                                   l ? str_array(l->scopes, count_scopes(l))
+                                     : str_array(ex, 0));
     if (!ok) {
         cJSON_Delete(o);
         return nomem(err);
@@ -270,8 +269,8 @@ static void list_text(const cJSON *a, char *out, size_t cap)
     const cJSON *x;
     out[0] = '\0';
     cJSON_ArrayForEach (x, a) {
-        int w = snprintf(out + n, cap - n, "%s%s", n ? ", " : "",
-                         x->valuestring);
+        int w =
+            snprintf(out + n, cap - n, "%s%s", n ? ", " : "", x->valuestring);
         if (w < 0 || (size_t)w >= cap - n)
             break;
         n += (size_t)w;
@@ -412,25 +411,25 @@ int orch_vocab_gap_witness(struct ledger *l, orch_append_fn fn, void *hook,
 {
     struct outcomes r = {0};
     cJSON *gap = NULL;
-    int rc = ledger_range_bodies(l, since < 0 ? 0 : since, -1, route_of, &r,
-                                 err);
+    int rc =
+        ledger_range_bodies(l, since < 0 ? 0 : since, -1, route_of, &r, err);
     if (rc == FO_E_NOMEM)
         rc = nomem(err);
     if (!rc)
         rc = orch_vocab_gap_derive(r.v, r.n, signal, min, &gap, err);
     struct ledger_entry e;
     if (!rc && gap)
-        rc = append(l, fn, hook, "vocabulary_gap",
-                    r.v[r.n - 1].seq, gap, &e, err);
+        rc = append(l, fn, hook, "vocabulary_gap", r.v[r.n - 1].seq, gap, &e,
+                    err);
     size_t start = 0, len = trailing(r.v, r.n, &start);
     cJSON *o = rc ? NULL : cJSON_CreateObject();
-    if (!rc && (!o || !cJSON_AddBoolToObject(o, "witnessed", gap != NULL) ||
-                (gap && !fo_json_add_int(o, "seq", e.seq)) ||
-                !fo_json_add_int(o, "routes_read", (long long)r.n) ||
-                !fo_json_add_int(o, "trailing_undecided", (long long)len) ||
-                !fo_json_add_int(o, "min_escalations", min) ||
-                !cJSON_AddItemToObject(o, "gap",
-                                       gap ? gap : cJSON_CreateNull())))
+    if (!rc &&
+        (!o || !cJSON_AddBoolToObject(o, "witnessed", gap != NULL) ||
+         (gap && !fo_json_add_int(o, "seq", e.seq)) ||
+         !fo_json_add_int(o, "routes_read", (long long)r.n) ||
+         !fo_json_add_int(o, "trailing_undecided", (long long)len) ||
+         !fo_json_add_int(o, "min_escalations", min) ||
+         !cJSON_AddItemToObject(o, "gap", gap ? gap : cJSON_CreateNull())))
         rc = nomem(err);
     else if (!rc)
         gap = NULL; /* owned by o */

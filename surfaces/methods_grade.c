@@ -13,9 +13,9 @@
 int surf_h_grade(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                  struct fo_err *err)
 {
-    return orch_grade(
-        ctx->ledger, surf_in_int(in, "run", -1),
-        (int)surf_in_int(in, "min_checks", ORCH_GRADE_MIN_CHECKS), out, err);
+    return orch_grade(ctx->ledger, surf_in_int(in, "run", -1),
+                      (int)surf_in_int(in, "min_checks", ORCH_GRADE_MIN_CHECKS),
+                      out, err);
 }
 
 int surf_h_export_gradable(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
@@ -68,8 +68,8 @@ int surf_h_vocab_gap(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                      struct fo_err *err)
 {
     return orch_vocab_gap_witness(
-        ctx->ledger, ctx->append, ctx->append_hook,
-        surf_in_int(in, "since", 0), surf_in_str(in, "domain_signal"),
+        ctx->ledger, ctx->append, ctx->append_hook, surf_in_int(in, "since", 0),
+        surf_in_str(in, "domain_signal"),
         (int)surf_in_int(in, "min_escalations", ORCH_GAP_MIN_DEFAULT), out,
         err);
 }

@@ -33,9 +33,9 @@ static int64_t put(struct ledger *l, const char *actor, const char *kind,
 {
     struct ledger_entry e;
     struct fo_err err;
-    cr_assert_eq(ledger_append(l, actor, kind, parent, body, strlen(body), &e,
-                               &err),
-                 FO_OK, "%s", err.msg);
+    cr_assert_eq(
+        ledger_append(l, actor, kind, parent, body, strlen(body), &e, &err),
+        FO_OK, "%s", err.msg);
     return e.seq;
 }
 
@@ -113,8 +113,10 @@ Test(grade, a_producer_grading_itself_is_refused)
     struct ledger *l = open_new(&dir);
     int64_t req = put(l, "client", "request", LEDGER_NO_PARENT,
                       "{\"request\":\"x\",\"via\":\"submit\"}");
-    int64_t res = put(l, "worker", "result", req, "{\"id\":\"T1\",\"ok\":true}");
-    int64_t self = put(l, "worker", "verdict", res, "{\"id\":\"T1\",\"ok\":true}");
+    int64_t res =
+        put(l, "worker", "result", req, "{\"id\":\"T1\",\"ok\":true}");
+    int64_t self =
+        put(l, "worker", "verdict", res, "{\"id\":\"T1\",\"ok\":true}");
     /* a synthesizer's answer makes it a producer: its own check is set
      * aside too */
     put(l, "synthesizer", "answer", req, "{\"answer\":\"done\"}");
@@ -189,9 +191,8 @@ Test(grade, export_rows_verify_against_the_ledgers_root)
     cr_assert_str_eq(tu_str(t, "answer"), "sorted");
     cr_assert_str_eq(label(cJSON_GetObjectItemCaseSensitive(row, "grade")),
                      "PASS");
-    cr_assert_eq(cJSON_GetArraySize(
-                     cJSON_GetObjectItemCaseSensitive(t, "entries")),
-                 5);
+    cr_assert_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "entries")), 5);
     cr_assert_null(cJSON_GetObjectItemCaseSensitive(row, "witnessed"));
     /* the row holds on its own, and its root is the ledger's */
     cr_assert_eq(orch_gradable_check(row, &err), FO_OK, "%s", err.msg);
@@ -301,9 +302,9 @@ Test(grade, mine_folds_a_generic_trace_into_a_graded_row)
         "\"parent\":\"t1\",\"payload\":{\"ok\":false}}]\n";
     cr_assert_eq(tu_write_file(trace, t, strlen(t)), 0);
     for (int i = 0; i < 2; i++) {
-        struct tu_run r = tu_forumv(NULL, "--ledger", dir, "mine", trace,
-                                    "--format", "generic", "--out", out,
-                                    (char *)NULL);
+        struct tu_run r =
+            tu_forumv(NULL, "--ledger", dir, "mine", trace, "--format",
+                      "generic", "--out", out, (char *)NULL);
         cr_assert_eq(r.status, 0, "%s", r.err);
         cr_assert(strstr(r.out, "grade=PASS"), "%s", r.out);
         tu_run_free(&r);
@@ -315,10 +316,10 @@ Test(grade, mine_folds_a_generic_trace_into_a_graded_row)
     cr_assert_str_eq(tu_str(row, "prompt"), "add two ints");
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(row, "grade");
     cr_assert_eq(tu_num(g, "checks"), 2); /* the worker's own verdict: no */
-    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
-                     cJSON_GetObjectItemCaseSensitive(row, "oracle"),
-                     "grade_inputs")),
-                 2);
+    cr_assert_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(row, "oracle"), "grade_inputs")),
+        2);
     cJSON_Delete(row);
     free(text);
     struct tu_run r = tu_forumv(NULL, "--ledger", dir, "export-gradable",
@@ -372,8 +373,8 @@ static void expect_rejection(struct ledger *l, const struct orch_lane_claim *c,
     cr_assert_str_eq(e.actor, "router");
     cr_assert_eq(e.parent, parent);
     cr_assert_str_eq(tu_str(b, "violation"), violation);
-    char *ex = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(b,
-                                                                       "excess"));
+    char *ex =
+        cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(b, "excess"));
     cr_assert_str_eq(ex, excess);
     free(ex);
     cJSON_Delete(b);
@@ -424,9 +425,10 @@ Test(lanes, an_unknown_or_over_reaching_route_is_refused_and_witnessed)
     cJSON *b = body_at(l, tu_num(out, "seq"), &e);
     cr_assert_str_eq(e.kind, "lane_route");
     char *s = cJSON_PrintUnformatted(b);
-    cr_assert_str_eq(s, "{\"confidence\":0.12,\"domain\":\"scientific-runtime\","
-                        "\"lane\":\"execute\",\"scopes\":[\"read\",\"run\"],"
-                        "\"task\":\"inspect the run\"}");
+    cr_assert_str_eq(s,
+                     "{\"confidence\":0.12,\"domain\":\"scientific-runtime\","
+                     "\"lane\":\"execute\",\"scopes\":[\"read\",\"run\"],"
+                     "\"task\":\"inspect the run\"}");
     free(s);
     cJSON_Delete(b);
     cJSON_Delete(out);
@@ -486,7 +488,8 @@ Test(lanes, a_vocabulary_gap_fires_only_at_its_threshold)
     cr_assert_eq(orch_vocab_gap_witness(l, NULL, NULL, 0, "source-federation",
                                         3, &out, NULL),
                  FO_OK);
-    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(out, "witnessed")));
+    cr_assert(
+        cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(out, "witnessed")));
     cr_assert_eq(tu_num(out, "trailing_undecided"), 2);
     cr_assert_eq(count(l), before); /* nothing witnessed below it */
     cJSON_Delete(out);
@@ -499,9 +502,10 @@ Test(lanes, a_vocabulary_gap_fires_only_at_its_threshold)
     cr_assert_str_eq(e.kind, "vocabulary_gap");
     cr_assert_eq(e.parent, last);
     char *s = cJSON_PrintUnformatted(b);
-    cr_assert_str_eq(s, "{\"confidence_ceiling\":0.154,"
-                        "\"consecutive_escalations\":3,\"domain_signal\":"
-                        "\"source-federation\",\"first_seq\":3,\"last_seq\":5}");
+    cr_assert_str_eq(s,
+                     "{\"confidence_ceiling\":0.154,"
+                     "\"consecutive_escalations\":3,\"domain_signal\":"
+                     "\"source-federation\",\"first_seq\":3,\"last_seq\":5}");
     free(s);
     cJSON_Delete(b);
     cJSON_Delete(out);
@@ -512,9 +516,9 @@ Test(lanes, a_vocabulary_gap_fires_only_at_its_threshold)
                  FO_E_INVALID);
     ledger_close(l);
     /* the CLI: an unknown lane is exit 2 and on record */
-    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "lane", "route", "x",
-                                "--lane", "root", "--scope", "read",
-                                (char *)NULL);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "lane", "route", "x", "--lane", "root",
+                  "--scope", "read", (char *)NULL);
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "lane_rejection seq 7"), "%s", r.err);
     tu_run_free(&r);
