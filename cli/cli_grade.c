@@ -183,7 +183,7 @@ static int check_rows(struct cli *c, const char *path)
     struct fo_err err;
     fo_err_clear(&err);
     if (cli_read_file(path, 1u << 30, &b, &err))
-        return cli_fail(c, &err);
+        return cli_fail(c, &err); /* b is not set then */
     struct ledger *l = NULL;
     if (ledger_open(c->ledger_dir, LEDGER_OPEN_READONLY, NULL, &l, &err))
         l = NULL; /* no ledger here: the rows are checked alone */
@@ -313,9 +313,9 @@ static int array_to_lines(struct fo_buf *b, struct fo_err *err)
 
 static int read_trace(const char *path, struct fo_buf *b, struct fo_err *err)
 {
+    fo_buf_init(b, 64u << 20); /* cli_read_file leaves it unset on error */
     if (strcmp(path, "-"))
         return cli_read_file(path, 64u << 20, b, err);
-    fo_buf_init(b, 64u << 20);
     char chunk[65536];
     size_t n;
     while ((n = fread(chunk, 1, sizeof(chunk), stdin)) > 0)

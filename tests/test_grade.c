@@ -326,6 +326,11 @@ Test(grade, mine_folds_a_generic_trace_into_a_graded_row)
                                 "--check", out, (char *)NULL);
     cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
     tu_run_free(&r);
+    /* a missing file is bad input, not a crash */
+    r = tu_forumv(NULL, "--ledger", dir, "mine", "/nonexistent/trace.json",
+                  (char *)NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    tu_run_free(&r);
     /* agentops is refused, not guessed */
     r = tu_forumv(NULL, "--ledger", dir, "mine", trace, "--format", "agentops",
                   (char *)NULL);
