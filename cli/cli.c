@@ -525,6 +525,15 @@ const char cli_usage_text[] =
     "                 what a request would send to the models\n"
     "  import-trace FILE --format F\n"
     "                 the reference's name for `forum import F FILE`\n"
+    "  grade [RUN]    the outcome grade of a run from its independent "
+    "checks\n"
+    "  export-gradable [RUN] [--out FILE]\n"
+    "                 a run as a provable gradable-trajectory row\n"
+    "  mine FILE      a trace imported, graded and exported as a row\n"
+    "  lane list|route|gap\n"
+    "                 proof lanes: route claims judged and witnessed\n"
+    "  bench-deep-verify\n"
+    "                 how verification scales (a JSON receipt)\n"
     "  version        print the version ([--json])\n"
     "\n"
     "global options:\n"
@@ -593,6 +602,13 @@ const struct cli_command cli_commands[] = {
     {"runtime", cli_runtime, NULL, "inspect"},
     {"context", cli_context, NULL, "preflight"},
     {"import-trace", cli_import_trace, NULL, NULL},
+    /* grading, proof lanes, the verify benchmark (cli_grade.c,
+     * cli_bench_deep.c) */
+    {"grade", cli_grade, NULL, NULL},
+    {"export-gradable", cli_export_gradable, NULL, NULL},
+    {"mine", cli_mine, NULL, NULL},
+    {"lane", cli_lane, NULL, "list route gap"},
+    {"bench-deep-verify", cli_bench_deep_verify, NULL, NULL},
 };
 
 const size_t cli_n_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);

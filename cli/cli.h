@@ -201,6 +201,15 @@ int cli_import_trace(struct cli *c, int argc, char **argv);
 int cli_ledger_capsule(struct cli *c, int argc, char **argv);
 int cli_ledger_room(struct cli *c, int argc, char **argv);
 
+/* Grading and proof lanes (cli_grade.c): `forum grade`, `forum
+ * export-gradable`, `forum mine`, `forum lane list|route|gap`; and `forum
+ * bench-deep-verify` (cli_bench_deep.c). */
+int cli_grade(struct cli *c, int argc, char **argv);
+int cli_export_gradable(struct cli *c, int argc, char **argv);
+int cli_mine(struct cli *c, int argc, char **argv);
+int cli_lane(struct cli *c, int argc, char **argv);
+int cli_bench_deep_verify(struct cli *c, int argc, char **argv);
+
 /* Approval gates (cli_gate.c): `forum gate list|approve|edit|reject`. */
 int cli_gate(struct cli *c, int argc, char **argv);
 

@@ -137,6 +137,33 @@ static const struct text props[] = {
     {NULL, "use_capsule_context",
      "Also count the ledger's context capsule (its size as capsule)."},
     {NULL, "max_items", "Task results kept in the capsule (default 8)."},
+    {"grade", "run",
+     "The run's id (its request's seq) or an import's seq (default: the "
+     "latest request)."},
+    {"export_gradable", "run",
+     "The run's id (its request's seq) or an import's seq (default: the "
+     "latest request)."},
+    {NULL, "min_checks",
+     "Independent checks a PASS needs (default 2, as the reference's)."},
+    {"lane_route", "task", "The work the route is for, in plain language."},
+    {"lane_route", "lane",
+     "The proof lane claimed: observe, execute, validate, synthesize or "
+     "verify."},
+    {"lane_route", "scopes",
+     "The scopes claimed (read, run, judge, combine, attest); each must be "
+     "one the lane grants."},
+    {"lane_route", "domain",
+     "The domain lane claimed (GET /lanes lists them); null or absent for "
+     "none."},
+    {"lane_route", "confidence",
+     "The router's score for the route, kept with it; null or absent."},
+    {"lane_route", "parent",
+     "The entry the route answers (a request), if any."},
+    {"vocabulary_gap", "domain_signal",
+     "The name the operator gives the work the routes escalated on."},
+    {"vocabulary_gap", "min_escalations",
+     "Undecided routes in a row that make a gap (default 3)."},
+    {"vocabulary_gap", "since", "Read route entries from this seq on."},
     {NULL, "max_text_chars",
      "Characters kept of each text field (default 240)."},
     {NULL, "timeout_s", "Seconds each model provider has to answer."},
@@ -190,6 +217,11 @@ static const struct {
     {"doctor", "Check providers, sandbox, store and disk"},
     {"humanize", "Make prose plainer"},
     {"prose_contract", "Communication contract of a request"},
+    {"grade", "Grade a run from its independent checks"},
+    {"export_gradable", "Export a run as a provable gradable row"},
+    {"lanes", "List the proof lanes and domain lanes"},
+    {"lane_route", "Judge and witness a route claim"},
+    {"vocabulary_gap", "Witness a vocabulary-gap receipt"},
 };
 
 static const char plan_shape[] =

@@ -473,6 +473,10 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     "\"max_items\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":1000},"     \
     "\"max_text_chars\":{\"type\":\"integer\",\"minimum\":0,"                  \
     "\"maximum\":65536}"
+/* grade and export_gradable */
+#define RUN_OR_IMPORT_PROP "\"run\":{\"type\":\"integer\",\"minimum\":0}"
+#define MIN_CHECKS_PROP                                                        \
+    "\"min_checks\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":1000}"
 /* A gate decision's input: extra properties, extra required names. */
 #define GATE_SCHEMA(props, req)                                                \
     "{\"type\":\"object\",\"properties\":{"                                    \
@@ -836,6 +840,58 @@ static const struct surf_method table[] = {
      "\"maxLength\":65536}," PROFILE_PROP "},"
      "\"required\":[\"text\"]}",
      SURF_READ, 80 * KIB, "POST", "/prose/contract", surf_h_prose_contract,
+     SURF_ON_WORKER, NULL},
+    /* grading and proof lanes: methods_grade.c */
+    {"grade",
+     "The outcome grade of a run (the latest, or run) from its checks on "
+     "record: verdicts, verifications and intent judgments whose actor "
+     "produced no result in the run; reward, label PASS, FAIL or "
+     "UNVERIFIABLE, and the inputs with their seqs.",
+     "{\"type\":\"object\",\"properties\":{" RUN_OR_IMPORT_PROP
+     "," MIN_CHECKS_PROP "}}",
+     SURF_READ, 4 * KIB, "GET", "/grade", surf_h_grade, SURF_ON_WORKER, NULL},
+    {"export_gradable",
+     "A run (the latest, or run) as one forum.gradable-trajectory/1 row: "
+     "prompt, entries, grade, the checks' bodies and an inclusion proof per "
+     "entry, so anyone can re-derive it from the ledger's root.",
+     "{\"type\":\"object\",\"properties\":{" RUN_OR_IMPORT_PROP
+     "," MIN_CHECKS_PROP "}}",
+     SURF_READ, 4 * KIB, "GET", "/gradable", surf_h_export_gradable,
+     SURF_ON_WORKER, NULL},
+    {"lanes",
+     "The closed proof-lane vocabulary with each lane's scopes, and the "
+     "domain lanes.",
+     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/lanes", surf_h_lanes,
+     SURF_ON_WORKER, NULL},
+    {"lane_route",
+     "Judge a route claim (task, lane, scopes, domain?) on the lane "
+     "vocabularies and witness it: a lane_route entry, or a lane_rejection "
+     "entry (unknown_lane, over_routed, unknown_domain) and a refusal "
+     "naming its seq.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"task\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096},"
+     "\"lane\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
+     "\"scopes\":{\"type\":\"array\",\"maxItems\":64,\"items\":"
+     "{\"type\":\"string\"}},"
+     "\"domain\":{\"type\":[\"string\",\"null\"],\"minLength\":1,"
+     "\"maxLength\":64},"
+     "\"confidence\":{\"type\":[\"number\",\"null\"]},"
+     "\"parent\":{\"type\":\"integer\",\"minimum\":0}},"
+     "\"required\":[\"task\",\"lane\",\"scopes\"]}",
+     SURF_WRITE, 16 * KIB, "POST", "/lanes/route", surf_h_lane_route,
+     SURF_ON_WORKER, NULL},
+    {"vocabulary_gap",
+     "Witness a vocabulary_gap receipt when the last min_escalations or "
+     "more route entries (from since) all escalated with no lane decided; "
+     "creates no lane.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"domain_signal\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":128},"
+     "\"min_escalations\":{\"type\":\"integer\",\"minimum\":1,"
+     "\"maximum\":1000000},"
+     "\"since\":{\"type\":\"integer\",\"minimum\":0}},"
+     "\"required\":[\"domain_signal\"]}",
+     SURF_WRITE, 4 * KIB, "POST", "/lanes/gap", surf_h_vocab_gap,
      SURF_ON_WORKER, NULL},
 
     /* approval gates: handlers in methods_orch.c */

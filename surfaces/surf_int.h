@@ -112,4 +112,16 @@ int surf_h_prose_contract(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 int surf_h_context_preflight_ref(struct surf_ctx *ctx, const cJSON *in,
                                  cJSON **out, struct fo_err *err);
 
+/* Grading and proof lanes (methods_grade.c). */
+int surf_h_grade(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                 struct fo_err *err);
+int surf_h_export_gradable(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                           struct fo_err *err);
+int surf_h_lanes(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                 struct fo_err *err);
+int surf_h_lane_route(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                      struct fo_err *err);
+int surf_h_vocab_gap(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                     struct fo_err *err);
+
 #endif

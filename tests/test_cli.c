@@ -1375,10 +1375,10 @@ Test(cli_help, every_ledger_command_has_help)
 Test(cli_help, every_top_level_command_has_help)
 {
     struct tu_run r = tu_forumv(NULL, "--help", NULL);
-    char names[32][32];
+    char names[64][32];
 
     cr_assert_eq(r.status, 0);
-    size_t n = help_commands(r.out, names, 32);
+    size_t n = help_commands(r.out, names, 64);
     cr_assert_geq(n, 1, "no commands listed in [%s]", r.out);
     for (size_t i = 0; i < n; i++) {
         char what[64];

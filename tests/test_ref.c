@@ -4,7 +4,8 @@
  * the reference's own tests state for its operator views: a capsule of the
  * same ledger is byte-identical twice, a gated run's room lists the gate
  * as its next action, the doctor names the provider that does not answer
- * with its URL, an unknown delivery profile is refused. */
+ * with its URL, an unknown delivery profile is refused; a route claim
+ * over HTTP that names an unknown lane is refused and on record. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,7 @@ static char *make_dir(void)
 
 /* Splits a CLI line into words ("..." keeps spaces) after --ledger dir. */
 static int split_words(char *line, const char *dir, const char *trace,
-                       const char **argv, int cap)
+                       const char *rows, const char **argv, int cap)
 {
     int n = 0;
     argv[n++] = "--ledger";
@@ -65,7 +66,9 @@ static int split_words(char *line, const char *dir, const char *trace,
         }
         if (*p)
             *p++ = '\0';
-        argv[n++] = strcmp(w, "@TRACE") ? w : trace;
+        argv[n++] = !strcmp(w, "@TRACE") ? trace
+                    : !strcmp(w, "@OUT") ? rows
+                                         : w;
     }
     argv[n] = NULL;
     return n;
@@ -74,8 +77,9 @@ static int split_words(char *line, const char *dir, const char *trace,
 Test(ref, every_name_route_and_command_of_the_reference_answers, .timeout = 300)
 {
     char *dir = make_dir();
-    char trace[4096], tmp[4096];
+    char trace[4096], tmp[4096], rows[4096];
     snprintf(trace, sizeof(trace), "%s/trace.jsonl", dir);
+    snprintf(rows, sizeof(rows), "%s/rows.jsonl", dir);
     write_file(dir, "trace.jsonl",
                "{\"id\":\"a\",\"name\":\"plan\"}\n"
                "{\"id\":\"b\",\"parent\":\"a\",\"name\":\"tool\"}\n");
@@ -116,7 +120,7 @@ Test(ref, every_name_route_and_command_of_the_reference_answers, .timeout = 300)
         } else {
             cr_assert_str_eq(kind, "cli");
             const char *argv[64];
-            split_words(name, dir, trace, argv, 64);
+            split_words(name, dir, trace, rows, argv, 64);
             struct tu_run r = tu_forum(NULL, 0, argv);
             cr_assert_eq(r.status, 0, "forum %s: exit %d: %s%s", name, r.status,
                          r.out, r.err);
@@ -127,7 +131,7 @@ Test(ref, every_name_route_and_command_of_the_reference_answers, .timeout = 300)
     fclose(f);
     cr_assert_geq(mcp, 21);
     cr_assert_geq(http, 14);
-    cr_assert_geq(cli, 12);
+    cr_assert_geq(cli, 20);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     tu_rmrf(dir);
 }
@@ -404,4 +408,43 @@ Test(ref, humanize_and_frames_are_deterministic)
         "reviewer");
     cJSON_Delete(h);
     tu_run_free(&r);
+}
+
+Test(ref, a_route_claim_over_http_is_judged_and_witnessed, .timeout = 120)
+{
+    char *dir = make_dir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    cJSON *e = tu_http_json(&d, "POST", "/lanes/route",
+                            "{\"task\":\"inspect\",\"lane\":\"root\","
+                            "\"scopes\":[\"read\"],\"parent\":0}",
+                            400);
+    const char *msg = cJSON_GetObjectItemCaseSensitive(e, "error")->valuestring;
+    cr_assert(strstr(msg, "unknown_lane"), "%s", msg);
+    long long seq = strtoll(strstr(msg, "seq ") + 4, NULL, 10);
+    cJSON_Delete(e);
+    char path[64];
+    snprintf(path, sizeof(path), "/ledger/%lld", seq);
+    e = tu_http_json(&d, "GET", path, NULL, 200);
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(e, "kind")->valuestring,
+                     "lane_rejection");
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(e, "parent")->valuedouble, 0);
+    cJSON_Delete(e);
+    e = tu_http_json(&d, "POST", "/lanes/route",
+                     "{\"task\":\"build\",\"lane\":\"execute\","
+                     "\"scopes\":[\"run\",\"read\"]}",
+                     200);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "accepted")));
+    cJSON_Delete(e);
+    e = tu_http_json(&d, "GET", "/grade?run=0&min_checks=2", NULL, 200);
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(e, "label")->valuestring,
+                     "UNVERIFIABLE");
+    cJSON_Delete(e);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    cJSON *sc = tu_mcp_call(dir, 0, "export_gradable", "{\"run\":0}");
+    cr_assert_str_eq(
+        cJSON_GetObjectItemCaseSensitive(sc, "schema")->valuestring,
+        "forum.gradable-trajectory/1");
+    cJSON_Delete(sc);
+    tu_rmrf(dir);
 }

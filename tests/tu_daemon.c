@@ -252,6 +252,10 @@ static const char *const method_args[][2] = {
     {"context_preflight", "{\"request\":\"build the api\"}"},
     {"humanize", "{\"text\":\"in order to ship it we utilize tests\"}"},
     {"prose_contract", "{\"text\":\"review the tests\"}"},
+    {"lane_route",
+     "{\"task\":\"run the build\",\"lane\":\"execute\",\"scopes\":"
+     "[\"read\",\"run\"]}"},
+    {"vocabulary_gap", "{\"domain_signal\":\"source-federation\"}"},
     {"run_cancel", "{\"run\":0}"},
 };
 
