@@ -454,6 +454,26 @@ int orch_split_argv(const char *cmd, char ***argv, size_t *argc,
 /* Where the entries go. append (may be NULL) is the daemon's group-commit
  * hook, called like ledger_append_batch for a batch of one; without it the
  * entries go straight to ledger. Used only on the calling thread. */
+/* One step of a run as it is witnessed: the engine's own event, raised on
+ * its loop thread right after the entry landed and was applied (live;
+ * never for entries found on resume), in the run's order, every one of
+ * them before the run's end is reported. body is the payload as
+ * witnessed, valid during the call. */
+struct orch_run_event {
+    int64_t run, seq;
+    const char *kind, *actor;
+    const cJSON *body;
+    int step; /* 1, 2, ...: this run's entries so far, here */
+};
+typedef void (*orch_run_event_fn)(void *arg, const struct orch_run_event *ev);
+
+/* A line naming the step for a person, into out (size bytes): "route:
+ * backend", "plan: 3 tasks in 2 waves", "task T1 (backend)", "tool
+ * read_file (T1)", "verdict T1: passed", "waiting at the gate of wave 0",
+ * "answer", ... */
+void orch_run_event_text(const struct orch_run_event *ev, char *out,
+                         size_t size);
+
 struct orch_witness {
     struct ledger *ledger;
     int (*append)(void *hook, struct ledger_append *req, struct fo_err *err);
@@ -462,6 +482,10 @@ struct orch_witness {
      * on its thread once its request is on record (may be NULL). */
     void (*started)(void *arg, int64_t run);
     void *started_arg;
+    /* And event(event_arg, ...) for each step it witnesses (may be NULL):
+     * progress as the engine sees it, never polled from the ledger. */
+    orch_run_event_fn event;
+    void *event_arg;
 };
 
 /* Runs a plan: compiles it against the roster (a bad plan is FO_E_INVALID,

@@ -359,6 +359,8 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
     r->started = started;
     r->done = done;
     r->arg = arg;
+    r->on_event = req->on_event;
+    r->event_arg = req->event_arg;
     if (is_plan_run)
         r->phase = PH_PLAN;
     if (with_session) {
@@ -534,9 +536,14 @@ int orch_engine_run_sync_live(const struct orch *o,
         if (!s.poll || event_add(s.poll, &tv))
             rc = oe_nomem(err);
     }
+    struct orch_run_req rq = *req;
+    if (!rq.on_event) { /* the witness's listener hears each step */
+        rq.on_event = w->event;
+        rq.event_arg = w->event_arg;
+    }
     if (!rc) {
         s.e->poll_live = live;
-        rc = start_run(s.e, req, 0, sync_started_fwd, sync_done_fwd, &fwd, err);
+        rc = start_run(s.e, &rq, 0, sync_started_fwd, sync_done_fwd, &fwd, err);
     }
     if (!rc) {
         while (!s.finished && event_base_dispatch(s.base) == 0)

@@ -91,6 +91,9 @@ struct orch_run_req {
     const char *request; /* the request text (plan_run: may be NULL) */
     const cJSON *plan;   /* plan_run: the plan given, {"tasks": [...]} */
     struct orch_submit_opts opts;
+    /* Each step of the run as it lands (orch.h; may be NULL). */
+    orch_run_event_fn on_event;
+    void *event_arg;
 };
 
 /* The end of a run: rc FO_OK and *out its result object (done takes it and

@@ -198,6 +198,9 @@ struct run {
     cJSON *coverage;
     int budget_spent;
     /* the caller */
+    orch_run_event_fn on_event; /* each step as it lands (may be NULL) */
+    void *event_arg;
+    int n_events;
     orch_run_started_fn started;
     orch_run_done_fn done;
     void *arg;

@@ -104,3 +104,66 @@ int orch_run_fold(const struct orch *o, struct ledger *l, int64_t run,
         *out = view;
     return rc;
 }
+
+/* ---- a step in words ----------------------------------------------------- */
+
+static const char *bstr(const cJSON *b, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+void orch_run_event_text(const struct orch_run_event *ev, char *out,
+                         size_t size)
+{
+    const char *k = ev->kind;
+    const cJSON *b = ev->body;
+    const char *id = bstr(b, "id");
+    if (!strcmp(k, "request"))
+        snprintf(out, size, "request received");
+    else if (!strcmp(k, "route"))
+        snprintf(out, size, "route: %s", bstr(b, "lane"));
+    else if (!strcmp(k, "plan")) {
+        int n =
+            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(b, "tasks"));
+        int w =
+            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(b, "waves"));
+        snprintf(out, size, "plan: %d task%s in %d wave%s", n,
+                 n == 1 ? "" : "s", w, w == 1 ? "" : "s");
+    } else if (!strcmp(k, "task"))
+        snprintf(out, size, "task %s (%s) started", id, ev->actor);
+    else if (!strcmp(k, "tool_call"))
+        snprintf(out, size, "task %s calls %s", id, bstr(b, "tool"));
+    else if (!strcmp(k, "tool_result"))
+        snprintf(out, size, "task %s: %s %s", id, bstr(b, "tool"),
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "ok"))
+                     ? "answered"
+                     : "failed");
+    else if (!strcmp(k, "result"))
+        snprintf(out, size, "task %s finished (%s)", id,
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "ok"))
+                     ? "ok"
+                     : "failed");
+    else if (!strcmp(k, "verdict"))
+        snprintf(out, size, "verdict on %s: %s", id,
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "pass"))
+                     ? "passed"
+                 : !strcmp(bstr(b, "by"), "unjudged") ? "unjudged"
+                                                      : "not passed");
+    else if (!strcmp(k, "tier_escalation"))
+        snprintf(out, size, "task %s escalated to %s", id, bstr(b, "to"));
+    else if (!strcmp(k, "gate_requested")) {
+        long long w = 0;
+        fo_json_get_int(b, "wave", 0, INT64_MAX, &w);
+        snprintf(out, size, "waiting at the gate of wave %lld", w);
+    } else if (!strncmp(k, "gate_", 5))
+        snprintf(out, size, "gate %s", k + 5);
+    else if (!strcmp(k, "budget"))
+        snprintf(out, size, "stopped: %s", bstr(b, "reason"));
+    else if (!strcmp(k, "answer"))
+        snprintf(out, size, "answer");
+    else if (!strcmp(k, "error"))
+        snprintf(out, size, "failed: %s", bstr(b, "error"));
+    else
+        snprintf(out, size, "%s (%s)", k, ev->actor);
+}

@@ -93,6 +93,15 @@ static void wr_landed(struct wr *w)
         r->cur_ts = w->a.entry.ts;
         rc = oe_apply(r, w->a.actor, w->a.kind, w->a.entry.seq, w->a.parent,
                       w->payload, &err);
+        if (rc == FO_OK && r->on_event) { /* the step, as it landed */
+            struct orch_run_event ev = {.run = r->id,
+                                        .seq = w->a.entry.seq,
+                                        .kind = w->a.kind,
+                                        .actor = w->a.actor,
+                                        .body = w->payload,
+                                        .step = ++r->n_events};
+            r->on_event(r->event_arg, &ev);
+        }
     }
     if (w->landed)
         w->landed(w->landed_arg, r, w->a.rc ? w->a.rc : rc,

@@ -5,13 +5,13 @@
  * A tool that takes as long as a run (SURF_LONG: submit, plan, plan_run)
  * runs on a thread of its own with its own ledger handle, so `ping`,
  * reads and other calls are answered meanwhile; the others are answered
- * in order. A watcher
- * thread follows the runs those calls begin: `notifications/progress`
- * (the step each new entry records) when the call carried a
- * progressToken, and, when the client declared the elicitation
- * capability, an `elicitation/create` for each approval gate the run
- * waits at. `notifications/cancelled` cancels the call's run (witnessed)
- * and its reply is not sent. */
+ * in order. Each step of a run such a call began reaches the call as the
+ * engine's own event (orch_run_event), before the call's result:
+ * `notifications/progress` naming the step when the call carried a
+ * progressToken, and, when the client declared the elicitation capability,
+ * an `elicitation/create` for each approval gate the run waits at. Nothing
+ * polls the ledger. `notifications/cancelled` cancels the call's run
+ * (witnessed) and its reply is not sent. */
 #include "surfaces/mcp.h"
 
 #include <errno.h>
@@ -45,7 +45,6 @@ static const char oom_reply[] = "{\"error\":{\"code\":-32603,\"message\":"
                                 "\"jsonrpc\":\"2.0\"}";
 
 #define CALLS_MAX 16       /* tool calls on threads at once */
-#define WATCH_MS 200       /* how often the watcher reads the runs */
 #define ELICIT_TASKS_MAX 8 /* tasks an elicitation offers to edit */
 
 struct mcp;
@@ -58,8 +57,7 @@ struct call {
     cJSON *token;  /* its progressToken, or NULL */
     int64_t run;   /* the run it began, once on record; else -1 */
     int cancelled; /* notifications/cancelled came: no reply */
-    int64_t seen;  /* the last entry of the run reported */
-    int progress;  /* entries reported */
+    int progress;  /* steps reported */
     int64_t gate;  /* the gate_requested last elicited, or -1 */
     struct call *next;
 };
@@ -78,7 +76,7 @@ struct mcp {
     const char *version; /* negotiated; NULL before initialize */
     struct fo_buf tmp;   /* one serialised reply */
     struct fo_buf out;   /* what goes out in one write */
-    /* shared with the call threads and the watcher, under mu */
+    /* shared with the call threads, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct call *calls;
@@ -90,8 +88,6 @@ struct mcp {
     char client[64]; /* its clientInfo.name */
     struct elicit *elicits;
     unsigned long elicit_n;
-    int watching, stop;
-    pthread_t watcher;
 };
 
 static void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -503,12 +499,13 @@ static void call_started(void *hook, int64_t run)
     struct mcp *s = c->s;
     pthread_mutex_lock(&s->mu);
     c->run = run;
-    c->seen = run - 1;
     int cancel = c->cancelled;
     pthread_mutex_unlock(&s->mu);
     if (cancel)
         orch_run_cancel_here(s->ctx->orch, ledger_dir(s->ctx->ledger), run);
 }
+
+static void call_event(void *hook, const struct orch_run_event *ev);
 
 static void *call_main(void *arg)
 {
@@ -527,6 +524,7 @@ static void *call_main(void *arg)
         struct surf_ctx ctx = *s->ctx;
         ctx.ledger = l;
         ctx.run_started = call_started;
+        ctx.run_event = call_event;
         ctx.run_hook = c;
         reply = do_tools_call(s, &ctx, id, params);
         ledger_close(l);
@@ -552,8 +550,6 @@ static void *call_main(void *arg)
     return NULL;
 }
 
-static void *watch_main(void *arg);
-
 /* Starts tools/call msg on a thread (msg is taken); waits while CALLS_MAX
  * calls run. FO_E_NOMEM when no thread could be made (msg kept). */
 static int call_start(struct mcp *s, cJSON *msg)
@@ -576,8 +572,6 @@ static int call_start(struct mcp *s, cJSON *msg)
     while (s->n_calls >= CALLS_MAX)
         pthread_cond_wait(&s->cv, &s->mu);
     c->serial = ++s->serial;
-    if (!s->watching && pthread_create(&s->watcher, NULL, watch_main, s) == 0)
-        s->watching = 1;
     pthread_attr_t at;
     pthread_t th;
     int ok = pthread_attr_init(&at) == 0;
@@ -622,29 +616,6 @@ static void call_cancel(struct mcp *s, const cJSON *params)
 }
 
 /* ---- the watcher: progress and elicitation ------------------------------ */
-
-struct seen {
-    struct ledger_entry *e;
-    size_t n, cap;
-    int64_t after;
-};
-
-static int seen_entry(void *ctx, const struct ledger_entry *en)
-{
-    struct seen *w = ctx;
-    if (en->seq <= w->after)
-        return 0;
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 16;
-        struct ledger_entry *a = realloc(w->e, cap * sizeof(*a));
-        if (!a)
-            return FO_E_NOMEM;
-        w->e = a;
-        w->cap = cap;
-    }
-    w->e[w->n++] = *en;
-    return 0;
-}
 
 /* The gate's question and its tasks as editable fields: an
  * elicitation/create request. */
@@ -705,117 +676,49 @@ static cJSON *elicit_request(const char *id, const cJSON *g, int64_t run)
     return r;
 }
 
-/* What one pass tells a call: its new entries, as progress and, at a
- * gate, an elicitation. */
-static void watch_call(struct mcp *s, struct ledger *l, unsigned long serial,
-                       int64_t run, int64_t after, int want_progress,
-                       int want_elicit)
+/* A step of the run a call began, as the engine witnessed it, on the
+ * call's thread (its engine's loop runs there), before the call's result:
+ * progress when the call carried a progressToken, and at a gate an
+ * elicitation/create when the client can be asked. Nothing is polled. */
+static void call_event(void *hook, const struct orch_run_event *ev)
 {
-    struct seen w = {.after = after};
-    struct fo_err err;
-    if (ledger_descendants(l, run, -1, seen_entry, &w, &err) != FO_OK || !w.n) {
-        free(w.e);
+    struct call *c = hook;
+    struct mcp *s = c->s;
+    pthread_mutex_lock(&s->mu);
+    if (c->cancelled || s->out_failed) {
+        pthread_mutex_unlock(&s->mu);
         return;
     }
-    cJSON *gate = NULL;
-    int64_t gate_seq = -1;
-    for (size_t i = 0; want_elicit && i < w.n; i++)
-        if (!strcmp(w.e[i].kind, "gate_requested"))
-            gate_seq = w.e[i].seq;
-    if (gate_seq >= 0) {
-        char *body = NULL;
-        size_t len = 0;
-        if (ledger_body(l, gate_seq, &body, &len, &err) != FO_OK ||
-            fo_json_parse(body, len, &gate, &err) != FO_OK)
-            gate_seq = -1;
-        free(body);
-    }
-    pthread_mutex_lock(&s->mu);
-    struct call *c = s->calls;
-    while (c && c->serial != serial)
-        c = c->next;
-    for (size_t i = 0; c && !c->cancelled && i < w.n; i++) {
-        if (w.e[i].seq <= c->seen)
-            continue;
-        c->seen = w.e[i].seq;
-        c->progress++;
-        if (!want_progress || !c->token)
-            continue;
-        char msg[LEDGER_KIND_MAX + LEDGER_ACTOR_MAX + 8];
-        snprintf(msg, sizeof(msg), "%s (%s)", w.e[i].kind, w.e[i].actor);
+    c->progress = ev->step;
+    struct fo_err werr;
+    if (c->token) {
+        char msg[FO_ERR_MSG_MAX];
+        orch_run_event_text(ev, msg, sizeof(msg));
         cJSON *n = cJSON_CreateObject();
         cJSON *p = cJSON_AddObjectToObject(n, "params");
         cJSON_AddStringToObject(n, "jsonrpc", "2.0");
         cJSON_AddStringToObject(n, "method", "notifications/progress");
         cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(c->token, 1));
-        cJSON_AddNumberToObject(p, "progress", c->progress);
+        cJSON_AddNumberToObject(p, "progress", ev->step);
         cJSON_AddStringToObject(p, "message", msg);
-        struct fo_err werr;
-        if (!s->out_failed)
-            send_locked(s, n, &werr);
-        else
-            cJSON_Delete(n);
+        send_locked(s, n, &werr);
     }
-    if (c && !c->cancelled && gate_seq >= 0 && c->gate != gate_seq) {
-        c->gate = gate_seq;
+    if (s->elicit_ok && !strcmp(ev->kind, "gate_requested") &&
+        c->gate != ev->seq) {
+        c->gate = ev->seq;
         struct elicit *e = calloc(1, sizeof(*e));
         long long wave = -1;
-        fo_json_get_int(gate, "wave", 0, INT64_MAX, &wave);
+        fo_json_get_int(ev->body, "wave", 0, INT64_MAX, &wave);
         if (e) {
             snprintf(e->id, sizeof(e->id), "forum-gate-%lu", ++s->elicit_n);
-            e->run = run;
+            e->run = ev->run;
             e->wave = wave;
             e->next = s->elicits;
             s->elicits = e;
-            struct fo_err werr;
-            if (!s->out_failed)
-                send_locked(s, elicit_request(e->id, gate, run), &werr);
+            send_locked(s, elicit_request(e->id, ev->body, ev->run), &werr);
         }
     }
     pthread_mutex_unlock(&s->mu);
-    cJSON_Delete(gate);
-    free(w.e);
-}
-
-static void *watch_main(void *arg)
-{
-    struct mcp *s = arg;
-    struct ledger *l = NULL;
-    struct fo_err err;
-    if (ledger_open(ledger_dir(s->ctx->ledger), LEDGER_OPEN_READONLY, NULL, &l,
-                    &err) != FO_OK) {
-        log_msg("progress: cannot open the ledger: %s", err.msg);
-        return NULL;
-    }
-    for (;;) {
-        struct {
-            unsigned long serial;
-            int64_t run, seen;
-            int progress, elicit;
-        } snap[CALLS_MAX];
-        size_t n = 0;
-        pthread_mutex_lock(&s->mu);
-        if (s->stop) {
-            pthread_mutex_unlock(&s->mu);
-            break;
-        }
-        for (struct call *c = s->calls; c && n < CALLS_MAX; c = c->next)
-            if (c->run >= 0 && !c->cancelled && (c->token || s->elicit_ok)) {
-                snap[n].serial = c->serial;
-                snap[n].run = c->run;
-                snap[n].seen = c->seen;
-                snap[n].progress = c->token != NULL;
-                snap[n++].elicit = s->elicit_ok;
-            }
-        pthread_mutex_unlock(&s->mu);
-        for (size_t i = 0; i < n; i++)
-            watch_call(s, l, snap[i].serial, snap[i].run, snap[i].seen,
-                       snap[i].progress, snap[i].elicit);
-        struct timespec ts = {0, WATCH_MS * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    ledger_close(l);
-    return NULL;
 }
 
 /* The client's answer to an elicitation: its decision on the gate,
@@ -1202,11 +1105,7 @@ out:
     pthread_mutex_lock(&s.mu);
     while (s.n_calls > 0)
         pthread_cond_wait(&s.cv, &s.mu);
-    s.stop = 1;
-    int watching = s.watching;
     pthread_mutex_unlock(&s.mu);
-    if (watching)
-        pthread_join(s.watcher, NULL);
     while (s.elicits) {
         struct elicit *e = s.elicits;
         s.elicits = e->next;

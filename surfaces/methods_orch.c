@@ -80,6 +80,8 @@ static struct orch_witness ctx_witness(const struct surf_ctx *ctx)
         .hook = ctx->append_hook,
         .started = ctx->run_started,
         .started_arg = ctx->run_hook,
+        .event = ctx->run_event,
+        .event_arg = ctx->run_hook,
     };
 }
 
@@ -233,6 +235,8 @@ static int start_run(struct surf_ctx *ctx, const char *via, const cJSON *in,
                  .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
                  .session = surf_in_str(in, "session"),
                  .context = cJSON_GetObjectItemCaseSensitive(in, "context")},
+        .on_event = ctx->run_event,
+        .event_arg = ctx->run_hook,
     };
     int rc = orch_engine_start(ctx->engine, &req, on_run_started, on_run_done,
                                c, err);

@@ -15,6 +15,8 @@
 #include "ledger/fo_buf.h"
 #include "ledger/ledger.h"
 
+struct orch_run_event; /* daemon/orch.h: a step of a run as it lands */
+
 struct orch;        /* the orchestrator (daemon/orch.h); NULL where not built */
 struct orch_engine; /* the run engine (daemon/orch_engine.h) */
 
@@ -62,6 +64,9 @@ struct surf_ctx {
      * `forum mcp` follows and cancels runs by it. */
     void (*run_started)(void *hook, int64_t run);
     void *run_hook;
+    /* Each step of a run a handler began, as the engine witnesses it (may
+     * be NULL): MCP progress and elicitation (orch_run_event, orch.h). */
+    void (*run_event)(void *hook, const struct orch_run_event *ev);
     /* Where ledger_verify reports its progress (may be NULL): `status`
      * shows it as "verify" while one runs (the dashboard's progress). */
     struct surf_verify_progress *verify;

@@ -266,3 +266,54 @@ Test(mcp_live, a_gate_is_asked_through_elicitation, .timeout = 90)
     tu_run_free(&r);
     tu_rmrf(dir);
 }
+
+/* A run of a few milliseconds (the stub) still reports every step, in
+ * order, before its result: progress 1..N, one per entry of the run, the
+ * first its request and the last its answer (the engine's own events; a
+ * poll of the ledger every 200 ms reported none of them). */
+Test(mcp_live, a_fast_runs_progress_lists_every_step_before_its_result,
+     .timeout = 60)
+{
+    signal(SIGPIPE, SIG_IGN);
+    char *dir = tu_tmpdir();
+    struct mcp m;
+    mcp_start(&m, dir, NULL);
+    mcp_send(&m, INIT("{}"));
+    cJSON *j = mcp_read(&m, 10000);
+    cr_assert(j && id_is(j, 1));
+    cJSON_Delete(j);
+    mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+                 "\"params\":{\"name\":\"submit\",\"_meta\":{\"progressToken\":"
+                 "7},\"arguments\":{\"request\":\"build the api database "
+                 "server\"}}}");
+    int steps = 0;
+    char first[128] = "", last[128] = "";
+    long long run = -1;
+    while ((j = mcp_read(&m, 10000)) && !id_is(j, 2)) {
+        cr_assert(method_is(j, "notifications/progress"));
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "params");
+        cr_assert_eq(tu_num(p, "progressToken"), 7);
+        cr_assert_eq(tu_num(p, "progress"), steps + 1, "in order, none lost");
+        snprintf(steps ? last : first, sizeof(first), "%s",
+                 tu_str(p, "message"));
+        steps++;
+        cJSON_Delete(j);
+    }
+    cr_assert_not_null(j, "no result");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(j, "result"), "structuredContent");
+    run = tu_num(sc, "request_seq");
+    cJSON_Delete(j);
+    cr_assert_eq(mcp_end(&m), 0);
+    cr_assert_str_eq(first, "request received");
+    cr_assert_str_eq(last, "answer");
+    /* one step per entry of the run */
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "run", "get",
+                                "0", (char *)NULL);
+    cJSON *g = tu_run_json(&r);
+    cr_assert_eq(run, 0);
+    cr_assert_eq(tu_num(g, "count"), steps, "%d steps reported", steps);
+    cJSON_Delete(g);
+    tu_run_free(&r);
+    tu_rmrf(dir);
+}

@@ -125,7 +125,9 @@ try {
   const sub = await submit;
   check(sub.isError === false && sub.structuredContent.answer,
         `submit: ${JSON.stringify(sub)}`);
-  check(steps.some((m) => m && m.startsWith('gate_requested')),
+  // each step in words, from the engine's own events: the gate among them
+  check(steps.some((m) => m && m.startsWith('waiting at the gate of wave')) &&
+        steps[0] === 'request received',
         `progress: ${JSON.stringify(steps)}`);
 
   // An aborted call: the SDK sends notifications/cancelled; the run ends
