@@ -1946,6 +1946,19 @@ Test(metrics, model_calls_runs_and_build_info_are_scraped, .timeout = 60)
              "forum_model_tokens_total{direction=\"output\"} %ld\n", 3 * calls);
     cr_assert(strstr(m, want), "want %s in %s", want, m);
     free(m);
+    /* the summary counts the same model calls from the ledger (each task
+     * turn, each role), not the results it holds (it said 1: one task) */
+    cJSON *sum = tu_http_json(&d, "GET", "/summary", NULL, 200);
+    const cJSON *mc = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(sum, "runs"), "model_calls");
+    long total = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach (it, mc)
+        total += (long)it->valuedouble;
+    cr_assert_eq(total, calls, "model_calls %ld, the model served %ld", total,
+                 calls);
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(mc, "stub"));
+    cJSON_Delete(sum);
     tu_daemon_signal_wait(&d, SIGTERM, 10000);
     tu_daemon_start(&d, sc.dir, "--metrics-public", NULL);
     cr_assert_eq(tu_http(&d, "GET", "/metrics", NULL, 0, NULL), 200);
