@@ -849,7 +849,11 @@ int orch_session_by_call(struct ledger *l, const char *name, const char *kind,
 
 /* The run counts of a ledger: {requests, plans, tasks, refusals,
  * results_ok, results_failed, results_redacted, model_calls: {model:
- * n}}; one scan with bodies. */
+ * n}}; one scan with bodies. model_calls counts the calls made to models
+ * as the engine counts them against a run's budget (each role's attempt
+ * and reply, each task and each later turn of its tool loop), never the
+ * stub's; a call whose entry names no model is under "(model not
+ * recorded)". */
 int orch_run_counts(struct ledger *l, cJSON **out, struct fo_err *err);
 
 /* ledger_summary with the run counts as "runs": what `ledger summary`,

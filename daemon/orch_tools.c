@@ -580,7 +580,9 @@ static int search_file(struct search *s, int fd, const char *rel)
         fo_buf_release(&b);
         return rc;
     }
-    if (rc || (b.len && memchr(b.data, '\0', b.len))) { /* big or binary */
+    /* big, binary or empty (an empty one has no buffer: no pointer
+     * arithmetic on it) */
+    if (rc || !b.len || memchr(b.data, '\0', b.len)) {
         fo_buf_release(&b);
         return FO_OK;
     }
@@ -897,10 +899,11 @@ static int hunks_apply(const struct lines *pl, const struct pfile *f,
             return brc;
         size_t h0 = ++i, h1 = h0;
         size_t n_old = 0;
-        while (h1 < f->last && pl->v[h1].n > 0 &&
-               strchr(" -+\\", pl->v[h1].s[0]))
-            h1++;
-        while (h1 < f->last && pl->v[h1].n == 0) /* an empty context line */
+        /* an empty line is an empty context line (editors and models
+         * strip the space), within the hunk as at its end */
+        while (h1 < f->last &&
+               (pl->v[h1].n == 0 ||
+                (pl->v[h1].s[0] != '\0' && strchr(" -+\\", pl->v[h1].s[0]))))
             h1++;
         for (size_t k = h0; k < h1; k++)
             if (pl->v[k].n == 0 || pl->v[k].s[0] == ' ' || pl->v[k].s[0] == '-')
@@ -950,6 +953,195 @@ static int hunks_apply(const struct lines *pl, const struct pfile *f,
             (old->v[at].nl && fo_buf_putc(out, '\n')))
             return fo_err_set(err, FO_E_NOMEM, NULL);
     return FO_OK;
+}
+
+/* What a file of a patch will change, checked before anything is: the
+ * path written (or deleted), whether a file is there and its content (to
+ * put back), and how much of its directory exists (the rest is made). */
+struct target {
+    const char *path;
+    int del;
+    int existed;
+    dev_t dev;
+    ino_t ino;
+    size_t made; /* path bytes whose directories exist; SIZE_MAX: all */
+    struct fo_buf was;
+    int touched; /* a write or delete was attempted */
+};
+
+/* FO_OK when nothing is at path (whose directory exists), not even a
+ * symlink to nothing: a write through one would fail or land elsewhere. */
+static int absent(int ws, const char *path, struct fo_err *err)
+{
+    int fd = -1;
+    int rc = open_beneath(ws, path, O_PATH | O_NOFOLLOW, 0, &fd, err);
+    if (fd >= 0)
+        close(fd);
+    if (rc == FO_E_NOT_FOUND)
+        return FO_OK;
+    return fo_err_set(err, FO_E_INVALID,
+                      "%s: a symlink to nothing; patch the file it names",
+                      path);
+}
+
+/* Fills t for path without changing anything: every directory on the
+ * path that exists is a directory beneath the workspace, the file is
+ * absent or a regular file, and no ".." is in the path (one after a
+ * directory still to make would climb from it). */
+static int target_check(int ws, struct target *t, struct fo_err *err)
+{
+    const char *path = t->path, *leaf = strrchr(path, '/');
+    leaf = leaf ? leaf + 1 : path;
+    if (!*leaf || !strcmp(leaf, "."))
+        return fo_err_set(err, FO_E_INVALID, "%s: not a file name", path);
+    for (const char *q = path; *q; q++)
+        if (q[0] == '.' && q[1] == '.' && (q == path || q[-1] == '/') &&
+            (q[2] == '/' || !q[2]))
+            return fo_err_set(err, FO_E_INVALID,
+                              "%s: a path in a patch may not hold \"..\"",
+                              path);
+    char *p = orch_strdup(path);
+    if (!p)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = FO_OK;
+    t->made = SIZE_MAX;
+    for (size_t i = 1; p[i] && !rc && t->made == SIZE_MAX; i++) {
+        if (p[i] != '/')
+            continue;
+        int fd = -1;
+        p[i] = '\0';
+        rc = open_beneath(ws, p, O_PATH | O_DIRECTORY, 0, &fd, err);
+        if (rc == FO_E_NOT_FOUND && !(rc = absent(ws, p, err)))
+            t->made = i; /* made from here on */
+        p[i] = '/';
+        if (fd >= 0)
+            close(fd);
+    }
+    free(p);
+    int fd = -1;
+    if (!rc && t->made == SIZE_MAX) {
+        rc = open_beneath(ws, path, O_PATH, 0, &fd, err);
+        if (rc == FO_E_NOT_FOUND)
+            rc = absent(ws, path, err);
+    }
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)))
+        rc = fo_err_set(err, FO_E_INVALID, "%s: not a regular file", path);
+    else if (fd >= 0) {
+        t->existed = 1;
+        t->dev = st.st_dev;
+        t->ino = st.st_ino;
+        rc = read_file_at(ws, path, &t->was, err);
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Removes the directories a write made on t's path (deepest first). */
+static void target_undo_dirs(int ws, const struct target *t)
+{
+    if (t->made == SIZE_MAX)
+        return;
+    char *p = orch_strdup(t->path);
+    char *slash;
+    while (p && (slash = strrchr(p, '/')) && (size_t)(slash - p) >= t->made) {
+        *slash = '\0';
+        int dfd = -1;
+        const char *leaf;
+        struct fo_err ignore;
+        if (parent_of(ws, p, &dfd, &leaf, &ignore) == FO_OK)
+            unlinkat(dfd, leaf, AT_REMOVEDIR);
+        if (dfd >= 0)
+            close(dfd);
+    }
+    free(p);
+}
+
+/* Puts back what t was before a write or delete was attempted. */
+static void target_undo(int ws, struct target *t)
+{
+    struct fo_err ignore;
+    if (t->existed) {
+        write_file_at(ws, t->path, t->was.data ? t->was.data : "", t->was.len,
+                      &ignore);
+        return;
+    }
+    int dfd = -1;
+    const char *leaf;
+    if (parent_of(ws, t->path, &dfd, &leaf, &ignore) == FO_OK)
+        unlinkat(dfd, leaf, 0);
+    if (dfd >= 0)
+        close(dfd);
+    target_undo_dirs(ws, t);
+}
+
+static int target_do(int ws, struct target *t, const struct fo_buf *content,
+                     struct fo_buf *out, struct fo_err *err)
+{
+    t->touched = 1;
+    if (!t->del) {
+        int rc = write_file_at(ws, t->path, content->data ? content->data : "",
+                               content->len, err);
+        return rc ? rc : fo_buf_printf(out, "patched %s\n", t->path);
+    }
+    int dfd = -1;
+    const char *leaf;
+    int rc = parent_of(ws, t->path, &dfd, &leaf, err);
+    if (!rc && unlinkat(dfd, leaf, 0) != 0)
+        rc = fo_err_set(err, FO_E_IO, "%s: %s", t->path, strerror(errno));
+    if (dfd >= 0)
+        close(dfd);
+    return rc ? rc : fo_buf_printf(out, "deleted %s\n", t->path);
+}
+
+/* Writes (and deletes) the files of a patch whose hunks all matched: each
+ * target is checked first (a name twice, a directory, a FIFO, a path out
+ * of the workspace refuse the patch before anything changed), and a write
+ * that still fails (a full disk) puts back the files written before it. */
+static int patch_commit(int ws, const struct pfile *files, size_t nf,
+                        const struct fo_buf *news, struct fo_buf *out,
+                        struct fo_err *err)
+{
+    struct target *t = calloc(nf, sizeof(*t));
+    if (!t)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = FO_OK;
+    for (size_t f = 0; f < nf; f++)
+        fo_buf_init(&t[f].was, ORCH_TOOL_FILE_MAX);
+    for (size_t f = 0; f < nf && !rc; f++) {
+        t[f].del = !files[f].new_path;
+        t[f].path = t[f].del ? files[f].old_path : files[f].new_path;
+        rc = target_check(ws, &t[f], err);
+        for (size_t g = 0; g < f && !rc; g++) {
+            const char *o = files[g].old_path, *fo = files[f].old_path;
+            if (!strcmp(t[g].path, t[f].path) || (o && !strcmp(o, t[f].path)) ||
+                (fo && !strcmp(fo, t[g].path)) ||
+                (t[f].existed && t[g].existed && t[g].dev == t[f].dev &&
+                 t[g].ino == t[f].ino))
+                rc = fo_err_set(err, FO_E_INVALID,
+                                "%s: in the patch twice; put all of a file's "
+                                "hunks under one --- +++ header; nothing was "
+                                "changed",
+                                t[f].path);
+        }
+    }
+    size_t done = 0;
+    for (; !rc && done < nf; done++) {
+        rc = target_do(ws, &t[done], &news[done], out, err);
+        if (rc == FO_E_NOMEM)
+            fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    if (rc && done) { /* put back what was written before the failure */
+        for (size_t f = nf; f-- > 0;)
+            if (t[f].touched)
+                target_undo(ws, &t[f]);
+        fo_err_prefix(err, "nothing was changed");
+    }
+    for (size_t f = 0; f < nf; f++)
+        fo_buf_release(&t[f].was);
+    free(t);
+    return rc;
 }
 
 static int apply_patch(int ws, const char *patch, struct fo_buf *out,
@@ -1012,26 +1204,8 @@ static int apply_patch(int ws, const char *patch, struct fo_buf *out,
         free(ol.v);
         fo_buf_release(&oldb);
     }
-    for (size_t f = 0; f < nf && !rc; f++) {
-        if (files[f].new_path) {
-            rc = write_file_at(ws, files[f].new_path,
-                               news[f].data ? news[f].data : "", news[f].len,
-                               err);
-            if (!rc)
-                rc = fo_buf_printf(out, "patched %s\n", files[f].new_path);
-        } else {
-            int dfd = -1;
-            const char *leaf;
-            rc = parent_of(ws, files[f].old_path, &dfd, &leaf, err);
-            if (!rc && unlinkat(dfd, leaf, 0) != 0)
-                rc = fo_err_set(err, FO_E_IO, "%s: %s", files[f].old_path,
-                                strerror(errno));
-            if (dfd >= 0)
-                close(dfd);
-            if (!rc)
-                rc = fo_buf_printf(out, "deleted %s\n", files[f].old_path);
-        }
-    }
+    if (!rc)
+        rc = patch_commit(ws, files, nf, news, out, err);
 out:
     for (size_t f = 0; f < nf; f++) {
         free(files[f].old_path);

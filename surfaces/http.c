@@ -6,6 +6,7 @@
 #include "surfaces/http.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -156,6 +157,9 @@ struct surf_http {
     struct surf_events *events;
     struct stream *streams;
     long nstreams;
+    /* after a stream that held much output closed: gives the freed memory
+     * back to the system (see stream_unlink) */
+    struct event *trim_ev;
     /* SURF_ON_LOOP methods run on the loop: only over a local store (a
      * PostgreSQL read is a round trip: those go to the workers) */
     int loop_reads;
@@ -1265,9 +1269,30 @@ struct stream {
     struct stream *prev, *next;
 };
 
+static size_t stream_pending(void *arg);
+
+/* The allocator keeps what a closed stream's buffers freed (up to
+ * SURF_EVENTS_HIGH and more a stalled stream, in many small chains) in its
+ * free lists, where it counts in the daemon's resident set for good:
+ * malloc_trim hands the free pages back. It runs on a timer, after the
+ * connection (whose buffers are freed once its close callback returns),
+ * once for many streams closed together. */
+static void trim_memory(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what, (void)arg;
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
+
 static void stream_unlink(struct stream *st)
 {
     struct surf_http *h = st->h;
+    if (h->trim_ev && stream_pending(st) >= SURF_EVENTS_HIGH / 4 &&
+        !evtimer_pending(h->trim_ev, NULL)) {
+        struct timeval soon = {0, 100 * 1000};
+        evtimer_add(h->trim_ev, &soon);
+    }
     if (st->prev)
         st->prev->next = st->next;
     else
@@ -2018,9 +2043,11 @@ int surf_http_create(struct event_base *base,
     h->drain_timer = evtimer_new(base, on_drained, h);
     h->adopt_ev = event_new(base, -1, 0, adopt, h);
     h->pause_ev = evtimer_new(base, accept_resume, h);
+    h->trim_ev = evtimer_new(base, trim_memory, h);
     h->http = evhttp_new(base);
     if (!h->counts || !h->threads || !h->done_ev || !h->drain_ev ||
-        !h->drain_timer || !h->adopt_ev || !h->pause_ev || !h->http) {
+        !h->drain_timer || !h->adopt_ev || !h->pause_ev || !h->trim_ev ||
+        !h->http) {
         fo_err_set(err, FO_E_NOMEM, NULL);
         goto fail;
     }
@@ -2217,6 +2244,8 @@ void surf_http_free(struct surf_http *h)
         event_free(h->adopt_ev);
     if (h->pause_ev)
         event_free(h->pause_ev);
+    if (h->trim_ev)
+        event_free(h->trim_ev);
     if (h->done_ev)
         event_free(h->done_ev);
     if (h->drain_ev)

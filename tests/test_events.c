@@ -542,3 +542,89 @@ Test(events, parked_subscribers_wake_for_their_entries)
     sse_close(&all);
     down(&d, dir);
 }
+
+/* The daemon's resident set, in KiB (/proc/PID/status VmRSS). */
+static long rss_kib(const struct tu_daemon *d)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    long kib = -1;
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kib = strtol(line + 6, NULL, 10);
+    fclose(f);
+    cr_assert_gt(kib, 0);
+    return kib;
+}
+
+/* 4096 small entries in one batch (each an event of a few hundred bytes) */
+static void append_many(const struct tu_daemon *d)
+{
+    static char body[4096 * 64 + 64];
+    size_t n = (size_t)snprintf(body, sizeof(body), "{\"entries\":[");
+    for (int i = 0; i < 4096; i++)
+        n += (size_t)snprintf(body + n, sizeof(body) - n,
+                              "%s{\"actor\":\"t\",\"kind\":\"fill\","
+                              "\"payload\":{\"i\":%d}}",
+                              i ? "," : "", i);
+    snprintf(body + n, sizeof(body) - n, "]}");
+    cJSON *r = tu_http_json(d, "POST", "/append/batch", body, 200);
+    cJSON_Delete(r);
+}
+
+/* Streams whose clients stop reading hold up to SURF_EVENTS_HIGH each in
+ * the daemon; once they are closed, that memory goes back to the system
+ * (it used to stay in the allocator's free lists: ~0.5 MiB a stream). */
+Test(events, the_memory_of_closed_stalled_streams_is_given_back, .timeout = 120)
+{
+#ifdef FORUM_SANITIZE
+    /* ASan's allocator owns malloc there: it quarantines what is freed,
+     * and malloc_trim (glibc's) has nothing to give back */
+    cr_skip_test("the allocator under test is ASan's, not glibc's");
+#endif
+    struct tu_daemon d;
+    char *dir = up(&d);
+    enum { N = 24 };
+    int fd[N];
+    for (int i = 0; i < N; i++) {
+        fd[i] = tu_connect_loopback(d.port, 4096);
+        char req[512];
+        int n = snprintf(req, sizeof(req),
+                         "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         "Authorization: Bearer %s\r\n\r\n",
+                         d.token);
+        cr_assert_eq(send(fd[i], req, (size_t)n, MSG_NOSIGNAL), n);
+    }
+    for (int64_t t0 = tu_now_ms(); metric(&d, "forum_events_streams") != N;)
+        cr_assert_lt(tu_now_ms() - t0, WAIT_MS, "the streams did not open");
+    long base = rss_kib(&d);
+    /* the clients read nothing: each stream stalls at its cap */
+    for (int i = 0; i < 4; i++)
+        append_many(&d);
+    usleep(500 * 1000);
+    long peak = rss_kib(&d);
+    cr_assert_gt(peak - base, N * 256, "the streams did not fill: %ld -> %ld",
+                 base, peak);
+    for (int i = 0; i < N; i++)
+        close(fd[i]);
+    for (int64_t t0 = tu_now_ms(); metric(&d, "forum_events_streams") != 0;) {
+        cr_assert_lt(tu_now_ms() - t0, WAIT_MS, "closed streams kept");
+        usleep(50 * 1000);
+    }
+    /* given back soon after (the wait is a failure detector) */
+    long after = rss_kib(&d);
+    for (int64_t t0 = tu_now_ms();
+         peak - after < (peak - base) / 2 && tu_now_ms() - t0 < 3000;
+         after = rss_kib(&d))
+        usleep(50 * 1000);
+    cr_log_info("VmRSS: %ld KiB with %d streams open, %ld at the peak, %ld "
+                "after they closed",
+                base, N, peak, after);
+    cr_assert_geq(peak - after, (peak - base) / 2,
+                  "VmRSS %ld KiB with the streams open, %ld stalled, %ld "
+                  "after they closed: less than half given back",
+                  base, peak, after);
+    down(&d, dir);
+}

@@ -116,6 +116,111 @@ Test(tools, file_tools_read_write_list_search_and_patch)
     ws_close(&w);
 }
 
+/* The content of the workspace file rel ("" when there is none). */
+static void ws_get(struct ws *w, const char *rel, char *out, size_t size)
+{
+    if (run(w, "read_file", rel, out, size) != FO_OK)
+        out[0] = '\0';
+}
+
+#define A_PATCH "--- a/a.txt\\n+++ b/a.txt\\n@@ -1 +1 @@\\n-one\\n+ONE\\n"
+
+/* found by fuzz_tools: a patch whose first file was written and whose
+ * second could not be (a symlink out, a FIFO, a directory, the same file
+ * twice, a dangling symlink into a missing directory) left the first one
+ * changed; now every target is checked first and a failed write puts
+ * back what was written */
+Test(tools, a_patch_applies_whole_or_changes_nothing)
+{
+    struct ws w;
+    ws_open(&w);
+    char out[4096], p[800], got[4096];
+    cr_assert_eq(run(&w, "write_file",
+                     "{\"path\":\"a.txt\",\"content\":"
+                     "\"one\\n\"}",
+                     out, sizeof(out)),
+                 FO_OK, "%s", out);
+    snprintf(p, sizeof(p), "%s/out", w.path);
+    cr_assert_eq(symlink("../token", p), 0);
+    snprintf(p, sizeof(p), "%s/q", w.path);
+    cr_assert_eq(mkfifo(p, 0644), 0);
+    snprintf(p, sizeof(p), "%s/d", w.path);
+    cr_assert_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/dang", w.path);
+    cr_assert_eq(symlink("nodir/x", p), 0);
+    const char *second[] = {
+        "--- /dev/null\\n+++ b/out\\n@@ -0,0 +1 @@\\n+x\\n",
+        "--- /dev/null\\n+++ b/q\\n@@ -0,0 +1 @@\\n+x\\n",
+        "--- /dev/null\\n+++ b/d\\n@@ -0,0 +1 @@\\n+x\\n",
+        "--- /dev/null\\n+++ b/new/../../x\\n@@ -0,0 +1 @@\\n+x\\n",
+        "--- a/a.txt\\n+++ /dev/null\\n@@ -1 +0,0 @@\\n-one\\n",
+        "--- /dev/null\\n+++ b/made/dang2\\n@@ -0,0 +1 @@\\n+x\\n"
+        "--- /dev/null\\n+++ b/dang\\n@@ -0,0 +1 @@\\n+x\\n",
+    };
+    for (size_t i = 0; i < sizeof(second) / sizeof(second[0]); i++) {
+        char args[1024];
+        snprintf(args, sizeof(args), "{\"patch\":\"" A_PATCH "%s\"}",
+                 second[i]);
+        cr_assert_neq(run(&w, "apply_patch", args, out, sizeof(out)), FO_OK,
+                      "%zu", i);
+        ws_get(&w, "{\"path\":\"a.txt\"}", got, sizeof(got));
+        cr_assert_str_eq(got, "one\n", "patch %zu (%s) changed a.txt", i, out);
+        cr_assert(access(p, F_OK) != 0 || i != 5, "dang's file was made");
+    }
+    /* the last one failed on writing (the checks passed): what was made
+     * before it was taken back, directories too */
+    snprintf(p, sizeof(p), "%s/made", w.path);
+    cr_assert_neq(access(p, F_OK), 0, "a directory made by the patch stayed");
+    char *tok = tu_read_file(w.secret, NULL);
+    cr_assert_str_eq(tok, "TOKEN-OUTSIDE");
+    free(tok);
+    ws_close(&w);
+}
+
+/* an empty line inside a hunk (its context line's space stripped) is a
+ * context line: the hunk goes on after it; it used to end there, and the
+ * changes after it were dropped while the patch said "patched" */
+Test(tools, an_empty_context_line_does_not_end_a_hunk)
+{
+    struct ws w;
+    ws_open(&w);
+    char out[4096], got[4096];
+    cr_assert_eq(run(&w, "write_file",
+                     "{\"path\":\"b.txt\",\"content\":"
+                     "\"alpha\\n\\nbeta\\ngamma\\n\"}",
+                     out, sizeof(out)),
+                 FO_OK, "%s", out);
+    cr_assert_eq(run(&w, "apply_patch",
+                     "{\"patch\":\"--- a/b.txt\\n+++ b/b.txt\\n@@ -1,4 +1,4 "
+                     "@@\\n alpha\\n\\n beta\\n-gamma\\n+delta\\n\"}",
+                     out, sizeof(out)),
+                 FO_OK, "%s", out);
+    ws_get(&w, "{\"path\":\"b.txt\"}", got, sizeof(got));
+    cr_assert_str_eq(got, "alpha\n\nbeta\ndelta\n");
+    ws_close(&w);
+}
+
+/* found by fuzz_tools: search_text over an empty file did pointer
+ * arithmetic on the empty buffer's NULL (UBSan, in the sanitized build) */
+Test(tools, search_text_reads_past_an_empty_file)
+{
+    struct ws w;
+    ws_open(&w);
+    char out[4096];
+    cr_assert_eq(run(&w, "write_file", "{\"path\":\"a\",\"content\":\"\"}", out,
+                     sizeof(out)),
+                 FO_OK, "%s", out);
+    cr_assert_eq(run(&w, "write_file",
+                     "{\"path\":\"b\",\"content\":\"x needle\"}", out,
+                     sizeof(out)),
+                 FO_OK, "%s", out);
+    cr_assert_eq(
+        run(&w, "search_text", "{\"pattern\":\"needle\"}", out, sizeof(out)),
+        FO_OK, "%s", out);
+    cr_assert_str_eq(out, "b:1: x needle\n");
+    ws_close(&w);
+}
+
 Test(tools, no_path_leaves_the_workspace)
 {
     struct ws w;
@@ -1841,6 +1946,19 @@ Test(metrics, model_calls_runs_and_build_info_are_scraped, .timeout = 60)
              "forum_model_tokens_total{direction=\"output\"} %ld\n", 3 * calls);
     cr_assert(strstr(m, want), "want %s in %s", want, m);
     free(m);
+    /* the summary counts the same model calls from the ledger (each task
+     * turn, each role), not the results it holds (it said 1: one task) */
+    cJSON *sum = tu_http_json(&d, "GET", "/summary", NULL, 200);
+    const cJSON *mc = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(sum, "runs"), "model_calls");
+    long total = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach (it, mc)
+        total += (long)it->valuedouble;
+    cr_assert_eq(total, calls, "model_calls %ld, the model served %ld", total,
+                 calls);
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(mc, "stub"));
+    cJSON_Delete(sum);
     tu_daemon_signal_wait(&d, SIGTERM, 10000);
     tu_daemon_start(&d, sc.dir, "--metrics-public", NULL);
     cr_assert_eq(tu_http(&d, "GET", "/metrics", NULL, 0, NULL), 200);
