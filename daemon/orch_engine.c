@@ -63,7 +63,12 @@ int orch_engine_create(const struct orch *o,
     e->cfg = *cfg;
     if (!e->cfg.max_runs)
         e->cfg.max_runs = ORCH_ENGINE_RUNS_DEFAULT;
+    if (pthread_mutex_init(&e->rl_mu, NULL) != 0) {
+        free(e);
+        return oe_nomem(err);
+    }
     if (pthread_mutex_init(&e->mu, NULL) != 0) {
+        pthread_mutex_destroy(&e->rl_mu);
         free(e);
         return fo_err_set(err, FO_E_INTERNAL, "engine: no mutex");
     }
@@ -101,6 +106,7 @@ int orch_engine_create(const struct orch *o,
             event_free(e->lease_ev);
         orch_lease_worker_free(e->lw);
         pthread_mutex_destroy(&e->mu);
+        pthread_mutex_destroy(&e->rl_mu);
         free(e);
         return rc;
     }
@@ -122,6 +128,8 @@ void orch_engine_free(struct orch_engine *e)
     }
     orch_mcpc_free(e->mcpc);
     orch_work_free(e->work); /* waits for a tool still running */
+    ledger_close(e->rl);     /* the workers' read handle */
+    pthread_mutex_destroy(&e->rl_mu);
     if (e->disk_ev)
         event_free(e->disk_ev);
     /* writes still queued belong to runs that are gone */

@@ -300,6 +300,11 @@ struct orch_engine {
     uint64_t m_tokens_in, m_tokens_out; /* as the providers reported */
     double m_lat_sum;
     int64_t gate_cursor; /* entries below it were looked at for decisions */
+    int gate_scanning;   /* a scan is on a worker thread */
+    /* the engine's own read handle for work off the loop (the gates'
+     * scans): opened on first use by a worker, used under rl_mu */
+    struct ledger *rl;
+    pthread_mutex_t rl_mu;
     /* run leases: on when cfg.lease_ms > 0 and the ledger keeps them */
     int leases;
     struct event *lease_ev;       /* renew, then claim expired ones */
@@ -352,10 +357,24 @@ struct mem_op {
 /* Decisions other processes wrote (`forum gate approve` on the ledger):
  * the entries since the last look, at most one read per tick for them
  * all; then the deadlines. */
-struct gate_seen {
-    int64_t *seq, *parent;
+/* A gate decision read off the loop (orch_gates_run.c's scan): the entry
+ * and its parsed body, handed to the loop to apply. */
+struct gate_dec {
+    int64_t seq, parent, ts;
+    char actor[LEDGER_ACTOR_MAX + 1];
+    char kind[LEDGER_KIND_MAX + 1];
+    cJSON *body;
+};
+/* A read of the ledger for the gates, on a worker thread: the decisions
+ * at or after from (from < 0: only entry `one`). */
+struct gate_scan {
+    struct orch_engine *e;
+    int64_t from, one;
+    int64_t last; /* the last seq looked at */
+    struct gate_dec *d;
     size_t n, cap;
-    int64_t last;
+    int rc;
+    struct fo_err err;
 };
 #define END_RETRY_MS 1000
 struct gate_call {
@@ -363,9 +382,6 @@ struct gate_call {
     void *arg;
     int64_t run, wave;
     char decision[16]; /* approved, edited, rejected */
-};
-struct gate_child {
-    int64_t gate, seq;
 };
 /* ---- resume ------------------------------------------------------------- */
 

@@ -16,7 +16,6 @@
 static void gate_arm(struct orch_engine *e);
 static int gate_expire(struct run *r, size_t wave, struct fo_err *err);
 static int gate_request(struct run *r, const char *rule, struct fo_err *err);
-static int gate_seen_entry(void *ctx, const struct ledger_entry *en);
 static void gate_off_committed(void *arg);
 static int gate_offline(struct orch_engine *e,
                         const struct orch_gate_decision *d,
@@ -25,7 +24,6 @@ static int gate_lost(int64_t run, int64_t wave, const struct fo_err *why,
                      struct fo_err *err);
 static void gate_landed(void *arg, struct run *r, int rc, int64_t seq,
                         const struct fo_err *err);
-static int gate_child_entry(void *ctx, const struct ledger_entry *en);
 static int check_text(const char *name, const char *v, int required,
                       struct fo_err *err);
 static void on_stop_check(evutil_socket_t fd, short what, void *arg);
@@ -151,104 +149,176 @@ int oe_gate_step(struct run *r, struct fo_err *err)
     return rc ? -rc : 0;
 }
 
-static int gate_seen_entry(void *ctx, const struct ledger_entry *en)
+/* ---- decisions read off the loop -------------------------------------
+ * The loop never reads the ledger for the gates: a scan (the decisions
+ * written since the last one, by this process or another, or one entry a
+ * lost race named) runs on the engine's worker threads with their own
+ * read handle, and hands the entries to the loop to apply. */
+
+static int scan_entry(void *ctx, const struct ledger_entry *en)
 {
-    struct gate_seen *g = ctx;
+    struct gate_scan *g = ctx;
     g->last = en->seq;
     if (strncmp(en->kind, "gate_", 5) != 0 ||
         !strcmp(en->kind, "gate_requested") || en->parent < 0)
         return 0;
     if (g->n == g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 8;
-        int64_t *a = realloc(g->seq, cap * sizeof(*a));
-        if (a)
-            g->seq = a;
-        int64_t *b = a ? realloc(g->parent, cap * sizeof(*b)) : NULL;
-        if (!a || !b)
+        struct gate_dec *d = realloc(g->d, cap * sizeof(*d));
+        if (!d)
             return FO_E_NOMEM;
-        g->parent = b;
+        g->d = d;
         g->cap = cap;
     }
-    g->seq[g->n] = en->seq;
-    g->parent[g->n++] = en->parent;
+    struct gate_dec *x = &g->d[g->n++];
+    *x = (struct gate_dec){.seq = en->seq, .parent = en->parent, .ts = en->ts};
+    snprintf(x->actor, sizeof(x->actor), "%s", en->actor);
+    snprintf(x->kind, sizeof(x->kind), "%s", en->kind);
     return 0;
 }
 
-/* Applies decision seq of run r when its gate still waits. */
-void oe_gate_take(struct run *r, int64_t seq)
+/* On a worker: the entries, then their bodies (a redacted or unreadable
+ * one stays without: the deadline decides). */
+static void scan_work(void *arg, const atomic_int *cancel)
 {
-    struct ledger_entry en;
-    struct fo_err err;
-    char *body = NULL;
-    size_t len = 0;
-    cJSON *b = NULL;
-    if (ledger_get(r->e->cfg.ledger, seq, &en, NULL, &err) ||
-        ledger_body(r->e->cfg.ledger, seq, &body, &len, &err) ||
-        fo_json_parse(body, len, &b, &err)) {
-        free(body);
-        return; /* redacted or unreadable: the deadline decides */
+    struct gate_scan *g = arg;
+    struct orch_engine *e = g->e;
+    (void)cancel;
+    pthread_mutex_lock(&e->rl_mu);
+    if (!e->rl)
+        g->rc = ledger_open(ledger_dir(e->cfg.ledger), LEDGER_OPEN_READONLY,
+                            NULL, &e->rl, &g->err);
+    if (!g->rc && g->from >= 0)
+        g->rc = ledger_range(e->rl, g->from, 100000, scan_entry, g, &g->err);
+    if (!g->rc && g->from < 0) {
+        struct ledger_entry en;
+        if (ledger_get(e->rl, g->one, &en, NULL, &g->err) == FO_OK)
+            g->rc = scan_entry(g, &en);
     }
-    free(body);
-    r->cur_ts = en.ts;
-    int rc = oe_apply(r, en.actor, en.kind, en.seq, en.parent, b, &err);
-    cJSON_Delete(b);
+    for (size_t i = 0; !g->rc && i < g->n; i++) {
+        char *body = NULL;
+        size_t len = 0;
+        struct fo_err ignore;
+        if (ledger_body(e->rl, g->d[i].seq, &body, &len, &ignore) == FO_OK)
+            fo_json_parse(body, len, &g->d[i].body, &ignore);
+        free(body);
+    }
+    pthread_mutex_unlock(&e->rl_mu);
+}
+
+static void scan_free(struct gate_scan *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        cJSON_Delete(g->d[i].body);
+    free(g->d);
+    free(g);
+}
+
+/* Applies decision x to run r when its gate still waits. */
+static void gate_apply(struct run *r, const struct gate_dec *x)
+{
+    if (!x->body)
+        return; /* redacted or unreadable: the deadline decides */
+    struct fo_err err;
+    r->cur_ts = x->ts;
+    int rc = oe_apply(r, x->actor, x->kind, x->seq, x->parent, x->body, &err);
     if (rc)
         oe_fail(r, rc, &err);
-    oe_step(r);
+}
+
+/* Back on the loop: the decisions found go to the runs that wait for
+ * them; gates past their deadline expire. */
+static void scan_done(void *arg, int cancelled)
+{
+    struct gate_scan *g = arg;
+    struct orch_engine *e = g->e;
+    if (g->from >= 0)
+        e->gate_scanning = 0;
+    if (cancelled) {
+        scan_free(g);
+        return;
+    }
+    if (g->rc == FO_OK && g->from >= 0 && g->last >= e->gate_cursor)
+        e->gate_cursor = g->last + 1;
+    int64_t now = oe_now_ms();
+    int waiting = 0;
+    /* what to do is found first: acting may end runs */
+    size_t nact = 0, cap = 0;
+    struct {
+        int64_t run;
+        long take; /* an index into g->d, or -1: the deadline */
+    } *act = NULL;
+    for (struct run *r = e->runs; r; r = r->next)
+        for (size_t w = 0; r->g && !r->ended && w < r->p->n_waves; w++) {
+            struct gate *gt = &r->g[w];
+            if (gt->st != G_PENDING || (gt->writing && g->from >= 0))
+                continue;
+            long take = -1;
+            for (size_t i = 0; i < g->n && take < 0; i++)
+                if (g->d[i].parent == gt->req_seq)
+                    take = (long)i;
+            waiting = 1;
+            if (take < 0 && (now < gt->deadline_ms || g->from < 0))
+                continue;
+            if (nact == cap) {
+                size_t c = cap ? cap * 2 : 8;
+                void *a = realloc(act, c * sizeof(*act));
+                if (!a)
+                    break; /* the next tick */
+                act = a;
+                cap = c;
+            }
+            act[nact].run = r->id;
+            act[nact++].take = take;
+        }
+    for (size_t i = 0; i < nact; i++) {
+        struct run *r = oe_run_find(e, act[i].run);
+        if (!r || r->ended)
+            continue;
+        if (act[i].take >= 0)
+            gate_apply(r, &g->d[act[i].take]);
+        oe_step(r);
+    }
+    free(act);
+    scan_free(g);
+    if (waiting)
+        gate_arm(e);
+}
+
+/* Posts a scan: from the cursor (the tick), or of entry `one`. */
+static int scan_post(struct orch_engine *e, int64_t from, int64_t one)
+{
+    struct fo_err err;
+    struct gate_scan *g = calloc(1, sizeof(*g));
+    if (!g)
+        return FO_E_NOMEM;
+    *g = (struct gate_scan){.e = e, .from = from, .one = one, .last = -1};
+    int rc = e->work ? FO_OK : orch_work_create(e->cfg.base, &e->work, &err);
+    if (!rc)
+        rc = orch_work_post(e->work, scan_work, scan_done, g, NULL, &err);
+    if (rc) {
+        free(g);
+        return rc;
+    }
+    if (from >= 0)
+        e->gate_scanning = 1;
+    return FO_OK;
+}
+
+/* Decision seq (another writer's: it won a race) is read off the loop and
+ * applied to the run whose gate it decides. */
+void oe_gate_take(struct run *r, int64_t seq)
+{
+    if (scan_post(r->e, -1, seq) != FO_OK)
+        gate_arm(r->e); /* the tick finds it (or the deadline decides) */
 }
 
 void oe_on_gate_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct orch_engine *e = arg;
     (void)fd, (void)what;
-    struct gate_seen seen = {.last = e->gate_cursor - 1};
-    struct fo_err err;
-    int rc = ledger_range(e->cfg.ledger, e->gate_cursor, 100000,
-                          gate_seen_entry, &seen, &err);
-    if (rc == FO_OK)
-        e->gate_cursor = seen.last + 1;
-    int64_t now = oe_now_ms();
-    int waiting = 0;
-    /* what to do is found first: acting may end runs */
-    size_t nact = 0, cap = 0;
-    int64_t(*act)[2] = NULL;
-    for (struct run *r = e->runs; r; r = r->next)
-        for (size_t w = 0; r->g && !r->ended && w < r->p->n_waves; w++) {
-            struct gate *g = &r->g[w];
-            if (g->st != G_PENDING || g->writing)
-                continue;
-            int64_t take = -1;
-            for (size_t i = 0; i < seen.n && take < 0; i++)
-                if (seen.parent[i] == g->req_seq)
-                    take = seen.seq[i];
-            waiting = 1;
-            if (take < 0 && now < g->deadline_ms)
-                continue;
-            if (nact == cap) {
-                size_t c = cap ? cap * 2 : 8;
-                int64_t(*a)[2] = realloc(act, c * sizeof(*a));
-                if (!a)
-                    break; /* the next tick */
-                act = a;
-                cap = c;
-            }
-            act[nact][0] = r->id;
-            act[nact++][1] = take;
-        }
-    for (size_t i = 0; i < nact; i++) {
-        struct run *r = oe_run_find(e, act[i][0]);
-        if (!r || r->ended)
-            continue;
-        if (act[i][1] >= 0)
-            oe_gate_take(r, act[i][1]);
-        else
-            oe_step(r);
-    }
-    free(act);
-    free(seen.seq);
-    free(seen.parent);
-    if (waiting)
-        gate_arm(e);
+    if (e->gate_scanning || scan_post(e, e->gate_cursor, -1) != FO_OK)
+        gate_arm(e); /* one scan at a time; none: the next tick */
 }
 
 /* ---- a human's decision on a gate of a run here ------------------------- */
@@ -266,14 +336,12 @@ static void gate_off_committed(void *arg)
 
 void oe_gate_off_landed(struct orch_engine *e, struct gate_off *g)
 {
+    (void)e; /* written once (sole_kinds): an ok append is the decision */
     struct fo_err err = g->a.err;
     int rc = g->a.rc;
     cJSON *o = NULL;
     if (rc == FO_E_EXISTS)
         rc = gate_lost(g->d.run, g->d.wave, &g->a.err, &err);
-    if (!rc)
-        rc = orch_gate_first(e->cfg.ledger, &g->d, g->gate_seq, g->a.entry.seq,
-                             &err);
     if (!rc && !(o = orch_gate_reply(&g->d, g->a.entry.seq)))
         rc = oe_nomem(&err);
     if (g->done)
@@ -375,17 +443,6 @@ static void gate_landed(void *arg, struct run *r, int rc, int64_t seq,
     free(c);
 }
 
-static int gate_child_entry(void *ctx, const struct ledger_entry *en)
-{
-    struct gate_child *c = ctx;
-    if (en->parent == c->gate && !strncmp(en->kind, "gate_", 5) &&
-        strcmp(en->kind, "gate_requested") != 0) {
-        c->seq = en->seq;
-        return 1;
-    }
-    return 0;
-}
-
 static int check_text(const char *name, const char *v, int required,
                       struct fo_err *err)
 {
@@ -462,17 +519,8 @@ int orch_engine_gate(struct orch_engine *e, const struct orch_gate_decision *d,
                 ? "another wave"
                 : "none");
     struct gate *g = &r->g[d->wave];
-    if (g->st == G_PENDING && !g->writing) { /* decided elsewhere since? */
-        struct gate_child c = {.gate = g->req_seq, .seq = -1};
-        struct fo_err ignore;
-        ledger_descendants(e->cfg.ledger, g->req_seq, 16, gate_child_entry, &c,
-                           &ignore);
-        if (c.seq >= 0) {
-            oe_gate_take(r, c.seq);
-            r = oe_run_find(e, d->run);
-            g = r && r->g ? &r->g[d->wave] : NULL;
-        }
-    }
+    /* decided elsewhere since? the store says so when this one is written
+     * (sole_kinds), and the run then takes the decision that won */
     if (!g || g->st != G_PENDING || g->writing)
         return fo_err_set(err, FO_E_GATE_DECIDED,
                           "run %lld wave %lld: the gate was decided already%s",
