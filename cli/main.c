@@ -10,6 +10,7 @@
 #include "ledger/fo_file.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_version.h"
+#include "surfaces/surf.h"
 
 /* Every command's output must reach stdout: a full disk or a closed file
  * is an I/O error (exit 3), as git does, never a silent success. A reader
@@ -28,6 +29,14 @@ static int finish(int code)
 
 int main(int argc, char **argv)
 {
+    /* The method table is data embedded in the binary (surfaces/methods/):
+     * a build that embedded a bad file stops here, naming it, before any
+     * command or server starts. */
+    struct fo_err terr;
+    if (surf_table_check(&terr) != FO_OK) {
+        fprintf(stderr, "forum: the method table: %s\n", terr.msg);
+        return fo_code_exit(terr.code);
+    }
     struct cli c = {0};
     c.ledger_dir = getenv("FORUM_LEDGER");
     if (!c.ledger_dir || !*c.ledger_dir)

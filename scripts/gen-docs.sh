@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates docs/HTTP.md and docs/MCP.md from the handler table
-# (surfaces/docs.c) with the forum binary. tests/test_docs.c fails when the
+# Regenerates docs/HTTP.md and docs/MCP.md from the handler table (the
+# method files of surfaces/methods/ and the prose of
+# surfaces/docs.c) with the forum binary. tests/test_docs.c fails when the
 # committed files differ from what this writes.
 # Usage: scripts/gen-docs.sh [FORUM_BIN]   (default: build/forum, built when
 # missing)

@@ -1,7 +1,7 @@
-/* docs: writes docs/HTTP.md and docs/MCP.md from the handler table and the
- * error table, with the prose for each page kept here beside the code it
- * describes. scripts/gen-docs.sh runs it; tests/test_docs.c checks the
- * committed files match. */
+/* docs: writes docs/HTTP.md and docs/MCP.md from the handler table (the
+ * method files of surfaces/methods/) and the error table, with the prose for
+ * each page kept here beside the code it describes. scripts/gen-docs.sh runs
+ * it; tests/test_docs.c checks the committed files match. */
 #include "surfaces/docs.h"
 
 #include <stdarg.h>
@@ -43,8 +43,8 @@ static void putf(struct page *p, const char *fmt, ...)
 #define GENERATED_NOTE                                                         \
     "<!-- Generated from the handler table by `forum docs %s` "                \
     "(surfaces/docs.c).\n"                                                     \
-    "     Do not edit: change the table or the prose in surfaces/docs.c, "     \
-    "then run\n"                                                               \
+    "     Do not edit: change the method's file in surfaces/methods/ or the "  \
+    "prose\n     in surfaces/docs.c, then run\n"                               \
     "     scripts/gen-docs.sh. tests/test_docs.c fails when this file is "     \
     "stale. -->\n"
 
@@ -52,8 +52,9 @@ static const char *const http_intro[] = {
     "# HTTP API\n"
     "\n"
     "`forum serve` answers HTTP/1.1 on 127.0.0.1:8080 by default (`--host`,\n"
-    "`--port`). Every route is one method of the handler table\n"
-    "(`surfaces/methods.c`): `GET /methods` serves the same list as JSON, and\n"
+    "`--port`). Every route is one method of the handler table (one file\n"
+    "a method in `surfaces/methods/`, its handler in `surfaces/methods.c`):\n"
+    "`GET /methods` serves the same list as JSON, and\n"
     "`forum mcp` offers the same methods as MCP tools (docs/MCP.md) with the\n"
     "same inputs and results.\n"
     "\n",
@@ -287,7 +288,9 @@ static const char *const mcp_intro[] = {
     "the\n"
     "handler table is a tool of the same name, with the same input schema "
     "and\n"
-    "the same result object as its HTTP route (docs/HTTP.md).\n"
+    "the same result object as its HTTP route (docs/HTTP.md). A tool with\n"
+    "\"also answers as\" below is listed once more under each of those names:\n"
+    "the Python reference's tool names (docs/COMPATIBILITY.md).\n"
     "\n",
     "## Running\n"
     "\n"
@@ -623,6 +626,16 @@ static void put_method(struct page *p, const struct surf_method *m, int http)
         putf(p, "- route: `%s %s`\n", m->http_method, m->http_path);
     else
         putf(p, "- tool: `%s`\n", m->name);
+    if (!http) { /* the reference's names for it (surfaces/methods/) */
+        size_t na, k = 0;
+        const struct surf_alias *a = surf_aliases(&na);
+        for (size_t i = 0; i < na; i++)
+            if (!strcmp(a[i].method, m->name))
+                putf(p, "%s`%s`",
+                     k++ ? ", " : "- also answers as: ", a[i].name);
+        if (k)
+            put(p, "\n");
+    }
     putf(p, "- access: %s\n- runs on: %s\n- input cap: ", access_name(m->flags),
          where_name(m->where));
     put_cap(p, m->max_input);

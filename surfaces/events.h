@@ -11,8 +11,9 @@
  * until it catches up. The append path pays one event_active per
  * transaction, whatever the number of subscribers.
  *
- * The transport (http.c) owns the connections: it gives each subscriber a
- * sink to write to and says when a blocked one may be written again. */
+ * The transport (http_stream.c) owns the connections: it gives each
+ * subscriber a sink to write to and says when a blocked one may be written
+ * again. */
 #ifndef SURF_EVENTS_H
 #define SURF_EVENTS_H
 

@@ -4,7 +4,8 @@
  * through the group committer, SURF_ON_RUN on the run engine (parked until
  * the run answers), SURF_ON_WORKER on a small pool of worker threads, each
  * with its own surf_ctx, handing its reply back to the loop (evhttp is not
- * thread-safe). Every request gets exactly one reply. */
+ * thread-safe). Every request gets exactly one reply. The code is http.c
+ * and http_*.c, split by concern (http_int.h says which does what). */
 #ifndef SURF_HTTP_H
 #define SURF_HTTP_H
 

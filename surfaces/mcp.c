@@ -322,15 +322,10 @@ static cJSON *tool_json(const struct surf_method *m, const char *name)
     int alias = strcmp(name, m->name) != 0;
     cJSON *tool = cJSON_CreateObject();
     cJSON *schema = cJSON_Duplicate(surf_schema(m), 1);
-    int ro = !(m->flags & SURF_WRITE);
-    int destructive = (m->flags & SURF_ADMIN) ||
-                      !strcmp(m->name, "run_cancel") ||
-                      !strcmp(m->name, "gate_reject");
-    int open_world = (m->flags & SURF_LONG) || !strcmp(m->name, "run_start");
+    /* the method's hints, as its file gives them, after the title */
     cJSON *ann = cJSON_CreateObject();
-    const char *own = surf_title(m);
     char title[256], desc[2048];
-    snprintf(title, sizeof(title), "%s%s%s", own ? own : m->name,
+    snprintf(title, sizeof(title), "%s%s%s", m->title,
              alias ? " (the reference's name; forum's is " : "",
              alias ? m->name : "");
     if (alias)
@@ -339,15 +334,16 @@ static cJSON *tool_json(const struct surf_method *m, const char *name)
              alias ? m->name : "", alias ? ": " : "");
     snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc), "%s",
              m->summary);
-    int has_title = own || alias;
-    if (!tool || !ann || !cJSON_AddItemToObject(tool, "annotations", ann) ||
-        (has_title && !cJSON_AddStringToObject(ann, "title", title)) ||
-        !cJSON_AddBoolToObject(ann, "readOnlyHint", ro) ||
-        !cJSON_AddBoolToObject(ann, "destructiveHint", destructive) ||
-        !cJSON_AddBoolToObject(ann, "idempotentHint", ro) ||
-        !cJSON_AddBoolToObject(ann, "openWorldHint", open_world) ||
-        (has_title && !cJSON_AddStringToObject(tool, "title", title)) ||
-        !schema || !cJSON_AddStringToObject(tool, "name", name) ||
+    int ok = tool && ann && cJSON_AddItemToObject(tool, "annotations", ann);
+    if (ok && !cJSON_AddStringToObject(ann, "title", title))
+        ok = 0;
+    const cJSON *hint;
+    cJSON_ArrayForEach (hint, m->annotations)
+        if (ok &&
+            !cJSON_AddItemToObject(ann, hint->string, cJSON_Duplicate(hint, 0)))
+            ok = 0;
+    if (!ok || !cJSON_AddStringToObject(tool, "title", title) || !schema ||
+        !cJSON_AddStringToObject(tool, "name", name) ||
         !cJSON_AddStringToObject(tool, "description", desc)) {
         if (!tool || !cJSON_GetObjectItemCaseSensitive(tool, "annotations"))
             cJSON_Delete(ann);

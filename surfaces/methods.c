@@ -1,5 +1,6 @@
-/* methods: the handler table and the ledger's handlers. A method added here
- * appears on HTTP, MCP, GET /methods and the generated docs at once. */
+/* methods: the handler table (name -> handler) and the ledger's handlers. A
+ * method added here with its surfaces/methods/<name>.json appears on HTTP,
+ * MCP, GET /methods and the generated docs at once. */
 #include "surfaces/surf.h"
 
 #include <stdatomic.h>
@@ -11,8 +12,8 @@
 #include "ledger/proof.h"
 #include "daemon/orch.h"
 #include "surfaces/surf_int.h"
+#include "surfaces/table.h"
 
-#define KIB 1024
 #define RANGE_MAX 1000
 
 long long surf_in_int(const cJSON *in, const char *name, long long def)
@@ -448,486 +449,68 @@ static int h_redact(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     return *out ? FO_OK : nomem(err);
 }
 
-/* ---- the table -------------------------------------------------------- */
+/* ---- the table ----------------------------------------------------------
+ * name -> handler, in the order of tools/list, GET /methods and the docs.
+ * Everything else about a method (title, description, schemas, route,
+ * where it runs, flags, input cap, MCP annotations, aliases) is data:
+ * surfaces/methods/<name>.json, joined to its row by surfaces/table.c. */
 
-#define NO_INPUT "{\"type\":\"object\",\"properties\":{}}"
-#define SEQ_PROP "\"seq\":{\"type\":\"integer\",\"minimum\":0}"
-#define SESSION_PROP                                                           \
-    "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}"
-/* The reference's delivery profiles, context budgets and view limits
- * (docs/COMPATIBILITY.md). */
-#define PROFILE_ENUM                                                           \
-    "\"enum\":[\"operator\",\"engineer\",\"researcher\",\"executive\"]"
-#define PROFILE_PROP "\"profile\":{\"type\":\"string\"," PROFILE_ENUM "}"
-#define BUDGET_PROP(name)                                                      \
-    "\"" name "\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10000000}"
-#define REF_BUDGET_PROPS                                                       \
-    BUDGET_PROP("context_token_budget")                                        \
-    "," BUDGET_PROP("request_context_token_budget") "," BUDGET_PROP(           \
-        "task_context_token_budget") "," BUDGET_PROP("upstream_token_budget")
-#define REF_SUBMIT_PROPS                                                       \
-    REF_BUDGET_PROPS ",\"checkpoint_each_wave\":{\"type\":\"boolean\"},"       \
-                     "\"delivery_profile\":{\"type\":\"string\"," PROFILE_ENUM \
-                     "}"
-#define VIEW_PROPS                                                             \
-    "\"max_items\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":1000},"     \
-    "\"max_text_chars\":{\"type\":\"integer\",\"minimum\":0,"                  \
-    "\"maximum\":65536}"
-/* grade and export_gradable */
-#define RUN_OR_IMPORT_PROP "\"run\":{\"type\":\"integer\",\"minimum\":0}"
-#define MIN_CHECKS_PROP                                                        \
-    "\"min_checks\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":1000}"
-/* A gate decision's input: extra properties, extra required names. */
-#define GATE_SCHEMA(props, req)                                                \
-    "{\"type\":\"object\",\"properties\":{"                                    \
-    "\"run_seq\":{\"type\":\"integer\",\"minimum\":0},"                        \
-    "\"wave\":{\"type\":\"integer\",\"minimum\":0},"                           \
-    "\"approver\":{\"type\":\"string\",\"minLength\":1,"                       \
-    "\"maxLength\":4096},"                                                     \
-    "\"note\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096}" props  \
-    "},\"required\":[\"run_seq\",\"wave\",\"approver\"" req "]}"
-
-static const struct surf_method table[] = {
-    {"health",
-     "Liveness: {\"ok\": true}; storage_moved (HTTP 503) once the ledger's "
-     "files were deleted, replaced or truncated under the process, whose "
-     "writes are then refused until it is restarted.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/health", h_health, SURF_ON_LOOP,
-     NULL},
-    {"status",
-     "Entry count, live tree root and size, signed size, uptime; the daemon "
-     "adds runs_in_flight and its model providers (never a key).",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/status", h_status, SURF_ON_LOOP,
-     NULL},
-    {"methods",
-     "The method table: names, summaries, input schemas, and the output "
-     "schema of each result that declares one.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/methods", h_methods, SURF_ON_LOOP,
-     NULL},
-    {"ledger_verify",
-     "Verify the chain and tree (deep: also every body); says where it "
-     "breaks.",
-     "{\"type\":\"object\",\"properties\":{\"deep\":{\"type\":\"boolean\"}}}",
-     SURF_READ, 4 * KIB, "GET", "/verify", h_verify, SURF_ON_WORKER, NULL},
-    {"ledger_get", "One entry by seq, with body present or redacted.",
-     "{\"type\":\"object\",\"properties\":{" SEQ_PROP "},"
-     "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/ledger/{seq}", h_get, SURF_ON_LOOP, NULL},
-    {"ledger_body", "The JSON body (payload) of an entry.",
-     "{\"type\":\"object\",\"properties\":{" SEQ_PROP "},"
-     "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/ledger/{seq}/payload", h_body, SURF_ON_LOOP,
-     NULL},
-    {"ledger_range", "Entries from a seq, at most limit (<= 1000).",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"from\":{\"type\":\"integer\",\"minimum\":0},"
-     "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}}}",
-     SURF_READ, 4 * KIB, "GET", "/ledger", h_range, SURF_ON_LOOP, NULL},
-    {"ledger_replay",
-     "The ledger as it stood at seq: entries 0..seq, paged by from/limit.",
-     "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
-     "\"from\":{\"type\":\"integer\",\"minimum\":0},"
-     "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}},"
-     "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/replay/{seq}", h_replay, SURF_ON_LOOP, NULL},
-    {"ledger_chain", "The causal chain of an entry, root first.",
-     "{\"type\":\"object\",\"properties\":{" SEQ_PROP "},"
-     "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/chain/{seq}", h_chain, SURF_ON_WORKER, NULL},
-    {"ledger_summary",
-     "Counts: entries, by kind, by actor, bodies present and redacted.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/summary", h_summary, SURF_ON_WORKER,
-     NULL},
-    {"ledger_append",
-     "Witness a step: append {actor, kind, payload, parent?}; returns the "
-     "entry once durable.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"actor\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":128},"
-     "\"kind\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
-     "\"payload\":{},"
-     "\"parent\":{\"type\":[\"integer\",\"null\"],\"minimum\":0}},"
-     "\"required\":[\"actor\",\"kind\",\"payload\"]}",
-     SURF_WRITE, (1u << 20) + 64 * KIB, "POST", "/append", h_append,
-     SURF_ON_COMMIT, NULL},
-    {"ledger_append_batch",
-     "Witness up to 4096 steps at once: {entries: [{actor, kind, payload, "
-     "parent?}]}, every entry checked first (a bad one is named by its "
-     "index and nothing is written), then all in one transaction: {count, "
-     "first_seq, last_seq, seqs}. A parent must be on record before the "
-     "batch.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"entries\":{\"type\":\"array\",\"minItems\":1,"
-     "\"maxItems\":4096}},"
-     "\"required\":[\"entries\"]}",
-     SURF_WRITE, 64u << 20, "POST", "/append/batch", h_append_batch,
-     SURF_ON_WORKER, NULL},
-    /* external traces: handler in methods_import.c (docs/IMPORT.md) */
-    {"ledger_import",
-     "Import a trace file in one batch: data (the file's text, at most 64 "
-     "MiB) in format otel (OTLP/JSON), langsmith (runs) or jsonl (events); "
-     "an import entry (its SHA-256, counts), then one entry per span, run "
-     "or event under its parent's: {import_seq, records, dangling, "
-     "entries}. Any error: nothing is written.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"format\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":16},"
-     "\"data\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":67108864},"
-     "\"name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024}},"
-     "\"required\":[\"format\",\"data\"]}",
-     SURF_WRITE, 96u << 20, "POST", "/ledger/import", surf_h_import,
-     SURF_ON_WORKER, NULL},
-    {"ledger_redact",
-     "Delete an entry's body (every copy), witnessed as a redaction entry.",
-     "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
-     "\"reason\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024}},"
-     "\"required\":[\"seq\",\"reason\"]}",
-     SURF_WRITE | SURF_ADMIN, 8 * KIB, "POST", "/redact", h_redact,
-     SURF_ON_WORKER, NULL},
-    /* proofs and checkpoints: handlers in methods_proof.c */
-    {"ledger_checkpoint",
-     "The latest signed checkpoint, witness cosignatures appended to its "
-     "note: {checkpoint, size, root, note}.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/checkpoint", surf_h_checkpoint,
-     SURF_ON_WORKER, NULL},
-    {"ledger_cosign",
-     "Add witness cosignatures (C2SP cosignature/v1) to a stored "
-     "checkpoint: {size, root, accepted, cosignatures, note}.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"note\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":65536}},"
-     "\"required\":[\"note\"]}",
-     SURF_WRITE, 80 * KIB, "POST", "/checkpoint/cosign", surf_h_cosign,
-     SURF_ON_WORKER, NULL},
-    {"ledger_prove",
-     "Inclusion proof of entry seq in the tree of size (default current).",
-     "{\"type\":\"object\",\"properties\":{" SEQ_PROP ","
-     "\"size\":{\"type\":\"integer\",\"minimum\":0}},"
-     "\"required\":[\"seq\"]}",
-     SURF_READ, 4 * KIB, "GET", "/proof/inclusion", surf_h_prove, SURF_ON_LOOP,
-     NULL},
-    {"ledger_consistency",
-     "Consistency proof between tree sizes first and second (default "
-     "current).",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"first\":{\"type\":\"integer\",\"minimum\":1},"
-     "\"second\":{\"type\":\"integer\",\"minimum\":0}},"
-     "\"required\":[\"first\"]}",
-     SURF_READ, 4 * KIB, "GET", "/proof/consistency", surf_h_consistency,
-     SURF_ON_LOOP, NULL},
-    /* the orchestrator: handlers in methods_orch.c */
-    {"route",
-     "Route a request to a lane: {decided, confidence, needs_escalation, "
-     "candidates}.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"text\":{\"type\":\"string\",\"maxLength\":65536}},"
-     "\"required\":[\"text\"]}",
-     SURF_READ, 80 * KIB, "POST", "/route", surf_h_route, SURF_ON_LOOP, NULL},
-    {"plan_run", "Run a given plan {tasks} wave by wave; every step witnessed.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"plan\":{\"type\":\"object\"},"
-     "\"gates\":{\"type\":\"object\"},"
-     "\"request\":{\"type\":\"string\",\"maxLength\":65536}},"
-     "\"required\":[\"plan\"]}",
-     SURF_WRITE | SURF_LONG, 4096 * KIB, "POST", "/plan/run", surf_h_plan_run,
-     SURF_ON_RUN, surf_s_plan_run},
-    {"plan",
-     "The coordinator's plan for a request, not run (request, route and plan "
-     "witnessed); without a model provider the stub plans one task on the "
-     "routed lane.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"request\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":65536}},"
-     "\"required\":[\"request\"]}",
-     SURF_WRITE | SURF_LONG, 80 * KIB, "POST", "/plan", surf_h_plan,
-     SURF_ON_RUN, surf_s_plan},
-    {"submit",
-     "Answer a request end to end: route, plan, tasks, verdicts, escalation, "
-     "synthesis, every step witnessed: {answer, checkpoint, request_seq}. "
-     "Answered when the run ends (the daemon holds no thread meanwhile); "
-     "without a model provider every role is a deterministic stub.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"request\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":65536},"
-     "\"max_model_calls\":{\"type\":\"integer\",\"minimum\":1,"
-     "\"maximum\":1000},"
-     "\"max_seconds\":{\"type\":\"integer\",\"minimum\":1,"
-     "\"maximum\":86400},"
-     "\"gates\":{\"type\":\"object\"},"
-     "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
-     "\"context\":{\"type\":\"object\"}," REF_SUBMIT_PROPS "},"
-     "\"required\":[\"request\"]}",
-     SURF_WRITE | SURF_LONG, 80 * KIB, "POST", "/submit", surf_h_submit,
-     SURF_ON_RUN, surf_s_submit},
-    {"run_start",
-     "Start a run of a request (as submit) and answer at once with its id, "
-     "the request entry's seq: {run, state}. At most max_runs runs at once "
-     "in the daemon (default 10000; else 503 busy); a run outlives its "
-     "caller and a daemon restart.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"request\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":65536},"
-     "\"max_model_calls\":{\"type\":\"integer\",\"minimum\":1,"
-     "\"maximum\":1000},"
-     "\"max_seconds\":{\"type\":\"integer\",\"minimum\":1,"
-     "\"maximum\":86400},"
-     "\"gates\":{\"type\":\"object\"},"
-     "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
-     "\"context\":{\"type\":\"object\"}},"
-     "\"required\":[\"request\"]}",
-     SURF_WRITE, 80 * KIB, "POST", "/runs", surf_h_run_start, SURF_ON_RUN,
-     surf_s_run_start},
-    {"run_get",
-     "A run's state from the ledger: running, done, budget, stopped (no "
-     "process runs it now: the next daemon resumes it), cancelled, failed, "
-     "interrupted (its process died and nothing will resume it: a CLI's "
-     "run) or unknown; its entries so far; the answer when done. 404 "
-     "not_a_run for a request that is not a run (plan).",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
-     "\"required\":[\"run\"]}",
-     SURF_READ, 4 * KIB, "GET", "/runs/{run}", surf_h_run_get, SURF_ON_WORKER,
-     NULL},
-    {"run_cancel",
-     "Cancel a run in progress in this process: it stops at once (the model "
-     "call or task in flight is abandoned), witnessed (budget reason "
-     "cancelled, then a fixed answer): {run, state, cancel: requested}. A "
-     "run that already ended: its state unchanged, cancel: ended. A run of "
-     "another process, or stopped and waiting for a daemon: 409 "
-     "run_elsewhere.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
-     "\"required\":[\"run\"]}",
-     SURF_WRITE, 4 * KIB, "POST", "/runs/{run}/cancel", surf_h_run_cancel,
-     SURF_ON_LOOP, NULL},
-    {"run_list",
-     "The runs, newest first: {runs: [{run, state, via, request, "
-     "started_ts, entries}], next}; filter by state, page with before.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"state\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":32},"
-     "\"before\":{\"type\":\"integer\",\"minimum\":0},"
-     "\"since\":{\"type\":\"integer\",\"minimum\":0},"
-     "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}}}",
-     SURF_READ, 4 * KIB, "GET", "/runs", surf_h_run_list, SURF_ON_WORKER, NULL},
-    {"run_show",
-     "A whole run: request, route, plan and waves, each task with its "
-     "task, result, verdict and escalation entries (bodies and times), "
-     "gates, budget, answer, and steps: one per model call, tool call, "
-     "gate, escalation and retry, each {kind, name, start_ts, end_ts (absent "
-     "while it runs), duration_ms, entries, and model, tokens, tool, "
-     "arguments, output, ok where they apply}.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
-     "\"required\":[\"run\"]}",
-     SURF_READ, 4 * KIB, "GET", "/runs/{run}/show", surf_h_run_show,
-     SURF_ON_WORKER, NULL},
-    {"run_export_otel",
-     "A run (its request entry and every descendant) as an OTLP/JSON trace "
-     "{resourceSpans}: one span per entry, named by its kind; traceId from "
-     "the ledger id and the run, spanId from the entry hash.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"run\":{\"type\":\"integer\",\"minimum\":0}},"
-     "\"required\":[\"run\"]}",
-     SURF_READ, 4 * KIB, "GET", "/runs/{run}/otel", surf_h_export_otel,
-     SURF_ON_WORKER, NULL},
-    /* sessions: handlers in methods_orch.c */
-    {"session_list",
-     "The sessions: {sessions: [{session, started_seq, turns}]}.", NO_INPUT,
-     SURF_READ, 4 * KIB, "GET", "/sessions", surf_h_session_list,
-     SURF_ON_WORKER, NULL},
-    {"session_show",
-     "A session: its turns (request, answer, state) and its current facts.",
-     "{\"type\":\"object\",\"properties\":{" SESSION_PROP "},"
-     "\"required\":[\"session\"]}",
-     SURF_READ, 4 * KIB, "GET", "/sessions/{session}", surf_h_session_show,
-     SURF_ON_WORKER, NULL},
-    {"session_fork",
-     "A new session (into) that starts from session as it stood at its turn "
-     "at (a run id): it sees that turn and those before it.",
-     "{\"type\":\"object\",\"properties\":{" SESSION_PROP ","
-     "\"at\":{\"type\":\"integer\",\"minimum\":0},"
-     "\"into\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}},"
-     "\"required\":[\"session\",\"at\",\"into\"]}",
-     SURF_WRITE, 4 * KIB, "POST", "/sessions/{session}/fork",
-     surf_h_session_fork, SURF_ON_WORKER, NULL},
-    {"session_remember",
-     "Keep a fact in a session (key, value): later turns see it in their "
-     "context.",
-     "{\"type\":\"object\",\"properties\":{" SESSION_PROP ","
-     "\"key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":128},"
-     "\"value\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":4096}},"
-     "\"required\":[\"session\",\"key\",\"value\"]}",
-     SURF_WRITE, 8 * KIB, "POST", "/sessions/{session}/facts",
-     surf_h_session_remember, SURF_ON_WORKER, NULL},
-    {"session_forget",
-     "Forget a fact: its body is redacted (no text of it is left) and a "
-     "fact_forgotten entry records the key.",
-     "{\"type\":\"object\",\"properties\":{" SESSION_PROP ","
-     "\"key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":128}},"
-     "\"required\":[\"session\",\"key\"]}",
-     SURF_WRITE, 4 * KIB, "POST", "/sessions/{session}/forget",
-     surf_h_session_forget, SURF_ON_WORKER, NULL},
-    {"context_preflight",
-     "What a request would send to the models in a session, writing "
-     "nothing: per slice tokens, kept tokens and action (retained, "
-     "trimmed, omitted) with the reason.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"request\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":65536},"
-     "\"session\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
-     "\"context\":{\"type\":\"object\"}," REF_BUDGET_PROPS ","
-     "\"use_capsule_context\":{\"type\":\"boolean\"}," VIEW_PROPS "},"
-     "\"required\":[\"request\"]}",
-     SURF_READ, 80 * KIB, "POST", "/context/preflight",
-     surf_h_context_preflight_ref, SURF_ON_WORKER, NULL},
-    /* the reference's operator views and prose: methods_ref.c */
-    {"ledger_capsule",
-     "A deterministic brief of the whole ledger (forum.context-capsule/v1): "
-     "checkpoint, verified, counts by kind, the latest request and answer, "
-     "the last max_items task results, signals; the same ledger gives the "
-     "same bytes.",
-     "{\"type\":\"object\",\"properties\":{" VIEW_PROPS "}}", SURF_READ,
-     4 * KIB, "GET", "/capsule", surf_h_capsule, SURF_ON_WORKER, NULL},
-    {"run_room",
-     "One operator view of a run (the latest, or run) "
-     "(forum.run-room/v1): its request, route, plan, tasks with results "
-     "and verdicts, the gates waiting, the answer, signals and next_actions "
-     "(a waiting gate is a high-priority review_gate).",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"run\":{\"type\":\"integer\",\"minimum\":0},"
-     "\"max_text_chars\":{\"type\":\"integer\",\"minimum\":0,"
-     "\"maximum\":65536}}}",
-     SURF_READ, 4 * KIB, "GET", "/room", surf_h_room, SURF_ON_WORKER, NULL},
-    {"runtime_inspect",
-     "What would run, without running a model (forum.runtime.inspect/v1): "
-     "the control roles' executor, each tier's, the roster's tiers, the "
-     "policy, and the issues that keep it from being ready.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/runtime", surf_h_runtime,
-     SURF_ON_WORKER, NULL},
-    {"operator_status",
-     "The reference's status envelope (project-telos.flagship-action/v1): "
-     "entries, checkpoint, runs by state, gates waiting, the operator "
-     "commands and the reference's tool names forum answers.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/status/operator",
-     surf_h_operator_status, SURF_ON_WORKER, NULL},
-    {"doctor",
-     "The operator's checks as a flagship-action envelope: each model "
-     "provider answers one short call (the one that does not is named with "
-     "its URL), the sandbox can be made, the store verifies, the token and "
-     "key are private, the disk has room; status MATCH or DRIFT.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"timeout_s\":{\"type\":\"integer\",\"minimum\":1,"
-     "\"maximum\":300}}}",
-     SURF_READ | SURF_LONG, 4 * KIB, "GET", "/doctor", surf_h_doctor,
-     SURF_ON_WORKER, NULL},
-    {"humanize",
-     "Plainer wording for people, adding no fact, and the text checked "
-     "against a delivery profile (forum.prose-humanization/v1); no model.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"text\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":65536},"
-     "\"audience\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":128}," PROFILE_PROP "},"
-     "\"required\":[\"text\"]}",
-     SURF_READ, 80 * KIB, "POST", "/humanize", surf_h_humanize, SURF_ON_WORKER,
-     NULL},
-    {"prose_contract",
-     "The communication contract of a request's route "
-     "(forum.communication-contract/v1): domain, intent, posture, profile, "
-     "proof and domain lane, lead, structure, evidence; no model.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"text\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":65536}," PROFILE_PROP "},"
-     "\"required\":[\"text\"]}",
-     SURF_READ, 80 * KIB, "POST", "/prose/contract", surf_h_prose_contract,
-     SURF_ON_WORKER, NULL},
+static const struct surf_handler handlers[] = {
+    {"health", h_health, NULL},
+    {"status", h_status, NULL},
+    {"methods", h_methods, NULL},
+    {"ledger_verify", h_verify, NULL},
+    {"ledger_get", h_get, NULL},
+    {"ledger_body", h_body, NULL},
+    {"ledger_range", h_range, NULL},
+    {"ledger_replay", h_replay, NULL},
+    {"ledger_chain", h_chain, NULL},
+    {"ledger_summary", h_summary, NULL},
+    {"ledger_append", h_append, NULL},
+    {"ledger_append_batch", h_append_batch, NULL},
+    {"ledger_import", surf_h_import, NULL},
+    {"ledger_redact", h_redact, NULL},
+    {"ledger_checkpoint", surf_h_checkpoint, NULL},
+    {"ledger_cosign", surf_h_cosign, NULL},
+    {"ledger_prove", surf_h_prove, NULL},
+    {"ledger_consistency", surf_h_consistency, NULL},
+    {"route", surf_h_route, NULL},
+    {"plan_run", surf_h_plan_run, surf_s_plan_run},
+    {"plan", surf_h_plan, surf_s_plan},
+    {"submit", surf_h_submit, surf_s_submit},
+    {"run_start", surf_h_run_start, surf_s_run_start},
+    {"run_get", surf_h_run_get, NULL},
+    {"run_cancel", surf_h_run_cancel, NULL},
+    {"run_list", surf_h_run_list, NULL},
+    {"run_show", surf_h_run_show, NULL},
+    {"run_export_otel", surf_h_export_otel, NULL},
+    {"session_list", surf_h_session_list, NULL},
+    {"session_show", surf_h_session_show, NULL},
+    {"session_fork", surf_h_session_fork, NULL},
+    {"session_remember", surf_h_session_remember, NULL},
+    {"session_forget", surf_h_session_forget, NULL},
+    {"context_preflight", surf_h_context_preflight_ref, NULL},
+    {"ledger_capsule", surf_h_capsule, NULL},
+    {"run_room", surf_h_room, NULL},
+    {"runtime_inspect", surf_h_runtime, NULL},
+    {"operator_status", surf_h_operator_status, NULL},
+    {"doctor", surf_h_doctor, NULL},
+    {"humanize", surf_h_humanize, NULL},
+    {"prose_contract", surf_h_prose_contract, NULL},
     /* grading and proof lanes: methods_grade.c */
-    {"grade",
-     "The outcome grade of a run (the latest, or run) from its checks on "
-     "record: verdicts, verifications and intent judgments whose actor "
-     "produced no result in the run; reward, label PASS, FAIL or "
-     "UNVERIFIABLE, and the inputs with their seqs.",
-     "{\"type\":\"object\",\"properties\":{" RUN_OR_IMPORT_PROP
-     "," MIN_CHECKS_PROP "}}",
-     SURF_READ, 4 * KIB, "GET", "/grade", surf_h_grade, SURF_ON_WORKER, NULL},
-    {"export_gradable",
-     "A run (the latest, or run) as one forum.gradable-trajectory/1 row: "
-     "prompt, entries, grade, the checks' bodies and an inclusion proof per "
-     "entry, so anyone can re-derive it from the ledger's root.",
-     "{\"type\":\"object\",\"properties\":{" RUN_OR_IMPORT_PROP
-     "," MIN_CHECKS_PROP "}}",
-     SURF_READ, 4 * KIB, "GET", "/gradable", surf_h_export_gradable,
-     SURF_ON_WORKER, NULL},
-    {"lanes",
-     "The closed proof-lane vocabulary with each lane's scopes, and the "
-     "domain lanes.",
-     NO_INPUT, SURF_READ, 4 * KIB, "GET", "/lanes", surf_h_lanes,
-     SURF_ON_WORKER, NULL},
-    {"lane_route",
-     "Judge a route claim (task, lane, scopes, domain?) on the lane "
-     "vocabularies and witness it: a lane_route entry, or a lane_rejection "
-     "entry (unknown_lane, over_routed, unknown_domain) and a refusal "
-     "naming its seq.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"task\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096},"
-     "\"lane\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
-     "\"scopes\":{\"type\":\"array\",\"maxItems\":64,\"items\":"
-     "{\"type\":\"string\"}},"
-     "\"domain\":{\"type\":[\"string\",\"null\"],\"minLength\":1,"
-     "\"maxLength\":64},"
-     "\"confidence\":{\"type\":[\"number\",\"null\"]},"
-     "\"parent\":{\"type\":\"integer\",\"minimum\":0}},"
-     "\"required\":[\"task\",\"lane\",\"scopes\"]}",
-     SURF_WRITE, 16 * KIB, "POST", "/lanes/route", surf_h_lane_route,
-     SURF_ON_WORKER, NULL},
-    {"vocabulary_gap",
-     "Witness a vocabulary_gap receipt when the last min_escalations or "
-     "more route entries (from since) all escalated with no lane decided; "
-     "creates no lane.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"domain_signal\":{\"type\":\"string\",\"minLength\":1,"
-     "\"maxLength\":128},"
-     "\"min_escalations\":{\"type\":\"integer\",\"minimum\":1,"
-     "\"maximum\":1000000},"
-     "\"since\":{\"type\":\"integer\",\"minimum\":0}},"
-     "\"required\":[\"domain_signal\"]}",
-     SURF_WRITE, 4 * KIB, "POST", "/lanes/gap", surf_h_vocab_gap,
-     SURF_ON_WORKER, NULL},
-
-    /* approval gates: handlers in methods_orch.c */
-    {"gate_list",
-     "The approval gates waiting for a decision (of one run with run): "
-     "{gates: [{run_seq, wave, tasks, question, rule, deadline, on_expiry, "
-     "requested_seq}]}.",
-     "{\"type\":\"object\",\"properties\":{"
-     "\"run\":{\"type\":\"integer\",\"minimum\":0}}}",
-     SURF_READ, 4 * KIB, "GET", "/gates", surf_h_gate_list, SURF_ON_WORKER,
-     NULL},
-    {"gate_approve",
-     "Approve the gate before wave of run run_seq: the wave runs. Recorded "
-     "as gate_approved with the approver: {run_seq, wave, decision, seq}.",
-     GATE_SCHEMA("", ""), SURF_WRITE, 8 * KIB, "POST", "/gate/approve",
-     surf_h_gate_approve, SURF_ON_RUN, surf_s_gate_approve},
-    {"gate_edit",
-     "Approve the gate before wave of run run_seq with new instructions for "
-     "some of its tasks (edits: {task id: instruction}); the edited "
-     "instructions are what run. Recorded as gate_edited.",
-     GATE_SCHEMA(",\"edits\":{\"type\":\"object\"}", ",\"edits\""), SURF_WRITE,
-     1024 * KIB, "POST", "/gate/edit", surf_h_gate_edit, SURF_ON_RUN,
-     surf_s_gate_edit},
-    {"gate_reject",
-     "Reject the gate before wave of run run_seq: the run ends (state "
-     "rejected) without running the wave. Recorded as gate_rejected with "
-     "the reason.",
-     GATE_SCHEMA(",\"reason\":{\"type\":\"string\",\"minLength\":1,"
-                 "\"maxLength\":4096}",
-                 ""),
-     SURF_WRITE, 16 * KIB, "POST", "/gate/reject", surf_h_gate_reject,
-     SURF_ON_RUN, surf_s_gate_reject},
+    {"grade", surf_h_grade, NULL},
+    {"export_gradable", surf_h_export_gradable, NULL},
+    {"lanes", surf_h_lanes, NULL},
+    {"lane_route", surf_h_lane_route, NULL},
+    {"vocabulary_gap", surf_h_vocab_gap, NULL},
+    {"gate_list", surf_h_gate_list, NULL},
+    {"gate_approve", surf_h_gate_approve, surf_s_gate_approve},
+    {"gate_edit", surf_h_gate_edit, surf_s_gate_edit},
+    {"gate_reject", surf_h_gate_reject, surf_s_gate_reject},
 };
 
-const struct surf_method *surf_methods(size_t *n)
+const struct surf_handler *surf_handlers(size_t *n)
 {
-    *n = sizeof(table) / sizeof(table[0]);
-    return table;
+    *n = sizeof(handlers) / sizeof(handlers[0]);
+    return handlers;
 }

@@ -1,5 +1,6 @@
 /* methods_import: the handlers of ledger_import and run_export_otel (rows
- * in methods.c); the work is in daemon/import.c and daemon/export_otel.c. */
+ * in methods.c, data in surfaces/methods/); the work is in daemon/import.c and
+ * daemon/export_otel.c. */
 #include "surfaces/surf_int.h"
 
 #include <string.h>

@@ -1,6 +1,7 @@
 /* methods_proof: the handlers of ledger_checkpoint, ledger_prove and
- * ledger_consistency (rows in methods.c). They map the table's JSON onto
- * ledger/proof.h and give the proof objects of docs/LEDGER.md. */
+ * ledger_consistency (rows in methods.c and surfaces/methods/). They map the
+ * table's JSON onto ledger/proof.h and give the proof objects of
+ * docs/LEDGER.md. */
 #include "surfaces/surf_int.h"
 
 #include <stdlib.h>

@@ -1,10 +1,10 @@
 /* methods_ref: the Python reference's surface on forum's table. The
  * handlers of the operator views and the prose helpers (ledger_capsule,
  * run_room, runtime_inspect, operator_status, doctor, humanize,
- * prose_contract), the reference's fields on context_preflight, and the
- * table of the reference's tool names that answer as one of forum's
- * methods (surf_find resolves them; tools/list shows each name once). The
- * mapping and what differs: docs/COMPATIBILITY.md. */
+ * prose_contract) and the reference's fields on context_preflight. The
+ * reference's tool names that answer as one of forum's methods are the
+ * "aliases" of each method's file (surfaces/methods/). The mapping and what
+ * differs: docs/COMPATIBILITY.md. */
 #include "surfaces/surf.h"
 
 #include <stdlib.h>
@@ -14,41 +14,6 @@
 #include "daemon/orch_views.h"
 #include "ledger/fo_json.h"
 #include "surfaces/surf_int.h"
-
-/* ---- aliases ------------------------------------------------------------ */
-
-/* The reference's MCP tool names, each the method it answers as. A name of
- * the table itself (submit, route, plan, status, ledger_get, gate_*,
- * ledger_summary, context_preflight, ...) needs no row. */
-static const struct surf_alias aliases[] = {
-    {"verify", "ledger_verify"},
-    {"forum.verify", "ledger_verify"},
-    {"forum.submit", "submit"},
-    {"forum.route", "route"},
-    {"forum.plan", "plan"},
-    {"forum.status", "operator_status"},
-    {"flagship_status", "operator_status"},
-    {"forum.doctor", "doctor"},
-    {"flagship_doctor", "doctor"},
-    {"forum.ledger.get", "ledger_get"},
-    {"forum.ledger.summary", "ledger_summary"},
-    {"forum.ledger.capsule", "ledger_capsule"},
-    {"forum.run.room", "run_room"},
-    {"forum.runtime.inspect", "runtime_inspect"},
-    {"forum.context.preflight", "context_preflight"},
-    {"forum.prose.humanize", "humanize"},
-    {"forum.prose.contract", "prose_contract"},
-    {"forum.gate.list", "gate_list"},
-    {"forum.gate.approve", "gate_approve"},
-    {"forum.gate.edit", "gate_edit"},
-    {"forum.gate.reject", "gate_reject"},
-};
-
-const struct surf_alias *surf_aliases(size_t *n)
-{
-    *n = sizeof(aliases) / sizeof(aliases[0]);
-    return aliases;
-}
 
 /* ---- handlers ----------------------------------------------------------- */
 

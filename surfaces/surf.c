@@ -4,54 +4,12 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ledger/fo_json.h"
 #include "surfaces/surf_int.h"
-
-static cJSON **schemas;
-static pthread_once_t schemas_once = PTHREAD_ONCE_INIT;
-
-static void parse_schemas(void)
-{
-    size_t n;
-    const struct surf_method *t = surf_methods(&n);
-    schemas = calloc(n, sizeof(*schemas));
-    if (!schemas)
-        abort();
-    for (size_t i = 0; i < n; i++) {
-        struct fo_err err;
-        if (fo_json_parse(t[i].schema, strlen(t[i].schema), &schemas[i],
-                          &err) != FO_OK)
-            abort(); /* a bug in the table: caught by every test */
-        surf_describe(t[i].name, schemas[i]);
-    }
-}
-
-const cJSON *surf_schema(const struct surf_method *m)
-{
-    pthread_once(&schemas_once, parse_schemas);
-    size_t n;
-    const struct surf_method *t = surf_methods(&n);
-    return schemas[m - t];
-}
-
-const struct surf_method *surf_find(const char *name)
-{
-    size_t n;
-    const struct surf_method *t = surf_methods(&n);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(t[i].name, name) == 0)
-            return &t[i];
-    const struct surf_alias *a = surf_aliases(&n);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(a[i].name, name) == 0)
-            return surf_find(a[i].method);
-    return NULL;
-}
 
 static int type_ok(const cJSON *v, const char *type)
 {

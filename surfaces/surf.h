@@ -1,8 +1,12 @@
-/* surf: the one handler table. Every method forum offers is one row here:
- * name, summary, input JSON Schema, flags, input cap, HTTP route, handler.
- * The HTTP server, the MCP server, GET /methods, the CLI's --json output and
- * docs/HTTP.md + docs/MCP.md all come from this table, so they cannot
- * drift. Handlers take parsed JSON and give JSON; they never see the wire. */
+/* surf: the one handler table. Every method forum offers is one row:
+ * its name, title, description, input and output JSON Schemas, HTTP route,
+ * where it runs, flags, input cap, MCP annotations and aliases are data
+ * (surfaces/methods/<name>.json, embedded at build time and checked once
+ * at start: surfaces/table.c); only name -> handler is code
+ * (surfaces/methods.c). The HTTP server, the MCP server, GET /methods, the
+ * CLI's --json output and docs/HTTP.md + docs/MCP.md all come from this
+ * table, so they cannot drift. Handlers take parsed JSON and give JSON;
+ * they never see the wire. */
 #ifndef SURF_H
 #define SURF_H
 
@@ -109,26 +113,41 @@ typedef int (*surf_start_fn)(struct surf_ctx *ctx, const cJSON *in,
                              surf_reply_fn reply, void *arg,
                              struct fo_err *err);
 
+/* One row of the table: the data of surfaces/methods/<name>.json joined to
+ * the handler of that name. Everything it points to is owned by the table
+ * and lives as long as the process. */
 struct surf_method {
-    const char *name;        /* [a-z_]: the MCP tool name */
-    const char *summary;     /* one line */
-    const char *schema;      /* JSON Schema of the input, "type": "object" */
-    unsigned flags;          /* SURF_READ / SURF_WRITE / SURF_ADMIN */
-    size_t max_input;        /* bytes of input JSON accepted */
-    const char *http_method; /* "GET" or "POST" */
-    const char *http_path;   /* "/ledger/{seq}": {x} binds input field x */
-    surf_handler_fn handler; /* blocking: every method has one */
-    int where;               /* enum surf_where */
-    surf_start_fn start;     /* SURF_ON_RUN: the engine's way in */
+    const char *name;           /* [a-z_]: the MCP tool name */
+    const char *title;          /* for people and models */
+    const char *summary;        /* the description: what it does and returns */
+    unsigned flags;             /* SURF_READ or SURF_WRITE, SURF_ADMIN, ... */
+    size_t max_input;           /* bytes of input JSON accepted */
+    const char *http_method;    /* "GET" or "POST" */
+    const char *http_path;      /* "/ledger/{seq}": {x} binds input field x */
+    surf_handler_fn handler;    /* blocking: every method has one */
+    int where;                  /* enum surf_where */
+    surf_start_fn start;        /* SURF_ON_RUN: the engine's way in */
+    const cJSON *input_schema;  /* "type": "object" (surf_schema) */
+    const cJSON *output_schema; /* NULL: no declared result shape */
+    const cJSON *annotations;   /* MCP's hints: the four booleans */
 };
 
-/* The table, and the number of rows. */
+/* The table, and the number of rows, in the order of the handler table
+ * (the order of tools/list, GET /methods and the docs). The first call
+ * loads it; a table that does not load is a bug of the build: the process
+ * prints why (the file and the field) and aborts. Hosts call
+ * surf_table_check first to fail with that error instead. */
 const struct surf_method *surf_methods(size_t *n);
+
+/* Loads and checks the table once (later calls give the same answer): FO_OK,
+ * or FO_E_INTERNAL with err naming the method file and what is wrong in
+ * it. Thread-safe. */
+int surf_table_check(struct fo_err *err);
 
 /* Another name a method answers to over MCP: the Python reference's tool
  * names (forum.submit, verify, ...), so an editor configured for it keeps
  * working. tools/list shows each alias once, beside the method's own name
- * (surfaces/methods_ref.c; docs/COMPATIBILITY.md). */
+ * (the "aliases" of each method's file; docs/COMPATIBILITY.md). */
 struct surf_alias {
     const char *name;   /* as the reference spells it */
     const char *method; /* the table's row it answers as */
@@ -138,18 +157,12 @@ const struct surf_alias *surf_aliases(size_t *n);
 /* A method by name, or by one of its aliases, or NULL. */
 const struct surf_method *surf_find(const char *name);
 
-/* A method's title for people and models (NULL: none), and the
- * descriptions and nested shapes laid over a parsed input schema
- * (surfaces/describe.c). */
-const char *surf_title(const struct surf_method *m);
-void surf_describe(const char *method, cJSON *schema);
-
 /* The JSON Schema of a method's result, where it is structured and stable
  * (MCP's outputSchema: the shape of structuredContent), or NULL when none
- * is declared. Parsed once, owned by the table (surfaces/describe.c). */
+ * is declared: m->output_schema. */
 const cJSON *surf_output_schema(const struct surf_method *m);
 
-/* The parsed input schema of a method (parsed once, owned by the table). */
+/* The input schema of a method: m->input_schema. */
 const cJSON *surf_schema(const struct surf_method *m);
 
 /* Validates in against the method's schema (types, required fields,
