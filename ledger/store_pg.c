@@ -28,11 +28,10 @@
 #include <libpq-fe.h>
 
 #include "ledger/fo_buf.h"
+#include "ledger/store_pg_int.h"
 
 /* The store's own format, in forum.meta "store_format". */
 #define PG_STORE_FORMAT 1
-/* pg_advisory_xact_lock key of the writers: 'foru' */
-#define PG_WRITE_LOCK "1718579829"
 /* Rows per round trip when streaming (bodies: fewer, they may be 1 MiB). */
 #define CHUNK_ROWS 1024
 #define CHUNK_BODY_ROWS 64
@@ -89,6 +88,8 @@ struct stmt_def {
     const char *sql;
     const char *types; /* one letter a parameter: i int8, b bytea, t text */
 };
+
+_Static_assert(ST__COUNT <= STORE_PG_STMTS, "too many statements");
 
 static const struct stmt_def stmts[ST__COUNT] = {
     [ST_META_GET] = {"SELECT value FROM forum.meta WHERE key = $1", "t"},
@@ -245,28 +246,6 @@ static const char schema_sql[] =
     "CREATE INDEX entries_turns ON forum.entries(seq) WHERE kind = 'turn';"
     "CREATE INDEX entries_payload ON forum.entries(payload);" LEASES_SQL;
 
-struct store {
-    PGconn *conn;
-    char *dir;
-    char *where;     /* "host=... port=... dbname=..." for messages */
-    char *ledger_id; /* what DIR/store.json pins, or NULL */
-    int readonly;
-    int busy_ms;
-    int in_txn;
-    int held;   /* hold: one write transaction around the others */
-    int broken; /* the connection was lost: reset before the next use */
-    int fail_commit_in;
-    /* Set once check found another ledger in the database: every later
-     * write transaction is refused with lost_err (sticky). */
-    int lost;
-    struct fo_err lost_err;
-    unsigned char prepared[ST__COUNT];
-    /* the tree-node cursor (nodes_begin / next / end) */
-    PGresult *nodes;
-    int nodes_row;
-    int nodes_eof;
-    int64_t nodes_from;
-};
 
 /* ---- parameters and results ------------------------------------------- */
 
@@ -435,6 +414,7 @@ static int exec(struct store *s, const char *sql, const char *what,
 static int setup_session(struct store *s, struct fo_err *err)
 {
     memset(s->prepared, 0, sizeof(s->prepared));
+    memset(s->sprepared, 0, sizeof(s->sprepared));
     PQsetNoticeProcessor(s->conn, ignore_notice, NULL);
     if (PQsetClientEncoding(s->conn, "UTF8") != 0)
         return pg_fail(s, NULL, "client_encoding UTF8", err);
@@ -453,7 +433,8 @@ static int setup_session(struct store *s, struct fo_err *err)
              " SET client_min_messages = warning;%s",
              s->busy_ms,
              s->readonly ? " SET default_transaction_read_only = on;" : "");
-    return exec(s, sql, "session setup", err);
+    int rc = exec(s, sql, "session setup", err);
+    return rc ? rc : store_pg_stage_relisten(s, err);
 }
 
 /* Outside a transaction: reconnects once when the connection was lost. */
@@ -850,6 +831,8 @@ static int pg_open(const char *dir, unsigned flags, int busy_ms,
         rc = check_pinned(s, err);
     if (!rc && !s->readonly)
         rc = ensure_leases(s, err);
+    if (!rc && !s->readonly)
+        rc = store_pg_stage_ensure(s, err);
     if (rc) {
         pg_close(s);
         return rc;
@@ -1614,7 +1597,7 @@ static int pg_check(struct store *s, struct fo_err *err)
 
 /* ---- run leases -------------------------------------------------------- */
 
-static int owner_ok(struct store *s, const char *owner, struct fo_err *err)
+int store_pg_owner_ok(struct store *s, const char *owner, struct fo_err *err)
 {
     size_t n = owner ? strlen(owner) : 0;
     int ok = n >= 1 && n <= 64;
@@ -1631,7 +1614,7 @@ static int owner_ok(struct store *s, const char *owner, struct fo_err *err)
 static int pg_lease_put(struct store *s, int64_t id, const char *owner,
                         int ttl_ms, struct fo_err *err)
 {
-    int rc = owner_ok(s, owner, err);
+    int rc = store_pg_owner_ok(s, owner, err);
     if (rc)
         return rc;
     struct params p = {0};
@@ -1645,7 +1628,7 @@ static int pg_lease_held(struct store *s, int64_t id, const char *owner,
                          int *held, struct fo_err *err)
 {
     *held = 0;
-    int rc = owner_ok(s, owner, err);
+    int rc = store_pg_owner_ok(s, owner, err);
     if (rc)
         return rc;
     struct params p = {0};
@@ -1663,7 +1646,7 @@ static int pg_lease_claim(struct store *s, int64_t id, const char *owner,
                           int ttl_ms, int *got, struct fo_err *err)
 {
     *got = 0;
-    int rc = owner_ok(s, owner, err);
+    int rc = store_pg_owner_ok(s, owner, err);
     if (rc)
         return rc;
     rc = pg_begin_write(s, err);
@@ -1692,7 +1675,7 @@ static int pg_lease_renew(struct store *s, const char *owner,
                           int (*fn)(void *ctx, int64_t id), void *ctx,
                           struct fo_err *err)
 {
-    int rc = owner_ok(s, owner, err);
+    int rc = store_pg_owner_ok(s, owner, err);
     if (rc || !n)
         return rc;
     struct fo_buf b;
@@ -1717,7 +1700,7 @@ static int pg_lease_renew(struct store *s, const char *owner,
 static int pg_lease_release(struct store *s, int64_t id, const char *owner,
                             int drop, struct fo_err *err)
 {
-    int rc = owner_ok(s, owner, err);
+    int rc = store_pg_owner_ok(s, owner, err);
     if (rc)
         return rc;
     struct params p = {0};
@@ -1761,6 +1744,25 @@ static int pg_lease_expired(struct store *s, int64_t limit,
     if (!res)
         return err_code(err);
     return each_i64(res, "damaged run lease row", fn, ctx, err);
+}
+
+/* ---- for store_pg_stage.c --------------------------------------------- */
+
+int store_pg_fail(struct store *s, const PGresult *res, const char *what,
+                  struct fo_err *err)
+{
+    return pg_fail(s, res, what, err);
+}
+
+int store_pg_exec(struct store *s, const char *sql, const char *what,
+                  struct fo_err *err)
+{
+    return exec(s, sql, what, err);
+}
+
+int store_pg_ensure_conn(struct store *s, struct fo_err *err)
+{
+    return ensure_conn(s, err);
 }
 
 const struct store_ops store_pg_ops = {
@@ -1808,4 +1810,12 @@ const struct store_ops store_pg_ops = {
     .lease_release = pg_lease_release,
     .lease_get = pg_lease_get,
     .lease_expired = pg_lease_expired,
+    .stage_put = store_pg_stage_put,
+    .stage_take = store_pg_stage_take,
+    .stage_finish = store_pg_stage_finish,
+    .stage_collect = store_pg_stage_collect,
+    .stage_listen = store_pg_stage_listen,
+    .stage_notes = store_pg_stage_notes,
+    .ilease = store_pg_ilease,
+    .stage_prune = store_pg_stage_prune,
 };
