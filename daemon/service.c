@@ -701,7 +701,11 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                                       .log_hook = d,
                                       .committed = committed,
                                       .committed_hook = d,
-                                      .signed_cb = checkpoint_signed};
+                                      .signed_cb = checkpoint_signed,
+                                      .lease_ms = (cfg->lease_s > 0
+                                                       ? cfg->lease_s
+                                                       : DAEMON_LEASE_S_DEFAULT) *
+                                                  1000};
     rc = daemon_commit_create(cfg->dir, &cc, &d->commit, err);
     if (rc)
         goto out;

@@ -104,7 +104,10 @@ struct store_ops {
     /* The number of entries and, when count > 0, the last one. */
     int (*head)(struct store *s, int64_t *count, struct store_rec *last,
                 struct fo_err *err);
-    /* Inside a write transaction. body may be NULL. */
+    /* Inside a write transaction. body may be NULL. A store may send
+     * puts in bulk before its next statement or at the commit (PostgreSQL:
+     * binary COPY), so a put's failure (a taken seq: FO_E_CORRUPT) may be
+     * reported there instead; reads in the transaction see every put. */
     int (*put_entry)(struct store *s, const struct store_rec *rec,
                      const void *body, size_t body_len, struct fo_err *err);
     int (*put_node)(struct store *s, int64_t pos, const uint8_t hash[32],

@@ -45,9 +45,6 @@ enum stmt_id {
     ST_META_GET,
     ST_META_SET,
     ST_HEAD,
-    ST_PUT_ENTRY,
-    ST_PUT_BODY,
-    ST_PUT_NODE,
     ST_GET_ENTRY,
     ST_GET_NODE,
     ST_GET_BODY,
@@ -99,12 +96,6 @@ static const struct stmt_def stmts[ST__COUNT] = {
     [ST_HEAD] = {"SELECT " ENTRY_COLS
                  " FROM forum.entries ORDER BY seq DESC LIMIT 1",
                  ""},
-    [ST_PUT_ENTRY] = {"INSERT INTO forum.entries(" ENTRY_COLS
-                      ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                      "iittibbb"},
-    [ST_PUT_BODY] = {"INSERT INTO forum.bodies(seq, body) VALUES ($1, $2)",
-                     "ib"},
-    [ST_PUT_NODE] = {"INSERT INTO forum.tree(pos, hash) VALUES ($1, $2)", "ib"},
     [ST_GET_ENTRY] = {"SELECT " ENTRY_COLS
                       ", EXISTS(SELECT 1 FROM forum.bodies b WHERE"
                       " b.seq = e.seq) FROM forum.entries e WHERE seq = $1",
@@ -473,6 +464,8 @@ static PGresult *run_once(struct store *s, enum stmt_id id,
 {
     if (!s->in_txn && ensure_conn(s, err) != FO_OK)
         return NULL;
+    if (s->in_txn && store_pg_flush(s, err) != FO_OK)
+        return NULL;
     char name[16];
     snprintf(name, sizeof(name), "fo_%d", (int)id);
     if (!s->prepared[id]) {
@@ -734,6 +727,7 @@ static void pg_close(struct store *s)
         PQclear(s->nodes);
     if (s->conn)
         PQfinish(s->conn);
+    store_pg_discard(s);
     free(s->dir);
     free(s->where);
     free(s->ledger_id);
@@ -765,6 +759,8 @@ static int pg_open(const char *dir, unsigned flags, int busy_ms,
         store_conf_free(&conf);
         return fo_err_set(err, FO_E_NOMEM, NULL);
     }
+    for (int i = 0; i < 3; i++)
+        fo_buf_init(&s->cp[i], FO_BUF_UNLIMITED);
     s->readonly = (flags & STORE_READONLY) != 0;
     s->busy_ms = busy_ms > 0 ? busy_ms : 10000;
     s->dir = strdup(dir);
@@ -908,8 +904,17 @@ static int pg_begin_read(struct store *s, struct fo_err *err)
 
 static int pg_commit(struct store *s, struct fo_err *err)
 {
+    int frc = store_pg_flush(s, err);
+    if (frc && s->held)
+        return frc; /* the held transaction failed: hold(0) rolls back */
     if (s->held)
         return held_check(s, err);
+    if (frc) {
+        if (!s->broken)
+            exec(s, "ROLLBACK", "rollback", NULL);
+        s->in_txn = 0;
+        return frc;
+    }
 #ifdef FORUM_TEST_SEAMS
     if (s->fail_commit_in > 0 && --s->fail_commit_in == 0) {
         exec(s, "ROLLBACK", "rollback", NULL);
@@ -940,6 +945,8 @@ static int pg_commit(struct store *s, struct fo_err *err)
 
 static void pg_rollback(struct store *s)
 {
+    if (!s->held)
+        store_pg_discard(s);
     if (s->nodes) {
         PQclear(s->nodes);
         s->nodes = NULL;
@@ -1064,34 +1071,21 @@ static int pg_put_entry(struct store *s, const struct store_rec *r,
 {
     if (body_len > INT_MAX)
         return fo_err_set(err, FO_E_TOO_LARGE, "body of %zu bytes", body_len);
-    struct params p = {0};
-    par_i64(&p, r->seq);
-    par_i64(&p, r->ts);
-    par_bytes(&p, r->actor, r->actor_len);
-    par_bytes(&p, r->kind, r->kind_len);
-    if (r->parent < 0)
-        par_null(&p);
-    else
-        par_i64(&p, r->parent);
-    par_bytes(&p, r->payload, 32);
-    par_bytes(&p, r->prev, 32);
-    par_bytes(&p, r->hash, 32);
-    int rc = run_cmd(s, ST_PUT_ENTRY, &p, "append", err);
-    if (rc || !body)
-        return rc;
-    struct params b = {0};
-    par_i64(&b, r->seq);
-    par_bytes(&b, body, body_len);
-    return run_cmd(s, ST_PUT_BODY, &b, "append body", err);
+    if (!s->in_txn)
+        return fo_err_set(err, FO_E_INTERNAL,
+                          "PostgreSQL %s: append outside a transaction",
+                          s->where);
+    return store_pg_buffer_entry(s, r, body, body_len, err);
 }
 
 static int pg_put_node(struct store *s, int64_t pos, const uint8_t hash[32],
                        struct fo_err *err)
 {
-    struct params p = {0};
-    par_i64(&p, pos);
-    par_bytes(&p, hash, 32);
-    return run_cmd(s, ST_PUT_NODE, &p, "tree", err);
+    if (!s->in_txn)
+        return fo_err_set(err, FO_E_INTERNAL,
+                          "PostgreSQL %s: tree node outside a transaction",
+                          s->where);
+    return store_pg_buffer_node(s, pos, hash, err);
 }
 
 static int pg_get_entry(struct store *s, int64_t seq, struct store_rec *rec,

@@ -5,6 +5,7 @@
 
 #include <libpq-fe.h>
 
+#include "ledger/fo_buf.h"
 #include "ledger/store.h"
 
 /* pg_advisory_xact_lock key of the writers: 'foru' */
@@ -31,6 +32,11 @@ struct store {
     unsigned char sprepared[STORE_PG_STAGE_STMTS]; /* store_pg_stage.c's */
     int listening;  /* LISTEN again after a reconnect */
     unsigned notes; /* STORE_NOTE_* bits come and not yet read */
+    /* Rows put in the write transaction, not yet sent: binary COPY data
+     * of forum.entries, forum.bodies and forum.tree, sent before the next
+     * statement (store_pg_flush) or dropped at rollback. */
+    struct fo_buf cp[3];
+    size_t cp_rows[3];
     /* the tree-node cursor (nodes_begin / next / end) */
     PGresult *nodes;
     int nodes_row;
@@ -45,6 +51,18 @@ int store_pg_exec(struct store *s, const char *sql, const char *what,
                   struct fo_err *err);
 int store_pg_ensure_conn(struct store *s, struct fo_err *err);
 int store_pg_owner_ok(struct store *s, const char *owner, struct fo_err *err);
+
+/* Rows put inside a write transaction go out in bulk (binary COPY):
+ * buffered by these, sent by store_pg_flush before any other statement
+ * and at commit, dropped by store_pg_discard at rollback. So a put's
+ * error (a taken seq) shows at the next statement or the commit. */
+int store_pg_buffer_entry(struct store *s, const struct store_rec *r,
+                          const void *body, size_t body_len,
+                          struct fo_err *err);
+int store_pg_buffer_node(struct store *s, int64_t pos, const uint8_t hash[32],
+                         struct fo_err *err);
+int store_pg_flush(struct store *s, struct fo_err *err);
+void store_pg_discard(struct store *s);
 
 /* The staged appends' tables, made when missing (read-write open). */
 int store_pg_stage_ensure(struct store *s, struct fo_err *err);

@@ -128,6 +128,97 @@ static int copy_send(struct store *s, const char *sql, struct fo_buf *b,
     return rc;
 }
 
+/* ---- bulk puts ------------------------------------------------------------ */
+
+enum { CP_ENTRIES, CP_BODIES, CP_TREE };
+static const char *const cp_sql[3] = {
+    "COPY forum.entries(seq, ts, actor, kind, parent, payload, prev, hash)"
+    " FROM STDIN (FORMAT binary)",
+    "COPY forum.bodies(seq, body) FROM STDIN (FORMAT binary)",
+    "COPY forum.tree(pos, hash) FROM STDIN (FORMAT binary)",
+};
+#define CP_FLUSH_BYTES (8u << 20) /* sent on the way past this */
+
+static int cp_row(struct store *s, int which, int cols)
+{
+    struct fo_buf *b = &s->cp[which];
+    int rc = b->len ? FO_OK : copy_begin(b);
+    s->cp_rows[which]++;
+    return rc ? rc : put_be(b, (uint64_t)cols, 2);
+}
+
+static int cp_send(struct store *s, int which, struct fo_err *err)
+{
+    if (!s->cp_rows[which])
+        return FO_OK;
+    int rc = copy_send(s, cp_sql[which], &s->cp[which], "append", err);
+    fo_buf_reset(&s->cp[which]);
+    s->cp_rows[which] = 0;
+    return rc;
+}
+
+int store_pg_flush(struct store *s, struct fo_err *err)
+{
+    int rc = FO_OK;
+    for (int i = 0; i < 3; i++) {
+        int r = rc ? FO_OK : cp_send(s, i, err);
+        if (rc || r) { /* the transaction failed: the rest is dropped */
+            fo_buf_reset(&s->cp[i]);
+            s->cp_rows[i] = 0;
+        }
+        rc = rc ? rc : r;
+    }
+    return rc;
+}
+
+void store_pg_discard(struct store *s)
+{
+    for (int i = 0; i < 3; i++) {
+        fo_buf_release(&s->cp[i]);
+        s->cp_rows[i] = 0;
+    }
+}
+
+int store_pg_buffer_entry(struct store *s, const struct store_rec *r,
+                          const void *body, size_t body_len,
+                          struct fo_err *err)
+{
+    struct fo_buf *b = &s->cp[CP_ENTRIES];
+    int rc = cp_row(s, CP_ENTRIES, 8);
+    rc = rc ? rc : col_i64(b, r->seq);
+    rc = rc ? rc : col_i64(b, r->ts);
+    rc = rc ? rc : col_bytes(b, r->actor, r->actor_len);
+    rc = rc ? rc : col_bytes(b, r->kind, r->kind_len);
+    if (!rc && r->parent < 0)
+        rc = col_bytes(b, NULL, 0);
+    else if (!rc)
+        rc = col_i64(b, r->parent);
+    rc = rc ? rc : col_bytes(b, r->payload, 32);
+    rc = rc ? rc : col_bytes(b, r->prev, 32);
+    rc = rc ? rc : col_bytes(b, r->hash, 32);
+    if (!rc && body) {
+        struct fo_buf *bb = &s->cp[CP_BODIES];
+        rc = cp_row(s, CP_BODIES, 2);
+        rc = rc ? rc : col_i64(bb, r->seq);
+        rc = rc ? rc : col_bytes(bb, body, body_len);
+    }
+    if (rc)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    if (s->cp[CP_BODIES].len + s->cp[CP_ENTRIES].len > CP_FLUSH_BYTES)
+        return store_pg_flush(s, err);
+    return FO_OK;
+}
+
+int store_pg_buffer_node(struct store *s, int64_t pos, const uint8_t hash[32],
+                         struct fo_err *err)
+{
+    struct fo_buf *b = &s->cp[CP_TREE];
+    int rc = cp_row(s, CP_TREE, 2);
+    rc = rc ? rc : col_i64(b, pos);
+    rc = rc ? rc : col_bytes(b, hash, 32);
+    return rc ? fo_err_set(err, FO_E_NOMEM, NULL) : FO_OK;
+}
+
 /* "a,b,c" of v[0..n) into b. */
 static int id_list(struct fo_buf *b, const int64_t *v, size_t n)
 {
@@ -286,6 +377,9 @@ int store_pg_stage_take(struct store *s, size_t max_rows,
                           "PostgreSQL %s: take staged rows outside a "
                           "transaction",
                           s->where);
+    int frc = store_pg_flush(s, err);
+    if (frc)
+        return frc;
     char lim[32];
     snprintf(lim, sizeof(lim), "%zu", max_rows ? max_rows : 1);
     const char *vals[1] = {lim};
@@ -344,9 +438,12 @@ int store_pg_stage_finish(struct store *s, const struct store_moved *moved,
 {
     if (!nb)
         return FO_OK;
+    int rc = store_pg_flush(s, err);
+    if (rc)
+        return rc;
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
-    int rc = copy_begin(&b);
+    rc = copy_begin(&b);
     for (size_t i = 0; !rc && i < nb; i++) {
         rc = put_be(&b, 2, 2);
         rc = rc ? rc : col_i64(&b, batches[i]);
@@ -495,8 +592,9 @@ int store_pg_stage_listen(struct store *s, int *fd, struct fo_err *err)
 
 unsigned store_pg_stage_notes(struct store *s)
 {
-    if (!s->in_txn && PQstatus(s->conn) == CONNECTION_OK)
-        PQconsumeInput(s->conn);
+    if (!s->in_txn && PQstatus(s->conn) == CONNECTION_OK &&
+        !PQconsumeInput(s->conn))
+        s->broken = 1; /* the next statement reconnects */
     PGnotify *n;
     while ((n = PQnotifies(s->conn))) {
         if (!strcmp(n->relname, "forum_staged"))
