@@ -65,6 +65,8 @@ struct daemon_commit {
     int fd_idle;   /* the connection was readable with nothing on it */
     int last_took; /* the last integration took staged rows */
     struct pend *pend, *pend_tail;
+    int64_t forget[256]; /* outcomes answered, to drop from the table */
+    size_t nforget;
     int64_t lease_due_us, collect_due_us, poll_due_us, prune_due_us;
     /* Set once for good (daemon_commit_refuse): the committer writes no
      * more, every request fails with refused. */
@@ -430,9 +432,11 @@ static void stage_step(struct daemon_commit *c, size_t n)
     }
     rc = daemon_commit_health(c, &err);
     if (rc == FO_OK) {
-        rc = ledger_stage(c->ledger, p->reqs, n, c->owner, NULL, 0, &p->batch,
-                          &err);
+        rc = ledger_stage(c->ledger, p->reqs, n, c->owner, c->forget,
+                          c->nforget, &p->batch, &err);
         store_note(c, rc, "written", &err);
+        if (rc == FO_OK)
+            c->nforget = 0;
     } else
         for (size_t i = 0; i < n; i++) {
             p->reqs[i].rc = rc;
@@ -455,6 +459,19 @@ static void stage_step(struct daemon_commit *c, size_t n)
     c->pend_tail = p;
     if (!c->collect_due_us)
         c->collect_due_us = mono_ms_after(STAGE_COLLECT_MS);
+}
+
+/* Drops the outcomes answered from the table (without waiting for the
+ * disk; one that comes back after a crash is pruned later). */
+static void forget_now(struct daemon_commit *c)
+{
+    if (!c->nforget)
+        return;
+    struct fo_err err;
+    int64_t none;
+    if (ledger_stage(c->ledger, NULL, 0, c->owner, c->forget, c->nforget,
+                     &none, &err) == FO_OK)
+        c->nforget = 0;
 }
 
 static int on_outcome(void *ctx, int64_t batch, const char *outcome)
@@ -502,6 +519,9 @@ static void collect(struct daemon_commit *c)
             continue;
         }
         *pp = p->next;
+        if (c->nforget == sizeof(c->forget) / sizeof(c->forget[0]))
+            forget_now(c);
+        c->forget[c->nforget++] = p->batch;
         answer(c, p->taken, p->reqs, p->n, FO_OK, NULL);
         free(p->taken);
         free(p->reqs);
@@ -589,6 +609,7 @@ static void *run_staged(void *arg)
         }
         maybe_sign(c, 0);
         if (!busy) {
+            forget_now(c);
             if (!c->pend)
                 store_probe(c);
             stage_wait(c, stage_timeout(c));
@@ -601,6 +622,7 @@ static void *run_staged(void *arg)
                                 &held, NULL, 0, &err);
         set_integrator(c, 0);
     }
+    forget_now(c);
     maybe_sign(c, 1); /* the last checkpoint, on shutdown */
     return NULL;
 }

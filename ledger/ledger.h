@@ -229,15 +229,17 @@ int ledger_can_stage(const struct ledger *l);
  * entry.seq -1 and entry.payload: staged, not yet appended. *batch is
  * the batch's id, or -1 when nothing was staged. submitter: the writer's
  * id (1-64 lowercase hex). forget[0..nf): batches whose outcomes were
- * collected (dropped in the same transaction). On an error nothing was
- * staged and every req's rc is it. Blocks on a round trip and the fsync. */
+ * collected (dropped in the same transaction; n 0: only that, without
+ * waiting for the disk). On an error nothing was staged and every req's
+ * rc is it. Blocks on a round trip and the fsync. */
 int ledger_stage(struct ledger *l, struct ledger_append *reqs, size_t n,
                  const char *submitter, const int64_t *forget, size_t nf,
                  int64_t *batch, struct fo_err *err);
 
-/* Calls fn with the outcome of each of batches[0..nb) integrated so far
- * (and drops those outcomes: each is given once). Batches not yet
- * integrated are not called for. The outcome is valid during the call. */
+/* Calls fn with the outcome of each of batches[0..nb) integrated so far;
+ * batches not yet integrated are not called for. The outcome is valid
+ * during the call. Outcomes stay until forgotten (ledger_stage's forget,
+ * with n 0 to forget only), so an answer lost on the way is read again. */
 int ledger_stage_collect(struct ledger *l, const int64_t *batches, size_t nb,
                          int (*fn)(void *ctx, int64_t batch,
                                    const char *outcome),

@@ -279,6 +279,19 @@ int store_pg_stage_put(struct store *s, const struct store_stage *rows,
         return rc;
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
+    if (!n) { /* only forget: that need not wait for the disk */
+        rc = fo_buf_puts(&b, "BEGIN; SET LOCAL synchronous_commit = off;"
+                             " DELETE FROM forum.staged_out WHERE batch IN (");
+        rc = rc ? rc : id_list(&b, forget, nf);
+        rc = rc ? rc : fo_buf_puts(&b, "); COMMIT");
+        rc = rc ? fo_err_set(err, FO_E_NOMEM, NULL)
+                : store_pg_exec(s, b.data, "forget staged outcomes", err);
+        fo_buf_release(&b);
+        if (rc && !s->broken)
+            store_pg_exec(s, "ROLLBACK", "rollback", NULL);
+        *batch = -1;
+        return rc;
+    }
     rc = fo_buf_puts(&b, "BEGIN;");
     if (!rc && nf) {
         rc = fo_buf_puts(&b, "DELETE FROM forum.staged_out WHERE batch IN (");
@@ -529,35 +542,25 @@ int store_pg_stage_collect(struct store *s, const int64_t *batches, size_t nb,
     int rc = store_pg_ensure_conn(s, err);
     if (rc)
         return rc;
-    /* read and forget in one round trip; forgetting need not wait for
-     * the disk (a forgotten outcome that comes back is pruned) */
+    /* read only: an outcome is dropped once its writer has answered
+     * (stage_put's forget), so a reply lost on the way is read again */
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
-    rc = fo_buf_puts(&b, "BEGIN; SET LOCAL synchronous_commit = off;"
-                         " DELETE FROM forum.staged_out WHERE batch IN (");
+    rc = fo_buf_puts(&b, "SELECT batch, outcome FROM forum.staged_out WHERE"
+                         " batch IN (");
     rc = rc ? rc : id_list(&b, batches, nb);
-    rc = rc ? rc : fo_buf_puts(&b, ") RETURNING batch, outcome; COMMIT");
+    rc = rc ? rc : fo_buf_puts(&b, ")");
     if (rc) {
         fo_buf_release(&b);
         return fo_err_set(err, FO_E_NOMEM, NULL);
     }
-    int sent = PQsendQuery(s->conn, b.data);
+    PGresult *rows = PQexec(s->conn, b.data);
     fo_buf_release(&b);
-    if (!sent)
-        return store_pg_fail(s, NULL, "collect staged outcomes", err);
-    PGresult *res, *rows = NULL;
-    while ((res = PQgetResult(s->conn))) {
-        ExecStatusType st = PQresultStatus(res);
-        if (rc == FO_OK && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-            rc = store_pg_fail(s, res, "collect staged outcomes", err);
-        if (st == PGRES_TUPLES_OK && !rows) {
-            rows = res;
-            continue;
-        }
-        PQclear(res);
+    if (!rows || PQresultStatus(rows) != PGRES_TUPLES_OK) {
+        rc = store_pg_fail(s, rows, "collect staged outcomes", err);
+        PQclear(rows);
+        return rc;
     }
-    if (!s->broken && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
-        store_pg_exec(s, "ROLLBACK", "rollback", NULL);
     for (int i = 0; rc == FO_OK && rows && i < PQntuples(rows); i++) {
         char *end = NULL;
         long long id = strtoll(PQgetvalue(rows, i, 0), &end, 10);
