@@ -336,21 +336,6 @@ static void row(struct tu_pg *pg, int n, int conns, double secs)
     }
     long failed = 0;
     double rate = measure(ds, n, conns, secs, &failed);
-    if (getenv("BENCH_METRICS"))
-        for (int i = 0; i < n; i++) {
-            static char m[65536];
-            http_once(&ds[i], "GET", "/metrics", NULL, m, sizeof(m));
-            for (char *p = m; p && *p;) {
-                char *nl = strchr(p, '\n');
-                if (nl)
-                    *nl = 0;
-                if (!strncmp(p, "forum_commit", 12) ||
-                    !strncmp(p, "forum_append", 12) ||
-                    !strncmp(p, "forum_integrator", 16))
-                    fprintf(stderr, "d%d %s\n", i, p);
-                p = nl ? nl + 1 : NULL;
-            }
-        }
     for (int i = 0; i < n; i++)
         daemon_stop(&ds[i], SIGTERM);
     const char *verify[] = {forum_bin, "--ledger", dirs[0],

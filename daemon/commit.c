@@ -361,7 +361,9 @@ static void lease_tick(struct daemon_commit *c, int force)
         set_integrator(c, held);
     /* a failed renewal keeps the role: the transactions still check
      * nothing of it, and the lease row decides at the next tick */
-    int next = c->integrator ? ttl / 3 : c->pend ? STAGE_LEASE_CHECK_MS : ttl / 3;
+    int next = c->integrator ? ttl / 3
+               : c->pend     ? STAGE_LEASE_CHECK_MS
+                             : ttl / 3;
     c->lease_due_us = now + (int64_t)(next > 0 ? next : 1) * 1000;
 }
 
@@ -375,8 +377,8 @@ static int integrate_step(struct daemon_commit *c, size_t n)
     size_t took = 0;
     int rc = daemon_commit_health(c, &err);
     if (rc == FO_OK) {
-        rc = ledger_integrate(c->ledger, c->scratch, n, c->cfg.max_batch,
-                              &took, &err);
+        rc = ledger_integrate(c->ledger, c->scratch, n, c->cfg.max_batch, &took,
+                              &err);
         store_note(c, rc, "written", &err);
     } else
         for (size_t i = 0; i < n; i++) {
@@ -469,8 +471,8 @@ static void forget_now(struct daemon_commit *c)
         return;
     struct fo_err err;
     int64_t none;
-    if (ledger_stage(c->ledger, NULL, 0, c->owner, c->forget, c->nforget,
-                     &none, &err) == FO_OK)
+    if (ledger_stage(c->ledger, NULL, 0, c->owner, c->forget, c->nforget, &none,
+                     &err) == FO_OK)
         c->nforget = 0;
 }
 
@@ -592,9 +594,9 @@ static void *run_staged(void *arg)
         unsigned notes = ledger_stage_notes(c->ledger);
         int64_t now = ledger_mono_us();
         int busy = n > 0;
-        if (c->integrator && (n || c->last_took ||
-                              (notes & LEDGER_NOTE_STAGED) ||
-                              now >= c->poll_due_us))
+        if (c->integrator &&
+            (n || c->last_took || (notes & LEDGER_NOTE_STAGED) ||
+             now >= c->poll_due_us))
             busy = integrate_step(c, n);
         else if (n)
             stage_step(c, n);
@@ -715,8 +717,9 @@ int daemon_commit_create(const char *dir,
         unsigned char raw[16];
         c->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (c->wakefd < 0 || RAND_bytes(raw, sizeof(raw)) != 1) {
-            rc = fo_err_set(err, FO_E_INTERNAL, "commit: no eventfd or "
-                                                "random bytes");
+            rc = fo_err_set(err, FO_E_INTERNAL,
+                            "commit: no eventfd or "
+                            "random bytes");
             goto out;
         }
         fo_hex(raw, sizeof(raw), c->owner);

@@ -147,8 +147,8 @@ static int outcome_ok(struct ledger_append *r, const char *p)
 {
     long long seq, ts, parent;
     char prev[65], hash[65];
-    if (sscanf(p, "%lld %lld %lld %64s %64s", &seq, &ts, &parent, prev,
-               hash) != 5)
+    if (sscanf(p, "%lld %lld %lld %64s %64s", &seq, &ts, &parent, prev, hash) !=
+        5)
         return -1;
     struct ledger_entry *e = &r->entry;
     e->seq = seq;
@@ -180,8 +180,7 @@ int ledger_stage_outcome(const char *outcome, struct ledger_append *reqs,
         long long idx, code, seq;
         int used = 0, rest = 0;
         if (sscanf(line, "%lld %lld %n", &idx, &code, &rest) < 2 || !rest ||
-            idx < 0 || (size_t)idx >= n || seen[idx] ||
-            reqs[idx].rc != FO_OK) {
+            idx < 0 || (size_t)idx >= n || seen[idx] || reqs[idx].rc != FO_OK) {
             rc = fo_err_set(err, FO_E_CORRUPT, "staged outcome: bad line");
             break;
         }
@@ -210,7 +209,8 @@ int ledger_stage_outcome(const char *outcome, struct ledger_append *reqs,
     return rc;
 }
 
-/* ---- the integrator ------------------------------------------------------- */
+/* ---- the integrator -------------------------------------------------------
+ */
 
 struct srow {
     int64_t batch, idx;
@@ -258,7 +258,8 @@ static int take_row(void *ctx, const struct store_stage *s)
              sn >= SOLE_MAX;
     snprintf(r->actor, sizeof(r->actor), "%s", s->actor);
     snprintf(r->kind, sizeof(r->kind), "%s", s->kind);
-    snprintf(r->owner, sizeof(r->owner), "%s", s->lease_owner ? s->lease_owner : "");
+    snprintf(r->owner, sizeof(r->owner), "%s",
+             s->lease_owner ? s->lease_owner : "");
     snprintf(r->sole, sizeof(r->sole), "%s", s->sole ? s->sole : "");
     struct ledger_staged *st = &t->st[t->n];
     memcpy(st->payload, s->payload, 32);
@@ -345,11 +346,9 @@ static int take_finish(struct ledger *l, struct take *t, struct fo_err *err)
             for (char *p = msg; *p; p++)
                 if (*p == '\n' || *p == '\r')
                     *p = ' ';
-            rc = fo_buf_printf(&b, "%lld %d %lld %s\n", (long long)r->idx,
-                               q->rc,
-                               (long long)(q->rc == FO_E_EXISTS ? q->entry.seq
-                                                                : -1),
-                               msg);
+            rc = fo_buf_printf(
+                &b, "%lld %d %lld %s\n", (long long)r->idx, q->rc,
+                (long long)(q->rc == FO_E_EXISTS ? q->entry.seq : -1), msg);
         }
         if (rc == FO_OK &&
             (i + 1 == t->n || t->rows[i + 1].batch != r->batch)) {

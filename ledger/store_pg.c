@@ -237,7 +237,6 @@ static const char schema_sql[] =
     "CREATE INDEX entries_turns ON forum.entries(seq) WHERE kind = 'turn';"
     "CREATE INDEX entries_payload ON forum.entries(payload);" LEASES_SQL;
 
-
 /* ---- parameters and results ------------------------------------------- */
 
 #define MAX_PARAMS 8

@@ -92,7 +92,7 @@ static int copy_begin(struct fo_buf *b)
 {
     int rc = fo_buf_append(b, copy_head, sizeof(copy_head)); /* with its NUL */
     if (!rc)
-        rc = put_be(b, 0, 4); /* flags */
+        rc = put_be(b, 0, 4);         /* flags */
     return rc ? rc : put_be(b, 0, 4); /* no header extension */
 }
 
@@ -128,7 +128,8 @@ static int copy_send(struct store *s, const char *sql, struct fo_buf *b,
     return rc;
 }
 
-/* ---- bulk puts ------------------------------------------------------------ */
+/* ---- bulk puts ------------------------------------------------------------
+ */
 
 enum { CP_ENTRIES, CP_BODIES, CP_TREE };
 static const char *const cp_sql[3] = {
@@ -180,8 +181,7 @@ void store_pg_discard(struct store *s)
 }
 
 int store_pg_buffer_entry(struct store *s, const struct store_rec *r,
-                          const void *body, size_t body_len,
-                          struct fo_err *err)
+                          const void *body, size_t body_len, struct fo_err *err)
 {
     struct fo_buf *b = &s->cp[CP_ENTRIES];
     int rc = cp_row(s, CP_ENTRIES, 8);
@@ -228,7 +228,8 @@ static int id_list(struct fo_buf *b, const int64_t *v, size_t n)
     return rc;
 }
 
-/* ---- writers -------------------------------------------------------------- */
+/* ---- writers --------------------------------------------------------------
+ */
 
 static int stage_rows(struct fo_buf *b, int64_t batch,
                       const struct store_stage *rows, size_t n)
@@ -350,7 +351,8 @@ fail:
     return rc;
 }
 
-/* ---- the integrator --------------------------------------------------------- */
+/* ---- the integrator ---------------------------------------------------------
+ */
 
 static int64_t get_i64(const PGresult *res, int r, int c, int *bad)
 {
@@ -526,7 +528,8 @@ int store_pg_stage_finish(struct store *s, const struct store_moved *moved,
     return rc;
 }
 
-/* ---- collecting, listening ------------------------------------------------ */
+/* ---- collecting, listening ------------------------------------------------
+ */
 
 int store_pg_stage_collect(struct store *s, const int64_t *batches, size_t nb,
                            int (*fn)(void *ctx, int64_t batch,

@@ -1568,9 +1568,9 @@ Test(store_pg_stage, writers_stage_and_one_integrator_sequences)
     OK(ledger_stage_listen(w1, &fd, &err));
     cr_assert_geq(fd, 0);
     ledger_stage_notes(w1); /* the first call says "maybe missed" */
-    struct ledger_append b1[3] = {
-        note("w1", 0, "{\"k\":1}"), note("w1", LEDGER_NO_PARENT, "{\"k\":2}"),
-        note("w1", LEDGER_NO_PARENT, "{\"k\":3}")};
+    struct ledger_append b1[3] = {note("w1", 0, "{\"k\":1}"),
+                                  note("w1", LEDGER_NO_PARENT, "{\"k\":2}"),
+                                  note("w1", LEDGER_NO_PARENT, "{\"k\":3}")};
     b1[2].parent_back = 1; /* the entry before it, in the same batch */
     struct ledger_append b2[2] = {note("", 0, "{}"), /* refused now */
                                   note("w2", 0, "{\"k\":4}")};
