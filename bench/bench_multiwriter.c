@@ -1,4 +1,4 @@
-/* bench_multiwriter: several daemons on one PostgreSQL ledger (issue 17).
+/* bench_multiwriter: several daemons on one PostgreSQL ledger.
  * Prints figures, asserts nothing.
  *
  *   bench_multiwriter [--seconds S] [--conns C] [--kills K]
@@ -14,7 +14,12 @@
  *     (build/fake_model, 200 ms a call); a run is started on daemon A, A
  *     is SIGKILLed once the run is under way, and the time from the kill
  *     until daemon B has resumed the run (its resume entry names B) is
- *     taken; K times (default 20), A restarted each time. p50 / p99.
+ *     taken; K times (default 20), A restarted each time. p50 / p99;
+ *   - integrator failover: two daemons (--lease-s 1); the one holding the
+ *     integration lease is SIGKILLed and the time until the other's next
+ *     append is acknowledged (it took the lease over) is taken, K times.
+ * The 1, 2 and 3 daemon rows run in one process, one after the other, on
+ * one server: compare them with each other, not with another run.
  * FORUM_BIN (default: forum beside this binary) is the daemon. */
 #include <errno.h>
 #include <fcntl.h>
@@ -460,6 +465,95 @@ static void failover(struct tu_pg *pg, int kills)
     }
 }
 
+/* ---- integrator failover ---------------------------------------------- */
+
+/* 1 when d's /metrics says it integrates. */
+static int integrates(const struct daemon *d)
+{
+    static char m[65536];
+    if (http_once(d, "GET", "/metrics", NULL, m, sizeof(m)) != 200)
+        return 0;
+    return strstr(m, "\nforum_integrator 1\n") != NULL;
+}
+
+/* Two daemons (--lease-s 1) on one ledger: the integrator is SIGKILLed
+ * and the other one's appends (one after another on one connection) are
+ * timed from the kill until the first append sent after it is
+ * acknowledged (the survivor took the lease over and integrated it); K
+ * times, the killed one restarted each time (it comes back a writer, so
+ * the roles alternate). */
+static void integrator_failover(struct tu_pg *pg, int kills)
+{
+    char db[64], why[1024], conninfo[512];
+    if (tu_pg_createdb(pg, db, sizeof(db), why, sizeof(why)))
+        return;
+    tu_pg_conninfo(pg, db, conninfo, sizeof(conninfo));
+    char *dirs[2];
+    struct daemon ds[2] = {0};
+    const char *extra[] = {"--lease-s", "1", NULL};
+    for (int i = 0; i < 2; i++) {
+        dirs[i] = mkdtemp_dir();
+        const char *init_pg[] = {forum_bin, "--ledger",   dirs[i],  "ledger",
+                                 "init",    "--postgres", conninfo, NULL};
+        run_cmd(init_pg);
+        if (daemon_start(&ds[i], dirs[i], extra))
+            return;
+    }
+    double *t = calloc((size_t)kills, sizeof(*t));
+    int done = 0;
+    const char *note = "{\"actor\":\"bench\",\"kind\":\"note\","
+                       "\"payload\":{\"failover\":true}}";
+    for (int k = 0; k < kills; k++) {
+        int who = -1;
+        for (double w0 = now_s(); who < 0 && now_s() - w0 < 30;) {
+            for (int i = 0; i < 2 && who < 0; i++)
+                if (integrates(&ds[i]))
+                    who = i;
+            if (who < 0)
+                usleep(10000);
+        }
+        if (who < 0) {
+            fprintf(stderr, "no integrator\n");
+            break;
+        }
+        struct daemon *w = &ds[1 - who];
+        /* the writer stages and is answered through the integrator */
+        if (http_once(w, "POST", "/append", note, NULL, 0) != 200)
+            break;
+        daemon_stop(&ds[who], SIGKILL);
+        double t0 = now_s();
+        int fd = connect_port(w->port);
+        int st = fd < 0 ? -1 : http_do(fd, w, "POST", "/append", note, NULL, 0);
+        if (fd >= 0)
+            close(fd);
+        if (st != 200) {
+            fprintf(stderr, "append after the kill: %d\n", st);
+            break;
+        }
+        t[done++] = now_s() - t0;
+        if (daemon_start(&ds[who], dirs[who], extra))
+            break;
+    }
+    for (int i = 0; i < 2; i++)
+        daemon_stop(&ds[i], SIGTERM);
+    const char *verify[] = {forum_bin, "--ledger", dirs[0], "ledger",
+                            "verify",  "--deep",   NULL};
+    int v = run_cmd(verify);
+    qsort(t, (size_t)done, sizeof(*t), cmpd);
+    if (done)
+        printf("\nintegrator failover (lease 1 s, two daemons, %d kills): "
+               "kill -> the survivor's next append acknowledged p50 %.0f ms, "
+               "p99 %.0f ms, max %.0f ms; verify --deep %s\n",
+               done, t[done / 2] * 1000,
+               t[(int)((done - 1) * 0.99 + 0.5)] * 1000, t[done - 1] * 1000,
+               v == 0 ? "ok" : "FAILED");
+    free(t);
+    for (int i = 0; i < 2; i++) {
+        rmrf(dirs[i]);
+        free(dirs[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     double secs = 10;
@@ -500,6 +594,8 @@ int main(int argc, char **argv)
     for (int d = 1; d <= 3; d++)
         row(&pg, d, conns, secs);
     if (kills > 0)
+        integrator_failover(&pg, kills);
+    if (kills > 0 && !getenv("BENCH_NO_RUN_FAILOVER"))
         failover(&pg, kills);
     tu_pg_destroy(&pg);
     return 0;

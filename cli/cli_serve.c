@@ -68,8 +68,8 @@ static const char help_serve[] =
     "  --max-runs N           runs in memory at once (submit, POST /runs,\n"
     "                         resumed), 1-1000000 (default 10000; one more\n"
     "                         is 503 busy)\n"
-    "  --lease-s S            PostgreSQL: run lease, 1-3600 (default "
-    "10)\n" CLI_GATE_HELP;
+    "  --lease-s S            PostgreSQL: run and integration lease,\n"
+    "                         1-3600 (default 10)\n" CLI_GATE_HELP;
 
 /* The rest of help_serve (one string would pass the 4,095 bytes C
  * promises). */
@@ -214,7 +214,7 @@ static int parse_opts(struct cli *c, const char *sub, int argc, char **argv,
         {"--max-runs", "N", CLI_OPT_INT, &maxruns, 1, ORCH_RUNS_MAX, NULL, NULL,
          "runs in memory at once (default 10000)"},
         {"--lease-s", "S", CLI_OPT_INT, &lease, 1, 3600, NULL, NULL,
-         "PostgreSQL: run lease (default 10)"},
+         "PostgreSQL: run and integration lease (default 10)"},
         CLI_PROVIDER_OPTS(&prov),
         CLI_GATE_OPTS(&gate),
         CLI_OPT_END,

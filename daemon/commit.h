@@ -31,6 +31,10 @@ struct daemon_commit_config {
     /* Called on the committer thread after it signed a checkpoint (hook:
      * committed_hook; may be NULL). */
     void (*signed_cb)(void *hook);
+    /* Staging (PostgreSQL): the integration lease's length (0: 10 s); a
+     * writer waits at most about this long for an integrator to die
+     * before it takes over. */
+    int lease_ms;
 };
 
 /* The counters served by /metrics (a snapshot). */
@@ -43,6 +47,9 @@ struct daemon_commit_stats {
     uint64_t batch_hist[8]; /* batch sizes: 1, 2-3, 4-7, ..., 64-127, 128+ */
     uint64_t batch_sum;     /* appends in committed batches */
     uint64_t queued;        /* in the queue now */
+    uint64_t staged;        /* appends staged for the integrator */
+    uint64_t integrated;    /* staged appends (any daemon's) integrated */
+    int integrator;         /* 1 while this daemon holds the lease */
 };
 
 /* Opens its own handle on the ledger in dir and starts the committer

@@ -696,12 +696,15 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         rc = fo_err_set(err, FO_E_INTERNAL, "cannot create the event base");
         goto out;
     }
-    struct daemon_commit_config cc = {.sign_interval_ms = cfg->sign_interval_ms,
-                                      .log = dlog,
-                                      .log_hook = d,
-                                      .committed = committed,
-                                      .committed_hook = d,
-                                      .signed_cb = checkpoint_signed};
+    struct daemon_commit_config cc = {
+        .sign_interval_ms = cfg->sign_interval_ms,
+        .log = dlog,
+        .log_hook = d,
+        .committed = committed,
+        .committed_hook = d,
+        .signed_cb = checkpoint_signed,
+        .lease_ms =
+            (cfg->lease_s > 0 ? cfg->lease_s : DAEMON_LEASE_S_DEFAULT) * 1000};
     rc = daemon_commit_create(cfg->dir, &cc, &d->commit, err);
     if (rc)
         goto out;

@@ -630,6 +630,12 @@ static int load_head(struct ledger *l, struct ledger_head *h,
                                 (uint64_t)h->count, err);
 }
 
+int ledger_load_head(struct ledger *l, struct ledger_head *h,
+                     struct fo_err *err)
+{
+    return load_head(l, h, err);
+}
+
 /* After a write transaction: keeps the committed head, or forgets the cache
  * (h NULL) when the transaction did not commit. */
 static void head_keep(struct ledger *l, const struct ledger_head *h)
@@ -637,6 +643,11 @@ static void head_keep(struct ledger *l, const struct ledger_head *h)
     l->head_cached = h && h->count > 0;
     if (l->head_cached)
         l->head_cache = *h;
+}
+
+void ledger_head_keep(struct ledger *l, const struct ledger_head *h)
+{
+    head_keep(l, h);
 }
 
 int ledger_head_root(struct ledger *l, int64_t *count, uint8_t root[32],
@@ -681,7 +692,8 @@ static int emit_node(void *ctx, unsigned level, uint64_t index,
 }
 
 static int check_req(struct ledger *l, const struct ledger_append *r,
-                     int64_t seq, struct fo_err *err)
+                     const struct ledger_staged *st, int64_t seq,
+                     struct fo_err *err)
 {
     int rc = ledger_check_actor(r->actor, err);
     if (!rc)
@@ -692,23 +704,25 @@ static int check_req(struct ledger *l, const struct ledger_append *r,
         return fo_err_set(err, FO_E_INVALID,
                           "parent %lld: must be an existing seq below %lld",
                           (long long)r->parent, (long long)seq);
-    if (!r->body && !r->import)
+    if (!r->body && !r->import && !st)
         return fo_err_set(err, FO_E_INVALID, "payload: missing");
     if (r->import && r->import->seq != seq)
         return fo_err_set(err, FO_E_CORRUPT,
                           "entry %lld: out of order (the next seq is %lld)",
                           (long long)r->import->seq, (long long)seq);
-    if (r->body && r->body_len > l->max_body)
+    size_t len = st ? st->body_len : r->body_len;
+    if ((r->body || st) && len > l->max_body)
         return fo_err_set(err, FO_E_TOO_LARGE,
                           "payload: %zu bytes in canonical form; the limit "
                           "is %zu",
-                          r->body_len, l->max_body);
+                          len, l->max_body);
     return FO_OK;
 }
 
 /* Appends one checked request at the head, inside the transaction. */
 static int append_one(struct ledger *l, struct ledger_head *h,
-                      struct ledger_append *r, struct fo_err *err)
+                      struct ledger_append *r, const struct ledger_staged *st,
+                      struct fo_err *err)
 {
     struct ledger_entry *e = &r->entry;
     struct store_rec rec;
@@ -726,7 +740,9 @@ static int append_one(struct ledger *l, struct ledger_head *h,
     size_t an = strlen(r->actor), kn = strlen(r->kind);
     memcpy(e->actor, r->actor, an + 1);
     memcpy(e->kind, r->kind, kn + 1);
-    if (r->body)
+    if (st) /* hashed by its writer; the body stays on the server */
+        memcpy(e->payload, st->payload, 32);
+    else if (r->body)
         fo_sha_digest(l->sha, r->body, r->body_len, e->payload);
     else
         memcpy(e->payload, r->import->payload, 32);
@@ -754,7 +770,8 @@ static int append_one(struct ledger *l, struct ledger_head *h,
     memcpy(rec.payload, e->payload, 32);
     memcpy(rec.prev, e->prev, 32);
     memcpy(rec.hash, e->hash, 32);
-    rc = l->ops->put_entry(l->store, &rec, r->body, r->body_len, err);
+    rc = l->ops->put_entry(l->store, &rec, st ? NULL : r->body,
+                           st ? 0 : r->body_len, err);
     if (rc)
         return rc;
     if (!l->skip_tree) {
@@ -854,6 +871,58 @@ static int sole(struct ledger *l, struct ledger_append *r, struct fo_err *err)
     return rc;
 }
 
+int ledger_append_reqs(struct ledger *l, struct ledger_head *h,
+                       struct ledger_append *reqs, size_t n,
+                       const struct ledger_staged *staged, struct fo_err *err)
+{
+    int rc = FO_OK;
+    struct fence fc = {0};
+    for (size_t i = 0; rc == FO_OK && i < n; i++) {
+        struct ledger_append *r = &reqs[i];
+        const struct ledger_staged *st = staged ? &staged[i] : NULL;
+        fo_err_clear(&r->err);
+        int64_t back = r->parent_back;
+        if (back > 0 && ((uint64_t)back > i || reqs[i - back].rc != FO_OK)) {
+            r->rc = fo_err_set(&r->err, FO_E_INVALID,
+                               "parent_back %lld: no entry appended "
+                               "that far back in the batch",
+                               (long long)back);
+            continue;
+        }
+        if (back > 0)
+            r->parent = reqs[i - back].entry.seq;
+        r->rc = check_req(l, r, st, h->count, &r->err);
+        if (r->rc == FO_OK && r->lease_owner && r->lease_run >= 0 &&
+            l->ops->lease_held)
+            rc = fence(l, &fc, r, err);
+        if (rc == FO_OK && r->rc == FO_OK && r->sole_kinds && r->parent >= 0)
+            rc = sole(l, r, err);
+        if (rc == FO_OK && r->rc == FO_OK)
+            rc = append_one(l, h, r, st, err);
+        if (rc == FO_OK && r->rc == FO_OK && r->lease_owner &&
+            r->lease_run < 0 && l->ops->lease_put) {
+            rc = l->ops->lease_put(l->store, r->entry.seq, r->lease_owner,
+                                   r->lease_ms, err);
+            /* this batch's own fence checks of that run see it */
+            if (rc == FO_OK)
+                fence_note(&fc, r->entry.seq, r->lease_owner, 1);
+        }
+    }
+    return rc;
+}
+
+void ledger_fail_reqs(struct ledger_append *reqs, size_t n, int rc,
+                      const struct fo_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].rc = rc;
+        if (err)
+            reqs[i].err = *err;
+        else
+            fo_err_set(&reqs[i].err, rc, NULL);
+    }
+}
+
 int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
                         struct fo_err *err)
 {
@@ -866,37 +935,8 @@ int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
     if (rc)
         goto out;
     rc = load_head(l, h, err);
-    struct fence fc = {0};
-    for (size_t i = 0; rc == FO_OK && i < n; i++) {
-        struct ledger_append *r = &reqs[i];
-        fo_err_clear(&r->err);
-        int64_t back = r->parent_back;
-        if (back > 0 && ((uint64_t)back > i || reqs[i - back].rc != FO_OK)) {
-            r->rc = fo_err_set(&r->err, FO_E_INVALID,
-                               "parent_back %lld: no entry appended "
-                               "that far back in the batch",
-                               (long long)back);
-            continue;
-        }
-        if (back > 0)
-            r->parent = reqs[i - back].entry.seq;
-        r->rc = check_req(l, r, h->count, &r->err);
-        if (r->rc == FO_OK && r->lease_owner && r->lease_run >= 0 &&
-            l->ops->lease_held)
-            rc = fence(l, &fc, r, err);
-        if (rc == FO_OK && r->rc == FO_OK && r->sole_kinds && r->parent >= 0)
-            rc = sole(l, r, err);
-        if (rc == FO_OK && r->rc == FO_OK)
-            rc = append_one(l, h, r, err);
-        if (rc == FO_OK && r->rc == FO_OK && r->lease_owner &&
-            r->lease_run < 0 && l->ops->lease_put) {
-            rc = l->ops->lease_put(l->store, r->entry.seq, r->lease_owner,
-                                   r->lease_ms, err);
-            /* this batch's own fence checks of that run see it */
-            if (rc == FO_OK)
-                fence_note(&fc, r->entry.seq, r->lease_owner, 1);
-        }
-    }
+    if (rc == FO_OK)
+        rc = ledger_append_reqs(l, h, reqs, n, NULL, err);
     if (rc == FO_OK)
         rc = l->ops->commit(l->store, err);
     else
@@ -904,13 +944,8 @@ int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
     head_keep(l, rc == FO_OK ? h : NULL);
 out:
     free(h);
-    if (rc) {
-        for (size_t i = 0; i < n; i++) {
-            reqs[i].rc = rc;
-            if (err)
-                reqs[i].err = *err;
-        }
-    }
+    if (rc)
+        ledger_fail_reqs(reqs, n, rc, err);
     return rc;
 }
 
@@ -1382,12 +1417,12 @@ int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
                                 .body_len = body.len};
     if (rc == FO_OK) {
         /* The redaction record itself must always fit. */
-        rc = check_req(l, &req, h->count, err);
+        rc = check_req(l, &req, NULL, h->count, err);
         if (rc == FO_E_TOO_LARGE)
             rc = fo_err_set(err, FO_E_INVALID, "reason: too long");
     }
     if (rc == FO_OK)
-        rc = append_one(l, h, &req, err);
+        rc = append_one(l, h, &req, NULL, err);
     if (rc == FO_OK)
         rc = l->ops->commit(l->store, err);
     else

@@ -210,6 +210,87 @@ int ledger_lease_expired(struct ledger *l, int64_t limit,
                          int (*fn)(void *ctx, int64_t run), void *ctx,
                          struct fo_err *err);
 
+/* Staged appends: several writers on one ledger without a lock between
+ * them (PostgreSQL; docs/OPERATIONS.md, "Several daemons on one PostgreSQL
+ * ledger"). A writer stages its batch unsequenced (ledger_stage); the
+ * integrator, the one process holding the integration lease, sequences
+ * what is staged in its own write transactions (ledger_integrate), whole
+ * batches in batch order, with every check of ledger_append_batch (the
+ * run lease fence and the sole decisions included), and leaves each
+ * batch's outcome for its writer (ledger_stage_collect). ledger_can_stage
+ * is 0 where the store has none (SQLite) or the handle is read-only; the
+ * others then give FO_E_INVALID. */
+int ledger_can_stage(const struct ledger *l);
+
+/* Stages reqs[0..n) as one batch, in its own short transaction (no
+ * writers' lock), durable when it returns FO_OK. A request that fails a
+ * check needing no head (actor, kind, payload, its size, parent, lease
+ * owner) gets its rc now and is not staged; the others get rc FO_OK,
+ * entry.seq -1 and entry.payload: staged, not yet appended. *batch is
+ * the batch's id, or -1 when nothing was staged. submitter: the writer's
+ * id (1-64 lowercase hex). forget[0..nf): batches whose outcomes were
+ * collected (dropped in the same transaction; n 0: only that, without
+ * waiting for the disk). On an error nothing was staged and every req's
+ * rc is it. Blocks on a round trip and the fsync. */
+int ledger_stage(struct ledger *l, struct ledger_append *reqs, size_t n,
+                 const char *submitter, const int64_t *forget, size_t nf,
+                 int64_t *batch, struct fo_err *err);
+
+/* Calls fn with the outcome of each of batches[0..nb) integrated so far;
+ * batches not yet integrated are not called for. The outcome is valid
+ * during the call. Outcomes stay until forgotten (ledger_stage's forget,
+ * with n 0 to forget only), so an answer lost on the way is read again. */
+int ledger_stage_collect(struct ledger *l, const int64_t *batches, size_t nb,
+                         int (*fn)(void *ctx, int64_t batch,
+                                   const char *outcome),
+                         void *ctx, struct fo_err *err);
+
+/* Applies a batch's outcome to the requests ledger_stage staged from
+ * reqs[0..n): each staged one gets rc FO_OK and its entry (whose hash is
+ * checked against what was staged), or the rc and err of its refusal
+ * (FO_E_EXISTS with entry.seq, FO_E_RUN_ELSEWHERE, ...). FO_E_CORRUPT
+ * when the outcome does not fit the requests. */
+int ledger_stage_outcome(const char *outcome, struct ledger_append *reqs,
+                         size_t n, struct fo_err *err);
+
+/* The integrator's transaction: takes the staged rows of whole batches
+ * (oldest first, at least one batch, about max_staged rows; none when
+ * max_staged is 0), appends them, then reqs[0..n) (this process's own
+ * appends, which need no staging), leaves the staged batches' outcomes and
+ * notifies their writers, and commits. *staged: the rows taken. Returns
+ * like ledger_append_batch for reqs; on an error the staged rows stay
+ * staged for the next integration. Blocks on the writers' lock and the
+ * fsync. */
+int ledger_integrate(struct ledger *l, struct ledger_append *reqs, size_t n,
+                     size_t max_staged, size_t *staged, struct fo_err *err);
+
+/* Notes of stagings and integrations on this handle's connection: *fd
+ * turns readable when one may have come; ledger_stage_notes reads them
+ * without waiting (LEDGER_NOTE_* bits; both after a reconnect, when some
+ * may have been missed). */
+enum { LEDGER_NOTE_STAGED = 1, LEDGER_NOTE_INTEGRATED = 2 };
+int ledger_stage_listen(struct ledger *l, int *fd, struct fo_err *err);
+unsigned ledger_stage_notes(struct ledger *l);
+
+/* The integration lease: which process integrates (one row, expiry on
+ * the database server's clock). GET: *held 1 when owner holds it live,
+ * its holder into holder (cap bytes; "" when nobody ever held it). CLAIM:
+ * owner takes it unless another holds it live. RENEW: owner keeps it for
+ * ttl_ms more, when it still holds it. RELEASE: owner's lease expires now
+ * (another may claim it at once). */
+enum {
+    LEDGER_ILEASE_GET,
+    LEDGER_ILEASE_CLAIM,
+    LEDGER_ILEASE_RENEW,
+    LEDGER_ILEASE_RELEASE
+};
+int ledger_integrator_lease(struct ledger *l, int op, const char *owner,
+                            int ttl_ms, int *held, char *holder, size_t cap,
+                            struct fo_err *err);
+
+/* Drops outcomes no writer collected for ten minutes (it died). */
+int ledger_stage_prune(struct ledger *l, struct fo_err *err);
+
 /* Validation used by append, exposed for front ends that check early. */
 int ledger_check_actor(const char *actor, struct fo_err *err);
 int ledger_check_kind(const char *kind, struct fo_err *err);

@@ -47,6 +47,33 @@ struct ledger {
 int ledger_head_root(struct ledger *l, int64_t *count, uint8_t root[32],
                      struct fo_err *err);
 
+/* Inside a write transaction: the head (from the handle's cache when the
+ * stored head is the one it was taken at); after the transaction,
+ * ledger_head_keep(l, h) when it committed, (l, NULL) when not. */
+int ledger_load_head(struct ledger *l, struct ledger_head *h,
+                     struct fo_err *err);
+void ledger_head_keep(struct ledger *l, const struct ledger_head *h);
+
+/* A staged request's own part (stage.c): its payload hash, made by its
+ * writer, and the length of its body, which stays on the server. */
+struct ledger_staged {
+    uint8_t payload[32];
+    size_t body_len;
+};
+
+/* Inside a write transaction, at head h: checks and appends reqs[0..n)
+ * as ledger_append_batch does (each its rc; the lease fence and the sole
+ * decisions checked here). staged: NULL, or per request its staged part
+ * (then the body is not stored here: the caller moves it). A store error
+ * is returned (the transaction must be rolled back). */
+int ledger_append_reqs(struct ledger *l, struct ledger_head *h,
+                       struct ledger_append *reqs, size_t n,
+                       const struct ledger_staged *staged, struct fo_err *err);
+
+/* Sets every request's rc to rc (and err, when given). */
+void ledger_fail_reqs(struct ledger_append *reqs, size_t n, int rc,
+                      const struct fo_err *err);
+
 /* The storage key of tree node (level >= 1, index): see ledger.c. */
 int64_t ledger_node_pos(unsigned level, uint64_t index);
 

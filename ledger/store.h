@@ -36,6 +36,32 @@ struct store_row {
 
 typedef int (*store_row_fn)(void *ctx, const struct store_row *row);
 
+/* One staged append (store_ops.stage_*): what a writer asked for, not yet
+ * in the chain. The strings are NUL-terminated; sole is the sole kinds
+ * joined by commas (NULL: none), lease_owner NULL when not leased. */
+struct store_stage {
+    int64_t batch;
+    int64_t idx; /* its place in the writer's batch */
+    const char *submitter;
+    int64_t ts; /* when staged (the writer's clock), microseconds */
+    const char *actor;
+    const char *kind;
+    int64_t parent; /* -1: none */
+    int64_t parent_back;
+    uint8_t payload[32];
+    const void *body;
+    size_t body_len;
+    const char *lease_owner;
+    int64_t lease_run;
+    int64_t lease_ms;
+    const char *sole;
+};
+
+/* A staged row integrated at seq. */
+struct store_moved {
+    int64_t batch, idx, seq;
+};
+
 struct store;
 
 enum {
@@ -78,7 +104,10 @@ struct store_ops {
     /* The number of entries and, when count > 0, the last one. */
     int (*head)(struct store *s, int64_t *count, struct store_rec *last,
                 struct fo_err *err);
-    /* Inside a write transaction. body may be NULL. */
+    /* Inside a write transaction. body may be NULL. A store may send
+     * puts in bulk before its next statement or at the commit (PostgreSQL:
+     * binary COPY), so a put's failure (a taken seq: FO_E_CORRUPT) may be
+     * reported there instead; reads in the transaction see every put. */
     int (*put_entry)(struct store *s, const struct store_rec *rec,
                      const void *body, size_t body_len, struct fo_err *err);
     int (*put_node)(struct store *s, int64_t pos, const uint8_t hash[32],
@@ -221,6 +250,63 @@ struct store_ops {
     int (*lease_expired)(struct store *s, int64_t limit,
                          int (*fn)(void *ctx, int64_t run), void *ctx,
                          struct fo_err *err);
+
+    /* Staged appends (several writers, one integrator; docs/OPERATIONS.md,
+     * "Several daemons on one PostgreSQL ledger"). All NULL where the
+     * store has none (SQLite: one writer). */
+    /* Its own short transaction, without the writers' lock: stages
+     * rows[0..n) under one new batch id (*batch), in order, and forgets
+     * the outcomes of the batches forget[0..nf) (collected already).
+     * Returns once the commit is durable. */
+    int (*stage_put)(struct store *s, const struct store_stage *rows, size_t n,
+                     const int64_t *forget, size_t nf, int64_t *batch,
+                     struct fo_err *err);
+    /* Inside a write transaction: streams the staged rows of whole
+     * batches, oldest batch first, in (batch, idx) order, until at least
+     * max_rows rows (one batch at least); no bodies (body NULL, body_len
+     * its length). */
+    int (*stage_take)(struct store *s, size_t max_rows,
+                      int (*fn)(void *ctx, const struct store_stage *row),
+                      void *ctx, struct fo_err *err);
+    /* Inside the same write transaction: the bodies of the integrated rows
+     * moved[0..nm) become entry bodies (at their seq), each taken batch's
+     * outcome text is stored, the taken batches leave the staging table,
+     * and the writers are notified at commit. */
+    int (*stage_finish)(struct store *s, const struct store_moved *moved,
+                        size_t nm, const int64_t *batches,
+                        const char *const *outcomes, size_t nb,
+                        struct fo_err *err);
+    /* Outside a transaction: streams the outcomes stored for any of
+     * batches[0..nb) (those integrated so far). */
+    int (*stage_collect)(struct store *s, const int64_t *batches, size_t nb,
+                         int (*fn)(void *ctx, int64_t batch,
+                                   const char *outcome),
+                         void *ctx, struct fo_err *err);
+    /* Outside a transaction: listen for the notes of stagings and
+     * integrations; *fd (may change after a reconnect) turns readable when
+     * one came; notes reads what came (STORE_NOTE_* bits), never waiting. */
+    int (*stage_listen)(struct store *s, int *fd, struct fo_err *err);
+    unsigned (*stage_notes)(struct store *s);
+    /* Outside a transaction: the integration lease, one row on the
+     * server's clock. op STORE_ILEASE_GET: *held 1 when owner holds it
+     * live, the holder (live or not) into holder (cap bytes, "" when
+     * none), *live whether it is live. CLAIM: owner takes it when nobody
+     * holds it live (or owner does). RENEW: owner keeps it when it still
+     * holds it. RELEASE: owner's lease expires now. *held after each. */
+    int (*ilease)(struct store *s, int op, const char *owner, int ttl_ms,
+                  int *held, int *live, char *holder, size_t cap,
+                  struct fo_err *err);
+    /* Outside a transaction: drops outcomes nobody collected for a long
+     * while (their writer died). */
+    int (*stage_prune)(struct store *s, struct fo_err *err);
+};
+
+enum { STORE_NOTE_STAGED = 1, STORE_NOTE_INTEGRATED = 2 };
+enum {
+    STORE_ILEASE_GET,
+    STORE_ILEASE_CLAIM,
+    STORE_ILEASE_RENEW,
+    STORE_ILEASE_RELEASE
 };
 
 extern const struct store_ops store_sqlite_ops;

@@ -28,11 +28,10 @@
 #include <libpq-fe.h>
 
 #include "ledger/fo_buf.h"
+#include "ledger/store_pg_int.h"
 
 /* The store's own format, in forum.meta "store_format". */
 #define PG_STORE_FORMAT 1
-/* pg_advisory_xact_lock key of the writers: 'foru' */
-#define PG_WRITE_LOCK "1718579829"
 /* Rows per round trip when streaming (bodies: fewer, they may be 1 MiB). */
 #define CHUNK_ROWS 1024
 #define CHUNK_BODY_ROWS 64
@@ -46,9 +45,6 @@ enum stmt_id {
     ST_META_GET,
     ST_META_SET,
     ST_HEAD,
-    ST_PUT_ENTRY,
-    ST_PUT_BODY,
-    ST_PUT_NODE,
     ST_GET_ENTRY,
     ST_GET_NODE,
     ST_GET_BODY,
@@ -90,6 +86,8 @@ struct stmt_def {
     const char *types; /* one letter a parameter: i int8, b bytea, t text */
 };
 
+_Static_assert(ST__COUNT <= STORE_PG_STMTS, "too many statements");
+
 static const struct stmt_def stmts[ST__COUNT] = {
     [ST_META_GET] = {"SELECT value FROM forum.meta WHERE key = $1", "t"},
     [ST_META_SET] = {"INSERT INTO forum.meta(key, value) VALUES ($1, $2)"
@@ -98,12 +96,6 @@ static const struct stmt_def stmts[ST__COUNT] = {
     [ST_HEAD] = {"SELECT " ENTRY_COLS
                  " FROM forum.entries ORDER BY seq DESC LIMIT 1",
                  ""},
-    [ST_PUT_ENTRY] = {"INSERT INTO forum.entries(" ENTRY_COLS
-                      ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                      "iittibbb"},
-    [ST_PUT_BODY] = {"INSERT INTO forum.bodies(seq, body) VALUES ($1, $2)",
-                     "ib"},
-    [ST_PUT_NODE] = {"INSERT INTO forum.tree(pos, hash) VALUES ($1, $2)", "ib"},
     [ST_GET_ENTRY] = {"SELECT " ENTRY_COLS
                       ", EXISTS(SELECT 1 FROM forum.bodies b WHERE"
                       " b.seq = e.seq) FROM forum.entries e WHERE seq = $1",
@@ -244,29 +236,6 @@ static const char schema_sql[] =
     " WHERE kind = 'session_started';"
     "CREATE INDEX entries_turns ON forum.entries(seq) WHERE kind = 'turn';"
     "CREATE INDEX entries_payload ON forum.entries(payload);" LEASES_SQL;
-
-struct store {
-    PGconn *conn;
-    char *dir;
-    char *where;     /* "host=... port=... dbname=..." for messages */
-    char *ledger_id; /* what DIR/store.json pins, or NULL */
-    int readonly;
-    int busy_ms;
-    int in_txn;
-    int held;   /* hold: one write transaction around the others */
-    int broken; /* the connection was lost: reset before the next use */
-    int fail_commit_in;
-    /* Set once check found another ledger in the database: every later
-     * write transaction is refused with lost_err (sticky). */
-    int lost;
-    struct fo_err lost_err;
-    unsigned char prepared[ST__COUNT];
-    /* the tree-node cursor (nodes_begin / next / end) */
-    PGresult *nodes;
-    int nodes_row;
-    int nodes_eof;
-    int64_t nodes_from;
-};
 
 /* ---- parameters and results ------------------------------------------- */
 
@@ -435,6 +404,7 @@ static int exec(struct store *s, const char *sql, const char *what,
 static int setup_session(struct store *s, struct fo_err *err)
 {
     memset(s->prepared, 0, sizeof(s->prepared));
+    memset(s->sprepared, 0, sizeof(s->sprepared));
     PQsetNoticeProcessor(s->conn, ignore_notice, NULL);
     if (PQsetClientEncoding(s->conn, "UTF8") != 0)
         return pg_fail(s, NULL, "client_encoding UTF8", err);
@@ -453,7 +423,8 @@ static int setup_session(struct store *s, struct fo_err *err)
              " SET client_min_messages = warning;%s",
              s->busy_ms,
              s->readonly ? " SET default_transaction_read_only = on;" : "");
-    return exec(s, sql, "session setup", err);
+    int rc = exec(s, sql, "session setup", err);
+    return rc ? rc : store_pg_stage_relisten(s, err);
 }
 
 /* Outside a transaction: reconnects once when the connection was lost. */
@@ -491,6 +462,8 @@ static PGresult *run_once(struct store *s, enum stmt_id id,
                           struct fo_err *err)
 {
     if (!s->in_txn && ensure_conn(s, err) != FO_OK)
+        return NULL;
+    if (s->in_txn && store_pg_flush(s, err) != FO_OK)
         return NULL;
     char name[16];
     snprintf(name, sizeof(name), "fo_%d", (int)id);
@@ -753,6 +726,7 @@ static void pg_close(struct store *s)
         PQclear(s->nodes);
     if (s->conn)
         PQfinish(s->conn);
+    store_pg_discard(s);
     free(s->dir);
     free(s->where);
     free(s->ledger_id);
@@ -784,6 +758,8 @@ static int pg_open(const char *dir, unsigned flags, int busy_ms,
         store_conf_free(&conf);
         return fo_err_set(err, FO_E_NOMEM, NULL);
     }
+    for (int i = 0; i < 3; i++)
+        fo_buf_init(&s->cp[i], FO_BUF_UNLIMITED);
     s->readonly = (flags & STORE_READONLY) != 0;
     s->busy_ms = busy_ms > 0 ? busy_ms : 10000;
     s->dir = strdup(dir);
@@ -850,6 +826,8 @@ static int pg_open(const char *dir, unsigned flags, int busy_ms,
         rc = check_pinned(s, err);
     if (!rc && !s->readonly)
         rc = ensure_leases(s, err);
+    if (!rc && !s->readonly)
+        rc = store_pg_stage_ensure(s, err);
     if (rc) {
         pg_close(s);
         return rc;
@@ -925,8 +903,17 @@ static int pg_begin_read(struct store *s, struct fo_err *err)
 
 static int pg_commit(struct store *s, struct fo_err *err)
 {
+    int frc = store_pg_flush(s, err);
+    if (frc && s->held)
+        return frc; /* the held transaction failed: hold(0) rolls back */
     if (s->held)
         return held_check(s, err);
+    if (frc) {
+        if (!s->broken)
+            exec(s, "ROLLBACK", "rollback", NULL);
+        s->in_txn = 0;
+        return frc;
+    }
 #ifdef FORUM_TEST_SEAMS
     if (s->fail_commit_in > 0 && --s->fail_commit_in == 0) {
         exec(s, "ROLLBACK", "rollback", NULL);
@@ -957,6 +944,8 @@ static int pg_commit(struct store *s, struct fo_err *err)
 
 static void pg_rollback(struct store *s)
 {
+    if (!s->held)
+        store_pg_discard(s);
     if (s->nodes) {
         PQclear(s->nodes);
         s->nodes = NULL;
@@ -1081,34 +1070,21 @@ static int pg_put_entry(struct store *s, const struct store_rec *r,
 {
     if (body_len > INT_MAX)
         return fo_err_set(err, FO_E_TOO_LARGE, "body of %zu bytes", body_len);
-    struct params p = {0};
-    par_i64(&p, r->seq);
-    par_i64(&p, r->ts);
-    par_bytes(&p, r->actor, r->actor_len);
-    par_bytes(&p, r->kind, r->kind_len);
-    if (r->parent < 0)
-        par_null(&p);
-    else
-        par_i64(&p, r->parent);
-    par_bytes(&p, r->payload, 32);
-    par_bytes(&p, r->prev, 32);
-    par_bytes(&p, r->hash, 32);
-    int rc = run_cmd(s, ST_PUT_ENTRY, &p, "append", err);
-    if (rc || !body)
-        return rc;
-    struct params b = {0};
-    par_i64(&b, r->seq);
-    par_bytes(&b, body, body_len);
-    return run_cmd(s, ST_PUT_BODY, &b, "append body", err);
+    if (!s->in_txn)
+        return fo_err_set(err, FO_E_INTERNAL,
+                          "PostgreSQL %s: append outside a transaction",
+                          s->where);
+    return store_pg_buffer_entry(s, r, body, body_len, err);
 }
 
 static int pg_put_node(struct store *s, int64_t pos, const uint8_t hash[32],
                        struct fo_err *err)
 {
-    struct params p = {0};
-    par_i64(&p, pos);
-    par_bytes(&p, hash, 32);
-    return run_cmd(s, ST_PUT_NODE, &p, "tree", err);
+    if (!s->in_txn)
+        return fo_err_set(err, FO_E_INTERNAL,
+                          "PostgreSQL %s: tree node outside a transaction",
+                          s->where);
+    return store_pg_buffer_node(s, pos, hash, err);
 }
 
 static int pg_get_entry(struct store *s, int64_t seq, struct store_rec *rec,
@@ -1614,7 +1590,7 @@ static int pg_check(struct store *s, struct fo_err *err)
 
 /* ---- run leases -------------------------------------------------------- */
 
-static int owner_ok(struct store *s, const char *owner, struct fo_err *err)
+int store_pg_owner_ok(struct store *s, const char *owner, struct fo_err *err)
 {
     size_t n = owner ? strlen(owner) : 0;
     int ok = n >= 1 && n <= 64;
@@ -1631,7 +1607,7 @@ static int owner_ok(struct store *s, const char *owner, struct fo_err *err)
 static int pg_lease_put(struct store *s, int64_t id, const char *owner,
                         int ttl_ms, struct fo_err *err)
 {
-    int rc = owner_ok(s, owner, err);
+    int rc = store_pg_owner_ok(s, owner, err);
     if (rc)
         return rc;
     struct params p = {0};
@@ -1645,7 +1621,7 @@ static int pg_lease_held(struct store *s, int64_t id, const char *owner,
                          int *held, struct fo_err *err)
 {
     *held = 0;
-    int rc = owner_ok(s, owner, err);
+    int rc = store_pg_owner_ok(s, owner, err);
     if (rc)
         return rc;
     struct params p = {0};
@@ -1663,7 +1639,7 @@ static int pg_lease_claim(struct store *s, int64_t id, const char *owner,
                           int ttl_ms, int *got, struct fo_err *err)
 {
     *got = 0;
-    int rc = owner_ok(s, owner, err);
+    int rc = store_pg_owner_ok(s, owner, err);
     if (rc)
         return rc;
     rc = pg_begin_write(s, err);
@@ -1692,7 +1668,7 @@ static int pg_lease_renew(struct store *s, const char *owner,
                           int (*fn)(void *ctx, int64_t id), void *ctx,
                           struct fo_err *err)
 {
-    int rc = owner_ok(s, owner, err);
+    int rc = store_pg_owner_ok(s, owner, err);
     if (rc || !n)
         return rc;
     struct fo_buf b;
@@ -1717,7 +1693,7 @@ static int pg_lease_renew(struct store *s, const char *owner,
 static int pg_lease_release(struct store *s, int64_t id, const char *owner,
                             int drop, struct fo_err *err)
 {
-    int rc = owner_ok(s, owner, err);
+    int rc = store_pg_owner_ok(s, owner, err);
     if (rc)
         return rc;
     struct params p = {0};
@@ -1761,6 +1737,25 @@ static int pg_lease_expired(struct store *s, int64_t limit,
     if (!res)
         return err_code(err);
     return each_i64(res, "damaged run lease row", fn, ctx, err);
+}
+
+/* ---- for store_pg_stage.c --------------------------------------------- */
+
+int store_pg_fail(struct store *s, const PGresult *res, const char *what,
+                  struct fo_err *err)
+{
+    return pg_fail(s, res, what, err);
+}
+
+int store_pg_exec(struct store *s, const char *sql, const char *what,
+                  struct fo_err *err)
+{
+    return exec(s, sql, what, err);
+}
+
+int store_pg_ensure_conn(struct store *s, struct fo_err *err)
+{
+    return ensure_conn(s, err);
 }
 
 const struct store_ops store_pg_ops = {
@@ -1808,4 +1803,12 @@ const struct store_ops store_pg_ops = {
     .lease_release = pg_lease_release,
     .lease_get = pg_lease_get,
     .lease_expired = pg_lease_expired,
+    .stage_put = store_pg_stage_put,
+    .stage_take = store_pg_stage_take,
+    .stage_finish = store_pg_stage_finish,
+    .stage_collect = store_pg_stage_collect,
+    .stage_listen = store_pg_stage_listen,
+    .stage_notes = store_pg_stage_notes,
+    .ilease = store_pg_ilease,
+    .stage_prune = store_pg_stage_prune,
 };

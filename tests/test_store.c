@@ -6,6 +6,7 @@
  * cleanly and is reset, a foreign or newer database is refused untouched),
  * and the CLI end to end on PostgreSQL (init, append, verify, export from
  * SQLite and import into PostgreSQL with the same root). */
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "ledger/fo_err.h"
 #include "ledger/ledger.h"
+#include "ledger/proof.h"
 #include "ledger/store.h"
 #include "tests/testutil.h"
 #include "tests/tu_pg.h"
@@ -408,10 +410,14 @@ STORE_CASE(put_and_get_entries_bodies_and_nodes)
     OK(f->ops->get_node(f->s, (3 << 6) | 1, got, &e_));
     cr_assert_eq(memcmp(got, h, 32), 0);
     cr_assert_eq(f->ops->get_node(f->s, 64, got, &e), FO_E_CORRUPT);
-    /* a second entry at a taken seq is refused (and rolled back) */
+    /* a second entry at a taken seq is refused (and rolled back): at once,
+     * or at the commit where puts go out in bulk (PostgreSQL) */
     begin_w(f);
     struct store_rec dup = mkrec(1, "x", "y", -1, 9);
-    cr_assert_neq(f->ops->put_entry(f->s, &dup, NULL, 0, &e), FO_OK);
+    int drc = f->ops->put_entry(f->s, &dup, NULL, 0, &e);
+    if (drc == FO_OK)
+        drc = f->ops->commit(f->s, &e);
+    cr_assert_eq(drc, FO_E_CORRUPT, "%d %s", drc, e.msg);
     f->ops->rollback(f->s);
     OK(f->ops->get_entry(f->s, 1, &r, NULL, &e_));
     cr_assert_eq(r.payload[0], 1);
@@ -1489,4 +1495,349 @@ STORE_CASE(a_sole_decision_goes_in_once)
     cr_assert_eq(count, 3, "gate, one decision, the note");
     ledger_close(a);
     ledger_close(b);
+}
+
+/* ------------------------------------------- staged appends (PostgreSQL) */
+
+struct got_outcome {
+    int64_t batch;
+    char *text;
+    int calls;
+};
+
+static int got_outcome(void *ctx, int64_t batch, const char *outcome)
+{
+    struct got_outcome *g = ctx;
+    g->calls++;
+    g->batch = batch;
+    free(g->text);
+    g->text = strdup(outcome);
+    return 0;
+}
+
+/* Collects batch's outcome (it must be there) and applies it to reqs. */
+static void collect_into(struct ledger *l, int64_t batch,
+                         struct ledger_append *reqs, size_t n)
+{
+    struct got_outcome g = {.batch = -1};
+    struct fo_err err;
+    OK(ledger_stage_collect(l, &batch, 1, got_outcome, &g, &err));
+    cr_assert_eq(g.calls, 1, "batch %lld: no outcome", (long long)batch);
+    cr_assert_eq(g.batch, batch);
+    OK(ledger_stage_outcome(g.text, reqs, n, &err));
+    /* read again until forgotten (an answer lost on the way) */
+    g.calls = 0;
+    OK(ledger_stage_collect(l, &batch, 1, got_outcome, &g, &err));
+    cr_assert_eq(g.calls, 1, "an outcome lost before it was forgotten");
+    int64_t none = 0;
+    OK(ledger_stage(l, NULL, 0, "ff", &batch, 1, &none, &err));
+    cr_assert_eq(none, -1);
+    g.calls = 0;
+    OK(ledger_stage_collect(l, &batch, 1, got_outcome, &g, &err));
+    cr_assert_eq(g.calls, 0, "an outcome forgotten is gone");
+    free(g.text);
+}
+
+static struct ledger_append note(const char *actor, int64_t parent,
+                                 const char *body)
+{
+    return (struct ledger_append){.actor = actor,
+                                  .kind = "note",
+                                  .parent = parent,
+                                  .body = body,
+                                  .body_len = strlen(body)};
+}
+
+/* Two writers stage without a lock between them; nothing is in the chain
+ * until the integrator sequences the staged batches, each whole and in
+ * order, with its own appends; each writer then reads its entries (the
+ * hashes it is told are those of the chain) and the ledger verifies deep,
+ * with the root a single writer gives the same entries. */
+Test(store_pg_stage, writers_stage_and_one_integrator_sequences)
+{
+    struct fx f;
+    pg_fx(&f);
+    struct ledger *w1 = NULL, *w2 = NULL, *in = NULL;
+    struct fo_err err;
+    OK(ledger_open(f.dir, LEDGER_OPEN_CREATE, NULL, &in, &err));
+    OK(ledger_open(f.dir, 0, NULL, &w1, &err));
+    OK(ledger_open(f.dir, 0, NULL, &w2, &err));
+    cr_assert(ledger_can_stage(w1));
+    OK(ledger_append(in, "a", "note", LEDGER_NO_PARENT, "{}", 2, NULL, &err));
+    int fd = -1;
+    OK(ledger_stage_listen(w1, &fd, &err));
+    cr_assert_geq(fd, 0);
+    ledger_stage_notes(w1); /* the first call says "maybe missed" */
+    struct ledger_append b1[3] = {note("w1", 0, "{\"k\":1}"),
+                                  note("w1", LEDGER_NO_PARENT, "{\"k\":2}"),
+                                  note("w1", LEDGER_NO_PARENT, "{\"k\":3}")};
+    b1[2].parent_back = 1; /* the entry before it, in the same batch */
+    struct ledger_append b2[2] = {note("", 0, "{}"), /* refused now */
+                                  note("w2", 0, "{\"k\":4}")};
+    int64_t id1 = -1, id2 = -1;
+    OK(ledger_stage(w1, b1, 3, "a1", NULL, 0, &id1, &err));
+    OK(ledger_stage(w2, b2, 2, "b2", NULL, 0, &id2, &err));
+    cr_assert_geq(id1, 0);
+    cr_assert_gt(id2, id1);
+    cr_assert_eq(b1[0].rc, FO_OK);
+    cr_assert_eq(b1[0].entry.seq, -1, "staged, not in the chain yet");
+    cr_assert_eq(b2[0].rc, FO_E_INVALID, "a bad actor is refused at once");
+    int64_t count = 0;
+    OK(ledger_count(in, &count, &err));
+    cr_assert_eq(count, 1, "staged entries are not in the chain");
+    /* not integrated: no outcome yet */
+    struct got_outcome g = {.batch = -1};
+    OK(ledger_stage_collect(w1, &id1, 1, got_outcome, &g, &err));
+    cr_assert_eq(g.calls, 0);
+    /* the integrator: the staged batches first, then its own */
+    struct ledger_append own = note("in", LEDGER_NO_PARENT, "{\"own\":1}");
+    size_t took = 0;
+    OK(ledger_integrate(in, &own, 1, 4096, &took, &err));
+    cr_assert_eq(took, 4, "three rows of one batch and one of the other");
+    cr_assert_eq(own.rc, FO_OK);
+    cr_assert_eq(own.entry.seq, 5);
+    /* the writer is notified: its connection turns readable */
+    unsigned notes = 0;
+    for (int i = 0; i < 600 && !(notes & LEDGER_NOTE_INTEGRATED); i++) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        poll(&pf, 1, 100);
+        notes |= ledger_stage_notes(w1);
+    }
+    cr_assert(notes & LEDGER_NOTE_INTEGRATED, "no note of the integration");
+    collect_into(w1, id1, b1, 3);
+    collect_into(w2, id2, b2, 2);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(b1[i].rc, FO_OK, "%d: %s", i, b1[i].err.msg);
+    cr_assert_eq(b1[0].entry.seq, 1);
+    cr_assert_eq(b1[1].entry.seq, 2);
+    cr_assert_eq(b1[2].entry.seq, 3);
+    cr_assert_eq(b1[2].entry.parent, 2, "parent_back resolved");
+    cr_assert_eq(b2[0].rc, FO_E_INVALID);
+    cr_assert_eq(b2[1].rc, FO_OK);
+    cr_assert_eq(b2[1].entry.seq, 4);
+    /* what the writers were told is what the chain holds, bodies too */
+    for (int i = 0; i < 3; i++) {
+        struct ledger_entry e;
+        OK(ledger_get(in, b1[i].entry.seq, &e, NULL, &err));
+        cr_assert_eq(memcmp(e.hash, b1[i].entry.hash, 32), 0);
+        char *body = NULL;
+        size_t len = 0;
+        OK(ledger_body(w2, b1[i].entry.seq, &body, &len, &err));
+        cr_assert_str_eq(body, b1[i].body);
+        free(body);
+    }
+    /* nothing is left staged */
+    OK(ledger_integrate(in, NULL, 0, 4096, &took, &err));
+    cr_assert_eq(took, 0);
+    struct ledger_verify_result res;
+    OK(ledger_verify(w1, LEDGER_VERIFY_DEEP, NULL, NULL, &res, &err));
+    cr_assert(res.ok, "%s at %lld", res.reason ? res.reason : "",
+              (long long)res.first_bad_seq);
+    cr_assert_eq(res.entries, 6);
+    /* one writer appending the same entries makes the same root */
+    char *sq = tu_tmpdir();
+    struct ledger *one = NULL;
+    OK(ledger_open(sq, LEDGER_OPEN_CREATE, NULL, &one, &err));
+    for (int64_t s = 0; s < 6; s++) {
+        struct ledger_entry e;
+        char *body = NULL;
+        size_t len = 0;
+        OK(ledger_get(in, s, &e, NULL, &err));
+        OK(ledger_body(in, s, &body, &len, &err));
+        struct ledger_append r = {.actor = e.actor,
+                                  .kind = e.kind,
+                                  .parent = e.parent,
+                                  .body = body,
+                                  .body_len = len,
+                                  .import = &e};
+        OK(ledger_append_batch(one, &r, 1, &err));
+        cr_assert_eq(r.rc, FO_OK, "%lld: %s", (long long)s, r.err.msg);
+        free(body);
+    }
+    uint8_t ra[32], rb[32];
+    int64_t na = 0, nb = 0;
+    OK(ledger_tree_head(in, &na, ra, &err));
+    OK(ledger_tree_head(one, &nb, rb, &err));
+    cr_assert_eq(na, nb);
+    cr_assert_eq(memcmp(ra, rb, 32), 0, "not the root one writer makes");
+    ledger_close(one);
+    tu_rmrf(sq);
+    ledger_close(w1);
+    ledger_close(w2);
+    ledger_close(in);
+    fx_fini(&f);
+}
+
+/* The checks that need the head are made when integrating: a sole
+ * decision staged by two writers goes in once (the loser told which entry
+ * won), an entry of a run whose lease another owner holds is refused
+ * (RUN_ELSEWHERE), a request entry takes its run's lease, and a parent
+ * that does not exist yet is refused. */
+Test(store_pg_stage, head_checks_are_made_at_integration)
+{
+    struct fx f;
+    pg_fx(&f);
+    struct ledger *w1 = NULL, *w2 = NULL, *in = NULL;
+    struct fo_err err;
+    OK(ledger_open(f.dir, LEDGER_OPEN_CREATE, NULL, &in, &err));
+    OK(ledger_open(f.dir, 0, NULL, &w1, &err));
+    OK(ledger_open(f.dir, 0, NULL, &w2, &err));
+    static const char *const sole[] = {"gate_approved", "gate_rejected", NULL};
+    struct ledger_append req = note("client", LEDGER_NO_PARENT, "{}");
+    req.kind = "request";
+    req.lease_owner = "aa";
+    req.lease_run = -1;
+    req.lease_ms = 60000;
+    int64_t id0;
+    OK(ledger_stage(w1, &req, 1, "a1", NULL, 0, &id0, &err));
+    size_t took = 0;
+    OK(ledger_integrate(in, NULL, 0, 100, &took, &err));
+    collect_into(w1, id0, &req, 1);
+    cr_assert_eq(req.rc, FO_OK, "%s", req.err.msg);
+    int64_t run = req.entry.seq;
+    char owner[65];
+    int live = 0;
+    OK(ledger_lease_get(in, run, owner, sizeof(owner), &live, &err));
+    cr_assert_str_eq(owner, "aa", "the request took its run's lease");
+    cr_assert(live);
+    struct ledger_append a = note("human", run, "{}"),
+                         b = note("human", run, "{\"no\":1}");
+    a.kind = "gate_approved";
+    a.sole_kinds = sole;
+    b.kind = "gate_rejected";
+    b.sole_kinds = sole;
+    struct ledger_append fenced[2] = {note("bb", run, "{}"),
+                                      note("aa", run, "{}")};
+    fenced[0].lease_owner = "bb";
+    fenced[0].lease_run = run;
+    fenced[1].lease_owner = "aa";
+    fenced[1].lease_run = run;
+    struct ledger_append orphan = note("x", 999, "{}");
+    int64_t ia, ib, ic, id;
+    OK(ledger_stage(w1, &a, 1, "a1", NULL, 0, &ia, &err));
+    OK(ledger_stage(w2, &b, 1, "b2", NULL, 0, &ib, &err));
+    OK(ledger_stage(w2, fenced, 2, "b2", NULL, 0, &ic, &err));
+    OK(ledger_stage(w1, &orphan, 1, "a1", NULL, 0, &id, &err));
+    OK(ledger_integrate(in, NULL, 0, 100, &took, &err));
+    cr_assert_eq(took, 5);
+    collect_into(w1, ia, &a, 1);
+    collect_into(w2, ib, &b, 1);
+    collect_into(w2, ic, fenced, 2);
+    collect_into(w1, id, &orphan, 1);
+    cr_assert_eq(a.rc, FO_OK, "%s", a.err.msg);
+    cr_assert_eq(b.rc, FO_E_EXISTS, "%s", b.err.msg);
+    cr_assert_eq(b.entry.seq, a.entry.seq, "names the winner");
+    cr_assert(strstr(b.err.msg, "already decided"), "%s", b.err.msg);
+    cr_assert_eq(fenced[0].rc, FO_E_RUN_ELSEWHERE, "%s", fenced[0].err.msg);
+    cr_assert_eq(fenced[1].rc, FO_OK, "%s", fenced[1].err.msg);
+    cr_assert_eq(orphan.rc, FO_E_INVALID, "%s", orphan.err.msg);
+    int64_t count = 0;
+    OK(ledger_count(in, &count, &err));
+    cr_assert_eq(count, 3, "the request, one decision, the fenced-in note");
+    ledger_close(w1);
+    ledger_close(w2);
+    ledger_close(in);
+    fx_fini(&f);
+}
+
+/* One integrator at a time, on the server's clock: a claim while another
+ * holds the lease live fails, a release lets the next claim win at once,
+ * and an unrenewed lease expires for the others. */
+Test(store_pg_stage, the_integration_lease_has_one_holder)
+{
+    struct fx f;
+    pg_fx(&f);
+    struct ledger *a = NULL, *b = NULL;
+    struct fo_err err;
+    OK(ledger_open(f.dir, LEDGER_OPEN_CREATE, NULL, &a, &err));
+    OK(ledger_open(f.dir, 0, NULL, &b, &err));
+    int held = 0;
+    char who[65];
+    OK(ledger_integrator_lease(a, LEDGER_ILEASE_GET, "aa", 0, &held, who,
+                               sizeof(who), &err));
+    cr_assert_eq(held, 0);
+    cr_assert_str_eq(who, "");
+    OK(ledger_integrator_lease(a, LEDGER_ILEASE_CLAIM, "aa", 60000, &held, who,
+                               sizeof(who), &err));
+    cr_assert_eq(held, 1);
+    OK(ledger_integrator_lease(b, LEDGER_ILEASE_CLAIM, "bb", 60000, &held, who,
+                               sizeof(who), &err));
+    cr_assert_eq(held, 0);
+    cr_assert_str_eq(who, "aa");
+    OK(ledger_integrator_lease(a, LEDGER_ILEASE_RENEW, "aa", 60000, &held, who,
+                               sizeof(who), &err));
+    cr_assert_eq(held, 1);
+    OK(ledger_integrator_lease(a, LEDGER_ILEASE_RELEASE, "aa", 0, &held, who,
+                               sizeof(who), &err));
+    OK(ledger_integrator_lease(b, LEDGER_ILEASE_CLAIM, "bb", 300, &held, who,
+                               sizeof(who), &err));
+    cr_assert_eq(held, 1, "a released lease is claimed at once");
+    OK(ledger_integrator_lease(a, LEDGER_ILEASE_RENEW, "aa", 60000, &held, who,
+                               sizeof(who), &err));
+    cr_assert_eq(held, 0, "a lease taken over is not renewed");
+    OK(ledger_integrator_lease(a, LEDGER_ILEASE_CLAIM, "aa", 60000, &held, who,
+                               sizeof(who), &err));
+    cr_assert_eq(held, 0);
+    /* bb stops renewing: after its 300 ms, aa's claim wins */
+    int64_t t0 = tu_now_ms();
+    while (!held) {
+        cr_assert_lt(tu_now_ms() - t0, 30000, "the lease never expired");
+        usleep(50000);
+        OK(ledger_integrator_lease(a, LEDGER_ILEASE_CLAIM, "aa", 60000, &held,
+                                   who, sizeof(who), &err));
+    }
+    ledger_close(a);
+    ledger_close(b);
+    fx_fini(&f);
+}
+
+/* A failed integration keeps the staged rows staged: the next one takes
+ * them (nothing is lost, nothing doubled). */
+Test(store_pg_stage, a_failed_integration_leaves_them_staged)
+{
+    struct fx f;
+    pg_fx(&f);
+    struct ledger *w = NULL, *in = NULL;
+    struct fo_err err;
+    OK(ledger_open(f.dir, LEDGER_OPEN_CREATE, NULL, &in, &err));
+    OK(ledger_open(f.dir, 0, NULL, &w, &err));
+    struct ledger_append r[2] = {note("w", LEDGER_NO_PARENT, "{\"a\":1}"),
+                                 note("w", LEDGER_NO_PARENT, "{\"a\":2}")};
+    int64_t id;
+    OK(ledger_stage(w, r, 2, "cc", NULL, 0, &id, &err));
+    ledger_fail_commit_after(in, 1);
+    size_t took = 0;
+    struct ledger_append own = note("in", LEDGER_NO_PARENT, "{}");
+    cr_assert_eq(ledger_integrate(in, &own, 1, 100, &took, &err), FO_E_IO);
+    cr_assert_eq(own.rc, FO_E_IO);
+    struct got_outcome g = {.batch = -1};
+    OK(ledger_stage_collect(w, &id, 1, got_outcome, &g, &err));
+    cr_assert_eq(g.calls, 0, "an outcome of a transaction that failed");
+    OK(ledger_integrate(in, NULL, 0, 100, &took, &err));
+    cr_assert_eq(took, 2);
+    collect_into(w, id, r, 2);
+    cr_assert_eq(r[0].entry.seq, 0);
+    cr_assert_eq(r[1].entry.seq, 1);
+    int64_t count = 0;
+    OK(ledger_count(in, &count, &err));
+    cr_assert_eq(count, 2);
+    ledger_close(w);
+    ledger_close(in);
+    fx_fini(&f);
+}
+
+/* SQLite stays one writer: no staging there. */
+Test(store_sqlite, stages_nothing)
+{
+    char *dir = tu_tmpdir();
+    struct ledger *l = NULL;
+    struct fo_err err;
+    OK(ledger_open(dir, LEDGER_OPEN_CREATE, NULL, &l, &err));
+    cr_assert_eq(ledger_can_stage(l), 0);
+    struct ledger_append r = note("w", LEDGER_NO_PARENT, "{}");
+    int64_t id;
+    cr_assert_eq(ledger_stage(l, &r, 1, "aa", NULL, 0, &id, &err),
+                 FO_E_INVALID);
+    ledger_close(l);
+    tu_rmrf(dir);
 }
