@@ -945,11 +945,12 @@ static int sse_field(struct httpc_sse *s)
     if (colon && v < l + n && *v == ' ')
         v++;
     size_t vl = (size_t)(l + n - v);
-    if (fl == 4 && !memcmp(l, "data", 4))
-        return (s->data.len && fo_buf_putc(&s->data, '\n')) ||
-                       fo_buf_append(&s->data, v, vl)
-                   ? -1
-                   : 0;
+    if (fl == 4 && !memcmp(l, "data", 4)) {
+        int bad = (s->has_data && fo_buf_putc(&s->data, '\n')) ||
+                  fo_buf_append(&s->data, v, vl);
+        s->has_data = 1;
+        return bad ? -1 : 0;
+    }
     if (fl == 5 && !memcmp(l, "event", 5))
         snprintf(s->event, sizeof(s->event), "%.*s", (int)vl, v);
     else if (fl == 2 && !memcmp(l, "id", 2) && !memchr(v, '\0', vl))
@@ -960,21 +961,21 @@ static int sse_field(struct httpc_sse *s)
 /* The blank line: the event, if it has data. */
 static int sse_dispatch(struct httpc_sse *s, httpc_sse_fn ev, void *arg)
 {
-    if (!s->data.len) {
+    if (!s->has_data) {
         s->event[0] = '\0';
         return 0;
     }
     if (fo_buf_putc(&s->data, '\0'))
         return -1;
-    s->data.len--;
     char type[sizeof(s->event)];
     snprintf(type, sizeof(type), "%s", s->event[0] ? s->event : "message");
-    int r = ev(arg, type, s->data.data, s->data.len);
-    if (r) /* s may be gone */
-        return r;
-    fo_buf_reset(&s->data);
+    /* the state is reset first: ev may stop the reading, or free s */
+    const char *data = s->data.data;
+    size_t len = s->data.len - 1;
+    s->data.len = 0; /* the bytes stay until the next data line */
     s->event[0] = '\0';
-    return 0;
+    s->has_data = 0;
+    return ev(arg, type, data, len);
 }
 
 int httpc_sse_feed(struct httpc_sse *s, struct evbuffer *in, httpc_sse_fn ev,

@@ -220,6 +220,7 @@ struct httpc_sse {
     struct fo_buf data; /* the data of the event being read */
     char event[64];     /* its type; "" means "message" */
     char id[256];       /* the last event id seen */
+    int has_data;       /* a data line came for this event */
     struct fo_buf line; /* a line not yet ended */
     int cr;             /* the last byte read was a CR */
 };
@@ -230,7 +231,8 @@ void httpc_sse_release(struct httpc_sse *s);
 
 /* Called for each complete event: data (len bytes, NUL-terminated), type
  * ("message" when none was given). Returns 0 to go on, anything else to
- * stop (httpc_sse_feed returns it at once; the rest stays unread). */
+ * stop (httpc_sse_feed returns it at once; the rest stays unread, and the
+ * reader may be released, or fed again). */
 typedef int (*httpc_sse_fn)(void *arg, const char *type, const char *data,
                             size_t len);
 
