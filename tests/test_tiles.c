@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -415,6 +416,7 @@ static pid_t serve_files_tls(const char *root, SSL_CTX *tls, int *port)
         close(s);
         return pid;
     }
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* gone with a test that failed */
     for (;;) {
         int c = accept(s, NULL, NULL);
         if (c < 0)
