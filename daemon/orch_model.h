@@ -202,7 +202,7 @@ typedef void (*orch_model_done_fn)(void *arg, int rc,
  * model servers listen there; write [::1] for IPv6).
  *
  * Memory per call in flight, measured (glibc, 200 calls on one base): about
- * 4 KiB for a plain http call waiting for its answer, plus the request body
+ * 5 KiB for a plain http call waiting for its answer, plus the request body
  * (once; the messages a second time only while fallover may need them),
  * plus the response as it arrives (at most response_max, and a copy of it
  * for a moment when it is complete). https adds about 20 KiB of OpenSSL 3.0
