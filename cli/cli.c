@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/httpc.h"
 #include "daemon/orch.h"
 #include "daemon/orch_model.h"
 #include "daemon/service.h"
@@ -625,4 +626,64 @@ long long cli_int_or(const cJSON *o, const char *k, long long dflt)
     if (fo_json_get_int(o, k, INT64_MIN, INT64_MAX, &v) != FO_OK)
         v = dflt;
     return v;
+}
+
+/* ---- the daemon's HTTP calls ----------------------------------------------
+ */
+
+#define REPLY_MAX (64u << 20)
+
+int cli_http_request(const char *host, int port, const char *method,
+                     const char *path, const char *token, const char *body,
+                     size_t body_len, int timeout_ms, int *status, char **out,
+                     size_t *out_len, struct fo_err *err)
+{
+    static const char *const names[] = {"GET", "POST", "DELETE"};
+    int m = -1;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(method, names[i]))
+            m = i;
+    if (m < 0)
+        return fo_err_set(err, FO_E_INVALID, "method %s: not supported",
+                          method);
+    char url[HTTPC_URL_MAX + 1];
+    int n = snprintf(url, sizeof(url),
+                     strchr(host, ':') ? "http://[%s]:%d%s" : "http://%s:%d%s",
+                     host, port, path);
+    if (n < 0 || (size_t)n >= sizeof(url))
+        return fo_err_set(err, FO_E_INVALID, "%s: path too long", path);
+    struct httpc_url u;
+    int rc = httpc_url_parse(url, &u, err);
+    if (rc)
+        return rc;
+    struct httpc_header h[2];
+    size_t nh = 0;
+    struct fo_buf auth;
+    fo_buf_init(&auth, 16 * 1024);
+    if (token && fo_buf_printf(&auth, "Bearer %s", token) == FO_OK)
+        h[nh++] = (struct httpc_header){"Authorization", auth.data};
+    /* every write says application/json, with a body or none: the
+     * daemon refuses any other (a browser form's) */
+    if (body || m != HTTPC_GET)
+        h[nh++] = (struct httpc_header){"Content-Type", "application/json"};
+    struct httpc_spec spec = {.method = m,
+                              .url = &u,
+                              .headers = h,
+                              .n_headers = nh,
+                              .body =
+                                  body ? body : (m != HTTPC_GET ? "" : NULL),
+                              .body_len = body ? body_len : 0,
+                              .timeout_ms = timeout_ms,
+                              .body_max = REPLY_MAX};
+    struct httpc_reply rep;
+    rc = httpc_fetch(&spec, &rep, err);
+    fo_buf_release(&auth);
+    httpc_url_release(&u);
+    if (rc)
+        return rc;
+    *status = rep.status;
+    *out = rep.body;
+    if (out_len)
+        *out_len = rep.len;
+    return FO_OK;
 }

@@ -68,10 +68,11 @@ int cli_serve(struct cli *c, int argc, char **argv);
  * unreadable or not JSON. */
 cJSON *cli_read_state(struct cli *c);
 
-/* One HTTP/1.1 request to host:port (Connection: close), for talking to our
- * own daemon. body may be NULL (no body). timeout_ms covers connect and the
- * whole reply. On FO_OK *status is the HTTP status and *out the body
- * (malloc'd, NUL-terminated; the caller frees). */
+/* One HTTP/1.1 request to host:port (httpc_fetch: Connection: close, a
+ * private event base), for talking to our own daemon. method is GET, POST
+ * or DELETE (else FO_E_INVALID). body may be NULL (no body). timeout_ms
+ * covers connect and the whole reply. On FO_OK *status is the HTTP status
+ * and *out the body (malloc'd, NUL-terminated; the caller frees). */
 int cli_http_request(const char *host, int port, const char *method,
                      const char *path, const char *token, const char *body,
                      size_t body_len, int timeout_ms, int *status, char **out,

@@ -11,12 +11,14 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <openssl/rand.h>
 
+#include "daemon/httpc.h"
 #include "ledger/cosig.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_file.h"
@@ -29,6 +31,7 @@
 #define VKEY_MAX 4096
 #define WITNESS_ARGS_MAX LEDGER_WITNESSES_MAX
 #define FETCH_TIMEOUT_MS 15000
+#define FETCH_BODY_MAX (64u << 20)
 
 /* ---- forum ledger tiles ---------------------------------------------------
  */
@@ -560,94 +563,104 @@ int cli_witness_check(struct cli *c, const char *note_file,
 /* ---- forum verify ----------------------------------------------------------
  */
 
-/* Where tiles come from: a directory, or an http:// URL prefix. */
+/* Where tiles come from: a directory, or an http:// or https:// URL
+ * prefix (read with the HTTP client, httpc.h). */
 struct source {
     const char *dir;
-    char host[256];
-    int port;
-    char prefix[1024];
+    struct httpc_url url; /* its path is the prefix, without a final '/' */
+    struct httpc_tls *tls;
 };
 
-static int parse_source(const char *arg, struct source *s, struct fo_err *err)
+static void source_release(struct source *s)
+{
+    httpc_url_release(&s->url);
+    httpc_tls_free(s->tls);
+}
+
+static int parse_source(const char *arg, const char *ca_file, struct source *s,
+                        struct fo_err *err)
 {
     memset(s, 0, sizeof(*s));
-    if (strncmp(arg, "http://", 7) != 0) {
-        if (!strncmp(arg, "https://", 8))
+    if (strncasecmp(arg, "http://", 7) != 0 &&
+        strncasecmp(arg, "https://", 8) != 0) {
+        if (ca_file)
             return fo_err_set(err, FO_E_USAGE,
-                              "--tiles %s: https is not supported; give an "
-                              "http:// URL or a directory",
-                              arg);
+                              "--ca-file is for an https:// --tiles URL");
         s->dir = arg;
         return FO_OK;
     }
-    const char *h = arg + 7;
-    size_t hl = strcspn(h, ":/");
-    if (hl == 0 || hl >= sizeof(s->host))
-        return fo_err_set(err, FO_E_USAGE, "--tiles %s: no host", arg);
-    memcpy(s->host, h, hl);
-    const char *p = h + hl;
-    s->port = 80;
-    if (*p == ':') {
-        char *end = NULL;
-        long port = strtol(p + 1, &end, 10);
-        if (end == p + 1 || port < 1 || port > 65535 || (*end && *end != '/'))
-            return fo_err_set(err, FO_E_USAGE, "--tiles %s: bad port", arg);
-        s->port = (int)port;
-        p = end;
+    int rc = httpc_url_parse(arg, &s->url, err);
+    if (!rc && strchr(s->url.path, '?'))
+        rc = fo_err_set(err, FO_E_INVALID, "a query is not taken");
+    if (!rc && ca_file && !s->url.tls)
+        rc = fo_err_set(err, FO_E_INVALID, "--ca-file is for https");
+    if (rc) {
+        source_release(s);
+        if (rc == FO_E_INVALID)
+            fo_err_prefix(err, "--tiles %s", arg);
+        return rc == FO_E_INVALID ? FO_E_USAGE : rc;
     }
-    size_t pl = strlen(p);
-    while (pl > 0 && p[pl - 1] == '/')
-        pl--;
-    if (pl >= sizeof(s->prefix))
-        return fo_err_set(err, FO_E_USAGE, "--tiles %s: path too long", arg);
-    memcpy(s->prefix, p, pl);
-    return FO_OK;
+    size_t n = strlen(s->url.path);
+    while (n > 0 && s->url.path[n - 1] == '/')
+        s->url.path[--n] = '\0';
+    if (s->url.tls && (rc = httpc_tls_create(ca_file, &s->tls, err)) != FO_OK)
+        source_release(s);
+    return rc;
+}
+
+static int fetch_file(const struct source *s, const char *path,
+                      struct fo_buf *out, struct fo_err *err)
+{
+    char full[4096];
+    int n = snprintf(full, sizeof(full), "%s/%s", s->dir, path);
+    if (n < 0 || (size_t)n >= sizeof(full))
+        return fo_err_set(err, FO_E_INVALID, "%s: path too long", s->dir);
+    FILE *f = fopen(full, "rb");
+    if (!f)
+        return fo_err_set(err, errno == ENOENT ? FO_E_NOT_FOUND : FO_E_IO,
+                          "%s: %s", full, strerror(errno));
+    char chunk[8192];
+    size_t got;
+    int rc = FO_OK;
+    while (!rc && (got = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        rc = fo_buf_append(out, chunk, got);
+    if (!rc && ferror(f))
+        rc = fo_err_set(err, FO_E_IO, "%s: read error", full);
+    fclose(f);
+    if (rc == FO_E_TOO_LARGE || rc == FO_E_NOMEM)
+        fo_err_set(err, rc, "%s: %s", full, fo_code_message(rc));
+    return rc;
 }
 
 static int fetch(void *ctx, const char *path, struct fo_buf *out,
                  struct fo_err *err)
 {
     const struct source *s = ctx;
-    if (s->dir) {
-        char full[4096];
-        int n = snprintf(full, sizeof(full), "%s/%s", s->dir, path);
-        if (n < 0 || (size_t)n >= sizeof(full))
-            return fo_err_set(err, FO_E_INVALID, "%s: path too long", s->dir);
-        FILE *f = fopen(full, "rb");
-        if (!f)
-            return fo_err_set(err, errno == ENOENT ? FO_E_NOT_FOUND : FO_E_IO,
-                              "%s: %s", full, strerror(errno));
-        char chunk[8192];
-        size_t got;
-        int rc = FO_OK;
-        while (!rc && (got = fread(chunk, 1, sizeof(chunk), f)) > 0)
-            rc = fo_buf_append(out, chunk, got);
-        if (!rc && ferror(f))
-            rc = fo_err_set(err, FO_E_IO, "%s: read error", full);
-        fclose(f);
-        if (rc == FO_E_TOO_LARGE || rc == FO_E_NOMEM)
-            fo_err_set(err, rc, "%s: %s", full, fo_code_message(rc));
-        return rc;
+    if (s->dir)
+        return fetch_file(s, path, out, err);
+    char rpath[HTTPC_URL_MAX + 64], shown[HTTPC_URL_MAX + 400];
+    snprintf(rpath, sizeof(rpath), "%s/%s", s->url.path, path);
+    httpc_url_text(&s->url, rpath, shown, sizeof(shown));
+    struct httpc_spec spec = {.method = HTTPC_GET,
+                              .url = &s->url,
+                              .path = rpath,
+                              .tls = s->tls,
+                              .timeout_ms = FETCH_TIMEOUT_MS,
+                              .body_max = FETCH_BODY_MAX};
+    struct httpc_reply rep;
+    int rc = httpc_fetch(&spec, &rep, err);
+    if (rc) {
+        fo_err_prefix(err, "%s", shown);
+        /* a TLS or protocol failure is a source that cannot be read */
+        return rc == FO_E_UPSTREAM ? FO_E_IO : rc;
     }
-    char url[2048];
-    snprintf(url, sizeof(url), "%s/%s", s->prefix, path);
-    int status = 0;
-    char *body = NULL;
-    size_t len = 0;
-    int rc = cli_http_request(s->host, s->port, "GET", url, NULL, NULL, 0,
-                              FETCH_TIMEOUT_MS, &status, &body, &len, err);
-    if (rc)
-        return rc;
-    if (status == 404 || status == 410)
-        rc = fo_err_set(err, FO_E_NOT_FOUND, "http://%s:%d%s: %d", s->host,
-                        s->port, url, status);
-    else if (status != 200)
-        rc = fo_err_set(err, FO_E_IO, "http://%s:%d%s: HTTP %d", s->host,
-                        s->port, url, status);
-    else if ((rc = fo_buf_append(out, body, len)) != FO_OK)
-        fo_err_set(err, rc, "http://%s:%d%s: %s", s->host, s->port, url,
-                   fo_code_message(rc));
-    free(body);
+    if (rep.status == 404 || rep.status == 410)
+        rc = fo_err_set(err, FO_E_NOT_FOUND, "%s: %d", shown, rep.status);
+    else if (rep.status != 200)
+        rc = fo_err_set(err, FO_E_IO, "%s: HTTP %d", shown, rep.status);
+    else if ((rc = fo_buf_append(out, rep.body, rep.len)) != FO_OK)
+        fo_err_set(err, rc, "%s: %s", shown, fo_code_message(rc));
+    httpc_reply_release(&rep);
     return rc;
 }
 
@@ -689,15 +702,15 @@ static int ledger_verify_alias(struct cli *c, int argc, char **argv)
 static const char verify_help[] =
     "usage: forum verify [--deep] [--checkpoint NOTE --vkey KEY\n"
     "                    [--witness WKEY ... [--min-witnesses K]]]\n"
-    "       forum verify --tiles DIR|URL --vkey KEY [--index I]\n"
-    "                    [--old NOTE] [--witness WKEY ... "
+    "       forum verify --tiles DIR|URL --vkey KEY [--ca-file PEM]\n"
+    "                    [--index I] [--old NOTE] [--witness WKEY ... "
     "[--min-witnesses K]]\n"
     "Without --tiles, forum verify is forum ledger verify: see its "
     "--help.\n"
     "With --tiles it checks a log from what it publishes, with no ledger "
     "and\nno database: "
     "reads DIR/checkpoint (or URL/checkpoint: an "
-    "http:// prefix\nserved by any static web server), checks "
+    "http:// or https://\nprefix served by any static web server), checks "
     "its signature by KEY (the\nlog's verifier key, text or "
     "@FILE), recomputes its root from the\ntiles, proves that "
     "entry I (default: a random one) is in it from the\ntiles "
@@ -708,7 +721,10 @@ static const char verify_help[] =
     "at least K\n(default: all named) must have cosigned the "
     "checkpoint\n(cosignature/v1). A bad cosignature by a named "
     "witness fails.\n"
-    "e.g. forum verify --tiles http://logs.example/forum-log "
+    "An https:// URL's certificate is checked against the system's CAs "
+    "(the\nSSL_CERT_FILE and SSL_CERT_DIR variables replace them) or "
+    "those of\n--ca-file PEM.\n"
+    "e.g. forum verify --tiles https://logs.example/forum-log "
     "--vkey @log.vkey\n"
     "     forum verify --tiles ./tiles --vkey @log.vkey --old "
     "yesterday.note \\\n"
@@ -728,6 +744,7 @@ int cli_verify(struct cli *c, int argc, char **argv)
      * again) and the --tiles ones. */
     int deep = 0;
     const char *tiles = NULL, *vkey_arg = NULL, *old = NULL, *cp_file = NULL;
+    const char *ca_file = NULL;
     const char *witness[WITNESS_ARGS_MAX];
     int nw = 0;
     long long index = -1, min_w = -1;
@@ -737,8 +754,11 @@ int cli_verify(struct cli *c, int argc, char **argv)
         {"--checkpoint", "NOTE", CLI_OPT_STR, &cp_file, 0, 0, NULL, NULL,
          "also check the signed checkpoint NOTE (not with --tiles)"},
         {"--tiles", "DIR|URL", CLI_OPT_STR, &tiles, 0, 0, NULL, NULL,
-         "check a log from its static tiles alone (a directory or http:// "
-         "URL), no ledger"},
+         "check a log from its static tiles alone (a directory, or an "
+         "http:// or https:// URL), no ledger"},
+        {"--ca-file", "PEM", CLI_OPT_STR, &ca_file, 0, 0, NULL, NULL,
+         "--tiles https://: trust the CAs in PEM instead of the system "
+         "store"},
         {"--vkey", "KEY", CLI_OPT_STR, &vkey_arg, 0, 0, NULL, NULL,
          "the log's verifier key (text or @FILE)"},
         {"--index", "I", CLI_OPT_INT, &index, 0, INT64_MAX, NULL, "not a seq",
@@ -796,7 +816,7 @@ int cli_verify(struct cli *c, int argc, char **argv)
     if (!rc)
         rc = wcheck_keys(&wc, witness, nw, &err);
     if (!rc)
-        rc = parse_source(tiles, &src, &err);
+        rc = parse_source(tiles, ca_file, &src, &err);
     if (!rc) {
         rc = fetch(&src, "checkpoint", &note, &err);
         if (rc == FO_E_NOT_FOUND)
@@ -995,6 +1015,7 @@ out:
     cJSON_Delete(inc);
     cJSON_Delete(con);
     tile_reader_free(r);
+    source_release(&src);
     wcheck_release(&wc);
     note_verifier_free(v);
     fo_buf_release(&vkey);

@@ -1,33 +1,24 @@
-/* orch_model: the chat (OpenAI-compatible) and Anthropic model executors
- * on libevent's HTTP client. A call is a small state machine on a caller's
- * event_base (thousands in flight on one thread): host names looked up with
- * evdns, TLS verified through libevent_openssl, our own connect, backoff and
- * deadline timers, a response cap, classified errors. The blocking call runs
- * one on a private base. */
+/* orch_model: the chat (OpenAI-compatible) and Anthropic model executors.
+ * A call is a small state machine on a caller's event_base (thousands in
+ * flight on one thread): each attempt is one request of the HTTP client
+ * (httpc.h: lookup, TLS, connect and deadline timers, the response cap),
+ * and the call adds backoff, retries, fallover and classified errors. The
+ * blocking call runs one on a private base. */
 #include "daemon/orch_model.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/http.h>
-#include <event2/keyvalq_struct.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
+#include "daemon/httpc.h"
 #include "daemon/orch_int.h"
 #include "ledger/fo_json.h"
 
@@ -43,13 +34,7 @@ struct provider {
     char *key_env;
     int tier;
     int max_tokens;
-    int tls;
-    char *host; /* without brackets */
-    char *addr; /* what to connect to when host needs no lookup (an IP
-                   literal, or 127.0.0.1 for localhost); NULL for a name */
-    int port;
-    char *path; /* with the query, if any */
-    char *host_header;
+    struct httpc_url url; /* its path is the API's, with the query */
 };
 
 struct orch_model {
@@ -58,7 +43,7 @@ struct orch_model {
     int connect_ms, timeout_ms, attempts, backoff_ms, backoff_max_ms;
     int fallover;
     size_t response_max;
-    SSL_CTX *ssl; /* NULL when no provider uses https */
+    struct httpc_tls *tls; /* NULL when no provider uses https */
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -68,10 +53,7 @@ static void provider_release(struct provider *p)
     free(p->name);
     free(p->model);
     free(p->key_env);
-    free(p->host);
-    free(p->addr);
-    free(p->path);
-    free(p->host_header);
+    httpc_url_release(&p->url);
 }
 
 void orch_model_free(struct orch_model *m)
@@ -81,7 +63,7 @@ void orch_model_free(struct orch_model *m)
     for (size_t i = 0; i < m->n; i++)
         provider_release(&m->p[i]);
     free(m->p);
-    SSL_CTX_free(m->ssl);
+    httpc_tls_free(m->tls);
     free(m);
 }
 
@@ -91,120 +73,43 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-/* Splits url into scheme, host, port and the request path (the API path
- * appended by the rule in the header). */
+/* Parses url (httpc) and makes its path the API's by the rule in the
+ * header: trailing slashes dropped, the API path appended, the query kept. */
 static int parse_url(struct provider *p, const char *url, size_t i,
                      struct fo_err *err)
 {
-    struct evhttp_uri *u = NULL;
-    struct fo_buf path;
-    fo_buf_init(&path, ORCH_MODEL_URL_MAX);
-    int rc = FO_E_INVALID;
-    if (strlen(url) > ORCH_MODEL_URL_MAX) {
-        fo_err_set(err, rc, "provider %zu: url: over %d bytes", i,
-                   ORCH_MODEL_URL_MAX);
-        goto out;
+    int rc = httpc_url_parse(url, &p->url, err);
+    if (rc) {
+        if (rc == FO_E_INVALID)
+            fo_err_prefix(err, "provider %zu: url", i);
+        return rc;
     }
-    u = evhttp_uri_parse_with_flags(url, 0);
-    const char *scheme = u ? evhttp_uri_get_scheme(u) : NULL;
-    const char *host = u ? evhttp_uri_get_host(u) : NULL;
-    if (!scheme || !host || !*host ||
-        (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
-        fo_err_set(err, rc, "provider %zu: url: not an http:// or https:// URL",
-                   i);
-        goto out;
-    }
-    if (evhttp_uri_get_userinfo(u) || evhttp_uri_get_fragment(u)) {
-        fo_err_set(err, rc,
-                   "provider %zu: url: user info and fragments are not "
-                   "allowed (use api_key_env)",
-                   i);
-        goto out;
-    }
-    p->tls = strcmp(scheme, "https") == 0;
-    int port = evhttp_uri_get_port(u);
-    p->port = port > 0 ? port : (p->tls ? 443 : 80);
-    p->host = orch_strdup(host);
-    /* "localhost" is loopback without a lookup (RFC 6761), and IPv4: where
-     * /etc/hosts puts ::1 first, local model servers still listen on
-     * 127.0.0.1 (libevent connects to the first address only) */
-    unsigned char ip[16];
-    int literal =
-        inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
-    int local = strcasecmp(host, "localhost") == 0;
-    if (literal || local)
-        p->addr = orch_strdup(literal ? host : "127.0.0.1");
-    const char *up = evhttp_uri_get_path(u);
-    if (!up)
-        up = "";
-    size_t ul = strlen(up);
+    char *up = p->url.path;
+    char *q = strchr(up, '?');
+    size_t ul = q ? (size_t)(q - up) : strlen(up);
     while (ul > 0 && up[ul - 1] == '/')
         ul--;
     const char *full =
         p->api == ORCH_EXEC_CHAT ? "/chat/completions" : "/messages";
     const char *v1 =
         p->api == ORCH_EXEC_CHAT ? "/v1/chat/completions" : "/v1/messages";
-    char *trimmed = malloc(ul + 1);
-    if (!trimmed || !p->host || ((literal || local) && !p->addr)) {
-        free(trimmed);
-        rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        goto out;
+    struct fo_buf path;
+    fo_buf_init(&path, ORCH_MODEL_URL_MAX);
+    int r2 = fo_buf_append(&path, up, ul) || fo_buf_putc(&path, '\0');
+    if (!r2) {
+        path.len--;
+        if (!ends_with(path.data, full))
+            r2 = fo_buf_puts(&path, ends_with(path.data, "/v1") ? full : v1);
     }
-    memcpy(trimmed, up, ul);
-    trimmed[ul] = '\0';
-    int r2 = fo_buf_puts(&path, trimmed);
-    if (!r2 && !ends_with(trimmed, full))
-        r2 = fo_buf_puts(&path, ends_with(trimmed, "/v1") ? full : v1);
-    free(trimmed);
-    const char *q = evhttp_uri_get_query(u);
     if (!r2 && q)
-        r2 = fo_buf_printf(&path, "?%s", q);
-    int v6 = strchr(host, ':') != NULL;
-    int dflt = p->port == (p->tls ? 443 : 80);
-    struct fo_buf hh;
-    fo_buf_init(&hh, ORCH_MODEL_URL_MAX);
-    if (!r2)
-        r2 = dflt ? fo_buf_printf(&hh, v6 ? "[%s]" : "%s", host)
-                  : fo_buf_printf(&hh, v6 ? "[%s]:%d" : "%s:%d", host, p->port);
-    if (r2) {
-        fo_buf_release(&hh);
-        rc = fo_err_set(err, r2, "provider %zu: url: too long", i);
-        goto out;
-    }
-    p->host_header = fo_buf_detach(&hh, NULL);
-    p->path = fo_buf_detach(&path, NULL);
-    if (!p->path || !p->host_header) {
-        rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        goto out;
-    }
-    rc = FO_OK;
-out:
-    if (u)
-        evhttp_uri_free(u);
+        r2 = fo_buf_puts(&path, q);
+    char *np = r2 ? NULL : fo_buf_detach(&path, NULL);
     fo_buf_release(&path);
-    return rc;
-}
-
-static int make_ssl_ctx(struct orch_model *m, const char *ca_file,
-                        struct fo_err *err)
-{
-    m->ssl = SSL_CTX_new(TLS_client_method());
-    if (!m->ssl)
-        return fo_err_set(err, FO_E_NOMEM, "tls: cannot create a context");
-    SSL_CTX_set_verify(m->ssl, SSL_VERIFY_PEER, NULL);
-    SSL_CTX_set_options(m->ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
-    /* thousands of connections wait for models at once: an idle one gives
-     * its record buffers back (~17 KiB each, measured) */
-    SSL_CTX_set_mode(m->ssl, SSL_MODE_RELEASE_BUFFERS);
-    if (!SSL_CTX_set_min_proto_version(m->ssl, TLS1_2_VERSION))
-        return fo_err_set(err, FO_E_IO, "tls: cannot require TLS 1.2");
-    int ok = ca_file ? SSL_CTX_load_verify_locations(m->ssl, ca_file, NULL)
-                     : SSL_CTX_set_default_verify_paths(m->ssl);
-    if (ok != 1) {
-        ERR_clear_error();
-        return fo_err_set(err, FO_E_IO, "tls: cannot load the CA store%s%s",
-                          ca_file ? " " : "", ca_file ? ca_file : "");
-    }
+    if (!np)
+        return fo_err_set(err, r2 == FO_E_TOO_LARGE ? FO_E_INVALID : FO_E_NOMEM,
+                          "provider %zu: url: too long", i);
+    free(p->url.path);
+    p->url.path = np;
     return FO_OK;
 }
 
@@ -295,7 +200,7 @@ int orch_model_create(const struct orch_model_config *cfg,
         rc = parse_url(p, url, i, err);
         if (rc)
             goto out;
-        any_tls |= p->tls;
+        any_tls |= p->url.tls;
     }
     m->connect_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms
                                             : ORCH_MODEL_CONNECT_MS_DEFAULT;
@@ -311,7 +216,7 @@ int orch_model_create(const struct orch_model_config *cfg,
         m->response_max = (size_t)INT_MAX;
     m->fallover = cfg->fallover;
     if (any_tls || cfg->ca_file) {
-        rc = make_ssl_ctx(m, cfg->ca_file, err);
+        rc = httpc_tls_create(cfg->ca_file, &m->tls, err);
         if (rc)
             goto out;
     }
@@ -1005,45 +910,19 @@ void orch_model_reply_release(struct orch_model_reply *r)
     r->tool_calls = NULL;
 }
 
-/* Why our own timers cut an attempt short. */
-enum { T_NONE, T_CONNECT, T_DEADLINE };
-
 /* What a call's step timer does when it fires: the phases never overlap,
  * so one event serves them all. */
 enum {
     PH_KICK,    /* ask the first provider (queued by the start) */
-    PH_CONNECT, /* the attempt has not connected within connect_ms */
     PH_BACKOFF, /* the wait before the next attempt is over */
-    PH_JUDGE,   /* the attempt has ended: read its outcome */
 };
 
-/* A host name lookup in flight. evdns answers even a cancelled lookup (with
- * EVUTIL_EAI_CANCEL, on a later loop iteration), so the lookup lives on its
- * own: a call lets go of it by clearing c, and the answer frees it. */
-struct lookup {
-    struct orch_model_call *c; /* NULL once the call has let go */
-    struct evdns_getaddrinfo_request *req;
-};
-
-/* One request: its connection and what came back. */
+/* One request (httpc) and what came back. */
 struct attempt {
-    int live;                        /* begun and not yet released */
-    int ended;                       /* libevent's callbacks are ignored */
-    struct lookup *lookup;           /* the host name lookup in flight */
-    struct evhttp_connection *evcon; /* owns the bufferevent and its SSL */
-    struct evhttp_request *req;      /* NULL once libevent has freed it */
-    SSL *ssl;                        /* owned by the bufferevent */
-    struct event *conn_ev; /* watches dupfd until the socket connects */
-    int dupfd;
-    int64_t budget_ms; /* what was left of the deadline at the start */
-    int setup_rc;      /* the request could not be made: this error */
-    int setup_retriable;
-    int connected, timed_out, status;
-    int dns_error; /* an EVUTIL_EAI_ code, 0 when the lookup went well */
-    int req_error; /* an enum evhttp_request_error, or -1 */
-    long verify;   /* X509_V_OK unless the peer failed to verify */
+    struct httpc_req *req; /* in flight; NULL once it ended */
+    int64_t budget_ms;     /* what was left of the deadline at the start */
+    int status;
     int retry_after;
-    int oversize;
     struct fo_buf body;
 };
 
@@ -1053,8 +932,7 @@ struct orch_model_call {
     struct evdns_base *dns;
     orch_model_done_fn done;
     void *arg;
-    struct event *step;     /* the timer of the PH_ phases */
-    struct event *deadline; /* the whole call */
+    struct event *step; /* the timer of the PH_ phases */
     int phase;
     int finishing; /* done is running: cancel does nothing */
     int64_t start_us, deadline_us;
@@ -1084,35 +962,14 @@ static struct timeval tv_ms(int64_t ms)
 }
 
 static void attempt_begin(struct orch_model_call *c);
-static void attempt_judge(struct orch_model_call *c);
+static void attempt_judge(struct orch_model_call *c, int rc, int retriable);
 static void next_provider(struct orch_model_call *c);
-
-/* Lets go of a lookup in flight; evdns's answer frees it. */
-static void lookup_drop(struct attempt *a)
-{
-    if (!a->lookup)
-        return;
-    a->lookup->c = NULL;
-    evdns_getaddrinfo_cancel(a->lookup->req);
-    a->lookup = NULL;
-}
 
 static void attempt_release(struct attempt *a)
 {
-    if (!a->live)
-        return;
-    lookup_drop(a);
-    if (a->conn_ev)
-        event_free(a->conn_ev);
-    if (a->dupfd >= 0)
-        close(a->dupfd);
-    if (a->req && !a->evcon) /* made but never handed to a connection */
-        evhttp_request_free(a->req);
-    if (a->evcon) /* frees the bufferevent, its SSL and any request */
-        evhttp_connection_free(a->evcon);
+    httpc_req_cancel(a->req); /* NULL-safe */
     fo_buf_release(&a->body);
-    *a = (struct attempt){.dupfd = -1};
-    ERR_clear_error(); /* this thread's OpenSSL queue starts clean next time */
+    *a = (struct attempt){0};
 }
 
 static void call_free(struct orch_model_call *c)
@@ -1120,8 +977,6 @@ static void call_free(struct orch_model_call *c)
     attempt_release(&c->a);
     if (c->step)
         event_free(c->step);
-    if (c->deadline)
-        event_free(c->deadline);
     free(c->msgs);
     free(c->tools);
     fo_buf_release(&c->req_body);
@@ -1130,363 +985,14 @@ static void call_free(struct orch_model_call *c)
 }
 
 /* The call is over: done, then the call is freed. Only ever reached from
- * the call's own timers, so no libevent callback of its connection is on
- * the stack. */
+ * the call's own timer or the end of its request (httpc's own event), so
+ * no libevent callback of a connection is on the stack. */
 static void finish(struct orch_model_call *c, int rc)
 {
     c->rep.elapsed_us = ledger_mono_us() - c->start_us;
     c->finishing = 1;
     c->done(c->arg, rc, &c->rep, &c->err);
     call_free(c);
-}
-
-/* Queues the judgement of an attempt that has just ended. It runs from the
- * loop, because the connection it frees may be the one whose callback is
- * running now. */
-static void attempt_ended(struct orch_model_call *c)
-{
-    c->a.ended = 1;
-    event_del(c->step);
-    c->phase = PH_JUDGE;
-    event_active(c->step, EV_TIMEOUT, 1);
-}
-
-static void on_error(enum evhttp_request_error e, void *arg)
-{
-    struct orch_model_call *c = arg;
-    if (c->a.ended)
-        return;
-    c->a.req_error = (int)e;
-    /* libevent calls the request callback next (with NULL), then frees */
-}
-
-static void on_done(struct evhttp_request *req, void *arg)
-{
-    struct orch_model_call *c = arg;
-    struct attempt *a = &c->a;
-    if (a->ended)
-        return;
-    a->req = NULL; /* libevent frees it when we return */
-    if (req && evhttp_request_get_response_code(req) > 0) {
-        a->status = evhttp_request_get_response_code(req);
-        struct evbuffer *in = evhttp_request_get_input_buffer(req);
-        size_t n = evbuffer_get_length(in);
-        if (n > c->m->response_max) {
-            a->oversize = 1;
-        } else if (n > 0) {
-            const char *data = (const char *)evbuffer_pullup(in, -1);
-            if (!data || fo_buf_append(&a->body, data, n) != FO_OK)
-                a->oversize = 1; /* out of memory counts as too big */
-        }
-        const char *ra = evhttp_find_header(
-            evhttp_request_get_input_headers(req), "Retry-After");
-        if (ra) {
-            char *end;
-            errno = 0;
-            long long v = strtoll(ra, &end, 10);
-            if (!errno && end != ra && *end == '\0' && v >= 0 &&
-                v <= RETRY_AFTER_MAX)
-                a->retry_after = (int)v;
-        }
-    }
-    attempt_ended(c);
-}
-
-static int socket_connected(evutil_socket_t fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    /* getpeername succeeds only on a connected socket, and unlike
-     * SO_ERROR it leaves the pending error for libevent to read */
-    return fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &sl) == 0;
-}
-
-static void close_later(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd, (void)what;
-    close((int)(intptr_t)arg);
-}
-
-/* The watcher of the connect: it fires once, connected or failed. */
-static void on_connected(evutil_socket_t fd, short what, void *arg)
-{
-    struct orch_model_call *c = arg;
-    struct attempt *a = &c->a;
-    (void)what;
-    if (socket_connected(fd)) {
-        a->connected = 1;
-        if (c->phase == PH_CONNECT)
-            event_del(c->step);
-    }
-    /* The duplicate is closed on the next turn of the loop, not now: on a
-     * base with EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST (the daemon's) the
-     * watcher's removal reaches epoll only when the loop next polls, and a
-     * descriptor closed before then leaves its registration behind on the
-     * socket (epoll keys it by the open file), reporting it writable on
-     * every turn: a busy loop. A timer runs after that poll (1 us: with
-     * 0, event_base_once would make it active in this very turn). */
-    event_free(a->conn_ev);
-    a->conn_ev = NULL;
-    static const struct timeval now = {0, 1};
-    if (event_base_once(c->base, -1, EV_TIMEOUT, close_later,
-                        (void *)(intptr_t)a->dupfd, &now) != 0)
-        close(a->dupfd); /* no timer: better a busy turn than a leak */
-    a->dupfd = -1;
-}
-
-/* Our connect timer or the deadline cuts the attempt short; called from
- * the call's own timers only. */
-static void expire(struct orch_model_call *c, int which)
-{
-    struct attempt *a = &c->a;
-    a->timed_out = which;
-    a->ended = 1; /* callbacks from the cancel are ignored */
-    lookup_drop(a);
-    struct evhttp_request *req = a->req;
-    a->req = NULL;
-    if (req)
-        evhttp_cancel_request(req);
-    event_del(c->step);
-    attempt_judge(c);
-}
-
-static void on_step(evutil_socket_t fd, short what, void *arg)
-{
-    struct orch_model_call *c = arg;
-    struct attempt *a = &c->a;
-    (void)fd;
-    (void)what;
-    switch (c->phase) {
-    case PH_KICK:
-        next_provider(c);
-        break;
-    case PH_BACKOFF:
-        attempt_begin(c);
-        break;
-    case PH_CONNECT:
-        /* without a watcher (no descriptor to spare), ask the socket */
-        if (!a->connected && a->dupfd < 0)
-            a->connected = socket_connected(
-                bufferevent_getfd(evhttp_connection_get_bufferevent(a->evcon)));
-        if (!a->connected && !a->ended)
-            expire(c, T_CONNECT);
-        break;
-    case PH_JUDGE:
-        attempt_judge(c);
-        break;
-    }
-}
-
-static void on_deadline(evutil_socket_t fd, short what, void *arg)
-{
-    struct orch_model_call *c = arg;
-    (void)fd;
-    (void)what;
-    /* between attempts, the next step finds the deadline passed */
-    if (c->a.live && !c->a.ended)
-        expire(c, T_DEADLINE);
-}
-
-/* Checks the host name (or IP address) of the peer's certificate and sends
- * SNI for names. */
-static int ssl_for(const struct orch_model *m, const struct provider *p,
-                   SSL **out, struct fo_err *err)
-{
-    SSL *ssl = SSL_new(m->ssl);
-    if (!ssl)
-        return fo_err_set(err, FO_E_NOMEM, "tls: cannot create a session");
-    unsigned char addr[16];
-    int ip = inet_pton(AF_INET, p->host, addr) == 1 ||
-             inet_pton(AF_INET6, p->host, addr) == 1;
-    int ok;
-    if (ip) {
-        ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), p->host);
-    } else {
-        ok = SSL_set1_host(ssl, p->host) &&
-             SSL_set_tlsext_host_name(ssl, p->host);
-    }
-    if (!ok) {
-        SSL_free(ssl);
-        ERR_clear_error();
-        return fo_err_set(err, FO_E_INVALID, "tls: cannot check host %s",
-                          p->host);
-    }
-    *out = ssl;
-    return FO_OK;
-}
-
-/* Makes the connection to addr (numeric) and sends the request on it; the
- * attempt ends through on_done, our timers or, when the request cannot be
- * made, at once (judged from the loop). */
-static void connect_start(struct orch_model_call *c, const char *addr)
-{
-    const struct orch_model *m = c->m;
-    const struct provider *p = c->p;
-    struct attempt *a = &c->a;
-    struct fo_err *err = &c->err;
-    struct bufferevent *bev = NULL;
-    int rc = FO_E_NOMEM;
-    if (p->tls) {
-        rc = ssl_for(m, p, &a->ssl, err);
-        if (rc)
-            goto fail;
-        bev = bufferevent_openssl_socket_new(c->base, -1, a->ssl,
-                                             BUFFEREVENT_SSL_CONNECTING,
-                                             BEV_OPT_CLOSE_ON_FREE);
-        if (!bev) {
-            SSL_free(a->ssl);
-            a->ssl = NULL;
-            goto nomem;
-        }
-        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    } else {
-        bev = bufferevent_socket_new(c->base, -1, BEV_OPT_CLOSE_ON_FREE);
-        if (!bev)
-            goto nomem;
-    }
-    /* addr is numeric, so libevent's own resolution of it (no evdns base)
-     * answers at once and the connect has begun when evhttp_make_request
-     * returns */
-    a->evcon = evhttp_connection_base_bufferevent_new(c->base, NULL, bev, addr,
-                                                      (unsigned short)p->port);
-    if (!a->evcon) {
-        bufferevent_free(bev);
-        a->ssl = NULL;
-        goto nomem;
-    }
-    evhttp_connection_set_retries(a->evcon, 0);
-    /* libevent's own timer is a backstop only: ours decide */
-    evhttp_connection_set_timeout(a->evcon, (int)(a->budget_ms / 1000) + 5);
-    evhttp_connection_set_max_body_size(a->evcon, (ev_ssize_t)m->response_max);
-    evhttp_connection_set_max_headers_size(a->evcon, 64 * 1024);
-    a->req = evhttp_request_new(on_done, c);
-    if (!a->req)
-        goto nomem;
-    evhttp_request_set_error_cb(a->req, on_error);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(a->req);
-    char cl[32];
-    snprintf(cl, sizeof(cl), "%zu", c->req_body.len);
-    int bad = evhttp_add_header(h, "Host", p->host_header) ||
-              evhttp_add_header(h, "Content-Type", "application/json") ||
-              evhttp_add_header(h, "Accept", "application/json") ||
-              evhttp_add_header(h, "User-Agent", "forum/0.1") ||
-              evhttp_add_header(h, "Connection", "close") ||
-              evhttp_add_header(h, "Content-Length", cl);
-    if (!bad && p->api == ORCH_EXEC_ANTHROPIC)
-        bad = evhttp_add_header(h, "anthropic-version", ANTHROPIC_VERSION) ||
-              (c->key && evhttp_add_header(h, "x-api-key", c->key));
-    if (!bad && p->api == ORCH_EXEC_CHAT && c->key) {
-        struct fo_buf auth;
-        fo_buf_init(&auth, 16 * 1024);
-        bad = fo_buf_printf(&auth, "Bearer %s", c->key) != FO_OK ||
-              evhttp_add_header(h, "Authorization", auth.data);
-        fo_buf_release(&auth); /* the key leaves no copy of ours behind */
-    }
-    if (bad || evbuffer_add(evhttp_request_get_output_buffer(a->req),
-                            c->req_body.data, c->req_body.len)) {
-        evhttp_request_free(a->req);
-        a->req = NULL;
-        rc = fo_err_set(err, FO_E_INVALID,
-                        "provider %s: cannot build the request headers "
-                        "(is the API key one line?)",
-                        p->name);
-        goto fail;
-    }
-    if (evhttp_make_request(a->evcon, a->req, EVHTTP_REQ_POST, p->path) != 0) {
-        a->req = NULL; /* libevent has freed the request */
-        rc = fo_err_set(err, FO_E_UNAVAILABLE,
-                        "provider %s: cannot connect to %s:%d", p->name,
-                        p->host, p->port);
-        a->setup_retriable = 1;
-        goto fail;
-    }
-    if (a->ended) /* libevent failed it at once; the judgement is queued */
-        return;
-    evutil_socket_t fd = bufferevent_getfd(bev);
-    if (fd >= 0)
-        a->dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (a->dupfd >= 0) {
-        a->conn_ev = event_new(c->base, a->dupfd, EV_WRITE, on_connected, c);
-        if (!a->conn_ev || event_add(a->conn_ev, NULL) != 0) {
-            if (a->conn_ev)
-                event_free(a->conn_ev);
-            a->conn_ev = NULL;
-            close(a->dupfd);
-            a->dupfd = -1;
-        }
-    }
-    if (m->connect_ms < a->budget_ms) {
-        struct timeval ct = tv_ms(m->connect_ms);
-        c->phase = PH_CONNECT;
-        evtimer_add(c->step, &ct);
-    }
-    return;
-nomem:
-    rc = fo_err_set(err, FO_E_NOMEM, NULL);
-fail:
-    a->setup_rc = rc;
-    attempt_ended(c);
-}
-
-/* The first address of ai, numeric, into out; 0 when there is none. */
-static int first_addr(const struct evutil_addrinfo *ai, char *out, size_t size)
-{
-    for (; ai; ai = ai->ai_next) {
-        const void *src = NULL;
-        if (ai->ai_family == AF_INET)
-            src = &((const struct sockaddr_in *)(const void *)ai->ai_addr)
-                       ->sin_addr;
-        else if (ai->ai_family == AF_INET6)
-            src = &((const struct sockaddr_in6 *)(const void *)ai->ai_addr)
-                       ->sin6_addr;
-        if (src && evutil_inet_ntop(ai->ai_family, src, out, size))
-            return 1;
-    }
-    return 0;
-}
-
-static void on_resolved(int result, struct evutil_addrinfo *ai, void *arg)
-{
-    struct lookup *lk = arg;
-    struct orch_model_call *c = lk->c;
-    char addr[INET6_ADDRSTRLEN];
-    int found = result == 0 && first_addr(ai, addr, sizeof(addr));
-    if (ai)
-        evutil_freeaddrinfo(ai);
-    free(lk);
-    if (!c) /* the call let go of it */
-        return;
-    c->a.lookup = NULL;
-    if (!found) {
-        c->a.dns_error = result ? result : EVUTIL_EAI_NODATA;
-        attempt_ended(c);
-        return;
-    }
-    connect_start(c, addr);
-}
-
-/* Looks up p's host with evdns, then connects. */
-static void lookup_start(struct orch_model_call *c)
-{
-    struct attempt *a = &c->a;
-    struct lookup *lk = calloc(1, sizeof(*lk));
-    if (!lk) {
-        a->setup_rc = fo_err_set(&c->err, FO_E_NOMEM, NULL);
-        attempt_ended(c);
-        return;
-    }
-    lk->c = c;
-    a->lookup = lk;
-    struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC,
-                                    .ai_flags = EVUTIL_AI_ADDRCONFIG,
-                                    .ai_socktype = SOCK_STREAM,
-                                    .ai_protocol = IPPROTO_TCP};
-    struct evdns_getaddrinfo_request *r =
-        evdns_getaddrinfo(c->dns, c->p->host, NULL, &hints, on_resolved, lk);
-    /* NULL: the answer came at once (a hosts entry, an error) and lk is
-     * gone; else the answer comes from the loop */
-    if (r)
-        lk->req = r;
 }
 
 /* The provider c->p ended with rc. The call ends too unless fallover moves
@@ -1504,90 +1010,130 @@ static void provider_end(struct orch_model_call *c, int rc, int give_up)
     next_provider(c);
 }
 
+static void on_step(evutil_socket_t fd, short what, void *arg)
+{
+    struct orch_model_call *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->phase == PH_KICK)
+        next_provider(c);
+    else
+        attempt_begin(c);
+}
+
+/* The attempt's request ended: what came, classified. */
+static void on_http(void *arg, struct httpc_result *res)
+{
+    struct orch_model_call *c = arg;
+    const struct provider *p = c->p;
+    struct attempt *a = &c->a;
+    struct fo_err *err = &c->err;
+    a->req = NULL; /* httpc frees it when this returns */
+    int retriable = 0, rc = FO_OK;
+    switch (res->end) {
+    case HTTPC_END_OK:
+        break;
+    case HTTPC_END_TIMEOUT:
+        rc = fo_err_set(err, FO_E_TIMEOUT,
+                        "provider %s: no answer within the %lld ms deadline",
+                        p->name, (long long)a->budget_ms);
+        retriable = 1;
+        break;
+    default:
+        rc = fo_err_set(err, res->err.code, "provider %s: %s", p->name,
+                        res->err.msg);
+        retriable = res->end == HTTPC_END_DNS ||
+                    res->end == HTTPC_END_CONNECT ||
+                    res->end == HTTPC_END_CONNECT_TIMEOUT ||
+                    res->end == HTTPC_END_CLOSED;
+        break;
+    }
+    if (rc == FO_OK) {
+        a->status = res->status;
+        size_t n = evbuffer_get_length(res->body);
+        const char *data =
+            n ? (const char *)evbuffer_pullup(res->body, -1) : NULL;
+        if (n && (!data || fo_buf_append(&a->body, data, n) != FO_OK))
+            rc = fo_err_set(err, FO_E_UPSTREAM,
+                            "provider %s: response over the %zu-byte cap",
+                            p->name, c->m->response_max);
+        const char *ra = evhttp_find_header(res->headers, "Retry-After");
+        if (ra) {
+            char *end;
+            errno = 0;
+            long long v = strtoll(ra, &end, 10);
+            if (!errno && end != ra && *end == '\0' && v >= 0 &&
+                v <= RETRY_AFTER_MAX)
+                a->retry_after = (int)v;
+        }
+    }
+    attempt_judge(c, rc, retriable);
+}
+
 /* One request to c->p, while the deadline allows it. */
 static void attempt_begin(struct orch_model_call *c)
 {
+    const struct provider *p = c->p;
     struct attempt *a = &c->a;
     c->k++;
     int64_t left = (c->deadline_us - ledger_mono_us()) / 1000;
     if (left <= 0) {
         int rc = fo_err_set(&c->err, FO_E_TIMEOUT,
-                            "provider %s: the deadline passed", c->p->name);
+                            "provider %s: the deadline passed", p->name);
         c->rep.retriable = 1;
         provider_end(c, rc, 1);
         return;
     }
-    *a = (struct attempt){.live = 1,
-                          .dupfd = -1,
-                          .req_error = -1,
-                          .verify = X509_V_OK,
-                          .budget_ms = left};
+    *a = (struct attempt){.budget_ms = left};
     fo_buf_init(&a->body, c->m->response_max);
     c->rep.attempts++;
-    if (c->p->addr)
-        connect_start(c, c->p->addr);
-    else
-        lookup_start(c);
+    struct httpc_header h[4] = {{"Content-Type", "application/json"},
+                                {"Accept", "application/json"}};
+    size_t nh = 2;
+    struct fo_buf auth;
+    fo_buf_init(&auth, 16 * 1024);
+    int rc = FO_OK;
+    if (p->api == ORCH_EXEC_ANTHROPIC) {
+        h[nh++] = (struct httpc_header){"anthropic-version", ANTHROPIC_VERSION};
+        if (c->key)
+            h[nh++] = (struct httpc_header){"x-api-key", c->key};
+    } else if (c->key) {
+        rc = fo_buf_printf(&auth, "Bearer %s", c->key);
+        h[nh++] = (struct httpc_header){"Authorization", auth.data};
+    }
+    struct httpc_spec spec = {.method = HTTPC_POST,
+                              .url = &p->url,
+                              .headers = h,
+                              .n_headers = nh,
+                              .body = c->req_body.data,
+                              .body_len = c->req_body.len,
+                              .tls = c->m->tls,
+                              .dns = c->dns,
+                              .connect_ms = c->m->connect_ms,
+                              .timeout_ms = (int)left,
+                              .body_max = c->m->response_max,
+                              .done = on_http,
+                              .arg = c};
+    if (!rc)
+        rc = httpc_req_start(c->base, &spec, &a->req, &c->err);
+    if (auth.data) /* the key leaves no copy of ours behind */
+        memset(auth.data, 0, auth.len);
+    fo_buf_release(&auth);
+    if (rc) {
+        fo_err_prefix(&c->err, "provider %s", p->name);
+        attempt_judge(c, rc, 0);
+    }
 }
 
-/* Reads the outcome of the attempt that ended: the answer, a retry after
- * the backoff, the next provider or the end of the call. */
-static void attempt_judge(struct orch_model_call *c)
+/* Reads the outcome of the attempt that ended (rc and retriable, with
+ * c->err, when no response came): the answer, a retry after the backoff,
+ * the next provider or the end of the call. */
+static void attempt_judge(struct orch_model_call *c, int rc, int retriable)
 {
     const struct orch_model *m = c->m;
     const struct provider *p = c->p;
     struct attempt *a = &c->a;
     struct fo_err *err = &c->err;
-    int retriable = 0;
-    int rc;
-    if (a->ssl && a->verify == X509_V_OK)
-        a->verify = SSL_get_verify_result(a->ssl);
-    if (a->setup_rc) {
-        rc = a->setup_rc;
-        retriable = a->setup_retriable;
-    } else if (a->timed_out == T_DEADLINE) {
-        rc = fo_err_set(err, FO_E_TIMEOUT,
-                        "provider %s: no answer within the %lld ms deadline",
-                        p->name, (long long)a->budget_ms);
-        retriable = 1;
-    } else if (a->timed_out == T_CONNECT) {
-        rc = fo_err_set(err, FO_E_UNAVAILABLE,
-                        "provider %s: connect to %s:%d timed out after %d ms",
-                        p->name, p->host, p->port, m->connect_ms);
-        retriable = 1;
-    } else if (a->dns_error) {
-        rc = fo_err_set(err, FO_E_UNAVAILABLE,
-                        "provider %s: cannot look up %s: %s", p->name, p->host,
-                        evutil_gai_strerror(a->dns_error));
-        retriable = 1;
-    } else if (a->verify != X509_V_OK) {
-        rc = fo_err_set(err, FO_E_UPSTREAM,
-                        "provider %s: tls: the certificate of %s did not "
-                        "verify: %s",
-                        p->name, p->host,
-                        X509_verify_cert_error_string(a->verify));
-    } else if (a->req_error == EVREQ_HTTP_DATA_TOO_LONG || a->oversize) {
-        /* libevent 2.1 reports a corrupt chunked body the same way */
-        rc = fo_err_set(err, FO_E_UPSTREAM,
-                        "provider %s: response over the %zu-byte cap%s",
-                        p->name, m->response_max,
-                        a->oversize ? "" : " (or a malformed chunked body)");
-    } else if (a->status > 0) {
-        rc = FO_OK;
-    } else if (!a->connected) {
-        rc = fo_err_set(err, FO_E_UNAVAILABLE,
-                        "provider %s: cannot connect to %s:%d", p->name,
-                        p->host, p->port);
-        retriable = 1;
-    } else {
-        int malformed = a->req_error == EVREQ_HTTP_INVALID_HEADER;
-        rc = fo_err_set(err, malformed ? FO_E_UPSTREAM : FO_E_UNAVAILABLE,
-                        "provider %s: %s from %s:%d", p->name,
-                        malformed ? "a malformed HTTP response"
-                                  : "the connection closed without an answer",
-                        p->host, p->port);
-        retriable = !malformed;
-    }
     c->rep.http_status = a->status;
     if (rc == FO_OK) {
         if (a->status >= 200 && a->status < 300) {
@@ -1779,7 +1325,6 @@ int orch_model_call_tools_start(const struct orch_model *m,
     c = calloc(1, sizeof(*c));
     if (!c)
         goto nomem;
-    c->a.dupfd = -1;
     fo_buf_init(&c->req_body, FO_BUF_UNLIMITED);
     c->n_cand = candidates(m, api, tier, c->cand);
     if (!c->n_cand) {
@@ -1793,10 +1338,10 @@ int orch_model_call_tools_start(const struct orch_model *m,
         goto out;
     for (size_t i = 0; i < c->n_cand; i++) {
         const struct provider *p = &m->p[c->cand[i]];
-        if (!p->addr && !dns) {
+        if (!p->url.addr && !dns) {
             rc = fo_err_set(err, FO_E_INVALID,
                             "provider %s: host %s needs a resolver (dns)",
-                            p->name, p->host);
+                            p->name, p->url.host);
             goto out;
         }
     }
@@ -1818,9 +1363,7 @@ int orch_model_call_tools_start(const struct orch_model *m,
     c->start_us = ledger_mono_us();
     c->deadline_us = c->start_us + (int64_t)m->timeout_ms * 1000;
     c->step = evtimer_new(base, on_step, c);
-    c->deadline = evtimer_new(base, on_deadline, c);
-    struct timeval dl = tv_ms(m->timeout_ms);
-    if (!c->step || !c->deadline || evtimer_add(c->deadline, &dl) != 0)
+    if (!c->step)
         goto nomem;
     c->phase = PH_KICK; /* the first provider is asked from the loop */
     event_active(c->step, EV_TIMEOUT, 1);
@@ -1847,22 +1390,7 @@ void orch_model_call_cancel(struct orch_model_call *c)
 int orch_model_dns_create(struct event_base *base, struct evdns_base **out,
                           struct fo_err *err)
 {
-    struct evdns_base *dns =
-        evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-    if (!dns)
-        return fo_err_set(err, FO_E_NOMEM, "dns: cannot create a resolver");
-    /* Not EVDNS_BASE_INITIALIZE_NAMESERVERS: with it evdns_base_new fails
-     * when /etc/resolv.conf is missing. This reads /etc/hosts first and
-     * without resolv.conf (1) asks 127.0.0.1, as the C library does. */
-    int r =
-        evdns_base_resolv_conf_parse(dns, DNS_OPTIONS_ALL, "/etc/resolv.conf");
-    if (r != 0 && r != 1) {
-        evdns_base_free(dns, 0);
-        return fo_err_set(err, r == 4 ? FO_E_NOMEM : FO_E_IO,
-                          "dns: cannot read /etc/resolv.conf (error %d)", r);
-    }
-    *out = dns;
-    return FO_OK;
+    return httpc_dns_create(base, out, err);
 }
 
 /* ---- the blocking call --------------------------------------------------- */
@@ -1893,7 +1421,7 @@ static int needs_dns(const struct orch_model *m, int api, int tier)
     unsigned char cand[ORCH_MODEL_PROVIDERS_MAX];
     size_t n = candidates(m, api, tier, cand);
     for (size_t i = 0; i < n; i++)
-        if (!m->p[cand[i]].addr)
+        if (!m->p[cand[i]].url.addr)
             return 1;
     return 0;
 }
@@ -1915,7 +1443,7 @@ int orch_model_call(const struct orch_model *m, int api, int tier,
         goto out;
     }
     if (needs_dns(m, api, tier)) {
-        rc = orch_model_dns_create(base, &dns, err);
+        rc = httpc_dns_create(base, &dns, err);
         if (rc)
             goto out;
     }
@@ -2012,8 +1540,7 @@ int orch_model_provider_url(const struct orch_model *m, size_t i, char *url,
     if (!m || i >= m->n)
         return FO_E_NOT_FOUND;
     const struct provider *p = &m->p[i];
-    snprintf(url, cap, "%s://%s%s", p->tls ? "https" : "http", p->host_header,
-             p->path);
+    httpc_url_text(&p->url, NULL, url, cap);
     return FO_OK;
 }
 

@@ -196,13 +196,13 @@ typedef void (*orch_model_done_fn)(void *arg, int rc,
  * and base must outlive the call (cancel calls before freeing base). The
  * API key variable is read as each provider is tried.
  *
- * dns looks up host names (orch_model_dns_create makes one for base). It
+ * dns looks up host names (httpc_dns_create makes one for base). It
  * may be NULL when every provider the call may ask is an IP literal or
  * "localhost", which is always 127.0.0.1 without a lookup (RFC 6761; local
  * model servers listen there; write [::1] for IPv6).
  *
  * Memory per call in flight, measured (glibc, 200 calls on one base): about
- * 4 KiB for a plain http call waiting for its answer, plus the request body
+ * 5 KiB for a plain http call waiting for its answer, plus the request body
  * (once; the messages a second time only while fallover may need them),
  * plus the response as it arrives (at most response_max, and a copy of it
  * for a moment when it is complete). https adds about 20 KiB of OpenSSL 3.0
@@ -266,12 +266,8 @@ void orch_toolnames_free(struct orch_toolnames *t);
  * loop iteration: run the loop once more before freeing dns. */
 void orch_model_call_cancel(struct orch_model_call *c);
 
-/* A resolver for orch_model_call_start on base, as the C library's: the
- * name servers, search list and options of /etc/resolv.conf (without the
- * file, a name server on 127.0.0.1) and /etc/hosts. Idle, it holds no
- * event on base. Free it with evdns_base_free(dns, 0) once no call that
- * uses it is in flight and the loop has run after the last one ended.
- * FO_E_IO (resolv.conf cannot be read), FO_E_NOMEM. */
+/* A resolver for orch_model_call_start on base: httpc_dns_create
+ * (daemon/httpc.h), under the model client's name for its callers. */
 int orch_model_dns_create(struct event_base *base, struct evdns_base **out,
                           struct fo_err *err);
 

@@ -24,6 +24,7 @@
 #include <openssl/rand.h>
 
 #include "daemon/commit.h"
+#include "daemon/httpc.h"
 #include "daemon/orch.h"
 #include "daemon/orch_sandbox.h"
 #include "daemon/tlog.h"
@@ -709,7 +710,7 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     if (rc)
         goto out;
     /* host names of model providers, looked up without blocking */
-    rc = orch_model_dns_create(d->base, &d->dns, err);
+    rc = httpc_dns_create(d->base, &d->dns, err);
     if (rc)
         goto out;
     struct orch_engine_config ec = {

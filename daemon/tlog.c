@@ -14,7 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/tlog_httpc.h"
+#include <event2/buffer.h>
+
+#include "daemon/httpc.h"
 #include "daemon/tlog_witness.h"
 #include "ledger/cosig.h"
 #include "ledger/fo_file.h"
@@ -55,6 +57,9 @@ struct job {
     char log[600]; /* a line for the daemon's log, or "" */
 };
 
+/* The longest witness reply read, and written. */
+#define TLOG_BODY_MAX (64 * 1024)
+
 struct wclient {
     struct daemon_tlog *t;
     char *url;
@@ -65,7 +70,8 @@ struct wclient {
     int busy, tries;
     int backoff_ms;
     struct event *retry;
-    struct tlog_httpc *http;
+    struct httpc_url hurl; /* url, its path that of add-checkpoint */
+    struct httpc_req *http;
     uint64_t sent_size; /* the checkpoint in flight */
     char *sent_note;
     uint64_t ok, failed; /* metrics */
@@ -86,8 +92,9 @@ struct daemon_tlog {
     int started;
     struct ledger *ledger;
     struct tlog_witness *witness;
-    uint64_t tiles_size; /* tiles written up to this size */
-    uint64_t pruned[8];  /* partial tiles of full ones removed below */
+    struct httpc_tls *tls; /* the loop's, for https witnesses */
+    uint64_t tiles_size;   /* tiles written up to this size */
+    uint64_t pruned[8];    /* partial tiles of full ones removed below */
     /* shared, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -134,6 +141,40 @@ static void job_free(struct job *j)
 
 /* ---- configuration ---------------------------------------------------- */
 
+/* A witness's URL, "http(s)://HOST[:PORT][/PREFIX]" (no query): checked,
+ * and when out is not NULL split with the path of PREFIX/add-checkpoint. */
+static int witness_url(const char *url, struct httpc_url *out,
+                       struct fo_err *err)
+{
+    struct httpc_url u = {0};
+    int rc = httpc_url_parse(url, &u, err);
+    if (!rc && strchr(u.path, '?'))
+        rc = fo_err_set(err, FO_E_INVALID, "a query is not taken");
+    if (!rc && out) {
+        struct fo_buf p;
+        fo_buf_init(&p, HTTPC_URL_MAX + 32);
+        size_t n = strlen(u.path);
+        while (n > 0 && u.path[n - 1] == '/')
+            n--;
+        if (fo_buf_append(&p, u.path, n) ||
+            fo_buf_puts(&p, "/add-checkpoint")) {
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        } else {
+            free(u.path);
+            u.path = fo_buf_detach(&p, NULL);
+            rc = u.path ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
+        }
+        fo_buf_release(&p);
+    }
+    if (rc == FO_E_INVALID)
+        fo_err_prefix(err, "url \"%s\"", url);
+    if (!rc && out)
+        *out = u;
+    else
+        httpc_url_release(&u);
+    return rc;
+}
+
 int daemon_tlog_config_check(const cJSON *witnesses, const cJSON *witness_of,
                              struct fo_err *err)
 {
@@ -161,7 +202,7 @@ int daemon_tlog_config_check(const cJSON *witnesses, const cJSON *witness_of,
                 ? fo_err_set(err, FO_E_INVALID, "an object {\"url\", \"vkey\"}")
                 : fo_json_only_keys(w, keys, 2, err);
         if (!rc)
-            rc = tlog_httpc_url_check(u->valuestring, err);
+            rc = witness_url(u->valuestring, NULL, err);
         if (!rc)
             rc = cosig_verifier_parse(k->valuestring, strlen(k->valuestring),
                                       &v, err);
@@ -406,7 +447,7 @@ out:
 static void job_witness(struct daemon_tlog *t, struct job *j)
 {
     struct tlog_witness_reply r;
-    fo_buf_init(&r.body, TLOG_HTTPC_BODY_MAX);
+    fo_buf_init(&r.body, TLOG_BODY_MAX);
     tlog_witness_add(t->witness, j->in, j->in_len, (uint64_t)time(NULL), &r);
     j->status = r.status;
     j->ctype = r.ctype;
@@ -555,6 +596,26 @@ static void wc_reply(void *arg, int status, const char *body, size_t len,
     wc_later(w);
 }
 
+/* Loop thread: the submission's request ended. */
+static void wc_done(void *arg, struct httpc_result *res)
+{
+    struct wclient *w = arg;
+    w->http = NULL; /* httpc frees it when this returns */
+    size_t len = evbuffer_get_length(res->body);
+    char *body = malloc(len + 1);
+    int status = res->end == HTTPC_END_OK ? res->status : -1;
+    if (!body) {
+        len = 0;
+        status = -1;
+    } else {
+        evbuffer_remove(res->body, body, len);
+        body[len] = '\0';
+    }
+    wc_reply(w, status, body ? body : "", len,
+             body ? res->err.msg : "out of memory");
+    free(body);
+}
+
 /* Submits the latest checkpoint to w when it has not cosigned it. */
 static void wc_next(struct wclient *w)
 {
@@ -599,10 +660,21 @@ static void job_landed(struct daemon_tlog *t, struct job *j)
         w->sent_note = j->note;
         j->note = NULL;
         w->sent_size = j->size;
-        if (tlog_httpc_post(t->cfg.base, t->cfg.dns, w->url, "/add-checkpoint",
-                            "text/plain; charset=utf-8", j->out, j->out_len,
-                            t->cfg.timeout_ms, wc_reply, w, &w->http,
-                            &err) != FO_OK) {
+        static const struct httpc_header ct[] = {
+            {"Content-Type", "text/plain; charset=utf-8"}};
+        struct httpc_spec spec = {.method = HTTPC_POST,
+                                  .url = &w->hurl,
+                                  .headers = ct,
+                                  .n_headers = 1,
+                                  .body = j->out,
+                                  .body_len = j->out_len,
+                                  .tls = t->tls,
+                                  .dns = t->cfg.dns,
+                                  .timeout_ms = t->cfg.timeout_ms,
+                                  .body_max = TLOG_BODY_MAX,
+                                  .done = wc_done,
+                                  .arg = w};
+        if (httpc_req_start(t->cfg.base, &spec, &w->http, &err) != FO_OK) {
             tlogf(t, "tlog: witness %s: %s", w->url, err.msg);
             w->busy = 0;
             wc_later(w);
@@ -670,6 +742,11 @@ static int witnesses_open(struct daemon_tlog *t, struct fo_err *err)
         c->retry = evtimer_new(t->cfg.base, wc_retry, c);
         if (!c->url || !c->vkey || !c->retry)
             return fo_err_set(err, FO_E_NOMEM, NULL);
+        int urc = witness_url(c->url, &c->hurl, err);
+        if (!urc && c->hurl.tls && !t->tls)
+            urc = httpc_tls_create(NULL, &t->tls, err);
+        if (urc)
+            return urc;
         t->nwc++;
         int rc = cosig_verifier_parse(c->vkey, strlen(c->vkey), &c->v, err);
         /* its cosignatures are accepted by the ledger (DIR/witnesses) */
@@ -749,7 +826,8 @@ void daemon_tlog_free(struct daemon_tlog *t)
         pthread_join(t->thread, NULL);
     for (size_t i = 0; i < t->nwc; i++) {
         struct wclient *w = &t->wc[i];
-        tlog_httpc_cancel(w->http);
+        httpc_req_cancel(w->http);
+        httpc_url_release(&w->hurl);
         if (w->retry)
             event_free(w->retry);
         cosig_verifier_free(w->v);
@@ -758,6 +836,7 @@ void daemon_tlog_free(struct daemon_tlog *t)
         free(w->sent_note);
     }
     free(t->wc);
+    httpc_tls_free(t->tls);
     /* what the thread finished: the witness's answers still go out */
     struct job *j = t->done;
     t->done = NULL;

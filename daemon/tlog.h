@@ -10,7 +10,7 @@
  * add-checkpoint requests of the logs this daemon witnesses
  * (daemon/tlog_witness.h). The loop thread serves: the checkpoint from
  * memory, tiles from a cache in memory or from DIR/tlog (never from the
- * database), and sends the submissions with daemon/tlog_httpc.h.
+ * database), and sends the submissions with the HTTP client (daemon/httpc.h).
  * docs/LEDGER.md, "The public log" and "Witnessing by protocol". */
 #ifndef DAEMON_TLOG_H
 #define DAEMON_TLOG_H

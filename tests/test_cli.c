@@ -2448,8 +2448,8 @@ Test(cli, option_table_proof)
     r = run_list(missing, NULL, 0, NULL, comp);
     cr_assert_eq(r.status, 0, "%s", r.err);
     must_contain(r.out,
-                 "\"verify \"*) w=\"--deep --checkpoint --tiles --vkey "
-                 "--index --old --witness --min-witnesses\"",
+                 "\"verify \"*) w=\"--deep --checkpoint --tiles --ca-file "
+                 "--vkey --index --old --witness --min-witnesses\"",
                  "completion");
     must_contain(r.out, "\"witness cosign\") w=\"--key --vkey --time\"",
                  "completion");
