@@ -147,6 +147,26 @@ static void store_note(struct daemon_commit *c, int rc, const char *what,
         c->cfg.log(c->cfg.log_hook, "the ledger can be written again");
 }
 
+/* The store's health for a write (committer thread): a refusing
+ * committer refuses for good; a store marked bad is tried again at most
+ * every PROBE_BAD_MS (the write is the probe, so a busy daemon recovers
+ * without going idle), and refused at once in between. */
+static int write_health(struct daemon_commit *c, struct fo_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    int rc = c->refusing ? c->refused.code : FO_OK;
+    if (rc && err)
+        *err = c->refused;
+    if (!rc && c->store_bad &&
+        ledger_now_us() - c->last_contact_us < PROBE_BAD_MS * 1000ll) {
+        rc = c->store_err.code;
+        if (err)
+            *err = c->store_err;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 /* Idle: asks the store how it is, when due (committer thread). */
 static void store_probe(struct daemon_commit *c)
 {
@@ -259,7 +279,7 @@ static void commit_batch(struct daemon_commit *c, size_t n)
     for (size_t i = 0; i < n; i++)
         c->scratch[i] = c->taken[i]->a;
     struct fo_err err;
-    int rc = daemon_commit_health(c, &err);
+    int rc = write_health(c, &err);
     if (rc == FO_OK) {
         rc = ledger_append_batch(c->ledger, c->scratch, n, &err);
         store_note(c, rc, "written", &err);
@@ -281,7 +301,7 @@ static void redact_queued(struct daemon_commit *c)
         if (!c->red_head)
             c->red_tail = NULL;
         pthread_mutex_unlock(&c->mu);
-        r->rc = daemon_commit_health(c, &r->err);
+        r->rc = write_health(c, &r->err);
         if (r->rc == FO_OK)
             r->rc = ledger_redact(c->ledger, r->seq, r->reason, NULL, &r->err);
         if (r->rc == FO_E_STORAGE_MOVED)
@@ -375,7 +395,7 @@ static int integrate_step(struct daemon_commit *c, size_t n)
         c->scratch[i] = c->taken[i]->a;
     struct fo_err err;
     size_t took = 0;
-    int rc = daemon_commit_health(c, &err);
+    int rc = write_health(c, &err);
     if (rc == FO_OK) {
         rc = ledger_integrate(c->ledger, c->scratch, n, c->cfg.max_batch, &took,
                               &err);
@@ -432,7 +452,7 @@ static void stage_step(struct daemon_commit *c, size_t n)
         p->taken[i] = c->taken[i];
         p->reqs[i] = c->taken[i]->a;
     }
-    rc = daemon_commit_health(c, &err);
+    rc = write_health(c, &err);
     if (rc == FO_OK) {
         rc = ledger_stage(c->ledger, p->reqs, n, c->owner, c->forget,
                           c->nforget, &p->batch, &err);
@@ -508,10 +528,9 @@ static void collect(struct daemon_commit *c)
         return;
     struct fo_err err;
     int rc = ledger_stage_collect(c->ledger, ids, k, on_outcome, c, &err);
-    if (rc) {
-        store_note(c, rc, "read", &err);
+    store_note(c, rc, "read", &err);
+    if (rc)
         return;
-    }
     struct pend **pp = &c->pend, *last = NULL;
     while (*pp) {
         struct pend *p = *pp;
