@@ -116,6 +116,10 @@ int cli_daemon_find(struct cli *c, struct cli_daemon *d, struct fo_err *err);
 int cli_daemon_call(const struct cli_daemon *d, const char *method,
                     const char *path, const char *body, cJSON **out,
                     struct fo_err *err);
+/* The same, waiting up to timeout_ms for the reply (a run's end). */
+int cli_daemon_call_wait(const struct cli_daemon *d, const char *method,
+                         const char *path, const char *body, int timeout_ms,
+                         cJSON **out, struct fo_err *err);
 
 /* The commands, one row each: the name, its function, or (alias) the
  * `forum ledger` subcommand it is; subs the subcommands, space-separated

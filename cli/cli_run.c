@@ -222,13 +222,20 @@ int cli_daemon_call(const struct cli_daemon *d, const char *method,
                     const char *path, const char *body, cJSON **out,
                     struct fo_err *err)
 {
+    return cli_daemon_call_wait(d, method, path, body, RUN_HTTP_TIMEOUT_MS, out,
+                                err);
+}
+
+int cli_daemon_call_wait(const struct cli_daemon *d, const char *method,
+                         const char *path, const char *body, int timeout_ms,
+                         cJSON **out, struct fo_err *err)
+{
     int status = 0;
     char *reply = NULL;
     size_t len = 0;
-    int rc = cli_http_request(d->host, d->port, method, path,
-                              d->has_token ? d->token : NULL, body,
-                              body ? strlen(body) : 0, RUN_HTTP_TIMEOUT_MS,
-                              &status, &reply, &len, err);
+    int rc = cli_http_request(
+        d->host, d->port, method, path, d->has_token ? d->token : NULL, body,
+        body ? strlen(body) : 0, timeout_ms, &status, &reply, &len, err);
     if (rc) {
         fo_err_prefix(err, "the daemon serving %s", d->dir);
         return rc;

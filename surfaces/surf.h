@@ -20,6 +20,7 @@
 #include "ledger/ledger.h"
 
 struct orch_run_event; /* daemon/orch.h: a step of a run as it lands */
+struct surf_method;
 
 struct orch;        /* the orchestrator (daemon/orch.h); NULL where not built */
 struct orch_engine; /* the run engine (daemon/orch_engine.h) */
@@ -71,6 +72,13 @@ struct surf_ctx {
     /* Each step of a run a handler began, as the engine witnesses it (may
      * be NULL): MCP progress and elicitation (orch_run_event, orch.h). */
     void (*run_event)(void *hook, const struct orch_run_event *ev);
+    /* Where every method runs when this process is a client of a daemon
+     * (`forum mcp` beside one): called after the input is validated, in
+     * place of the handler, with *out or err as the handler would give
+     * them (may be NULL: the methods run here). */
+    int (*remote)(void *hook, const struct surf_method *m, const cJSON *in,
+                  cJSON **out, struct fo_err *err);
+    void *remote_hook;
     /* Where ledger_verify reports its progress (may be NULL): `status`
      * shows it as "verify" while one runs (the dashboard's progress). */
     struct surf_verify_progress *verify;
