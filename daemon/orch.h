@@ -507,7 +507,7 @@ int orch_run_plan(const struct orch *o, const struct orch_witness *w,
                   const cJSON *plan, const char *request, cJSON **out,
                   struct fo_err *err);
 
-/* ---- the control loop (orch_loop.c) ------------------------------------ */
+/* ---- the control loop (the run engine: orch_engine.h) ------------------- */
 
 #define ORCH_SUBMIT_CALLS_DEFAULT 32 /* the ceiling when no budget is given */
 #define ORCH_SUBMIT_CALLS_MAX 1000   /* the most a budget may allow */

@@ -45,7 +45,8 @@ struct daemon_config {
     int quiet;          /* no "listening on" line on stdout */
     const char *cmd;    /* plan executor command (NULL: the stub) */
     const char *roster; /* roster file (NULL: the built-in roster) */
-    int max_runs;       /* background runs at once; 0: 8 (1..1024) */
+    int max_runs;       /* runs at once; 0: the engine's default (10,000;
+                           1..ORCH_RUNS_MAX) */
     int lease_s;        /* run lease on a PostgreSQL ledger; 0: 10 (1..3600) */
     /* Where tools act (--workspace, forum.json "workspace"); NULL: a fresh
      * DIR/workspaces/run-<id> per run. */
