@@ -737,6 +737,209 @@ static const char verify_help[] =
     "\"detail\", \"checkpoint\", \"witnesses\", \"inclusion\", "
     "\"consistency\",\n\"fetches\"}.\n";
 
+/* Step 3b: entry index (random when < 0) proved in the checkpoint from
+ * the tiles alone; *inc says how (NULL when it failed: res says why). */
+static int prove_inclusion(struct tile_reader *r,
+                           const struct note_checkpoint *cp, long long index,
+                           cJSON **inc, struct vres *res, struct fo_err *err)
+{
+    int rc = FO_OK;
+    uint64_t idx = (uint64_t)index;
+    if (index < 0) {
+        uint64_t rnd = 0;
+        RAND_bytes((unsigned char *)&rnd, sizeof(rnd));
+        idx = rnd % cp->size;
+    }
+    uint8_t(*path)[32] = malloc(MERKLE_MAX_PATH * 32);
+    uint8_t data[32], leaf[32];
+    size_t plen = 0;
+    if (!path)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    if (!rc && idx >= cp->size)
+        rc = fo_err_set(err, FO_E_VERIFY,
+                        "entry %llu is not in the checkpoint (size "
+                        "%llu)",
+                        (unsigned long long)idx, (unsigned long long)cp->size);
+    if (!rc)
+        rc = tile_reader_leaf_data(r, idx, data, err);
+    if (!rc)
+        merkle_leaf_hash(NULL, data, 32, leaf);
+    if (!rc)
+        rc = merkle_inclusion_proof(tile_reader_node, r, idx, cp->size, path,
+                                    &plen, err);
+    if (!rc)
+        rc = merkle_verify_inclusion(leaf, idx, cp->size,
+                                     (const uint8_t(*)[32])path, plen, cp->root,
+                                     err);
+    if (rc == FO_E_VERIFY || rc == FO_E_INVALID)
+        vfail(res, "inclusion", err);
+    if (!rc) {
+        *inc = cJSON_CreateObject();
+        fo_json_add_int(*inc, "index", (long long)idx);
+        cJSON_AddItemToObject(*inc, "entry_hash", hex_item(data));
+        cJSON_AddItemToObject(*inc, "leaf_hash", hex_item(leaf));
+        fo_json_add_int(*inc, "path_len", (long long)plen);
+    }
+    free(path);
+    return rc;
+}
+
+/* Step 3c: the checkpoint consistent with the earlier one in oldnote (its
+ * fields into *ocp); *con says how (NULL when it failed: res says why). */
+static int prove_consistency(struct tile_reader *r,
+                             const struct note_verifier *v,
+                             const struct note_checkpoint *cp,
+                             const struct fo_buf *oldnote,
+                             struct note_checkpoint *ocp, cJSON **con,
+                             struct vres *res, struct fo_err *err)
+{
+    int rc;
+    rc = note_checkpoint_open(oldnote->data, oldnote->len, v, ocp, err);
+    if (rc == FO_E_VERIFY) {
+        fo_err_prefix(err, "--old");
+        vfail(res, "bad_signature", err);
+    } else if (rc == FO_OK) {
+        uint8_t(*path)[32] = malloc(MERKLE_MAX_PATH * 32);
+        size_t plen = 0;
+        rc = path ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
+        if (!rc && (ocp->size == 0 || ocp->size > cp->size))
+            rc = fo_err_set(err, FO_E_VERIFY,
+                            "--old size %llu: must be 1 to the "
+                            "checkpoint's size %llu",
+                            (unsigned long long)ocp->size,
+                            (unsigned long long)cp->size);
+        if (!rc)
+            rc = merkle_consistency_proof(tile_reader_node, r, ocp->size,
+                                          cp->size, path, &plen, err);
+        if (!rc)
+            rc = merkle_verify_consistency(ocp->size, cp->size, ocp->root,
+                                           cp->root, (const uint8_t(*)[32])path,
+                                           plen, err);
+        if (rc == FO_E_VERIFY || rc == FO_E_INVALID)
+            vfail(res, "consistency", err);
+        if (!rc) {
+            *con = cJSON_CreateObject();
+            fo_json_add_int(*con, "first", (long long)ocp->size);
+            fo_json_add_int(*con, "second", (long long)cp->size);
+            cJSON_AddItemToObject(*con, "root1", hex_item(ocp->root));
+            fo_json_add_int(*con, "path_len", (long long)plen);
+        }
+        free(path);
+    }
+    return rc;
+}
+
+/* What verify --tiles found: JSON with --json (inc and con taken), text
+ * otherwise. */
+static void verify_print(struct cli *c, const struct vres *res,
+                         const struct note_checkpoint *cpp,
+                         const struct note_checkpoint *ocpp,
+                         const struct wcheck *wcp, int min, cJSON *inc,
+                         cJSON *con, struct tile_reader *r, const char *old)
+{
+    const struct note_checkpoint cp = *cpp, ocp = *ocpp;
+    const struct wcheck *wc = wcp;
+    if (c->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddBoolToObject(o, "ok", !res->reason);
+        if (res->reason) {
+            cJSON_AddStringToObject(o, "reason", res->reason);
+            cJSON_AddStringToObject(o, "detail", res->detail);
+        } else {
+            cJSON_AddNullToObject(o, "reason");
+            cJSON_AddNullToObject(o, "detail");
+        }
+        if (res->reason && !strcmp(res->reason, "bad_signature") && !old) {
+            cJSON_AddNullToObject(o, "checkpoint");
+        } else {
+            cJSON *jc = cJSON_AddObjectToObject(o, "checkpoint");
+            cJSON_AddStringToObject(jc, "origin", cp.origin);
+            fo_json_add_int(jc, "size", (long long)cp.size);
+            cJSON_AddItemToObject(jc, "root", hex_item(cp.root));
+        }
+        if (wc->n > 0)
+            cJSON_AddItemToObject(o, "witnesses", wcheck_json(wc, min));
+        else
+            cJSON_AddNullToObject(o, "witnesses");
+        cJSON_AddItemToObject(o, "inclusion", inc ? inc : cJSON_CreateNull());
+        cJSON_AddItemToObject(o, "consistency", con ? con : cJSON_CreateNull());
+        fo_json_add_int(o, "fetches",
+                        r ? (long long)tile_reader_fetches(r) + 1 : 0);
+        cli_print_json(o, 0);
+        cJSON_Delete(o);
+    } else if (res->reason) {
+        printf("FAILED: %s: %s\n", res->reason, res->detail);
+    } else {
+        char hex[65];
+        fo_hex(cp.root, 32, hex);
+        printf("ok: checkpoint %s at size %llu (root %.16s...) signed by "
+               "the given key\n",
+               cp.origin, (unsigned long long)cp.size, hex);
+        if (wc->n > 0)
+            printf("ok: %zu of %zu named witnesses cosigned it (%d "
+                   "required)\n",
+                   wc->valid, wc->n, min);
+        if (inc) {
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(inc, "index");
+            const cJSON *h =
+                cJSON_GetObjectItemCaseSensitive(inc, "entry_hash");
+            printf("ok: entry %.0f (hash %.16s...) is in it, proved from "
+                   "tiles alone (%llu fetched)\n",
+                   cJSON_GetNumberValue(e), h->valuestring,
+                   (unsigned long long)tile_reader_fetches(r) + 1);
+        }
+        if (con)
+            printf("ok: consistent with the checkpoint at size %llu\n",
+                   (unsigned long long)ocp.size);
+    }
+    if (!c->json) {
+        cJSON_Delete(inc);
+        cJSON_Delete(con);
+    }
+}
+
+/* The --tiles form's own usage rules; 0, or the usage error's exit code.
+ * *min becomes the witnesses required (all named, by default). */
+static int tiles_usage(struct cli *c, const char *ledger_flag, int has_vkey,
+                       int nw, int *min)
+{
+    if (ledger_flag)
+        return cli_usage_error(c, "verify: %s checks a ledger, not --tiles",
+                               ledger_flag);
+    if (!has_vkey)
+        return cli_usage_error(c, "verify: --tiles and --vkey are required");
+    if (*min >= 0 && nw == 0)
+        return cli_usage_error(c, "verify: --min-witnesses needs --witness");
+    if (*min > nw)
+        return cli_usage_error(c, "verify: --min-witnesses %d of %d named",
+                               *min, nw);
+    if (*min < 0)
+        *min = nw;
+    return 0;
+}
+
+/* Step 2: the named witnesses' cosignatures on the note, at least min of
+ * them valid (res says so when not). FO_OK, or an error to report. */
+static int check_witnesses(const struct fo_buf *note, struct wcheck *wc,
+                           int min, struct vres *res, struct fo_err *err)
+{
+    int rc = cosig_check_note(note->data, note->len,
+                              (const struct cosig_verifier *const *)wc->w,
+                              wc->n, wc->ok, wc->ts, &wc->valid, err);
+    if (rc == FO_E_VERIFY) {
+        vfail(res, "witnesses", err);
+        return FO_OK;
+    }
+    if (rc)
+        return rc;
+    if (wc->valid < (size_t)min) {
+        fo_err_set(err, FO_E_VERIFY, "%zu of %d required witness cosignatures",
+                   wc->valid, min);
+        vfail(res, "witnesses", err);
+    }
+    return FO_OK;
+}
+
 int cli_verify(struct cli *c, int argc, char **argv)
 {
     /* One table for both forms: ledger verify's flags (the ledger form
@@ -782,19 +985,12 @@ int cli_verify(struct cli *c, int argc, char **argv)
                                    old ? "--old" : "--index");
         return ledger_verify_alias(c, argc, argv);
     }
-    if (deep || cp_file)
-        return cli_usage_error(c, "verify: %s checks a ledger, not --tiles",
-                               deep ? "--deep" : "--checkpoint");
     int min = (int)min_w;
-    if (!vkey_arg)
-        return cli_usage_error(c, "verify: --tiles and --vkey are required");
-    if (min >= 0 && nw == 0)
-        return cli_usage_error(c, "verify: --min-witnesses needs --witness");
-    if (min > nw)
-        return cli_usage_error(c, "verify: --min-witnesses %d of %d named", min,
-                               nw);
-    if (min < 0)
-        min = nw;
+    int uex = tiles_usage(
+        c, deep || cp_file ? (deep ? "--deep" : "--checkpoint") : NULL,
+        vkey_arg != NULL, nw, &min);
+    if (uex)
+        return uex;
 
     struct fo_err err;
     fo_err_clear(&err);
@@ -807,7 +1003,7 @@ int cli_verify(struct cli *c, int argc, char **argv)
     struct tile_reader *r = NULL;
     struct wcheck wc = {0};
     struct vres res = {0};
-    struct note_checkpoint cp, ocp;
+    struct note_checkpoint cp = {0}, ocp = {0};
     cJSON *inc = NULL, *con = NULL;
     int ex = 0;
     int rc = cli_read_vkey(vkey_arg, &vkey, &err);
@@ -841,21 +1037,10 @@ int cli_verify(struct cli *c, int argc, char **argv)
         goto out;
     }
     /* 2. the witnesses */
-    if (!res.reason && wc.n > 0) {
-        rc = cosig_check_note(note.data, note.len,
-                              (const struct cosig_verifier *const *)wc.w, wc.n,
-                              wc.ok, wc.ts, &wc.valid, &err);
-        if (rc == FO_E_VERIFY)
-            vfail(&res, "witnesses", &err);
-        else if (rc) {
-            ex = cli_fail(c, &err);
-            goto out;
-        } else if (wc.valid < (size_t)min) {
-            fo_err_set(&err, FO_E_VERIFY,
-                       "%zu of %d required witness cosignatures", wc.valid,
-                       min);
-            vfail(&res, "witnesses", &err);
-        }
+    if (!res.reason && wc.n > 0 &&
+        (rc = check_witnesses(&note, &wc, min, &res, &err)) != FO_OK) {
+        ex = cli_fail(c, &err);
+        goto out;
     }
     /* 3. the tiles: root, inclusion, consistency */
     if (!res.reason && cp.size > 0) {
@@ -869,80 +1054,10 @@ int cli_verify(struct cli *c, int argc, char **argv)
             rc = FO_E_VERIFY;
             vfail(&res, "root_mismatch", &err);
         }
-        if (!rc) {
-            uint64_t idx = (uint64_t)index;
-            if (index < 0) {
-                uint64_t rnd = 0;
-                RAND_bytes((unsigned char *)&rnd, sizeof(rnd));
-                idx = rnd % cp.size;
-            }
-            uint8_t(*path)[32] = malloc(MERKLE_MAX_PATH * 32);
-            uint8_t data[32], leaf[32];
-            size_t plen = 0;
-            if (!path)
-                rc = fo_err_set(&err, FO_E_NOMEM, NULL);
-            if (!rc && idx >= cp.size)
-                rc = fo_err_set(&err, FO_E_VERIFY,
-                                "entry %llu is not in the checkpoint (size "
-                                "%llu)",
-                                (unsigned long long)idx,
-                                (unsigned long long)cp.size);
-            if (!rc)
-                rc = tile_reader_leaf_data(r, idx, data, &err);
-            if (!rc)
-                merkle_leaf_hash(NULL, data, 32, leaf);
-            if (!rc)
-                rc = merkle_inclusion_proof(tile_reader_node, r, idx, cp.size,
-                                            path, &plen, &err);
-            if (!rc)
-                rc = merkle_verify_inclusion(leaf, idx, cp.size,
-                                             (const uint8_t(*)[32])path, plen,
-                                             cp.root, &err);
-            if (rc == FO_E_VERIFY || rc == FO_E_INVALID)
-                vfail(&res, "inclusion", &err);
-            if (!rc) {
-                inc = cJSON_CreateObject();
-                fo_json_add_int(inc, "index", (long long)idx);
-                cJSON_AddItemToObject(inc, "entry_hash", hex_item(data));
-                cJSON_AddItemToObject(inc, "leaf_hash", hex_item(leaf));
-                fo_json_add_int(inc, "path_len", (long long)plen);
-            }
-            free(path);
-        }
-        if (!rc && old) {
-            rc = note_checkpoint_open(oldnote.data, oldnote.len, v, &ocp, &err);
-            if (rc == FO_E_VERIFY) {
-                fo_err_prefix(&err, "--old");
-                vfail(&res, "bad_signature", &err);
-            } else if (rc == FO_OK) {
-                uint8_t(*path)[32] = malloc(MERKLE_MAX_PATH * 32);
-                size_t plen = 0;
-                rc = path ? FO_OK : fo_err_set(&err, FO_E_NOMEM, NULL);
-                if (!rc && (ocp.size == 0 || ocp.size > cp.size))
-                    rc = fo_err_set(&err, FO_E_VERIFY,
-                                    "--old size %llu: must be 1 to the "
-                                    "checkpoint's size %llu",
-                                    (unsigned long long)ocp.size,
-                                    (unsigned long long)cp.size);
-                if (!rc)
-                    rc = merkle_consistency_proof(tile_reader_node, r, ocp.size,
-                                                  cp.size, path, &plen, &err);
-                if (!rc)
-                    rc = merkle_verify_consistency(
-                        ocp.size, cp.size, ocp.root, cp.root,
-                        (const uint8_t(*)[32])path, plen, &err);
-                if (rc == FO_E_VERIFY || rc == FO_E_INVALID)
-                    vfail(&res, "consistency", &err);
-                if (!rc) {
-                    con = cJSON_CreateObject();
-                    fo_json_add_int(con, "first", (long long)ocp.size);
-                    fo_json_add_int(con, "second", (long long)cp.size);
-                    cJSON_AddItemToObject(con, "root1", hex_item(ocp.root));
-                    fo_json_add_int(con, "path_len", (long long)plen);
-                }
-                free(path);
-            }
-        }
+        if (!rc)
+            rc = prove_inclusion(r, &cp, index, &inc, &res, &err);
+        if (!rc && old)
+            rc = prove_consistency(r, v, &cp, &oldnote, &ocp, &con, &res, &err);
         if (rc == FO_E_NOT_FOUND)
             vfail(&res, "missing_tile", &err);
         else if (rc && !res.reason && rc != FO_E_IO && rc != FO_E_NOMEM &&
@@ -957,60 +1072,8 @@ int cli_verify(struct cli *c, int argc, char **argv)
         vfail(&res, "consistency", &err);
     }
     ex = res.reason ? 1 : 0;
-    if (c->json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddBoolToObject(o, "ok", !res.reason);
-        if (res.reason) {
-            cJSON_AddStringToObject(o, "reason", res.reason);
-            cJSON_AddStringToObject(o, "detail", res.detail);
-        } else {
-            cJSON_AddNullToObject(o, "reason");
-            cJSON_AddNullToObject(o, "detail");
-        }
-        if (res.reason && !strcmp(res.reason, "bad_signature") && !old) {
-            cJSON_AddNullToObject(o, "checkpoint");
-        } else {
-            cJSON *jc = cJSON_AddObjectToObject(o, "checkpoint");
-            cJSON_AddStringToObject(jc, "origin", cp.origin);
-            fo_json_add_int(jc, "size", (long long)cp.size);
-            cJSON_AddItemToObject(jc, "root", hex_item(cp.root));
-        }
-        if (wc.n > 0)
-            cJSON_AddItemToObject(o, "witnesses", wcheck_json(&wc, min));
-        else
-            cJSON_AddNullToObject(o, "witnesses");
-        cJSON_AddItemToObject(o, "inclusion", inc ? inc : cJSON_CreateNull());
-        cJSON_AddItemToObject(o, "consistency", con ? con : cJSON_CreateNull());
-        inc = con = NULL;
-        fo_json_add_int(o, "fetches",
-                        r ? (long long)tile_reader_fetches(r) + 1 : 0);
-        cli_print_json(o, 0);
-        cJSON_Delete(o);
-    } else if (res.reason) {
-        printf("FAILED: %s: %s\n", res.reason, res.detail);
-    } else {
-        char hex[65];
-        fo_hex(cp.root, 32, hex);
-        printf("ok: checkpoint %s at size %llu (root %.16s...) signed by "
-               "the given key\n",
-               cp.origin, (unsigned long long)cp.size, hex);
-        if (wc.n > 0)
-            printf("ok: %zu of %zu named witnesses cosigned it (%d "
-                   "required)\n",
-                   wc.valid, wc.n, min);
-        if (inc) {
-            const cJSON *e = cJSON_GetObjectItemCaseSensitive(inc, "index");
-            const cJSON *h =
-                cJSON_GetObjectItemCaseSensitive(inc, "entry_hash");
-            printf("ok: entry %.0f (hash %.16s...) is in it, proved from "
-                   "tiles alone (%llu fetched)\n",
-                   cJSON_GetNumberValue(e), h->valuestring,
-                   (unsigned long long)tile_reader_fetches(r) + 1);
-        }
-        if (con)
-            printf("ok: consistent with the checkpoint at size %llu\n",
-                   (unsigned long long)ocp.size);
-    }
+    verify_print(c, &res, &cp, &ocp, &wc, min, inc, con, r, old);
+    inc = con = NULL;
 out:
     cJSON_Delete(inc);
     cJSON_Delete(con);
