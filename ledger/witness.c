@@ -246,6 +246,79 @@ struct accepted {
     size_t off, len;
 };
 
+/* The cosignature lines of note (split in sl): each must be the log's own
+ * signature or a valid cosignature, not from the future, by a witness of
+ * w; the accepted ones go to acc (*nacc of them). */
+static int accept_lines(const struct ledger *l, const char *note,
+                        const struct cosig_lines *sl,
+                        const struct note_verifier *logv,
+                        struct cosig_verifier **w, size_t nw,
+                        const struct fo_buf *textb, uint64_t size,
+                        struct accepted *acc, size_t *naccp, struct fo_err *err)
+{
+    int rc = FO_OK;
+    size_t nacc = 0;
+    struct fo_buf text = *textb;
+    struct {
+        uint64_t size;
+    } cp = {size};
+    int64_t now = ledger_now_us() / 1000000;
+    for (size_t j = 0; j < sl->n; j++) {
+        const char *line = note + sl->line_off[j];
+        size_t ll = sl->line_len[j];
+        char name[NOTE_NAME_MAX + 1];
+        uint32_t id = 0;
+        if (line_key(line, ll, name, &id) != 0) {
+            rc = fo_err_set(err, FO_E_INVALID,
+                            "note: signature line %zu is malformed", j + 1);
+            return rc;
+        }
+        if (!strcmp(name, note_verifier_name(logv)) &&
+            id == note_verifier_id(logv))
+            continue; /* the log's own signature: note_open checked it */
+        int found = 0;
+        for (size_t i = 0; i < nw && !found; i++) {
+            uint64_t ts = 0;
+            int r = cosig_verify_line(w[i], text.data, text.len, line, ll, &ts,
+                                      err);
+            if (r == FO_E_NOT_FOUND)
+                continue;
+            if (r) {
+                if (r == FO_E_VERIFY)
+                    fo_err_prefix(err,
+                                  "checkpoint of size %" PRIu64
+                                  ": refused (a cosignature over another "
+                                  "checkpoint, or damaged)",
+                                  cp.size);
+                rc = r;
+                return rc;
+            }
+            if ((int64_t)ts > now + FUTURE_SLACK_S) {
+                rc = fo_err_set(err, FO_E_VERIFY,
+                                "cosignature by %s: timestamp %" PRIu64
+                                " is in the future",
+                                name, ts);
+                return rc;
+            }
+            found = 1;
+            struct accepted *a = &acc[nacc++];
+            snprintf(a->key, sizeof(a->key), "%s+%08" PRIx32, name, id);
+            a->ts = ts;
+            a->off = sl->line_off[j];
+            a->len = ll;
+        }
+        if (!found) {
+            rc =
+                fo_err_set(err, FO_E_VERIFY,
+                           "unknown witness key %s+%08" PRIx32 ": not in %s/%s",
+                           name, id, l->dir, LEDGER_WITNESSES_FILE);
+            return rc;
+        }
+    }
+    *naccp = nacc;
+    return FO_OK;
+}
+
 int ledger_cosign(struct ledger *l, const char *note, size_t len, cJSON **out,
                   struct fo_err *err)
 {
@@ -300,59 +373,10 @@ int ledger_cosign(struct ledger *l, const char *note, size_t len, cJSON **out,
     }
     if (rc)
         goto out;
-    int64_t now = ledger_now_us() / 1000000;
-    for (size_t j = 0; j < sl->n; j++) {
-        const char *line = note + sl->line_off[j];
-        size_t ll = sl->line_len[j];
-        char name[NOTE_NAME_MAX + 1];
-        uint32_t id = 0;
-        if (line_key(line, ll, name, &id) != 0) {
-            rc = fo_err_set(err, FO_E_INVALID,
-                            "note: signature line %zu is malformed", j + 1);
-            goto out;
-        }
-        if (!strcmp(name, note_verifier_name(logv)) &&
-            id == note_verifier_id(logv))
-            continue; /* the log's own signature: note_open checked it */
-        int found = 0;
-        for (size_t i = 0; i < nw && !found; i++) {
-            uint64_t ts = 0;
-            int r = cosig_verify_line(w[i], text.data, text.len, line, ll, &ts,
-                                      err);
-            if (r == FO_E_NOT_FOUND)
-                continue;
-            if (r) {
-                if (r == FO_E_VERIFY)
-                    fo_err_prefix(err,
-                                  "checkpoint of size %" PRIu64
-                                  ": refused (a cosignature over another "
-                                  "checkpoint, or damaged)",
-                                  cp.size);
-                rc = r;
-                goto out;
-            }
-            if ((int64_t)ts > now + FUTURE_SLACK_S) {
-                rc = fo_err_set(err, FO_E_VERIFY,
-                                "cosignature by %s: timestamp %" PRIu64
-                                " is in the future",
-                                name, ts);
-                goto out;
-            }
-            found = 1;
-            struct accepted *a = &acc[nacc++];
-            snprintf(a->key, sizeof(a->key), "%s+%08" PRIx32, name, id);
-            a->ts = ts;
-            a->off = sl->line_off[j];
-            a->len = ll;
-        }
-        if (!found) {
-            rc =
-                fo_err_set(err, FO_E_VERIFY,
-                           "unknown witness key %s+%08" PRIx32 ": not in %s/%s",
-                           name, id, l->dir, LEDGER_WITNESSES_FILE);
-            goto out;
-        }
-    }
+    rc =
+        accept_lines(l, note, sl, logv, w, nw, &text, cp.size, acc, &nacc, err);
+    if (rc)
+        goto out;
     if (nacc == 0) {
         rc = fo_err_set(err, FO_E_INVALID,
                         "note: no cosignature besides the log's signature");
