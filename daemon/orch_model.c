@@ -741,6 +741,60 @@ static int64_t usage_count(const cJSON *usage, const char *key)
     return (int64_t)v->valuedouble;
 }
 
+/* An Anthropic Messages answer's content: its text parts into text, its
+ * tool_use parts into calls. FO_OK, FO_E_UPSTREAM or FO_E_NOMEM (err set). */
+static int parse_anthropic(const struct provider *p, const cJSON *j,
+                           const struct orch_toolnames *tn, cJSON *calls,
+                           struct fo_buf *text, struct fo_err *err)
+{
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
+    const cJSON *part;
+    int texts = 0;
+    if (!cJSON_IsArray(content)) {
+        fo_err_set(err, FO_E_UPSTREAM,
+                   "provider %s: the answer has no content list", p->name);
+        return FO_E_UPSTREAM;
+    }
+    cJSON_ArrayForEach (part, content) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (cJSON_IsString(type) &&
+            strcmp(type->valuestring, "tool_use") == 0) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(part, "id");
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(part, "name");
+            const cJSON *in = cJSON_GetObjectItemCaseSensitive(part, "input");
+            if (!cJSON_IsString(id) || !cJSON_IsString(name) || !in) {
+                fo_err_set(err, FO_E_UPSTREAM,
+                           "provider %s: a tool_use part of the answer "
+                           "has no id, name or input",
+                           p->name);
+                return FO_E_UPSTREAM;
+            }
+            if (add_call(calls, id->valuestring, name->valuestring, in, tn))
+                return fo_err_set(err, FO_E_NOMEM, NULL);
+            continue;
+        }
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
+            continue;
+        if (!cJSON_IsString(t)) {
+            fo_err_set(err, FO_E_UPSTREAM,
+                       "provider %s: a text part of the answer has no "
+                       "text string",
+                       p->name);
+            return FO_E_UPSTREAM;
+        }
+        texts++;
+        if (fo_buf_puts(text, t->valuestring))
+            return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    if (!texts && cJSON_GetArraySize(calls) == 0) {
+        fo_err_set(err, FO_E_UPSTREAM,
+                   "provider %s: the answer has no text part", p->name);
+        return FO_E_UPSTREAM;
+    }
+    return FO_OK;
+}
+
 static int parse_answer(const struct provider *p, const struct fo_buf *body,
                         const struct orch_toolnames *tn,
                         struct orch_model_reply *out, struct fo_err *err)
@@ -809,53 +863,11 @@ static int parse_answer(const struct provider *p, const struct fo_buf *body,
         if (cJSON_IsString(content) && fo_buf_puts(&text, content->valuestring))
             goto nomem;
     } else {
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
-        const cJSON *part;
-        int texts = 0;
-        if (!cJSON_IsArray(content)) {
-            fo_err_set(err, rc, "provider %s: the answer has no content list",
-                       p->name);
+        int r = parse_anthropic(p, j, tn, calls, &text, err);
+        if (r == FO_E_NOMEM)
+            goto nomem;
+        if (r)
             goto out;
-        }
-        cJSON_ArrayForEach (part, content) {
-            const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-            const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
-            if (cJSON_IsString(type) &&
-                strcmp(type->valuestring, "tool_use") == 0) {
-                const cJSON *id = cJSON_GetObjectItemCaseSensitive(part, "id");
-                const cJSON *name =
-                    cJSON_GetObjectItemCaseSensitive(part, "name");
-                const cJSON *in =
-                    cJSON_GetObjectItemCaseSensitive(part, "input");
-                if (!cJSON_IsString(id) || !cJSON_IsString(name) || !in) {
-                    fo_err_set(err, rc,
-                               "provider %s: a tool_use part of the answer "
-                               "has no id, name or input",
-                               p->name);
-                    goto out;
-                }
-                if (add_call(calls, id->valuestring, name->valuestring, in, tn))
-                    goto nomem;
-                continue;
-            }
-            if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
-                continue;
-            if (!cJSON_IsString(t)) {
-                fo_err_set(err, rc,
-                           "provider %s: a text part of the answer has no "
-                           "text string",
-                           p->name);
-                goto out;
-            }
-            texts++;
-            if (fo_buf_puts(&text, t->valuestring))
-                goto nomem;
-        }
-        if (!texts && cJSON_GetArraySize(calls) == 0) {
-            fo_err_set(err, rc, "provider %s: the answer has no text part",
-                       p->name);
-            goto out;
-        }
     }
     if (cJSON_GetArraySize(calls) > 0) {
         struct fo_buf cb;
