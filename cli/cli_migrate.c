@@ -166,19 +166,10 @@ static int holds_ledger(const char *dir)
     return stat(p, &st) == 0;
 }
 
-int cli_ledger_migrate(struct cli *c, int argc, char **argv)
+/* --into's rules: given, a usable path, not the data dir, no ledger in it
+ * yet; 0, or the usage error's exit code. */
+static int into_usage(struct cli *c, const char *into)
 {
-    const char *into = NULL, *conninfo = NULL;
-    const struct cli_opt opts[] = {
-        {"--into", "DIR", CLI_OPT_STR, &into, 0, 0, NULL, NULL,
-         "the new data dir (must hold no ledger)"},
-        {"--postgres", "CONNINFO", CLI_OPT_STR, &conninfo, 0, 0, NULL, NULL,
-         "keep the new ledger in PostgreSQL"},
-        CLI_OPT_END,
-    };
-    int ex = cli_parse(c, "ledger migrate", argc, argv, opts, NULL, 0, NULL);
-    if (ex)
-        return ex == CLI_PARSE_HELP ? cli_help(migrate_usage) : ex;
     if (!into || !*into)
         return cli_usage_error(c, "ledger migrate: --into DIR is required");
     struct fo_err derr;
@@ -195,6 +186,25 @@ int cli_ledger_migrate(struct cli *c, int argc, char **argv)
                                "ledger migrate: %s holds a ledger already; "
                                "migrate into a new data dir",
                                into);
+    return 0;
+}
+
+int cli_ledger_migrate(struct cli *c, int argc, char **argv)
+{
+    const char *into = NULL, *conninfo = NULL;
+    const struct cli_opt opts[] = {
+        {"--into", "DIR", CLI_OPT_STR, &into, 0, 0, NULL, NULL,
+         "the new data dir (must hold no ledger)"},
+        {"--postgres", "CONNINFO", CLI_OPT_STR, &conninfo, 0, 0, NULL, NULL,
+         "keep the new ledger in PostgreSQL"},
+        CLI_OPT_END,
+    };
+    int ex = cli_parse(c, "ledger migrate", argc, argv, opts, NULL, 0, NULL);
+    if (ex)
+        return ex == CLI_PARSE_HELP ? cli_help(migrate_usage) : ex;
+    ex = into_usage(c, into);
+    if (ex)
+        return ex;
     struct fo_err err;
     fo_err_clear(&err);
     struct ledger *src = NULL, *dst = NULL;

@@ -498,22 +498,32 @@ static int foreground(struct cli *c, struct serve_opts *o)
     return 0;
 }
 
-static int start(struct cli *c, struct serve_opts *o, const char *self)
+/* Before a start: no daemon serves the dir already; the dir exists (*made
+ * when this made it). 0, or the exit code of the failure (printed). */
+static int start_check(struct cli *c, int *made)
 {
     long pid = 0;
+    struct fo_err err;
     if (daemon_running(c->ledger_dir, &pid) == 1) {
-        struct fo_err err;
         fo_err_set(&err, FO_E_LOCKED,
                    "another forum daemon (pid %ld) is serving %s", pid,
                    c->ledger_dir);
         return cli_fail(c, &err);
     }
-    int made = mkdir(c->ledger_dir, 0700) == 0;
-    if (!made && errno != EEXIST) {
-        struct fo_err err;
+    *made = mkdir(c->ledger_dir, 0700) == 0;
+    if (!*made && errno != EEXIST) {
         fo_err_set(&err, FO_E_IO, "%s: %s", c->ledger_dir, strerror(errno));
         return cli_fail(c, &err);
     }
+    return 0;
+}
+
+static int start(struct cli *c, struct serve_opts *o, const char *self)
+{
+    int made = 0;
+    int sex = start_check(c, &made);
+    if (sex)
+        return sex;
     char logp[4096];
     state_path(c, DAEMON_LOG_FILE, logp, sizeof(logp));
     int pfd[2];
