@@ -296,10 +296,10 @@ void oe_route_step(struct run *r)
     if (rt.n == 0) {
         rc = fo_err_set(&err, FO_E_INVALID, "the roster has no lanes");
     } else if (rt.decided) {
-        rc = oe_route_entry(r, &rt, rt.decided, "router", 0, &err);
+        rc = oe_route_entry(r, &rt, rt.decided, "router", NULL, 0, &err);
     } else if (!r->e->o->models || r->cls.n >= ORCH_JSON_ATTEMPTS) {
-        rc = oe_route_entry(r, &rt, rt.candidates[0].agent, "top_candidate", 0,
-                            &err);
+        rc = oe_route_entry(r, &rt, rt.candidates[0].agent, "top_candidate",
+                            NULL, 0, &err);
     } else if (oe_spend(r, "classifier", 0)) {
         struct fo_buf lanes;
         fo_buf_init(&lanes, LANES_TEXT_MAX);

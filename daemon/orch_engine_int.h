@@ -470,7 +470,8 @@ int oe_rejected(struct run *r, int role, long task, int64_t parent,
                 const struct attempts *a, const char *why, const char *model,
                 const char *text, struct fo_err *err);
 int oe_route_entry(struct run *r, struct orch_route *rt, const char *lane,
-                   const char *by, int spent, struct fo_err *err);
+                   const char *by, const char *model, int spent,
+                   struct fo_err *err);
 void oe_on_classifier(struct run *r, long task, int rc,
                       struct orch_model_reply *rep, const struct fo_err *cerr);
 int oe_session_context(struct run *r, cJSON **slices, struct fo_err *err);

@@ -530,14 +530,16 @@ int oe_rejected(struct run *r, int role, long task, int64_t parent,
 /* ---- route -------------------------------------------------------------- */
 
 int oe_route_entry(struct run *r, struct orch_route *rt, const char *lane,
-                   const char *by, int spent, struct fo_err *err)
+                   const char *by, const char *model, int spent,
+                   struct fo_err *err)
 {
     cJSON *e = orch_route_json(rt);
     cJSON *c = e ? cJSON_GetObjectItemCaseSensitive(e, "candidates") : NULL;
     while (c && cJSON_GetArraySize(c) > ROUTE_SHOWN)
         cJSON_DeleteItemFromArray(c, cJSON_GetArraySize(c) - 1);
     if (!e || !cJSON_AddStringToObject(e, "lane", lane) ||
-        !cJSON_AddStringToObject(e, "by", by)) {
+        !cJSON_AddStringToObject(e, "by", by) ||
+        (model && model[0] && !cJSON_AddStringToObject(e, "model", model))) {
         cJSON_Delete(e);
         return oe_nomem(err);
     }
@@ -574,7 +576,8 @@ void oe_on_classifier(struct run *r, long task, int rc,
     }
     cJSON_Delete(j);
     if (ln)
-        rc = oe_route_entry(r, &rt, ln->name, "classifier", 1, &err);
+        rc =
+            oe_route_entry(r, &rt, ln->name, "classifier", rep->model, 1, &err);
     else /* after ORCH_JSON_ATTEMPTS of these, route_step takes the top
           * candidate */
         rc = oe_rejected(r, R_CLASSIFIER, -1, r->id, &r->cls, why.msg,
