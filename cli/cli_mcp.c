@@ -16,7 +16,7 @@
 #include "surfaces/surf.h"
 
 static const char mcp_usage[] =
-    "usage: forum [--ledger DIR] mcp [--init] [--admin] [--cmd CMD]\n"
+    "usage: forum [--ledger DIR] mcp [--init] [--admin] [--local] [--cmd CMD]\n"
     "                                 [--roster FILE] [providers]\n"
     "\n"
     "Serves the Model Context Protocol on stdin/stdout: JSON-RPC 2.0, one\n"
@@ -32,6 +32,8 @@ static const char mcp_usage[] =
     "  forum --ledger /home/me/forum-ledger mcp\n"
     "\n"
     "  --admin        also offer the admin tools (ledger_redact)\n"
+    "  --local        run the calls in this process even when a daemon\n"
+    "                 serves the ledger (its runs are then this process's)\n"
     "  --print-config CLIENT  print the MCP configuration of this binary\n"
     "                 and ledger for claude-desktop, vscode, cursor or\n"
     "                 claude-code (where it goes: on stderr)\n"
@@ -179,12 +181,14 @@ static int print_config(struct cli *c, const char *client, unsigned flags)
 
 int cli_mcp(struct cli *c, int argc, char **argv)
 {
-    int admin = 0, init = 0;
+    int admin = 0, init = 0, local = 0;
     const char *client = NULL;
     struct orch_config oc = {0};
     struct cli_providers prov = {0};
     struct cli_opt_call pcall = {cli_provider_call, &prov};
     const struct cli_opt opts[] = {
+        {"--local", NULL, CLI_OPT_BOOL, &local, 0, 0, NULL, NULL,
+         "run the calls in this process even beside a daemon"},
         {"--admin", NULL, CLI_OPT_BOOL, &admin, 0, 0, NULL, NULL,
          "also offer the admin tools (ledger_redact)"},
         {"--print-config", "CLIENT", CLI_OPT_STR, &client, 0, 0, NULL, NULL,
@@ -272,7 +276,7 @@ int cli_mcp(struct cli *c, int argc, char **argv)
      * the daemon's, with its models; else they run here */
     struct cli_daemon dmn;
     struct fo_err derr;
-    if (cli_daemon_find(c, &dmn, &derr) == FO_OK) {
+    if (!local && cli_daemon_find(c, &dmn, &derr) == FO_OK) {
         ctx.remote = mcp_remote;
         ctx.remote_hook = &dmn;
         fprintf(stderr,
@@ -283,8 +287,8 @@ int cli_mcp(struct cli *c, int argc, char **argv)
                              "not used"
                            : "");
     } else {
-        fprintf(stderr, "forum mcp: no daemon serves this ledger: tool calls "
-                        "run in this process\n");
+        fprintf(stderr, "forum mcp: %s: tool calls run in this process\n",
+                local ? "--local" : "no daemon serves this ledger");
     }
     int rc = surf_mcp_run(&ctx, 0, 1, flags, &err);
     ledger_close(l);

@@ -428,8 +428,8 @@ static cJSON *mcp_tool(const char *dir, const char *tool, int64_t run,
              "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
              "\"params\":{\"name\":\"%s\",\"arguments\":{\"run\":%lld}}}\n",
              tool, (long long)run);
-    struct tu_run r =
-        tu_forumv(in, "--ledger", dir, "mcp", "--init", (char *)NULL);
+    struct tu_run r = tu_forumv(in, "--ledger", dir, "mcp", "--init", "--local",
+                                (char *)NULL);
     cr_assert_eq(r.status, 0, "forum mcp: %s", r.err);
     cJSON *reply = tu_json_parse(r.out);
     cJSON *res = cJSON_GetObjectItemCaseSensitive(reply, "result");
