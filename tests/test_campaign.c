@@ -6,11 +6,14 @@
  * crash between dispatches (and between a run's start and its witness)
  * resumes without a feature dispatched twice; an outside project's state
  * is ingested, a forum project's refused. */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -323,6 +326,52 @@ Test(campaign, a_crash_between_dispatches_resumes_without_dispatching_twice,
     cr_assert_eq(tu_num(feature(s, fids[0]), "run"), runs[0]);
     cr_assert_eq(tu_num(feature(s, fids[1]), "run"), runs[1]);
     cJSON_Delete(s);
+
+    tu_daemon_signal_wait(&d, SIGTERM, 30000);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+Test(campaign, a_killed_run_resumes_without_dispatching_twice, .timeout = 300)
+{
+    struct tu_daemon d;
+    char *dir;
+    struct fake *f = with_daemon(&d, &dir);
+    /* the model holds the runs; `campaign run` dispatches the first wave
+     * and waits on it; it is killed there */
+    atomic_store(&tu_held_hold, 1);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "campaign", "run", CID,
+              (char *)NULL);
+        _exit(127);
+    }
+    int64_t t0 = tu_now_ms();
+    while (tu_kind_count(dir, "campaign_dispatch") < FORUM_FEATURES - 1) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "the first wave never came");
+        usleep(20000);
+    }
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFSIGNALED(st), "campaign run ended before it was killed");
+    cr_assert_eq(tu_kind_count(dir, "campaign_dispatch"), FORUM_FEATURES - 1);
+    atomic_store(&tu_held_hold, 0);
+
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "campaign", "run", (char *)NULL);
+    want_exit(&r, 0, "campaign run after the kill");
+    cr_assert_not_null(strstr(r.out, "dispatched buildlang-effect-fields"),
+                       "%s", r.out);
+    cr_assert_null(strstr(r.out, "dispatched index-verified-wiki"), "%s",
+                   r.out);
+    tu_run_free(&r);
+    every_forum_feature_done_once(dir);
 
     tu_daemon_signal_wait(&d, SIGTERM, 30000);
     fake_stop(f);
