@@ -15,7 +15,7 @@
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 
-#define CAMPAIGN_FILE_MAX (1u << 20)
+#define CAMPAIGN_FILE_MAX ((1u << 20) - 4096) /* within the method's cap */
 
 static const char campaign_usage[] =
     "usage: forum campaign declare FILE [--json]\n"
@@ -36,7 +36,9 @@ static const char campaign_usage[] =
     "crash and it goes on where it stopped. `ingest-status` records what an\n"
     "outside project (owner external:NAME) reports. ID defaults to the\n"
     "latest declared campaign; --campaign-id ID works too.\n"
-    "example:\n  forum campaign declare examples/flagship_campaign.json\n"
+    "A run waiting at an approval gate is waited for; stopping `run` and\n"
+    "running it again later is safe.\n"
+    "example:\n  forum campaign declare tests/ref/flagship_campaign.json\n"
     "  forum campaign run flagship-uplift\n"
     "  forum campaign ingest-status flagship-uplift --project telos "
     "--feature telos-engine-showcase --status done\n";
@@ -89,6 +91,9 @@ static int id_in(struct cli *c, const char *cmd, int npos, const char *pos,
         return cli_usage_error(c, "%s: ID %s and --campaign-id %s differ", cmd,
                                pos, opt);
     const char *id = npos ? pos : opt;
+    if (id && !orch_campaign_id_ok(id))
+        return cli_usage_error(c, "%s: %s: an id is 1..%d of A-Za-z0-9._-", cmd,
+                               id, ORCH_CAMPAIGN_ID_MAX);
     *in = cJSON_CreateObject();
     if (!*in || (id && !cJSON_AddStringToObject(*in, "campaign_id", id)))
         return cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
@@ -370,8 +375,14 @@ static int run(struct cli *c, int argc, char **argv)
         return pe == CLI_PARSE_HELP ? cli_help(campaign_usage) : pe;
     if (npos && opt && strcmp(pos[0], opt))
         return cli_usage_error(c, "campaign run: ID and --campaign-id differ");
+    const char *given = npos ? pos[0] : opt;
+    if (given && !orch_campaign_id_ok(given))
+        return cli_usage_error(c,
+                               "campaign run: %s: an id is 1..%d of "
+                               "A-Za-z0-9._-",
+                               given, ORCH_CAMPAIGN_ID_MAX);
     char id[ORCH_CAMPAIGN_ID_MAX + 1];
-    snprintf(id, sizeof(id), "%s", npos ? pos[0] : opt ? opt : "");
+    snprintf(id, sizeof(id), "%s", given ? given : "");
     struct fo_err err;
     fo_err_clear(&err);
     struct cli_daemon d;

@@ -29,6 +29,13 @@ static long long num(const cJSON *o, const char *k)
                                                                            : 0;
 }
 
+static int good_id(const char *s);
+
+int orch_campaign_id_ok(const char *s)
+{
+    return good_id(s);
+}
+
 /* 1..ORCH_CAMPAIGN_ID_MAX bytes of A-Za-z0-9._- */
 static int good_id(const char *s)
 {

@@ -30,6 +30,9 @@
 #define ORCH_CAMPAIGN_FEATURES_MAX 1000 /* features in one campaign */
 #define ORCH_CAMPAIGN_ID_MAX 128        /* bytes of an id */
 
+/* 1 when s is an id: 1..ORCH_CAMPAIGN_ID_MAX bytes of A-Za-z0-9._- */
+int orch_campaign_id_ok(const char *s);
+
 /* Checks a campaign file: ids present, strings of 1..ORCH_CAMPAIGN_ID_MAX
  * bytes, distinct feature and project ids, every dependency a known
  * feature, no cycle. FO_E_INVALID names what is wrong (the unknown
