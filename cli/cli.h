@@ -206,6 +206,10 @@ int cli_import_trace(struct cli *c, int argc, char **argv);
 int cli_ledger_capsule(struct cli *c, int argc, char **argv);
 int cli_ledger_room(struct cli *c, int argc, char **argv);
 
+/* Campaigns (cli_campaign.c): `forum campaign declare|status|next|run|
+ * ingest-status`. */
+int cli_campaign(struct cli *c, int argc, char **argv);
+
 /* Grading and proof lanes (cli_grade.c): `forum grade`, `forum
  * export-gradable`, `forum mine`, `forum lane list|route|gap`; and `forum
  * bench-deep-verify` (cli_bench_deep.c). */

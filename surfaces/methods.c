@@ -503,6 +503,12 @@ static const struct surf_handler handlers[] = {
     {"lanes", surf_h_lanes, NULL},
     {"lane_route", surf_h_lane_route, NULL},
     {"vocabulary_gap", surf_h_vocab_gap, NULL},
+    /* campaigns: methods_campaign.c */
+    {"campaign_declare", surf_h_campaign_declare, NULL},
+    {"campaign_status", surf_h_campaign_status, NULL},
+    {"campaign_next", surf_h_campaign_next, NULL},
+    {"campaign_dispatch", surf_h_campaign_dispatch, NULL},
+    {"campaign_ingest_status", surf_h_campaign_ingest, NULL},
     {"gate_list", surf_h_gate_list, NULL},
     {"gate_approve", surf_h_gate_approve, surf_s_gate_approve},
     {"gate_edit", surf_h_gate_edit, surf_s_gate_edit},

@@ -77,6 +77,18 @@ int surf_h_session_forget(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 int surf_h_context_preflight(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                              struct fo_err *err);
 
+/* Campaigns (methods_campaign.c). */
+int surf_h_campaign_declare(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                            struct fo_err *err);
+int surf_h_campaign_status(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                           struct fo_err *err);
+int surf_h_campaign_next(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                         struct fo_err *err);
+int surf_h_campaign_dispatch(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                             struct fo_err *err);
+int surf_h_campaign_ingest(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                           struct fo_err *err);
+
 /* Approval gates (methods_orch.c). */
 int surf_h_gate_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                      struct fo_err *err);

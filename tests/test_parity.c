@@ -62,6 +62,8 @@ static cJSON *over_http(const struct tu_daemon *d, const struct surf_method *m,
             if (cJSON_IsBool(v))
                 snprintf(val, sizeof(val), "%s",
                          cJSON_IsTrue(v) ? "true" : "false");
+            else if (cJSON_IsString(v)) /* names: no escaping needed */
+                snprintf(val, sizeof(val), "%s", v->valuestring);
             else
                 snprintf(val, sizeof(val), "%lld", (long long)v->valuedouble);
             n += (size_t)snprintf(path + n, sizeof(path) - n, "%c%s=%s", sep,

@@ -66,9 +66,11 @@ static int split_words(char *line, const char *dir, const char *trace,
         }
         if (*p)
             *p++ = '\0';
-        argv[n++] = !strcmp(w, "@TRACE") ? trace
-                    : !strcmp(w, "@OUT") ? rows
-                                         : w;
+        argv[n++] = !strcmp(w, "@TRACE")      ? trace
+                    : !strcmp(w, "@OUT")      ? rows
+                    : !strcmp(w, "@CAMPAIGN") ? FORUM_SRC
+                        "/tests/ref/flagship_campaign.json"
+                                              : w;
     }
     argv[n] = NULL;
     return n;

@@ -257,6 +257,20 @@ static const char *const method_args[][2] = {
      "[\"read\",\"run\"]}"},
     {"vocabulary_gap", "{\"domain_signal\":\"source-federation\"}"},
     {"run_cancel", "{\"run\":0}"},
+    /* a campaign of one forum feature and one outside one; run 0 (a run
+     * that ended) is the forum feature's dispatch */
+    {"campaign_declare",
+     "{\"campaign\":{\"campaign_id\":\"t\",\"projects\":[{\"project_id\":"
+     "\"p\",\"owner\":\"forum\",\"features\":[{\"feature_id\":\"f\"}]},"
+     "{\"project_id\":\"x\",\"owner\":\"external:x\",\"features\":[{"
+     "\"feature_id\":\"g\",\"depends_on\":[\"f\"]}]}]}}"},
+    {"campaign_status", "{\"campaign_id\":\"t\"}"},
+    {"campaign_next", "{\"campaign_id\":\"t\"}"},
+    {"campaign_dispatch",
+     "{\"campaign_id\":\"t\",\"feature_id\":\"f\",\"run\":0}"},
+    {"campaign_ingest_status",
+     "{\"campaign_id\":\"t\",\"project_id\":\"x\",\"feature_id\":\"g\","
+     "\"status\":\"in_progress\"}"},
 };
 
 int tu_method_skip(const struct surf_method *m)

@@ -1,0 +1,392 @@
+/* test_campaign: `forum campaign` against the real binary: the reference's
+ * example campaign (tests/ref/flagship_campaign.json) declares as is, once;
+ * a cycle or an unknown dependency is refused before any entry; status is
+ * reduced from the ledger (the same twice); `campaign run` on a daemon with
+ * a stub model dispatches to the fixed point, every forum feature done; a
+ * crash between dispatches (and between a run's start and its witness)
+ * resumes without a feature dispatched twice; an outside project's state
+ * is ingested, a forum project's refused. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "ledger/fo_json.h"
+#include "ledger/ledger.h"
+#include "tests/testutil.h"
+#include "tests/tu_daemon.h"
+#include "tests/tu_model.h"
+
+#define EXAMPLE FORUM_SRC "/tests/ref/flagship_campaign.json"
+#define CID "flagship-uplift"
+#define FORUM_FEATURES 7 /* of the example's 9: two are external */
+
+static struct tu_run camp(const char *dir, const char *a, const char *b,
+                          const char *c, const char *d, const char *e)
+{
+    return tu_forumv(NULL, "--ledger", dir, "--json", "campaign", a, b, c, d, e,
+                     (char *)NULL);
+}
+
+static void want_exit(const struct tu_run *r, int code, const char *what)
+{
+    cr_assert_eq(r->status, code,
+                 "%s: exit %d, want %d; stdout [%s] stderr [%s]", what,
+                 r->status, code, r->out, r->err);
+}
+
+static long long entries(const char *dir)
+{
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "ledger",
+                                "summary", (char *)NULL);
+    want_exit(&r, 0, "ledger summary");
+    cJSON *s = tu_run_json(&r);
+    long long n = tu_num(s, "entries");
+    cJSON_Delete(s);
+    tu_run_free(&r);
+    return n;
+}
+
+/* The example with one change, written to a temp file. */
+static char *variant(const char *dir, const char *name, const char *cid,
+                     int from, const char *dep)
+{
+    char *text = tu_read_file(EXAMPLE, NULL);
+    cJSON *c = cJSON_Parse(text);
+    free(text);
+    cJSON_ReplaceItemInObject(c, "campaign_id", cJSON_CreateString(cid));
+    cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "projects"), from);
+    cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(p, "features"), 0);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(f, "depends_on"),
+                         cJSON_CreateString(dep));
+    char *out = cJSON_Print(c), path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    cr_assert_eq(tu_write_file(path, out, strlen(out)), 0);
+    free(out);
+    cJSON_Delete(c);
+    return strdup(path);
+}
+
+static cJSON *feature(const cJSON *status, const char *fid)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach (f, cJSON_GetObjectItem(status, "features"))
+        if (!strcmp(tu_str(f, "feature_id"), fid))
+            return (cJSON *)f;
+    cr_assert_fail("no feature %s", fid);
+    return NULL;
+}
+
+static cJSON *status_of(const char *dir, char **text)
+{
+    struct tu_run r = camp(dir, "status", CID, NULL, NULL, NULL);
+    want_exit(&r, 0, "campaign status");
+    cJSON *s = tu_run_json(&r);
+    if (text)
+        *text = strdup(r.out);
+    tu_run_free(&r);
+    return s;
+}
+
+Test(campaign, the_example_declares_as_is_once)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r = camp(dir, "declare", EXAMPLE, NULL, NULL, NULL);
+    want_exit(&r, 0, "declare");
+    cJSON *o = tu_run_json(&r);
+    cr_assert_str_eq(tu_str(o, "campaign_id"), CID);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(o, "existing")));
+    long long seq = tu_num(o, "seq");
+    cJSON_Delete(o);
+    tu_run_free(&r);
+
+    /* the entry holds the file as is */
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK,
+                 "%s", err.msg);
+    char *body = NULL;
+    size_t len = 0;
+    cr_assert_eq(ledger_body(l, seq, &body, &len, &err), FO_OK, "%s", err.msg);
+    struct ledger_entry e;
+    cr_assert_eq(ledger_get(l, seq, &e, NULL, &err), FO_OK);
+    cr_assert_str_eq(e.kind, "campaign_declared");
+    char *text = tu_read_file(EXAMPLE, NULL);
+    cJSON *file = cJSON_Parse(text), *entry = cJSON_ParseWithLength(body, len);
+    cr_assert(cJSON_Compare(file, entry, 1), "entry %.*s", (int)len, body);
+    cJSON_Delete(file);
+    cJSON_Delete(entry);
+    free(text);
+    free(body);
+    ledger_close(l);
+
+    /* again: nothing written, the first seq */
+    r = camp(dir, "declare", EXAMPLE, NULL, NULL, NULL);
+    want_exit(&r, 0, "declare again");
+    o = tu_run_json(&r);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(o, "existing")));
+    cr_assert_eq(tu_num(o, "seq"), seq);
+    cJSON_Delete(o);
+    tu_run_free(&r);
+    cr_assert_eq(entries(dir), 1);
+
+    /* its state: six runnable, buildlang waits on index, two outside */
+    cJSON *s = status_of(dir, NULL);
+    const cJSON *n = cJSON_GetObjectItem(s, "counts");
+    cr_assert_eq(tu_num(n, "runnable"), 6);
+    cr_assert_eq(tu_num(n, "waiting"), 1);
+    cr_assert_eq(tu_num(n, "unreported"), 2);
+    cr_assert_str_eq(tu_str(feature(s, "buildlang-effect-fields"), "state"),
+                     "waiting");
+    cJSON_Delete(s);
+    tu_rmrf(dir);
+}
+
+Test(campaign, a_cycle_or_unknown_dependency_is_refused_before_any_entry)
+{
+    char *dir = tu_tmpdir();
+    /* index depends on buildlang, which depends on index */
+    char *cyc =
+        variant(dir, "cycle.json", "cyclic", 5, "buildlang-effect-fields");
+    struct tu_run r = camp(dir, "declare", cyc, NULL, NULL, NULL);
+    want_exit(&r, 2, "declare a cycle");
+    cr_assert_not_null(strstr(r.err, "dependency cycle: "), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "index-verified-wiki"), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "buildlang-effect-fields"), "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_eq(entries(dir), 0);
+
+    char *unk = variant(dir, "unknown.json", "unknown", 0, "no-such-feature");
+    r = camp(dir, "declare", unk, NULL, NULL, NULL);
+    want_exit(&r, 2, "declare an unknown dependency");
+    cr_assert_not_null(strstr(r.err, "feature crucible-verifier-can-fail "
+                                     "depends on unknown feature "
+                                     "no-such-feature"),
+                       "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_eq(entries(dir), 0);
+
+    free(cyc);
+    free(unk);
+    tu_rmrf(dir);
+}
+
+/* Declares the example and runs a daemon on the stub model. */
+static struct fake *with_daemon(struct tu_daemon *d, char **dir)
+{
+    signal(SIGPIPE, SIG_IGN);
+    atomic_store(&tu_held_hold, 0);
+    struct fake *f = fake_start(tu_held_script);
+    *dir = tu_tmpdir();
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    tu_daemon_start(d, *dir, "--chat-url", url, "--model", "fake", NULL);
+    struct tu_run r = camp(*dir, "declare", EXAMPLE, NULL, NULL, NULL);
+    want_exit(&r, 0, "declare");
+    tu_run_free(&r);
+    return f;
+}
+
+static void every_forum_feature_done_once(const char *dir)
+{
+    char *a = NULL, *b = NULL;
+    cJSON *s = status_of(dir, &a), *s2 = status_of(dir, &b);
+    cr_assert_str_eq(a, b, "status twice differs");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(s, "complete")), "%s", a);
+    cr_assert_eq(tu_num(cJSON_GetObjectItem(s, "counts"), "done"),
+                 FORUM_FEATURES, "%s", a);
+    const cJSON *f;
+    cJSON_ArrayForEach (f, cJSON_GetObjectItem(s, "features"))
+        if (!strcmp(tu_str(f, "owner"), "forum"))
+            cr_assert_str_eq(tu_str(f, "run_state"), "done", "%s", a);
+    /* one run and one dispatch a feature: none twice */
+    cr_assert_eq(tu_kind_count(dir, "campaign_dispatch"), FORUM_FEATURES);
+    cr_assert_eq(tu_kind_count(dir, "request"), FORUM_FEATURES);
+    /* buildlang's run started after index's ended */
+    long long idx = tu_num(feature(s, "index-verified-wiki"), "run");
+    long long bl = tu_num(feature(s, "buildlang-effect-fields"), "run");
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld", idx);
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "--json", "run", "get",
+                                path + 6, (char *)NULL);
+    want_exit(&r, 0, "run get");
+    cJSON *g = tu_run_json(&r);
+    cr_assert_gt(bl, tu_num(g, "answer_seq"), "buildlang run %lld", bl);
+    cJSON_Delete(g);
+    tu_run_free(&r);
+    cJSON_Delete(s);
+    cJSON_Delete(s2);
+    free(a);
+    free(b);
+}
+
+Test(campaign, run_on_the_stub_dispatches_to_the_fixed_point, .timeout = 300)
+{
+    struct tu_daemon d;
+    char *dir;
+    struct fake *f = with_daemon(&d, &dir);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "campaign", "run", CID, (char *)NULL);
+    want_exit(&r, 0, "campaign run");
+    cr_assert_not_null(strstr(r.out, "dispatched buildlang-effect-fields"),
+                       "%s", r.out);
+    tu_run_free(&r);
+    every_forum_feature_done_once(dir);
+
+    /* again: nothing to do, nothing written */
+    long long before = entries(dir);
+    r = tu_forumv(NULL, "--ledger", dir, "campaign", "run", (char *)NULL);
+    want_exit(&r, 0, "campaign run again");
+    cr_assert_null(strstr(r.out, "dispatched"), "%s", r.out);
+    tu_run_free(&r);
+    cr_assert_eq(entries(dir), before);
+
+    /* an outside project's state is ingested; a forum one's refused */
+    r = camp(dir, "ingest-status", "--project", "telos", "--status", "done");
+    want_exit(&r, 0, "ingest a project");
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "campaign", "ingest-status",
+                  "--project", "telos", "--feature", "telos-engine-showcase",
+                  "--status", "done", (char *)NULL);
+    want_exit(&r, 0, "ingest a feature");
+    tu_run_free(&r);
+    r = camp(dir, "ingest-status", "--project", "index", "--status", "done");
+    want_exit(&r, 2, "ingest a forum project");
+    tu_run_free(&r);
+    cJSON *s = status_of(dir, NULL);
+    cr_assert_str_eq(tu_str(feature(s, "telos-engine-showcase"), "state"),
+                     "done");
+    cr_assert_str_eq(tu_str(feature(s, "gather-federation"), "state"),
+                     "unreported");
+    cJSON_Delete(s);
+
+    tu_daemon_signal_wait(&d, SIGTERM, 30000);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+Test(campaign, a_crash_between_dispatches_resumes_without_dispatching_twice,
+     .timeout = 300)
+{
+    struct tu_daemon d;
+    char *dir;
+    struct fake *f = with_daemon(&d, &dir);
+    /* what a `campaign run` killed mid-way left: crucible dispatched and
+     * witnessed; index's run started, the crash before its witness */
+    cJSON *next =
+        tu_http_json(&d, "GET", "/campaigns/next?campaign_id=" CID, NULL, 200);
+    long long runs[2];
+    const char *fids[2] = {"crucible-verifier-can-fail", "index-verified-wiki"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *x, *want = NULL;
+        cJSON_ArrayForEach (x, cJSON_GetObjectItem(next, "runnable"))
+            if (!strcmp(tu_str(x, "feature_id"), fids[i]))
+                want = x;
+        cr_assert_not_null(want, "%s not runnable", fids[i]);
+        cJSON *in = cJSON_CreateObject();
+        cJSON_AddStringToObject(in, "request", tu_str(want, "request"));
+        char *body = cJSON_PrintUnformatted(in);
+        cJSON *o = tu_http_json(&d, "POST", "/runs", body, 200);
+        runs[i] = tu_num(o, "run");
+        cJSON_Delete(o);
+        free(body);
+        cJSON_Delete(in);
+    }
+    cJSON_Delete(next);
+    char w[256];
+    snprintf(w, sizeof(w),
+             "{\"campaign_id\":\"" CID "\",\"feature_id\":\"%s\",\"run\":%lld}",
+             fids[0], runs[0]);
+    cJSON_Delete(tu_http_json(&d, "POST", "/campaigns/dispatch", w, 200));
+    /* a second dispatch of crucible with another run is refused */
+    snprintf(w, sizeof(w),
+             "{\"campaign_id\":\"" CID "\",\"feature_id\":\"%s\",\"run\":%lld}",
+             fids[0], runs[1]);
+    cJSON_Delete(tu_http_json(&d, "POST", "/campaigns/dispatch", w, 409));
+
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "campaign", "run", (char *)NULL);
+    want_exit(&r, 0, "campaign run after the crash");
+    cr_assert_not_null(strstr(r.out, "adopted index-verified-wiki"), "%s",
+                       r.out);
+    cr_assert_null(strstr(r.out, "dispatched crucible-verifier-can-fail"), "%s",
+                   r.out);
+    cr_assert_null(strstr(r.out, "dispatched index-verified-wiki"), "%s",
+                   r.out);
+    tu_run_free(&r);
+    every_forum_feature_done_once(dir);
+    cJSON *s = status_of(dir, NULL);
+    cr_assert_eq(tu_num(feature(s, fids[0]), "run"), runs[0]);
+    cr_assert_eq(tu_num(feature(s, fids[1]), "run"), runs[1]);
+    cJSON_Delete(s);
+
+    tu_daemon_signal_wait(&d, SIGTERM, 30000);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+Test(campaign, a_killed_run_resumes_without_dispatching_twice, .timeout = 300)
+{
+    struct tu_daemon d;
+    char *dir;
+    struct fake *f = with_daemon(&d, &dir);
+    /* the model holds the runs; `campaign run` dispatches the first wave
+     * and waits on it; it is killed there */
+    atomic_store(&tu_held_hold, 1);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(FORUM_BIN, FORUM_BIN, "--ledger", dir, "campaign", "run", CID,
+              (char *)NULL);
+        _exit(127);
+    }
+    int64_t t0 = tu_now_ms();
+    while (tu_kind_count(dir, "campaign_dispatch") < FORUM_FEATURES - 1) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "the first wave never came");
+        usleep(20000);
+    }
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFSIGNALED(st), "campaign run ended before it was killed");
+    cr_assert_eq(tu_kind_count(dir, "campaign_dispatch"), FORUM_FEATURES - 1);
+    atomic_store(&tu_held_hold, 0);
+
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "campaign", "run", (char *)NULL);
+    want_exit(&r, 0, "campaign run after the kill");
+    cr_assert_not_null(strstr(r.out, "dispatched buildlang-effect-fields"),
+                       "%s", r.out);
+    cr_assert_null(strstr(r.out, "dispatched index-verified-wiki"), "%s",
+                   r.out);
+    tu_run_free(&r);
+    every_forum_feature_done_once(dir);
+
+    tu_daemon_signal_wait(&d, SIGTERM, 30000);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+Test(campaign, every_campaign_command_has_help)
+{
+    const char *subs[] = {"declare", "status", "next", "run", "ingest-status"};
+    for (size_t i = 0; i < 5; i++) {
+        struct tu_run r =
+            tu_forumv(NULL, "campaign", subs[i], "--help", (char *)NULL);
+        want_exit(&r, 0, subs[i]);
+        cr_assert_not_null(strstr(r.out, "example:"), "%s", r.out);
+        tu_run_free(&r);
+    }
+}
