@@ -62,14 +62,17 @@ expand() {
 for f in $filter; do expand "$f"; done
 [ ${#allowed[@]} -gt 100 ] || fail "systemd-analyze expanded the filter to ${#allowed[@]} calls"
 
-# not under /tmp: a private /tmp goes over it below
-tmp=$(mktemp -d "$PWD/unit-sandbox.XXXXXX")
+# not under /tmp: a private /tmp goes over it below, and over a build
+# tree that lives there (a clone in /tmp): the binary is copied in too
+tmp=$(mktemp -d "/var/tmp/unit-sandbox.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 chmod 0755 "$tmp"
 mkdir "$tmp/ledger"
+cp "$forum" "$tmp/forum"
+chmod 0755 "$tmp/forum"
 # strace resolves names itself; its own setup calls come before the
 # first execve and are left out below
-run=(env -i PATH=/usr/bin:/bin "$forum" --ledger "$tmp/ledger" serve --check)
+run=(env -i PATH=/usr/bin:/bin "$tmp/forum" --ledger "$tmp/ledger" serve --check)
 if [ "$(id -u)" = 0 ]; then
   chown 65534:65534 "$tmp/ledger"
   as=(setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-privs --)
