@@ -39,7 +39,9 @@ struct gw_call {
     struct surf_http *h;
     struct evhttp_request *req;
     int64_t t0, t_up, ttft_us;
-    int api, stream, started, gone;
+    int api, stream, started;
+    int gone;     /* the client hung up */
+    int req_lost; /* ... and its connection freed the request */
     const struct orch_model_provider *p;
     struct httpc_url url;
     struct httpc_req *up;
@@ -284,7 +286,13 @@ static void answer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     struct gw_call *c = arg;
-    if (c->started) {
+    if (!c->gone)
+        surf_http_on_gone(c->h, c->req, NULL, NULL);
+    if (c->gone) {
+        /* nobody to answer: the request is freed (or went with its
+         * connection) and counted as over */
+        surf_http_stream_end(c->h, c->req_lost ? NULL : c->req);
+    } else if (c->started) {
         if (c->commit_rc != FO_OK && !c->gone) {
             struct evbuffer *b = evbuffer_new();
             if (b) {
@@ -405,6 +413,22 @@ static int on_event(void *arg, const char *type, const char *data, size_t len)
     return 0;
 }
 
+/* The client hung up: the upstream request goes too, and what came of
+ * it is witnessed as such. */
+static void client_gone(void *arg)
+{
+    struct gw_call *c = arg;
+    c->gone = 1;
+    c->req_lost = evhttp_request_get_connection(c->req) != NULL;
+    if (!c->up)
+        return; /* witnessed already, waiting for the committer */
+    httpc_req_cancel(c->up);
+    c->up = NULL;
+    c->error_class = "client_gone";
+    snprintf(c->error, sizeof(c->error), "the client hung up");
+    witness(c);
+}
+
 static void up_chunk(void *arg, struct httpc_req *r, struct evbuffer *data)
 {
     struct gw_call *c = arg;
@@ -427,6 +451,7 @@ static void up_chunk(void *arg, struct httpc_req *r, struct evbuffer *data)
                  ct ? ct : "text/event-stream");
         surf_http_stream_start(c->h, c->req, 200, c->ctype, c->t0);
         c->started = 1;
+        c->status = 200;
     }
     size_t len = evbuffer_get_length(data);
     const unsigned char *p = evbuffer_pullup(data, -1);
@@ -641,6 +666,8 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
     int rc = provider_url(p, api, &c->url, &err);
     if (rc == FO_OK)
         rc = start_upstream(c, &err);
+    if (rc == FO_OK)
+        surf_http_on_gone(h, req, client_gone, c);
     if (rc) {
         reply_error(h, req, api, 502, "api_error", err.msg, t0);
         call_free(c);

@@ -102,6 +102,16 @@ void surf_http_stream_start(struct surf_http *h, struct evhttp_request *req,
                             int status, const char *ctype, int64_t t0);
 int surf_http_stream_chunk(struct evhttp_request *req, struct evbuffer *data);
 void surf_http_stream_end(struct surf_http *h, struct evhttp_request *req);
+/* (req NULL: the request went with its connection; only counted as
+ * answered.) */
+
+/* Calls fn(arg) on the loop when the connection of req closes before it
+ * is answered (the client hung up); the request is then detached from it
+ * (evhttp_request_get_connection is NULL) and still to be answered (an
+ * answer frees it), unless still attached, when the connection freed it:
+ * then call surf_http_stream_end(h, NULL). fn NULL: no longer. */
+void surf_http_on_gone(struct surf_http *h, struct evhttp_request *req,
+                       void (*fn)(void *arg), void *arg);
 
 /* Binds host:port and starts the workers. The base must have been created
  * after evthread_use_pthreads(). FO_E_IO when the address cannot be bound

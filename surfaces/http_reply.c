@@ -292,6 +292,7 @@ int surf_http_stream_chunk(struct evhttp_request *req, struct evbuffer *data)
 
 void surf_http_stream_end(struct surf_http *h, struct evhttp_request *req)
 {
-    evhttp_send_reply_end(req); /* frees a request whose client left */
+    if (req)
+        evhttp_send_reply_end(req); /* frees a request whose client left */
     http_finished(h);
 }

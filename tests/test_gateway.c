@@ -33,6 +33,8 @@ struct up {
     int lfd, port;
     pthread_t th;
     atomic_int go, stop;
+    atomic_int cut;   /* a write failed: the daemon hung up on it */
+    atomic_int sent;  /* SLOW chunks written */
     char seen[65536]; /* the last request's body */
     char path[256];   /* its path */
 };
@@ -67,13 +69,18 @@ static int read_request(int fd, struct up *u)
     return 0;
 }
 
+static struct up *the_up;
+
 static void put(int fd, const char *s)
 {
     size_t n = strlen(s);
     while (n) {
-        ssize_t w = write(fd, s, n);
-        if (w <= 0)
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w <= 0) {
+            if (the_up)
+                atomic_store(&the_up->cut, 1);
             return;
+        }
         s += w;
         n -= (size_t)w;
     }
@@ -117,6 +124,14 @@ static void answer_stream(struct up *u, int fd)
         return; /* closed mid-stream */
     for (int i = 0; i < 2000 && !atomic_load(&u->go); i++)
         usleep(5000);
+    for (int i = 0; strstr(u->seen, "SLOW") && i < 1000; i++) {
+        chunk(fd, "data: {\"choices\":[{\"delta\":{\"content\":\"."
+                  "\"}}]}\n\n");
+        if (atomic_load(&u->cut))
+            return;
+        atomic_fetch_add(&u->sent, 1);
+        usleep(10000);
+    }
     chunk(fd, EV2);
     chunk(fd, EV3);
     put(fd, "0\r\n\r\n");
@@ -157,6 +172,7 @@ static void *up_main(void *arg)
 static void up_start(struct up *u)
 {
     memset(u, 0, sizeof(*u));
+    the_up = u;
     u->lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -455,6 +471,48 @@ Test(gateway, anthropic_messages_models_and_bad_input, .timeout = 60)
     (void)before;
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
     cr_assert_eq(tu_kind_count(dir, "gateway_call"), 1);
+    up_stop(&u);
+    tu_rmrf(dir);
+}
+
+Test(gateway, client_hanging_up_mid_stream_cancels_the_upstream, .timeout = 60)
+{
+    struct up u;
+    up_start(&u);
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    start(&d, dir, &u);
+    int fd = post(&d, "/v1/chat/completions",
+                  "{\"model\":\"fake-model\",\"stream\":true,\"messages\":[{"
+                  "\"role\":\"user\",\"content\":\"SLOW\"}]}",
+                  NULL);
+    char *r = read_until(fd, "\"Hel\"");
+    cr_assert(strstr(r, "\"Hel\""), "%s", r);
+    free(r);
+    close(fd);
+    atomic_store(&u.go, 1);
+    /* the daemon lets go of the upstream: its writes fail, well before
+     * the 1000 chunks it would send */
+    while (!atomic_load(&u.cut))
+        usleep(10000);
+    cr_assert_lt(atomic_load(&u.sent), 1000);
+    cJSON *e = NULL;
+    for (;;) { /* the entry commits after the cancel */
+        cJSON *g = tu_http_json(&d, "GET", "/summary", NULL, 200);
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(g, "by_kind"), "gateway_call");
+        int there = cJSON_IsNumber(k);
+        cJSON_Delete(g);
+        if (there)
+            break;
+        usleep(10000);
+    }
+    e = last_call(&d);
+    cr_assert_str_eq(tu_str(e, "error_class"), "client_gone");
+    const char *t = tu_str(e, "response_text");
+    cr_assert(!strncmp(t, "Hel", 3), "%s", t);
+    cJSON_Delete(e);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
     up_stop(&u);
     tu_rmrf(dir);
 }
