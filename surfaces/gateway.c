@@ -59,6 +59,10 @@ struct gw_call {
     int64_t tokens_in, tokens_out;
     struct httpc_sse sse;
     struct evbuffer *ssebuf;
+    /* a stream's last event ("data: [DONE]", "event: message_stop") and
+     * what follows it: sent once the entry is durable */
+    struct evbuffer *held;
+    int text_cut; /* the assembled text was over GW_WITNESS_MAX */
     /* the entry */
     struct ledger_queued_append creq;
     struct fo_buf entry;
@@ -252,7 +256,9 @@ static int entry_make(struct gw_call *c)
     add_guarded(c->g, o, found, "request", c->body, c->body_len);
     add_sha(o, "response_sha256", c->raw.data, c->raw.len);
     fo_json_add_int(o, "response_bytes", (long long)c->raw.len);
-    if (c->started)
+    if (c->started && c->text_cut)
+        cJSON_AddStringToObject(o, "response_text_omitted", "over 256 KiB");
+    else if (c->started)
         add_guarded(c->g, o, found, "response_text", c->text.data, c->text.len);
     else
         add_guarded(c->g, o, found, "response", c->raw.data, c->raw.len);
@@ -274,6 +280,8 @@ static void call_free(struct gw_call *c)
     httpc_sse_release(&c->sse);
     if (c->ssebuf)
         evbuffer_free(c->ssebuf);
+    if (c->held)
+        evbuffer_free(c->held);
     fo_buf_release(&c->raw);
     fo_buf_release(&c->text);
     fo_buf_release(&c->entry);
@@ -293,7 +301,9 @@ static void answer(evutil_socket_t fd, short what, void *arg)
          * connection) and counted as over */
         surf_http_stream_end(c->h, c->req_lost ? NULL : c->req);
     } else if (c->started) {
-        if (c->commit_rc != FO_OK && !c->gone) {
+        if (c->commit_rc == FO_OK) {
+            surf_http_stream_chunk(c->req, c->held);
+        } else {
             struct evbuffer *b = evbuffer_new();
             if (b) {
                 evbuffer_add_printf(
@@ -377,7 +387,8 @@ static void take_text(struct gw_call *c, const cJSON *s)
         return;
     if (c->ttft_us < 0)
         c->ttft_us = ledger_now_us() - c->t_up;
-    fo_buf_puts(&c->text, s->valuestring);
+    if (fo_buf_puts(&c->text, s->valuestring) != 0)
+        c->text_cut = 1;
 }
 
 /* One SSE event of the upstream's stream: the text and usage it adds. */
@@ -411,6 +422,28 @@ static int on_event(void *arg, const char *type, const char *data, size_t len)
     }
     cJSON_Delete(j);
     return 0;
+}
+
+/* Moves the stream's last event and what follows it (once it has come)
+ * from data to c->held: the client has it only after the commit. */
+static void hold_last(struct gw_call *c, struct evbuffer *data)
+{
+    if (evbuffer_get_length(c->held)) {
+        evbuffer_add_buffer(c->held, data);
+        return;
+    }
+    const char *mark =
+        c->api == GW_CHAT ? "data: [DONE]" : "event: message_stop";
+    struct evbuffer_ptr at = evbuffer_search(data, mark, strlen(mark), NULL);
+    if (at.pos < 0)
+        return;
+    struct evbuffer *head = evbuffer_new();
+    if (!head)
+        return; /* sent as it is */
+    evbuffer_remove_buffer(data, head, (size_t)at.pos);
+    evbuffer_add_buffer(c->held, data);
+    evbuffer_add_buffer(data, head);
+    evbuffer_free(head);
 }
 
 /* The client hung up: the upstream request goes too, and what came of
@@ -461,6 +494,7 @@ static void up_chunk(void *arg, struct httpc_req *r, struct evbuffer *data)
         if (httpc_sse_feed(&c->sse, c->ssebuf, on_event, c) < 0)
             evbuffer_drain(c->ssebuf, evbuffer_get_length(c->ssebuf));
     }
+    hold_last(c, data);
     surf_http_stream_chunk(c->req, data);
     evbuffer_drain(data, evbuffer_get_length(data));
 }
@@ -645,6 +679,7 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
         fo_buf_init(&c->text, GW_WITNESS_MAX + 1);
         httpc_sse_init(&c->sse, GW_SSE_EVENT_MAX);
         c->ssebuf = evbuffer_new();
+        c->held = evbuffer_new();
         c->back = event_new(g->cfg.base, -1, 0, answer, c);
         c->body = malloc(len ? len : 1);
         if (c->body)
@@ -652,7 +687,7 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
         c->body_len = len;
     }
     cJSON_Delete(j);
-    if (!c || !c->ssebuf || !c->back || !c->body) {
+    if (!c || !c->ssebuf || !c->held || !c->back || !c->body) {
         if (c)
             call_free(c);
         reply_error(h, req, api, 500, "api_error", "out of memory", t0);

@@ -371,10 +371,18 @@ Test(gateway, stream_is_relayed_chunk_by_chunk_then_witnessed, .timeout = 60)
     cr_assert(strstr(r1, "\"Hel\""), "%s", r1);
     cr_assert_null(strstr(r1, "lo world"));
     atomic_store(&u.go, 1);
-    char *r2 = read_until(fd, "\r\n0\r\n\r\n");
+    char *r2 = read_until(fd, "[DONE]");
+    /* the last event comes only once the call is durable */
+    cJSON *sum = tu_http_json(&d, "GET", "/summary", NULL, 200);
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(sum, "by_kind"), "gateway_call");
+    cr_assert(cJSON_IsNumber(k) && k->valuedouble == 1);
+    cJSON_Delete(sum);
+    char *r3 = read_until(fd, "\r\n0\r\n\r\n");
     close(fd);
     cr_assert(strstr(r2, "lo world"), "%s", r2);
     cr_assert(strstr(r2, "[DONE]"), "%s", r2);
+    free(r3);
     free(r1);
     free(r2);
     cJSON *e = last_call(&d);
