@@ -209,7 +209,9 @@ static void start(struct tu_daemon *d, char *dir, const struct up *u)
                      "\"http://127.0.0.1:%d/v1\",\"model\":\"fake-model\","
                      "\"tier\":\"cheap\"},"
                      "{\"name\":\"claude\",\"api\":\"anthropic\",\"url\":"
-                     "\"http://127.0.0.1:%d\",\"model\":\"fake-claude\"}]}}",
+                     "\"http://127.0.0.1:%d\",\"model\":\"fake-claude\"},"
+                     "{\"name\":\"dead\",\"api\":\"chat\",\"url\":"
+                     "\"http://127.0.0.1:1\",\"model\":\"dead-model\"}]}}",
                      u->port, u->port);
     cr_assert_eq(tu_write_file(p, cfg, (size_t)n), 0);
     tu_daemon_start(d, dir, NULL);
@@ -477,8 +479,19 @@ Test(gateway, anthropic_messages_models_and_bad_input, .timeout = 60)
                  404);
     free(body);
     (void)before;
+    /* a provider that cannot be reached: 502, witnessed as such */
+    cr_assert_eq(tu_http(&d, "POST", "/v1/chat/completions",
+                         "{\"model\":\"dead-model\",\"messages\":[]}", 1,
+                         &body),
+                 502);
+    cr_assert(strstr(body, "\"type\":\"api_error\""), "%s", body);
+    free(body);
+    e = last_call(&d);
+    cr_assert_str_eq(tu_str(e, "error_class"), "unavailable");
+    cr_assert_eq(num(e, "status"), 0);
+    cJSON_Delete(e);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
-    cr_assert_eq(tu_kind_count(dir, "gateway_call"), 1);
+    cr_assert_eq(tu_kind_count(dir, "gateway_call"), 2);
     up_stop(&u);
     tu_rmrf(dir);
 }
