@@ -159,7 +159,12 @@ static void *up_main(void *arg)
             close(fd);
             continue;
         }
-        if (strstr(u->seen, "\"stream\":true"))
+        if (strstr(u->seen, "LIMIT"))
+            put(fd,
+                "HTTP/1.1 429 Too Many Requests\r\nContent-Type: "
+                "application/json\r\nRetry-After: 7\r\nContent-Length: "
+                "23\r\nConnection: close\r\n\r\n{\"error\":\"slow down!!\"}");
+        else if (strstr(u->seen, "\"stream\":true"))
             answer_stream(u, fd);
         else
             answer_plain(fd, strstr(u->path, "/messages") ? PLAIN_ANTHROPIC
@@ -490,8 +495,20 @@ Test(gateway, anthropic_messages_models_and_bad_input, .timeout = 60)
     cr_assert_str_eq(tu_str(e, "error_class"), "unavailable");
     cr_assert_eq(num(e, "status"), 0);
     cJSON_Delete(e);
+    /* the provider's own refusal comes back as it gave it */
+    cr_assert_eq(tu_http(&d, "POST", "/v1/chat/completions",
+                         "{\"model\":\"fake-model\",\"messages\":[{\"role\":"
+                         "\"user\",\"content\":\"LIMIT\"}]}",
+                         1, &body),
+                 429);
+    cr_assert_str_eq(body, "{\"error\":\"slow down!!\"}");
+    free(body);
+    e = last_call(&d);
+    cr_assert_str_eq(tu_str(e, "error_class"), "rate_limited");
+    cr_assert_eq(num(e, "status"), 429);
+    cJSON_Delete(e);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
-    cr_assert_eq(tu_kind_count(dir, "gateway_call"), 2);
+    cr_assert_eq(tu_kind_count(dir, "gateway_call"), 3);
     up_stop(&u);
     tu_rmrf(dir);
 }
