@@ -38,6 +38,7 @@
 #include "daemon/orch_model.h"
 #include "surfaces/http.h"
 #include "surfaces/surf.h"
+#include "surfaces/gateway.h"
 #include "surfaces/tlog.h"
 
 struct daemon {
@@ -59,6 +60,7 @@ struct daemon {
     struct evdns_base *dns;
     struct orch_engine *engine;          /* every run, on the loop thread */
     _Atomic(struct daemon_tlog *) tlog;  /* the public log, witnessing */
+    struct surf_gateway *gw;             /* /v1/...: the model gateway */
     int stopping, drained, runs_stopped; /* SIGTERM: both, then the end */
     size_t runs_at_stop;
     char token[80];
@@ -521,6 +523,19 @@ static int engine_redact(void *hook, int64_t seq, const char *reason, int *rc,
     return qrc;
 }
 
+/* The routes outside the handler table: the model gateway's (/v1/...),
+ * then the public log's. */
+static int extra_route(void *hook, struct surf_http *h,
+                       struct evhttp_request *req, const char *path,
+                       const char *verb, int authed, int64_t t0)
+{
+    struct daemon *d = hook;
+    if (d->gw && surf_gateway_route(d->gw, h, req, path, verb, authed, t0))
+        return 1;
+    return surf_tlog_route(atomic_load(&d->tlog), h, req, path, verb, authed,
+                           t0);
+}
+
 /* ---- signals ---------------------------------------------------------- */
 
 /* The loop ends once every request is answered and every run stopped. */
@@ -778,9 +793,20 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         .access_on = d->access_fd >= 0,
         .access_fd = d->access_fd,
         .log = dlog,
-        .extra = surf_tlog_route,
-        .extra_hook = tlog,
+        .extra = extra_route,
+        .extra_hook = d,
     };
+    struct surf_gateway_config gc = {
+        .base = d->base,
+        .dns = d->dns,
+        .models = cfg->has_models ? &cfg->models : NULL,
+        .token = d->token,
+        .no_auth = cfg->no_auth,
+        .append_submit = d->commit ? commit_submit : NULL,
+        .append_hook = d};
+    rc = surf_gateway_create(&gc, &d->gw, err);
+    if (rc)
+        goto out;
     rc = surf_http_create(d->base, &hc, &d->http, err);
     if (rc)
         goto out;
@@ -869,7 +895,8 @@ out:
     }
     /* the witness's last answers go out through the HTTP surface */
     daemon_tlog_free(atomic_exchange(&d->tlog, NULL));
-    surf_http_free(d->http); /* writes out the access log's last lines */
+    surf_http_free(d->http);  /* writes out the access log's last lines */
+    surf_gateway_free(d->gw); /* no call in flight once drained */
     if (d->access_fd >= 0)
         close(d->access_fd);
     orch_engine_free(d->engine); /* stopped before the loop ended */

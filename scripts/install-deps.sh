@@ -54,4 +54,13 @@ if [ $serve_only = 0 ]; then
     echo "install-deps: npm ci in tests/dashboard (axe-core $want)" >&2
     (cd "$dash" && npm ci --no-audit --no-fund --loglevel=error >&2)
   fi
+  # The gateway's test against the official openai and @anthropic-ai/sdk
+  # clients, pinned in tests/gateway/package-lock.json, the same way.
+  gw=$root/tests/gateway
+  want=$(node -p "const l = require('$gw/package-lock.json').packages; l['node_modules/openai'].version + ' ' + l['node_modules/@anthropic-ai/sdk'].version")
+  have=$(node -p "try { require('$gw/node_modules/openai/package.json').version + ' ' + require('$gw/node_modules/@anthropic-ai/sdk/package.json').version } catch (e) { '' }")
+  if [ "$want" != "$have" ]; then
+    echo "install-deps: npm ci in tests/gateway (openai, @anthropic-ai/sdk: $want)" >&2
+    (cd "$gw" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  fi
 fi

@@ -233,6 +233,17 @@ static const char *const http_intro[] = {
     "credential.\n"
     "docs/LEDGER.md, \"Witnessing by protocol\".\n"
     "\n",
+    "## The model gateway: `/v1/`\n"
+    "\n"
+    "`POST /v1/chat/completions` (OpenAI-compatible), `POST /v1/messages`\n"
+    "(Anthropic Messages) and `GET /v1/models` put the daemon between an\n"
+    "agent and its model: the request goes to the provider of forum.json\n"
+    "its `model` names, as the client sent it; the answer (a stream chunk by\n"
+    "chunk) comes back as the provider gave it, once the call is a durable\n"
+    "`gateway_call` entry. The token is accepted as a bearer or as\n"
+    "`x-api-key`; errors are in each API's own shape, not the ones below.\n"
+    "docs/GATEWAY.md.\n"
+    "\n",
     "## Errors\n"
     "\n"
     "Every error the application decides has a JSON body\n"

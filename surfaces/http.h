@@ -91,6 +91,28 @@ void surf_http_reply(struct surf_http *h, struct evhttp_request *req,
 void surf_http_reply_error(struct surf_http *h, struct evhttp_request *req,
                            int code, const char *msg, int64_t t0);
 
+/* A streamed answer to a request the extra hook took (the gateway's
+ * relayed model streams): the status line and headers now (with
+ * Connection: close, no read deadline while it lasts), then chunks as they
+ * come, then the end, which counts the request as answered. Loop thread.
+ * stream_chunk sends data's bytes (drained from it) and returns 0, or -1
+ * when the client has gone (nothing sent; still call stream_end, which
+ * then frees the request). */
+void surf_http_stream_start(struct surf_http *h, struct evhttp_request *req,
+                            int status, const char *ctype, int64_t t0);
+int surf_http_stream_chunk(struct evhttp_request *req, struct evbuffer *data);
+void surf_http_stream_end(struct surf_http *h, struct evhttp_request *req);
+/* (req NULL: the request went with its connection; only counted as
+ * answered.) */
+
+/* Calls fn(arg) on the loop when the connection of req closes before it
+ * is answered (the client hung up); the request is then detached from it
+ * (evhttp_request_get_connection is NULL) and still to be answered (an
+ * answer frees it), unless still attached, when the connection freed it:
+ * then call surf_http_stream_end(h, NULL). fn NULL: no longer. */
+void surf_http_on_gone(struct surf_http *h, struct evhttp_request *req,
+                       void (*fn)(void *arg), void *arg);
+
 /* Binds host:port and starts the workers. The base must have been created
  * after evthread_use_pthreads(). FO_E_IO when the address cannot be bound
  * (the message says why). */

@@ -322,9 +322,13 @@ void http_conn_closed(struct evhttp_connection *evcon, void *arg)
      * never reported written): they are no longer waited for */
     long lost = c->unsent;
     struct stream *st = c->stream;
+    void (*gone)(void *) = c->gone;
+    void *gone_arg = c->gone_arg;
     conn_drop(c);
     if (st)
         http_stream_lost(st);
+    if (gone)
+        gone(gone_arg);
     if (lost) {
         h->unsent -= lost;
         http_drain_check(h);
@@ -508,3 +512,14 @@ void http_conn_replied(struct surf_http *h, struct evhttp_request *req)
  * error) the bufferevent carries on as usual. Then what the bufferevent
  * would do after its own write: drop write interest, call evhttp's write
  * callback (which finishes the request, and may free the connection). */
+
+void surf_http_on_gone(struct surf_http *h, struct evhttp_request *req,
+                       void (*fn)(void *arg), void *arg)
+{
+    struct conn *c =
+        req ? http_conn_find(h, evhttp_request_get_connection(req)) : NULL;
+    if (c) {
+        c->gone = fn;
+        c->gone_arg = arg;
+    }
+}

@@ -246,6 +246,9 @@ struct conn {
     int hdr_done;
     int refused;           /* answered 400 from here: closing */
     struct stream *stream; /* its request is an open GET /events */
+    /* surf_http_on_gone: told when the connection goes */
+    void (*gone)(void *arg);
+    void *gone_arg;
 };
 
 /* ---- the event stream: GET /events ----------------------------------- */

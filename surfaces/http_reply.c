@@ -262,3 +262,37 @@ void surf_http_reply_error(struct surf_http *h, struct evhttp_request *req,
     http_send_errorf(h, req, code, msg, 0, ROUTE_TLOG, t0);
     http_finished(h);
 }
+
+void surf_http_stream_start(struct surf_http *h, struct evhttp_request *req,
+                            int status, const char *ctype, int64_t t0)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    evhttp_add_header(oh, "Content-Type", ctype);
+    evhttp_add_header(oh, "Cache-Control", "no-store");
+    evhttp_add_header(oh, "X-Accel-Buffering", "no");
+    evhttp_add_header(oh, "Connection", "close");
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev =
+        evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    /* a model may think for longer than the idle timeout between chunks */
+    if (bev)
+        bufferevent_set_timeouts(bev, NULL, &h->deadline_plain);
+    evhttp_send_reply_start(req, status, NULL);
+    http_count(h, ROUTE_TLOG, status, t0);
+    http_access_line(h, req, status, 0, ROUTE_TLOG, t0);
+}
+
+int surf_http_stream_chunk(struct evhttp_request *req, struct evbuffer *data)
+{
+    if (!evhttp_request_get_connection(req))
+        return -1;
+    evhttp_send_reply_chunk(req, data);
+    return 0;
+}
+
+void surf_http_stream_end(struct surf_http *h, struct evhttp_request *req)
+{
+    if (req)
+        evhttp_send_reply_end(req); /* frees a request whose client left */
+    http_finished(h);
+}

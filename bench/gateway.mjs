@@ -1,0 +1,101 @@
+// bench/gateway.mjs (run by bench/gateway.sh): what the gateway adds. An
+// instant upstream (node http) answers a fixed chat completion, or a
+// stream whose first event it writes at once. One client (node http,
+// keep-alive to whichever it calls) measures, in one run:
+//   - the median latency of N sequential calls, direct and through forum
+//     (every call through forum durable before it is answered);
+//   - the time to the first stream byte, direct and through forum;
+//   - calls/s at concurrency C for S seconds, direct and through forum.
+// Not a test: it prints figures. Usage: node gateway.mjs FORUM_BIN
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+
+const forum = process.argv[2];
+const N = Number(process.env.BENCH_CALLS || 200);
+const C = Number(process.env.BENCH_CONC || 64);
+const S = Number(process.env.BENCH_SECONDS || 5);
+const answer = JSON.stringify({ id: "c", object: "chat.completion", model: "m",
+  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } });
+const upstream = http.createServer((req, res) => {
+  let b = "";
+  req.on("data", (d) => (b += d));
+  req.on("end", () => {
+    if (b.includes('"stream":true')) {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write('data: {"choices":[{"index":0,"delta":{"content":"ok"}}]}\n\n');
+      return setTimeout(() => res.end("data: [DONE]\n\n"), 1);
+    }
+    res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(answer) });
+    res.end(answer);
+  });
+});
+await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
+const up = upstream.address().port;
+const dir = fs.mkdtempSync(path.join(process.env.BENCH_TMPDIR || os.tmpdir(), "forum-gwb-"));
+fs.writeFileSync(path.join(dir, "forum.json"), JSON.stringify({ models: { providers: [
+  { name: "up", api: "chat", url: `http://127.0.0.1:${up}/v1`, model: "m" }] } }));
+const daemon = spawn(forum, ["--ledger", dir, "serve", "--port", "0", "--log-file", path.join(dir, "serve.log")],
+  { stdio: ["ignore", "pipe", "inherit"] });
+const port = await new Promise((res) => {
+  let out = "";
+  daemon.stdout.on("data", (d) => { out += d; const m = /listening on http:\/\/[^:]+:(\d+)/.exec(out); if (m) res(Number(m[1])); });
+});
+const token = fs.readFileSync(path.join(dir, "token"), "utf8").trim();
+const agent = new http.Agent({ keepAlive: true, maxSockets: C });
+const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] });
+const sbody = JSON.stringify({ model: "m", stream: true, messages: [{ role: "user", content: "hi" }] });
+
+// One call; resolves with [ms to the first body byte, ms to the end].
+function call(p, b, ag = agent, route = "/v1/chat/completions") {
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    let first = 0;
+    const req = http.request({ host: "127.0.0.1", port: p, path: route, method: "POST", agent: ag,
+      headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}`, "Content-Length": Buffer.byteLength(b) } },
+    (res) => {
+      res.on("data", () => { if (!first) first = Number(process.hrtime.bigint() - t0) / 1e6; });
+      res.on("end", () => res.statusCode === 200 ? resolve([first, Number(process.hrtime.bigint() - t0) / 1e6])
+        : reject(new Error(`status ${res.statusCode}`)));
+    });
+    req.on("error", reject);
+    req.end(b);
+  });
+}
+const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
+async function seq(p, b, pick, ag = agent) {
+  for (let i = 0; i < 20; i++) await call(p, b, ag);
+  const t = [];
+  for (let i = 0; i < N; i++) t.push((await call(p, b, ag))[pick]);
+  return median(t);
+}
+async function rate(p) {
+  let done = 0;
+  const end = Date.now() + S * 1000;
+  await Promise.all(Array.from({ length: C }, async () => { while (Date.now() < end) { await call(p, body); done++; } }));
+  return done / S;
+}
+const dl = await seq(up, body, 1), fl = await seq(port, body, 1);
+// forum calls its upstream on a new connection each time: the same, direct
+const dn = await seq(up, body, 1, new http.Agent({ keepAlive: false }));
+// the floor of witnessing: one durable POST /append, in sequence
+const ab = JSON.stringify({ actor: "bench", kind: "note", payload: { n: 1 } });
+for (let i = 0; i < 20; i++) await call(port, ab, agent, "/append");
+const at = [];
+for (let i = 0; i < N; i++) at.push((await call(port, ab, agent, "/append"))[1]);
+const al = median(at);
+const dt = await seq(up, sbody, 0), ft = await seq(port, sbody, 0);
+const dr = await rate(up), fr = await rate(port);
+console.log(`calls in sequence (median of ${N}): direct ${dl.toFixed(3)} ms, through forum ${fl.toFixed(3)} ms, added ${(fl - dl).toFixed(3)} ms`);
+console.log(`  direct on a new connection per call (as forum calls its upstream): ${dn.toFixed(3)} ms`);
+console.log(`  one durable POST /append in sequence (the commit alone): ${al.toFixed(3)} ms`);
+console.log(`stream first byte (median of ${N}): direct ${dt.toFixed(3)} ms, through forum ${ft.toFixed(3)} ms, added ${(ft - dt).toFixed(3)} ms`);
+console.log(`calls/s at c=${C} for ${S} s: direct ${dr.toFixed(0)}, through forum ${fr.toFixed(0)} (${(100 * fr / dr).toFixed(0)}% of direct)`);
+daemon.kill("SIGTERM");
+await new Promise((r) => daemon.on("exit", r));
+upstream.close();
+agent.destroy();
+fs.rmSync(dir, { recursive: true, force: true });

@@ -1,0 +1,830 @@
+/* gateway: see gateway.h. A call is a small state machine on the loop:
+ * the client's request is checked and sent on with httpc; a plain answer
+ * is kept whole, a stream relayed as it arrives (and read by the SSE
+ * reader for the witnessed text and usage); once the upstream is done the
+ * entry is queued to the committer, and its callback (committer thread)
+ * wakes the loop, which answers the client (or ends the stream). */
+#include "surfaces/gateway.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/crypto.h>
+
+#include "daemon/httpc.h"
+#include "daemon/orch_guard.h"
+#include "ledger/fo_buf.h"
+#include "ledger/fo_json.h"
+#include "ledger/fo_sha.h"
+
+#define GW_RAW_MAX (8u << 20)       /* bytes of a response kept for hashing */
+#define GW_WITNESS_MAX (256u << 10) /* a witnessed body; over: hash only */
+#define GW_SSE_EVENT_MAX (1u << 20)
+#define GW_SESSION_MAX 128
+
+enum { GW_CHAT, GW_ANTHROPIC };
+
+struct surf_gateway {
+    struct surf_gateway_config cfg;
+    struct httpc_tls *tls;
+    struct orch_guard guard;
+};
+
+struct gw_call {
+    struct surf_gateway *g;
+    struct surf_http *h;
+    struct evhttp_request *req;
+    int64_t t0, t_up, ttft_us;
+    int api, stream, started;
+    int gone;     /* the client hung up */
+    int req_lost; /* ... and its connection freed the request */
+    const struct orch_model_provider *p;
+    struct httpc_url url;
+    struct httpc_req *up;
+    char *body; /* the client's request, as sent on */
+    size_t body_len;
+    char session[GW_SESSION_MAX + 1];
+    char model[ORCH_MODEL_MAX + 1];
+    /* the answer */
+    int status;
+    const char *error_class; /* NULL: none */
+    char error[256];
+    struct fo_buf raw;  /* the response's bytes as they came */
+    struct fo_buf text; /* a stream's assembled text */
+    char ctype[128];
+    int64_t tokens_in, tokens_out;
+    struct httpc_sse sse;
+    struct evbuffer *ssebuf;
+    /* a stream's last event ("data: [DONE]", "event: message_stop") and
+     * what follows it: sent once the entry is durable */
+    struct evbuffer *held;
+    int text_cut; /* the assembled text was over GW_WITNESS_MAX */
+    /* the entry */
+    struct ledger_queued_append creq;
+    struct fo_buf entry;
+    struct event *back;
+    int commit_rc;
+};
+
+/* ---- errors in each API's shape ---------------------------------------- */
+
+static void reply_error(struct surf_http *h, struct evhttp_request *req,
+                        int api, int status, const char *type, const char *msg,
+                        int64_t t0)
+{
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_CreateObject();
+    if (o && e) {
+        if (api == GW_ANTHROPIC)
+            cJSON_AddStringToObject(o, "type", "error");
+        cJSON_AddStringToObject(e, "type", type);
+        cJSON_AddStringToObject(e, "message", msg);
+        if (api == GW_CHAT)
+            cJSON_AddStringToObject(e, "code", type);
+        cJSON_AddItemToObject(o, "error", e);
+        e = NULL;
+    }
+    cJSON_Delete(e);
+    struct fo_buf b;
+    struct fo_err err;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    char *text = NULL;
+    size_t len = 0;
+    if (o && fo_json_canon(o, &b, &err) == FO_OK)
+        text = fo_buf_detach(&b, &len);
+    fo_buf_release(&b);
+    cJSON_Delete(o);
+    if (status == 401)
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "WWW-Authenticate", "Bearer");
+    surf_http_reply(h, req, status, "application/json", text, len, t0);
+}
+
+/* ---- choosing the provider --------------------------------------------- */
+
+static int tier_of(const char *s)
+{
+    for (int t = ORCH_TIER_CHEAP; t <= ORCH_TIER_FRONTIER; t++)
+        if (!strcmp(s, orch_tier_name(t)))
+            return t;
+    return -2;
+}
+
+/* The first provider of api that is named model (its model or name), else
+ * the first that serves the tier model names. */
+static const struct orch_model_provider *pick(const struct surf_gateway *g,
+                                              int api, const char *model)
+{
+    const struct orch_model_config *mc = g->cfg.models;
+    int want = api == GW_ANTHROPIC ? ORCH_EXEC_ANTHROPIC : ORCH_EXEC_CHAT;
+    for (size_t i = 0; mc && i < mc->n_providers; i++) {
+        const struct orch_model_provider *p = &mc->providers[i];
+        if (p->api == want &&
+            (!strcmp(p->model, model) || (p->name && !strcmp(p->name, model))))
+            return p;
+    }
+    int tier = tier_of(model);
+    for (size_t i = 0; tier >= 0 && mc && i < mc->n_providers; i++) {
+        const struct orch_model_provider *p = &mc->providers[i];
+        if (p->api == want && (p->tier == tier || p->tier == ORCH_TIER_ANY))
+            return p;
+    }
+    return NULL;
+}
+
+/* The provider's URL with the API's path (the rule of orch_model.h). */
+static int provider_url(const struct orch_model_provider *p, int api,
+                        struct httpc_url *u, struct fo_err *err)
+{
+    const char *url = p->url ? p->url : "https://api.anthropic.com";
+    int rc = httpc_url_parse(url, u, err);
+    if (rc)
+        return rc;
+    const char *full = api == GW_CHAT ? "/chat/completions" : "/messages";
+    const char *v1 = api == GW_CHAT ? "/v1/chat/completions" : "/v1/messages";
+    char *q = strchr(u->path, '?');
+    size_t ul = q ? (size_t)(q - u->path) : strlen(u->path);
+    while (ul > 0 && u->path[ul - 1] == '/')
+        ul--;
+    struct fo_buf b;
+    fo_buf_init(&b, HTTPC_URL_MAX);
+    rc = fo_buf_append(&b, u->path, ul) || fo_buf_putc(&b, '\0');
+    if (!rc) {
+        b.len--;
+        size_t fl = strlen(full);
+        int has_full = b.len >= fl && !strcmp(b.data + b.len - fl, full);
+        int has_v1 = b.len >= 3 && !strcmp(b.data + b.len - 3, "/v1");
+        if (!has_full)
+            rc = fo_buf_puts(&b, has_v1 ? full : v1);
+    }
+    if (!rc && q)
+        rc = fo_buf_puts(&b, q);
+    char *np = rc ? NULL : fo_buf_detach(&b, NULL);
+    fo_buf_release(&b);
+    if (!np) {
+        httpc_url_release(u);
+        return fo_err_set(err, FO_E_INVALID, "the provider's URL is too long");
+    }
+    free(u->path);
+    u->path = np;
+    return FO_OK;
+}
+
+/* ---- the witnessed entry ----------------------------------------------- */
+
+static void add_sha(cJSON *o, const char *key, const void *data, size_t len)
+{
+    uint8_t d[FO_SHA256_LEN];
+    char hex[2 * FO_SHA256_LEN + 1];
+    fo_sha256(data ? data : "", len, d);
+    fo_hex(d, sizeof(d), hex);
+    cJSON_AddStringToObject(o, key, hex);
+}
+
+/* The guarded copy of len bytes of text under key: the JSON value when it
+ * parses, else the string; only its hash when it is over the limit. */
+static void add_guarded(const struct surf_gateway *g, cJSON *o, cJSON *found,
+                        const char *key, const char *text, size_t len)
+{
+    if (len > GW_WITNESS_MAX || !fo_utf8_valid(text ? text : "", len)) {
+        char k[64];
+        snprintf(k, sizeof(k), "%s_omitted", key);
+        cJSON_AddStringToObject(
+            o, k, len > GW_WITNESS_MAX ? "over 256 KiB" : "not UTF-8");
+        return;
+    }
+    struct fo_buf out;
+    fo_buf_init(&out, FO_BUF_UNLIMITED);
+    cJSON *f = NULL;
+    long n = orch_guard_scan(&g->guard, text ? text : "", len, &out, &f);
+    cJSON *v = NULL;
+    struct fo_err err;
+    if (n >= 0 && out.len &&
+        fo_json_parse(out.data, out.len, &v, &err) == FO_OK) {
+        cJSON_AddItemToObject(o, key, v);
+    } else if (n >= 0) {
+        fo_buf_putc(&out, '\0');
+        cJSON_AddStringToObject(o, key, out.data ? out.data : "");
+    }
+    if (f) {
+        cJSON *e;
+        cJSON_ArrayForEach (e, f) {
+            cJSON *at = cJSON_GetObjectItemCaseSensitive(e, "at");
+            if (at)
+                cJSON_DeleteItemFromObjectCaseSensitive(e, "at");
+            cJSON_AddStringToObject(e, "in", key);
+        }
+        while (cJSON_GetArraySize(f) > 0)
+            cJSON_AddItemToArray(found, cJSON_DetachItemFromArray(f, 0));
+        cJSON_Delete(f);
+    }
+    fo_buf_release(&out);
+}
+
+static int entry_make(struct gw_call *c)
+{
+    cJSON *o = cJSON_CreateObject(), *found = cJSON_CreateArray();
+    if (!o || !found) {
+        cJSON_Delete(o);
+        cJSON_Delete(found);
+        return FO_E_NOMEM;
+    }
+    int64_t now = ledger_now_us();
+    cJSON_AddStringToObject(o, "api", c->api == GW_CHAT ? "chat" : "anthropic");
+    cJSON_AddStringToObject(o, "model", c->model);
+    cJSON_AddStringToObject(o, "provider",
+                            c->p->name ? c->p->name : c->p->model);
+    if (c->session[0])
+        cJSON_AddStringToObject(o, "session", c->session);
+    cJSON_AddBoolToObject(o, "stream", c->stream);
+    fo_json_add_int(o, "status", c->status);
+    if (c->error_class) {
+        cJSON_AddStringToObject(o, "error_class", c->error_class);
+        cJSON_AddStringToObject(o, "error", c->error);
+    }
+    fo_json_add_int(o, "latency_us", now - c->t_up);
+    if (c->ttft_us >= 0)
+        fo_json_add_int(o, "ttft_us", c->ttft_us);
+    if (c->tokens_in >= 0)
+        fo_json_add_int(o, "tokens_in", c->tokens_in);
+    if (c->tokens_out >= 0)
+        fo_json_add_int(o, "tokens_out", c->tokens_out);
+    add_sha(o, "request_sha256", c->body, c->body_len);
+    add_guarded(c->g, o, found, "request", c->body, c->body_len);
+    add_sha(o, "response_sha256", c->raw.data, c->raw.len);
+    fo_json_add_int(o, "response_bytes", (long long)c->raw.len);
+    if (c->started && c->text_cut)
+        cJSON_AddStringToObject(o, "response_text_omitted", "over 256 KiB");
+    else if (c->started)
+        add_guarded(c->g, o, found, "response_text", c->text.data, c->text.len);
+    else
+        add_guarded(c->g, o, found, "response", c->raw.data, c->raw.len);
+    cJSON_AddItemToObject(o, "guard", found);
+    struct fo_err err;
+    fo_buf_init(&c->entry, LEDGER_BODY_MAX_DEFAULT);
+    int rc = fo_json_canon(o, &c->entry, &err);
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* ---- the end of a call ------------------------------------------------- */
+
+static void call_free(struct gw_call *c)
+{
+    if (c->back)
+        event_free(c->back);
+    httpc_url_release(&c->url);
+    httpc_sse_release(&c->sse);
+    if (c->ssebuf)
+        evbuffer_free(c->ssebuf);
+    if (c->held)
+        evbuffer_free(c->held);
+    fo_buf_release(&c->raw);
+    fo_buf_release(&c->text);
+    fo_buf_release(&c->entry);
+    free(c->body);
+    free(c);
+}
+
+/* Loop thread, after the committer answered: the client has its answer. */
+static void answer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    struct gw_call *c = arg;
+    if (!c->gone)
+        surf_http_on_gone(c->h, c->req, NULL, NULL);
+    if (c->gone) {
+        /* nobody to answer: the request is freed (or went with its
+         * connection) and counted as over */
+        surf_http_stream_end(c->h, c->req_lost ? NULL : c->req);
+    } else if (c->started) {
+        if (c->commit_rc == FO_OK) {
+            surf_http_stream_chunk(c->req, c->held);
+        } else {
+            struct evbuffer *b = evbuffer_new();
+            if (b) {
+                evbuffer_add_printf(
+                    b, "event: error\ndata: {\"error\":{\"type\":"
+                       "\"api_error\",\"message\":\"the call could not be "
+                       "witnessed\"}}\n\n");
+                surf_http_stream_chunk(c->req, b);
+                evbuffer_free(b);
+            }
+        }
+        surf_http_stream_end(c->h, c->req);
+    } else if (c->commit_rc != FO_OK) {
+        reply_error(c->h, c->req, c->api, 503, "api_error",
+                    "the call could not be witnessed in the ledger; the "
+                    "answer is withheld",
+                    c->t0);
+    } else if (c->error_class && !c->status) {
+        int st = !strcmp(c->error_class, "timeout") ? 504 : 502;
+        reply_error(c->h, c->req, c->api, st, "api_error", c->error, c->t0);
+    } else {
+        size_t len = 0;
+        char *body = fo_buf_detach(&c->raw, &len);
+        surf_http_reply(c->h, c->req, c->status,
+                        c->ctype[0] ? c->ctype : "application/json", body, len,
+                        c->t0);
+    }
+    call_free(c);
+}
+
+/* Committer thread. */
+static void committed(struct ledger_queued_append *r)
+{
+    struct gw_call *c = r->arg;
+    c->commit_rc = r->a.rc;
+    event_active(c->back, 0, 1);
+}
+
+static void witness(struct gw_call *c)
+{
+    struct fo_err err;
+    c->commit_rc = entry_make(c);
+    if (c->commit_rc == FO_OK) {
+        c->creq.a = (struct ledger_append){.actor = "gateway",
+                                           .kind = "gateway_call",
+                                           .parent = LEDGER_NO_PARENT,
+                                           .body = c->entry.data,
+                                           .body_len = c->entry.len};
+        c->creq.done = committed;
+        c->creq.arg = c;
+        if (c->g->cfg.append_submit)
+            c->commit_rc =
+                c->g->cfg.append_submit(c->g->cfg.append_hook, &c->creq, &err);
+        else
+            c->commit_rc = FO_E_UNAVAILABLE;
+        if (c->commit_rc == FO_OK)
+            return; /* committed() wakes answer() */
+    }
+    answer(-1, 0, c);
+}
+
+/* ---- the upstream ------------------------------------------------------ */
+
+static void take_usage(struct gw_call *c, const cJSON *u)
+{
+    static const char *const in_keys[] = {"prompt_tokens", "input_tokens"};
+    static const char *const out_keys[] = {"completion_tokens",
+                                           "output_tokens"};
+    for (int i = 0; u && i < 2; i++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(u, in_keys[i]);
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(u, out_keys[i]);
+        if (cJSON_IsNumber(a))
+            c->tokens_in = (int64_t)a->valuedouble;
+        if (cJSON_IsNumber(b))
+            c->tokens_out = (int64_t)b->valuedouble;
+    }
+}
+
+static void take_text(struct gw_call *c, const cJSON *s)
+{
+    if (!cJSON_IsString(s) || !s->valuestring[0])
+        return;
+    if (c->ttft_us < 0)
+        c->ttft_us = ledger_now_us() - c->t_up;
+    if (fo_buf_puts(&c->text, s->valuestring) != 0)
+        c->text_cut = 1;
+}
+
+/* One SSE event of the upstream's stream: the text and usage it adds. */
+static int on_event(void *arg, const char *type, const char *data, size_t len)
+{
+    struct gw_call *c = arg;
+    cJSON *j = NULL;
+    struct fo_err err;
+    if (len == 6 && !memcmp(data, "[DONE]", 6))
+        return 0;
+    if (fo_json_parse(data, len, &j, &err) != FO_OK)
+        return 0;
+    if (c->api == GW_CHAT) {
+        const cJSON *ch = cJSON_GetArrayItem(
+            cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(ch, "delta");
+        take_text(c, cJSON_GetObjectItemCaseSensitive(d, "content"));
+        take_usage(c, cJSON_GetObjectItemCaseSensitive(j, "usage"));
+    } else {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "delta");
+        take_usage(c, cJSON_GetObjectItemCaseSensitive(m, "usage"));
+        take_usage(c, cJSON_GetObjectItemCaseSensitive(j, "usage"));
+        take_text(c, cJSON_GetObjectItemCaseSensitive(d, "text"));
+    }
+    if (!strcmp(type, "error") && !c->error_class) {
+        c->error_class = "upstream_error";
+        snprintf(c->error, sizeof(c->error),
+                 "the provider sent an error "
+                 "event");
+    }
+    cJSON_Delete(j);
+    return 0;
+}
+
+/* Moves the stream's last event and what follows it (once it has come)
+ * from data to c->held: the client has it only after the commit. */
+static void hold_last(struct gw_call *c, struct evbuffer *data)
+{
+    if (evbuffer_get_length(c->held)) {
+        evbuffer_add_buffer(c->held, data);
+        return;
+    }
+    const char *mark =
+        c->api == GW_CHAT ? "data: [DONE]" : "event: message_stop";
+    struct evbuffer_ptr at = evbuffer_search(data, mark, strlen(mark), NULL);
+    if (at.pos < 0)
+        return;
+    struct evbuffer *head = evbuffer_new();
+    if (!head)
+        return; /* sent as it is */
+    evbuffer_remove_buffer(data, head, (size_t)at.pos);
+    evbuffer_add_buffer(c->held, data);
+    evbuffer_add_buffer(data, head);
+    evbuffer_free(head);
+}
+
+/* The client hung up: the upstream request goes too, and what came of
+ * it is witnessed as such. */
+static void client_gone(void *arg)
+{
+    struct gw_call *c = arg;
+    c->gone = 1;
+    c->req_lost = evhttp_request_get_connection(c->req) != NULL;
+    if (!c->up)
+        return; /* witnessed already, waiting for the committer */
+    httpc_req_cancel(c->up);
+    c->up = NULL;
+    c->error_class = "client_gone";
+    snprintf(c->error, sizeof(c->error), "the client hung up");
+    witness(c);
+}
+
+static void up_chunk(void *arg, struct httpc_req *r, struct evbuffer *data)
+{
+    struct gw_call *c = arg;
+    if (httpc_req_status(r) != 200)
+        return; /* an error answer comes whole to up_done */
+    if (!evhttp_request_get_connection(c->req)) {
+        /* the client hung up: the upstream request goes too */
+        httpc_req_cancel(r);
+        c->up = NULL;
+        c->gone = 1;
+        c->status = 200;
+        c->error_class = "client_gone";
+        snprintf(c->error, sizeof(c->error), "the client hung up mid-stream");
+        witness(c);
+        return;
+    }
+    if (!c->started) {
+        const char *ct = httpc_req_header(r, "Content-Type");
+        snprintf(c->ctype, sizeof(c->ctype), "%s",
+                 ct ? ct : "text/event-stream");
+        surf_http_stream_start(c->h, c->req, 200, c->ctype, c->t0);
+        c->started = 1;
+        c->status = 200;
+    }
+    size_t len = evbuffer_get_length(data);
+    const unsigned char *p = evbuffer_pullup(data, -1);
+    if (len && p) {
+        fo_buf_append(&c->raw, p, len); /* past GW_RAW_MAX: not kept */
+        evbuffer_add(c->ssebuf, p, len);
+        if (httpc_sse_feed(&c->sse, c->ssebuf, on_event, c) < 0)
+            evbuffer_drain(c->ssebuf, evbuffer_get_length(c->ssebuf));
+    }
+    hold_last(c, data);
+    surf_http_stream_chunk(c->req, data);
+    evbuffer_drain(data, evbuffer_get_length(data));
+}
+
+static const char *end_class(int end)
+{
+    switch (end) {
+    case HTTPC_END_TIMEOUT:
+    case HTTPC_END_CONNECT_TIMEOUT:
+        return "timeout";
+    case HTTPC_END_DNS:
+    case HTTPC_END_CONNECT:
+        return "unavailable";
+    case HTTPC_END_CLOSED:
+        return "upstream_closed";
+    default:
+        return "upstream_error";
+    }
+}
+
+static void up_done(void *arg, struct httpc_result *res)
+{
+    struct gw_call *c = arg;
+    c->up = NULL;
+    if (res->status)
+        c->status = res->status;
+    size_t len = evbuffer_get_length(res->body);
+    const unsigned char *p = evbuffer_pullup(res->body, -1);
+    if (len && p && !c->started)
+        fo_buf_append(&c->raw, p, len);
+    if (!c->started && res->headers) {
+        const char *ct = evhttp_find_header(res->headers, "Content-Type");
+        snprintf(c->ctype, sizeof(c->ctype), "%s",
+                 ct ? ct : "application/json");
+    }
+    if (res->end != HTTPC_END_OK) {
+        c->error_class = end_class(res->end);
+        snprintf(c->error, sizeof(c->error), "%s", res->err.msg);
+        if (c->started) {
+            /* mid-stream: a clean error event, then the end */
+            struct evbuffer *b = evbuffer_new();
+            if (b) {
+                evbuffer_add_printf(
+                    b, "event: error\ndata: {\"type\":\"error\",\"error\":{"
+                       "\"type\":\"api_error\",\"message\":\"the provider's "
+                       "stream broke off\"}}\n\n");
+                surf_http_stream_chunk(c->req, b);
+                evbuffer_free(b);
+            }
+        } else if (c->status) {
+            c->status = 0; /* a broken answer is not given as it came */
+        }
+    } else if (c->status >= 400) {
+        c->error_class = c->status == 429   ? "rate_limited"
+                         : c->status >= 500 ? "upstream_5xx"
+                                            : "upstream_4xx";
+        snprintf(c->error, sizeof(c->error), "the provider answered %d",
+                 c->status);
+    } else if (!c->started) {
+        cJSON *j = NULL;
+        struct fo_err err;
+        if (fo_json_parse(c->raw.data ? c->raw.data : "", c->raw.len, &j,
+                          &err) == FO_OK)
+            take_usage(c, cJSON_GetObjectItemCaseSensitive(j, "usage"));
+        cJSON_Delete(j);
+    }
+    witness(c);
+}
+
+/* ---- a call ------------------------------------------------------------ */
+
+static int start_upstream(struct gw_call *c, struct fo_err *err)
+{
+    struct httpc_header hd[6];
+    size_t n = 0;
+    char auth[1024];
+    hd[n++] = (struct httpc_header){"Content-Type", "application/json"};
+    if (c->stream)
+        hd[n++] = (struct httpc_header){"Accept", "text/event-stream"};
+    const char *key = c->p->api_key_env ? getenv(c->p->api_key_env) : NULL;
+    if (c->p->api_key_env && !key)
+        return fo_err_set(err, FO_E_INVALID,
+                          "the provider's key variable %s is not set",
+                          c->p->api_key_env);
+    struct evkeyvalq *ih = evhttp_request_get_input_headers(c->req);
+    if (c->api == GW_CHAT) {
+        if (key) {
+            snprintf(auth, sizeof(auth), "Bearer %s", key);
+            hd[n++] = (struct httpc_header){"Authorization", auth};
+        }
+    } else {
+        const char *ver = evhttp_find_header(ih, "anthropic-version");
+        const char *beta = evhttp_find_header(ih, "anthropic-beta");
+        if (key)
+            hd[n++] = (struct httpc_header){"x-api-key", key};
+        hd[n++] = (struct httpc_header){"anthropic-version",
+                                        ver ? ver : "2023-06-01"};
+        if (beta)
+            hd[n++] = (struct httpc_header){"anthropic-beta", beta};
+    }
+    const struct orch_model_config *mc = c->g->cfg.models;
+    struct httpc_spec spec = {
+        .method = HTTPC_POST,
+        .url = &c->url,
+        .headers = hd,
+        .n_headers = n,
+        .body = c->body,
+        .body_len = c->body_len,
+        .tls = c->g->tls,
+        .dns = c->g->cfg.dns,
+        .connect_ms = mc->connect_timeout_ms ? mc->connect_timeout_ms
+                                             : ORCH_MODEL_CONNECT_MS_DEFAULT,
+        .timeout_ms = mc->timeout_ms ? mc->timeout_ms : ORCH_TIMEOUT_MS_DEFAULT,
+        .body_max = mc->response_max ? mc->response_max
+                                     : ORCH_MODEL_RESPONSE_MAX_DEFAULT,
+        .on_chunk = c->stream ? up_chunk : NULL,
+        .done = up_done,
+        .arg = c};
+    return httpc_req_start(c->g->cfg.base, &spec, &c->up, err);
+}
+
+static int key_ok(const struct surf_gateway *g, struct evhttp_request *req)
+{
+    const char *k =
+        evhttp_find_header(evhttp_request_get_input_headers(req), "x-api-key");
+    const char *t = g->cfg.token;
+    if (!k || !t || !t[0])
+        return 0;
+    size_t lk = strlen(k), lt = strlen(t);
+    return lk == lt && CRYPTO_memcmp(k, t, lt) == 0;
+}
+
+static void call_start(struct surf_gateway *g, struct surf_http *h,
+                       struct evhttp_request *req, int api, int64_t t0)
+{
+    struct fo_err err;
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    const char *text = len ? (const char *)evbuffer_pullup(in, -1) : "";
+    cJSON *j = NULL;
+    if (!text || fo_json_parse(text, len, &j, &err) != FO_OK ||
+        !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        reply_error(h, req, api, 400, "invalid_request_error",
+                    "the body is not a JSON object", t0);
+        return;
+    }
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "stream");
+    const struct orch_model_provider *p =
+        cJSON_IsString(m) ? pick(g, api, m->valuestring) : NULL;
+    if (!cJSON_IsString(m) || !p) {
+        char msg[ORCH_MODEL_MAX + 128];
+        snprintf(msg, sizeof(msg), "%s%.*s%s",
+                 cJSON_IsString(m) ? "no provider serves the model \""
+                                   : "\"model\" is required",
+                 cJSON_IsString(m) ? ORCH_MODEL_MAX : 0,
+                 cJSON_IsString(m) ? m->valuestring : "",
+                 cJSON_IsString(m) ? "\" here (GET /v1/models)" : "");
+        cJSON_Delete(j);
+        reply_error(h, req, api, cJSON_IsString(m) ? 404 : 400,
+                    cJSON_IsString(m) ? "not_found_error"
+                                      : "invalid_request_error",
+                    msg, t0);
+        return;
+    }
+    struct gw_call *c = calloc(1, sizeof(*c));
+    if (c) {
+        *c = (struct gw_call){.g = g,
+                              .h = h,
+                              .req = req,
+                              .t0 = t0,
+                              .t_up = ledger_now_us(),
+                              .ttft_us = -1,
+                              .api = api,
+                              .stream = cJSON_IsTrue(st),
+                              .p = p,
+                              .tokens_in = -1,
+                              .tokens_out = -1};
+        snprintf(c->model, sizeof(c->model), "%s", m->valuestring);
+        fo_buf_init(&c->raw, GW_RAW_MAX);
+        fo_buf_init(&c->text, GW_WITNESS_MAX + 1);
+        httpc_sse_init(&c->sse, GW_SSE_EVENT_MAX);
+        c->ssebuf = evbuffer_new();
+        c->held = evbuffer_new();
+        c->back = event_new(g->cfg.base, -1, 0, answer, c);
+        c->body = malloc(len ? len : 1);
+        if (c->body)
+            memcpy(c->body, text, len);
+        c->body_len = len;
+    }
+    cJSON_Delete(j);
+    if (!c || !c->ssebuf || !c->held || !c->back || !c->body) {
+        if (c)
+            call_free(c);
+        reply_error(h, req, api, 500, "api_error", "out of memory", t0);
+        return;
+    }
+    const char *sess = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                          "X-Forum-Session");
+    if (sess && strlen(sess) <= GW_SESSION_MAX &&
+        fo_utf8_valid(sess, strlen(sess)))
+        snprintf(c->session, sizeof(c->session), "%s", sess);
+    int rc = provider_url(p, api, &c->url, &err);
+    if (rc == FO_OK)
+        rc = start_upstream(c, &err);
+    if (rc == FO_OK)
+        surf_http_on_gone(h, req, client_gone, c);
+    if (rc) {
+        reply_error(h, req, api, 502, "api_error", err.msg, t0);
+        call_free(c);
+    }
+}
+
+/* GET /v1/models: each provider's model, then the tiers served. */
+static void models(struct surf_gateway *g, struct surf_http *h,
+                   struct evhttp_request *req, int64_t t0)
+{
+    const struct orch_model_config *mc = g->cfg.models;
+    cJSON *o = cJSON_CreateObject(), *data = cJSON_CreateArray();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddItemToObject(o, "data", data);
+    for (size_t i = 0; mc && i < mc->n_providers; i++) {
+        const struct orch_model_provider *p = &mc->providers[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "id", p->model);
+        cJSON_AddStringToObject(e, "object", "model");
+        fo_json_add_int(e, "created", 0);
+        cJSON_AddStringToObject(e, "owned_by", p->name ? p->name : "forum");
+        cJSON_AddStringToObject(
+            e, "api", p->api == ORCH_EXEC_ANTHROPIC ? "anthropic" : "chat");
+        cJSON_AddItemToArray(data, e);
+    }
+    for (int t = ORCH_TIER_CHEAP; t <= ORCH_TIER_FRONTIER; t++) {
+        int served = 0;
+        for (size_t i = 0; mc && i < mc->n_providers; i++)
+            served |= mc->providers[i].tier == t ||
+                      mc->providers[i].tier == ORCH_TIER_ANY;
+        if (!served)
+            continue;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "id", orch_tier_name(t));
+        cJSON_AddStringToObject(e, "object", "model");
+        fo_json_add_int(e, "created", 0);
+        cJSON_AddStringToObject(e, "owned_by", "forum-tier");
+        cJSON_AddItemToArray(data, e);
+    }
+    struct fo_buf b;
+    struct fo_err err;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    size_t len = 0;
+    char *text =
+        fo_json_canon(o, &b, &err) == FO_OK ? fo_buf_detach(&b, &len) : NULL;
+    fo_buf_release(&b);
+    cJSON_Delete(o);
+    surf_http_reply(h, req, text ? 200 : 500, "application/json", text, len,
+                    t0);
+}
+
+int surf_gateway_route(void *hook, struct surf_http *h,
+                       struct evhttp_request *req, const char *path,
+                       const char *verb, int authed, int64_t t0)
+{
+    struct surf_gateway *g = hook;
+    int api;
+    if (!strcmp(path, "/v1/chat/completions"))
+        api = GW_CHAT;
+    else if (!strcmp(path, "/v1/messages"))
+        api = GW_ANTHROPIC;
+    else if (!strcmp(path, "/v1/models"))
+        api = -1;
+    else
+        return 0;
+    int eapi = api == GW_ANTHROPIC ? GW_ANTHROPIC : GW_CHAT;
+    if (!authed && !key_ok(g, req)) {
+        reply_error(h, req, eapi, 401, "authentication_error",
+                    "the daemon's token is needed (Authorization: Bearer, "
+                    "or x-api-key)",
+                    t0);
+        return 1;
+    }
+    const char *want = api < 0 ? "GET" : "POST";
+    if (strcmp(verb, want) != 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          want);
+        reply_error(h, req, eapi, 405, "invalid_request_error",
+                    api < 0 ? "use GET" : "use POST", t0);
+        return 1;
+    }
+    if (api < 0)
+        models(g, h, req, t0);
+    else
+        call_start(g, h, req, api, t0);
+    return 1;
+}
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+int surf_gateway_create(const struct surf_gateway_config *cfg,
+                        struct surf_gateway **out, struct fo_err *err)
+{
+    struct surf_gateway *g = calloc(1, sizeof(*g));
+    if (!g)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    g->cfg = *cfg;
+    int rc = httpc_tls_create(cfg->models ? cfg->models->ca_file : NULL,
+                              &g->tls, err);
+    if (rc) {
+        surf_gateway_free(g);
+        return rc;
+    }
+    if (cfg->token)
+        rc = orch_guard_add_secret(&g->guard, cfg->token);
+    const struct orch_model_config *mc = cfg->models;
+    for (size_t i = 0; rc == FO_OK && mc && i < mc->n_providers; i++)
+        rc = orch_guard_add_env(&g->guard, mc->providers[i].api_key_env);
+    if (rc) {
+        surf_gateway_free(g);
+        return fo_err_set(err, rc, "the gateway's guardrails: %s",
+                          rc == FO_E_NOMEM ? "out of memory" : "too many");
+    }
+    *out = g;
+    return FO_OK;
+}
+
+void surf_gateway_free(struct surf_gateway *g)
+{
+    if (!g)
+        return;
+    httpc_tls_free(g->tls);
+    orch_guard_release(&g->guard);
+    free(g);
+}
