@@ -641,38 +641,17 @@ static void daemon_status(void *hook, cJSON *st)
     }
 }
 
-int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
+/* The orchestrator of the daemon's configuration (runs' workspaces under
+ * DIR/workspaces), its guardrails knowing the daemon's token. */
+static int make_orch(struct daemon *d, struct fo_err *err)
 {
-    struct daemon *d = calloc(1, sizeof(*d));
-    if (!d)
-        return fo_err_set(err, FO_E_NOMEM, NULL);
+    const struct daemon_config *cfg = d->cfg;
     int rc = FO_OK;
-    struct event *sigs[3] = {0};
-    d->cfg = cfg;
-    d->lock_fd = -1;
-    d->ready_fd = cfg->ready_fd;
-    d->start_us = ledger_now_us();
-    pthread_mutex_init(&d->log_mu, NULL);
-    rc = open_log(d, err);
-    if (rc == FO_OK)
-        rc = open_access_log(d, err);
-    if (rc)
-        goto out;
-    signal(SIGPIPE, SIG_IGN);
-    rc = ledger_open(cfg->dir, LEDGER_OPEN_CREATE, NULL, &d->ledger, err);
-    if (rc)
-        goto out;
-    rc = take_lock(d, err);
-    if (rc)
-        goto out;
-    rc = daemon_token(cfg->dir, 1, d->token, sizeof(d->token), err);
-    if (rc)
-        goto out;
     char wsroot[PATH_MAX];
     if (snprintf(wsroot, sizeof(wsroot), "%s/workspaces", cfg->dir) >=
         (int)sizeof(wsroot)) {
         rc = fo_err_set(err, FO_E_INVALID, "%s: path too long", cfg->dir);
-        goto out;
+        return rc;
     }
     struct orch_config oc = {.roster_path = cfg->roster,
                              .cmd = cfg->cmd,
@@ -689,16 +668,23 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
                              .disk_reserve_mb = cfg->disk_reserve_mb};
     rc = orch_create(&oc, &d->orch, err);
     if (rc)
-        goto out;
+        return rc;
     /* the guardrails keep the daemon's own token out of the ledger */
     rc = orch_add_secret(d->orch, d->token);
     if (rc) {
         fo_err_set(err, rc, NULL);
-        goto out;
+        return rc;
     }
+    return FO_OK;
+}
+
+/* The event loop, made after libevent's thread support is on. */
+static int make_base(struct daemon *d, struct fo_err *err)
+{
+    int rc = FO_OK;
     if (evthread_use_pthreads() != 0) {
         rc = fo_err_set(err, FO_E_INTERNAL, "libevent without threads");
-        goto out;
+        return rc;
     }
     /* The changelist folds the EV_READ/EV_WRITE toggles evhttp makes per
      * request into one epoll_ctl per descriptor and loop iteration. */
@@ -710,8 +696,17 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         event_config_free(ecfg);
     if (!d->base) {
         rc = fo_err_set(err, FO_E_INTERNAL, "cannot create the event base");
-        goto out;
+        return rc;
     }
+    return rc;
+}
+
+/* The group committer, the resolver, the run engine and the public log,
+ * on the loop. */
+static int make_engine(struct daemon *d, struct fo_err *err)
+{
+    const struct daemon_config *cfg = d->cfg;
+    int rc;
     struct daemon_commit_config cc = {
         .sign_interval_ms = cfg->sign_interval_ms,
         .log = dlog,
@@ -723,11 +718,11 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
             (cfg->lease_s > 0 ? cfg->lease_s : DAEMON_LEASE_S_DEFAULT) * 1000};
     rc = daemon_commit_create(cfg->dir, &cc, &d->commit, err);
     if (rc)
-        goto out;
+        return rc;
     /* host names of model providers, looked up without blocking */
     rc = httpc_dns_create(d->base, &d->dns, err);
     if (rc)
-        goto out;
+        return rc;
     struct orch_engine_config ec = {
         .base = d->base,
         .dns = d->dns,
@@ -742,7 +737,7 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         .log_hook = d};
     rc = orch_engine_create(d->orch, &ec, &d->engine, err);
     if (rc)
-        goto out;
+        return rc;
     struct daemon_tlog_config tc = {.dir = cfg->dir,
                                     .base = d->base,
                                     .dns = d->dns,
@@ -756,8 +751,17 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     struct daemon_tlog *tlog = NULL;
     rc = daemon_tlog_create(&tc, &tlog, err);
     if (rc)
-        goto out;
+        return rc;
     atomic_store(&d->tlog, tlog);
+    return FO_OK;
+}
+
+/* The surfaces' view of the daemon, the model gateway and the HTTP
+ * surface, bound. */
+static int make_http(struct daemon *d, struct fo_err *err)
+{
+    const struct daemon_config *cfg = d->cfg;
+    int rc;
     d->loop_ctx =
         (struct surf_ctx){.ledger = d->ledger,
                           .start_us = d->start_us,
@@ -806,29 +810,18 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         .append_hook = d};
     rc = surf_gateway_create(&gc, &d->gw, err);
     if (rc)
-        goto out;
+        return rc;
     rc = surf_http_create(d->base, &hc, &d->http, err);
     if (rc)
-        goto out;
-    atomic_store(&d->notify, d->http);
-    int port = surf_http_port(d->http);
-    rc = write_state(d, port, err);
-    if (rc)
-        goto out;
-    static const int signums[3] = {SIGTERM, SIGINT, SIGHUP};
-    for (int i = 0; i < 3; i++) {
-        sigs[i] = evsignal_new(d->base, signums[i], on_signal, d);
-        if (!sigs[i] || event_add(sigs[i], NULL) != 0) {
-            rc = fo_err_set(err, FO_E_INTERNAL, "cannot watch signals");
-            goto out;
-        }
-    }
-    const char *host = cfg->host ? cfg->host : "127.0.0.1";
-    dlog(d,
-         "serving %s on http://%s:%d (pid %ld, auth %s, at most %ld "
-         "connections)",
-         cfg->dir, host, port, (long)getpid(), cfg->no_auth ? "off" : "on",
-         surf_http_max_connections(d->http));
+        return rc;
+    return rc;
+}
+
+/* Says at start what answers the runs, where commands run, and whether
+ * a gate policy is set. */
+static void log_setup(struct daemon *d)
+{
+    const struct daemon_config *cfg = d->cfg;
     /* what answers the runs (never a key: only the variable's name) */
     for (size_t i = 0; cfg->has_models && i < cfg->models.n_providers; i++) {
         const struct orch_model_provider *p = &cfg->models.providers[i];
@@ -861,6 +854,65 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     if (cfg->gates)
         dlog(d, "approval gates: a standing policy is set (forum gate "
                 "list shows the gates waiting)");
+}
+
+int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
+{
+    struct daemon *d = calloc(1, sizeof(*d));
+    if (!d)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = FO_OK;
+    struct event *sigs[3] = {0};
+    d->cfg = cfg;
+    d->lock_fd = -1;
+    d->ready_fd = cfg->ready_fd;
+    d->start_us = ledger_now_us();
+    pthread_mutex_init(&d->log_mu, NULL);
+    rc = open_log(d, err);
+    if (rc == FO_OK)
+        rc = open_access_log(d, err);
+    if (rc)
+        goto out;
+    signal(SIGPIPE, SIG_IGN);
+    rc = ledger_open(cfg->dir, LEDGER_OPEN_CREATE, NULL, &d->ledger, err);
+    if (rc)
+        goto out;
+    rc = take_lock(d, err);
+    if (rc)
+        goto out;
+    rc = daemon_token(cfg->dir, 1, d->token, sizeof(d->token), err);
+    if (rc)
+        goto out;
+    rc = make_orch(d, err);
+    if (!rc)
+        rc = make_base(d, err);
+    if (!rc)
+        rc = make_engine(d, err);
+    if (rc)
+        goto out;
+    rc = make_http(d, err);
+    if (rc)
+        goto out;
+    atomic_store(&d->notify, d->http);
+    int port = surf_http_port(d->http);
+    rc = write_state(d, port, err);
+    if (rc)
+        goto out;
+    static const int signums[3] = {SIGTERM, SIGINT, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        sigs[i] = evsignal_new(d->base, signums[i], on_signal, d);
+        if (!sigs[i] || event_add(sigs[i], NULL) != 0) {
+            rc = fo_err_set(err, FO_E_INTERNAL, "cannot watch signals");
+            goto out;
+        }
+    }
+    const char *host = cfg->host ? cfg->host : "127.0.0.1";
+    dlog(d,
+         "serving %s on http://%s:%d (pid %ld, auth %s, at most %ld "
+         "connections)",
+         cfg->dir, host, port, (long)getpid(), cfg->no_auth ? "off" : "on",
+         surf_http_max_connections(d->http));
+    log_setup(d);
     /* Runs that a crash or a shutdown left without an end go on (their
      * resume entries committed before the daemon says it is ready). */
     size_t resumed = 0;
