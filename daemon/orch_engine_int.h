@@ -525,4 +525,10 @@ void oe_on_lease_done(void *arg);
  * of memory. */
 cJSON *oe_run_view(const struct run *r);
 
+/* Entry en of run r, read from l (its body) and applied: resume and the
+ * views' fold. rc of the read, the parse or apply; err names the entry
+ * (FO_E_REDACTED: its body was redacted, err not prefixed). */
+int oe_apply_stored(struct run *r, struct ledger *l,
+                    const struct ledger_entry *en, struct fo_err *err);
+
 #endif

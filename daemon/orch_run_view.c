@@ -15,31 +15,33 @@ struct fold {
     struct fo_err err;
 };
 
-static int fold_entry(void *ctx, const struct ledger_entry *en)
+int oe_apply_stored(struct run *r, struct ledger *l,
+                    const struct ledger_entry *en, struct fo_err *err)
 {
-    struct fold *f = ctx;
-    struct run *r = f->r;
-    if (f->rc || en->seq == r->id)
-        return 0;
     char *body = NULL;
     size_t len = 0;
     cJSON *b = NULL;
-    struct fo_err err;
-    int rc = ledger_body(f->l, en->seq, &body, &len, &err);
-    if (rc == FO_E_REDACTED) /* a redacted step: the fold goes on without */
-        return 0;
+    int rc = ledger_body(l, en->seq, &body, &len, err);
     if (!rc)
-        rc = fo_json_parse(body, len, &b, &err);
+        rc = fo_json_parse(body, len, &b, err);
     free(body);
     r->cur_ts = en->ts;
     if (!rc)
-        rc = oe_apply(r, en->actor, en->kind, en->seq, en->parent, b, &err);
+        rc = oe_apply(r, en->actor, en->kind, en->seq, en->parent, b, err);
     cJSON_Delete(b);
-    if (rc) {
+    if (rc && rc != FO_E_REDACTED)
+        fo_err_prefix(err, "entry %lld (%s)", (long long)en->seq, en->kind);
+    return rc;
+}
+
+static int fold_entry(void *ctx, const struct ledger_entry *en)
+{
+    struct fold *f = ctx;
+    if (f->rc || en->seq == f->r->id)
+        return 0;
+    int rc = oe_apply_stored(f->r, f->l, en, &f->err);
+    if (rc && rc != FO_E_REDACTED) /* a redacted step: the fold goes on */
         f->rc = rc;
-        f->err = err;
-        fo_err_prefix(&f->err, "entry %lld (%s)", (long long)en->seq, en->kind);
-    }
     return 0;
 }
 
