@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,6 +64,9 @@ static void ctx_close(void *hook, struct surf_ctx *c)
 
 static void setup(void)
 {
+    /* as the daemon does (daemon/service.c): a client that hung up is
+     * an error on the write, never a signal that ends the process */
+    signal(SIGPIPE, SIG_IGN);
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof(dir), "%s/forum-fuzz-http-XXXXXX",
              tmp && *tmp ? tmp : "/tmp");

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,6 +75,9 @@ static void *server(void *arg)
 
 static void setup(void)
 {
+    /* as the daemon does (daemon/service.c): a client that hung up is
+     * an error on the write, never a signal that ends the process */
+    signal(SIGPIPE, SIG_IGN);
     lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
