@@ -37,6 +37,8 @@ static const char mcp_usage[] =
     "  --print-config CLIENT  print the MCP configuration of this binary\n"
     "                 and ledger for claude-desktop, vscode, cursor or\n"
     "                 claude-code (where it goes: on stderr)\n"
+    "  --http         with --print-config: the running daemon's /mcp\n"
+    "                 over HTTP (its URL and token) instead of stdio\n"
     "  --init         create the ledger when there is none (else that is\n"
     "                 an error, so an editor started in the wrong directory\n"
     "                 never makes a stray ledger)\n"
@@ -130,7 +132,47 @@ static int mcp_remote(void *hook, const struct surf_method *m, const cJSON *in,
 
 /* The client's configuration for this binary and ledger (absolute paths:
  * editors start servers from anywhere). */
-static int print_config(struct cli *c, const char *client, unsigned flags)
+/* The HTTP form: the daemon's /mcp with its token (the daemon must run:
+ * its port and token are what the client needs). */
+static int print_http_config(struct cli *c, const char *client)
+{
+    int vscode = !strcmp(client, "vscode");
+    if (!strcmp(client, "claude-desktop"))
+        return cli_usage_error(c, "mcp: --print-config claude-desktop --http: "
+                                  "Claude Desktop adds HTTP servers as "
+                                  "connectors in its settings, not in its "
+                                  "file; print the stdio form (no --http)");
+    struct cli_daemon d;
+    struct fo_err err;
+    if (cli_daemon_find(c, &d, &err) != FO_OK)
+        return cli_fail(c, &err);
+    char url[512], auth[160];
+    snprintf(url, sizeof(url), "http://%s:%d/mcp", d.host, d.port);
+    snprintf(auth, sizeof(auth), "Bearer %s", d.has_token ? d.token : "");
+    cJSON *root = cJSON_CreateObject();
+    cJSON *servers =
+        cJSON_AddObjectToObject(root, vscode ? "servers" : "mcpServers");
+    cJSON *srv = cJSON_AddObjectToObject(servers, "forum");
+    if (strcmp(client, "cursor") != 0)
+        cJSON_AddStringToObject(srv, "type", "http");
+    cJSON_AddStringToObject(srv, "url", url);
+    if (d.has_token)
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(srv, "headers"),
+                                "Authorization", auth);
+    cli_print_json(root, 1);
+    cJSON_Delete(root);
+    fprintf(stderr,
+            "forum: this entry holds the daemon's token: keep the file "
+            "private%s\n",
+            !strcmp(client, "claude-code")
+                ? " (or run: claude mcp add --transport http forum URL "
+                  "--header \"Authorization: Bearer TOKEN\")"
+                : "");
+    return 0;
+}
+
+static int print_config(struct cli *c, const char *client, unsigned flags,
+                        int http)
 {
     char bin[4096], led[4096];
     ssize_t n = readlink("/proc/self/exe", bin, sizeof(bin) - 1);
@@ -148,6 +190,8 @@ static int print_config(struct cli *c, const char *client, unsigned flags)
                                "mcp: --print-config %s: claude-desktop, "
                                "vscode, cursor or claude-code",
                                client);
+    if (http)
+        return print_http_config(c, client);
     cJSON *root = cJSON_CreateObject();
     cJSON *servers =
         cJSON_AddObjectToObject(root, vscode ? "servers" : "mcpServers");
@@ -181,7 +225,7 @@ static int print_config(struct cli *c, const char *client, unsigned flags)
 
 int cli_mcp(struct cli *c, int argc, char **argv)
 {
-    int admin = 0, init = 0, local = 0;
+    int admin = 0, init = 0, local = 0, http = 0;
     const char *client = NULL;
     struct orch_config oc = {0};
     struct cli_providers prov = {0};
@@ -194,6 +238,8 @@ int cli_mcp(struct cli *c, int argc, char **argv)
         {"--print-config", "CLIENT", CLI_OPT_STR, &client, 0, 0, NULL, NULL,
          "print the MCP configuration for claude-desktop, vscode, cursor or "
          "claude-code"},
+        {"--http", NULL, CLI_OPT_BOOL, &http, 0, 0, NULL, NULL,
+         "with --print-config: the daemon's /mcp over HTTP (it must run)"},
         {"--init", NULL, CLI_OPT_BOOL, &init, 0, 0, NULL, NULL,
          "create the ledger when there is none"},
         {"--cmd", "CMD", CLI_OPT_STR, &oc.cmd, 0, 0, NULL, NULL,
@@ -210,7 +256,7 @@ int cli_mcp(struct cli *c, int argc, char **argv)
         return pex;
     unsigned flags = admin ? SURF_MCP_ADMIN : 0;
     if (client)
-        return print_config(c, client, flags);
+        return print_config(c, client, flags, http);
     struct fo_err err;
     fo_err_clear(&err);
     /* model providers: the flags, else DIR/forum.json's "models" */

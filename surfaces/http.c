@@ -76,11 +76,15 @@ static void *worker(void *arg)
         if (!j)
             break;
         pthread_mutex_unlock(&h->mu);
-        cJSON *out = NULL;
-        int rc = ctx ? surf_call(ctx, j->m, j->in, &out, &err)
-                     : fo_err_set(&err, FO_E_IO, "worker has no ledger");
-        http_result_text(rc, out, &err, &j->status, &j->body, &j->body_len);
-        cJSON_Delete(out);
+        if (j->work) {
+            j->work(j, ctx);
+        } else {
+            cJSON *out = NULL;
+            int rc = ctx ? surf_call(ctx, j->m, j->in, &out, &err)
+                         : fo_err_set(&err, FO_E_IO, "worker has no ledger");
+            http_result_text(rc, out, &err, &j->status, &j->body, &j->body_len);
+            cJSON_Delete(out);
+        }
         pthread_mutex_lock(&h->mu);
         http_q_push(&h->done, j);
         event_active(h->done_ev, 0, 0);
@@ -374,6 +378,7 @@ void surf_http_drain(struct surf_http *h, void (*done)(void *arg), void *arg)
      * its Last-Event-ID) */
     while (h->streams)
         http_stream_end(h->streams);
+    http_mcp_drain(h); /* and the MCP sessions' GET streams */
     http_drain_check(h);
 }
 
@@ -418,6 +423,7 @@ void surf_http_free(struct surf_http *h)
         free(st);
     }
     surf_events_free(h->events);
+    http_mcp_free(h);
     surf_http_access_flush(h);
     fo_buf_release(&h->alog);
     if (h->alog_ev)

@@ -56,10 +56,11 @@ enum {
     ROUTE_EVENTS = 2,
     ROUTE_DASHBOARD = 3,
     ROUTE_TLOG = 4, /* the extra hook's routes (surfaces/tlog.c) */
-    ROUTE_EXTRA = 5
+    ROUTE_MCP = 5,  /* MCP over Streamable HTTP (http_mcp.c) */
+    ROUTE_EXTRA = 6
 };
-static const int statuses[] = {200, 400, 401, 403, 404, 405, 410, 413,
-                               415, 421, 500, 502, 503, 504, 0};
+static const int statuses[] = {200, 202, 204, 400, 401, 403, 404, 405, 410,
+                               413, 415, 421, 500, 502, 503, 504, 0};
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
 static const double lat_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                     0.05,   0.1,   0.5,    1.0,   5.0};
@@ -76,6 +77,11 @@ struct job {
     int status;
     char *body;
     size_t body_len;
+    /* An MCP message on a worker (http_mcp.c): work(j, ctx) writes status
+     * and body in place of surf_call (ctx NULL: the worker has no ledger);
+     * mflags are its session's (SURF_MCP_ADMIN). */
+    void (*work)(struct job *j, struct surf_ctx *ctx);
+    unsigned mflags;
     /* an append */
     struct ledger_queued_append creq;
     struct fo_buf cbody;
@@ -164,6 +170,8 @@ struct surf_http {
     /* SURF_ON_LOOP methods run on the loop: only over a local store (a
      * PostgreSQL read is a round trip: those go to the workers) */
     int loop_reads;
+    /* MCP over HTTP: its sessions (http_mcp.c; NULL until the first) */
+    struct http_mcp *mcp;
     /* the access log's lines not yet written, and its timer */
     struct fo_buf alog;
     struct event *alog_ev;
@@ -333,6 +341,14 @@ int http_stream_open(struct surf_http *h, struct evhttp_request *req,
                      const char *verb, int64_t t0);
 void http_stream_end(void *arg);
 void http_stream_lost(struct stream *st);
+
+/* http_mcp.c: /mcp (1: in flight, answered later; 0: answered). admin:
+ * the request carries the token. */
+int http_mcp_handle(struct surf_http *h, struct evhttp_request *req,
+                    const char *verb, int admin, int64_t t0);
+void http_mcp_free(struct surf_http *h);
+/* Ends the sessions' GET streams (the drain). */
+void http_mcp_drain(struct surf_http *h);
 
 /* http_metrics.c */
 const char *http_route_label(const struct surf_http *h, int route);

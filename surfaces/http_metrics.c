@@ -12,6 +12,7 @@ const char *http_route_label(const struct surf_http *h, int route)
            : route == ROUTE_EVENTS    ? "events"
            : route == ROUTE_DASHBOARD ? "dashboard"
            : route == ROUTE_TLOG      ? "tlog"
+           : route == ROUTE_MCP       ? "mcp"
                                       : h->table[route - ROUTE_EXTRA].name;
 }
 

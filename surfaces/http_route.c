@@ -356,8 +356,8 @@ static void serve_metrics(struct req_path *rp)
 
 /* Step 1, before any route: the transport's framing, the drain, the path,
  * a token in the query, Host and Origin, the dashboard, the extra hook
- * (/tlog/), the bearer token, and the two routes outside the table
- * (/events, /metrics). */
+ * (/tlog/), the bearer token, and the three routes outside the table
+ * (/events, /metrics, /mcp). */
 static int check_transport(struct req_path *rp)
 {
     struct surf_http *h = rp->h;
@@ -417,6 +417,10 @@ static int check_transport(struct req_path *rp)
         serve_metrics(rp);
         return STEP_ANSWERED;
     }
+    if (strcmp(rp->path, "/mcp") == 0)
+        return http_mcp_handle(h, req, rp->verb, token_ok(h, req), rp->t0)
+                   ? STEP_KEPT
+                   : STEP_ANSWERED;
     return STEP_NEXT;
 }
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "daemon/orch.h"
+#include "surfaces/mcp_proto.h"
 #include "surfaces/mcp_res.h"
 #include "ledger/fo_json.h"
 
@@ -34,8 +35,6 @@
 #define BATCH_COUNT_MAX 1000
 #define BATCH_BYTES_MAX (64u << 20)
 
-static const char *const versions[] = {"2024-11-05", "2025-03-26", "2025-06-18",
-                                       "2025-11-25"};
 /* The one version under which JSON-RPC batches are part of MCP. */
 #define BATCH_VERSION "2025-03-26"
 
@@ -44,8 +43,7 @@ static const char oom_reply[] = "{\"error\":{\"code\":-32603,\"message\":"
                                 "\"out of memory\"},\"id\":null,"
                                 "\"jsonrpc\":\"2.0\"}";
 
-#define CALLS_MAX 16       /* tool calls on threads at once */
-#define ELICIT_TASKS_MAX 8 /* tasks an elicitation offers to edit */
+#define CALLS_MAX 16 /* tool calls on threads at once */
 
 struct mcp;
 
@@ -73,9 +71,9 @@ struct mcp {
     struct surf_ctx *ctx;
     int out_fd;
     unsigned flags;
-    const char *version; /* negotiated; NULL before initialize */
-    struct fo_buf tmp;   /* one serialised reply */
-    struct fo_buf out;   /* what goes out in one write */
+    struct mcp_peer peer; /* what initialize learnt (under mu) */
+    struct fo_buf tmp;    /* one serialised reply */
+    struct fo_buf out;    /* what goes out in one write */
     /* shared with the call threads, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -84,8 +82,6 @@ struct mcp {
     unsigned long serial;
     int out_failed; /* a write failed: reported at the end */
     struct fo_err out_err;
-    int elicit_ok;   /* the client can be asked (elicitation) */
-    char client[64]; /* its clientInfo.name */
     struct elicit *elicits;
     unsigned long elicit_n;
 };
@@ -99,114 +95,6 @@ static void log_msg(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-}
-
-/* Cuts s back to its longest valid UTF-8 prefix, so a message truncated in
- * the middle of a character can still be written as JSON. */
-static void utf8_trim(char *s)
-{
-    size_t len = strlen(s);
-    while (len > 0 && !fo_utf8_valid(s, len))
-        len--;
-    s[len] = '\0';
-}
-
-/* {"jsonrpc": "2.0", "id": id-or-null}: the envelope of every reply. A
- * numeric id goes back as the text it was sent as (9007199254740993 and 1e2
- * unchanged), written raw from what our parser kept (FO_JSON_NUMBER_TEXT). */
-static cJSON *envelope(const cJSON *id)
-{
-    cJSON *r = cJSON_CreateObject();
-    cJSON *idv = !id ? cJSON_CreateNull()
-                 : cJSON_IsNumber(id) && id->valuestring
-                     ? cJSON_CreateRaw(id->valuestring)
-                     : cJSON_Duplicate(id, 1);
-    if (!r || !idv || !cJSON_AddStringToObject(r, "jsonrpc", "2.0")) {
-        cJSON_Delete(r);
-        cJSON_Delete(idv);
-        return NULL;
-    }
-    cJSON_AddItemToObject(r, "id", idv);
-    return r;
-}
-
-/* A JSON-RPC error reply; NULL when out of memory. */
-static cJSON *rpc_error(const cJSON *id, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static cJSON *rpc_error(const cJSON *id, int code, const char *fmt, ...)
-{
-    char msg[FO_ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    utf8_trim(msg);
-    cJSON *r = envelope(id);
-    cJSON *e = cJSON_CreateObject();
-    if (!r || !e || !fo_json_add_int(e, "code", code) ||
-        !cJSON_AddStringToObject(e, "message", msg)) {
-        cJSON_Delete(r);
-        cJSON_Delete(e);
-        return NULL;
-    }
-    cJSON_AddItemToObject(r, "error", e);
-    return r;
-}
-
-/* A JSON-RPC result reply; takes result (freed on failure). */
-static cJSON *rpc_result(const cJSON *id, cJSON *result)
-{
-    cJSON *r = result ? envelope(id) : NULL;
-    if (!r) {
-        cJSON_Delete(result);
-        return NULL;
-    }
-    cJSON_AddItemToObject(r, "result", result);
-    return r;
-}
-
-/* Serialises reply into s->tmp (with a newline when nl). A reply that cannot
- * be written (too large, too deep) is first retried without its
- * structuredContent (the text content carries the same object), then
- * replaced by a -32603 error for the same id, then by oom_reply. */
-static void serialize(struct mcp *s, cJSON *reply, int nl)
-{
-    struct fo_err e;
-    fo_buf_reset(&s->tmp);
-    int rc = fo_json_write(reply, FO_JSON_WRITE_RAW, &s->tmp, &e);
-    if (rc == FO_OK && nl)
-        rc = fo_buf_putc(&s->tmp, '\n');
-    cJSON *result = cJSON_GetObjectItemCaseSensitive(reply, "result");
-    if (rc != FO_OK &&
-        cJSON_GetObjectItemCaseSensitive(result, "structuredContent")) {
-        cJSON_DeleteItemFromObjectCaseSensitive(result, "structuredContent");
-        fo_buf_reset(&s->tmp);
-        rc = fo_json_write(reply, FO_JSON_WRITE_RAW, &s->tmp, &e);
-        if (rc == FO_OK && nl)
-            rc = fo_buf_putc(&s->tmp, '\n');
-    }
-    if (rc != FO_OK) {
-        log_msg("cannot send a reply: %s", e.msg);
-        cJSON *fb =
-            rpc_error(cJSON_GetObjectItemCaseSensitive(reply, "id"),
-                      SURF_MCP_INTERNAL_ERROR, "cannot send the reply: %s",
-                      rc == FO_E_TOO_LARGE ? "over 64 MiB" : e.msg);
-        fo_buf_reset(&s->tmp);
-        rc =
-            fb ? fo_json_write(fb, FO_JSON_WRITE_RAW, &s->tmp, &e) : FO_E_NOMEM;
-        if (rc == FO_OK && nl)
-            rc = fo_buf_putc(&s->tmp, '\n');
-        cJSON_Delete(fb);
-    }
-    if (rc != FO_OK) {
-        fo_buf_reset(&s->tmp);
-        /* Cannot fail: tmp's maximum is far above this. */
-        rc = fo_buf_puts(&s->tmp, oom_reply);
-        if (rc == FO_OK && nl)
-            rc = fo_buf_putc(&s->tmp, '\n');
-        if (rc != FO_OK)
-            s->tmp.len = 0; /* no memory at all: nothing to send */
-    }
 }
 
 static int write_all(int fd, const char *p, size_t len, struct fo_err *err)
@@ -229,7 +117,7 @@ static int send_locked(struct mcp *s, cJSON *reply, struct fo_err *err)
 {
     int rc = FO_OK;
     if (reply) {
-        serialize(s, reply, 1);
+        mcp_serialize(&s->tmp, reply, 1);
         cJSON_Delete(reply);
     } else {
         fo_buf_reset(&s->tmp);
@@ -261,223 +149,6 @@ static int send_reply(struct mcp *s, cJSON *reply, struct fo_err *err)
 }
 
 /* ---- methods ------------------------------------------------------------ */
-
-static cJSON *do_initialize(struct mcp *s, const cJSON *id, const cJSON *params)
-{
-    const cJSON *pv =
-        cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
-    const char *ver = SURF_MCP_LATEST;
-    for (size_t i = 0;
-         cJSON_IsString(pv) && i < sizeof(versions) / sizeof(versions[0]); i++)
-        if (strcmp(pv->valuestring, versions[i]) == 0)
-            ver = versions[i];
-    s->version = ver;
-    const cJSON *caps_in =
-        cJSON_GetObjectItemCaseSensitive(params, "capabilities");
-    const cJSON *ci = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(params, "clientInfo"), "name");
-    pthread_mutex_lock(&s->mu);
-    s->elicit_ok = cJSON_IsObject(
-        cJSON_GetObjectItemCaseSensitive(caps_in, "elicitation"));
-    snprintf(s->client, sizeof(s->client), "%s",
-             cJSON_IsString(ci) ? ci->valuestring : "an MCP client");
-    pthread_mutex_unlock(&s->mu);
-    cJSON *r = cJSON_CreateObject();
-    cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
-    cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
-    cJSON *res = cJSON_AddObjectToObject(caps, "resources");
-    cJSON *prompts = cJSON_AddObjectToObject(caps, "prompts");
-    if (res) {
-        cJSON_AddFalseToObject(res, "subscribe");
-        cJSON_AddFalseToObject(res, "listChanged");
-    }
-    if (prompts)
-        cJSON_AddFalseToObject(prompts, "listChanged");
-    cJSON *info = cJSON_AddObjectToObject(r, "serverInfo");
-    if (!r || !caps || !tools || !info ||
-        !cJSON_AddFalseToObject(tools, "listChanged") ||
-        !cJSON_AddStringToObject(info, "name", "forum") ||
-        !cJSON_AddStringToObject(info, "version", SURF_MCP_SERVER_VERSION) ||
-        !cJSON_AddStringToObject(r, "protocolVersion", ver) ||
-        !cJSON_AddStringToObject(
-            r, "instructions",
-            "forum keeps a verifiable ledger of agent steps: ledger_append "
-            "witnesses a step, ledger_verify checks the whole log.")) {
-        cJSON_Delete(r);
-        return NULL;
-    }
-    return rpc_result(id, r);
-}
-
-static int offered(const struct mcp *s, const struct surf_method *m)
-{
-    return !(m->flags & SURF_ADMIN) || (s->flags & SURF_MCP_ADMIN);
-}
-
-/* The tools/list entry of method m under name (its own, or an alias:
- * then the title and description say which method answers). NULL when
- * out of memory. */
-static cJSON *tool_json(const struct surf_method *m, const char *name)
-{
-    int alias = strcmp(name, m->name) != 0;
-    cJSON *tool = cJSON_CreateObject();
-    cJSON *schema = cJSON_Duplicate(surf_schema(m), 1);
-    /* the method's hints, as its file gives them, after the title */
-    cJSON *ann = cJSON_CreateObject();
-    char title[256], desc[2048];
-    snprintf(title, sizeof(title), "%s%s%s", m->title,
-             alias ? " (the reference's name; forum's is " : "",
-             alias ? m->name : "");
-    if (alias)
-        snprintf(title + strlen(title), sizeof(title) - strlen(title), ")");
-    snprintf(desc, sizeof(desc), "%s%s%s", alias ? "The same as " : "",
-             alias ? m->name : "", alias ? ": " : "");
-    snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc), "%s",
-             m->summary);
-    int ok = tool && ann && cJSON_AddItemToObject(tool, "annotations", ann);
-    if (ok && !cJSON_AddStringToObject(ann, "title", title))
-        ok = 0;
-    const cJSON *hint;
-    cJSON_ArrayForEach (hint, m->annotations)
-        if (ok &&
-            !cJSON_AddItemToObject(ann, hint->string, cJSON_Duplicate(hint, 0)))
-            ok = 0;
-    if (!ok || !cJSON_AddStringToObject(tool, "title", title) || !schema ||
-        !cJSON_AddStringToObject(tool, "name", name) ||
-        !cJSON_AddStringToObject(tool, "description", desc)) {
-        if (!tool || !cJSON_GetObjectItemCaseSensitive(tool, "annotations"))
-            cJSON_Delete(ann);
-        cJSON_Delete(tool);
-        cJSON_Delete(schema);
-        return NULL;
-    }
-    cJSON_AddItemToObject(tool, "inputSchema", schema);
-    /* the shape of its structuredContent, where it is declared */
-    const cJSON *os = surf_output_schema(m);
-    cJSON *out = os ? cJSON_Duplicate(os, 1) : NULL;
-    if (os && (!out || !cJSON_AddItemToObject(tool, "outputSchema", out))) {
-        cJSON_Delete(out);
-        cJSON_Delete(tool);
-        return NULL;
-    }
-    return tool;
-}
-
-static cJSON *do_tools_list(struct mcp *s, const cJSON *id)
-{
-    size_t n, na;
-    const struct surf_method *t = surf_methods(&n);
-    const struct surf_alias *a = surf_aliases(&na);
-    cJSON *r = cJSON_CreateObject();
-    cJSON *arr = cJSON_AddArrayToObject(r, "tools");
-    if (!arr) {
-        cJSON_Delete(r);
-        return NULL;
-    }
-    /* forum's own names, then the reference's: each name once */
-    for (size_t i = 0; i < n + na; i++) {
-        const struct surf_method *m = i < n ? &t[i] : surf_find(a[i - n].name);
-        if (!m || !offered(s, m))
-            continue;
-        cJSON *tool = tool_json(m, i < n ? m->name : a[i - n].name);
-        if (!tool) {
-            cJSON_Delete(r);
-            return NULL;
-        }
-        cJSON_AddItemToArray(arr, tool);
-    }
-    return rpc_result(id, r);
-}
-
-/* The CallToolResult for obj (consumed): its canonical text, the object as
- * structuredContent, and isError. An error of a tool that declares an
- * outputSchema (params names the tool) is in the text only: a client
- * checks structuredContent against the schema whenever it is there (the
- * official TypeScript SDK does so even with isError), and an error object
- * is not the result the schema describes. */
-static cJSON *tool_result(const cJSON *id, const cJSON *params, cJSON *obj,
-                          int is_error)
-{
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
-    const struct surf_method *m =
-        cJSON_IsString(name) ? surf_find(name->valuestring) : NULL;
-    int structured = !is_error || !m || !surf_output_schema(m);
-    struct fo_buf text;
-    struct fo_err e;
-    cJSON *r = NULL;
-    fo_buf_init(&text, REPLY_MAX);
-    if (!obj)
-        goto out;
-    if (fo_json_canon(obj, &text, &e) != FO_OK) {
-        cJSON *reply = rpc_error(id, SURF_MCP_INTERNAL_ERROR,
-                                 "cannot write the result: %s", e.msg);
-        cJSON_Delete(obj);
-        fo_buf_release(&text);
-        return reply;
-    }
-    r = cJSON_CreateObject();
-    cJSON *content = cJSON_AddArrayToObject(r, "content");
-    cJSON *item = cJSON_CreateObject();
-    if (!content || !item || !cJSON_AddStringToObject(item, "type", "text") ||
-        !cJSON_AddStringToObject(item, "text", text.data)) {
-        cJSON_Delete(item);
-        cJSON_Delete(r);
-        r = NULL;
-        goto out;
-    }
-    cJSON_AddItemToArray(content, item);
-    if (!cJSON_AddBoolToObject(r, "isError", is_error)) {
-        cJSON_Delete(r);
-        r = NULL;
-        goto out;
-    }
-    if (structured) {
-        cJSON_AddItemToObject(r, "structuredContent", obj);
-        obj = NULL;
-    }
-out:
-    cJSON_Delete(obj);
-    fo_buf_release(&text);
-    return r ? rpc_result(id, r) : NULL;
-}
-
-static cJSON *do_tools_call(struct mcp *s, struct surf_ctx *ctx,
-                            const cJSON *id, const cJSON *params)
-{
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
-    if (!cJSON_IsString(name))
-        return rpc_error(id, SURF_MCP_INVALID_PARAMS,
-                         "tools/call: params.name must be a string");
-    const struct surf_method *m = surf_find(name->valuestring);
-    if (!m || !offered(s, m))
-        return rpc_error(id, SURF_MCP_INVALID_PARAMS, "unknown tool: %.64s",
-                         name->valuestring);
-    const cJSON *args = cJSON_GetObjectItemCaseSensitive(params, "arguments");
-    if (cJSON_IsNull(args))
-        args = NULL;
-    struct fo_err err;
-    fo_err_clear(&err);
-    int rc = FO_OK;
-    if (args) {
-        /* The method's input cap, on the canonical form of the arguments
-         * (HTTP applies it to the request body). */
-        struct fo_buf b;
-        fo_buf_init(&b, m->max_input);
-        rc = fo_json_canon(args, &b, &err);
-        fo_buf_release(&b);
-        if (rc == FO_E_TOO_LARGE)
-            rc = fo_err_set(&err, FO_E_INPUT_TOO_LARGE,
-                            "input: over %zu bytes for %s", m->max_input,
-                            m->name);
-    }
-    cJSON *out = NULL;
-    if (rc == FO_OK)
-        rc = surf_call(ctx, m, args, &out, &err);
-    if (rc == FO_OK)
-        return tool_result(id, params, out, 0);
-    utf8_trim(err.msg);
-    return tool_result(id, params, surf_error_json(&err), 1);
-}
 
 /* ---- calls on threads --------------------------------------------------- */
 
@@ -514,15 +185,15 @@ static void *call_main(void *arg)
     fo_err_clear(&err);
     cJSON *reply;
     if (ledger_open(ledger_dir(s->ctx->ledger), 0, NULL, &l, &err) != FO_OK) {
-        utf8_trim(err.msg);
-        reply = tool_result(id, params, surf_error_json(&err), 1);
+        mcp_utf8_trim(err.msg);
+        reply = mcp_tool_result(id, params, surf_error_json(&err), 1);
     } else {
         struct surf_ctx ctx = *s->ctx;
         ctx.ledger = l;
         ctx.run_started = call_started;
         ctx.run_event = call_event;
         ctx.run_hook = c;
-        reply = do_tools_call(s, &ctx, id, params);
+        reply = mcp_tools_call(&ctx, s->flags, id, params);
         ledger_close(l);
     }
     pthread_mutex_lock(&s->mu);
@@ -613,65 +284,6 @@ static void call_cancel(struct mcp *s, const cJSON *params)
 
 /* ---- the watcher: progress and elicitation ------------------------------ */
 
-/* The gate's question and its tasks as editable fields: an
- * elicitation/create request. */
-static cJSON *elicit_request(const char *id, const cJSON *g, int64_t run)
-{
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(g, "question");
-    long long wave = 0;
-    fo_json_get_int(g, "wave", 0, INT64_MAX, &wave);
-    struct fo_buf text;
-    fo_buf_init(&text, 64 * 1024);
-    fo_buf_printf(&text, "%s\n(run %lld, wave %lld)",
-                  cJSON_IsString(q) ? q->valuestring : "Approve this wave?",
-                  (long long)run, wave);
-    cJSON *props = cJSON_CreateObject();
-    cJSON *dec = cJSON_AddObjectToObject(props, "decision");
-    cJSON *en = cJSON_AddArrayToObject(dec, "enum");
-    cJSON_AddStringToObject(dec, "type", "string");
-    cJSON_AddStringToObject(dec, "description",
-                            "approve runs the wave; edit runs it with the "
-                            "instructions given below; reject ends the run");
-    cJSON_AddItemToArray(en, cJSON_CreateString("approve"));
-    cJSON_AddItemToArray(en, cJSON_CreateString("edit"));
-    cJSON_AddItemToArray(en, cJSON_CreateString("reject"));
-    cJSON *reason = cJSON_AddObjectToObject(props, "reason");
-    cJSON_AddStringToObject(reason, "type", "string");
-    cJSON_AddStringToObject(reason, "description",
-                            "why (kept with the "
-                            "decision)");
-    int n = 0;
-    const cJSON *t;
-    cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive(g, "tasks")) {
-        const cJSON *tid = cJSON_GetObjectItemCaseSensitive(t, "id");
-        const cJSON *ins = cJSON_GetObjectItemCaseSensitive(t, "instruction");
-        if (!cJSON_IsString(tid) || !cJSON_IsString(ins))
-            continue;
-        fo_buf_printf(&text, "\n- %s: %.300s", tid->valuestring,
-                      ins->valuestring);
-        if (n++ >= ELICIT_TASKS_MAX)
-            continue;
-        cJSON *f = cJSON_AddObjectToObject(props, tid->valuestring);
-        cJSON_AddStringToObject(f, "type", "string");
-        cJSON_AddStringToObject(f, "description",
-                                "edit: the new instruction of this task "
-                                "(empty keeps it)");
-    }
-    cJSON *r = cJSON_CreateObject();
-    cJSON *p = cJSON_AddObjectToObject(r, "params");
-    cJSON *schema = cJSON_AddObjectToObject(p, "requestedSchema");
-    cJSON *req = cJSON_AddArrayToObject(schema, "required");
-    cJSON_AddStringToObject(r, "jsonrpc", "2.0");
-    cJSON_AddStringToObject(r, "id", id);
-    cJSON_AddStringToObject(r, "method", "elicitation/create");
-    cJSON_AddStringToObject(p, "message", text.data ? text.data : "");
-    cJSON_AddStringToObject(schema, "type", "object");
-    cJSON_AddItemToObject(schema, "properties", props);
-    cJSON_AddItemToArray(req, cJSON_CreateString("decision"));
-    fo_buf_release(&text);
-    return r;
-}
-
 /* A step of the run a call began, as the engine witnessed it, on the
  * call's thread (its engine's loop runs there), before the call's result:
  * progress when the call carried a progressToken, and at a gate an
@@ -687,19 +299,9 @@ static void call_event(void *hook, const struct orch_run_event *ev)
     }
     c->progress = ev->step;
     struct fo_err werr;
-    if (c->token) {
-        char msg[FO_ERR_MSG_MAX];
-        orch_run_event_text(ev, msg, sizeof(msg));
-        cJSON *n = cJSON_CreateObject();
-        cJSON *p = cJSON_AddObjectToObject(n, "params");
-        cJSON_AddStringToObject(n, "jsonrpc", "2.0");
-        cJSON_AddStringToObject(n, "method", "notifications/progress");
-        cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(c->token, 1));
-        cJSON_AddNumberToObject(p, "progress", ev->step);
-        cJSON_AddStringToObject(p, "message", msg);
-        send_locked(s, n, &werr);
-    }
-    if (s->elicit_ok && !strcmp(ev->kind, "gate_requested") &&
+    if (c->token)
+        send_locked(s, mcp_progress(c->token, ev), &werr);
+    if (s->peer.elicit_ok && !strcmp(ev->kind, "gate_requested") &&
         c->gate != ev->seq) {
         c->gate = ev->seq;
         struct elicit *e = calloc(1, sizeof(*e));
@@ -711,7 +313,7 @@ static void call_event(void *hook, const struct orch_run_event *ev)
             e->wave = wave;
             e->next = s->elicits;
             s->elicits = e;
-            send_locked(s, elicit_request(e->id, ev->body, ev->run), &werr);
+            send_locked(s, mcp_elicit_request(e->id, ev->body, ev->run), &werr);
         }
     }
     pthread_mutex_unlock(&s->mu);
@@ -732,49 +334,20 @@ static void elicit_answer(struct mcp *s, const cJSON *msg)
             break;
         }
     char approver[96];
-    snprintf(approver, sizeof(approver), "%s (MCP elicitation)", s->client);
+    snprintf(approver, sizeof(approver), "%s (MCP elicitation)",
+             s->peer.client);
     pthread_mutex_unlock(&s->mu);
     if (!e) {
         log_msg("ignored a response from the client");
         return;
     }
-    const cJSON *res = cJSON_GetObjectItemCaseSensitive(msg, "result");
-    const cJSON *action = cJSON_GetObjectItemCaseSensitive(res, "action");
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(res, "content");
-    const cJSON *dec = cJSON_GetObjectItemCaseSensitive(content, "decision");
-    const cJSON *why = cJSON_GetObjectItemCaseSensitive(content, "reason");
-    const char *decision = NULL, *reason = NULL;
-    if (cJSON_IsString(action) && !strcmp(action->valuestring, "accept") &&
-        cJSON_IsString(dec))
-        decision = dec->valuestring;
-    else if (cJSON_IsString(action) && !strcmp(action->valuestring, "decline"))
-        decision = "reject", reason = "declined in the client";
-    if (!decision) { /* cancelled, or an error: the gate still waits */
-        free(e);
+    struct orch_gate_decision d = {
+        .run = e->run, .wave = e->wave, .approver = approver};
+    cJSON *edits = NULL;
+    if (!mcp_elicit_decision(msg, &d, &edits)) {
+        free(e); /* cancelled, or an error: the gate still waits */
         return;
     }
-    if (cJSON_IsString(why) && *why->valuestring)
-        reason = why->valuestring;
-    cJSON *edits = NULL;
-    if (!strcmp(decision, "edit")) {
-        edits = cJSON_CreateObject();
-        const cJSON *f;
-        cJSON_ArrayForEach (f, content)
-            if (strcmp(f->string, "decision") && strcmp(f->string, "reason") &&
-                cJSON_IsString(f) && *f->valuestring)
-                cJSON_AddStringToObject(edits, f->string, f->valuestring);
-        if (!edits || !edits->child)
-            decision = "approve"; /* nothing edited */
-    }
-    struct orch_gate_decision d = {
-        .run = e->run,
-        .wave = e->wave,
-        .decision = decision,
-        .approver = approver,
-        .reason = decision[0] == 'r' ? reason : NULL,
-        .note = decision[0] != 'r' ? reason : NULL,
-        .edits = decision[0] == 'e' ? edits : NULL,
-    };
     struct orch_witness w = {.ledger = s->ctx->ledger,
                              .append = s->ctx->append,
                              .hook = s->ctx->append_hook};
@@ -788,38 +361,6 @@ static void elicit_answer(struct mcp *s, const cJSON *msg)
     free(e);
 }
 
-/* resources/read and prompts/get: a missing resource is -32002 (the
- * specification's "resource not found"), bad params -32602. */
-static cJSON *do_read_or_prompt(struct mcp *s, const cJSON *id,
-                                const char *method, const cJSON *params)
-{
-    int read = !strcmp(method, "resources/read");
-    const cJSON *key =
-        cJSON_GetObjectItemCaseSensitive(params, read ? "uri" : "name");
-    if (!cJSON_IsString(key))
-        return rpc_error(id, SURF_MCP_INVALID_PARAMS,
-                         "%s: params.%s must be a string", method,
-                         read ? "uri" : "name");
-    struct fo_err err;
-    fo_err_clear(&err);
-    cJSON *out = NULL;
-    int rc = read ? mcp_resource_read(s->ctx, key->valuestring, &out, &err)
-                  : mcp_prompt_get(
-                        s->ctx, key->valuestring,
-                        cJSON_GetObjectItemCaseSensitive(params, "arguments"),
-                        &out, &err);
-    if (rc == FO_OK)
-        return rpc_result(id, out);
-    utf8_trim(err.msg);
-    return rpc_error(
-        id,
-        read && (rc == FO_E_NOT_FOUND || rc == FO_E_NOT_A_RUN) ? -32002
-        : rc == FO_E_NOT_FOUND || rc == FO_E_INVALID || rc == FO_E_NOT_A_RUN
-            ? SURF_MCP_INVALID_PARAMS
-            : SURF_MCP_INTERNAL_ERROR,
-        "%s", err.msg);
-}
-
 /* Handles one message (not a batch). *reply is the reply to send, or NULL
  * for none (a notification, a response). FO_E_NOMEM when a reply is owed
  * but could not be built. */
@@ -827,8 +368,8 @@ static int handle(struct mcp *s, const cJSON *msg, cJSON **reply)
 {
     *reply = NULL;
     if (!cJSON_IsObject(msg)) {
-        *reply = rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
-                           "a message must be a JSON object");
+        *reply = mcp_rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
+                               "a message must be a JSON object");
         return *reply ? FO_OK : FO_E_NOMEM;
     }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
@@ -837,49 +378,51 @@ static int handle(struct mcp *s, const cJSON *msg, cJSON **reply)
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
 
     if (id && !cJSON_IsString(id) && !cJSON_IsNumber(id)) {
-        *reply = rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
-                           "id must be a string or a number");
+        *reply = mcp_rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
+                               "id must be a string or a number");
     } else if (!method && (cJSON_GetObjectItemCaseSensitive(msg, "result") ||
                            cJSON_GetObjectItemCaseSensitive(msg, "error"))) {
         /* A response: to an elicitation/create of ours, or ignored */
         elicit_answer(s, msg);
         return FO_OK;
     } else if (!cJSON_IsString(jv) || strcmp(jv->valuestring, "2.0") != 0) {
-        *reply =
-            rpc_error(id, SURF_MCP_INVALID_REQUEST, "jsonrpc must be \"2.0\"");
+        *reply = mcp_rpc_error(id, SURF_MCP_INVALID_REQUEST,
+                               "jsonrpc must be \"2.0\"");
     } else if (!method) {
-        *reply = rpc_error(id, SURF_MCP_INVALID_REQUEST, "missing method");
+        *reply = mcp_rpc_error(id, SURF_MCP_INVALID_REQUEST, "missing method");
     } else if (!cJSON_IsString(method)) {
-        *reply =
-            rpc_error(id, SURF_MCP_INVALID_REQUEST, "method must be a string");
+        *reply = mcp_rpc_error(id, SURF_MCP_INVALID_REQUEST,
+                               "method must be a string");
     } else if (!id) {
         /* a notification: never answered */
         if (!strcmp(method->valuestring, "notifications/cancelled"))
             call_cancel(s, params);
         return FO_OK;
     } else if (params && !cJSON_IsObject(params)) {
-        *reply =
-            rpc_error(id, SURF_MCP_INVALID_PARAMS, "params must be an object");
+        *reply = mcp_rpc_error(id, SURF_MCP_INVALID_PARAMS,
+                               "params must be an object");
     } else if (!strcmp(method->valuestring, "initialize")) {
-        *reply = do_initialize(s, id, params);
+        pthread_mutex_lock(&s->mu);
+        *reply = mcp_initialize(id, params, &s->peer);
+        pthread_mutex_unlock(&s->mu);
     } else if (!strcmp(method->valuestring, "ping")) {
-        *reply = rpc_result(id, cJSON_CreateObject());
+        *reply = mcp_rpc_result(id, cJSON_CreateObject());
     } else if (!strcmp(method->valuestring, "tools/list")) {
-        *reply = do_tools_list(s, id);
+        *reply = mcp_tools_list(id, s->flags);
     } else if (!strcmp(method->valuestring, "tools/call")) {
-        *reply = do_tools_call(s, s->ctx, id, params);
+        *reply = mcp_tools_call(s->ctx, s->flags, id, params);
     } else if (!strcmp(method->valuestring, "resources/list")) {
-        *reply = rpc_result(id, mcp_resources_list());
+        *reply = mcp_rpc_result(id, mcp_resources_list());
     } else if (!strcmp(method->valuestring, "resources/templates/list")) {
-        *reply = rpc_result(id, mcp_resource_templates());
+        *reply = mcp_rpc_result(id, mcp_resource_templates());
     } else if (!strcmp(method->valuestring, "prompts/list")) {
-        *reply = rpc_result(id, mcp_prompts_list());
+        *reply = mcp_rpc_result(id, mcp_prompts_list());
     } else if (!strcmp(method->valuestring, "resources/read") ||
                !strcmp(method->valuestring, "prompts/get")) {
-        *reply = do_read_or_prompt(s, id, method->valuestring, params);
+        *reply = mcp_read_or_prompt(s->ctx, id, method->valuestring, params);
     } else {
-        *reply = rpc_error(id, SURF_MCP_METHOD_NOT_FOUND,
-                           "method not found: %.64s", method->valuestring);
+        *reply = mcp_rpc_error(id, SURF_MCP_METHOD_NOT_FOUND,
+                               "method not found: %.64s", method->valuestring);
     }
     return *reply ? FO_OK : FO_E_NOMEM;
 }
@@ -900,7 +443,7 @@ static int serve_batch_locked(struct mcp *s, const cJSON *batch,
         if (rc == FO_OK && !reply)
             continue;
         if (reply) {
-            serialize(s, reply, 0);
+            mcp_serialize(&s->tmp, reply, 0);
             cJSON_Delete(reply);
         } else {
             fo_buf_reset(&s->tmp);
@@ -909,12 +452,12 @@ static int serve_batch_locked(struct mcp *s, const cJSON *batch,
         }
         if (s->out.len + s->tmp.len > BATCH_BYTES_MAX) {
             /* The batch answer is full: the rest get a short error. */
-            cJSON *r =
-                rpc_error(cJSON_IsObject(msg)
-                              ? cJSON_GetObjectItemCaseSensitive(msg, "id")
-                              : NULL,
-                          SURF_MCP_INTERNAL_ERROR, "batch reply over 64 MiB");
-            serialize(s, r, 0);
+            cJSON *r = mcp_rpc_error(
+                cJSON_IsObject(msg)
+                    ? cJSON_GetObjectItemCaseSensitive(msg, "id")
+                    : NULL,
+                SURF_MCP_INTERNAL_ERROR, "batch reply over 64 MiB");
+            mcp_serialize(&s->tmp, r, 0);
             cJSON_Delete(r);
         }
         if (!s->tmp.len)
@@ -974,7 +517,7 @@ static int is_async_call(struct mcp *s, const cJSON *msg)
         !cJSON_IsObject(params) || !cJSON_IsString(name))
         return 0;
     const struct surf_method *m = surf_find(name->valuestring);
-    return m && offered(s, m) && (m->flags & SURF_LONG);
+    return m && mcp_offered(s->flags, m) && (m->flags & SURF_LONG);
 }
 
 /* Serves one line. Only a failure to write the output is returned. */
@@ -995,19 +538,22 @@ static int serve_line(struct mcp *s, const char *line, size_t len,
     if (parsed)
         id_text_only(msg, 1);
     if (!parsed) {
-        reply = rpc_error(NULL, SURF_MCP_PARSE_ERROR, "parse error: %s", e.msg);
+        reply =
+            mcp_rpc_error(NULL, SURF_MCP_PARSE_ERROR, "parse error: %s", e.msg);
     } else if (cJSON_IsArray(msg)) {
         int n = cJSON_GetArraySize(msg);
         if (n == 0)
-            reply = rpc_error(NULL, SURF_MCP_INVALID_REQUEST, "empty batch");
-        else if (!s->version || strcmp(s->version, BATCH_VERSION) != 0)
-            reply = rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
-                              "batches are accepted only under protocol "
-                              "version " BATCH_VERSION);
-        else if (n > BATCH_COUNT_MAX)
             reply =
-                rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
-                          "batch of more than %d messages", BATCH_COUNT_MAX);
+                mcp_rpc_error(NULL, SURF_MCP_INVALID_REQUEST, "empty batch");
+        else if (!s->peer.version ||
+                 strcmp(s->peer.version, BATCH_VERSION) != 0)
+            reply = mcp_rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
+                                  "batches are accepted only under protocol "
+                                  "version " BATCH_VERSION);
+        else if (n > BATCH_COUNT_MAX)
+            reply = mcp_rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
+                                  "batch of more than %d messages",
+                                  BATCH_COUNT_MAX);
         else {
             rc = serve_batch(s, msg, err);
             cJSON_Delete(msg);
@@ -1065,10 +611,10 @@ int surf_mcp_run(struct surf_ctx *ctx, int in_fd, int out_fd, unsigned flags,
                     fo_buf_release(&line);
                     rc = send_reply(
                         &s,
-                        rpc_error(NULL, SURF_MCP_INVALID_REQUEST, "%s",
-                                  arc == FO_E_TOO_LARGE
-                                      ? "line over 4 MiB: skipped"
-                                      : "out of memory reading a line"),
+                        mcp_rpc_error(NULL, SURF_MCP_INVALID_REQUEST, "%s",
+                                      arc == FO_E_TOO_LARGE
+                                          ? "line over 4 MiB: skipped"
+                                          : "out of memory reading a line"),
                         err);
                     if (rc)
                         goto out;

@@ -3,10 +3,17 @@
 // more tools whose outputSchema the SDK checks each result against;
 // then a submit that waits at an approval gate: a ping is answered while
 // it runs, its progress arrives, and an aborted call cancels its run.
+// Then the same over Streamable HTTP at a daemon's /mcp (`forum serve`):
+// refused without the token; with it, the tools, a run's progress from the
+// engine's events, an aborted call cancelling its run, and the session
+// ended with DELETE.
 // Env: FORUM_BIN (the forum binary), FORUM_LEDGER (a fresh ledger dir).
 // Exits non-zero with a message on any mismatch.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 
 function fail(msg) {
   console.error(`client.mjs: ${msg}`);
@@ -36,7 +43,88 @@ const transport = new StdioClientTransport({
 });
 const client = new Client({ name: 'forum-sdk-test', version: '1.0.0' });
 
-const timer = setTimeout(() => fail('timed out after 90 s'), 90000);
+const timer = setTimeout(() => fail('timed out after 150 s'), 150000);
+
+// A run's steps over HTTP: progress for each, the gate among them.
+async function httpRun(c) {
+  const steps = [];
+  const r = await c.callTool(
+    { name: 'submit',
+      arguments: { request: 'build the api database server',
+                   gates: { all: true, timeout_s: 1, on_expiry: 'approve' } } },
+    undefined,
+    { onprogress: (p) => steps.push(p.message), timeout: 30000 });
+  check(r.isError === false && r.structuredContent.answer,
+        `http submit: ${JSON.stringify(r)}`);
+  check(steps[0] === 'request received' && steps[steps.length - 1] === 'answer' &&
+        steps.some((m) => m && m.startsWith('waiting at the gate of wave')),
+        `http progress: ${JSON.stringify(steps)}`);
+}
+
+async function overHttp() {
+  const dir = `${ledger}-http`;
+  const daemon = spawn(bin, ['--ledger', dir, 'serve', '--port', '0'],
+                       { env: { ...process.env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    daemon.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) resolve(Number(m[1]));
+    });
+    daemon.on('exit', (code) => reject(new Error(`forum serve exited ${code}`)));
+  });
+  try {
+    const url = new URL(`http://127.0.0.1:${port}/mcp`);
+    const token = readFileSync(`${dir}/token`, 'utf8').trim();
+    // without the token: refused
+    const anon = new Client({ name: 'anon', version: '1.0.0' });
+    let refused = false;
+    try {
+      await anon.connect(new StreamableHTTPClientTransport(url));
+    } catch (e) {
+      refused = true;
+    }
+    check(refused, 'connected to /mcp without the token');
+    const t = new StreamableHTTPClientTransport(url, {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } } });
+    const c = new Client({ name: 'forum-sdk-http', version: '1.0.0' });
+    await c.connect(t);
+    check(t.sessionId && /^[0-9a-f]{32}$/.test(t.sessionId),
+          `session id: ${t.sessionId}`);
+    const { tools } = await c.listTools();
+    // the token is what HTTP's admin routes ask for: its tools too
+    check(tools.some((x) => x.name === 'submit') &&
+          tools.some((x) => x.name === 'ledger_redact'),
+          `http tools: ${tools.map((x) => x.name).join(', ')}`);
+    const ver = await c.callTool({ name: 'ledger_verify', arguments: {} });
+    check(ver.isError === false && ver.structuredContent.ok === true,
+          `http ledger_verify: ${JSON.stringify(ver)}`);
+    await httpRun(c);
+    // an aborted call cancels its run on the daemon
+    const ac = new AbortController();
+    const doomed = c.callTool(
+      { name: 'submit',
+        arguments: { request: 'build the api database server',
+                     gates: { all: true, timeout_s: 60 } } },
+      undefined, { signal: ac.signal });
+    await new Promise((r) => setTimeout(r, 500));
+    ac.abort('changed my mind');
+    await doomed.then(() => fail('an aborted http call answered'), () => {});
+    let cancelled = false;
+    for (let i = 0; i < 100 && !cancelled; i++) {
+      const s = await c.callTool({ name: 'ledger_summary', arguments: {} });
+      cancelled = (s.structuredContent.by_kind.budget ?? 0) === 1;
+      if (!cancelled) await new Promise((r) => setTimeout(r, 100));
+    }
+    check(cancelled, 'the aborted http call\'s run was not cancelled');
+    await t.terminateSession();
+    await c.close();
+  } finally {
+    daemon.kill('SIGTERM');
+    await new Promise((r) => daemon.on('exit', r));
+  }
+}
 try {
   await client.connect(transport);
   const info = client.getServerVersion();
@@ -149,6 +237,7 @@ try {
   }
   check(cancelled, 'the aborted call\'s run was not cancelled');
   await client.close();
+  await overHttp();
 } catch (e) {
   fail(e && e.stack ? e.stack : String(e));
 }
