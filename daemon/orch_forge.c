@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/orch_rescue.h"
-
 void oe_forge_opts(const struct run *r, size_t t, const char *provider,
                    struct orch_forge *out)
 {
@@ -57,11 +55,12 @@ static char *scrub(const struct run *r, const char *s)
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
     cJSON *found = NULL;
-    long n = orch_guard_scan(orch_guardrails(r->e->o), s, strlen(s), &b,
-                             &found);
+    long n =
+        orch_guard_scan(orch_guardrails(r->e->o), s, strlen(s), &b, &found);
     cJSON_Delete(found);
-    char *out = n > 0 ? fo_buf_detach(&b, NULL) : n == 0 ? orch_strdup(s)
-                                                         : NULL;
+    char *out = n > 0    ? fo_buf_detach(&b, NULL)
+                : n == 0 ? orch_strdup(s)
+                         : NULL;
     fo_buf_release(&b);
     return out;
 }
@@ -122,8 +121,8 @@ static int rescue(struct run *r, size_t t, struct orch_model_reply *rep,
     snprintf(prefix, sizeof(prefix), "rescued-%d-", s->turn);
     if (offered(r, t, respond, &names, &nn) < 0)
         return -1;
-    int rc = orch_rescue_scan(rep->text, rep->text_len, names, nn, prefix,
-                              &rs, &err);
+    int rc = orch_rescue_scan(rep->text, rep->text_len, names, nn, prefix, &rs,
+                              &err);
     free(names);
     if (rc)
         return -1;
@@ -151,9 +150,8 @@ static int rescue(struct run *r, size_t t, struct orch_model_reply *rep,
     if (rs.calls) {
         struct fo_buf b;
         fo_buf_init(&b, FO_BUF_UNLIMITED);
-        char *calls = fo_json_canon(rs.calls, &b, NULL)
-                          ? NULL
-                          : fo_buf_detach(&b, NULL);
+        char *calls =
+            fo_json_canon(rs.calls, &b, NULL) ? NULL : fo_buf_detach(&b, NULL);
         fo_buf_release(&b);
         if (!calls)
             goto nomem;
@@ -176,8 +174,8 @@ static int respond_take(struct run *r, size_t t, struct orch_model_reply *rep)
 {
     struct task *s = &r->t[t];
     cJSON *calls = NULL;
-    if (fo_json_parse(rep->tool_calls, strlen(rep->tool_calls), &calls,
-                      NULL) != FO_OK)
+    if (fo_json_parse(rep->tool_calls, strlen(rep->tool_calls), &calls, NULL) !=
+        FO_OK)
         return -1;
     const cJSON *c, *hit = NULL;
     cJSON_ArrayForEach (c, calls) {
@@ -186,21 +184,20 @@ static int respond_take(struct run *r, size_t t, struct orch_model_reply *rep)
             hit = c;
     }
     char why[256];
-    char *answer =
-        hit ? orch_rescue_respond_answer(oe_str_of(hit, "arguments"), why,
-                                         sizeof(why))
-            : NULL;
+    char *answer = hit ? orch_rescue_respond_answer(oe_str_of(hit, "arguments"),
+                                                    why, sizeof(why))
+                       : NULL;
     if (!answer) { /* none, or a malformed one: witnessed and answered */
         cJSON_Delete(calls);
         return OE_FORGE_PASS;
     }
     int others = cJSON_GetArraySize(calls) - 1;
     cJSON *no = note(s);
-    int ok = no && cJSON_AddStringToObject(no, "answer_via", OE_RESPOND_TOOL) &&
-             (!oe_str_of(hit, "rescued") ||
-              cJSON_AddStringToObject(no, "rescued",
-                                      oe_str_of(hit, "rescued"))) &&
-             (others == 0 || fo_json_add_int(no, "calls_not_run", others));
+    int ok =
+        no && cJSON_AddStringToObject(no, "answer_via", OE_RESPOND_TOOL) &&
+        (!oe_str_of(hit, "rescued") ||
+         cJSON_AddStringToObject(no, "rescued", oe_str_of(hit, "rescued"))) &&
+        (others == 0 || fo_json_add_int(no, "calls_not_run", others));
     cJSON_Delete(calls);
     if (!ok) {
         free(answer);
@@ -231,6 +228,54 @@ int oe_forge_reply(struct run *r, size_t t, struct orch_model_reply *rep,
     if (out < 0)
         return -oe_nomem(err);
     return out;
+}
+
+int oe_forge_system(const struct run *r, size_t t, struct fo_buf *sys)
+{
+    struct orch_forge fo;
+    oe_forge_opts(r, t, NULL, &fo);
+    return fo.respond_tool ? fo_buf_puts(sys, " To give your final answer, "
+                                              "call the respond tool with it.")
+                           : FO_OK;
+}
+
+int oe_forge_respond_call(const struct run *r, size_t t, const cJSON *call,
+                          char *why, size_t n)
+{
+    struct orch_forge fo;
+    const char *tool = oe_str_of(call, "tool");
+    oe_forge_opts(r, t, NULL, &fo);
+    if (!fo.respond_tool || !tool || strcmp(tool, OE_RESPOND_TOOL))
+        return 0;
+    char *a = orch_rescue_respond_answer(oe_str_of(call, "arguments"), why, n);
+    if (a) /* good, yet witnessed: it came with other calls, on resume */
+        snprintf(why, n,
+                 "respond: call it alone, once your other calls "
+                 "have returned");
+    free(a);
+    return 1;
+}
+
+int oe_forge_bad_calls_spent(const struct run *r, size_t t, char *why, size_t n)
+{
+    struct orch_forge fo;
+    oe_forge_opts(r, t, NULL, &fo);
+    if (r->t[t].bad_calls <= fo.malformed_retries)
+        return 0;
+    snprintf(why, n,
+             "%d malformed or unknown tool calls in a row, each answered "
+             "with the reason (malformed_retries: %d)",
+             r->t[t].bad_calls, fo.malformed_retries);
+    return 1;
+}
+
+int oe_forge_fix_text(const cJSON *entry, struct fo_buf *b)
+{
+    return fo_buf_printf(b,
+                         "[forum: your tool call could not be read: %s. Call "
+                         "the tool again with a JSON object of arguments, or "
+                         "answer in plain text.]",
+                         oe_str_of(entry, "error"));
 }
 
 int oe_forge_note_merge(struct task *s, cJSON *o)

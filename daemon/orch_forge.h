@@ -38,6 +38,26 @@ int oe_forge_tools(const struct run *r, size_t t, cJSON *tools);
 int oe_forge_reply(struct run *r, size_t t, struct orch_model_reply *rep,
                    char *why, size_t n, struct fo_err *err);
 
+/* Appends to the system text of task t's conversation how to answer
+ * when the respond tool is offered. FO_OK or the buffer's error. */
+int oe_forge_system(const struct run *r, size_t t, struct fo_buf *sys);
+
+/* 1 when call (a witnessed tool_call) is a respond call while respond is
+ * offered: such a call reaches the ledger only when malformed (a good one
+ * ends the loop at the reply), and why says what is wrong, for its
+ * rejected result. 0: not respond. */
+int oe_forge_respond_call(const struct run *r, size_t t, const cJSON *call,
+                          char *why, size_t n);
+
+/* 1 when task t's malformed calls in a row are past its provider's
+ * malformed_retries: why says so, for the result. */
+int oe_forge_bad_calls_spent(const struct run *r, size_t t, char *why,
+                             size_t n);
+
+/* What the model is told after a tool_rescue entry whose call could not
+ * be read (its "error"), into b. FO_OK or the buffer's error. */
+int oe_forge_fix_text(const cJSON *entry, struct fo_buf *b);
+
 /* Moves the members of the task's forge_note into o (an entry's body) and
  * drops the note. 1, or 0 out of memory. */
 int oe_forge_note_merge(struct task *s, cJSON *o);

@@ -176,8 +176,9 @@ int orch_model_create(const struct orch_model_config *cfg,
         }
         if (c->malformed_tries < 0 ||
             c->malformed_tries > ORCH_MALFORMED_RETRIES_MAX + 1) {
-            fo_err_set(err, rc, "provider %zu: malformed_retries: must be 0..%d",
-                       i, ORCH_MALFORMED_RETRIES_MAX);
+            fo_err_set(err, rc,
+                       "provider %zu: malformed_retries: must be 0..%d", i,
+                       ORCH_MALFORMED_RETRIES_MAX);
             goto out;
         }
         p->api = c->api;

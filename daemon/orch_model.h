@@ -98,10 +98,11 @@ void orch_model_free(struct orch_model *m);
  * {"providers": [{"name"?, "api": "chat"|"anthropic", "url"?, "model",
  * "api_key_env"?, "tier"?: "cheap"|"capable"|"frontier"|"any",
  * "max_tokens"?, "rescue"?: bool, "respond_tool"?: bool,
- * "malformed_retries"?: 0..ORCH_MALFORMED_RETRIES_MAX}], "connect_timeout_ms"?, "timeout_ms"?, "response_max"?,
- * "attempts"?, "backoff_ms"?, "backoff_max_ms"?, "fallover"?, "ca_file"?}.
- * The strings point into j, which must outlive cfg; cfg->providers is
- * malloc'd (free it). FO_E_INVALID naming the field. */
+ * "malformed_retries"?: 0..ORCH_MALFORMED_RETRIES_MAX}], "connect_timeout_ms"?,
+ * "timeout_ms"?, "response_max"?, "attempts"?, "backoff_ms"?,
+ * "backoff_max_ms"?, "fallover"?, "ca_file"?}. The strings point into j, which
+ * must outlive cfg; cfg->providers is malloc'd (free it). FO_E_INVALID naming
+ * the field. */
 int orch_model_config_parse(const cJSON *j, struct orch_model_config *cfg,
                             struct orch_model_provider **providers,
                             struct fo_err *err);

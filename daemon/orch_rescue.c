@@ -118,8 +118,7 @@ static int call_of(const cJSON *o, int in_tag, struct cand *c)
     for (size_t i = 0; i < 3 && !args; i++)
         args = cJSON_GetObjectItemCaseSensitive(o, arg_keys[i]);
     int members = cJSON_IsObject(o) ? cJSON_GetArraySize(o) : 0;
-    if (!cJSON_IsObject(o) || !cJSON_IsString(name) ||
-        !name->valuestring[0] ||
+    if (!cJSON_IsObject(o) || !cJSON_IsString(name) || !name->valuestring[0] ||
         (!in_tag && (!args || members != 2))) {
         c->state = in_tag ? -1 : 0;
         if (in_tag)
@@ -147,8 +146,7 @@ static int call_of(const cJSON *o, int in_tag, struct cand *c)
         cJSON_Delete(a);
         c->state = in_tag ? -1 : 0; /* outside a tag: just JSON */
         snprintf(c->why, WHY_MAX,
-                 "the arguments of \"%.64s\" are not a JSON object",
-                 c->name);
+                 "the arguments of \"%.64s\" are not a JSON object", c->name);
         return 0;
     }
     c->args = a;
@@ -197,10 +195,10 @@ static int params_of(const struct scan *sc, size_t i, struct cand *c,
         size_t k = i + strlen("<parameter="), ke = k;
         while (ke < len && s[ke] != '>' && s[ke] != '\n' && ke - k < 128)
             ke++;
-        const char *close =
-            ke < len && s[ke] == '>'
-                ? memmem(s + ke, len - ke, "</parameter>", strlen("</parameter>"))
-                : NULL;
+        const char *close = ke < len && s[ke] == '>'
+                                ? memmem(s + ke, len - ke, "</parameter>",
+                                         strlen("</parameter>"))
+                                : NULL;
         if (!close || ke == k) {
             cJSON_Delete(o);
             c->state = -1;
@@ -433,8 +431,8 @@ static int take(struct scan *sc, struct cand *c)
     fo_buf_init(&ab, FO_BUF_UNLIMITED);
     char id[96];
     snprintf(id, sizeof(id), "%.80s%d", sc->prefix, sc->n_calls + 1);
-    char *args = fo_json_canon(c->args, &ab, NULL) ? NULL
-                                                   : fo_buf_detach(&ab, NULL);
+    char *args =
+        fo_json_canon(c->args, &ab, NULL) ? NULL : fo_buf_detach(&ab, NULL);
     fo_buf_release(&ab);
     if (!out->calls)
         out->calls = cJSON_CreateArray();
@@ -446,8 +444,8 @@ static int take(struct scan *sc, struct cand *c)
              cJSON_AddStringToObject(o, "arguments", args) &&
              cJSON_AddStringToObject(o, "rescued", c->form);
     free(args);
-    size_t *cut = ok ? realloc(sc->cut, (sc->n_cut + 1) * 2 * sizeof(*cut))
-                     : NULL;
+    size_t *cut =
+        ok ? realloc(sc->cut, (sc->n_cut + 1) * 2 * sizeof(*cut)) : NULL;
     if (!cut)
         return -1;
     sc->cut = cut;

@@ -10,8 +10,10 @@
 
 #include "ledger/fo_err.h"
 
-#define ORCH_RESCUE_TEXT_MAX (1024u * 1024u) /* longer text: not scanned */
-#define ORCH_RESCUE_CALLS_MAX 16 /* calls taken from one reply; more: refused */
+/* longer text is not scanned */
+#define ORCH_RESCUE_TEXT_MAX (1024u * 1024u)
+/* calls taken from one reply; the ones after are refused */
+#define ORCH_RESCUE_CALLS_MAX 16
 
 /* The forms a call is rescued from, as the ledger names them:
  *   "tool_call_tag"  <tool_call>{"name": N, "arguments": {...}}</tool_call>

@@ -646,11 +646,8 @@ static int conv_build(const struct run *r, size_t t, const char *prompt,
         "needs, one step at a time; when the task is done, answer with your "
         "final result as plain text, without calling a tool.",
         ln->name, ln->domain);
-    struct orch_forge fo;
-    oe_forge_opts(r, t, NULL, &fo);
-    if (!rc && fo.respond_tool)
-        rc = fo_buf_puts(&sys, " To give your final answer, call the "
-                               "respond tool with it.");
+    if (!rc)
+        rc = oe_forge_system(r, t, &sys); /* how to answer with respond */
     if (!rc && ln->n_required) {
         rc = fo_buf_puts(&sys, " Before you answer you must have called:");
         for (size_t i = 0; !rc && i < ln->n_required; i++)
@@ -714,21 +711,15 @@ static int conv_build(const struct run *r, size_t t, const char *prompt,
                                         .is_error = !ok};
         } else { /* tool_rescue */
             const char *text = oe_str_of(e, "text"),
-                       *miss = oe_str_of(e, "missing"),
-                       *bad = oe_str_of(e, "error");
+                       *miss = oe_str_of(e, "missing");
             struct fo_buf b;
             fo_buf_init(&b, FO_BUF_UNLIMITED);
-            int brc =
-                bad ? fo_buf_printf(&b,
-                                    "[forum: your tool call could not be "
-                                    "read: %s. Call the tool again with a "
-                                    "JSON object of arguments, or answer in "
-                                    "plain text.]",
-                                    bad)
-                    : fo_buf_printf(&b,
-                                    "[forum: that answer was not taken: "
-                                    "call %s first, then answer.]",
-                                    miss ? miss : "the required tools");
+            int brc = oe_str_of(e, "error") /* orch_forge: unreadable */
+                          ? oe_forge_fix_text(e, &b)
+                          : fo_buf_printf(&b,
+                                          "[forum: that answer was not taken: "
+                                          "call %s first, then answer.]",
+                                          miss ? miss : "the required tools");
             char *fix = !brc ? fo_buf_detach(&b, NULL) : NULL;
             fo_buf_release(&b);
             if (!conv_own(c, fix))
@@ -812,8 +803,7 @@ static void tool_reply(struct run *r, size_t t, int rc,
         return;
     }
     if (fg == OE_FORGE_MALFORMED) {
-        rescue_entry(r, t, rep->text, "malformed_tool_call", NULL, fwhy,
-                     spent);
+        rescue_entry(r, t, rep->text, "malformed_tool_call", NULL, fwhy, spent);
         return;
     }
     if (rep->tool_calls) {
@@ -841,8 +831,7 @@ static void tool_reply(struct run *r, size_t t, int rc,
     }
     if (n > 0 && s->turn < ln->max_turns) {
         /* the answer is not taken yet: the model is told what is missing */
-        rescue_entry(r, t, rep->text, "required_tools", miss.data, NULL,
-                     spent);
+        rescue_entry(r, t, rep->text, "required_tools", miss.data, NULL, spent);
         fo_buf_release(&miss);
         return;
     }
@@ -1598,16 +1587,8 @@ static void tool_run(struct run *r, size_t t)
     const char *tool = oe_str_of(call, "tool");
     struct fo_err err;
     char why[FO_ERR_MSG_MAX + 64];
-    struct orch_forge fo;
-    oe_forge_opts(r, t, NULL, &fo);
-    if (fo.respond_tool && tool && !strcmp(tool, OE_RESPOND_TOOL)) {
-        /* a good one ended the loop at the reply: this one is malformed */
-        char *a = orch_rescue_respond_answer(oe_str_of(call, "arguments"),
-                                             why, sizeof(why));
-        if (a)
-            snprintf(why, sizeof(why), "respond: call it alone");
-        free(a);
-        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN);
+    if (oe_forge_respond_call(r, t, call, why, sizeof(why))) {
+        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN); /* malformed */
         return;
     }
     if (!lane_has_tool(ln, tool)) {
@@ -1819,13 +1800,7 @@ static void tool_exec(struct run *r, size_t t, const char *prompt)
         tool_call_write(r, t);
         return;
     }
-    struct orch_forge fo;
-    oe_forge_opts(r, t, NULL, &fo);
-    if (s->bad_calls > fo.malformed_retries) {
-        snprintf(why, sizeof(why),
-                 "%d malformed or unknown tool calls in a row, each answered "
-                 "with the reason (malformed_retries: %d)",
-                 s->bad_calls, fo.malformed_retries);
+    if (oe_forge_bad_calls_spent(r, t, why, sizeof(why))) {
         tool_end(r, t, "malformed_tool_calls", why, 0);
         return;
     }

@@ -25,9 +25,9 @@ static const char *const tools[] = {"read_file", "write_file", "run_command",
 static void scan(const char *text, struct orch_rescue *rs)
 {
     struct fo_err err;
-    cr_assert_eq(orch_rescue_scan(text, strlen(text), tools, 4, "rescued-1-",
-                                  rs, &err),
-                 FO_OK);
+    cr_assert_eq(
+        orch_rescue_scan(text, strlen(text), tools, 4, "rescued-1-", rs, &err),
+        FO_OK);
 }
 
 /* call i of rs: its name and arguments (canonical JSON) */
@@ -193,14 +193,20 @@ Test(rescue, garbage_is_malformed_in_a_tag_and_text_elsewhere)
         scan(bad[i], &rs);
         cr_assert_null(rs.calls, "case %zu made a call", i);
         cr_assert_eq(cJSON_GetArraySize(rs.malformed), 1, "case %zu", i);
-        cr_assert_gt(strlen(tu_str(cJSON_GetArrayItem(rs.malformed, 0),
-                                   "error")),
-                     10);
+        cr_assert_gt(
+            strlen(tu_str(cJSON_GetArrayItem(rs.malformed, 0), "error")), 10);
         orch_rescue_release(&rs);
     }
     static const char *const text[] = {
-        "", "just words", "{", "}}}{{{", "```json\n{\"name\": \"read_file\"",
-        "<function=>", "<tool_call", "```\n```", "{\"name\": 3, \"args\": {}}",
+        "",
+        "just words",
+        "{",
+        "}}}{{{",
+        "```json\n{\"name\": \"read_file\"",
+        "<function=>",
+        "<tool_call",
+        "```\n```",
+        "{\"name\": 3, \"args\": {}}",
     };
     for (size_t i = 0; i < sizeof(text) / sizeof(text[0]); i++) {
         struct orch_rescue rs;
@@ -230,12 +236,12 @@ Test(rescue, at_most_sixteen_calls_are_taken_from_one_reply)
 Test(rescue, the_respond_answer_must_be_a_string)
 {
     char why[200];
-    char *a = orch_rescue_respond_answer("{\"answer\": \"yes\"}", why,
-                                         sizeof(why));
+    char *a =
+        orch_rescue_respond_answer("{\"answer\": \"yes\"}", why, sizeof(why));
     cr_assert_str_eq(a, "yes");
     free(a);
-    cr_assert_null(orch_rescue_respond_answer("{\"answer\": 5}", why,
-                                              sizeof(why)));
+    cr_assert_null(
+        orch_rescue_respond_answer("{\"answer\": 5}", why, sizeof(why)));
     cr_assert(strstr(why, "must be a string"), "%s", why);
     cr_assert_null(orch_rescue_respond_answer("{", why, sizeof(why)));
     cr_assert(strstr(why, "not JSON"), "%s", why);
@@ -345,8 +351,7 @@ Test(forge, a_tool_call_written_as_text_runs_and_the_loop_goes_on,
     cr_assert_not_null(got, "the file was not written");
     cr_assert_str_eq(got, "HELLO } </tool_call>\n");
     free(got);
-    cr_assert_eq(sc.f->count[R_TASK], 2, "%d task turns",
-                 sc.f->count[R_TASK]);
+    cr_assert_eq(sc.f->count[R_TASK], 2, "%d task turns", sc.f->count[R_TASK]);
     /* the call is witnessed as rescued, with the text around it */
     char *calls = tu_scene_bodies(sc.dir, "tool_call");
     cr_assert(strstr(calls, "\"rescued\":\"tool_call_tag\"") &&
@@ -472,8 +477,7 @@ Test(forge, the_respond_tool_ends_the_loop_with_its_answer, .timeout = 60)
 }
 
 /* without "respond_tool", respond is no tool of the lane */
-Test(forge, respond_is_not_offered_unless_the_provider_opts_in,
-     .timeout = 60)
+Test(forge, respond_is_not_offered_unless_the_provider_opts_in, .timeout = 60)
 {
     struct scene sc;
     tu_scene_open(&sc, responder, NULL);
