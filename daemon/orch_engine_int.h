@@ -1,8 +1,8 @@
 /* orch_engine_int: what the run engine's files share (daemon/orch_engine.c
  * and the orch_*.c files of the engine: orch_run_state.c, the reducer;
  * orch_writes.c; orch_flow.c; orch_roles.c; orch_context.c;
- * orch_toolloop.c; orch_gates_run.c; orch_resume.c). No other module
- * includes it: the engine's API is daemon/orch_engine.h. */
+ * orch_toolloop.c; orch_forge.c; orch_gates_run.c; orch_resume.c). No
+ * other module includes it: the engine's API is daemon/orch_engine.h. */
 #ifndef ORCH_ENGINE_INT_H
 #define ORCH_ENGINE_INT_H
 
