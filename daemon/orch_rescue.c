@@ -13,6 +13,9 @@
 
 #define WHY_MAX 200
 #define NAME_MAX_ 64 /* a tool name in <function=NAME> */
+/* tags and fences read from one text: each may read to its end, so the
+ * work stays linear in the text's length (a hostile reply) */
+#define CANDS_MAX (4 * ORCH_RESCUE_CALLS_MAX)
 
 /* One candidate: the span [a, b) of the text and what it holds. */
 struct cand {
@@ -483,11 +486,25 @@ static char *cut_text(const struct scan *sc)
     return all;
 }
 
+/* Past the end of the malformed tag at s[a]: its closing tag, or the end
+ * of the text when it has none; i when it is no tag (a fence). */
+static size_t after_tag(const char *s, size_t len, size_t a, size_t i)
+{
+    const char *close = at(s, len, a, "<tool_call>")  ? "</tool_call>"
+                        : at(s, len, a, "<function=") ? "</function>"
+                                                      : NULL;
+    if (!close)
+        return i;
+    const char *e = memmem(s + a, len - a, close, strlen(close));
+    return e ? (size_t)(e - s) + strlen(close) : len;
+}
+
 static int scan_text(struct scan *sc)
 {
     const char *s = sc->s;
     size_t len = sc->len;
-    for (size_t i = 0; i < len;) {
+    int tries = 0;
+    for (size_t i = 0; i < len && tries < CANDS_MAX;) {
         struct cand c = {.a = i, .b = i};
         int rc = 0, tried = 1;
         if (at(s, len, i, "<tool_call>"))
@@ -503,7 +520,10 @@ static int scan_text(struct scan *sc)
         cand_release(&c);
         if (rc < 0)
             return -1;
+        tries += tried;
         i = tried && c.state == 1 && c.b > i ? c.b : i + 1;
+        if (tried && c.state < 0) /* what the bad tag holds is not read */
+            i = after_tag(s, len, c.a, i);
     }
     if (sc->n_calls || sc->out->refused || sc->out->malformed)
         return 0;

@@ -218,6 +218,39 @@ Test(rescue, garbage_is_malformed_in_a_tag_and_text_elsewhere)
     }
 }
 
+Test(rescue, a_bad_tag_is_reported_once_and_hostile_text_is_read_once)
+{
+    struct orch_rescue rs;
+    scan("<tool_call>\n<function=write_file>{\"path\": </function>\n"
+         "</tool_call> then <tool_call>{\"name\": \"read_file\", "
+         "\"arguments\": {\"path\": \"a\"}}</tool_call>",
+         &rs);
+    cr_assert_eq(cJSON_GetArraySize(rs.malformed), 1);
+    cr_assert_eq(cJSON_GetArraySize(rs.calls), 1, "the good call after it");
+    orch_rescue_release(&rs);
+    /* tags whose object never closes, each reading to the end: the scan
+     * stops after a bounded number of them */
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    while (b.len < ORCH_RESCUE_TEXT_MAX - 64)
+        fo_buf_puts(&b, "<tool_call>{\"a\": \"</tool_call>");
+    scan(b.data, &rs);
+    cr_assert_null(rs.calls);
+    cr_assert_gt(cJSON_GetArraySize(rs.malformed), 0);
+    cr_assert_leq(cJSON_GetArraySize(rs.malformed), 4 * ORCH_RESCUE_CALLS_MAX);
+    orch_rescue_release(&rs);
+    /* over the limit: not scanned at all */
+    fo_buf_puts(&b, "<tool_call>{\"name\": \"read_file\", \"arguments\": "
+                    "{}}</tool_call>");
+    while (b.len <= ORCH_RESCUE_TEXT_MAX)
+        fo_buf_puts(&b, "padding ");
+    scan(b.data, &rs);
+    cr_assert_null(rs.calls);
+    cr_assert_null(rs.malformed);
+    orch_rescue_release(&rs);
+    fo_buf_release(&b);
+}
+
 Test(rescue, at_most_sixteen_calls_are_taken_from_one_reply)
 {
     struct fo_buf b;
