@@ -335,15 +335,21 @@ Test(rescue, provider_options_are_parsed_and_checked)
 
 /* forum.json in the scene's data dir: one chat provider at the fake with
  * the given extra members ("" for none). */
-static void scene_config(const struct scene *sc, const char *extra)
+static void scene_config_api(const struct scene *sc, const char *api,
+                             const char *extra)
 {
     char cfg[600], path[700];
     snprintf(cfg, sizeof(cfg),
-             "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":\"%s\","
+             "{\"models\":{\"providers\":[{\"api\":\"%s\",\"url\":\"%s\","
              "\"model\":\"m1\"%s%s}]}}",
-             sc->url, extra[0] ? "," : "", extra);
+             api, sc->url, extra[0] ? "," : "", extra);
     snprintf(path, sizeof(path), "%s/forum.json", sc->dir);
     cr_assert_eq(tu_write_file(path, cfg, strlen(cfg)), 0);
+}
+
+static void scene_config(const struct scene *sc, const char *extra)
+{
+    scene_config_api(sc, "chat", extra);
 }
 
 static struct tu_run scene_submit(const struct scene *sc, const char *calls)
@@ -369,12 +375,18 @@ static const char *text_caller(struct fake *f, const char *role, int n,
                                      : "the write was not reported";
 }
 
-Test(forge, a_tool_call_written_as_text_runs_and_the_loop_goes_on,
-     .timeout = 60)
+/* an Anthropic lane: the scene's roster with executor "anthropic" */
+static const char anthropic_roster[] =
+    "{\"lanes\":[{\"name\":\"coder\",\"category\":\"engineering\","
+    "\"domain\":\"edits files\",\"keywords\":[\"edit\",\"file\"],"
+    "\"model_tier\":\"capable\",\"executor\":\"anthropic\",\"tools\":["
+    "\"read_file\",\"write_file\"],\"max_turns\":16}]}";
+
+static void text_call_run(int anthropic)
 {
     struct scene sc;
-    tu_scene_open(&sc, text_caller, NULL);
-    scene_config(&sc, "");
+    tu_scene_open(&sc, text_caller, anthropic ? anthropic_roster : NULL);
+    scene_config_api(&sc, anthropic ? "anthropic" : "chat", "");
     struct tu_run run = scene_submit(&sc, "20");
     cr_assert_eq(run.status, 0, "%s", run.err);
     tu_run_free(&run);
@@ -401,7 +413,19 @@ Test(forge, a_tool_call_written_as_text_runs_and_the_loop_goes_on,
               "%s", res);
     cr_assert_null(strstr(res, "<tool_call>"), "%s", res);
     free(res);
+    cr_assert_eq(sc.f->anthropic > 0, anthropic, "the API spoken");
     tu_scene_close(&sc);
+}
+
+Test(forge, a_tool_call_written_as_text_runs_and_the_loop_goes_on,
+     .timeout = 60)
+{
+    text_call_run(0);
+}
+
+Test(forge, an_anthropic_models_text_call_is_rescued_the_same, .timeout = 60)
+{
+    text_call_run(1);
 }
 
 /* the same model, with "rescue": false: its text is the answer */
