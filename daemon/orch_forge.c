@@ -281,12 +281,16 @@ int oe_forge_fix_text(const cJSON *entry, struct fo_buf *b)
 int oe_forge_note_merge(struct task *s, cJSON *o)
 {
     cJSON *no = s->forge_note, *m;
+    int ok = 1;
     s->forge_note = NULL;
     while (no && (m = no->child)) {
         cJSON_DetachItemViaPointer(no, m);
         cJSON_DeleteItemFromObjectCaseSensitive(o, m->string);
-        cJSON_AddItemToObject(o, m->string, m);
+        if (!cJSON_AddItemToObject(o, m->string, m)) {
+            cJSON_Delete(m);
+            ok = 0;
+        }
     }
     cJSON_Delete(no);
-    return 1;
+    return ok;
 }
