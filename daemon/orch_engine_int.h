@@ -1,8 +1,8 @@
 /* orch_engine_int: what the run engine's files share (daemon/orch_engine.c
  * and the orch_*.c files of the engine: orch_run_state.c, the reducer;
  * orch_writes.c; orch_flow.c; orch_roles.c; orch_context.c;
- * orch_toolloop.c; orch_gates_run.c; orch_resume.c). No other module
- * includes it: the engine's API is daemon/orch_engine.h. */
+ * orch_toolloop.c; orch_forge.c; orch_gates_run.c; orch_resume.c). No
+ * other module includes it: the engine's API is daemon/orch_engine.h. */
 #ifndef ORCH_ENGINE_INT_H
 #define ORCH_ENGINE_INT_H
 
@@ -34,7 +34,6 @@
 #define SALIENT_MAX 64
 #define MISSING_SHOWN 20
 #define ROUTE_SHOWN 5
-#define BAD_CALLS_MAX 3 /* malformed tool calls in a row a task survives */
 #define COMMAND_TIMEOUT_MS 120000 /* run_command without timeout_s */
 enum role {
     R_COORDINATOR,
@@ -123,6 +122,8 @@ struct task {
     char *raw_args;     /* the arguments the model wrote for the call
                            awaiting its result, when the guardrails changed
                            the witnessed copy: the tool runs with these */
+    cJSON *forge_note;  /* what the forge layer did with the last reply
+                           (orch_forge.h), for the next entry of the turn */
 };
 struct dkey { /* one (agent, instruction, executor) dispatched */
     char *key;

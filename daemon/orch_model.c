@@ -34,6 +34,7 @@ struct provider {
     char *key_env;
     int tier;
     int max_tokens;
+    struct orch_forge forge;
     struct httpc_url url; /* its path is the API's, with the query */
 };
 
@@ -173,8 +174,21 @@ int orch_model_create(const struct orch_model_config *cfg,
             fo_err_set(err, rc, "provider %zu: max_tokens: negative", i);
             goto out;
         }
+        if (c->malformed_tries < 0 ||
+            c->malformed_tries > ORCH_MALFORMED_RETRIES_MAX + 1) {
+            fo_err_set(err, rc,
+                       "provider %zu: malformed_retries: must be 0..%d", i,
+                       ORCH_MALFORMED_RETRIES_MAX);
+            goto out;
+        }
         p->api = c->api;
         p->tier = c->tier;
+        p->forge = (struct orch_forge){
+            .rescue = !c->no_rescue,
+            .respond_tool = c->respond_tool != 0,
+            .malformed_retries = c->malformed_tries
+                                     ? c->malformed_tries - 1
+                                     : ORCH_MALFORMED_RETRIES_DEFAULT};
         p->max_tokens =
             c->max_tokens ? c->max_tokens : ORCH_MODEL_MAX_TOKENS_DEFAULT;
         const char *name = c->name ? c->name : c->model;
@@ -255,6 +269,37 @@ static int get_int(const cJSON *j, const char *k, long long max, int *out,
     return FO_OK;
 }
 
+static int get_bool(const cJSON *j, const char *k, int *out, struct fo_err *err,
+                    const char *where)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+    if (!v)
+        return FO_OK;
+    if (!cJSON_IsBool(v))
+        return fo_err_set(err, FO_E_INVALID, "%s%s: must be a boolean", where,
+                          k);
+    *out = cJSON_IsTrue(v);
+    return FO_OK;
+}
+
+/* A provider's forge options: "rescue", "respond_tool",
+ * "malformed_retries". */
+static int forge_parse(const cJSON *e, struct orch_model_provider *p,
+                       struct fo_err *err, const char *where)
+{
+    int rescue = 1, tries = -1;
+    int rc = get_bool(e, "rescue", &rescue, err, where);
+    if (!rc)
+        rc = get_bool(e, "respond_tool", &p->respond_tool, err, where);
+    if (!rc)
+        rc = get_int(e, "malformed_retries", ORCH_MALFORMED_RETRIES_MAX, &tries,
+                     err, where);
+    p->no_rescue = !rescue;
+    if (!rc && tries >= 0)
+        p->malformed_tries = tries + 1;
+    return rc;
+}
+
 int orch_model_config_parse(const cJSON *j, struct orch_model_config *cfg,
                             struct orch_model_provider **providers,
                             struct fo_err *err)
@@ -295,7 +340,8 @@ int orch_model_config_parse(const cJSON *j, struct orch_model_config *cfg,
             get_str(e, "model", &p->model, err, where) ||
             get_str(e, "api_key_env", &p->api_key_env, err, where) ||
             get_str(e, "tier", &tier, err, where) ||
-            get_int(e, "max_tokens", 1000000, &p->max_tokens, err, where))
+            get_int(e, "max_tokens", 1000000, &p->max_tokens, err, where) ||
+            forge_parse(e, p, err, where))
             goto out;
         if (!api || (strcmp(api, "chat") && strcmp(api, "anthropic"))) {
             fo_err_set(err, rc, "%sapi: must be \"chat\" or \"anthropic\"",
@@ -1540,6 +1586,30 @@ out:
 }
 
 /* ---- one provider alone (forum doctor) --------------------------------- */
+
+void orch_model_forge(const struct orch_model *m, int api, int tier,
+                      const char *provider, struct orch_forge *out)
+{
+    *out = (struct orch_forge){
+        .rescue = 1, .malformed_retries = ORCH_MALFORMED_RETRIES_DEFAULT};
+    const struct provider *hit = NULL;
+    for (size_t i = 0; m && provider && !hit && i < m->n; i++)
+        if (!strcmp(m->p[i].name, provider))
+            hit = &m->p[i];
+    /* as the call picks them: the tier's own, then the "any" ones */
+    for (int pass = 0; m && !hit && pass < 2; pass++)
+        for (size_t i = 0; !hit && i < m->n; i++) {
+            const struct provider *p = &m->p[i];
+            if (api != ORCH_EXEC_DEFAULT && p->api != api)
+                continue;
+            if (pass == 0 ? p->tier != tier || tier == ORCH_TIER_ANY
+                          : p->tier != ORCH_TIER_ANY)
+                continue;
+            hit = p;
+        }
+    if (hit)
+        *out = hit->forge;
+}
 
 size_t orch_model_providers(const struct orch_model *m)
 {

@@ -41,6 +41,21 @@ struct orch_model_provider {
                                 holds the key; NULL: no key is sent */
     int tier;                /* enum orch_tier, or ORCH_TIER_ANY */
     int max_tokens;          /* anthropic; 0: ORCH_MODEL_MAX_TOKENS_DEFAULT */
+    /* the tool loop's forge layer (struct orch_forge); zero: defaults */
+    int no_rescue;       /* 1: "rescue": false */
+    int respond_tool;    /* 1: "respond_tool": true */
+    int malformed_tries; /* "malformed_retries" + 1; 0: the default */
+};
+
+/* What forum's own tool loop does for a provider's small-model habits
+ * (docs/AGENTS.md, "The forge layer"). */
+#define ORCH_MALFORMED_RETRIES_DEFAULT 2
+#define ORCH_MALFORMED_RETRIES_MAX 20
+struct orch_forge {
+    int rescue;            /* tool calls written as text become calls */
+    int respond_tool;      /* the synthetic respond tool is offered */
+    int malformed_retries; /* malformed calls in a row answered with the
+                              reason before the task fails */
 };
 
 /* The Anthropic model and key variable used when the user names none. */
@@ -82,10 +97,12 @@ void orch_model_free(struct orch_model *m);
 /* Parses the "models" object of forum.json into a config:
  * {"providers": [{"name"?, "api": "chat"|"anthropic", "url"?, "model",
  * "api_key_env"?, "tier"?: "cheap"|"capable"|"frontier"|"any",
- * "max_tokens"?}], "connect_timeout_ms"?, "timeout_ms"?, "response_max"?,
- * "attempts"?, "backoff_ms"?, "backoff_max_ms"?, "fallover"?, "ca_file"?}.
- * The strings point into j, which must outlive cfg; cfg->providers is
- * malloc'd (free it). FO_E_INVALID naming the field. */
+ * "max_tokens"?, "rescue"?: bool, "respond_tool"?: bool,
+ * "malformed_retries"?: 0..ORCH_MALFORMED_RETRIES_MAX}], "connect_timeout_ms"?,
+ * "timeout_ms"?, "response_max"?, "attempts"?, "backoff_ms"?,
+ * "backoff_max_ms"?, "fallover"?, "ca_file"?}. The strings point into j, which
+ * must outlive cfg; cfg->providers is malloc'd (free it). FO_E_INVALID naming
+ * the field. */
 int orch_model_config_parse(const cJSON *j, struct orch_model_config *cfg,
                             struct orch_model_provider **providers,
                             struct fo_err *err);
@@ -127,6 +144,14 @@ struct orch_model_reply {
 };
 
 void orch_model_reply_release(struct orch_model_reply *r);
+
+/* The forge options of the provider named provider (rep->provider of a
+ * reply), or, provider NULL or not found, of the first provider a call
+ * for api and tier asks (orch_model_call's order); the defaults (rescue
+ * on, no respond tool, ORCH_MALFORMED_RETRIES_DEFAULT) when m is NULL or
+ * no provider serves them. */
+void orch_model_forge(const struct orch_model *m, int api, int tier,
+                      const char *provider, struct orch_forge *out);
 
 /* The providers of m (0 for NULL), and provider i's URL as it is called
  * (scheme, host and port, path), for people: FO_E_NOT_FOUND past the

@@ -101,6 +101,7 @@ void oe_run_free(struct run *r)
         free(r->t[i].pending_text);
         free(r->t[i].mem_value);
         free(r->t[i].raw_args);
+        cJSON_Delete(r->t[i].forge_note);
     }
     free(r->t);
     if (r->end_retry)
@@ -391,8 +392,9 @@ static int apply_task(struct run *r, int64_t seq, int64_t parent,
     s->slot = 1;
     cJSON_Delete(s->conv);
     cJSON_Delete(s->pending);
+    cJSON_Delete(s->forge_note);
     free(s->pending_text);
-    s->conv = s->pending = NULL;
+    s->conv = s->pending = s->forge_note = NULL;
     s->pending_text = NULL;
     s->conv_last = seq;
     s->await = -1;
@@ -538,6 +540,9 @@ static int apply_conv(struct run *r, const char *kind, int64_t seq,
                            : 0;
         if (cJSON_IsTrue(cJSON_GetObjectItem(b, "blocked")))
             s->blocked = 1;
+    } else if (oe_str_of(b, "reason") &&
+               !strcmp(oe_str_of(b, "reason"), "malformed_tool_call")) {
+        s->bad_calls++; /* a call written as text that could not be read */
     }
     return FO_OK;
 }

@@ -3,6 +3,7 @@
  * forget), the file tools on worker threads, run_command in the sandbox,
  * and the ledger's disk reserve. */
 #include "daemon/orch_engine_int.h"
+#include "daemon/orch_forge.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,7 +33,8 @@ static void on_task_model(void *arg, int rc, struct orch_model_reply *rep,
                           const struct fo_err *cerr);
 static int tool_task(const struct run *r, size_t t);
 static int lane_has_tool(const struct orch_lane *ln, const char *name);
-static char *tools_json(const struct run *r, const struct orch_lane *ln);
+static char *tools_json(const struct run *r, size_t t,
+                        const struct orch_lane *ln);
 static int missing_tools(const struct run *r, size_t t, struct fo_buf *out);
 static void conv_msgs_release(struct conv_msgs *c);
 static char *conv_own(struct conv_msgs *c, char *s);
@@ -42,6 +44,9 @@ static void tool_end(struct run *r, size_t t, const char *stop, const char *why,
                      int spent);
 static void tool_reply(struct run *r, size_t t, int rc,
                        struct orch_model_reply *rep, const struct fo_err *cerr);
+static void rescue_entry(struct run *r, size_t t, const char *text,
+                         const char *reason, const char *missing,
+                         const char *error, int spent);
 static char *remember_mask(struct task *s, const char *text);
 static void tool_call_write(struct run *r, size_t t);
 static void tool_result_full(struct run *r, size_t t, int ok,
@@ -433,6 +438,10 @@ static void task_result_ex(struct run *r, size_t t, struct orch_result *res,
         cJSON_Delete(o);
         o = NULL;
     }
+    if (o && s->forge_note && !oe_forge_note_merge(s, o)) { /* orch_forge */
+        cJSON_Delete(o);
+        o = NULL;
+    }
     if (o && turns >= 2 && !s->conv && !fo_json_add_int(o, "turns", turns)) {
         cJSON_Delete(o);
         o = NULL;
@@ -541,7 +550,8 @@ static int lane_has_tool(const struct orch_lane *ln, const char *name)
 /* The tools offered to the lane's model, as orch_model_call_tools_start
  * takes them: the built-ins it names (an MCP server's tools are offered
  * once their servers are known). */
-static char *tools_json(const struct run *r, const struct orch_lane *ln)
+static char *tools_json(const struct run *r, size_t t,
+                        const struct orch_lane *ln)
 {
     cJSON *a = cJSON_CreateArray();
     int ok = a != NULL;
@@ -564,6 +574,8 @@ static char *tools_json(const struct run *r, const struct orch_lane *ln)
         if (!ok)
             cJSON_Delete(sch);
     }
+    if (ok && oe_forge_tools(r, t, a) < 0) /* the respond tool */
+        ok = 0;
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
     char *out =
@@ -634,6 +646,8 @@ static int conv_build(const struct run *r, size_t t, const char *prompt,
         "needs, one step at a time; when the task is done, answer with your "
         "final result as plain text, without calling a tool.",
         ln->name, ln->domain);
+    if (!rc)
+        rc = oe_forge_system(r, t, &sys); /* how to answer with respond */
     if (!rc && ln->n_required) {
         rc = fo_buf_puts(&sys, " Before you answer you must have called:");
         for (size_t i = 0; !rc && i < ln->n_required; i++)
@@ -700,12 +714,13 @@ static int conv_build(const struct run *r, size_t t, const char *prompt,
                        *miss = oe_str_of(e, "missing");
             struct fo_buf b;
             fo_buf_init(&b, FO_BUF_UNLIMITED);
-            char *fix = !fo_buf_printf(&b,
-                                       "[forum: that answer was not taken: "
-                                       "call %s first, then answer.]",
-                                       miss ? miss : "the required tools")
-                            ? fo_buf_detach(&b, NULL)
-                            : NULL;
+            int brc = oe_str_of(e, "error") /* orch_forge: unreadable */
+                          ? oe_forge_fix_text(e, &b)
+                          : fo_buf_printf(&b,
+                                          "[forum: that answer was not taken: "
+                                          "call %s first, then answer.]",
+                                          miss ? miss : "the required tools");
+            char *fix = !brc ? fo_buf_detach(&b, NULL) : NULL;
             fo_buf_release(&b);
             if (!conv_own(c, fix))
                 return FO_E_NOMEM;
@@ -729,6 +744,37 @@ static void tool_end(struct run *r, size_t t, const char *stop, const char *why,
     task_result_ex(r, t, &res, stop, spent);
 }
 
+/* A `tool_rescue` entry: the reply (text) was not taken, for reason; the
+ * model is told what is missing, or what could not be read (error). */
+static void rescue_entry(struct run *r, size_t t, const char *text,
+                         const char *reason, const char *missing,
+                         const char *error, int spent)
+{
+    struct task *s = &r->t[t];
+    struct fo_err err;
+    char *clean = NULL;
+    int g = guard(r, t, "tool_rescue", NULL, s->conv_last, text, &clean, NULL,
+                  &err);
+    cJSON *o = g >= 0 ? cJSON_CreateObject() : NULL;
+    int ok = o && cJSON_AddStringToObject(o, "id", r->p->tasks[t].id) &&
+             fo_json_add_int(o, "turn", s->turn) &&
+             cJSON_AddStringToObject(o, "reason", reason) &&
+             (!missing || cJSON_AddStringToObject(o, "missing", missing)) &&
+             (!error || cJSON_AddStringToObject(o, "error", error)) &&
+             cJSON_AddStringToObject(o, "text", clean ? clean : text) &&
+             oe_forge_note_merge(s, o);
+    free(clean);
+    if (!ok) {
+        cJSON_Delete(o);
+        oe_fail(r, g < 0 ? -g : oe_nomem(&err), &err);
+        return;
+    }
+    int wrc = oe_witness(r, "loop", "tool_rescue", s->conv_last, o, (long)t, 0,
+                         spent, &err);
+    if (wrc)
+        oe_fail(r, wrc, &err);
+}
+
 /* The model's reply in the tool loop. */
 static void tool_reply(struct run *r, size_t t, int rc,
                        struct orch_model_reply *rep, const struct fo_err *cerr)
@@ -747,6 +793,17 @@ static void tool_reply(struct run *r, size_t t, int rc,
         snprintf(res.error, sizeof(res.error), "%s",
                  cerr ? cerr->msg : "the model call failed");
         task_result_ex(r, t, &res, "model_error", spent);
+        return;
+    }
+    /* the forge layer: calls written as text, the respond tool */
+    char fwhy[FO_ERR_MSG_MAX];
+    int fg = oe_forge_reply(r, t, rep, fwhy, sizeof(fwhy), &err);
+    if (fg < 0) {
+        oe_fail(r, -fg, &err);
+        return;
+    }
+    if (fg == OE_FORGE_MALFORMED) {
+        rescue_entry(r, t, rep->text, "malformed_tool_call", NULL, fwhy, spent);
         return;
     }
     if (rep->tool_calls) {
@@ -774,26 +831,8 @@ static void tool_reply(struct run *r, size_t t, int rc,
     }
     if (n > 0 && s->turn < ln->max_turns) {
         /* the answer is not taken yet: the model is told what is missing */
-        char *clean = NULL;
-        int g = guard(r, t, "tool_rescue", NULL, s->conv_last, rep->text,
-                      &clean, NULL, &err);
-        cJSON *o = g >= 0 ? cJSON_CreateObject() : NULL;
-        int ok = o && cJSON_AddStringToObject(o, "id", r->p->tasks[t].id) &&
-                 fo_json_add_int(o, "turn", s->turn) &&
-                 cJSON_AddStringToObject(o, "reason", "required_tools") &&
-                 cJSON_AddStringToObject(o, "missing", miss.data) &&
-                 cJSON_AddStringToObject(o, "text", clean ? clean : rep->text);
-        free(clean);
+        rescue_entry(r, t, rep->text, "required_tools", miss.data, NULL, spent);
         fo_buf_release(&miss);
-        if (!ok) {
-            cJSON_Delete(o);
-            oe_fail(r, g < 0 ? -g : oe_nomem(&err), &err);
-            return;
-        }
-        int wrc = oe_witness(r, "loop", "tool_rescue", s->conv_last, o, (long)t,
-                             0, spent, &err);
-        if (wrc)
-            oe_fail(r, wrc, &err);
         return;
     }
     if (n > 0) {
@@ -905,7 +944,10 @@ static void tool_call_write(struct run *r, size_t t)
          cJSON_AddTrueToObject(o, "arguments_redacted") != NULL) &&
         (!first || !tx || !tx[0] || cJSON_AddStringToObject(o, "text", tx)) &&
         cJSON_AddStringToObject(o, "model",
-                                s->model[0] ? s->model : s->ex->model);
+                                s->model[0] ? s->model : s->ex->model) &&
+        (!oe_str_of(c, "rescued") || /* written as text (orch_rescue.h) */
+         cJSON_AddStringToObject(o, "rescued", oe_str_of(c, "rescued"))) &&
+        (!first || oe_forge_note_merge(s, o));
     free(args);
     free(text);
     free(name);
@@ -1545,6 +1587,10 @@ static void tool_run(struct run *r, size_t t)
     const char *tool = oe_str_of(call, "tool");
     struct fo_err err;
     char why[FO_ERR_MSG_MAX + 64];
+    if (oe_forge_respond_call(r, t, call, why, sizeof(why))) {
+        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN); /* malformed */
+        return;
+    }
     if (!lane_has_tool(ln, tool)) {
         struct fo_buf names;
         fo_buf_init(&names, 2048);
@@ -1754,9 +1800,7 @@ static void tool_exec(struct run *r, size_t t, const char *prompt)
         tool_call_write(r, t);
         return;
     }
-    if (s->bad_calls >= BAD_CALLS_MAX) {
-        snprintf(why, sizeof(why),
-                 "%d malformed or unknown tool calls in a row", s->bad_calls);
+    if (oe_forge_bad_calls_spent(r, t, why, sizeof(why))) {
         tool_end(r, t, "malformed_tool_calls", why, 0);
         return;
     }
@@ -1785,7 +1829,7 @@ static void tool_exec(struct run *r, size_t t, const char *prompt)
     }
     s->turn++;
     struct conv_msgs c;
-    char *tools = tools_json(r, ln);
+    char *tools = tools_json(r, t, ln);
     struct effect *f = calloc(1, sizeof(*f));
     int rc = tools && f ? conv_build(r, t, prompt, &c) : FO_E_NOMEM;
     if (!rc) {
