@@ -196,19 +196,19 @@ static int key_list(struct cli *c)
     int rc = keys_load(c->ledger_dir, &ks, &err);
     if (rc)
         return cli_fail(c, &err);
-    if (keys_count(ks)) {
-        struct ledger *l = NULL;
-        ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
-        if (ex) {
-            keys_free(ks);
-            return ex;
+    struct ledger *l = NULL;
+    if (keys_count(ks)) { /* no ledger yet: nothing used */
+        rc = ledger_open(c->ledger_dir, LEDGER_OPEN_READONLY, NULL, &l, &err);
+        if (rc == FO_OK) {
+            rc = keys_count_usage(ks, l, &err);
+            ledger_close(l);
+        } else if (rc == FO_E_NOT_FOUND) {
+            rc = FO_OK;
         }
-        rc = keys_count_usage(ks, l, &err);
-        ledger_close(l);
-        if (rc) {
-            keys_free(ks);
-            return cli_fail(c, &err);
-        }
+    }
+    if (rc) {
+        keys_free(ks);
+        return cli_fail(c, &err);
     }
     if (c->json) {
         cJSON *o = cJSON_CreateObject();
