@@ -63,15 +63,17 @@ static const char *key_add(const char *dir, const char *name, const char *a1,
 }
 
 /* One POST to path with the headers hdrs (each ending in \r\n; no token
- * unless given there). Returns the status; *reply the whole reply. */
-static int call(const struct tu_daemon *d, const char *path, const char *hdrs,
-                const char *model, char **reply)
+ * unless given there) asking model with the prompt text (NULL: hello).
+ * Returns the status; *reply the whole reply. */
+static int call_text(const struct tu_daemon *d, const char *path,
+                     const char *hdrs, const char *model, const char *text,
+                     char **reply)
 {
     char body[512], req[2048];
     snprintf(body, sizeof(body),
              "{\"model\":\"%s\",\"max_tokens\":16,\"messages\":[{\"role\":"
-             "\"user\",\"content\":\"hello\"}]}",
-             model);
+             "\"user\",\"content\":\"%s\"}]}",
+             model, text ? text : "hello");
     int n = snprintf(req, sizeof(req),
                      "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: "
                      "close\r\nContent-Type: application/json\r\n%s"
@@ -83,6 +85,12 @@ static int call(const struct tu_daemon *d, const char *path, const char *hdrs,
     cr_assert(r, "no reply from %s", path);
     *reply = r;
     return st;
+}
+
+static int call(const struct tu_daemon *d, const char *path, const char *hdrs,
+                const char *model, char **reply)
+{
+    return call_text(d, path, hdrs, model, NULL, reply);
 }
 
 static int chat(const struct tu_daemon *d, const char *key, const char *model,
@@ -204,6 +212,16 @@ Test(gateway_keys, add_use_list_revoke_while_the_daemon_runs, .timeout = 120)
     cr_assert_eq(chat_ok(&d, d.token), 200);
     cJSON *cs = calls(&d);
     cr_assert_eq(cJSON_GetArraySize(cs), 4);
+    /* a key pasted into a prompt reaches the provider as sent, and the
+     * witnessed copy has it redacted */
+    char prompt[128];
+    snprintf(prompt, sizeof(prompt), "my key is %s ok", key);
+    snprintf(h, sizeof(h), "Authorization: Bearer %s\r\n", d.token);
+    cr_assert_eq(
+        call_text(&d, "/v1/chat/completions", h, "fake-model", prompt, &r),
+        200);
+    free(r);
+    cr_expect(strstr(f->seen, key) != NULL, "the provider did not get it");
     static const char *const sess[] = {"key:bot", "key:bot", "s9", NULL};
     for (int i = 0; i < 4; i++) {
         const cJSON *c = cJSON_GetArrayItem(cs, i);
@@ -219,10 +237,25 @@ Test(gateway_keys, add_use_list_revoke_while_the_daemon_runs, .timeout = 120)
         }
     }
     cJSON_Delete(cs);
-    /* no entry holds the key itself */
-    cr_assert_eq(tu_http(&d, "GET", "/ledger?limit=1000", NULL, 1, &r), 200);
-    cr_expect(!strstr(r, key));
-    free(r);
+    /* no entry holds the key itself, nor does any file of the data dir */
+    cJSON *all = calls(&d);
+    cr_assert_eq(cJSON_GetArraySize(all), 5);
+    char *text = cJSON_PrintUnformatted(all);
+    cr_expect(!strstr(text, key), "a witnessed call holds the key");
+    cr_expect(strstr(text, "[redacted:") != NULL, "%s", text);
+    free(text);
+    cJSON_Delete(all);
+    static const char *const files[] = {"ledger.db", "ledger.db-wal",
+                                        "keys.json", "forum.log"};
+    for (int i = 0; i < 4; i++) {
+        char p[1024];
+        snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+        size_t len = 0;
+        char *t = tu_read_file(p, &len);
+        cr_expect(!t || !memmem(t, len, key, strlen(key)), "%s holds the key",
+                  files[i]);
+        free(t);
+    }
     /* listed with what it used (3 calls of 10 tokens), never the key */
     cJSON *list = NULL;
     char *out = NULL;
