@@ -28,6 +28,7 @@ struct keys {
     size_t n;
     int ifd; /* inotify on the dir, or -1 */
     int watching;
+    int dirty;        /* read the file at the next refresh */
     struct stat seen; /* the file as last read (without inotify) */
     unsigned long long reload_errors;
 };
@@ -576,6 +577,7 @@ int keys_watch(struct keys *k, struct fo_err *err)
         close(k->ifd);
         k->ifd = -1; /* the stat comparison instead */
     }
+    k->dirty = 1; /* a change between keys_load and the watch is not lost */
     return FO_OK;
 }
 
@@ -618,8 +620,10 @@ int keys_refresh(struct keys *k)
 {
     if (!k || !k->watching)
         return 0;
-    if (!(k->ifd >= 0 ? inotify_says(k) : stat_says(k)))
+    int changed = k->ifd >= 0 ? inotify_says(k) : stat_says(k);
+    if (!changed && !k->dirty)
         return 0;
+    k->dirty = 0;
     struct keys_key *v = NULL;
     size_t n = 0;
     struct stat st;

@@ -8,10 +8,12 @@
 #include <criterion/criterion.h>
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cJSON.h>
 
@@ -487,6 +489,50 @@ Test(gateway_keys, metrics_count_each_key, .timeout = 120)
     cr_expect(strstr(r, "forum_gateway_key_calls_total{key=\"idle\"} 0\n"));
     cr_expect(!strstr(r, key));
     free(r);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
+/* A call in flight counts against --max-calls: with one call held at the
+ * provider, a second with the same key is 429 at once (it never reaches
+ * the provider), and the held one then completes. */
+Test(gateway_keys, a_call_in_flight_counts_against_max_calls, .timeout = 120)
+{
+    atomic_store(&tu_held_hold, 1);
+    struct fake *f = fake_start(tu_held_script);
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    start(&d, dir, f);
+    const char *key = key_add(dir, "one", "--max-calls", "1", NULL, NULL);
+    /* held: the fake holds a "coordinator" prompt until told */
+    char body[256], req[1024];
+    int bl = snprintf(body, sizeof(body),
+                      "{\"model\":\"fake-model\",\"messages\":[{\"role\":"
+                      "\"system\",\"content\":\"You are the coordinator\"},"
+                      "{\"role\":\"user\",\"content\":\"plan\"}]}");
+    int n = snprintf(req, sizeof(req),
+                     "POST /v1/chat/completions HTTP/1.1\r\nHost: "
+                     "127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %d\r\n\r\n%s",
+                     key, bl, body);
+    int fd = tu_connect_loopback(d.port, 0);
+    cr_assert_eq(write(fd, req, (size_t)n), n);
+    tu_held_wait_coord(1);
+    char *r = NULL;
+    cr_assert_eq(chat(&d, key, "fake-model", &r), 429, "%s", r);
+    cr_expect(retry_after(r) >= 1);
+    free(r);
+    atomic_store(&tu_held_hold, 0);
+    char buf[65536];
+    size_t len = 0;
+    char *b = NULL;
+    cr_assert_eq(tu_http_read_reply(fd, buf, sizeof(buf), &len, &b), 200);
+    free(b);
+    close(fd);
+    cr_expect_eq(atomic_load(&tu_held_coord_calls), 1);
+    cr_expect_eq(f->count[R_TASK], 0, "the refused call reached the model");
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
     fake_stop(f);
     fake_free(f);
