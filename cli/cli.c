@@ -503,6 +503,8 @@ const char cli_usage_text[] =
     "  session list|show|fork|remember|forget ...\n"
     "                 multi-turn sessions and their facts (forum session "
     "--help)\n"
+    "  key add|list|revoke ...\n"
+    "                 the model gateway's client keys (forum key --help)\n"
     "  gate list|approve|edit|reject ...\n"
     "                 approval gates: runs waiting for a human (forum gate "
     "--help)\n"
@@ -589,6 +591,7 @@ const struct cli_command cli_commands[] = {
     {"run", cli_run, NULL, "start get cancel wait list show"},
     {"gate", cli_gate, NULL, "list approve edit reject"},
     {"session", cli_session, NULL, "list show fork remember forget"},
+    {"key", cli_key, NULL, "add list revoke"},
     {"plan", cli_plan, NULL, NULL},
     {"bench", cli_bench, NULL, NULL},
     {"import", cli_import, NULL, "otel langsmith jsonl"},

@@ -61,6 +61,9 @@ int cli_verify(struct cli *c, int argc, char **argv);
 int cli_witness_check(struct cli *c, const char *note_file,
                       const char *const *witness, int n, int min);
 
+/* `forum key add|list|revoke` (cli_key.c): the gateway's client keys. */
+int cli_key(struct cli *c, int argc, char **argv);
+
 /* `forum serve [start|stop|status|logs]` (cli_serve.c). */
 int cli_serve(struct cli *c, int argc, char **argv);
 

@@ -75,7 +75,7 @@ static size_t api_key(const char *s, size_t len, size_t i)
         {"xoxb-", 10, "-"},   {"xoxp-", 10, "-"}, {"xoxa-", 10, "-"},
         {"xoxr-", 10, "-"},   {"xoxs-", 10, "-"}, {"AIza", 30, "_-"},
         {"glpat-", 20, "_-"}, {"hf_", 30, ""},    {"sk_live_", 20, ""},
-        {"rk_live_", 20, ""},
+        {"rk_live_", 20, ""}, {"fk_", 48, ""}, /* forum's client keys */
     };
     if (i > 0 && word((unsigned char)s[i - 1]))
         return 0;

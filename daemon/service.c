@@ -25,6 +25,7 @@
 
 #include "daemon/commit.h"
 #include "daemon/httpc.h"
+#include "daemon/keys.h"
 #include "daemon/orch.h"
 #include "daemon/orch_sandbox.h"
 #include "daemon/tlog.h"
@@ -61,6 +62,7 @@ struct daemon {
     struct orch_engine *engine;          /* every run, on the loop thread */
     _Atomic(struct daemon_tlog *) tlog;  /* the public log, witnessing */
     struct surf_gateway *gw;             /* /v1/...: the model gateway */
+    struct keys *keys;                   /* the gateway's client keys */
     int stopping, drained, runs_stopped; /* SIGTERM: both, then the end */
     size_t runs_at_stop;
     char token[80];
@@ -386,6 +388,8 @@ static int daemon_metrics(void *hook, struct fo_buf *out)
         rc = orch_engine_metrics(d->engine, out);
     if (!rc && atomic_load(&d->tlog))
         rc = daemon_tlog_metrics(atomic_load(&d->tlog), out);
+    if (!rc)
+        rc = surf_gateway_metrics(d->gw, out);
     return rc;
 }
 
@@ -800,11 +804,21 @@ static int make_http(struct daemon *d, struct fo_err *err)
         .extra = extra_route,
         .extra_hook = d,
     };
+    /* the client keys, their usage counted from the ledger (before the
+     * loop runs), the file watched for changes */
+    rc = keys_load(cfg->dir, &d->keys, err);
+    if (!rc)
+        rc = keys_count_usage(d->keys, d->ledger, err);
+    if (!rc)
+        rc = keys_watch(d->keys, err);
+    if (rc)
+        return rc;
     struct surf_gateway_config gc = {
         .base = d->base,
         .dns = d->dns,
         .models = cfg->has_models ? &cfg->models : NULL,
         .token = d->token,
+        .keys = d->keys,
         .no_auth = cfg->no_auth,
         .append_submit = d->commit ? commit_submit : NULL,
         .append_hook = d};
@@ -949,6 +963,7 @@ out:
     daemon_tlog_free(atomic_exchange(&d->tlog, NULL));
     surf_http_free(d->http);  /* writes out the access log's last lines */
     surf_gateway_free(d->gw); /* no call in flight once drained */
+    keys_free(d->keys);
     if (d->access_fd >= 0)
         close(d->access_fd);
     orch_engine_free(d->engine); /* stopped before the loop ended */

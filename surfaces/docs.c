@@ -240,7 +240,8 @@ static const char *const http_intro[] = {
     "agent and its model: the request goes to the provider of forum.json\n"
     "its `model` names, as the client sent it; the answer (a stream chunk by\n"
     "chunk) comes back as the provider gave it, once the call is a durable\n"
-    "`gateway_call` entry. The token is accepted as a bearer or as\n"
+    "`gateway_call` entry. The token, or a client key (`forum key add`,\n"
+    "with its own budgets, rate and models), is accepted as a bearer or as\n"
     "`x-api-key`; errors are in each API's own shape, not the ones below.\n"
     "docs/GATEWAY.md.\n"
     "\n",

@@ -16,6 +16,7 @@
 #include <openssl/crypto.h>
 
 #include "daemon/httpc.h"
+#include "daemon/keys.h"
 #include "daemon/orch_guard.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
@@ -49,6 +50,10 @@ struct gw_call {
     size_t body_len;
     char session[GW_SESSION_MAX + 1];
     char model[ORCH_MODEL_MAX + 1];
+    /* the client key that made the call ("" for the daemon's token) */
+    char key[KEYS_NAME_MAX + 1];
+    int64_t key_created;
+    int witnessed;
     /* the answer */
     int status;
     const char *error_class; /* NULL: none */
@@ -239,6 +244,8 @@ static int entry_make(struct gw_call *c)
                             c->p->name ? c->p->name : c->p->model);
     if (c->session[0])
         cJSON_AddStringToObject(o, "session", c->session);
+    if (c->key[0])
+        cJSON_AddStringToObject(o, "key", c->key);
     cJSON_AddBoolToObject(o, "stream", c->stream);
     fo_json_add_int(o, "status", c->status);
     if (c->error_class) {
@@ -274,6 +281,11 @@ static int entry_make(struct gw_call *c)
 
 static void call_free(struct gw_call *c)
 {
+    if (c->key[0]) /* the key's call is over: counted when witnessed */
+        keys_done(keys_by_name(c->g->cfg.keys, c->key, c->key_created),
+                  c->witnessed,
+                  (c->tokens_in > 0 ? c->tokens_in : 0) +
+                      (c->tokens_out > 0 ? c->tokens_out : 0));
     if (c->back)
         event_free(c->back);
     httpc_url_release(&c->url);
@@ -294,6 +306,7 @@ static void answer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     struct gw_call *c = arg;
+    c->witnessed = c->commit_rc == FO_OK;
     if (!c->gone)
         surf_http_on_gone(c->h, c->req, NULL, NULL);
     if (c->gone) {
@@ -616,19 +629,69 @@ static int start_upstream(struct gw_call *c, struct fo_err *err)
     return httpc_req_start(c->g->cfg.base, &spec, &c->up, err);
 }
 
-static int key_ok(const struct surf_gateway *g, struct evhttp_request *req)
+/* Who calls: 1 with the daemon's token (already checked as a bearer:
+ * authed), or as x-api-key; else 1 with a client key (*key set: as a
+ * bearer or x-api-key, the key file reloaded first when it changed);
+ * 0 when neither (*key set to a revoked key that was presented). */
+static int key_ok(const struct surf_gateway *g, struct evhttp_request *req,
+                  int authed, struct keys_key **key)
 {
-    const char *k =
-        evhttp_find_header(evhttp_request_get_input_headers(req), "x-api-key");
+    struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+    const char *k = evhttp_find_header(ih, "x-api-key");
     const char *t = g->cfg.token;
-    if (!k || !t || !t[0])
+    *key = NULL;
+    if (authed)
+        return 1;
+    if (k && t && t[0] && strlen(k) == strlen(t) &&
+        CRYPTO_memcmp(k, t, strlen(t)) == 0)
+        return 1;
+    const char *a = evhttp_find_header(ih, "Authorization");
+    const char *b = a && !strncasecmp(a, "Bearer ", 7) ? a + 7 : NULL;
+    keys_refresh(g->cfg.keys);
+    struct keys_key *hit = keys_find(g->cfg.keys, b ? b : k);
+    if (!hit && b && k)
+        hit = keys_find(g->cfg.keys, k);
+    *key = hit;
+    return hit && !hit->revoked_us;
+}
+
+/* A client key's limits on a call to model, served by p: 0 when it may go
+ * (counted in flight), else answered (403 a model outside its list, 429
+ * over its budget or rate, with Retry-After). */
+static int key_limits(struct surf_http *h, struct evhttp_request *req, int api,
+                      struct keys_key *key, const char *model,
+                      const struct orch_model_provider *p, int64_t t0)
+{
+    char msg[KEYS_NAME_MAX + ORCH_MODEL_MAX + 128];
+    if (!keys_model_ok(key, model, p->name, p->model)) {
+        key->n403++;
+        snprintf(msg, sizeof(msg), "the key %s may not call the model \"%.*s\"",
+                 key->name, ORCH_MODEL_MAX, model);
+        reply_error(h, req, api, 403, "permission_error", msg, t0);
+        return 1;
+    }
+    long retry = 0;
+    int why = keys_admit(key, ledger_now_us(), &retry);
+    if (why == KEYS_OK)
         return 0;
-    size_t lk = strlen(k), lt = strlen(t);
-    return lk == lt && CRYPTO_memcmp(k, t, lt) == 0;
+    char ra[32];
+    snprintf(ra, sizeof(ra), "%ld", retry);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After",
+                      ra);
+    snprintf(msg, sizeof(msg), "the key %s is over its %s", key->name,
+             why == KEYS_OVER_CALLS    ? "budget of calls (--max-calls)"
+             : why == KEYS_OVER_TOKENS ? "budget of tokens (--max-tokens)"
+                                       : "rate (--rpm)");
+    const char *type = api == GW_ANTHROPIC    ? "rate_limit_error"
+                       : why == KEYS_OVER_RPM ? "rate_limit_exceeded"
+                                              : "insufficient_quota";
+    reply_error(h, req, api, 429, type, msg, t0);
+    return 1;
 }
 
 static void call_start(struct surf_gateway *g, struct surf_http *h,
-                       struct evhttp_request *req, int api, int64_t t0)
+                       struct evhttp_request *req, int api,
+                       struct keys_key *key, int64_t t0)
 {
     struct fo_err err;
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
@@ -661,6 +724,10 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
                     msg, t0);
         return;
     }
+    if (key && key_limits(h, req, api, key, m->valuestring, p, t0)) {
+        cJSON_Delete(j);
+        return;
+    }
     struct gw_call *c = calloc(1, sizeof(*c));
     if (c) {
         *c = (struct gw_call){.g = g,
@@ -675,6 +742,10 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
                               .tokens_in = -1,
                               .tokens_out = -1};
         snprintf(c->model, sizeof(c->model), "%s", m->valuestring);
+        if (key) {
+            snprintf(c->key, sizeof(c->key), "%s", key->name);
+            c->key_created = key->created_us;
+        }
         fo_buf_init(&c->raw, GW_RAW_MAX);
         fo_buf_init(&c->text, GW_WITNESS_MAX + 1);
         httpc_sse_init(&c->sse, GW_SSE_EVENT_MAX);
@@ -690,6 +761,8 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
     if (!c || !c->ssebuf || !c->held || !c->back || !c->body) {
         if (c)
             call_free(c);
+        else
+            keys_done(key, 0, 0);
         reply_error(h, req, api, 500, "api_error", "out of memory", t0);
         return;
     }
@@ -698,6 +771,8 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
     if (sess && strlen(sess) <= GW_SESSION_MAX &&
         fo_utf8_valid(sess, strlen(sess)))
         snprintf(c->session, sizeof(c->session), "%s", sess);
+    else if (key) /* a key's calls without a session header: one session */
+        snprintf(c->session, sizeof(c->session), "key:%s", key->name);
     int rc = provider_url(p, api, &c->url, &err);
     if (rc == FO_OK)
         rc = start_upstream(c, &err);
@@ -769,10 +844,12 @@ int surf_gateway_route(void *hook, struct surf_http *h,
     else
         return 0;
     int eapi = api == GW_ANTHROPIC ? GW_ANTHROPIC : GW_CHAT;
-    if (!authed && !key_ok(g, req)) {
+    struct keys_key *key = NULL;
+    if (!key_ok(g, req, authed, &key)) {
         reply_error(h, req, eapi, 401, "authentication_error",
-                    "the daemon's token is needed (Authorization: Bearer, "
-                    "or x-api-key)",
+                    key ? "the key was revoked"
+                        : "the daemon's token or a client key is needed "
+                          "(Authorization: Bearer, or x-api-key)",
                     t0);
         return 1;
     }
@@ -787,7 +864,7 @@ int surf_gateway_route(void *hook, struct surf_http *h,
     if (api < 0)
         models(g, h, req, t0);
     else
-        call_start(g, h, req, api, t0);
+        call_start(g, h, req, api, key, t0);
     return 1;
 }
 
@@ -818,6 +895,14 @@ int surf_gateway_create(const struct surf_gateway_config *cfg,
     }
     *out = g;
     return FO_OK;
+}
+
+int surf_gateway_metrics(const struct surf_gateway *g, struct fo_buf *out)
+{
+    if (!g || !g->cfg.keys)
+        return 0;
+    keys_refresh(g->cfg.keys); /* a key added since shows at once */
+    return keys_metrics(g->cfg.keys, out);
 }
 
 void surf_gateway_free(struct surf_gateway *g)

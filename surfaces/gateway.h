@@ -21,12 +21,14 @@
 #include "surfaces/http.h"
 
 struct evdns_base;
+struct keys;
 
 struct surf_gateway_config {
     struct event_base *base;                /* the HTTP surface's loop */
     struct evdns_base *dns;                 /* host names of providers */
     const struct orch_model_config *models; /* NULL: no provider */
     const char *token;                      /* the daemon's bearer token */
+    struct keys *keys; /* the client keys (daemon/keys.h); NULL: none */
     int no_auth;
     /* the group committer (as surf_http_config.append_submit) */
     int (*append_submit)(void *hook, struct ledger_queued_append *r,
@@ -41,6 +43,10 @@ struct surf_gateway;
  * variable's value are looked for). FO_E_IO, FO_E_NOMEM. */
 int surf_gateway_create(const struct surf_gateway_config *cfg,
                         struct surf_gateway **out, struct fo_err *err);
+/* The client keys' lines of GET /metrics (keys_metrics), appended to
+ * out. Loop thread. */
+int surf_gateway_metrics(const struct surf_gateway *g, struct fo_buf *out);
+
 /* After the HTTP surface drained (no call in flight). NULL-safe. */
 void surf_gateway_free(struct surf_gateway *g);
 
