@@ -476,13 +476,13 @@ static int on_event(void *arg, const char *type, const char *data, size_t len)
     if (fo_json_parse(data, len, &j, &err) != FO_OK)
         return 0;
     if (c->api == GW_RESPONSES) {
-        const char *t = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(j, "type"));
+        const char *t =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "type"));
         if (t && !strcmp(t, "response.output_text.delta"))
             take_text(c, cJSON_GetObjectItemCaseSensitive(j, "delta"));
-        take_usage(c, cJSON_GetObjectItemCaseSensitive(
-                          cJSON_GetObjectItemCaseSensitive(j, "response"),
-                          "usage"));
+        take_usage(
+            c, cJSON_GetObjectItemCaseSensitive(
+                   cJSON_GetObjectItemCaseSensitive(j, "response"), "usage"));
     } else if (c->api == GW_CHAT || c->xlate) {
         const cJSON *ch = cJSON_GetArrayItem(
             cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
@@ -657,10 +657,10 @@ static void translate_end(struct gw_call *c, const struct httpc_result *res)
     }
     cJSON *j = NULL, *m = NULL;
     struct fo_err err;
-    const cJSON *stops = cJSON_GetObjectItemCaseSensitive(c->req_json,
-                                                          "stop_sequences");
-    int rc = fo_json_parse(c->raw.data ? c->raw.data : "", c->raw.len, &j,
-                           &err);
+    const cJSON *stops =
+        cJSON_GetObjectItemCaseSensitive(c->req_json, "stop_sequences");
+    int rc =
+        fo_json_parse(c->raw.data ? c->raw.data : "", c->raw.len, &j, &err);
     if (rc == FO_OK)
         rc = surf_gwa_response(j, c->model, stops, &m, &err);
     if (rc == FO_OK)
@@ -843,9 +843,8 @@ static int key_ok(const struct surf_gateway *g, struct evhttp_request *req)
 /* A new call for the client's request j (kept by the call when it is
  * translated); NULL when out of memory. */
 static struct gw_call *call_new(struct surf_gateway *g, struct surf_http *h,
-                                struct evhttp_request *req, int api,
-                                int64_t t0, cJSON *j, const char *text,
-                                size_t len)
+                                struct evhttp_request *req, int api, int64_t t0,
+                                cJSON *j, const char *text, size_t len)
 {
     struct gw_call *c = calloc(1, sizeof(*c));
     if (!c)

@@ -46,7 +46,7 @@ static int content_text(const cJSON *c, struct fo_buf *b)
         return put_text(b, c->valuestring);
     const cJSON *blk;
     cJSON_ArrayForEach (blk, c) {
-        int rc = is_type(blk, "text") ? put_text(b, str(blk, "text"))
+        int rc = is_type(blk, "text")    ? put_text(b, str(blk, "text"))
                  : is_type(blk, "image") ? put_text(b, "[image]")
                                          : FO_OK;
         if (rc)
@@ -344,8 +344,8 @@ static const char *stop_of(const cJSON *choice, const cJSON *stops,
     *seq = NULL;
     if (fr && !strcmp(fr, "length"))
         return "max_tokens";
-    if (has_tools || (fr && (!strcmp(fr, "tool_calls") ||
-                             !strcmp(fr, "function_call"))))
+    if (has_tools ||
+        (fr && (!strcmp(fr, "tool_calls") || !strcmp(fr, "function_call"))))
         return "tool_use";
     if (fr && !strcmp(fr, "content_filter"))
         return "refusal";
@@ -647,8 +647,7 @@ static void take_stop(struct surf_gwa_stream *s, const cJSON *ch)
         return;
     const char *seq;
     s->stop_reason = stop_of(ch, s->stops, s->n_tools > 0, &seq);
-    snprintf(s->stop_sequence, sizeof(s->stop_sequence), "%s",
-             seq ? seq : "");
+    snprintf(s->stop_sequence, sizeof(s->stop_sequence), "%s", seq ? seq : "");
 }
 
 int surf_gwa_stream_event(struct surf_gwa_stream *s, const char *data,

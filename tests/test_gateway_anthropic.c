@@ -121,8 +121,8 @@ Test(gwa_request, refuses_what_is_not_a_messages_request)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cJSON *in = parse(bad[i]), *out = NULL;
         struct fo_err err;
-        cr_assert_eq(surf_gwa_request(in, "x", &out, &err), FO_E_INVALID,
-                     "%s", bad[i]);
+        cr_assert_eq(surf_gwa_request(in, "x", &out, &err), FO_E_INVALID, "%s",
+                     bad[i]);
         cr_assert_null(out);
         cr_assert(err.msg[0]);
         cJSON_Delete(in);
@@ -136,8 +136,8 @@ static void response_is(const char *chat, const char *stops, const char *want)
     cJSON *in = parse(chat), *out = NULL, *w = parse(want);
     cJSON *st = stops ? parse(stops) : NULL;
     struct fo_err err;
-    cr_assert_eq(surf_gwa_response(in, "claude-x", st, &out, &err), FO_OK,
-                 "%s", err.msg);
+    cr_assert_eq(surf_gwa_response(in, "claude-x", st, &out, &err), FO_OK, "%s",
+                 err.msg);
     char *got = canon(out), *exp = canon(w);
     cr_assert_str_eq(got, exp);
     free(got);
@@ -254,8 +254,7 @@ static char *feed(const char *const *events, const char *stops,
     fo_buf_init(out, FO_BUF_UNLIMITED);
     for (size_t i = 0; events[i]; i++)
         cr_assert_eq(
-            surf_gwa_stream_event(s, events[i], strlen(events[i]), out),
-            FO_OK);
+            surf_gwa_stream_event(s, events[i], strlen(events[i]), out), FO_OK);
     s->stops = NULL;
     cJSON_Delete(st);
     struct fo_buf types;
@@ -289,10 +288,9 @@ Test(gwa_stream, text_then_finish_reason_usage_and_done)
                             "content_block_delta content_block_delta "
                             "content_block_stop message_delta message_stop");
     cr_assert(strstr(out.data, "\"id\":\"msg_c7\""), "%s", out.data);
-    cr_assert(strstr(out.data,
-                     "data: {\"delta\":{\"text\":\"Hel\",\"type\":"
-                     "\"text_delta\"},\"index\":0,\"type\":"
-                     "\"content_block_delta\"}\n\n"),
+    cr_assert(strstr(out.data, "data: {\"delta\":{\"text\":\"Hel\",\"type\":"
+                               "\"text_delta\"},\"index\":0,\"type\":"
+                               "\"content_block_delta\"}\n\n"),
               "%s", out.data);
     cr_assert(strstr(out.data,
                      "event: message_delta\ndata: {\"delta\":{"
@@ -347,8 +345,7 @@ Test(gwa_stream, tool_calls_stream_as_input_json_deltas)
                                "1,\"type\":\"content_block_delta\"}"),
               "%s", out.data);
     cr_assert(strstr(out.data, "\"id\":\"call_2\""), "%s", out.data);
-    cr_assert(strstr(out.data, "\"stop_reason\":\"tool_use\""), "%s",
-              out.data);
+    cr_assert(strstr(out.data, "\"stop_reason\":\"tool_use\""), "%s", out.data);
     free(types);
     fo_buf_release(&out);
 }
