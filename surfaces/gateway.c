@@ -131,7 +131,7 @@ static int tier_of(const char *s)
 
 /* The providers of exec api that serve model, at most max into out, in
  * forum.json's order: those whose model or name it is, else (a tier) those
- * that serve the tier. Returns how many. */
+ * of the tier, then those of tier "any". Returns how many. */
 static int match(const struct surf_gateway *g, int want, const char *model,
                  const struct orch_model_provider **out, int max)
 {
@@ -143,13 +143,13 @@ static int match(const struct surf_gateway *g, int want, const char *model,
             (!strcmp(p->model, model) || (p->name && !strcmp(p->name, model))))
             out[n++] = p;
     }
-    int tier = tier_of(model);
-    for (size_t i = 0; !n && tier >= 0 && mc && i < mc->n_providers; i++) {
-        const struct orch_model_provider *p = &mc->providers[i];
-        if (p->api == want && (p->tier == tier || p->tier == ORCH_TIER_ANY))
-            out[n++] = p;
-        if (n == max)
-            break;
+    int tier = n ? -2 : tier_of(model);
+    for (int pass = 0; tier >= 0 && pass < 2; pass++) {
+        for (size_t i = 0; mc && i < mc->n_providers && n < max; i++) {
+            const struct orch_model_provider *p = &mc->providers[i];
+            if (p->api == want && p->tier == (pass ? ORCH_TIER_ANY : tier))
+                out[n++] = p;
+        }
     }
     return n;
 }
