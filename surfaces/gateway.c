@@ -469,8 +469,8 @@ static int on_event(void *arg, const char *type, const char *data, size_t len)
     struct gw_call *c = arg;
     cJSON *j = NULL;
     struct fo_err err;
-    if (c->xlate && surf_gwa_stream_event(&c->gs, data, len, &c->gout))
-        c->text_cut = 1; /* the translated events past the cap: dropped */
+    if (c->xlate) /* out of memory or over GW_RAW_MAX: the events dropped */
+        (void)surf_gwa_stream_event(&c->gs, data, len, &c->gout);
     if (len == 6 && !memcmp(data, "[DONE]", 6))
         return 0;
     if (fo_json_parse(data, len, &j, &err) != FO_OK)
@@ -870,8 +870,11 @@ static struct gw_call *call_new(struct surf_gateway *g, struct surf_http *h,
     fo_buf_init(&c->tx, GW_RAW_MAX);
     fo_buf_init(&c->gout, GW_RAW_MAX);
     httpc_sse_init(&c->sse, GW_SSE_EVENT_MAX);
-    surf_gwa_stream_init(&c->gs, c->model,
-                         cJSON_GetObjectItemCaseSensitive(j, "stop_sequences"));
+    /* j stays with the call when it is translated (call_start) */
+    surf_gwa_stream_init(
+        &c->gs, c->model,
+        c->xlate ? cJSON_GetObjectItemCaseSensitive(j, "stop_sequences")
+                 : NULL);
     c->ssebuf = evbuffer_new();
     c->held = evbuffer_new();
     c->back = event_new(g->cfg.base, -1, 0, answer, c);
