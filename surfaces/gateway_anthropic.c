@@ -381,7 +381,10 @@ static void add_usage(cJSON *o, long long in, long long out)
 static long long usage_num(const cJSON *u, const char *k)
 {
     const cJSON *v = get(u, k);
-    return cJSON_IsNumber(v) ? (long long)v->valuedouble : -1;
+    /* a hostile count out of range is no count (and no undefined cast) */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 9e15))
+        return -1;
+    return (long long)v->valuedouble;
 }
 
 static void msg_id(const cJSON *ans, char *out, size_t cap)
@@ -611,9 +614,10 @@ static int tool_delta(struct surf_gwa_stream *s, struct fo_buf *out,
                       const cJSON *tc)
 {
     const cJSON *ix = get(tc, "index");
-    int i = cJSON_IsNumber(ix) ? (int)ix->valuedouble : 0;
-    if (i < 0 || i >= SURF_GWA_TOOLS_MAX)
-        return FO_OK;
+    if (ix && (!cJSON_IsNumber(ix) || !(ix->valuedouble >= 0) ||
+               ix->valuedouble >= SURF_GWA_TOOLS_MAX))
+        return FO_OK; /* not an index we can hold: the call is dropped */
+    int i = ix ? (int)ix->valuedouble : 0;
     const cJSON *fn = get(tc, "function");
     int rc = FO_OK;
     if (s->tool_block[i] < 0) {

@@ -369,3 +369,25 @@ Test(gwa_stream, stop_sequence_and_an_end_without_done)
     cr_assert(strstr(out.data, "event: message_stop"));
     fo_buf_release(&out);
 }
+
+Test(gwa_stream, hostile_chunks_are_skipped_not_trusted)
+{
+    static const char *const ev[] = {
+        "[1,2]",
+        "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":1e300,"
+        "\"function\":{\"name\":\"x\"}},{\"index\":-1},{\"index\":\"0\"}]}}],"
+        "\"usage\":{\"prompt_tokens\":1e300,\"completion_tokens\":-5}}",
+        "{\"choices\":\"no\"}",
+        "{\"choices\":[{\"delta\":{\"content\":5,\"tool_calls\":{}}}]}",
+        "[DONE]",
+        NULL};
+    struct fo_buf out;
+    struct surf_gwa_stream s;
+    char *types = feed(ev, NULL, &out, &s);
+    cr_assert_str_eq(types, "message_start message_delta message_stop");
+    cr_assert(strstr(out.data, "\"usage\":{\"input_tokens\":0,"
+                               "\"output_tokens\":0}"),
+              "%s", out.data);
+    free(types);
+    fo_buf_release(&out);
+}
