@@ -917,6 +917,44 @@ Test(gateway, anthropic_translated_stream_dying_ends_with_an_error_event,
     tu_rmrf(dir);
 }
 
+Test(gateway, client_hanging_up_a_translated_stream_cancels_the_upstream,
+     .timeout = 60)
+{
+    struct up u;
+    up_start(&u);
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    start(&d, dir, &u);
+    int fd = post(&d, "/v1/messages",
+                  "{\"model\":\"fake-model\",\"max_tokens\":64,\"stream\":true,"
+                  "\"messages\":[{\"role\":\"user\",\"content\":\"SLOW\"}]}",
+                  NULL);
+    char *r = read_until(fd, "\"Hel\"");
+    cr_assert(strstr(r, "text_delta"), "%s", r);
+    free(r);
+    close(fd);
+    atomic_store(&u.go, 1);
+    while (!atomic_load(&u.cut))
+        usleep(10000);
+    cr_assert_lt(atomic_load(&u.sent), 1000);
+    for (;;) { /* the entry commits after the cancel */
+        cJSON *g = tu_http_json(&d, "GET", "/summary", NULL, 200);
+        int there = cJSON_IsNumber(at(at(g, "by_kind"), "gateway_call"));
+        cJSON_Delete(g);
+        if (there)
+            break;
+        usleep(10000);
+    }
+    cJSON *e = last_call(&d);
+    cr_assert_str_eq(tu_str(e, "error_class"), "client_gone");
+    cr_assert_str_eq(tu_str(e, "translated"), "chat");
+    cr_assert(!strncmp(tu_str(e, "response_text"), "Hel", 3));
+    cJSON_Delete(e);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
+    up_stop(&u);
+    tu_rmrf(dir);
+}
+
 /* ---- fallover ------------------------------------------------------------ */
 
 static void attempt_is(const cJSON *a, const char *provider, int status,
