@@ -18,6 +18,7 @@
 #include "daemon/httpc.h"
 #include "daemon/keys.h"
 #include "daemon/orch_guard.h"
+#include "surfaces/gateway_anthropic.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_sha.h"
@@ -26,8 +27,9 @@
 #define GW_WITNESS_MAX (256u << 10) /* a witnessed body; over: hash only */
 #define GW_SSE_EVENT_MAX (1u << 20)
 #define GW_SESSION_MAX 128
+#define GW_TRIES_MAX 3 /* providers tried for one call (fallover) */
 
-enum { GW_CHAT, GW_ANTHROPIC };
+enum { GW_CHAT, GW_ANTHROPIC, GW_RESPONSES };
 
 struct surf_gateway {
     struct surf_gateway_config cfg;
@@ -48,6 +50,19 @@ struct gw_call {
     struct httpc_req *up;
     char *body; /* the client's request, as sent on */
     size_t body_len;
+    /* the providers that serve the model, tried in order (fallover) */
+    const struct orch_model_provider *cand[GW_TRIES_MAX];
+    int n_cand, try_i;
+    int64_t t_try;
+    cJSON *attempts; /* the tries that failed over, NULL: none */
+    /* Anthropic Messages translated for a chat provider */
+    int xlate;
+    cJSON *req_json; /* the client's request, parsed */
+    char *up_body;   /* the chat request sent on */
+    size_t up_body_len;
+    struct fo_buf tx; /* the bytes the client was given */
+    struct fo_buf gout;
+    struct surf_gwa_stream gs;
     char session[GW_SESSION_MAX + 1];
     char model[ORCH_MODEL_MAX + 1];
     /* the client key that made the call ("" for the daemon's token) */
@@ -67,7 +82,8 @@ struct gw_call {
     /* a stream's last event ("data: [DONE]", "event: message_stop") and
      * what follows it: sent once the entry is durable */
     struct evbuffer *held;
-    int text_cut; /* the assembled text was over GW_WITNESS_MAX */
+    int text_cut;   /* the assembled text was over GW_WITNESS_MAX */
+    int bad_answer; /* a translated answer could not be read */
     /* the entry */
     struct ledger_queued_append creq;
     struct fo_buf entry;
@@ -87,7 +103,7 @@ static void reply_error(struct surf_http *h, struct evhttp_request *req,
             cJSON_AddStringToObject(o, "type", "error");
         cJSON_AddStringToObject(e, "type", type);
         cJSON_AddStringToObject(e, "message", msg);
-        if (api == GW_CHAT)
+        if (api != GW_ANTHROPIC)
             cJSON_AddStringToObject(e, "code", type);
         cJSON_AddItemToObject(o, "error", e);
         e = NULL;
@@ -118,26 +134,41 @@ static int tier_of(const char *s)
     return -2;
 }
 
-/* The first provider of api that is named model (its model or name), else
- * the first that serves the tier model names. */
-static const struct orch_model_provider *pick(const struct surf_gateway *g,
-                                              int api, const char *model)
+/* The providers of exec api that serve model, at most max into out, in
+ * forum.json's order: those whose model or name it is, else (a tier) those
+ * of the tier, then those of tier "any". Returns how many. */
+static int match(const struct surf_gateway *g, int want, const char *model,
+                 const struct orch_model_provider **out, int max)
 {
     const struct orch_model_config *mc = g->cfg.models;
-    int want = api == GW_ANTHROPIC ? ORCH_EXEC_ANTHROPIC : ORCH_EXEC_CHAT;
-    for (size_t i = 0; mc && i < mc->n_providers; i++) {
+    int n = 0;
+    for (size_t i = 0; mc && i < mc->n_providers && n < max; i++) {
         const struct orch_model_provider *p = &mc->providers[i];
         if (p->api == want &&
             (!strcmp(p->model, model) || (p->name && !strcmp(p->name, model))))
-            return p;
+            out[n++] = p;
     }
-    int tier = tier_of(model);
-    for (size_t i = 0; tier >= 0 && mc && i < mc->n_providers; i++) {
-        const struct orch_model_provider *p = &mc->providers[i];
-        if (p->api == want && (p->tier == tier || p->tier == ORCH_TIER_ANY))
-            return p;
+    int tier = n ? -2 : tier_of(model);
+    for (int pass = 0; tier >= 0 && pass < 2; pass++) {
+        for (size_t i = 0; mc && i < mc->n_providers && n < max; i++) {
+            const struct orch_model_provider *p = &mc->providers[i];
+            if (p->api == want && p->tier == (pass ? ORCH_TIER_ANY : tier))
+                out[n++] = p;
+        }
     }
-    return NULL;
+    return n;
+}
+
+/* The providers for a call to api (c->cand): Anthropic Messages go to the
+ * Anthropic providers of the model, else translated to its chat ones. */
+static void pick(struct gw_call *c, const char *model)
+{
+    int want = c->api == GW_ANTHROPIC ? ORCH_EXEC_ANTHROPIC : ORCH_EXEC_CHAT;
+    c->n_cand = match(c->g, want, model, c->cand, GW_TRIES_MAX);
+    if (!c->n_cand && c->api == GW_ANTHROPIC) {
+        c->n_cand = match(c->g, ORCH_EXEC_CHAT, model, c->cand, GW_TRIES_MAX);
+        c->xlate = c->n_cand > 0;
+    }
 }
 
 /* The provider's URL with the API's path (the rule of orch_model.h). */
@@ -148,8 +179,11 @@ static int provider_url(const struct orch_model_provider *p, int api,
     int rc = httpc_url_parse(url, u, err);
     if (rc)
         return rc;
-    const char *full = api == GW_CHAT ? "/chat/completions" : "/messages";
-    const char *v1 = api == GW_CHAT ? "/v1/chat/completions" : "/v1/messages";
+    static const char *const fulls[] = {"/chat/completions", "/messages",
+                                        "/responses"};
+    static const char *const v1s[] = {"/v1/chat/completions", "/v1/messages",
+                                      "/v1/responses"};
+    const char *full = fulls[api], *v1 = v1s[api];
     char *q = strchr(u->path, '?');
     size_t ul = q ? (size_t)(q - u->path) : strlen(u->path);
     while (ul > 0 && u->path[ul - 1] == '/')
@@ -229,6 +263,23 @@ static void add_guarded(const struct surf_gateway *g, cJSON *o, cJSON *found,
     fo_buf_release(&out);
 }
 
+/* Adds the try now over to c->attempts. */
+static void try_record(struct gw_call *c)
+{
+    if (!c->attempts && !(c->attempts = cJSON_CreateArray()))
+        return;
+    cJSON *a = cJSON_CreateObject();
+    if (!a)
+        return;
+    cJSON_AddStringToObject(a, "provider",
+                            c->p->name ? c->p->name : c->p->model);
+    fo_json_add_int(a, "status", c->status);
+    if (c->error_class)
+        cJSON_AddStringToObject(a, "error_class", c->error_class);
+    fo_json_add_int(a, "latency_us", ledger_now_us() - c->t_try);
+    cJSON_AddItemToArray(c->attempts, a);
+}
+
 static int entry_make(struct gw_call *c)
 {
     cJSON *o = cJSON_CreateObject(), *found = cJSON_CreateArray();
@@ -238,7 +289,10 @@ static int entry_make(struct gw_call *c)
         return FO_E_NOMEM;
     }
     int64_t now = ledger_now_us();
-    cJSON_AddStringToObject(o, "api", c->api == GW_CHAT ? "chat" : "anthropic");
+    static const char *const apis[] = {"chat", "anthropic", "responses"};
+    cJSON_AddStringToObject(o, "api", apis[c->api]);
+    if (c->xlate)
+        cJSON_AddStringToObject(o, "translated", "chat");
     cJSON_AddStringToObject(o, "model", c->model);
     cJSON_AddStringToObject(o, "provider",
                             c->p->name ? c->p->name : c->p->model);
@@ -259,16 +313,28 @@ static int entry_make(struct gw_call *c)
         fo_json_add_int(o, "tokens_in", c->tokens_in);
     if (c->tokens_out >= 0)
         fo_json_add_int(o, "tokens_out", c->tokens_out);
+    if (c->attempts) {
+        try_record(c);
+        cJSON_AddItemToObject(o, "attempts", c->attempts);
+        c->attempts = NULL;
+    }
+    /* what the client sent and was given; a translated call's exchange
+     * with the provider by its hashes */
+    const struct fo_buf *rx = c->xlate ? &c->tx : &c->raw;
     add_sha(o, "request_sha256", c->body, c->body_len);
     add_guarded(c->g, o, found, "request", c->body, c->body_len);
-    add_sha(o, "response_sha256", c->raw.data, c->raw.len);
-    fo_json_add_int(o, "response_bytes", (long long)c->raw.len);
+    add_sha(o, "response_sha256", rx->data, rx->len);
+    fo_json_add_int(o, "response_bytes", (long long)rx->len);
+    if (c->xlate) {
+        add_sha(o, "upstream_request_sha256", c->up_body, c->up_body_len);
+        add_sha(o, "upstream_response_sha256", c->raw.data, c->raw.len);
+    }
     if (c->started && c->text_cut)
         cJSON_AddStringToObject(o, "response_text_omitted", "over 256 KiB");
     else if (c->started)
         add_guarded(c->g, o, found, "response_text", c->text.data, c->text.len);
     else
-        add_guarded(c->g, o, found, "response", c->raw.data, c->raw.len);
+        add_guarded(c->g, o, found, "response", rx->data, rx->len);
     cJSON_AddItemToObject(o, "guard", found);
     struct fo_err err;
     fo_buf_init(&c->entry, LEDGER_BODY_MAX_DEFAULT);
@@ -297,6 +363,11 @@ static void call_free(struct gw_call *c)
     fo_buf_release(&c->raw);
     fo_buf_release(&c->text);
     fo_buf_release(&c->entry);
+    fo_buf_release(&c->tx);
+    fo_buf_release(&c->gout);
+    cJSON_Delete(c->attempts);
+    cJSON_Delete(c->req_json);
+    free(c->up_body);
     free(c->body);
     free(c);
 }
@@ -333,15 +404,16 @@ static void answer(evutil_socket_t fd, short what, void *arg)
                     "the call could not be witnessed in the ledger; the "
                     "answer is withheld",
                     c->t0);
-    } else if (c->error_class && !c->status) {
+    } else if (c->error_class && (!c->status || c->bad_answer)) {
         int st = !strcmp(c->error_class, "timeout") ? 504 : 502;
         reply_error(c->h, c->req, c->api, st, "api_error", c->error, c->t0);
     } else {
         size_t len = 0;
-        char *body = fo_buf_detach(&c->raw, &len);
+        char *body = fo_buf_detach(c->xlate ? &c->tx : &c->raw, &len);
         surf_http_reply(c->h, c->req, c->status,
-                        c->ctype[0] ? c->ctype : "application/json", body, len,
-                        c->t0);
+                        c->ctype[0] && !c->xlate ? c->ctype
+                                                 : "application/json",
+                        body, len, c->t0);
     }
     call_free(c);
 }
@@ -410,11 +482,21 @@ static int on_event(void *arg, const char *type, const char *data, size_t len)
     struct gw_call *c = arg;
     cJSON *j = NULL;
     struct fo_err err;
+    if (c->xlate) /* out of memory or over GW_RAW_MAX: the events dropped */
+        (void)surf_gwa_stream_event(&c->gs, data, len, &c->gout);
     if (len == 6 && !memcmp(data, "[DONE]", 6))
         return 0;
     if (fo_json_parse(data, len, &j, &err) != FO_OK)
         return 0;
-    if (c->api == GW_CHAT) {
+    if (c->api == GW_RESPONSES) {
+        const char *t =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "type"));
+        if (t && !strcmp(t, "response.output_text.delta"))
+            take_text(c, cJSON_GetObjectItemCaseSensitive(j, "delta"));
+        take_usage(
+            c, cJSON_GetObjectItemCaseSensitive(
+                   cJSON_GetObjectItemCaseSensitive(j, "response"), "usage"));
+    } else if (c->api == GW_CHAT || c->xlate) {
         const cJSON *ch = cJSON_GetArrayItem(
             cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(ch, "delta");
@@ -445,8 +527,9 @@ static void hold_last(struct gw_call *c, struct evbuffer *data)
         evbuffer_add_buffer(c->held, data);
         return;
     }
-    const char *mark =
-        c->api == GW_CHAT ? "data: [DONE]" : "event: message_stop";
+    static const char *const marks[] = {"data: [DONE]", "event: message_stop",
+                                        "event: response.completed"};
+    const char *mark = marks[c->api];
     struct evbuffer_ptr at = evbuffer_search(data, mark, strlen(mark), NULL);
     if (at.pos < 0)
         return;
@@ -457,6 +540,23 @@ static void hold_last(struct gw_call *c, struct evbuffer *data)
     evbuffer_add_buffer(c->held, data);
     evbuffer_add_buffer(data, head);
     evbuffer_free(head);
+}
+
+/* Sends the Anthropic events the translator made (c->gout) on, but for
+ * the last, held until the commit. */
+static void send_translated(struct gw_call *c)
+{
+    if (!c->gout.len)
+        return;
+    fo_buf_append(&c->tx, c->gout.data, c->gout.len);
+    struct evbuffer *b = evbuffer_new();
+    if (b && evbuffer_add(b, c->gout.data, c->gout.len) == 0) {
+        hold_last(c, b);
+        surf_http_stream_chunk(c->req, b);
+    }
+    if (b)
+        evbuffer_free(b);
+    fo_buf_reset(&c->gout);
 }
 
 /* The client hung up: the upstream request goes too, and what came of
@@ -494,7 +594,7 @@ static void up_chunk(void *arg, struct httpc_req *r, struct evbuffer *data)
     if (!c->started) {
         const char *ct = httpc_req_header(r, "Content-Type");
         snprintf(c->ctype, sizeof(c->ctype), "%s",
-                 ct ? ct : "text/event-stream");
+                 ct && !c->xlate ? ct : "text/event-stream");
         surf_http_stream_start(c->h, c->req, 200, c->ctype, c->t0);
         c->started = 1;
         c->status = 200;
@@ -506,6 +606,12 @@ static void up_chunk(void *arg, struct httpc_req *r, struct evbuffer *data)
         evbuffer_add(c->ssebuf, p, len);
         if (httpc_sse_feed(&c->sse, c->ssebuf, on_event, c) < 0)
             evbuffer_drain(c->ssebuf, evbuffer_get_length(c->ssebuf));
+    }
+    if (c->xlate) {
+        /* the client has the Anthropic events made of what came */
+        evbuffer_drain(data, evbuffer_get_length(data));
+        send_translated(c);
+        return;
     }
     hold_last(c, data);
     surf_http_stream_chunk(c->req, data);
@@ -526,6 +632,109 @@ static const char *end_class(int end)
     default:
         return "upstream_error";
     }
+}
+
+/* A failure before any byte went to the client, which the next provider
+ * of the model may not have: no connection or no answer (status 0), a 5xx
+ * or a 429. */
+static int may_fall_over(const struct gw_call *c,
+                         const struct httpc_result *res)
+{
+    if (c->started || c->gone || c->try_i + 1 >= c->n_cand)
+        return 0;
+    if (res->end == HTTPC_END_OK)
+        return res->status >= 500 || res->status == 429;
+    return res->status == 0;
+}
+
+/* The end of a translated call: a stream's last events, or the plain
+ * answer (or the provider's error) in Anthropic's shape in c->tx. */
+static void translate_end(struct gw_call *c, const struct httpc_result *res)
+{
+    if (c->started) {
+        if (res->end == HTTPC_END_OK &&
+            surf_gwa_stream_finish(&c->gs, &c->gout) == FO_OK)
+            send_translated(c);
+        return;
+    }
+    if (c->error_class && !c->status)
+        return; /* answer() says it in Anthropic's shape */
+    char *body = NULL;
+    size_t len = 0;
+    if (c->status >= 400) {
+        if (surf_gwa_error_body(c->status, c->raw.data, c->raw.len, &body,
+                                &len) == FO_OK)
+            fo_buf_append(&c->tx, body, len);
+        free(body);
+        return;
+    }
+    cJSON *j = NULL, *m = NULL;
+    struct fo_err err;
+    const cJSON *stops =
+        cJSON_GetObjectItemCaseSensitive(c->req_json, "stop_sequences");
+    int rc =
+        fo_json_parse(c->raw.data ? c->raw.data : "", c->raw.len, &j, &err);
+    if (rc == FO_OK)
+        rc = surf_gwa_response(j, c->model, stops, &m, &err);
+    if (rc == FO_OK)
+        rc = fo_json_canon(m, &c->tx, &err);
+    cJSON_Delete(j);
+    cJSON_Delete(m);
+    if (rc) {
+        c->error_class = "upstream_error";
+        c->bad_answer = 1;
+        snprintf(c->error, sizeof(c->error),
+                 "the provider's answer is not a chat completion: %.150s",
+                 err.msg);
+    }
+}
+
+static int start_upstream(struct gw_call *c, struct fo_err *err);
+
+/* The URL of c->p, and for a translated call the chat request for it. */
+static int prepare_try(struct gw_call *c, struct fo_err *err)
+{
+    httpc_url_release(&c->url);
+    int rc = provider_url(c->p, c->xlate ? GW_CHAT : c->api, &c->url, err);
+    if (rc || !c->xlate)
+        return rc;
+    cJSON *o = NULL;
+    rc = surf_gwa_request(c->req_json, c->p->model, &o, err);
+    if (rc)
+        return rc;
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    rc = fo_json_canon(o, &b, err);
+    cJSON_Delete(o);
+    free(c->up_body);
+    c->up_body = rc ? NULL : fo_buf_detach(&b, &c->up_body_len);
+    fo_buf_release(&b);
+    if (!rc && !c->up_body)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    return rc;
+}
+
+/* Fallover: the try that failed is recorded, the next provider asked. */
+static int next_try(struct gw_call *c)
+{
+    struct fo_err err;
+    try_record(c);
+    c->p = c->cand[++c->try_i];
+    c->t_try = ledger_now_us();
+    c->status = 0;
+    c->error_class = NULL;
+    c->error[0] = 0;
+    c->ctype[0] = 0;
+    c->tokens_in = c->tokens_out = -1;
+    fo_buf_reset(&c->raw);
+    int rc = prepare_try(c, &err);
+    if (rc == FO_OK)
+        rc = start_upstream(c, &err);
+    if (rc) {
+        c->error_class = "unavailable";
+        snprintf(c->error, sizeof(c->error), "%s", err.msg);
+    }
+    return rc;
 }
 
 static void up_done(void *arg, struct httpc_result *res)
@@ -574,6 +783,10 @@ static void up_done(void *arg, struct httpc_result *res)
             take_usage(c, cJSON_GetObjectItemCaseSensitive(j, "usage"));
         cJSON_Delete(j);
     }
+    if (may_fall_over(c, res) && next_try(c) == FO_OK)
+        return; /* the next provider's done comes here again */
+    if (c->xlate)
+        translate_end(c, res);
     witness(c);
 }
 
@@ -593,7 +806,7 @@ static int start_upstream(struct gw_call *c, struct fo_err *err)
                           "the provider's key variable %s is not set",
                           c->p->api_key_env);
     struct evkeyvalq *ih = evhttp_request_get_input_headers(c->req);
-    if (c->api == GW_CHAT) {
+    if (c->xlate || c->api != GW_ANTHROPIC) {
         if (key) {
             snprintf(auth, sizeof(auth), "Bearer %s", key);
             hd[n++] = (struct httpc_header){"Authorization", auth};
@@ -614,8 +827,8 @@ static int start_upstream(struct gw_call *c, struct fo_err *err)
         .url = &c->url,
         .headers = hd,
         .n_headers = n,
-        .body = c->body,
-        .body_len = c->body_len,
+        .body = c->xlate ? c->up_body : c->body,
+        .body_len = c->xlate ? c->up_body_len : c->body_len,
         .tls = c->g->tls,
         .dns = c->g->cfg.dns,
         .connect_ms = mc->connect_timeout_ms ? mc->connect_timeout_ms
@@ -689,6 +902,55 @@ static int key_limits(struct surf_http *h, struct evhttp_request *req, int api,
     return 1;
 }
 
+/* A new call for the client's request j (kept by the call when it is
+ * translated); NULL when out of memory. */
+static struct gw_call *call_new(struct surf_gateway *g, struct surf_http *h,
+                                struct evhttp_request *req, int api, int64_t t0,
+                                cJSON *j, const char *text, size_t len)
+{
+    struct gw_call *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "stream");
+    *c = (struct gw_call){.g = g,
+                          .h = h,
+                          .req = req,
+                          .t0 = t0,
+                          .t_up = ledger_now_us(),
+                          .ttft_us = -1,
+                          .api = api,
+                          .stream = cJSON_IsTrue(st),
+                          .tokens_in = -1,
+                          .tokens_out = -1};
+    c->t_try = c->t_up;
+    snprintf(c->model, sizeof(c->model), "%s", m->valuestring);
+    pick(c, m->valuestring);
+    c->p = c->cand[0];
+    fo_buf_init(&c->raw, GW_RAW_MAX);
+    fo_buf_init(&c->text, GW_WITNESS_MAX + 1);
+    fo_buf_init(&c->tx, GW_RAW_MAX);
+    fo_buf_init(&c->gout, GW_RAW_MAX);
+    httpc_sse_init(&c->sse, GW_SSE_EVENT_MAX);
+    /* j stays with the call when it is translated (call_start) */
+    surf_gwa_stream_init(
+        &c->gs, c->model,
+        c->xlate ? cJSON_GetObjectItemCaseSensitive(j, "stop_sequences")
+                 : NULL);
+    c->ssebuf = evbuffer_new();
+    c->held = evbuffer_new();
+    c->back = event_new(g->cfg.base, -1, 0, answer, c);
+    c->body = malloc(len ? len : 1);
+    if (c->body)
+        memcpy(c->body, text, len);
+    c->body_len = len;
+    if (!c->ssebuf || !c->held || !c->back || !c->body) {
+        call_free(c);
+        return NULL;
+    }
+    return c;
+}
+
 static void call_start(struct surf_gateway *g, struct surf_http *h,
                        struct evhttp_request *req, int api,
                        struct keys_key *key, int64_t t0)
@@ -706,66 +968,50 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
         return;
     }
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "stream");
-    const struct orch_model_provider *p =
-        cJSON_IsString(m) ? pick(g, api, m->valuestring) : NULL;
-    if (!cJSON_IsString(m) || !p) {
-        char msg[ORCH_MODEL_MAX + 128];
-        snprintf(msg, sizeof(msg), "%s%.*s%s",
-                 cJSON_IsString(m) ? "no provider serves the model \""
-                                   : "\"model\" is required",
-                 cJSON_IsString(m) ? ORCH_MODEL_MAX : 0,
-                 cJSON_IsString(m) ? m->valuestring : "",
-                 cJSON_IsString(m) ? "\" here (GET /v1/models)" : "");
+    if (!cJSON_IsString(m)) {
         cJSON_Delete(j);
-        reply_error(h, req, api, cJSON_IsString(m) ? 404 : 400,
-                    cJSON_IsString(m) ? "not_found_error"
-                                      : "invalid_request_error",
-                    msg, t0);
+        reply_error(h, req, api, 400, "invalid_request_error",
+                    "\"model\" is required", t0);
         return;
     }
-    if (key && key_limits(h, req, api, key, m->valuestring, p, t0)) {
+    struct gw_call *c = call_new(g, h, req, api, t0, j, text, len);
+    if (!c) {
         cJSON_Delete(j);
-        return;
-    }
-    struct gw_call *c = calloc(1, sizeof(*c));
-    if (c) {
-        *c = (struct gw_call){.g = g,
-                              .h = h,
-                              .req = req,
-                              .t0 = t0,
-                              .t_up = ledger_now_us(),
-                              .ttft_us = -1,
-                              .api = api,
-                              .stream = cJSON_IsTrue(st),
-                              .p = p,
-                              .tokens_in = -1,
-                              .tokens_out = -1};
-        snprintf(c->model, sizeof(c->model), "%s", m->valuestring);
-        if (key) {
-            snprintf(c->key, sizeof(c->key), "%s", key->name);
-            c->key_created = key->created_us;
-        }
-        fo_buf_init(&c->raw, GW_RAW_MAX);
-        fo_buf_init(&c->text, GW_WITNESS_MAX + 1);
-        httpc_sse_init(&c->sse, GW_SSE_EVENT_MAX);
-        c->ssebuf = evbuffer_new();
-        c->held = evbuffer_new();
-        c->back = event_new(g->cfg.base, -1, 0, answer, c);
-        c->body = malloc(len ? len : 1);
-        if (c->body)
-            memcpy(c->body, text, len);
-        c->body_len = len;
-    }
-    cJSON_Delete(j);
-    if (!c || !c->ssebuf || !c->held || !c->back || !c->body) {
-        if (c)
-            call_free(c);
-        else
-            keys_done(key, 0, 0);
         reply_error(h, req, api, 500, "api_error", "out of memory", t0);
         return;
     }
+    if (!c->n_cand) {
+        char msg[ORCH_MODEL_MAX + 128];
+        snprintf(msg, sizeof(msg),
+                 "no provider serves the model \"%.*s\" here (GET "
+                 "/v1/models)",
+                 ORCH_MODEL_MAX, m->valuestring);
+        cJSON_Delete(j);
+        call_free(c);
+        reply_error(h, req, api, 404, "not_found_error", msg, t0);
+        return;
+    }
+    if (key && key_limits(h, req, api, key, m->valuestring, c->cand[0], t0)) {
+        cJSON_Delete(j);
+        call_free(c);
+        return;
+    }
+    if (key) { /* admitted: counted in flight until call_free */
+        snprintf(c->key, sizeof(c->key), "%s", key->name);
+        c->key_created = key->created_us;
+    }
+    cJSON *tr = NULL;
+    if (c->xlate && surf_gwa_request(j, "check", &tr, &err) != FO_OK) {
+        cJSON_Delete(j);
+        call_free(c);
+        reply_error(h, req, api, 400, "invalid_request_error", err.msg, t0);
+        return;
+    }
+    cJSON_Delete(tr);
+    if (c->xlate)
+        c->req_json = j; /* the stream translator borrows its stops */
+    else
+        cJSON_Delete(j);
     const char *sess = evhttp_find_header(evhttp_request_get_input_headers(req),
                                           "X-Forum-Session");
     if (sess && strlen(sess) <= GW_SESSION_MAX &&
@@ -773,7 +1019,7 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
         snprintf(c->session, sizeof(c->session), "%s", sess);
     else if (key) /* a key's calls without a session header: one session */
         snprintf(c->session, sizeof(c->session), "key:%s", key->name);
-    int rc = provider_url(p, api, &c->url, &err);
+    int rc = prepare_try(c, &err);
     if (rc == FO_OK)
         rc = start_upstream(c, &err);
     if (rc == FO_OK)
@@ -839,11 +1085,13 @@ int surf_gateway_route(void *hook, struct surf_http *h,
         api = GW_CHAT;
     else if (!strcmp(path, "/v1/messages"))
         api = GW_ANTHROPIC;
+    else if (!strcmp(path, "/v1/responses"))
+        api = GW_RESPONSES;
     else if (!strcmp(path, "/v1/models"))
         api = -1;
     else
         return 0;
-    int eapi = api == GW_ANTHROPIC ? GW_ANTHROPIC : GW_CHAT;
+    int eapi = api < 0 ? GW_CHAT : api;
     struct keys_key *key = NULL;
     if (!key_ok(g, req, authed, &key)) {
         reply_error(h, req, eapi, 401, "authentication_error",

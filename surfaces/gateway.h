@@ -1,10 +1,13 @@
 /* gateway: the daemon between any agent and its model. POST
  * /v1/chat/completions (OpenAI-compatible, plain and stream: true), POST
- * /v1/messages (Anthropic Messages, forwarded to an Anthropic provider)
- * and GET /v1/models, authenticated with the daemon's token (a bearer, or
- * x-api-key). A request goes to the provider its "model" names (a
- * provider's model or name, or a tier) as the client sent it; the answer
- * comes back as the provider gave it, a stream relayed chunk by chunk.
+ * /v1/responses (passed through to a chat provider), POST /v1/messages
+ * (Anthropic Messages, forwarded to an Anthropic provider, else translated
+ * for a chat one: gateway_anthropic.h) and GET /v1/models, authenticated
+ * with the daemon's token (a bearer, or x-api-key). A request goes to the
+ * provider its "model" names (a provider's model or name, or a tier) as
+ * the client sent it, the next such provider when one fails before the
+ * client had a byte (fallover, at most 3); the answer comes back as the
+ * provider gave it, a stream relayed chunk by chunk.
  * Every call that reached a provider is one ledger entry of kind
  * gateway_call (request and response as witnessed, with the guardrails
  * applied to that copy only), committed through the group committer

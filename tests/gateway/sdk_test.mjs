@@ -3,7 +3,8 @@
 // scripts/install-deps.sh: nothing is fetched here), with a fake upstream
 // in this file that streams. Plain calls, streams (read through each SDK's
 // own stream reader), and a wrong key, which each SDK must raise as its
-// AuthenticationError. Then every call that reached the upstream is one
+// AuthenticationError. The Anthropic SDK also on a model only a chat
+// provider serves (forum translates): plain, streamed, a tool's round trip. Then every call that reached the upstream is one
 // gateway_call entry. Usage: node sdk_test.mjs FORUM_BIN. Exit 77 when the
 // packages are not installed.
 import { spawn, execFileSync } from "node:child_process";
@@ -40,17 +41,36 @@ const upstream = http.createServer((req, res) => {
   req.on("end", () => {
     const j = JSON.parse(body);
     if (req.url === "/v1/chat/completions") {
+      // with tools and a user's question: a call of the first tool; with a
+      // tool's result last: an answer that quotes it
+      const last = j.messages[j.messages.length - 1];
+      const call = j.tools && last.role === "user";
+      const said = last.role === "tool" ? `it is ${last.content}` : null;
       if (!j.stream) {
+        const message = call
+          ? { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function",
+              function: { name: j.tools[0].function.name, arguments: JSON.stringify({ city: "Oslo" }) } }] }
+          : { role: "assistant", content: said ?? "hello back" };
         res.writeHead(200, { "Content-Type": "application/json" });
         return res.end(JSON.stringify({
           id: "c1", object: "chat.completion", created: 1, model: j.model,
-          choices: [{ index: 0, message: { role: "assistant", content: "hello back" }, finish_reason: "stop" }],
+          choices: [{ index: 0, message, finish_reason: call ? "tool_calls" : "stop" }],
           usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } }));
       }
       const chunk = (delta, fin) => ({ id: "c2", object: "chat.completion.chunk", created: 1, model: j.model,
         choices: [{ index: 0, delta, finish_reason: fin }] });
+      const usage = j.stream_options?.include_usage
+        ? [[null, { id: "c2", object: "chat.completion.chunk", choices: [], usage: { prompt_tokens: 9, completion_tokens: 2 } }]]
+        : [];
+      if (call)
+        return sse(res, [[null, chunk({ role: "assistant", content: "Checking." }, null)],
+          [null, chunk({ tool_calls: [{ index: 0, id: "call_2", type: "function",
+            function: { name: j.tools[0].function.name, arguments: "" } }] }, null)],
+          [null, chunk({ tool_calls: [{ index: 0, function: { arguments: "{\"city\":" } }] }, null)],
+          [null, chunk({ tool_calls: [{ index: 0, function: { arguments: "\"Oslo\"}" } }] }, null)],
+          [null, chunk({}, "tool_calls")], ...usage, [null, "[DONE]"]]);
       return sse(res, [[null, chunk({ role: "assistant", content: "Hel" }, null)],
-        [null, chunk({ content: "lo world" }, "stop")], [null, "[DONE]"]]);
+        [null, chunk({ content: "lo world" }, "stop")], ...usage, [null, "[DONE]"]]);
     }
     if (req.url === "/v1/messages") {
       const msg = { id: "msg_1", type: "message", role: "assistant", model: j.model,
@@ -132,6 +152,38 @@ try {
   } catch (e) {
     eq(e instanceof Anthropic.AuthenticationError, true, `anthropic wrong key: ${e.constructor.name} ${e.message}`);
   }
+  // anthropic on a chat-only model: forum translates both ways
+  const r3 = await an.messages.create({ model: "fake-model", max_tokens: 16, system: "be brief",
+    messages: [{ role: "user", content: "hi" }] });
+  eq(r3.content[0].text, "hello back", "translated plain");
+  eq(r3.stop_reason, "end_turn", "translated stop_reason");
+  eq(r3.usage.input_tokens, 7, "translated usage");
+  const s3 = an.messages.stream({ model: "fake-model", max_tokens: 16, messages: [{ role: "user", content: "hi" }] });
+  text = "";
+  s3.on("text", (t) => (text += t));
+  const m3 = await s3.finalMessage();
+  eq(text, "Hello world", "translated stream text");
+  eq(m3.content[0].text, "Hello world", "translated stream message");
+  eq(m3.stop_reason, "end_turn", "translated stream stop_reason");
+  eq(m3.usage.output_tokens, 2, "translated stream usage");
+  const tools = [{ name: "get_weather", description: "the weather in a city",
+    input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } }];
+  const ask = { role: "user", content: "weather in Oslo?" };
+  const r4 = await an.messages.create({ model: "fake-model", max_tokens: 64, tools, messages: [ask] });
+  eq(r4.stop_reason, "tool_use", "translated tool stop_reason");
+  const use = r4.content.find((b) => b.type === "tool_use");
+  eq(use?.name, "get_weather", "translated tool_use name");
+  eq(use?.input?.city, "Oslo", "translated tool_use input");
+  const r5 = await an.messages.create({ model: "fake-model", max_tokens: 64, tools, messages: [ask,
+    { role: "assistant", content: r4.content },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: use?.id, content: "-3C" }] }] });
+  eq(r5.content[0].text, "it is -3C", "translated tool_result round trip");
+  const m6 = await an.messages.stream({ model: "fake-model", max_tokens: 64, tools, messages: [ask] }).finalMessage();
+  eq(m6.stop_reason, "tool_use", "translated streamed tool stop_reason");
+  eq(m6.content[0].text, "Checking.", "translated streamed tool text");
+  eq(m6.content[1]?.type, "tool_use", "translated streamed tool block");
+  eq(m6.content[1]?.id, "call_2", "translated streamed tool id");
+  eq(JSON.stringify(m6.content[1]?.input), JSON.stringify({ city: "Oslo" }), "translated streamed tool input");
 } catch (e) {
   fail(e.stack);
 }
@@ -139,7 +191,7 @@ daemon.kill("SIGTERM");
 await new Promise((r) => daemon.on("exit", r));
 upstream.close();
 const sum = JSON.parse(execFileSync(forum, ["--ledger", dir, "--json", "ledger", "summary"], { encoding: "utf8" }));
-eq(sum.by_kind?.gateway_call, 4, "gateway_call entries (the wrong keys reach no upstream)");
+eq(sum.by_kind?.gateway_call, 9, "gateway_call entries (the wrong keys reach no upstream)");
 if (!process.exitCode) {
   fs.rmSync(dir, { recursive: true, force: true });
   console.log("ok: openai and @anthropic-ai/sdk through the gateway");
