@@ -161,8 +161,8 @@ static int check_spans(cJSON *spans, size_t i, size_t j, struct seen *seen,
         if (why) {
             if (!b->rejected++)
                 snprintf(b->why, sizeof(b->why),
-                         "resourceSpans[%zu].scopeSpans[%zu].spans[%zu]: %s",
-                         i, j, k, why);
+                         "resourceSpans[%zu].scopeSpans[%zu].spans[%zu]: %s", i,
+                         j, k, why);
             cJSON_Delete(cJSON_DetachItemViaPointer(spans, sp));
         } else {
             b->accepted++;
@@ -226,7 +226,8 @@ int otlp_batch_make(int proto, const void *body, size_t len,
     if (rc)
         return rc;
     struct seen *seen = calloc(1, sizeof(*seen));
-    rc = seen ? check_doc(doc, seen, b, err) : fo_err_set(err, FO_E_NOMEM, NULL);
+    rc =
+        seen ? check_doc(doc, seen, b, err) : fo_err_set(err, FO_E_NOMEM, NULL);
     free(seen);
     if (rc == FO_OK && b->accepted) {
         struct fo_buf t;
@@ -298,8 +299,8 @@ static int json_response(long long rejected, const char *why, char **out,
                          size_t *len)
 {
     cJSON *o = cJSON_CreateObject();
-    cJSON *ps = o && rejected > 0 ? cJSON_AddObjectToObject(o, "partialSuccess")
-                                  : NULL;
+    cJSON *ps =
+        o && rejected > 0 ? cJSON_AddObjectToObject(o, "partialSuccess") : NULL;
     char n[24];
     snprintf(n, sizeof(n), "%lld", rejected);
     int ok = o && (rejected <= 0 ||
@@ -339,12 +340,12 @@ static void work(struct surf_otlp *o, struct job *j)
         rc = otlp_batch_make(j->proto, body ? (const void *)body : "", len, &b,
                              &j->err);
     if (rc == FO_OK && b.accepted) {
-        struct import_source src = {
-            .format = "otel",
-            .data = b.json,
-            .len = b.len,
-            .name = j->proto ? "POST /v1/traces (protobuf)"
-                             : "POST /v1/traces (json)"};
+        struct import_source src = {.format = "otel",
+                                    .data = b.json,
+                                    .len = b.len,
+                                    .name = j->proto
+                                                ? "POST /v1/traces (protobuf)"
+                                                : "POST /v1/traces (json)"};
         cJSON *res = NULL;
         rc = import_run(o->cfg.ledger, o->cfg.batch, o->cfg.batch_hook, &src,
                         &res, &j->err);
@@ -472,8 +473,13 @@ static int submit(struct surf_otlp *o, struct surf_http *h,
     size_t len = evbuffer_get_length(ib);
     struct job *j = calloc(1, sizeof(*j));
     if (j)
-        *j = (struct job){.o = o, .h = h, .req = req, .t0 = t0,
-                          .proto = proto, .gzip = gzip, .len = len};
+        *j = (struct job){.o = o,
+                          .h = h,
+                          .req = req,
+                          .t0 = t0,
+                          .proto = proto,
+                          .gzip = gzip,
+                          .len = len};
     if (!j || !(j->body = malloc(len ? len : 1)) ||
         evbuffer_remove(ib, j->body, len) != (int)len ||
         !(j->back = event_new(o->cfg.base, -1, 0, answer, j))) {
@@ -494,8 +500,8 @@ static int submit(struct surf_otlp *o, struct surf_http *h,
     pthread_mutex_unlock(&o->mu);
     if (full) {
         job_free(j);
-        evhttp_add_header(evhttp_request_get_output_headers(req),
-                          "Retry-After", "1");
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After",
+                          "1");
         return fo_err_set(err, FO_E_BUSY,
                           "the trace receiver has %d requests queued; retry",
                           OTLP_MAX_QUEUED);
@@ -522,8 +528,7 @@ int surf_otlp_route(void *hook, struct surf_http *h, struct evhttp_request *req,
     if (strcmp(verb, "POST") != 0) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
                           "POST");
-        surf_http_reply_error(h, req, FO_E_METHOD, "/v1/traces: use POST",
-                              t0);
+        surf_http_reply_error(h, req, FO_E_METHOD, "/v1/traces: use POST", t0);
         return 1;
     }
     if (read_headers(req, &proto, &gzip, &err) != FO_OK ||

@@ -196,11 +196,11 @@ static cJSON *any_json(const pb_any *a, int *bad)
     }
     case OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_KVLIST_VALUE: {
         cJSON *kv = cJSON_CreateObject();
-        ok = add(o, "kvlistValue", kv) &&
-             add(kv, "values",
-                 kvs_json(a->kvlist_value ? a->kvlist_value->values : NULL,
-                          a->kvlist_value ? a->kvlist_value->n_values : 0,
-                          bad));
+        ok =
+            add(o, "kvlistValue", kv) &&
+            add(kv, "values",
+                kvs_json(a->kvlist_value ? a->kvlist_value->values : NULL,
+                         a->kvlist_value ? a->kvlist_value->n_values : 0, bad));
         break;
     }
     case OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BYTES_VALUE: {
@@ -296,8 +296,8 @@ static cJSON *span_json(const pb_span *s, int *bad)
 
 /* One scope's spans ({scope: {name, version}, spans}), from ScopeSpans or
  * the deprecated InstrumentationLibrarySpans (the same fields). */
-static cJSON *scope_json(const char *name, const char *version,
-                         pb_span **spans, size_t n, int *bad)
+static cJSON *scope_json(const char *name, const char *version, pb_span **spans,
+                         size_t n, int *bad)
 {
     cJSON *o = cJSON_CreateObject(), *sc = cJSON_CreateObject();
     cJSON *a = cJSON_CreateArray();
@@ -321,9 +321,8 @@ static cJSON *rs_json(const pb_rs *rs, int *bad)
     cJSON *o = cJSON_CreateObject(), *res = cJSON_CreateObject();
     cJSON *sss = cJSON_CreateArray();
     int ok = add(o, "resource", res) &&
-             (!rs->resource ||
-              add_attrs(res, rs->resource->attributes,
-                        rs->resource->n_attributes, bad)) &&
+             (!rs->resource || add_attrs(res, rs->resource->attributes,
+                                         rs->resource->n_attributes, bad)) &&
              add(o, "scopeSpans", sss);
     if (!ok)
         cJSON_Delete(res), cJSON_Delete(sss);
@@ -339,11 +338,11 @@ static cJSON *rs_json(const pb_rs *rs, int *bad)
      * schema marks the field deprecated, which is why it is read here) */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    for (size_t i = 0; ok && !rs->n_scope_spans &&
-                       i < rs->n_instrumentation_library_spans;
+    for (size_t i = 0;
+         ok && !rs->n_scope_spans && i < rs->n_instrumentation_library_spans;
          i++) {
-        const Opentelemetry__Proto__Trace__V1__InstrumentationLibrarySpans
-            *ls = rs->instrumentation_library_spans[i];
+        const Opentelemetry__Proto__Trace__V1__InstrumentationLibrarySpans *ls =
+            rs->instrumentation_library_spans[i];
         const Opentelemetry__Proto__Common__V1__InstrumentationLibrary *lib =
             ls->instrumentation_library;
         cJSON *x = scope_json(lib ? lib->name : NULL, lib ? lib->version : NULL,
@@ -365,8 +364,9 @@ int otlp_pb_to_json(const void *data, size_t len, cJSON **out,
     int rc = scan_msg(data, len, &REQ_DESC, 0, &s, err);
     if (rc)
         return rc;
-    pb_req *req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
-        NULL, len, data);
+    pb_req *req =
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+            NULL, len, data);
     if (!req)
         return fo_err_set(err, FO_E_INVALID,
                           "not an OTLP ExportTraceServiceRequest (protobuf-c "

@@ -77,8 +77,7 @@ static struct reply post(const struct tu_daemon *d, const char *verb,
     close(fd);
     buf[got] = 0;
     struct reply rp = {0};
-    cr_assert(sscanf(buf, "HTTP/1.1 %d", &rp.status) == 1, "no reply: %s",
-              buf);
+    cr_assert(sscanf(buf, "HTTP/1.1 %d", &rp.status) == 1, "no reply: %s", buf);
     const char *ct = strcasestr(buf, "\r\nContent-Type: ");
     if (ct)
         sscanf(ct + 16, "%63[^\r]", rp.ctype);
@@ -147,14 +146,16 @@ static uint8_t *pb_request(const char *svc, const char *const *ids,
     res.attributes = res_attrs;
     /* attributes: big = 2^62 + 1 (beyond a double), list = ["a", true] */
     pb_any big = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
-    big.value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
+    big.value_case =
+        OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
     big.int_value = 4611686018427387905LL;
     pb_any a0 = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT,
            a1 = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
     a0.value_case =
         OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
     a0.string_value = (char *)"a";
-    a1.value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE;
+    a1.value_case =
+        OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE;
     a1.bool_value = 1;
     pb_any *items[] = {&a0, &a1};
     Opentelemetry__Proto__Common__V1__ArrayValue arr =
@@ -185,7 +186,8 @@ static uint8_t *pb_request(const char *svc, const char *const *ids,
         if (parents[i])
             s.parent_span_id = (ProtobufCBinaryData){8, pid[i]};
         s.name = (char *)"pb-span";
-        s.kind = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_CLIENT;
+        s.kind =
+            OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_CLIENT;
         s.start_time_unix_nano = 1700000000123456789ull;
         s.end_time_unix_nano = 1700000000223456789ull;
         s.n_attributes = 2;
@@ -220,9 +222,9 @@ static uint8_t *pb_request(const char *svc, const char *const *ids,
 static uint8_t *gzip_of(const void *data, size_t len, size_t *out_len)
 {
     z_stream z = {0};
-    cr_assert_eq(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8,
-                              Z_DEFAULT_STRATEGY),
-                 Z_OK);
+    cr_assert_eq(
+        deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY),
+        Z_OK);
     size_t cap = deflateBound(&z, (uLong)len);
     uint8_t *out = malloc(cap);
     z.next_in = (Bytef *)(uintptr_t)data;
@@ -290,21 +292,20 @@ static void down(void)
     tu_rmrf(dir);
 }
 
-Test(otlp, protobuf_spans_become_import_entries_linked_as_sent,
-     .init = up, .fini = down)
+Test(otlp, protobuf_spans_become_import_entries_linked_as_sent, .init = up,
+     .fini = down)
 {
     const char *ids[] = {"1111111111111111", "2222222222222222"};
     const char *parents[] = {NULL, "1111111111111111"};
     size_t len;
     uint8_t *body = pb_request("pb-svc", ids, parents, 2, &len);
-    struct reply r = post(&d, "POST", "application/x-protobuf", NULL, body,
-                          len, 1);
+    struct reply r =
+        post(&d, "POST", "application/x-protobuf", NULL, body, len, 1);
     cr_assert_eq(r.status, 200, "%d %s", r.status, r.body);
     cr_assert_str_eq(r.ctype, "application/x-protobuf");
-    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse
-        *resp =
-            opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
-                NULL, r.len, (const uint8_t *)r.body);
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *resp =
+        opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
+            NULL, r.len, (const uint8_t *)r.body);
     cr_assert_not_null(resp, "the answer is an ExportTraceServiceResponse");
     cr_assert_null(resp->partial_success, "nothing refused");
     opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
@@ -323,8 +324,8 @@ Test(otlp, protobuf_spans_become_import_entries_linked_as_sent,
     cr_assert_str_eq(bstr(g.body[1], "trace_id"), TRACE);
     cr_assert_str_eq(bstr(g.body[1], "start"), "1700000000123456789");
     cr_assert_eq(tu_num(g.body[1], "span_kind"), 3);
-    const cJSON *attrs = cJSON_GetObjectItemCaseSensitive(g.body[1],
-                                                          "attributes");
+    const cJSON *attrs =
+        cJSON_GetObjectItemCaseSensitive(g.body[1], "attributes");
     cr_assert_str_eq(tu_str(attrs, "big"), "4611686018427387905",
                      "an int64 beyond 2^53 kept exactly");
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(attrs, "list");
@@ -338,7 +339,8 @@ Test(otlp, protobuf_spans_become_import_entries_linked_as_sent,
 Test(otlp, json_and_gzip_are_taken_and_answered_in_json, .init = up,
      .fini = down)
 {
-    const char *spans[] = {"aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb:aaaaaaaaaaaaaaaa"};
+    const char *spans[] = {"aaaaaaaaaaaaaaaa",
+                           "bbbbbbbbbbbbbbbb:aaaaaaaaaaaaaaaa"};
     char *j = json_request("json-svc", spans, 2);
     struct reply r =
         post(&d, "POST", "application/json", NULL, j, strlen(j), 1);
@@ -348,8 +350,7 @@ Test(otlp, json_and_gzip_are_taken_and_answered_in_json, .init = up,
     free(r.body);
     size_t zlen;
     uint8_t *z = gzip_of(j, strlen(j), &zlen);
-    r = post(&d, "POST", "application/json; charset=utf-8", "gzip", z, zlen,
-             1);
+    r = post(&d, "POST", "application/json; charset=utf-8", "gzip", z, zlen, 1);
     cr_assert_eq(r.status, 200, "%d %s", r.status, r.body);
     cr_assert_str_eq(r.body, "{}");
     free(r.body);
@@ -365,13 +366,16 @@ Test(otlp, json_and_gzip_are_taken_and_answered_in_json, .init = up,
     free(j);
 }
 
-Test(otlp, refused_spans_are_a_partial_success_and_the_rest_is_kept,
-     .init = up, .fini = down)
+Test(otlp, refused_spans_are_a_partial_success_and_the_rest_is_kept, .init = up,
+     .fini = down)
 {
     /* a bad id, an all-zero id, a duplicate, its own parent: 4 refused */
-    const char *spans[] = {"cccccccccccccccc", "xyz", "0000000000000000",
-                           "cccccccccccccccc", "dddddddddddddddd:ddddddddddddddd"
-                                               "d",
+    const char *spans[] = {"cccccccccccccccc",
+                           "xyz",
+                           "0000000000000000",
+                           "cccccccccccccccc",
+                           "dddddddddddddddd:ddddddddddddddd"
+                           "d",
                            "eeeeeeeeeeeeeeee:cccccccccccccccc"};
     char *j = json_request("part-svc", spans, 6);
     struct reply r =
@@ -392,15 +396,13 @@ Test(otlp, refused_spans_are_a_partial_success_and_the_rest_is_kept,
     uint8_t *body = pb_request("part-pb", ids, parents, 2, &len);
     r = post(&d, "POST", "application/x-protobuf", NULL, body, len, 1);
     cr_assert_eq(r.status, 200, "%d %s", r.status, r.body);
-    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse
-        *resp =
-            opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
-                NULL, r.len, (const uint8_t *)r.body);
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *resp =
+        opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
+            NULL, r.len, (const uint8_t *)r.body);
     cr_assert_not_null(resp);
     cr_assert_not_null(resp->partial_success);
     cr_assert_eq(resp->partial_success->rejected_spans, 1);
-    cr_assert_not_null(
-        strstr(resp->partial_success->error_message, "spanId"));
+    cr_assert_not_null(strstr(resp->partial_success->error_message, "spanId"));
     opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
         resp, NULL);
     free(r.body);
@@ -468,8 +470,7 @@ Test(otlp, over_the_span_cap_or_the_inflated_cap_is_413, .init = up,
     fo_buf_init(&b, FO_BUF_UNLIMITED);
     fo_buf_puts(&b, "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[");
     for (int i = 0; i <= OTLP_MAX_SPANS; i++)
-        fo_buf_printf(&b,
-                      "%s{\"traceId\":\"" TRACE "\",\"spanId\":\"%016x\"}",
+        fo_buf_printf(&b, "%s{\"traceId\":\"" TRACE "\",\"spanId\":\"%016x\"}",
                       i ? "," : "", i + 1);
     fo_buf_puts(&b, "]}]}]}");
     size_t len;
@@ -571,8 +572,8 @@ Test(otlp_decode, deep_nesting_is_refused_before_protobuf_c)
     wrap(&p, end, 0x12);
     wrap(&p, end, 0x12);
     wrap(&p, end, 0x0a);
-    cr_assert_eq(otlp_pb_to_json(p, (size_t)(end - p), &out, &err), FO_OK,
-                 "%s", err.msg);
+    cr_assert_eq(otlp_pb_to_json(p, (size_t)(end - p), &out, &err), FO_OK, "%s",
+                 err.msg);
     cJSON_Delete(out);
     free(buf);
 }
@@ -595,8 +596,8 @@ Test(otlp_decode, gunzip_refuses_trailing_data_and_caps_its_output)
     memcpy(z2 + zlen, "xyz", 3);
     cr_assert_eq(otlp_gunzip(z2, zlen + 3, 100, &out, &olen, &err),
                  FO_E_INVALID);
-    cr_assert_eq(otlp_gunzip(z, zlen - 4, 100, &out, &olen, &err),
-                 FO_E_INVALID, "truncated");
+    cr_assert_eq(otlp_gunzip(z, zlen - 4, 100, &out, &olen, &err), FO_E_INVALID,
+                 "truncated");
     free(z2);
     free(z);
 }
