@@ -25,9 +25,10 @@
 #define OTLP_MAX_SPANS IMPORT_MAX_RECORDS
 /* A request's body once inflated (and a JSON body as sent), in bytes. */
 #define OTLP_MAX_INFLATED (16u << 20)
-/* Protobuf guards: messages nested, and messages in all. */
+/* Protobuf guards: messages nested, messages and fields in all. */
 #define OTLP_MAX_DEPTH 64
 #define OTLP_MAX_MESSAGES 262144
+#define OTLP_MAX_FIELDS (4 * OTLP_MAX_MESSAGES)
 /* Requests queued for the receiver's thread; past it: 503. */
 #define OTLP_MAX_QUEUED 16
 
@@ -36,8 +37,8 @@
 /* A protobuf ExportTraceServiceRequest as its OTLP/JSON object (ids in
  * hex, 64-bit integers as decimal strings, enums as numbers). The wire is
  * first walked under the guards above. FO_E_INVALID (not the message,
- * nested too deep, a string not UTF-8), FO_E_TOO_LARGE (over the span or
- * message count), FO_E_NOMEM. *out is the caller's. */
+ * nested too deep, a string not UTF-8), FO_E_TOO_LARGE (over the span,
+ * message or field count), FO_E_NOMEM. *out is the caller's. */
 int otlp_pb_to_json(const void *data, size_t len, cJSON **out,
                     struct fo_err *err);
 

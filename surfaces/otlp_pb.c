@@ -33,7 +33,7 @@ typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest
  * messages are entered), counts messages and spans and bounds the depth
  * first; decoding itself is protobuf-c's. */
 struct scan {
-    size_t msgs, spans;
+    size_t msgs, spans, fields;
 };
 
 static int varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
@@ -70,6 +70,12 @@ static int scan_msg(const uint8_t *p, size_t n,
         uint64_t tag, len;
         if (varint(&p, end, &tag) || (tag >> 3) == 0 || (tag >> 3) > INT32_MAX)
             return fo_err_set(err, FO_E_INVALID, "protobuf: a bad field tag");
+        /* protobuf-c notes every field it scans (and keeps unknown ones),
+         * a few dozen bytes each for as little as two bytes of input */
+        if (++s->fields > OTLP_MAX_FIELDS)
+            return fo_err_set(err, FO_E_TOO_LARGE,
+                              "protobuf: over %d fields in one request",
+                              OTLP_MAX_FIELDS);
         unsigned wt = (unsigned)(tag & 7);
         if (wt == 0) {
             if (varint(&p, end, &len))

@@ -578,6 +578,27 @@ Test(otlp_decode, deep_nesting_is_refused_before_protobuf_c)
     free(buf);
 }
 
+Test(otlp_decode, a_flood_of_small_fields_is_refused_by_count)
+{
+    /* field 15 (unknown to the request) as a varint, two bytes each: past
+     * OTLP_MAX_FIELDS, the request is refused before protobuf-c keeps a
+     * record of each */
+    size_t n = 2 * ((size_t)OTLP_MAX_FIELDS + 1);
+    uint8_t *b = malloc(n);
+    for (size_t i = 0; i < n; i += 2) {
+        b[i] = 0x78;
+        b[i + 1] = 0x01;
+    }
+    cJSON *out = NULL;
+    struct fo_err err;
+    cr_assert_eq(otlp_pb_to_json(b, n, &out, &err), FO_E_TOO_LARGE);
+    cr_assert_not_null(strstr(err.msg, "fields"), "%s", err.msg);
+    /* one under the cap decodes (an empty request) */
+    cr_assert_eq(otlp_pb_to_json(b, n - 2, &out, &err), FO_OK, "%s", err.msg);
+    cJSON_Delete(out);
+    free(b);
+}
+
 Test(otlp_decode, gunzip_refuses_trailing_data_and_caps_its_output)
 {
     size_t zlen;
