@@ -401,10 +401,13 @@ int otlp_pb_to_json(const void *data, size_t len, cJSON **out,
 int otlp_pb_response(long long rejected, const char *message, uint8_t **out,
                      size_t *len)
 {
-    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse r =
-        OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_RESPONSE__INIT;
-    Opentelemetry__Proto__Collector__Trace__V1__ExportTracePartialSuccess ps =
-        OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_PARTIAL_SUCCESS__INIT;
+    /* the generated init functions (the __INIT macros cast away const) */
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse r;
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTracePartialSuccess ps;
+    opentelemetry__proto__collector__trace__v1__export_trace_service_response__init(
+        &r);
+    opentelemetry__proto__collector__trace__v1__export_trace_partial_success__init(
+        &ps);
     if (rejected > 0 || (message && *message)) {
         ps.rejected_spans = rejected;
         ps.error_message = (char *)(uintptr_t)(message ? message : "");
