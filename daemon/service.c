@@ -40,6 +40,7 @@
 #include "surfaces/http.h"
 #include "surfaces/surf.h"
 #include "surfaces/gateway.h"
+#include "surfaces/otlp.h"
 #include "surfaces/tlog.h"
 
 struct daemon {
@@ -63,6 +64,7 @@ struct daemon {
     _Atomic(struct daemon_tlog *) tlog;  /* the public log, witnessing */
     struct surf_gateway *gw;             /* /v1/...: the model gateway */
     struct keys *keys;                   /* the gateway's client keys */
+    struct surf_otlp *otlp;              /* POST /v1/traces */
     int stopping, drained, runs_stopped; /* SIGTERM: both, then the end */
     size_t runs_at_stop;
     char token[80];
@@ -527,13 +529,15 @@ static int engine_redact(void *hook, int64_t seq, const char *reason, int *rc,
     return qrc;
 }
 
-/* The routes outside the handler table: the model gateway's (/v1/...),
- * then the public log's. */
+/* The routes outside the handler table: the trace receiver's
+ * (/v1/traces), the model gateway's (/v1/...), then the public log's. */
 static int extra_route(void *hook, struct surf_http *h,
                        struct evhttp_request *req, const char *path,
                        const char *verb, int authed, int64_t t0)
 {
     struct daemon *d = hook;
+    if (surf_otlp_route(d->otlp, h, req, path, verb, authed, t0))
+        return 1;
     if (d->gw && surf_gateway_route(d->gw, h, req, path, verb, authed, t0))
         return 1;
     return surf_tlog_route(atomic_load(&d->tlog), h, req, path, verb, authed,
@@ -825,6 +829,13 @@ static int make_http(struct daemon *d, struct fo_err *err)
     rc = surf_gateway_create(&gc, &d->gw, err);
     if (rc)
         return rc;
+    struct surf_otlp_config oc = {.base = d->base,
+                                  .ledger = d->ledger,
+                                  .batch = daemon_commit_append_batch_sync,
+                                  .batch_hook = d->commit};
+    rc = surf_otlp_create(&oc, &d->otlp, err);
+    if (rc)
+        return rc;
     rc = surf_http_create(d->base, &hc, &d->http, err);
     if (rc)
         return rc;
@@ -964,6 +975,7 @@ out:
     surf_http_free(d->http);  /* writes out the access log's last lines */
     surf_gateway_free(d->gw); /* no call in flight once drained */
     keys_free(d->keys);
+    surf_otlp_free(d->otlp);  /* nor a trace export */
     if (d->access_fd >= 0)
         close(d->access_fd);
     orch_engine_free(d->engine); /* stopped before the loop ended */

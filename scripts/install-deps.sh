@@ -11,8 +11,12 @@ serve_only=0
 
 # bubblewrap: the sandbox agents' commands run in (docs/AGENTS.md)
 # libpq-dev: configure needs it (the PostgreSQL store is always built)
+# libprotobuf-c-dev, protobuf-c-compiler: POST /v1/traces decodes OTLP
+# protobuf with code protoc-c generates at build time; zlib1g-dev inflates
+# its gzip bodies
 pkgs=(build-essential cmake pkg-config ca-certificates
-      libevent-dev libsqlite3-dev libssl-dev libcjson-dev libpq-dev bubblewrap)
+      libevent-dev libsqlite3-dev libssl-dev libcjson-dev libpq-dev bubblewrap
+      libprotobuf-c-dev protobuf-c-compiler zlib1g-dev)
 if [ $serve_only = 0 ]; then
   # strace: tests/unit_sandbox.sh traces the sandbox under the unit's
   # system-call filter
@@ -55,12 +59,15 @@ if [ $serve_only = 0 ]; then
     (cd "$dash" && npm ci --no-audit --no-fund --loglevel=error >&2)
   fi
   # The gateway's test against the official openai and @anthropic-ai/sdk
-  # clients, pinned in tests/gateway/package-lock.json, the same way.
+  # clients, and the trace receiver's against the OpenTelemetry exporters
+  # (@opentelemetry/exporter-trace-otlp-proto and -http), pinned in
+  # tests/gateway/package-lock.json, the same way.
   gw=$root/tests/gateway
-  want=$(node -p "const l = require('$gw/package-lock.json').packages; l['node_modules/openai'].version + ' ' + l['node_modules/@anthropic-ai/sdk'].version")
-  have=$(node -p "try { require('$gw/node_modules/openai/package.json').version + ' ' + require('$gw/node_modules/@anthropic-ai/sdk/package.json').version } catch (e) { '' }")
+  gwpkgs="openai @anthropic-ai/sdk @opentelemetry/exporter-trace-otlp-proto @opentelemetry/exporter-trace-otlp-http @opentelemetry/sdk-trace-base"
+  want=$(node -p "const l = require('$gw/package-lock.json').packages; '$gwpkgs'.split(' ').map((p) => l['node_modules/' + p].version).join(' ')")
+  have=$(node -p "try { '$gwpkgs'.split(' ').map((p) => require('$gw/node_modules/' + p + '/package.json').version).join(' ') } catch (e) { '' }")
   if [ "$want" != "$have" ]; then
-    echo "install-deps: npm ci in tests/gateway (openai, @anthropic-ai/sdk: $want)" >&2
+    echo "install-deps: npm ci in tests/gateway ($gwpkgs: $want)" >&2
     (cd "$gw" && npm ci --no-audit --no-fund --loglevel=error >&2)
   fi
 fi
