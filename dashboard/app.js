@@ -320,7 +320,7 @@ async function viewSession(name) {
       el("dt", {}, "session"), el("dd", {}, r.headerless ? `${r.session} (calls of that UTC day without an X-Forum-Session header)` : r.session),
       el("dt", {}, "calls"), el("dd", {}, r.calls, r.truncated ? ` (the first ${r.steps.length} drawn)` : ""),
       el("dt", {}, "errors"), el("dd", {}, r.errors),
-      el("dt", {}, "tokens"), el("dd", {}, tokensText(r.tokens)),
+      el("dt", {}, "tokens"), el("dd", {}, `${r.tokens.input} in, ${r.tokens.output} out`),
       el("dt", {}, "models"), el("dd", {}, (r.models || []).join(", ")),
       el("dt", {}, "started"), el("dd", {}, localTime(r.started_ts)),
       el("dt", {}, "duration"), el("dd", {}, duration(r.duration_ms)),
