@@ -6,7 +6,10 @@
  * beside the runs, and what GET /gateway/sessions/NAME shows call by call.
  * Calls without the header group per UTC day, into the session named
  * "~YYYY-MM-DD" of the day their entry was written. Read-only: any thread
- * with its own ledger handle (the surfaces run these on a worker). */
+ * with its own ledger handle (the surfaces run these on a worker); the
+ * fold is kept between calls (the cache below), so each read reads only
+ * the calls that came since the last. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +20,7 @@
 #include "ledger/fo_json.h"
 
 struct gw_seqs {
-    int64_t *seq;
+    struct ledger_entry *v;
     size_t n, cap;
 };
 
@@ -26,13 +29,13 @@ static int on_call(void *ctx, const struct ledger_entry *e)
     struct gw_seqs *c = ctx;
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 256;
-        int64_t *a = realloc(c->seq, cap * sizeof(*a));
+        struct ledger_entry *a = realloc(c->v, cap * sizeof(*a));
         if (!a)
             return FO_E_NOMEM;
-        c->seq = a;
+        c->v = a;
         c->cap = cap;
     }
-    c->seq[c->n++] = e->seq;
+    c->v[c->n++] = *e;
     return 0;
 }
 
@@ -79,36 +82,26 @@ struct gw_one {
 
 typedef int (*gw_fn)(void *ctx, const struct gw_one *c);
 
-/* Calls fn for each gateway_call, in seq order, with its session. */
-static int gw_each(struct ledger *l, gw_fn fn, void *ctx, struct fo_err *err)
+/* Reads one call back: fn(ctx, the call). */
+static int gw_read(struct ledger *l, const struct ledger_entry *e, gw_fn fn,
+                   void *ctx, struct fo_err *err)
 {
-    struct gw_seqs s = {0};
-    int rc = ledger_marked(l, LEDGER_GATEWAY, 0, on_call, &s, err);
-    if (rc == FO_E_NOMEM)
+    struct gw_one c = {.e = *e, .body = NULL};
+    char *body = NULL;
+    size_t len = 0;
+    struct fo_err berr;
+    int rc = FO_OK, brc = ledger_body(l, e->seq, &body, &len, &berr);
+    if (brc == FO_E_NOMEM)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
-    for (size_t i = 0; !rc && i < s.n; i++) {
-        struct gw_one c = {.body = NULL};
-        char *body = NULL;
-        size_t len = 0;
-        struct fo_err berr;
-        rc = ledger_get(l, s.seq[i], &c.e, NULL, err);
-        if (rc)
-            break;
-        int brc = ledger_body(l, s.seq[i], &body, &len, &berr);
-        if (brc == FO_E_NOMEM)
-            rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        else if (brc == FO_OK &&
-                 fo_json_parse(body, len, &c.body, NULL) != FO_OK)
-            c.body = NULL;
-        else if (brc != FO_OK && brc != FO_E_REDACTED)
-            rc = fo_err_set(err, brc, "%s", berr.msg);
-        free(body);
-        orch_gw_session_of(c.body, c.e.ts, c.name, sizeof(c.name));
-        if (!rc)
-            rc = fn(ctx, &c);
-        cJSON_Delete(c.body);
-    }
-    free(s.seq);
+    else if (brc == FO_OK && fo_json_parse(body, len, &c.body, NULL) != FO_OK)
+        c.body = NULL;
+    else if (brc != FO_OK && brc != FO_E_REDACTED)
+        rc = fo_err_set(err, brc, "%s", berr.msg);
+    free(body);
+    orch_gw_session_of(c.body, c.e.ts, c.name, sizeof(c.name));
+    if (!rc)
+        rc = fn(ctx, &c);
+    cJSON_Delete(c.body);
     return rc;
 }
 
@@ -119,6 +112,8 @@ struct gw_sum {
     int64_t first_seq, last_seq, start_ts, last_ts;
     long long calls, errors, tin, tout;
     cJSON *models;
+    int64_t *seqs; /* its calls (in the cache only) */
+    size_t nseq, capseq;
 };
 
 struct gw_list {
@@ -236,36 +231,108 @@ static void list_free(struct gw_list *g)
     for (size_t i = 0; i < g->n; i++) {
         free(g->v[i].name);
         cJSON_Delete(g->v[i].models);
+        free(g->v[i].seqs);
     }
     free(g->v);
+    memset(g, 0, sizeof(*g));
+}
+
+/* ---- the cache ---------------------------------------------------------
+ * The sums of every session, and each one's call seqs, up to seq upto of
+ * one ledger (by its id): each read folds only the calls that came since,
+ * so a dashboard that reloads the list on every call costs the new calls,
+ * not all of them. A ledger that got shorter (a restore) starts it over.
+ * A call redacted after it was folded stays counted as it was. */
+
+static struct {
+    pthread_mutex_t mu;
+    char id[80];
+    int64_t upto;
+    struct gw_list list;
+} cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int cache_one(void *ctx, const struct gw_one *c)
+{
+    int rc = sum_one(ctx, c);
+    struct gw_sum *s = rc ? NULL : find_or_add(ctx, c->name);
+    if (!rc && !s)
+        rc = FO_E_NOMEM;
+    if (!rc && s->nseq == s->capseq) {
+        size_t cap = s->capseq ? s->capseq * 2 : 8;
+        int64_t *v = realloc(s->seqs, cap * sizeof(*v));
+        if (!v)
+            return FO_E_NOMEM;
+        s->seqs = v;
+        s->capseq = cap;
+    }
+    if (!rc)
+        s->seqs[s->nseq++] = c->e.seq;
+    return rc;
+}
+
+/* Brings the cache to l's head; with cache.mu held. */
+static int cache_update(struct ledger *l, struct fo_err *err)
+{
+    int64_t count = 0;
+    int rc = ledger_count(l, &count, err);
+    if (rc)
+        return rc;
+    if (strcmp(cache.id, ledger_id(l)) != 0 || count < cache.upto) {
+        list_free(&cache.list);
+        snprintf(cache.id, sizeof(cache.id), "%s", ledger_id(l));
+        cache.upto = 0;
+    }
+    struct gw_seqs s = {0};
+    rc = ledger_marked(l, LEDGER_GATEWAY, cache.upto, on_call, &s, err);
+    if (rc == FO_E_NOMEM)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    for (size_t i = 0; !rc && i < s.n; i++) {
+        rc = gw_read(l, &s.v[i], cache_one, &cache.list, err);
+        if (rc == FO_E_NOMEM)
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        if (!rc)
+            cache.upto = s.v[i].seq + 1;
+    }
+    free(s.v);
+    if (rc) { /* a partial fold is not kept */
+        list_free(&cache.list);
+        cache.id[0] = '\0';
+        cache.upto = 0;
+    }
+    return rc;
 }
 
 static int by_last_desc(const void *a, const void *b)
 {
-    int64_t x = ((const struct gw_sum *)a)->last_seq;
-    int64_t y = ((const struct gw_sum *)b)->last_seq;
+    int64_t x = (*(const struct gw_sum *const *)a)->last_seq;
+    int64_t y = (*(const struct gw_sum *const *)b)->last_seq;
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
 int orch_gw_sessions(struct ledger *l, cJSON **out, struct fo_err *err)
 {
-    struct gw_list g = {0};
-    int rc = gw_each(l, sum_one, &g, err);
-    if (rc == FO_E_NOMEM)
+    pthread_mutex_lock(&cache.mu);
+    int rc = cache_update(l, err);
+    size_t n = cache.list.n;
+    struct gw_sum **v = rc ? NULL : malloc((n ? n : 1) * sizeof(*v));
+    if (!rc && !v)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
-    if (!rc && g.n)
-        qsort(g.v, g.n, sizeof(*g.v), by_last_desc);
+    for (size_t i = 0; !rc && i < n; i++)
+        v[i] = &cache.list.v[i];
+    if (!rc && n)
+        qsort(v, n, sizeof(*v), by_last_desc);
     cJSON *arr = rc ? NULL : cJSON_CreateArray();
     if (!rc && !arr)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
-    for (size_t i = 0; !rc && i < g.n; i++) {
-        cJSON *x = sum_json(&g.v[i]);
+    for (size_t i = 0; !rc && i < n; i++) {
+        cJSON *x = sum_json(v[i]);
         if (!x || !cJSON_AddItemToArray(arr, x)) {
             cJSON_Delete(x);
             rc = fo_err_set(err, FO_E_NOMEM, NULL);
         }
     }
-    list_free(&g);
+    pthread_mutex_unlock(&cache.mu);
+    free(v);
     if (rc) {
         cJSON_Delete(arr);
         return rc;
@@ -347,13 +414,47 @@ static int show_one(void *ctx, const struct gw_one *c)
     return 0;
 }
 
+/* The seqs of session name's calls (malloc'd, *n of them; NULL and 0
+ * when none), from the cache. */
+static int session_seqs(struct ledger *l, const char *name, int64_t **out,
+                        size_t *n, struct fo_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&cache.mu);
+    int rc = cache_update(l, err);
+    for (size_t i = 0; !rc && i < cache.list.n; i++) {
+        const struct gw_sum *g = &cache.list.v[i];
+        if (strcmp(g->name, name) != 0)
+            continue;
+        *out = malloc(g->nseq * sizeof(**out));
+        if (!*out)
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        else
+            memcpy(*out, g->seqs, g->nseq * sizeof(**out));
+        *n = *out ? g->nseq : 0;
+        break;
+    }
+    pthread_mutex_unlock(&cache.mu);
+    return rc;
+}
+
 int orch_gw_session_show(struct ledger *l, const char *name, cJSON **out,
                          struct fo_err *err)
 {
     struct gw_show s = {.name = name, .steps = cJSON_CreateArray()};
     if (!s.steps)
         return fo_err_set(err, FO_E_NOMEM, NULL);
-    int rc = gw_each(l, show_one, &s, err);
+    int64_t *seqs = NULL;
+    size_t n = 0;
+    int rc = session_seqs(l, name, &seqs, &n, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        struct ledger_entry e;
+        rc = ledger_get(l, seqs[i], &e, NULL, err);
+        if (!rc)
+            rc = gw_read(l, &e, show_one, &s, err);
+    }
+    free(seqs);
     if (rc == FO_E_NOMEM)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
     if (!rc && !s.sum.n)

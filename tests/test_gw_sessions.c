@@ -122,6 +122,16 @@ Test(gw_sessions, runs_lists_sessions_and_the_session_gives_calls_in_order,
      * one without a header, and a run of forum's own beside them */
     cr_assert_eq(call(&d, "alpha", "fake-model", "one"), 200);
     cr_assert_eq(call(&d, "beta", "fake-model", "two"), 200);
+    /* read once midway: the daemon keeps its fold, and a later read must
+     * add only what came since, counted right */
+    cJSON *mid = tu_http_json(&d, "GET", "/runs", NULL, 200);
+    cr_assert_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(mid, "runs")), 2);
+    cr_assert_eq(num(cJSON_GetArrayItem(
+                         cJSON_GetObjectItemCaseSensitive(mid, "runs"), 1),
+                     "calls"),
+                 1);
+    cJSON_Delete(mid);
     cr_assert_eq(call(&d, "alpha", "fake-big", "three"), 200);
     cr_assert_eq(call(&d, "alpha", "dead-model", "four"), 502);
     cr_assert_eq(call(&d, NULL, "fake-model", "five"), 200);
