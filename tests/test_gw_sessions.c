@@ -111,6 +111,99 @@ static int ledger_calls(const struct tu_daemon *d, const char *name,
     return n;
 }
 
+/* GET /gateway/sessions/alpha: its na calls, seqs aseq, in order; its
+ * OTLP trace. */
+static void check_show(const struct tu_daemon *dd, const long long *aseq,
+                       int na)
+{
+    const struct tu_daemon d = *dd;
+    /* the session, call by call, in ledger order */
+    cJSON *s = tu_http_json(&d, "GET", "/gateway/sessions/alpha", NULL, 200);
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(s, "steps");
+    cr_assert_eq(cJSON_GetArraySize(steps), na);
+    const char *want[] = {"fake-model", "fake-big", "dead-model"};
+    for (int i = 0; i < na; i++) {
+        const cJSON *st = cJSON_GetArrayItem(steps, i);
+        cr_assert_eq(num(st, "seq"), aseq[i]);
+        cr_assert_str_eq(tu_str(st, "model"), want[i]);
+        cr_assert_str_eq(tu_str(st, "kind"), "model");
+        cr_assert(num(st, "start_ts") <= num(st, "end_ts"));
+        cr_assert_eq(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "ok")),
+                     i < 2);
+    }
+    cr_assert_eq(num(cJSON_GetArrayItem(steps, 0), "status"), 200);
+    cr_assert_eq(num(cJSON_GetObjectItemCaseSensitive(
+                         cJSON_GetArrayItem(steps, 0), "tokens"),
+                     "input"),
+                 7);
+    cJSON_Delete(s);
+    /* a session no call names: 404 */
+    char *body = NULL;
+    cr_assert_eq(tu_http(&d, "GET", "/gateway/sessions/nobody", NULL, 1, &body),
+                 404);
+    free(body);
+
+    /* OTLP: one trace, one span per call, with the GenAI attributes */
+    cJSON *o =
+        tu_http_json(&d, "GET", "/gateway/sessions/alpha/otel", NULL, 200);
+    const cJSON *spans = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(
+            cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetArrayItem(
+                    cJSON_GetObjectItemCaseSensitive(o, "resourceSpans"), 0),
+                "scopeSpans"),
+            0),
+        "spans");
+    cr_assert_eq(cJSON_GetArraySize(spans), na);
+    char *all = cJSON_PrintUnformatted(o);
+    const char *trace = tu_str(cJSON_GetArrayItem(spans, 0), "traceId");
+    for (int i = 0; i < na; i++) {
+        const cJSON *sp = cJSON_GetArrayItem(spans, i);
+        cr_assert_str_eq(tu_str(sp, "traceId"), trace);
+        cr_assert_str_eq(tu_str(sp, "name"), "gateway_call");
+        cr_assert_null(cJSON_GetObjectItemCaseSensitive(sp, "parentSpanId"));
+    }
+    cr_assert(strstr(all, "\"gen_ai.request.model\",\"value\":{\"stringValue\":"
+                          "\"fake-big\"}"),
+              "%s", all);
+    cr_assert(strstr(all, "\"gen_ai.usage.input_tokens\",\"value\":{"
+                          "\"intValue\":\"7\"}"));
+    cr_assert(strstr(all, "\"error.type\""));
+    free(all);
+    cJSON_Delete(o);
+}
+
+/* The CLI says the same: run list, run show session:NAME, ledger tail,
+ * export otel. */
+static void check_cli(const char *dir)
+{
+    /* the CLI: run list, run show session:NAME, ledger tail, export otel */
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "run", "list", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "session:alpha") &&
+                  strstr(r.out, "3 calls, 1 error, tokens 14 in 6 out"),
+              "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "run", "show", "session:alpha", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "fake-big") && strstr(r.out, "dead-model"), "%s",
+              r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "tail", "--kind",
+                  "gateway_call", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "fake-big 200, ") &&
+                  strstr(r.out, "tokens 7/3, session alpha") &&
+                  strstr(r.out, "dead-model 0 unavailable"),
+              "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "export", "otel", "session:beta",
+                  NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "gen_ai.request.model"), "%s", r.out);
+    tu_run_free(&r);
+}
+
 Test(gw_sessions, runs_lists_sessions_and_the_session_gives_calls_in_order,
      .timeout = 120)
 {
@@ -201,87 +294,8 @@ Test(gw_sessions, runs_lists_sessions_and_the_session_gives_calls_in_order,
         cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(l, "runs")), 0);
     cJSON_Delete(l);
 
-    /* the session, call by call, in ledger order */
-    cJSON *s = tu_http_json(&d, "GET", "/gateway/sessions/alpha", NULL, 200);
-    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(s, "steps");
-    cr_assert_eq(cJSON_GetArraySize(steps), na);
-    const char *want[] = {"fake-model", "fake-big", "dead-model"};
-    for (int i = 0; i < na; i++) {
-        const cJSON *st = cJSON_GetArrayItem(steps, i);
-        cr_assert_eq(num(st, "seq"), aseq[i]);
-        cr_assert_str_eq(tu_str(st, "model"), want[i]);
-        cr_assert_str_eq(tu_str(st, "kind"), "model");
-        cr_assert(num(st, "start_ts") <= num(st, "end_ts"));
-        cr_assert_eq(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "ok")),
-                     i < 2);
-    }
-    cr_assert_eq(num(cJSON_GetArrayItem(steps, 0), "status"), 200);
-    cr_assert_eq(num(cJSON_GetObjectItemCaseSensitive(
-                         cJSON_GetArrayItem(steps, 0), "tokens"),
-                     "input"),
-                 7);
-    cJSON_Delete(s);
-    /* a session no call names: 404 */
-    char *body = NULL;
-    cr_assert_eq(tu_http(&d, "GET", "/gateway/sessions/nobody", NULL, 1, &body),
-                 404);
-    free(body);
-
-    /* OTLP: one trace, one span per call, with the GenAI attributes */
-    cJSON *o =
-        tu_http_json(&d, "GET", "/gateway/sessions/alpha/otel", NULL, 200);
-    const cJSON *spans = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetArrayItem(
-            cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetArrayItem(
-                    cJSON_GetObjectItemCaseSensitive(o, "resourceSpans"), 0),
-                "scopeSpans"),
-            0),
-        "spans");
-    cr_assert_eq(cJSON_GetArraySize(spans), na);
-    char *all = cJSON_PrintUnformatted(o);
-    const char *trace = tu_str(cJSON_GetArrayItem(spans, 0), "traceId");
-    for (int i = 0; i < na; i++) {
-        const cJSON *sp = cJSON_GetArrayItem(spans, i);
-        cr_assert_str_eq(tu_str(sp, "traceId"), trace);
-        cr_assert_str_eq(tu_str(sp, "name"), "gateway_call");
-        cr_assert_null(cJSON_GetObjectItemCaseSensitive(sp, "parentSpanId"));
-    }
-    cr_assert(strstr(all, "\"gen_ai.request.model\",\"value\":{\"stringValue\":"
-                          "\"fake-big\"}"),
-              "%s", all);
-    cr_assert(strstr(all, "\"gen_ai.usage.input_tokens\",\"value\":{"
-                          "\"intValue\":\"7\"}"));
-    cr_assert(strstr(all, "\"error.type\""));
-    free(all);
-    cJSON_Delete(o);
-
-    /* the CLI: run list, run show session:NAME, ledger tail, export otel */
-    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "run", "list", NULL);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "session:alpha") &&
-                  strstr(r.out, "3 calls, 1 error, tokens 14 in 6 out"),
-              "%s", r.out);
-    tu_run_free(&r);
-    r = tu_forumv(NULL, "--ledger", dir, "run", "show", "session:alpha", NULL);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "fake-big") && strstr(r.out, "dead-model"), "%s",
-              r.out);
-    tu_run_free(&r);
-    r = tu_forumv(NULL, "--ledger", dir, "ledger", "tail", "--kind",
-                  "gateway_call", NULL);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "fake-big 200, ") &&
-                  strstr(r.out, "tokens 7/3, session alpha") &&
-                  strstr(r.out, "dead-model 0 unavailable"),
-              "%s", r.out);
-    tu_run_free(&r);
-    r = tu_forumv(NULL, "--ledger", dir, "export", "otel", "session:beta",
-                  NULL);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "gen_ai.request.model"), "%s", r.out);
-    tu_run_free(&r);
-
+    check_show(&d, aseq, na);
+    check_cli(dir);
     tu_daemon_signal_wait(&d, SIGTERM, 10000);
     fake_stop(up);
     fake_free(up);
