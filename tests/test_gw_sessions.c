@@ -17,6 +17,7 @@
 #include "tests/testutil.h"
 #include "tests/tu_daemon.h"
 #include "tests/tu_model.h"
+#include "tests/tu_pg.h"
 
 static const char *answer(struct fake *f, const char *role, int n,
                           const char *model, const char *prompt)
@@ -300,4 +301,55 @@ Test(gw_sessions, runs_lists_sessions_and_the_session_gives_calls_in_order,
     fake_stop(up);
     fake_free(up);
     tu_rmrf(dir);
+}
+
+/* On PostgreSQL: a ledger made before the gateway's index gets it on the
+ * daemon's read-write open, and the sessions read the same. */
+Test(gw_sessions, postgres_ledger_gets_the_index_and_lists_sessions,
+     .timeout = 180)
+{
+    struct tu_pg pg;
+    char why[2048], db[64], ci[512];
+    int rc = tu_pg_start(&pg, why, sizeof(why));
+    if (rc > 0)
+        cr_skip_test("PostgreSQL not available: %s", why);
+    cr_assert_eq(rc, 0, "PostgreSQL: %s", why);
+    cr_assert_eq(tu_pg_createdb(&pg, db, sizeof(db), why, sizeof(why)), 0, "%s",
+                 why);
+    tu_pg_conninfo(&pg, db, ci, sizeof(ci));
+    char *dir = tu_tmpdir();
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "init",
+                                "--postgres", ci, NULL);
+    cr_assert_eq(r.status, 0, "init: %s", r.err);
+    tu_run_free(&r);
+    char has[16];
+    const char *q = "SELECT to_regclass('forum.entries_gateway') IS NOT NULL";
+    cr_assert_eq(tu_pg_query(&pg, db, q, has, sizeof(has)), 0);
+    cr_assert_str_eq(has, "t");
+    cr_assert_eq(tu_pg_exec(&pg, db, "DROP INDEX forum.entries_gateway", why,
+                            sizeof(why)),
+                 0, "%s", why);
+    struct fake *up = fake_start(answer);
+    struct tu_daemon d;
+    start(&d, dir, up);
+    cr_assert_eq(tu_pg_query(&pg, db, q, has, sizeof(has)), 0);
+    cr_assert_str_eq(has, "t", "the index was not made again");
+    cr_assert_eq(call(&d, "pg-task", "fake-model", "one"), 200);
+    cr_assert_eq(call(&d, "pg-task", "dead-model", "two"), 502);
+    cJSON *l = tu_http_json(&d, "GET", "/runs", NULL, 200);
+    const cJSON *a = find_item(cJSON_GetObjectItemCaseSensitive(l, "runs"),
+                               "session:pg-task");
+    cr_assert(a);
+    cr_assert_eq(num(a, "calls"), 2);
+    cr_assert_eq(num(a, "errors"), 1);
+    cJSON_Delete(l);
+    cJSON *s = tu_http_json(&d, "GET", "/gateway/sessions/pg-task", NULL, 200);
+    cr_assert_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(s, "steps")), 2);
+    cJSON_Delete(s);
+    tu_daemon_signal_wait(&d, SIGTERM, 10000);
+    fake_stop(up);
+    fake_free(up);
+    tu_rmrf(dir);
+    tu_pg_destroy(&pg);
 }
