@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <cJSON.h>
+#include <sqlite3.h>
 
 #include "tests/testutil.h"
 #include "tests/tu_daemon.h"
@@ -352,4 +353,55 @@ Test(gw_sessions, postgres_ledger_gets_the_index_and_lists_sessions,
     fake_free(up);
     tu_rmrf(dir);
     tu_pg_destroy(&pg);
+}
+
+/* On SQLite: a ledger made before the gateway's index gets it on its first
+ * read-write open (a read-only one reads it as before, by a scan). */
+static int sqlite_has_index(const char *dir)
+{
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/ledger.db", dir);
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open_v2(p, &db, SQLITE_OPEN_READONLY, NULL),
+                 SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT count(*) FROM sqlite_master WHERE"
+                                    " name = 'entries_gateway'",
+                                    -1, &q, NULL),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+    int n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+}
+
+Test(gw_sessions, older_sqlite_ledger_gets_the_index)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "ledger", "init", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_eq(sqlite_has_index(dir), 1);
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/ledger.db", dir);
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK);
+    cr_assert_eq(
+        sqlite3_exec(db, "DROP INDEX entries_gateway", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    cr_assert_eq(sqlite_has_index(dir), 0);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "append", "--actor",
+                  "gateway", "--kind", "gateway_call", "--payload",
+                  "{\"model\":\"m\",\"status\":200,\"session\":\"old\"}", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_eq(sqlite_has_index(dir), 1);
+    r = tu_forumv(NULL, "--ledger", dir, "--json", "run", "list", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "\"id\":\"session:old\""), "%s", r.out);
+    tu_run_free(&r);
+    tu_rmrf(dir);
 }
