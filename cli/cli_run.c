@@ -641,6 +641,14 @@ static int cmd_wait(struct cli *c, int argc, char **argv)
     return done ? 0 : 1;
 }
 
+/* One line of text a client chose (a session's name, a model), with
+ * terminal controls made harmless. */
+static void tty_line(const char *s)
+{
+    cli_tty_puts(stdout, s);
+    putchar('\n');
+}
+
 /* A gateway session's row of `forum run list`. */
 static void print_gw_row(const cJSON *x, const char *when)
 {
@@ -652,14 +660,17 @@ static void print_gw_row(const cJSON *x, const char *when)
         if (cJSON_IsString(m) && n < sizeof(models))
             n += (size_t)snprintf(models + n, sizeof(models) - n, "%s%s",
                                   n ? "," : "", m->valuestring);
-    printf(
+    char line[512];
+    snprintf(
+        line, sizeof(line),
         "%-8s %-12s %-19s %7lld  %lld call%s, %lld error%s, tokens %lld "
-        "in %lld out; %s\n",
+        "in %lld out; %s",
         cli_str_or(x, "id", "?"), "gateway", when, cli_int_or(x, "entries", 0),
         cli_int_or(x, "calls", 0), cli_int_or(x, "calls", 0) == 1 ? "" : "s",
         cli_int_or(x, "errors", 0), cli_int_or(x, "errors", 0) == 1 ? "" : "s",
         cli_int_or(tk, "input", 0), cli_int_or(tk, "output", 0),
         models[0] ? models : "no model");
+    tty_line(line);
 }
 
 /* `forum run list [--state S] [--limit N] [--before ID]`: a table for
@@ -764,14 +775,17 @@ static int show_gw(struct cli *c, const char *name)
         return 0;
     }
     const cJSON *tk = cJSON_GetObjectItemCaseSensitive(out, "tokens");
-    printf("gateway session %s: %lld call%s, %lld error%s, tokens %lld in "
-           "%lld out, %lld ms\n",
-           name, cli_int_or(out, "calls", 0),
-           cli_int_or(out, "calls", 0) == 1 ? "" : "s",
-           cli_int_or(out, "errors", 0),
-           cli_int_or(out, "errors", 0) == 1 ? "" : "s",
-           cli_int_or(tk, "input", 0), cli_int_or(tk, "output", 0),
-           cli_int_or(out, "duration_ms", 0));
+    char line[512];
+    snprintf(line, sizeof(line),
+             "gateway session %s: %lld call%s, %lld error%s, tokens %lld in "
+             "%lld out, %lld ms",
+             name, cli_int_or(out, "calls", 0),
+             cli_int_or(out, "calls", 0) == 1 ? "" : "s",
+             cli_int_or(out, "errors", 0),
+             cli_int_or(out, "errors", 0) == 1 ? "" : "s",
+             cli_int_or(tk, "input", 0), cli_int_or(tk, "output", 0),
+             cli_int_or(out, "duration_ms", 0));
+    tty_line(line);
     printf("%-8s %-24s %6s %9s %13s  %s\n", "SEQ", "MODEL", "STATUS", "LATENCY",
            "TOKENS IN/OUT", "OUTCOME");
     const cJSON *x;
@@ -782,12 +796,13 @@ static int show_gw(struct cli *c, const char *name)
                  cli_int_or(t, "output", 0));
         char lat[24];
         snprintf(lat, sizeof(lat), "%lld ms", cli_int_or(x, "duration_ms", 0));
-        printf("%-8lld %-24.24s %6lld %9s %13s  %s\n", cli_int_or(x, "seq", -1),
-               cli_str_or(x, "model", "?"), cli_int_or(x, "status", 0), lat,
-               t ? tok : "-",
-               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "ok"))
-                   ? "ok"
-                   : cli_str_or(x, "error_class", "failed"));
+        snprintf(line, sizeof(line), "%-8lld %-24.24s %6lld %9s %13s  %s",
+                 cli_int_or(x, "seq", -1), cli_str_or(x, "model", "?"),
+                 cli_int_or(x, "status", 0), lat, t ? tok : "-",
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "ok"))
+                     ? "ok"
+                     : cli_str_or(x, "error_class", "failed"));
+        tty_line(line);
     }
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "truncated")))
         printf("(the first %d calls; forum ledger tail --kind gateway_call "
