@@ -298,7 +298,7 @@ Test(gw_sessions, runs_lists_sessions_and_the_session_gives_calls_in_order,
 
     check_show(&d, aseq, na);
     check_cli(dir);
-    tu_daemon_signal_wait(&d, SIGTERM, 10000);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     fake_stop(up);
     fake_free(up);
     tu_rmrf(dir);
@@ -348,7 +348,7 @@ Test(gw_sessions, postgres_ledger_gets_the_index_and_lists_sessions,
     cr_assert_eq(
         cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(s, "steps")), 2);
     cJSON_Delete(s);
-    tu_daemon_signal_wait(&d, SIGTERM, 10000);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     fake_stop(up);
     fake_free(up);
     tu_rmrf(dir);
