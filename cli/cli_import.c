@@ -42,17 +42,21 @@ static const char import_usage[] =
     "line, wrong format, duplicate id, cycle, over a limit); 3 I/O\n";
 
 static const char export_usage[] =
-    "usage: forum export otel RUN [-o FILE]\n"
+    "usage: forum export otel RUN|session:NAME [-o FILE]\n"
     "Writes run RUN (its request entry and every descendant) as an\n"
     "OTLP/JSON trace that any OpenTelemetry backend opens: one span per\n"
     "entry, named by its kind, with forum.seq, forum.kind, forum.actor,\n"
     "forum.hash and forum.body attributes; traceId from the ledger id and\n"
     "the run, spanId from the entry hash, parentSpanId from its parent's.\n"
-    "`forum import otel` reads it back.\n"
+    "`forum import otel` reads it back. session:NAME writes a model\n"
+    "gateway session instead (gateway_session_otel): one span per call,\n"
+    "with gen_ai.request.model, gen_ai.usage.input_tokens and\n"
+    "output_tokens, error.type.\n"
     "  -o FILE   write to FILE (default: stdout)\n"
     "example:\n"
     "  forum export otel 12 -o run-12.json\n"
-    "exit codes: 0 written; 1 no such run; 2 usage; 3 I/O\n";
+    "  forum export otel session:my-task-42 -o session.json\n"
+    "exit codes: 0 written; 1 no such run or session; 2 usage; 3 I/O\n";
 
 /* The whole of path (- for stdin), at most IMPORT_MAX_BYTES. */
 static int read_source(const char *path, struct fo_buf *out, struct fo_err *err)
@@ -206,11 +210,14 @@ int cli_export(struct cli *c, int argc, char **argv)
     if (pe)
         return pe == CLI_PARSE_HELP ? cli_help(export_usage) : pe;
     format = npos > 0 ? pos[0] : NULL;
-    if (npos > 1 && (run = cli_parse_seq(pos[1])) < 0)
+    const char *sess = npos > 1 && !strncmp(pos[1], "session:", 8) && pos[1][8]
+                           ? pos[1] + 8
+                           : NULL;
+    if (npos > 1 && !sess && (run = cli_parse_seq(pos[1])) < 0)
         return cli_usage_error(c, "export: %s: not a run id", pos[1]);
-    if (!format || run < 0)
-        return cli_usage_error(c, "export: a format (otel) and a RUN are "
-                                  "required");
+    if (!format || (run < 0 && !sess))
+        return cli_usage_error(c, "export: a format (otel) and a RUN (or "
+                                  "session:NAME) are required");
     if (strcmp(format, "otel"))
         return cli_usage_error(c, "export: %s is not a format (otel)", format);
     struct ledger *l = NULL;
@@ -218,8 +225,12 @@ int cli_export(struct cli *c, int argc, char **argv)
     if (ex)
         return ex;
     cJSON *in = cJSON_CreateObject(), *out = NULL;
-    fo_json_add_int(in, "run", run);
-    ex = cli_call(c, l, "run_export_otel", in, &out);
+    if (sess)
+        cJSON_AddStringToObject(in, "session", sess);
+    else
+        fo_json_add_int(in, "run", run);
+    ex = cli_call(c, l, sess ? "gateway_session_otel" : "run_export_otel", in,
+                  &out);
     ledger_close(l);
     if (ex)
         return ex;

@@ -641,15 +641,49 @@ static int cmd_wait(struct cli *c, int argc, char **argv)
     return done ? 0 : 1;
 }
 
+/* One line of text a client chose (a session's name, a model), with
+ * terminal controls made harmless. */
+static void tty_line(const char *s)
+{
+    cli_tty_puts(stdout, s);
+    putchar('\n');
+}
+
+/* A gateway session's row of `forum run list`. */
+static void print_gw_row(const cJSON *x, const char *when)
+{
+    const cJSON *tk = cJSON_GetObjectItemCaseSensitive(x, "tokens");
+    char models[128] = "";
+    size_t n = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive(x, "models"))
+        if (cJSON_IsString(m) && n < sizeof(models))
+            n += (size_t)snprintf(models + n, sizeof(models) - n, "%s%s",
+                                  n ? "," : "", m->valuestring);
+    char line[512];
+    snprintf(
+        line, sizeof(line),
+        "%-8s %-12s %-19s %7lld  %lld call%s, %lld error%s, tokens %lld "
+        "in %lld out; %s",
+        cli_str_or(x, "id", "?"), "gateway", when, cli_int_or(x, "entries", 0),
+        cli_int_or(x, "calls", 0), cli_int_or(x, "calls", 0) == 1 ? "" : "s",
+        cli_int_or(x, "errors", 0), cli_int_or(x, "errors", 0) == 1 ? "" : "s",
+        cli_int_or(tk, "input", 0), cli_int_or(tk, "output", 0),
+        models[0] ? models : "no model");
+    tty_line(line);
+}
+
 /* `forum run list [--state S] [--limit N] [--before ID]`: a table for
  * people, the method's object with --json. */
 static int cmd_list(struct cli *c, int argc, char **argv)
 {
-    const char *state = NULL;
+    const char *state = NULL, *type = NULL;
     long long limit = -1, before = -1;
     const struct cli_opt opts[] = {
         {"--state", "S", CLI_OPT_STR, &state, 0, 0, NULL, NULL,
          "only the runs in state S"},
+        {"--type", "T", CLI_OPT_STR, &type, 0, 0, NULL, NULL,
+         "only runs (run) or only gateway sessions (gateway_session)"},
         {"--limit", "N", CLI_OPT_INT, &limit, 0, INT64_MAX, NULL,
          "not a number", "at most N runs"},
         {"--before", "ID", CLI_OPT_INT, &before, 0, INT64_MAX, NULL,
@@ -659,15 +693,20 @@ static int cmd_list(struct cli *c, int argc, char **argv)
     int pe = cli_parse(c, "run list", argc, argv, opts, NULL, 0, NULL);
     if (pe == CLI_PARSE_HELP)
         return cli_help(
-            "usage: forum run list [--state S] [--limit N] [--before ID] "
-            "[--json]\n"
-            "The runs of the ledger, newest first (run_list, GET /runs):\n"
-            "id, state, when it started, entries, the request.\n"
-            "example:\n  forum run list --state waiting\n");
+            "usage: forum run list [--state S] [--type T] [--limit N] "
+            "[--before ID] [--json]\n"
+            "The runs of the ledger and the model gateway's sessions, newest "
+            "first (run_list, GET /runs): id, state, when it started, "
+            "entries, the request; a gateway session as session:NAME with "
+            "its calls, errors, tokens and models (forum run show "
+            "session:NAME lists its calls).\n"
+            "example:\n  forum run list --state waiting\n"
+            "  forum run list --type gateway_session\n");
     if (pe)
         return pe;
     cJSON *in = cJSON_CreateObject();
     if (!in || (state && !cJSON_AddStringToObject(in, "state", state)) ||
+        (type && !cJSON_AddStringToObject(in, "type", type)) ||
         (limit >= 0 && !fo_json_add_int(in, "limit", limit)) ||
         (before >= 0 && !fo_json_add_int(in, "before", before))) {
         cJSON_Delete(in);
@@ -696,6 +735,10 @@ static int cmd_list(struct cli *c, int argc, char **argv)
             struct tm tm;
             if (localtime_r(&t, &tm))
                 strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+            if (!strcmp(cli_str_or(x, "type", "run"), "gateway_session")) {
+                print_gw_row(x, when);
+                continue;
+            }
             const char *req = cli_str_or(x, "request", "(redacted)");
             printf("%-8lld %-12s %-19s %7lld  %.60s%s\n",
                    cli_int_or(x, "run", -1), cli_str_or(x, "state", "?"), when,
@@ -706,6 +749,65 @@ static int cmd_list(struct cli *c, int argc, char **argv)
         if (cJSON_IsNumber(nx))
             printf("(more: --before %lld)\n", (long long)nx->valuedouble + 1);
     }
+    cJSON_Delete(out);
+    return 0;
+}
+
+/* `forum run show session:NAME`: a gateway session, call by call. */
+static int show_gw(struct cli *c, const char *name)
+{
+    if (!*name)
+        return cli_usage_error(c, "run show: session: needs a NAME");
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex)
+        return ex;
+    cJSON *in = cJSON_CreateObject(), *out = NULL;
+    if (in)
+        cJSON_AddStringToObject(in, "session", name);
+    ex = cli_call(c, l, "gateway_session", in, &out);
+    ledger_close(l);
+    if (ex)
+        return ex;
+    if (c->json) {
+        cli_print_json(out, 0);
+        cJSON_Delete(out);
+        return 0;
+    }
+    const cJSON *tk = cJSON_GetObjectItemCaseSensitive(out, "tokens");
+    char line[512];
+    snprintf(line, sizeof(line),
+             "gateway session %s: %lld call%s, %lld error%s, tokens %lld in "
+             "%lld out, %lld ms",
+             name, cli_int_or(out, "calls", 0),
+             cli_int_or(out, "calls", 0) == 1 ? "" : "s",
+             cli_int_or(out, "errors", 0),
+             cli_int_or(out, "errors", 0) == 1 ? "" : "s",
+             cli_int_or(tk, "input", 0), cli_int_or(tk, "output", 0),
+             cli_int_or(out, "duration_ms", 0));
+    tty_line(line);
+    printf("%-8s %-24s %6s %9s %13s  %s\n", "SEQ", "MODEL", "STATUS", "LATENCY",
+           "TOKENS IN/OUT", "OUTCOME");
+    const cJSON *x;
+    cJSON_ArrayForEach (x, cJSON_GetObjectItemCaseSensitive(out, "steps")) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(x, "tokens");
+        char tok[32];
+        snprintf(tok, sizeof(tok), "%lld/%lld", cli_int_or(t, "input", 0),
+                 cli_int_or(t, "output", 0));
+        char lat[24];
+        snprintf(lat, sizeof(lat), "%lld ms", cli_int_or(x, "duration_ms", 0));
+        snprintf(line, sizeof(line), "%-8lld %-24.24s %6lld %9s %13s  %s",
+                 cli_int_or(x, "seq", -1), cli_str_or(x, "model", "?"),
+                 cli_int_or(x, "status", 0), lat, t ? tok : "-",
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "ok"))
+                     ? "ok"
+                     : cli_str_or(x, "error_class", "failed"));
+        tty_line(line);
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "truncated")))
+        printf("(the first %d calls; forum ledger tail --kind gateway_call "
+               "has them all)\n",
+               ORCH_GW_STEPS_MAX);
     cJSON_Delete(out);
     return 0;
 }
@@ -725,17 +827,23 @@ static int cmd_show(struct cli *c, int argc, char **argv)
     int pe = cli_parse(c, "run show", argc, argv, opts, pos, 8, &npos);
     if (pe == CLI_PARSE_HELP)
         return cli_help(
-            "usage: forum run show ID [--full] [--json]\n"
+            "usage: forum run show ID|session:NAME [--full] [--json]\n"
             "The whole run (run_show, GET /runs/{id}/show): its route, "
             "every step (each model call and tool call: when, how long, "
             "the tool's arguments and result in short), every task with "
             "its result and verdict, gates, budget and answer. A text cut "
-            "to fit says so; --full prints every text whole.\n"
-            "example:\n  forum run show 12\n  forum run show 12 --full\n");
+            "to fit says so; --full prints every text whole. session:NAME "
+            "shows a model gateway session instead (gateway_session, GET "
+            "/gateway/sessions/{name}): each call in order with its model, "
+            "status, latency and tokens.\n"
+            "example:\n  forum run show 12\n  forum run show 12 --full\n"
+            "  forum run show session:my-task-42\n");
     if (pe)
         return pe;
+    if (npos == 1 && !strncmp(pos[0], "session:", 8))
+        return show_gw(c, pos[0] + 8);
     if (npos > 1 || (npos && (id = cli_parse_seq(pos[0])) < 0))
-        return cli_usage_error(c, "run show: one run ID");
+        return cli_usage_error(c, "run show: one run ID or session:NAME");
     if (id < 0)
         return cli_usage_error(c, "run show: a run ID");
     struct ledger *l = NULL;

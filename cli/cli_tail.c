@@ -17,8 +17,38 @@
 #define PREVIEW 60
 #define FOLLOW_MS 200 /* how often -f looks at the head */
 
-/* A one-line preview of entry seq's body: "(redacted)", "-" when none. */
-static void preview(struct ledger *l, int64_t seq, char *out, size_t n)
+/* A gateway call in words: model, status or error, latency, tokens,
+ * session. 0 when body is not one. */
+static int gateway_line(const char *body, size_t len, char *out, size_t n)
+{
+    cJSON *b = NULL;
+    if (fo_json_parse(body, len, &b, NULL) != FO_OK || !cJSON_IsObject(b)) {
+        cJSON_Delete(b);
+        return 0;
+    }
+    const char *m = cli_str_or(b, "model", "?");
+    const char *ec = cli_str_or(b, "error_class", NULL);
+    const char *se = cli_str_or(b, "session", NULL);
+    long long ti = cli_int_or(b, "tokens_in", -1);
+    long long to = cli_int_or(b, "tokens_out", -1);
+    char tok[64] = "";
+    if (ti >= 0 || to >= 0)
+        snprintf(tok, sizeof(tok), ", tokens %lld/%lld", ti < 0 ? 0 : ti,
+                 to < 0 ? 0 : to);
+    snprintf(
+        out, n, "%s %lld%s%s, %lld ms%s%s%s%s", m, cli_int_or(b, "status", 0),
+        ec ? " " : "", ec ? ec : "", cli_int_or(b, "latency_us", 0) / 1000, tok,
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "stream")) ? ", stream"
+                                                                    : "",
+        se ? ", session " : "", se ? se : "");
+    cJSON_Delete(b);
+    return 1;
+}
+
+/* A one-line preview of entry seq's body: "(redacted)", "-" when none; a
+ * gateway call in words (gateway_line). */
+static void preview(struct ledger *l, int64_t seq, const char *kind, char *out,
+                    size_t n)
 {
     char *body = NULL;
     size_t len = 0;
@@ -32,7 +62,11 @@ static void preview(struct ledger *l, int64_t seq, char *out, size_t n)
         snprintf(out, n, "-");
         return;
     }
-    size_t max = n - 1;
+    if (!strcmp(kind, "gateway_call") && gateway_line(body, len, out, n)) {
+        free(body);
+        return;
+    }
+    size_t max = n - 1 > PREVIEW ? PREVIEW : n - 1;
     int cut = len > max;
     size_t o = cut ? max - 3 : len;
     /* never cut inside a UTF-8 sequence */
@@ -65,11 +99,11 @@ void cli_entries_header(int actor_w)
 void cli_entries_row(struct ledger *l, const struct ledger_entry *e,
                      int actor_w)
 {
-    char t[32], par[24] = "-", pv[PREVIEW + 1];
+    char t[32], par[24] = "-", pv[PREVIEW + 200];
     when(e->ts, t, sizeof(t));
     if (e->parent >= 0)
         snprintf(par, sizeof(par), "%" PRId64, e->parent);
-    preview(l, e->seq, pv, sizeof(pv));
+    preview(l, e->seq, e->kind, pv, sizeof(pv));
     printf("%8" PRId64 "  %-19s  %-*s  %-20s %8s  ", e->seq, t, actor_w,
            e->actor, e->kind, par);
     cli_tty_puts(stdout, pv); /* the body: anything a writer put there */

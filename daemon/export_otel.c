@@ -4,6 +4,7 @@
  * from its entry's time to the last time in its subtree, so parents
  * enclose their children. */
 #include "daemon/import.h"
+#include "daemon/orch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,14 +96,40 @@ static void nanos(char out[32], int64_t us)
     snprintf(out, 32, "%lld", (long long)us * 1000); /* to year 2262 */
 }
 
+/* A gateway call's GenAI attributes: a chat operation, its provider,
+ * usage, and error.type when it failed. */
+static int gateway_attrs(cJSON *attrs, const cJSON *b)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(b, "provider");
+    const cJSON *ti = cJSON_GetObjectItemCaseSensitive(b, "tokens_in");
+    const cJSON *to = cJSON_GetObjectItemCaseSensitive(b, "tokens_out");
+    const cJSON *ec = cJSON_GetObjectItemCaseSensitive(b, "error_class");
+    const cJSON *se = cJSON_GetObjectItemCaseSensitive(b, "session");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(b, "status");
+    return attr_s(attrs, "gen_ai.operation.name", "chat") &&
+           (!cJSON_IsString(p) ||
+            attr_s(attrs, "gen_ai.provider.name", p->valuestring)) &&
+           (!cJSON_IsNumber(ti) || attr_i(attrs, "gen_ai.usage.input_tokens",
+                                          (long long)ti->valuedouble)) &&
+           (!cJSON_IsNumber(to) || attr_i(attrs, "gen_ai.usage.output_tokens",
+                                          (long long)to->valuedouble)) &&
+           (!cJSON_IsString(ec) ||
+            attr_s(attrs, "error.type", ec->valuestring)) &&
+           (!cJSON_IsString(se) ||
+            attr_s(attrs, "forum.session", se->valuestring)) &&
+           (!cJSON_IsNumber(st) ||
+            attr_i(attrs, "forum.status", (long long)st->valuedouble));
+}
+
 /* One entry as a span. */
 static cJSON *span_of(struct ledger *l, const struct ledger_entry *e,
-                      const struct ledger_entry *parent, int64_t end_us,
-                      const char *trace, struct fo_err *err, int *rc)
+                      const struct ledger_entry *parent, int64_t start_us,
+                      int64_t end_us, const char *trace, struct fo_err *err,
+                      int *rc)
 {
     char hex[65], sid[17], pid[17], t0[32], t1[32];
     fo_hex(e->hash, 8, sid);
-    nanos(t0, e->ts);
+    nanos(t0, start_us);
     nanos(t1, end_us);
     char *body = NULL;
     size_t len = 0;
@@ -150,7 +177,8 @@ static cJSON *span_of(struct ledger *l, const struct ledger_entry *e,
           (attr_s(attrs, "gen_ai.operation.name", "execute_tool") &&
            attr_s(attrs, "gen_ai.tool.name", tool->valuestring) &&
            (!cJSON_IsString(call_id) ||
-            attr_s(attrs, "gen_ai.tool.call.id", call_id->valuestring))));
+            attr_s(attrs, "gen_ai.tool.call.id", call_id->valuestring)))) &&
+         (strcmp(e->kind, "gateway_call") || gateway_attrs(attrs, b));
     free(body);
     cJSON_Delete(b);
     if (!ok) {
@@ -173,6 +201,32 @@ static cJSON *resource_of(struct ledger *l, int64_t run)
         return NULL;
     }
     return r;
+}
+
+/* {resourceSpans: [{resource, scopeSpans: [{scope, spans}]}]}, taking
+ * resource (freed on failure); *spans is the empty array to fill. */
+static cJSON *trace_shell(cJSON *resource, cJSON **spans)
+{
+    cJSON *o = resource ? cJSON_CreateObject() : NULL;
+    cJSON *rss = o ? cJSON_AddArrayToObject(o, "resourceSpans") : NULL;
+    cJSON *rs = rss ? cJSON_CreateObject() : NULL;
+    cJSON *sss = rs && cJSON_AddItemToArray(rss, rs)
+                     ? cJSON_AddArrayToObject(rs, "scopeSpans")
+                     : NULL;
+    cJSON *ss = sss ? cJSON_CreateObject() : NULL;
+    cJSON *scope = ss && cJSON_AddItemToArray(sss, ss)
+                       ? cJSON_AddObjectToObject(ss, "scope")
+                       : NULL;
+    *spans = scope ? cJSON_AddArrayToObject(ss, "spans") : NULL;
+    if (!*spans || !cJSON_AddStringToObject(scope, "name", "forum") ||
+        !cJSON_AddStringToObject(scope, "version", FO_VERSION) ||
+        !cJSON_AddItemToObject(rs, "resource", resource)) {
+        if (!rs || !cJSON_GetObjectItemCaseSensitive(rs, "resource"))
+            cJSON_Delete(resource);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
 }
 
 int export_otel_run(struct ledger *l, int64_t run, cJSON **out,
@@ -222,25 +276,14 @@ int export_otel_run(struct ledger *l, int64_t run, cJSON **out,
         fo_hex(d, 16, trace);
     }
     fo_buf_release(&key);
-    cJSON *o = rc ? NULL : cJSON_CreateObject();
-    cJSON *rss = o ? cJSON_AddArrayToObject(o, "resourceSpans") : NULL;
-    cJSON *rs = rss ? cJSON_CreateObject() : NULL;
-    cJSON *sss = rs && cJSON_AddItemToArray(rss, rs)
-                     ? cJSON_AddArrayToObject(rs, "scopeSpans")
-                     : NULL;
-    cJSON *ss = sss ? cJSON_CreateObject() : NULL;
-    cJSON *scope = ss && cJSON_AddItemToArray(sss, ss)
-                       ? cJSON_AddObjectToObject(ss, "scope")
-                       : NULL;
-    cJSON *spans = scope ? cJSON_AddArrayToObject(ss, "spans") : NULL;
-    if (!rc && (!spans || !cJSON_AddStringToObject(scope, "name", "forum") ||
-                !cJSON_AddStringToObject(scope, "version", FO_VERSION) ||
-                !cJSON_AddItemToObject(rs, "resource", resource_of(l, run))))
+    cJSON *spans = NULL;
+    cJSON *o = rc ? NULL : trace_shell(resource_of(l, run), &spans);
+    if (!rc && !o)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
     for (size_t i = 0; !rc && i < c.n; i++) {
         cJSON *s =
             span_of(l, &c.v[i], parent[i] == SIZE_MAX ? NULL : &c.v[parent[i]],
-                    end[i], trace, err, &rc);
+                    c.v[i].ts, end[i], trace, err, &rc);
         if (s && !cJSON_AddItemToArray(spans, s)) {
             cJSON_Delete(s);
             rc = fo_err_set(err, FO_E_NOMEM, NULL);
@@ -249,6 +292,68 @@ int export_otel_run(struct ledger *l, int64_t run, cJSON **out,
     free(end);
     free(parent);
     free(c.v);
+    if (rc) {
+        cJSON_Delete(o);
+        return rc;
+    }
+    *out = o;
+    return FO_OK;
+}
+
+/* ---- a gateway session -------------------------------------------------- */
+
+int export_otel_session(struct ledger *l, const char *name, cJSON **out,
+                        struct fo_err *err)
+{
+    cJSON *show = NULL;
+    int rc = orch_gw_session_show(l, name, &show, err);
+    if (rc)
+        return rc;
+    uint8_t d[32];
+    char trace[33];
+    struct fo_buf key;
+    fo_buf_init(&key, FO_BUF_UNLIMITED);
+    cJSON *res = cJSON_CreateObject();
+    cJSON *a = res ? cJSON_AddArrayToObject(res, "attributes") : NULL;
+    if (fo_buf_printf(&key, "forum-otel-trace:%s:session:%s", ledger_id(l),
+                      name) ||
+        !a || !attr_s(a, "service.name", "forum") ||
+        !attr_s(a, "forum.ledger_id", ledger_id(l)) ||
+        !attr_s(a, "forum.origin", ledger_origin(l)) ||
+        !attr_s(a, "forum.gateway_session", name))
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    if (!rc) {
+        fo_sha256(key.data, key.len, d);
+        fo_hex(d, 16, trace);
+    }
+    fo_buf_release(&key);
+    cJSON *spans = NULL;
+    cJSON *o = rc ? NULL : trace_shell(res, &spans);
+    if (rc)
+        cJSON_Delete(res);
+    else if (!o)
+        rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    const cJSON *st;
+    cJSON_ArrayForEach (st, cJSON_GetObjectItemCaseSensitive(show, "steps")) {
+        if (rc)
+            break;
+        struct ledger_entry e;
+        rc = ledger_get(
+            l,
+            (int64_t)cJSON_GetObjectItemCaseSensitive(st, "seq")->valuedouble,
+            &e, NULL, err);
+        cJSON *s = rc ? NULL
+                      : span_of(l, &e, NULL,
+                                (int64_t)cJSON_GetObjectItemCaseSensitive(
+                                    st, "start_ts")
+                                    ->valuedouble,
+                                e.ts, trace, err, &rc);
+        if (s && !cJSON_AddItemToArray(spans, s)) {
+            cJSON_Delete(s);
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+        }
+    }
+    cJSON_Delete(show);
     if (rc) {
         cJSON_Delete(o);
         return rc;

@@ -63,4 +63,15 @@ int import_run(struct ledger *l, import_batch_fn batch, void *hook,
 int export_otel_run(struct ledger *l, int64_t run, cJSON **out,
                     struct fo_err *err);
 
+/* The gateway session name (daemon/orch_gw.c) as an OTLP/JSON trace: one
+ * span per gateway_call, named gateway_call, from the call's start (its
+ * entry's time less its latency) to its entry, with the gen_ai attributes
+ * (gen_ai.operation.name "chat", gen_ai.request.model,
+ * gen_ai.provider.name, gen_ai.usage.input_tokens and output_tokens,
+ * error.type) and forum's (forum.seq, forum.hash, forum.body, ...).
+ * traceId: the first 16 bytes of SHA-256("forum-otel-trace:" ledger id
+ * ":session:" name). FO_E_NOT_FOUND when no call names the session. */
+int export_otel_session(struct ledger *l, const char *name, cJSON **out,
+                        struct fo_err *err);
+
 #endif

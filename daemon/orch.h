@@ -949,12 +949,46 @@ int orch_run_get(struct ledger *l, int64_t run, cJSON **out,
  * Any thread; reads nothing from the ledger. */
 int orch_run_cancel_here(const struct orch *o, const char *dir, int64_t run);
 
-/* The runs, newest first: {"runs": [{run, state, via, request (its first
- * 200 bytes), started_ts, entries}], "next"} at most limit of them, of
- * state (NULL: any), with run id < before (< 0: any) and >= since; next
- * is the before of the next page, or null. */
-int orch_run_list(struct ledger *l, const char *state, int64_t before,
-                  int64_t since, int limit, cJSON **out, struct fo_err *err);
+/* The runs and the gateway's sessions, newest first: {"runs": [{type:
+ * "run", id, run, state, via, request (its first 200 bytes), started_ts,
+ * entries} or a gateway session as orch_gw_sessions gives it], "next"}
+ * at most limit of them. A run is placed by its id, a session by its last
+ * call's seq (last_seq): those < before (< 0: any) and >= since. type
+ * (NULL: both) "run" or "gateway_session" keeps one; a state (NULL: any)
+ * keeps the runs of that state only (a session has none). next is the
+ * before of the next page, or null. */
+int orch_run_list(struct ledger *l, const char *state, const char *type,
+                  int64_t before, int64_t since, int limit, cJSON **out,
+                  struct fo_err *err);
+
+/* ---- the model gateway's sessions (daemon/orch_gw.c) -------------------
+ * Each `gateway_call` entry (surfaces/gateway.c) belongs to the session its
+ * body's "session" names (the client's X-Forum-Session header), or, without
+ * one, to "~YYYY-MM-DD", the UTC day its entry was written. */
+#define ORCH_GW_SESSION_MAX 128
+#define ORCH_GW_STEPS_MAX 10000 /* calls one session view lists */
+
+/* The session of a gateway_call body (NULL: redacted) written at ts_us. */
+void orch_gw_session_of(const cJSON *body, int64_t ts_us, char *out,
+                        size_t size);
+/* 1 when the call failed: an error_class, no body, or a status not 2xx. */
+int orch_gw_call_failed(const cJSON *body);
+
+/* Every gateway session, the most recently called first: an array of
+ * {type: "gateway_session", id: "session:NAME", session, headerless,
+ * calls, errors, tokens {input, output}, models, started_ts (the first
+ * call's start), last_ts (the last call's entry), first_seq, last_seq,
+ * entries}. Reads every gateway_call entry (through their index). */
+int orch_gw_sessions(struct ledger *l, cJSON **out, struct fo_err *err);
+
+/* One gateway session: its summary (as orch_gw_sessions) with duration_ms,
+ * and steps: each call in seq order as a model step (run_show's shape:
+ * kind, name, seq, start_ts, end_ts, duration_ms, entries, ok, model,
+ * provider, api, status, stream, ttft_ms?, tokens?, error_class?), at most
+ * ORCH_GW_STEPS_MAX (truncated says so). FO_E_NOT_FOUND when no call names
+ * it. */
+int orch_gw_session_show(struct ledger *l, const char *name, cJSON **out,
+                         struct fo_err *err);
 
 /* Run `run` as its entries fold through the engine's reducer (the same
  * apply() the engine runs live and on resume), against o's roster: the

@@ -1237,63 +1237,125 @@ static const char *jstr(const cJSON *o, const char *k)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-int orch_run_list(struct ledger *l, const char *state, int64_t before,
-                  int64_t since, int limit, cJSON **out, struct fo_err *err)
+/* Adds run seq (its request written at ts) to arr (NULL: only checks)
+ * when it is a run of state (NULL: any): 1 it is (added), 0 not a run or
+ * another state, -1 out of memory (err set). */
+static int add_run_item(struct ledger *l, cJSON *arr, int64_t seq, int64_t ts,
+                        const char *state, struct fo_err *err)
 {
+    cJSON *g = NULL;
+    struct fo_err gerr;
+    if (orch_run_get(l, seq, &g, &gerr) != FO_OK)
+        return 0; /* not a run (plan, a client's request) */
+    const char *st = jstr(g, "state");
+    if (!arr || (state && (!st || strcmp(st, state) != 0))) {
+        int is = !state || (st && !strcmp(st, state));
+        cJSON_Delete(g);
+        return is;
+    }
+    cJSON *x = cJSON_CreateObject();
+    const char *req = jstr(g, "request");
+    char cut[201], id[24];
+    snprintf(cut, sizeof(cut), "%s", req ? req : "");
+    cut[orch_utf8_prefix(cut, strlen(cut), 200)] = '\0';
+    snprintf(id, sizeof(id), "%lld", (long long)seq);
+    int ok =
+        x && cJSON_AddStringToObject(x, "type", "run") &&
+        cJSON_AddStringToObject(x, "id", id) &&
+        fo_json_add_int(x, "run", seq) &&
+        cJSON_AddStringToObject(x, "state", st ? st : "unknown") &&
+        cJSON_AddStringToObject(x, "via",
+                                jstr(g, "via") ? jstr(g, "via") : "") &&
+        (req ? cJSON_AddStringToObject(x, "request", cut)
+             : cJSON_AddNullToObject(x, "request")) &&
+        fo_json_add_int(x, "started_ts", ts) &&
+        fo_json_add_int(x, "entries",
+                        (long long)cJSON_GetObjectItemCaseSensitive(g, "count")
+                            ->valuedouble) &&
+        cJSON_AddItemToArray(arr, x);
+    cJSON_Delete(g);
+    if (!ok) {
+        cJSON_Delete(x);
+        fo_err_set(err, FO_E_NOMEM, NULL);
+        return -1;
+    }
+    return 1;
+}
+
+static int64_t gw_key(const cJSON *gw, int i)
+{
+    const cJSON *x = cJSON_GetArrayItem(gw, i);
+    return (int64_t)cJSON_GetObjectItemCaseSensitive(x, "last_seq")
+        ->valuedouble;
+}
+
+int orch_run_list(struct ledger *l, const char *state, const char *type,
+                  int64_t before, int64_t since, int limit, cJSON **out,
+                  struct fo_err *err)
+{
+    int want_runs = !type || !strcmp(type, "run");
+    int want_gw = (!type || !strcmp(type, "gateway_session")) && !state;
+    if (type && !want_runs && strcmp(type, "gateway_session") != 0)
+        return fo_err_set(err, FO_E_INVALID,
+                          "type: %.40s is neither run nor gateway_session",
+                          type);
     struct req_list c = {0};
-    int rc = ledger_requests(l, since < 0 ? 0 : since, on_request, &c, err);
+    cJSON *gw = NULL;
+    int rc = want_runs ? ledger_requests(l, since < 0 ? 0 : since, on_request,
+                                         &c, err)
+                       : FO_OK;
     if (rc == FO_E_NOMEM)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    if (!rc && want_gw)
+        rc = orch_gw_sessions(l, &gw, err);
     cJSON *o = rc ? NULL : cJSON_CreateObject();
     cJSON *arr = o ? cJSON_AddArrayToObject(o, "runs") : NULL;
     if (!rc && !arr)
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
     int64_t next = -1;
-    int got = 0;
-    /* newest first, from before */
-    for (size_t i = c.n; !rc && i-- > 0;) {
-        if (before >= 0 && c.seq[i] >= before)
-            continue;
-        cJSON *g = NULL;
-        struct fo_err gerr;
-        if (orch_run_get(l, c.seq[i], &g, &gerr) != FO_OK)
-            continue; /* not a run (plan, a client's request) */
-        const char *st = jstr(g, "state");
-        if (state && (!st || strcmp(st, state) != 0)) {
-            cJSON_Delete(g);
-            continue;
-        }
-        if (got == limit) {
-            next = c.seq[i] + 1;
-            cJSON_Delete(g);
+    int got = 0, ng = cJSON_GetArraySize(gw), gi = 0;
+    /* newest first, from before: a run by its id, a gateway session by its
+     * last call's seq (one order over both) */
+    size_t i = c.n;
+    while (!rc) {
+        while (i > 0 && before >= 0 && c.seq[i - 1] >= before)
+            i--;
+        while (gi < ng && before >= 0 && gw_key(gw, gi) >= before)
+            gi++;
+        int run_next = i > 0, gw_next = gi < ng && gw_key(gw, gi) >= since;
+        if (run_next && gw_next)
+            run_next = c.seq[i - 1] > gw_key(gw, gi);
+        else if (!run_next && !gw_next)
+            break;
+        int64_t key = run_next ? c.seq[i - 1] : gw_key(gw, gi);
+        if (got == limit &&
+            (!run_next ||
+             add_run_item(l, NULL, key, c.ts[i - 1], state, err) > 0)) {
+            next = key + 1;
             break;
         }
-        cJSON *x = cJSON_CreateObject();
-        const char *req = jstr(g, "request");
-        char cut[201];
-        snprintf(cut, sizeof(cut), "%s", req ? req : "");
-        cut[orch_utf8_prefix(cut, strlen(cut), 200)] = '\0';
-        if (!x || !cJSON_AddItemToArray(arr, x) ||
-            !fo_json_add_int(x, "run", c.seq[i]) ||
-            !cJSON_AddStringToObject(x, "state", st ? st : "unknown") ||
-            !cJSON_AddStringToObject(x, "via",
-                                     jstr(g, "via") ? jstr(g, "via") : "") ||
-            !(req ? cJSON_AddStringToObject(x, "request", cut)
-                  : cJSON_AddNullToObject(x, "request")) ||
-            !fo_json_add_int(x, "started_ts", c.ts[i]) ||
-            !fo_json_add_int(
-                x, "entries",
-                (long long)cJSON_GetObjectItemCaseSensitive(g, "count")
-                    ->valuedouble))
-            rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        got++;
-        cJSON_Delete(g);
+        if (run_next) {
+            int r = add_run_item(l, arr, key, c.ts[i - 1], state, err);
+            i--;
+            if (r < 0)
+                rc = FO_E_NOMEM;
+            got += r > 0;
+        } else {
+            cJSON *x = cJSON_DetachItemFromArray(gw, gi);
+            ng--;
+            if (!cJSON_AddItemToArray(arr, x)) {
+                cJSON_Delete(x);
+                rc = fo_err_set(err, FO_E_NOMEM, NULL);
+            }
+            got++;
+        }
     }
     if (!rc && !(next >= 0 ? fo_json_add_int(o, "next", next - 1) != NULL
                            : cJSON_AddNullToObject(o, "next") != NULL))
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
     free(c.seq);
     free(c.ts);
+    cJSON_Delete(gw);
     if (rc) {
         cJSON_Delete(o);
         return rc;

@@ -257,7 +257,7 @@ async function viewRuns() {
   async function load() {
     const q = stateSel.value ? `?state=${encodeURIComponent(stateSel.value)}` : "";
     const r = await api("GET", `/runs${q}`);
-    const rows = (r.runs || []).map((x) =>
+    const rows = (r.runs || []).map((x) => x.type === "gateway_session" ? sessionRow(x) :
       el("tr", { class: "link", "data-run": x.run, onclick: () => { location.hash = `#/run/${x.run}`; } },
         el("td", { class: "num" }, el("a", { href: `#/run/${x.run}` }, x.run)), el("td", {}, badge(x.state)),
         el("td", {}, preview(x.request, 90)), el("td", {}, x.via || ""),
@@ -269,7 +269,66 @@ async function viewRuns() {
   }
   stateSel.addEventListener("change", load);
   await load();
-  follow(`?kind=${RUN_KINDS}`, debounce(load, 250));
+  follow(`?kind=${RUN_KINDS},gateway_call`, debounce(load, 250));
+}
+
+/* ---- the model gateway's sessions -------------------------------------- */
+
+function sessionHref(name) {
+  return `#/run/session:${encodeURIComponent(name)}`;
+}
+
+function tokensText(t) {
+  return t ? `tokens ${t.input ?? "?"} in, ${t.output ?? "?"} out` : "";
+}
+
+/* A gateway session's row in the runs table (GET /runs lists it). */
+function sessionRow(x) {
+  const n = (v, w) => `${v} ${w}${v === 1 ? "" : "s"}`;
+  return el("tr", { class: "link", "data-session": x.session, onclick: () => { location.hash = sessionHref(x.session); } },
+    el("td", { class: "num" }, el("a", { href: sessionHref(x.session) }, x.id)), el("td", {}, badge("gateway")),
+    el("td", {}, `${n(x.calls, "call")}, ${n(x.errors, "error")}, ${tokensText(x.tokens)}; ${(x.models || []).join(", ")}`),
+    el("td", {}, x.headerless ? "gateway (no session header)" : "gateway"),
+    el("td", {}, localTime(x.started_ts)), el("td", { class: "num" }, x.entries));
+}
+
+/* A gateway call (a step of GET /gateway/sessions/NAME) as the timeline
+ * draws it: one bar, placed by its start and latency, red when it failed. */
+function gatewayStep(x, i) {
+  const st = { kind: "model", name: `call ${i + 1}: ${x.model || "?"}`, start: x.start_ts, end: x.end_ts,
+    ok: x.ok, entries: x.entries || [x.seq], key: x.seq, raw: x };
+  st.dur = durText(st);
+  const tk = x.tokens ? `, ${tokensText(x.tokens)}` : "";
+  st.title = `${st.name}: gateway call (${x.model || "?"}), ${st.dur}${tk}, status ${x.status}` +
+    (x.ok === false ? `, failed${x.error_class ? ` (${x.error_class})` : ""}` : "");
+  return st;
+}
+
+async function viewSession(name) {
+  const head = el("div", {});
+  const tl = timelineBox(`gateway session ${name}`);
+  main.replaceChildren(el("h2", {}, `Gateway session ${name}`), head, tl.node);
+  async function load() {
+    let r;
+    try {
+      r = await api("GET", `/gateway/sessions/${encodeURIComponent(name)}`);
+    } catch (e) {
+      head.replaceChildren(el("p", { class: "error" }, e.message));
+      return;
+    }
+    head.replaceChildren(el("div", { class: "card", id: "session-head", "data-calls": r.calls }, el("dl", { class: "kv" },
+      el("dt", {}, "session"), el("dd", {}, r.headerless ? `${r.session} (calls of that UTC day without an X-Forum-Session header)` : r.session),
+      el("dt", {}, "calls"), el("dd", {}, r.calls, r.truncated ? ` (the first ${r.steps.length} drawn)` : ""),
+      el("dt", {}, "errors"), el("dd", {}, r.errors),
+      el("dt", {}, "tokens"), el("dd", {}, `${r.tokens.input} in, ${r.tokens.output} out`),
+      el("dt", {}, "models"), el("dd", {}, (r.models || []).join(", ")),
+      el("dt", {}, "started"), el("dd", {}, localTime(r.started_ts)),
+      el("dt", {}, "duration"), el("dd", {}, duration(r.duration_ms)),
+      el("dt", {}, "export"), el("dd", { class: "mono" }, `forum export otel ${r.id}`))));
+    tl.draw((r.steps || []).map(gatewayStep), true);
+  }
+  await load();
+  follow("?kind=gateway_call", debounce(load, 200));
 }
 
 function taskBox(t, onPick) {
@@ -961,7 +1020,9 @@ async function route() {
     else a.removeAttribute("aria-current");
   }
   try {
-    if (seg[0] === "run" && seg[1]) await viewRun(Number(seg[1]));
+    if (seg[0] === "run" && seg[1] && seg[1].startsWith("session:"))
+      await viewSession(decodeURIComponent(seg.slice(1).join("/").slice(8)));
+    else if (seg[0] === "run" && seg[1]) await viewRun(Number(seg[1]));
     else if (seg[0] === "gates") await viewGates();
     else if (seg[0] === "trace" && seg[1]) await viewTrace(Number(seg[1]));
     else if (seg[0] === "metrics") await viewMetrics();

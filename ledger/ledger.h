@@ -357,10 +357,11 @@ int ledger_requests(struct ledger *l, int64_t from, ledger_entry_fn fn,
  * The keys and token of the data dir are not in it. */
 int ledger_backup(struct ledger *l, const char *path, struct fo_err *err);
 
-/* Calls fn for every `session_started` (LEDGER_SESSIONS) or `turn`
- * (LEDGER_TURNS) entry with seq >= from, in seq order, through an index of
- * them alone. A non-zero return of fn stops and is returned. */
-enum { LEDGER_SESSIONS = 0, LEDGER_TURNS = 1 };
+/* Calls fn for every `session_started` (LEDGER_SESSIONS), `turn`
+ * (LEDGER_TURNS) or `gateway_call` (LEDGER_GATEWAY) entry with seq >=
+ * from, in seq order, through an index of them alone. A non-zero return of
+ * fn stops and is returned. */
+enum { LEDGER_SESSIONS = 0, LEDGER_TURNS = 1, LEDGER_GATEWAY = 2 };
 int ledger_marked(struct ledger *l, int which, int64_t from, ledger_entry_fn fn,
                   void *ctx, struct fo_err *err);
 

@@ -64,6 +64,7 @@ enum stmt_id {
     ST_GATES,
     ST_SESSIONS,
     ST_TURNS,
+    ST_GATEWAY,
     ST_PUT_COSIG,
     ST_SCAN_COSIG,
     ST_LEASE_PUT,
@@ -159,6 +160,10 @@ static const struct stmt_def stmts[ST__COUNT] = {
     [ST_TURNS] = {"SELECT " ENTRY_COLS " FROM forum.entries WHERE"
                   " kind = 'turn' AND seq >= $1 ORDER BY seq LIMIT $2",
                   "ii"},
+    [ST_GATEWAY] = {"SELECT " ENTRY_COLS " FROM forum.entries WHERE"
+                    " kind = 'gateway_call' AND seq >= $1 ORDER BY seq"
+                    " LIMIT $2",
+                    "ii"},
     [ST_PUT_COSIG] = {"INSERT INTO forum.cosignatures(size, key, ts, line)"
                       " VALUES ($1, $2, $3, $4) ON CONFLICT (size, key) DO"
                       " UPDATE SET ts = EXCLUDED.ts, line = EXCLUDED.line",
@@ -213,6 +218,12 @@ static const struct stmt_def stmts[ST__COUNT] = {
     "CREATE TABLE IF NOT EXISTS forum.run_leases(run bigint PRIMARY KEY,"      \
     " owner text NOT NULL, expires timestamptz NOT NULL);"
 
+/* The gateway's calls, by seq (the gateway sessions of GET /runs); made on
+ * the first read-write open of an older ledger, with the leases. */
+#define GATEWAY_INDEX_SQL                                                      \
+    "CREATE INDEX IF NOT EXISTS entries_gateway ON forum.entries(seq)"         \
+    " WHERE kind = 'gateway_call';"
+
 /* The whole schema, made in one transaction under the writers' lock. */
 static const char schema_sql[] =
     "CREATE SCHEMA IF NOT EXISTS forum;"
@@ -234,7 +245,8 @@ static const char schema_sql[] =
     " WHERE kind = 'gate_requested';"
     "CREATE INDEX entries_sessions ON forum.entries(seq)"
     " WHERE kind = 'session_started';"
-    "CREATE INDEX entries_turns ON forum.entries(seq) WHERE kind = 'turn';"
+    "CREATE INDEX entries_turns ON forum.entries(seq) WHERE kind = "
+    "'turn';" GATEWAY_INDEX_SQL
     "CREATE INDEX entries_payload ON forum.entries(payload);" LEASES_SQL;
 
 /* ---- parameters and results ------------------------------------------- */
@@ -692,12 +704,13 @@ static int create_schema(struct store *s, struct fo_err *err)
     return rc;
 }
 
-/* A ledger made before run leases existed gets their table (under the
- * writers' lock: two processes opening at once agree). */
+/* A ledger made before run leases (or the gateway's index) existed gets
+ * them (under the writers' lock: two processes opening at once agree). */
 static int ensure_leases(struct store *s, struct fo_err *err)
 {
-    PGresult *res =
-        PQexec(s->conn, "SELECT to_regclass('forum.run_leases') IS NOT NULL");
+    PGresult *res = PQexec(
+        s->conn, "SELECT to_regclass('forum.run_leases') IS NOT NULL"
+                 " AND to_regclass('forum.entries_gateway') IS NOT NULL");
     if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
         int rc = pg_fail(s, res, "look for the run leases", err);
         PQclear(res);
@@ -710,7 +723,8 @@ static int ensure_leases(struct store *s, struct fo_err *err)
     int rc = exec(s, "BEGIN; SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")",
                   "run leases: lock", err);
     if (!rc)
-        rc = exec(s, LEASES_SQL, "create the run leases", err);
+        rc =
+            exec(s, LEASES_SQL GATEWAY_INDEX_SQL, "create the run leases", err);
     if (!rc)
         rc = exec(s, "COMMIT", "run leases: commit", err);
     if (rc)
@@ -1254,8 +1268,12 @@ static int pg_gates(struct store *s, int64_t from, store_row_fn fn, void *ctx,
 static int pg_marked(struct store *s, int which, int64_t from, store_row_fn fn,
                      void *ctx, struct fo_err *err)
 {
-    return stream(s, which ? ST_TURNS : ST_SESSIONS, from, -1, ROWS_STRICT, 0,
-                  fn, ctx, which ? "turns" : "sessions", err);
+    static const int st[] = {ST_SESSIONS, ST_TURNS, ST_GATEWAY};
+    static const char *const what[] = {"sessions", "turns", "gateway calls"};
+    if (which < 0 || which > 2)
+        return fo_err_set(err, FO_E_INVALID, "marked: %d", which);
+    return stream(s, st[which], from, -1, ROWS_STRICT, 0, fn, ctx, what[which],
+                  err);
 }
 
 /* No file copy of a server's database: pg_dump, pg_basebackup, or `forum

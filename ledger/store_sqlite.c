@@ -46,6 +46,7 @@ enum stmt_id {
     ST_GATES,
     ST_SESSIONS,
     ST_TURNS,
+    ST_GATEWAY,
     ST_HAS_PARENT_INDEX,
     ST_PUT_COSIG,
     ST_SCAN_COSIG,
@@ -101,13 +102,16 @@ static const char *const sql_text[ST__COUNT] = {
     [ST_HAS_PARENT_INDEX] = "SELECT count(*) FROM sqlite_master WHERE"
                             " type = 'index' AND name IN ('entries_parent',"
                             " 'entries_requests', 'entries_gates',"
-                            " 'entries_sessions', 'entries_turns')"
-                            " HAVING count(*) = 5",
+                            " 'entries_sessions', 'entries_turns',"
+                            " 'entries_gateway') HAVING count(*) = 6",
     /* the `session_started` and `turn` entries, through their indexes */
     [ST_SESSIONS] = "SELECT " ENTRY_COLS " FROM entries WHERE"
                     " kind = 'session_started' AND seq >= ?1 ORDER BY seq",
     [ST_TURNS] = "SELECT " ENTRY_COLS " FROM entries WHERE"
                  " kind = 'turn' AND seq >= ?1 ORDER BY seq",
+    /* the gateway's `gateway_call` entries, through entries_gateway */
+    [ST_GATEWAY] = "SELECT " ENTRY_COLS " FROM entries WHERE"
+                   " kind = 'gateway_call' AND seq >= ?1 ORDER BY seq",
     [ST_PUT_COSIG] = "INSERT OR REPLACE INTO cosignatures(size, key, ts, line)"
                      " VALUES (?1, ?2, ?3, ?4)",
     [ST_SCAN_COSIG] = "SELECT key, ts, line FROM cosignatures WHERE size = ?1"
@@ -134,7 +138,9 @@ static const char *const sql_text[ST__COUNT] = {
     "CREATE INDEX IF NOT EXISTS entries_sessions ON entries(seq)"              \
     " WHERE kind = 'session_started';"                                         \
     "CREATE INDEX IF NOT EXISTS entries_turns ON entries(seq)"                 \
-    " WHERE kind = 'turn';"
+    " WHERE kind = 'turn';"                                                    \
+    "CREATE INDEX IF NOT EXISTS entries_gateway ON entries(seq)"               \
+    " WHERE kind = 'gateway_call';"
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY,"
@@ -1389,11 +1395,15 @@ static int sq_requests(struct store *s, int64_t from, store_row_fn fn,
 static int sq_marked(struct store *s, int which, int64_t from, store_row_fn fn,
                      void *ctx, struct fo_err *err)
 {
-    sqlite3_stmt *q = stmt(s, which ? ST_TURNS : ST_SESSIONS, err);
+    static const int st[] = {ST_SESSIONS, ST_TURNS, ST_GATEWAY};
+    static const char *const what[] = {"sessions", "turns", "gateway calls"};
+    if (which < 0 || which > 2)
+        return fo_err_set(err, FO_E_INVALID, "marked: %d", which);
+    sqlite3_stmt *q = stmt(s, st[which], err);
     if (!q)
         return err ? err->code : FO_E_IO;
     sqlite3_bind_int64(q, 1, from);
-    return stream_rows(s, q, which ? "turns" : "sessions", fn, ctx, err);
+    return stream_rows(s, q, what[which], fn, ctx, err);
 }
 
 static int sq_gates(struct store *s, int64_t from, store_row_fn fn, void *ctx,

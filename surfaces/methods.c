@@ -484,6 +484,8 @@ static const struct surf_handler handlers[] = {
     {"run_list", surf_h_run_list, NULL},
     {"run_show", surf_h_run_show, NULL},
     {"run_export_otel", surf_h_export_otel, NULL},
+    {"gateway_session", surf_h_gw_session, NULL},
+    {"gateway_session_otel", surf_h_gw_session_otel, NULL},
     {"session_list", surf_h_session_list, NULL},
     {"session_show", surf_h_session_show, NULL},
     {"session_fork", surf_h_session_fork, NULL},

@@ -26,3 +26,10 @@ int surf_h_export_otel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 {
     return export_otel_run(ctx->ledger, surf_in_int(in, "run", 0), out, err);
 }
+
+int surf_h_gw_session_otel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                           struct fo_err *err)
+{
+    return export_otel_session(ctx->ledger, surf_in_str(in, "session"), out,
+                               err);
+}

@@ -431,7 +431,7 @@ int surf_h_run_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                     struct fo_err *err)
 {
     return orch_run_list(ctx->ledger, surf_in_str(in, "state"),
-                         surf_in_int(in, "before", -1),
+                         surf_in_str(in, "type"), surf_in_int(in, "before", -1),
                          surf_in_int(in, "since", -1),
                          (int)surf_in_int(in, "limit", 50), out, err);
 }
@@ -446,4 +446,13 @@ int surf_h_run_show(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
         rc = orch_run_show(o, ctx->ledger, surf_in_int(in, "run", 0), out, err);
     orch_free(own);
     return rc;
+}
+
+/* ---- the model gateway's sessions (daemon/orch_gw.c) -------------------- */
+
+int surf_h_gw_session(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                      struct fo_err *err)
+{
+    return orch_gw_session_show(ctx->ledger, surf_in_str(in, "session"), out,
+                                err);
 }

@@ -56,12 +56,16 @@ int surf_h_run_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                     struct fo_err *err);
 int surf_h_run_show(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                     struct fo_err *err);
+int surf_h_gw_session(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                      struct fo_err *err);
 
 /* Trace import and OTLP export (methods_import.c). */
 int surf_h_import(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                   struct fo_err *err);
 int surf_h_export_otel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                        struct fo_err *err);
+int surf_h_gw_session_otel(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                           struct fo_err *err);
 
 /* Sessions (methods_orch.c). */
 int surf_h_session_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,

@@ -17,6 +17,11 @@
 //    counted from the ledger (the answer's model_calls, the tool_call
 //    entries), a bar opens its step's entries by mouse and by keyboard;
 //  - an imported trace draws one bar per llm_call and tool_call record;
+//  - a model gateway session (calls sent to the daemon's
+//    /v1/chat/completions with X-Forum-Session) is listed among the runs
+//    and opens with one bar per gateway_call entry of it in the ledger,
+//    growing live as calls land; a bar opens the call's entry, its body and
+//    an inclusion check that passes;
 //  - the metrics view draws its charts from /metrics, live;
 //  - the `waiting` filter, the count of gates in the navigation, results
 //    scrolled into view, one live indicator;
@@ -366,6 +371,70 @@ async function main() {
   await axe("imported trace");
   await shot("trace-timeline");
 
+  // 6b. a model gateway session: calls through the daemon's own gateway
+  const SESSION = "refactor-auth";
+  const gw = async (text, session = SESSION) => {
+    const r = await fetch(`${base}/v1/chat/completions`, { method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json", "X-Forum-Session": session },
+      body: JSON.stringify({ model: "fake-model", messages: [{ role: "user", content: text }] }) });
+    await r.text();
+    return r.status;
+  };
+  // the calls of the session, counted from the ledger (each entry's payload)
+  const gwCalls = async () => {
+    const out = [];
+    for (const e of (await api("GET", "/ledger?limit=1000")).json.entries.filter((x) => x.kind === "gateway_call")) {
+      const b = (await api("GET", `/ledger/${e.seq}/payload`)).json.body;
+      if (b.session === SESSION) out.push({ seq: e.seq, ok: b.status === 200 && !b.error_class });
+    }
+    return out;
+  };
+  for (const t of ["read src/auth.c and list its functions", "propose a smaller login()"])
+    if (await gw(t) !== 200) fail("a gateway call failed");
+  await evaluate("location.hash = '#/runs'");
+  await until(`!!document.querySelector('tr[data-session="${SESSION}"]')`, "the gateway session in the runs list");
+  const sessionHash = `#/run/session:${SESSION}`;
+  await evaluate(`document.querySelector('tr[data-session="${SESSION}"] a').click()`);
+  await until(`document.body.dataset.ready === '${sessionHash}'`, "the gateway session view");
+  let calls = await gwCalls();
+  await until(`document.querySelectorAll('#timeline .step[data-kind="model"]').length === ${calls.length}`,
+    `${calls.length} gateway bars`);
+  // more calls land while the view is open: the timeline grows, live
+  if (await gw("write the new login() RATE_LIMIT_ME") !== 429) fail("the upstream's 429 was not relayed");
+  for (const t of ["write the new login()", "write a test for login()"])
+    if (await gw(t) !== 200) fail("a gateway call failed");
+  if (await gw("another task's call", "other-task") !== 200) fail("a gateway call failed");
+  calls = await gwCalls();
+  if (calls.length !== 5 || calls.filter((c) => !c.ok).length !== 1) fail(`gateway calls: ${JSON.stringify(calls)}`);
+  await until(`document.querySelectorAll('#timeline .step').length === ${calls.length} &&
+    document.querySelectorAll('#timeline .step[data-kind="model"]').length === ${calls.length} &&
+    document.querySelectorAll('#timeline .step .bar.failed').length === 1`,
+  `${calls.length} gateway bars (one failed), live`);
+  const seqs = await evaluate("[...document.querySelectorAll('#timeline .step')].map((g) => Number(g.dataset.seq))");
+  if (JSON.stringify(seqs) !== JSON.stringify(calls.map((c) => c.seq))) fail(`bars ${seqs} vs calls ${calls.map((c) => c.seq)}`);
+  const gtitles = await evaluate("[...document.querySelectorAll('#timeline .step title')].map((t) => t.textContent)");
+  if (!gtitles.every((t) => /^call \d+: fake-model: gateway call \(fake-model\), \d+ ms(, tokens \d+ in, \d+ out)?, status \d+/.test(t)) ||
+      !gtitles.some((t) => /tokens \d+ in, \d+ out, status 200$/.test(t)) || !gtitles.some((t) => /status 429, failed/.test(t)))
+    fail(`gateway bar titles: ${gtitles}`);
+  // a bar opens the call: its entry, its body, an inclusion check
+  const gseq = calls[1].seq;
+  await evaluate(`document.querySelector('#timeline .step[data-seq="${gseq}"]').dispatchEvent(new MouseEvent('click'))`);
+  await until(`document.getElementById('step-detail')?.dataset.step === '${gseq}' && document.querySelectorAll('#step-detail pre').length === 1`,
+    "the gateway call's entry");
+  const gdetail = await evaluate("document.getElementById('step-detail').innerText");
+  if (!gdetail.includes("gateway_call") || !gdetail.includes("propose a smaller login()") || !gdetail.includes("request_sha256"))
+    fail(`gateway step detail: ${gdetail}`);
+  const t1 = Date.now();
+  while ((await api("GET", "/checkpoint")).json.size <= gseq) {
+    if (Date.now() - t1 > WAIT_MS) fail("no checkpoint covers the gateway call");
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await evaluate(`document.querySelector('#step-detail button[data-prove="${gseq}"]').click()`);
+  await until("document.querySelector('#step-detail #inclusion')?.dataset.ok === 'true'", "the gateway call's inclusion check");
+  await axe("gateway session");
+  await evaluate("window.scrollTo(0, 0)");
+  await shot("gateway-session");
+
   // 7. the metrics view: charts of the daemon, live, while a second run goes
   await evaluate("location.hash = '#/metrics'");
   await until("document.querySelectorAll('#charts svg[data-chart]').length >= 2", "the charts");
@@ -405,11 +474,12 @@ async function main() {
   await cdp.send("Emulation.setEmulatedMedia", { features: [{ name: "prefers-color-scheme", value: "dark" }] }, session);
   const bg = await evaluate("getComputedStyle(document.body).backgroundColor");
   if (bg !== "rgb(20, 21, 24)") fail(`dark scheme: body ${bg}`);
-  for (const [h, what] of [[`#/run/${run}`, "#timeline .step"], ["#/metrics", "#charts svg"], ["#/ledger", "#ledger tr[data-seq]"]]) {
+  for (const [h, what] of [[`#/run/${run}`, "#timeline .step"], [sessionHash, "#timeline .step"],
+    ["#/metrics", "#charts svg"], ["#/ledger", "#ledger tr[data-seq]"]]) {
     await evaluate(`location.hash = '${h}'`);
     await until(`!!document.querySelector('${what}')`, `${h} (dark)`);
     await axe(`${h} (dark)`);
-    if (h.startsWith("#/run/")) await shot("run-dark");
+    if (h === `#/run/${run}`) await shot("run-dark");
   }
   // the login form too
   await evaluate("document.getElementById('signout').click()");
@@ -418,7 +488,7 @@ async function main() {
 
   if (consoleErrors.length) fail(`console errors:\n${consoleErrors.join("\n")}`);
   console.log(`ok: run ${run} live, graph ${tasks.length} task(s), gate approved from the page, ` +
-    `timeline ${modelCalls} model and ${toolCalls} tool bars, ` +
+    `timeline ${modelCalls} model and ${toolCalls} tool bars, gateway session ${calls.length} bars, ` +
     `inclusion of ${seq} checked in the browser (tampered proof refused), ` +
     `axe-core clean on ${axeSeen.length} views, no console error`);
 }

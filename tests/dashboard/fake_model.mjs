@@ -2,7 +2,8 @@
 // and its screenshots: it plays each role of forum's control loop from the
 // system prompt, and a task offered tools calls two of them (list_dir, then
 // write_file) before it answers, so a run has model calls and tool calls on
-// its ledger. Every reply reports token usage and waits delayMs, so steps
+// its ledger. A prompt holding RATE_LIMIT_ME is answered 429 (a gateway call
+// that failed). Every reply reports token usage and waits delayMs, so steps
 // have lengths to draw.
 import http from "node:http";
 
@@ -48,6 +49,14 @@ export function startFakeModel(delayMs = 120) {
     req.on("end", () => {
       let j = {};
       try { j = JSON.parse(data); } catch (e) { /* answered as a task */ }
+      // a prompt asking for it gets the provider's rate limit (a failed call)
+      if (JSON.stringify(j.messages || []).includes("RATE_LIMIT_ME")) {
+        setTimeout(() => {
+          res.writeHead(429, { "Content-Type": "application/json" });
+          res.end(JSON.stringify({ error: { message: "slow down", type: "rate_limit_error" } }));
+        }, delayMs);
+        return;
+      }
       const msg = answer(j);
       const prompt = JSON.stringify(j.messages || []).length;
       setTimeout(() => reply(res, msg, {
