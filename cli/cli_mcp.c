@@ -1,6 +1,7 @@
 /* cli_mcp: `forum mcp [--admin]`: the MCP server on stdin/stdout over the
  * ledger in the data dir, opened directly (no daemon needed). */
 #include "cli/cli.h"
+#include "cli/cli_mcp_bridge.h"
 #include "cli/cli_opt.h"
 
 #include <signal.h>
@@ -49,89 +50,6 @@ static const char mcp_usage[] =
     "exit codes: 0 end of input, 2 usage, 3 the ledger cannot be opened or\n"
     "            the output cannot be written\n";
 
-/* ---- beside a daemon: its client ----------------------------------------
- * When a daemon serves the ledger, every tool call is a call of the
- * daemon's method over HTTP with its token: runs are the daemon's (its
- * models, tools, sandbox, workspaces, leases, dashboard) and outlive the
- * editor. */
-
-#define REMOTE_WAIT_MS (24 * 3600 * 1000) /* a run may take that long */
-
-/* The value of a path or query parameter, percent-encoded into b. */
-static int param_text(struct fo_buf *b, const cJSON *v)
-{
-    char num[32];
-    const char *s = num;
-    if (cJSON_IsString(v))
-        s = v->valuestring;
-    else if (cJSON_IsNumber(v))
-        snprintf(num, sizeof(num), "%.0f", v->valuedouble);
-    else if (cJSON_IsBool(v))
-        s = cJSON_IsTrue(v) ? "true" : "false";
-    else
-        return -1;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-            (*p >= '0' && *p <= '9') || strchr("-._~,", *p)) {
-            if (fo_buf_putc(b, (char)*p))
-                return -1;
-        } else if (fo_buf_printf(b, "%%%02X", *p)) {
-            return -1;
-        }
-    return 0;
-}
-
-/* Method m of the daemon with in: its route with {x} bound from in, the
- * rest as the query (GET) or the body (POST, DELETE). */
-static int mcp_remote(void *hook, const struct surf_method *m, const cJSON *in,
-                      cJSON **out, struct fo_err *err)
-{
-    const struct cli_daemon *d = hook;
-    struct fo_buf path, body;
-    fo_buf_init(&path, 8192);
-    fo_buf_init(&body, FO_BUF_UNLIMITED);
-    cJSON *rest = cJSON_Duplicate(in, 1);
-    int rc = rest ? FO_OK : fo_err_set(err, FO_E_NOMEM, NULL);
-    for (const char *p = m->http_path; !rc && *p; p++) {
-        const char *close = *p == '{' ? strchr(p, '}') : NULL;
-        if (!close) {
-            if (fo_buf_putc(&path, *p))
-                rc = fo_err_set(err, FO_E_NOMEM, NULL);
-            continue;
-        }
-        char name[64];
-        snprintf(name, sizeof(name), "%.*s", (int)(close - p - 1), p + 1);
-        if (param_text(&path, cJSON_GetObjectItemCaseSensitive(rest, name)))
-            rc = fo_err_set(err, FO_E_INVALID, "%s: required", name);
-        cJSON_DeleteItemFromObjectCaseSensitive(rest, name);
-        p = close;
-    }
-    int get = !strcmp(m->http_method, "GET");
-    const cJSON *v;
-    int first = 1;
-    const cJSON *query = get && !rc ? rest : NULL;
-    cJSON_ArrayForEach (v, query) {
-        if (fo_buf_printf(&path, "%c%s=", first ? '?' : '&', v->string) ||
-            param_text(&path, v))
-            rc = fo_err_set(err, FO_E_INVALID, "%s: not a query value",
-                            v->string);
-        first = 0;
-    }
-    if (!rc && !get)
-        rc = fo_json_canon(rest, &body, err);
-    int wait = (m->flags & SURF_LONG) || m->where == SURF_ON_RUN;
-    if (!rc)
-        rc = cli_daemon_call_wait(d, m->http_method, path.data,
-                                  get ? NULL : body.data,
-                                  wait ? REMOTE_WAIT_MS : 60000, out, err);
-    cJSON_Delete(rest);
-    fo_buf_release(&path);
-    fo_buf_release(&body);
-    return rc;
-}
-
-/* The client's configuration for this binary and ledger (absolute paths:
- * editors start servers from anywhere). */
 /* The HTTP form: the daemon's /mcp with its token (the daemon must run:
  * its port and token are what the client needs). */
 static int print_http_config(struct cli *c, const char *client)
@@ -259,6 +177,30 @@ int cli_mcp(struct cli *c, int argc, char **argv)
         return print_config(c, client, flags, http);
     struct fo_err err;
     fo_err_clear(&err);
+    /* A client that goes away is a write error to report, not a signal. */
+    signal(SIGPIPE, SIG_IGN);
+    /* a daemon serving this ledger runs the calls (its /mcp): the editor's
+     * runs are the daemon's, with its models; else they run here */
+    struct cli_daemon dmn;
+    struct fo_err derr;
+    if (!local && cli_daemon_find(c, &dmn, &derr) == FO_OK) {
+        fprintf(stderr,
+                "forum mcp: the daemon at http://%s:%d serves this ledger: "
+                "tool calls run there (its models, tools and runs)%s\n",
+                dmn.host, dmn.port,
+                prov.given ? "; the provider flags given here are "
+                             "not used"
+                           : "");
+        int brc =
+            cli_mcp_bridge(dmn.host, dmn.port, dmn.has_token ? dmn.token : NULL,
+                           0, 1, flags, &err);
+        if (brc) {
+            fprintf(stderr, "forum mcp: %s\n",
+                    err.msg[0] ? err.msg : fo_code_message(brc));
+            return 3;
+        }
+        return 0;
+    }
     /* model providers: the flags, else DIR/forum.json's "models" */
     struct daemon_config dc;
     daemon_config_init(&dc);
@@ -314,28 +256,10 @@ int cli_mcp(struct cli *c, int argc, char **argv)
     fprintf(stderr, "forum mcp: ledger %s (%lld entries)\n",
             realpath(c->ledger_dir, abs) ? abs : c->ledger_dir,
             (long long)count);
-    /* A client that goes away is a write error to report, not a signal. */
-    signal(SIGPIPE, SIG_IGN);
     struct surf_ctx ctx = {
         .ledger = l, .start_us = ledger_now_us(), .orch = orch};
-    /* a daemon serving this ledger runs the calls: the editor's runs are
-     * the daemon's, with its models; else they run here */
-    struct cli_daemon dmn;
-    struct fo_err derr;
-    if (!local && cli_daemon_find(c, &dmn, &derr) == FO_OK) {
-        ctx.remote = mcp_remote;
-        ctx.remote_hook = &dmn;
-        fprintf(stderr,
-                "forum mcp: the daemon at http://%s:%d serves this ledger: "
-                "tool calls run there (its models, tools and runs)%s\n",
-                dmn.host, dmn.port,
-                prov.given ? "; the provider flags given here are "
-                             "not used"
-                           : "");
-    } else {
-        fprintf(stderr, "forum mcp: %s: tool calls run in this process\n",
-                local ? "--local" : "no daemon serves this ledger");
-    }
+    fprintf(stderr, "forum mcp: %s: tool calls run in this process\n",
+            local ? "--local" : "no daemon serves this ledger");
     int rc = surf_mcp_run(&ctx, 0, 1, flags, &err);
     ledger_close(l);
     orch_free(orch);

@@ -169,14 +169,6 @@ int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
         in = empty;
     }
     int rc = surf_validate(m, in, err);
-    if (rc == FO_OK && ctx->remote) { /* the daemon's: it checks the rest */
-        *out = NULL;
-        rc = ctx->remote(ctx->remote_hook, m, in, out, err);
-        if (rc == FO_OK && !*out)
-            rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        cJSON_Delete(empty);
-        return rc;
-    }
     if (rc == FO_OK)
         rc = writable(ctx, m, err);
     if (rc == FO_OK) {

@@ -72,13 +72,6 @@ struct surf_ctx {
     /* Each step of a run a handler began, as the engine witnesses it (may
      * be NULL): MCP progress and elicitation (orch_run_event, orch.h). */
     void (*run_event)(void *hook, const struct orch_run_event *ev);
-    /* Where every method runs when this process is a client of a daemon
-     * (`forum mcp` beside one): called after the input is validated, in
-     * place of the handler, with *out or err as the handler would give
-     * them (may be NULL: the methods run here). */
-    int (*remote)(void *hook, const struct surf_method *m, const cJSON *in,
-                  cJSON **out, struct fo_err *err);
-    void *remote_hook;
     /* Where ledger_verify reports its progress (may be NULL): `status`
      * shows it as "verify" while one runs (the dashboard's progress). */
     struct surf_verify_progress *verify;

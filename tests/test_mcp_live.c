@@ -126,7 +126,9 @@ static int mcp_end(struct mcp *m)
 
 #define kind_count tu_kind_count
 
-Test(mcp_live, ping_while_a_submit_runs_progress_and_cancel, .timeout = 90)
+/* beside: a daemon serves the ledger (with the held model), and `forum
+ * mcp` is its client (through its /mcp): the same steps, the same cancel. */
+static void ping_progress_cancel(int beside)
 {
     signal(SIGPIPE, SIG_IGN);
     struct fake f;
@@ -134,8 +136,11 @@ Test(mcp_live, ping_while_a_submit_runs_progress_and_cancel, .timeout = 90)
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f.port);
     char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    if (beside)
+        tu_daemon_start(&d, dir, "--chat-url", url, "--model", "fake", NULL);
     struct mcp m;
-    mcp_start(&m, dir, url);
+    mcp_start(&m, dir, beside ? NULL : url);
     mcp_send(&m, INIT("{}"));
     cJSON *j = mcp_read(&m, 10000);
     cr_assert(j && id_is(j, 1));
@@ -196,12 +201,26 @@ Test(mcp_live, ping_while_a_submit_runs_progress_and_cancel, .timeout = 90)
     cr_assert_str_eq(tu_str(g, "state"), "cancelled");
     cJSON_Delete(g);
     tu_run_free(&r);
+    cr_assert_eq(kind_count(dir, "budget"), 1, "the cancel witnessed once");
     kill(f.pid, SIGUSR1); /* the held call answered, then the fake goes */
     while (fake_stat(&f, "held") > 0)
         usleep(10000);
     kill(f.pid, SIGTERM);
     waitpid(f.pid, NULL, 0);
+    if (beside)
+        cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     tu_rmrf(dir);
+}
+
+Test(mcp_live, ping_while_a_submit_runs_progress_and_cancel, .timeout = 90)
+{
+    ping_progress_cancel(0);
+}
+
+Test(mcp_live, beside_a_daemon_progress_and_cancel_go_through_its_mcp,
+     .timeout = 90)
+{
+    ping_progress_cancel(1);
 }
 
 Test(mcp_live, a_gate_is_asked_through_elicitation, .timeout = 90)
