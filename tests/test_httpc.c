@@ -155,6 +155,8 @@ struct srv {
     SSL_CTX *tls;
     const struct step *steps;
     int hold;        /* accept and read, never answer */
+    int close_after; /* close once the steps are sent (not waiting for the
+                        client to close) */
     atomic_int go;   /* steps released by the test */
     atomic_int seen; /* requests read */
     atomic_int gone; /* the client closed the connection */
@@ -197,8 +199,8 @@ static void *srv_main(void *arg)
             send(c, st->bytes, l, MSG_NOSIGNAL);
     }
     char b[256];
-    while ((ssl ? SSL_read(ssl, b, sizeof(b)) : (int)recv(c, b, sizeof(b), 0)) >
-           0)
+    while (!s->close_after && (ssl ? SSL_read(ssl, b, sizeof(b))
+                                   : (int)recv(c, b, sizeof(b), 0)) > 0)
         ;
     atomic_store(&s->gone, 1);
     if (ssl)
@@ -461,6 +463,74 @@ Test(httpc_req, a_body_over_the_cap_is_refused)
     srv_stop(s);
     httpc_url_release(&u);
     event_base_free(base);
+}
+
+/* An upstream that closes before its answer is complete ends the request
+ * at once as HTTPC_END_CLOSED (upstream_closed): the close is the event,
+ * not the deadline. The deadline here is long, and each case is started
+ * only after the server has closed, so a request still open when the
+ * server is gone can only end by its deadline (judged by the end). */
+static void closes_early(const char *answer, int want_end, const char *why)
+{
+    const struct step steps[] = {{answer, 0}, {NULL, 0}};
+    struct srv *s = srv_start(answer ? steps : NULL, NULL, 0);
+    s->close_after = 1;
+    struct event_base *base = event_base_new();
+    struct httpc_url u = url_of("http", "127.0.0.1", s->port, "/");
+    for (int chunked = 0; chunked < 2; chunked++) {
+        struct got g = {0};
+        struct httpc_spec spec = {.method = HTTPC_POST,
+                                  .url = &u,
+                                  .body = "{}",
+                                  .body_len = 2,
+                                  .timeout_ms = 60000,
+                                  .on_chunk = chunked ? got_chunk : NULL,
+                                  .done = got_done,
+                                  .arg = &g};
+        struct fo_err err;
+        cr_assert_eq(httpc_req_start(base, &spec, &g.r, &err), FO_OK);
+        run(base, &g);
+        cr_assert_eq(g.done, 1);
+        cr_assert_eq(g.end, want_end, "%s (%s): end %d: %s", why,
+                     chunked ? "streamed" : "whole", g.end, g.err.msg);
+        cr_assert_neq(g.err.code, FO_E_TIMEOUT, "%s", why);
+        pthread_join(s->th, NULL);
+        /* the same server once more, for the streamed read */
+        atomic_store(&s->seen, 0);
+        pthread_create(&s->th, NULL, srv_main, s);
+    }
+    srv_stop(s);
+    httpc_url_release(&u);
+    event_base_free(base);
+}
+
+Test(httpc_req, an_upstream_that_closes_mid_body_fails_at_once)
+{
+    closes_early("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial",
+                 HTTPC_END_CLOSED, "a Content-Length body cut short");
+    closes_early("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5\r\nhello\r\n20\r\nabc",
+                 HTTPC_END_CLOSED, "a chunked body cut in a chunk");
+    closes_early("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5\r\nhello\r\n",
+                 HTTPC_END_CLOSED, "a chunked body cut between chunks");
+    closes_early("HTTP/1.1 200 OK\r\nContent-Le", HTTPC_END_CLOSED,
+                 "headers cut short");
+}
+
+Test(httpc_req, an_upstream_that_closes_without_a_response_fails_at_once)
+{
+    closes_early(NULL, HTTPC_END_CLOSED, "closed before any response");
+}
+
+Test(httpc_req, a_garbage_status_line_is_malformed)
+{
+    closes_early("SSH-2.0-OpenSSH_9.2\r\n\r\n", HTTPC_END_MALFORMED,
+                 "a status line that is not HTTP");
+    closes_early("HTTP/1.1 abc Nope\r\n\r\n", HTTPC_END_MALFORMED,
+                 "a status code that is not a number");
+    /* bytes that never make a line: closed, not complete */
+    closes_early("garbage", HTTPC_END_CLOSED, "half a status line");
 }
 
 Test(httpc_req, start_errors_and_a_refused_connect)
