@@ -131,7 +131,7 @@ struct httpc_req;
  * moment fails (HTTPC_END_CLOSED): the server may have acted on it.
  *
  * A pool is used on its base's thread only. */
-#define HTTPC_POOL_IDLE_DEFAULT 8        /* idle connections per origin */
+#define HTTPC_POOL_IDLE_DEFAULT 16       /* idle connections per origin */
 #define HTTPC_POOL_IDLE_MS_DEFAULT 30000 /* closed after this idle time */
 
 struct httpc_pool;
