@@ -792,8 +792,15 @@ static void end_message(struct httpc_req *r, int end)
                    "a malformed HTTP response from %s:%d", h, p);
         break;
     case HTTPC_END_CLOSED:
-        fo_err_set(&r->err, FO_E_UNAVAILABLE,
-                   "the connection closed without an answer from %s:%d", h, p);
+        if (r->status)
+            fo_err_set(&r->err, FO_E_UNAVAILABLE,
+                       "%s:%d closed the connection before its answer was "
+                       "complete (status %d, %zu bytes of the body)",
+                       h, p, r->status, r->total);
+        else
+            fo_err_set(&r->err, FO_E_UNAVAILABLE,
+                       "the connection closed without an answer from %s:%d", h,
+                       p);
         break;
     default:
         break;

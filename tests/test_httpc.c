@@ -495,6 +495,8 @@ static void closes_early(const char *answer, int want_end, const char *why)
         cr_assert_eq(g.end, want_end, "%s (%s): end %d: %s", why,
                      chunked ? "streamed" : "whole", g.end, g.err.msg);
         cr_assert_neq(g.err.code, FO_E_TIMEOUT, "%s", why);
+        if (want_end == HTTPC_END_CLOSED)
+            cr_assert(strstr(g.err.msg, "closed"), "%s", g.err.msg);
         pthread_join(s->th, NULL);
         /* the same server once more, for the streamed read */
         atomic_store(&s->seen, 0);
