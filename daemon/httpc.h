@@ -198,7 +198,7 @@ struct httpc_spec {
     struct httpc_pool *pool;     /* NULL: one connection for the request,
                                     "Connection: close"; else a keep-alive
                                     connection from (and back to) the pool
-                                    of the same base */
+                                    (one of another base is not used) */
     struct evdns_base *dns;      /* required when url->addr is NULL */
     int connect_ms;              /* the TCP connect; 0: only timeout_ms */
     int timeout_ms;              /* the lookup, connect, TLS, request and the
