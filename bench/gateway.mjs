@@ -3,9 +3,13 @@
 // stream whose first event it writes at once. One client (node http,
 // keep-alive to whichever it calls) measures, in one run:
 //   - the median latency of N sequential calls, direct and through forum
-//     (every call through forum durable before it is answered);
-//   - the time to the first stream byte, direct and through forum;
-//   - calls/s at concurrency C for S seconds, direct and through forum.
+//     (every call through forum durable before it is answered), in
+//     alternating blocks of N/4 so that both see the same machine;
+//   - the time to the first stream byte, direct and through forum (in
+//     blocks likewise);
+//   - calls/s at concurrency C for S seconds, direct and through forum, in
+//     alternating one-second slices (the machine is shared: a load that
+//     comes and goes falls on both alike).
 // Not a test: it prints figures. Usage: node gateway.mjs FORUM_BIN
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -72,14 +76,34 @@ async function seq(p, b, pick, ag = agent) {
   for (let i = 0; i < N; i++) t.push((await call(p, b, ag))[pick]);
   return median(t);
 }
-async function rate(p) {
-  let done = 0;
-  const end = Date.now() + S * 1000;
-  await Promise.all(Array.from({ length: C }, async () => { while (Date.now() < end) { await call(p, body); done++; } }));
-  return done / S;
+// direct and through forum in alternating blocks of N/4 calls (call by
+// call alternation would itself add to both: each process would sleep
+// through the other's call): [median direct, median forum]
+async function pair(b, pick) {
+  for (let i = 0; i < 20; i++) { await call(up, b); await call(port, b); }
+  const d = [], f = [];
+  const blk = Math.max(1, Math.floor(N / 4));
+  for (let i = 0; i < N; i += blk) {
+    for (let j = i; j < Math.min(N, i + blk); j++) d.push((await call(up, b))[pick]);
+    for (let j = i; j < Math.min(N, i + blk); j++) f.push((await call(port, b))[pick]);
+  }
+  return [median(d), median(f)];
 }
-const dl = await seq(up, body, 1), fl = await seq(port, body, 1);
-// forum calls its upstream on a new connection each time: the same, direct
+async function slice(p, ms) {
+  let done = 0;
+  const end = Date.now() + ms;
+  await Promise.all(Array.from({ length: C }, async () => { while (Date.now() < end) { await call(p, body); done++; } }));
+  return done;
+}
+// calls/s both ways, in alternating one-second slices: [direct, forum]
+async function rates() {
+  await slice(up, 300); await slice(port, 300);
+  let d = 0, f = 0;
+  for (let i = 0; i < S; i++) { d += await slice(up, 1000); f += await slice(port, 1000); }
+  return [d / S, f / S];
+}
+const [dl, fl] = await pair(body, 1);
+// for reference: direct on a new connection per call
 const dn = await seq(up, body, 1, new http.Agent({ keepAlive: false }));
 // the floor of witnessing: one durable POST /append, in sequence
 const ab = JSON.stringify({ actor: "bench", kind: "note", payload: { n: 1 } });
@@ -87,13 +111,13 @@ for (let i = 0; i < 20; i++) await call(port, ab, agent, "/append");
 const at = [];
 for (let i = 0; i < N; i++) at.push((await call(port, ab, agent, "/append"))[1]);
 const al = median(at);
-const dt = await seq(up, sbody, 0), ft = await seq(port, sbody, 0);
-const dr = await rate(up), fr = await rate(port);
+const [dt, ft] = await pair(sbody, 0);
+const [dr, fr] = await rates();
 console.log(`calls in sequence (median of ${N}): direct ${dl.toFixed(3)} ms, through forum ${fl.toFixed(3)} ms, added ${(fl - dl).toFixed(3)} ms`);
-console.log(`  direct on a new connection per call (as forum calls its upstream): ${dn.toFixed(3)} ms`);
+console.log(`  direct on a new connection per call (for reference): ${dn.toFixed(3)} ms`);
 console.log(`  one durable POST /append in sequence (the commit alone): ${al.toFixed(3)} ms`);
 console.log(`stream first byte (median of ${N}): direct ${dt.toFixed(3)} ms, through forum ${ft.toFixed(3)} ms, added ${(ft - dt).toFixed(3)} ms`);
-console.log(`calls/s at c=${C} for ${S} s: direct ${dr.toFixed(0)}, through forum ${fr.toFixed(0)} (${(100 * fr / dr).toFixed(0)}% of direct)`);
+console.log(`calls/s at c=${C}, ${S} alternating 1 s slices each: direct ${dr.toFixed(0)}, through forum ${fr.toFixed(0)} (${(100 * fr / dr).toFixed(0)}% of direct)`);
 daemon.kill("SIGTERM");
 await new Promise((r) => daemon.on("exit", r));
 upstream.close();

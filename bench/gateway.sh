@@ -9,7 +9,8 @@
 #   FORUM_BIN        the forum binary (default: build/forum)
 #   BENCH_CALLS      sequential calls (default 200)
 #   BENCH_CONC       concurrency of the rate run (default 64)
-#   BENCH_SECONDS    seconds per rate run (default 5)
+#   BENCH_SECONDS    one-second slices each way in the rate run (default 5;
+#                    direct and through forum alternate)
 #   BENCH_TMPDIR     parent of the scratch data dir (default /tmp)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

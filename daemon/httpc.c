@@ -4,12 +4,14 @@
 #include "daemon/httpc.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -269,7 +271,52 @@ struct httpc_req {
     httpc_chunk_fn on_chunk;
     httpc_done_fn done;
     void *arg;
+    /* the request as built, kept for a retry on a fresh connection */
+    struct evkeyvalq *oh; /* its headers */
+    char *body;
+    size_t body_len;
+    int64_t deadline_at;         /* the monotonic ms of timeout_ms */
+    char addr[INET6_ADDRSTRLEN]; /* the numeric address connected to */
+    /* the connection */
+    struct httpc_pool *pool;         /* NULL: one connection, closed after */
+    struct evbuffer_cb_entry *outcb; /* watches the request leave */
+    struct evbuffer_cb_entry *incb;  /* watches the response come */
+    int reused;                      /* the connection came from the pool */
+    int retried;     /* this is the retry on a fresh connection */
+    int sent_all;    /* all of the request left (or a failure dropped it) */
+    int got_bytes;   /* a byte of a response came */
+    int conn_closed; /* libevent closed the connection (either side) */
+    int keep;        /* the connection may go back to the pool */
 };
+
+/* An idle keep-alive connection of a pool. */
+struct pconn {
+    struct pconn *next;
+    struct httpc_pool *pool;
+    struct evhttp_connection *evcon;
+    SSL *ssl;
+    const struct httpc_tls *tls; /* part of the key: NULL for http */
+    char *host;
+    int port;
+    char addr[INET6_ADDRSTRLEN];
+    struct event *timer; /* the idle timeout, or the close just seen */
+};
+
+struct httpc_pool {
+    struct event_base *base;
+    int max_idle, idle_ms;
+    struct pconn *idle; /* most recently used first */
+    size_t live;        /* requests started on it and not yet freed */
+    int closing;        /* httpc_pool_free was called: freed at live 0 */
+    struct httpc_pool_stats st;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static struct timeval tv_ms(int64_t ms)
 {
@@ -287,6 +334,30 @@ static void lookup_drop(struct httpc_req *r)
     r->lookup = NULL;
 }
 
+static void pool_put(struct httpc_req *r);
+static void pool_unref(struct httpc_pool *p);
+
+/* Lets go of the connection: back to the pool when r->keep, else closed.
+ * Our watchers come off it first (freeing it tells its close callback). */
+static void conn_release(struct httpc_req *r)
+{
+    if (!r->evcon)
+        return;
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
+    if (r->outcb)
+        evbuffer_remove_cb_entry(bufferevent_get_output(bev), r->outcb);
+    if (r->incb)
+        evbuffer_remove_cb_entry(bufferevent_get_input(bev), r->incb);
+    r->outcb = r->incb = NULL;
+    evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+    if (r->keep && r->pool)
+        pool_put(r); /* takes r->evcon, or frees it */
+    else
+        evhttp_connection_free(r->evcon); /* its bufferevent, SSL, request */
+    r->evcon = NULL;
+    r->ssl = NULL;
+}
+
 static void req_free(struct httpc_req *r)
 {
     lookup_drop(r);
@@ -302,8 +373,14 @@ static void req_free(struct httpc_req *r)
         event_free(r->ctimer);
     if (r->req && !r->handed) /* made but never handed to a connection */
         evhttp_request_free(r->req);
-    if (r->evcon) /* frees the bufferevent, its SSL and any request */
-        evhttp_connection_free(r->evcon);
+    conn_release(r);
+    if (r->oh) {
+        evhttp_clear_headers(r->oh);
+        free(r->oh);
+    }
+    free(r->body);
+    if (r->pool)
+        pool_unref(r->pool);
     if (r->in)
         evbuffer_free(r->in);
     if (r->hdrs) {
@@ -491,9 +568,78 @@ static void watch_connect(struct httpc_req *r, struct bufferevent *bev)
     }
 }
 
-/* Makes the connection to addr (numeric) and sends the request on it. */
+/* The request has left: an EOF from now on is the end of the response
+ * (libevent's READ_ON_WRITE_ERROR, there for a server that answers before
+ * it read all of a request, would otherwise wait on a half-read answer
+ * after the peer closed, until the deadline). */
+static void out_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
+                   void *arg)
+{
+    struct httpc_req *r = arg;
+    if (info->n_deleted && evbuffer_get_length(b) == 0 && !r->sent_all &&
+        r->evcon) {
+        r->sent_all = 1;
+        evhttp_connection_set_flags(r->evcon, 0);
+    }
+}
+
+static void in_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
+                  void *arg)
+{
+    struct httpc_req *r = arg;
+    (void)b;
+    if (info->n_added)
+        r->got_bytes = r->connected = 1; /* a byte from the peer */
+}
+
+static void on_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct httpc_req *r = arg;
+    (void)evcon;
+    r->conn_closed = 1;
+}
+
+/* Per request on its connection: libevent's limits and our watchers. */
+static void conn_setup(struct httpc_req *r)
+{
+    /* libevent's own timer is a backstop only: ours decide */
+    evhttp_connection_set_timeout(r->evcon, r->timeout_ms / 1000 + 5);
+    evhttp_connection_set_max_body_size(r->evcon, (ev_ssize_t)r->body_max);
+    evhttp_connection_set_max_headers_size(r->evcon,
+                                           (ev_ssize_t)r->headers_max);
+    /* a server may answer (413) and close before it read the whole body;
+     * cleared by out_cb once all of the request left */
+    evhttp_connection_set_flags(r->evcon, EVHTTP_CON_READ_ON_WRITE_ERROR);
+    evhttp_connection_set_closecb(r->evcon, on_conn_closed, r);
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
+    r->outcb = evbuffer_add_cb(bufferevent_get_output(bev), out_cb, r);
+    r->incb = evbuffer_add_cb(bufferevent_get_input(bev), in_cb, r);
+}
+
+/* Hands the request to its connection (new or reused). */
+static void send_req(struct httpc_req *r, struct bufferevent *fresh)
+{
+    static const enum evhttp_cmd_type cmd[] = {EVHTTP_REQ_GET, EVHTTP_REQ_POST,
+                                               EVHTTP_REQ_DELETE};
+    conn_setup(r);
+    r->handed = 1;
+    if (evhttp_make_request(r->evcon, r->req, cmd[r->method], r->path) != 0) {
+        r->req = NULL; /* libevent has freed the request */
+        if (!r->ended)
+            ended(r); /* judged as a failed connect */
+        return;
+    }
+    if (r->ended) /* libevent failed it at once; the end is queued */
+        return;
+    if (fresh)
+        watch_connect(r, fresh);
+}
+
+/* Makes a connection to addr (numeric) and sends the request on it. */
 static void connect_start(struct httpc_req *r, const char *addr)
 {
+    if (addr != r->addr)
+        snprintf(r->addr, sizeof(r->addr), "%s", addr);
     struct bufferevent *bev = NULL;
     if (r->tls) {
         r->ssl = ssl_for(r->tls, r->host);
@@ -514,7 +660,7 @@ static void connect_start(struct httpc_req *r, const char *addr)
      * returns */
     if (bev)
         r->evcon = evhttp_connection_base_bufferevent_new(
-            r->base, NULL, bev, addr, (unsigned short)r->port);
+            r->base, NULL, bev, r->addr, (unsigned short)r->port);
     if (!r->evcon) {
         if (bev)
             bufferevent_free(bev);
@@ -523,25 +669,9 @@ static void connect_start(struct httpc_req *r, const char *addr)
         return;
     }
     evhttp_connection_set_retries(r->evcon, 0);
-    /* libevent's own timer is a backstop only: ours decide */
-    evhttp_connection_set_timeout(r->evcon, r->timeout_ms / 1000 + 5);
-    evhttp_connection_set_max_body_size(r->evcon, (ev_ssize_t)r->body_max);
-    evhttp_connection_set_max_headers_size(r->evcon,
-                                           (ev_ssize_t)r->headers_max);
-    /* a server may answer (413) and close before it read the whole body */
-    evhttp_connection_set_flags(r->evcon, EVHTTP_CON_READ_ON_WRITE_ERROR);
-    static const enum evhttp_cmd_type cmd[] = {EVHTTP_REQ_GET, EVHTTP_REQ_POST,
-                                               EVHTTP_REQ_DELETE};
-    r->handed = 1;
-    if (evhttp_make_request(r->evcon, r->req, cmd[r->method], r->path) != 0) {
-        r->req = NULL; /* libevent has freed the request */
-        if (!r->ended)
-            ended(r); /* judged as a failed connect */
-        return;
-    }
-    if (r->ended) /* libevent failed it at once; the end is queued */
-        return;
-    watch_connect(r, bev);
+    if (r->pool)
+        r->pool->st.opened++;
+    send_req(r, bev);
 }
 
 /* The first address of ai, numeric, into out; 0 when there is none. */
@@ -617,10 +747,10 @@ static int judge(struct httpc_req *r)
         return HTTPC_END_TOO_LARGE;
     if (r->complete)
         return HTTPC_END_OK;
-    if (!r->connected)
-        return HTTPC_END_CONNECT;
     if (r->req_error == EVREQ_HTTP_INVALID_HEADER)
         return HTTPC_END_MALFORMED;
+    if (!r->connected)
+        return HTTPC_END_CONNECT;
     return HTTPC_END_CLOSED;
 }
 
@@ -662,8 +792,15 @@ static void end_message(struct httpc_req *r, int end)
                    "a malformed HTTP response from %s:%d", h, p);
         break;
     case HTTPC_END_CLOSED:
-        fo_err_set(&r->err, FO_E_UNAVAILABLE,
-                   "the connection closed without an answer from %s:%d", h, p);
+        if (r->status)
+            fo_err_set(&r->err, FO_E_UNAVAILABLE,
+                       "%s:%d closed the connection before its answer was "
+                       "complete (status %d, %zu bytes of the body)",
+                       h, p, r->status, r->total);
+        else
+            fo_err_set(&r->err, FO_E_UNAVAILABLE,
+                       "the connection closed without an answer from %s:%d", h,
+                       p);
         break;
     default:
         break;
@@ -675,9 +812,56 @@ int httpc_end_code(const struct httpc_result *res)
     return res->end == HTTPC_END_OK ? FO_OK : res->err.code;
 }
 
-/* Tells done, then frees. From the request's own events only. */
+static int make_req(struct httpc_req *r);
+
+/* Whether a failed request is tried once more on a fresh connection: it
+ * failed on a reused connection that the peer closed (an EOF or a reset,
+ * not a deadline, not a malformed answer), no byte of a response came,
+ * and it is safe to send again: the method is idempotent (GET, DELETE, or
+ * the request carries an Idempotency-Key header), or not all of the
+ * request had left (a server never acts on a request it did not read
+ * whole). A POST that was sent whole on a connection the peer closed at
+ * that very moment is not retried: the server may have acted on it. */
+static int retry_ok(const struct httpc_req *r)
+{
+    if (!r->reused || r->retried || r->forced || r->complete || r->status ||
+        r->got_bytes || r->req_error != EVREQ_HTTP_EOF)
+        return 0;
+    return r->method != HTTPC_POST || !r->sent_all ||
+           evhttp_find_header(r->oh, "Idempotency-Key") != NULL;
+}
+
+/* Starts the retry: 1 when it is under way, 0 when no time is left. */
+static int retry(struct httpc_req *r)
+{
+    int64_t left = r->deadline_at - mono_ms();
+    if (left <= 0)
+        return 0;
+    r->keep = 0;
+    conn_release(r);
+    r->retried = 1;
+    r->reused = r->ended = r->connected = 0;
+    r->sent_all = r->got_bytes = r->conn_closed = 0;
+    r->req_error = -1;
+    r->verify = X509_V_OK;
+    struct timeval tv = tv_ms(left);
+    evtimer_add(r->deadline, &tv);
+    if (r->pool)
+        r->pool->st.retried++;
+    if (!make_req(r))
+        setup_fail(r, FO_E_NOMEM, "out of memory");
+    else
+        connect_start(r, r->addr);
+    return 1;
+}
+
+/* Tells done, then frees (the connection back to the pool when the
+ * response came whole and framed, and the peer keeps it open). From the
+ * request's own events only. */
 static void finish(struct httpc_req *r)
 {
+    if (retry_ok(r) && retry(r))
+        return;
     int end = judge(r);
     if (end != HTTPC_END_SETUP && end != HTTPC_END_OK)
         end_message(r, end);
@@ -692,6 +876,10 @@ static void finish(struct httpc_req *r)
                                .err = r->err};
     if (end == HTTPC_END_OK)
         fo_err_clear(&res.err);
+    /* a body read to the close leaves no connection to keep */
+    r->keep = end == HTTPC_END_OK && r->pool && !r->conn_closed &&
+              (evhttp_find_header(r->hdrs, "Content-Length") ||
+               evhttp_find_header(r->hdrs, "Transfer-Encoding"));
     r->finishing = 1;
     r->done(r->arg, &res);
     req_free(r);
@@ -714,20 +902,13 @@ static void on_event(evutil_socket_t fd, short what, void *arg)
         finish(r);
 }
 
-/* The evhttp request of spec: headers and body; 0 when out of memory or a
+/* The request's headers and body, kept in r; 0 when out of memory or a
  * header libevent refuses (a line break in a value). */
 static int build(struct httpc_req *r, const struct httpc_spec *s)
 {
-    r->req = evhttp_request_new(on_done, r);
-    if (!r->req)
-        return 0;
-    evhttp_request_set_error_cb(r->req, on_error);
-    evhttp_request_set_header_cb(r->req, on_headers);
-    if (s->on_chunk)
-        evhttp_request_set_chunked_cb(r->req, on_chunk);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
+    struct evkeyvalq *h = r->oh;
     int bad = evhttp_add_header(h, "Host", s->url->host_header) ||
-              evhttp_add_header(h, "Connection", "close");
+              (!s->pool && evhttp_add_header(h, "Connection", "close"));
     int ua = 0;
     for (size_t i = 0; !bad && i < s->n_headers; i++) {
         ua |= !strcasecmp(s->headers[i].name, "User-Agent");
@@ -738,12 +919,51 @@ static int build(struct httpc_req *r, const struct httpc_spec *s)
     if (!bad && (s->body || s->method != HTTPC_GET)) {
         char cl[32];
         snprintf(cl, sizeof(cl), "%zu", s->body ? s->body_len : 0);
-        bad = evhttp_add_header(h, "Content-Length", cl) ||
-              (s->body_len &&
-               evbuffer_add(evhttp_request_get_output_buffer(r->req), s->body,
-                            s->body_len));
+        bad = evhttp_add_header(h, "Content-Length", cl);
+        r->body_len = s->body ? s->body_len : 0;
+        if (!bad && r->body_len) {
+            bad = !(r->body = malloc(r->body_len));
+            if (!bad)
+                memcpy(r->body, s->body, r->body_len);
+        }
     }
     return !bad;
+}
+
+/* The evhttp request from what build kept (again for a retry). */
+static int make_req(struct httpc_req *r)
+{
+    r->handed = 0;
+    r->req = evhttp_request_new(on_done, r);
+    if (!r->req)
+        return 0;
+    evhttp_request_set_error_cb(r->req, on_error);
+    evhttp_request_set_header_cb(r->req, on_headers);
+    if (r->on_chunk)
+        evhttp_request_set_chunked_cb(r->req, on_chunk);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
+    for (struct evkeyval *e = r->oh->tqh_first; e; e = e->next.tqe_next)
+        if (evhttp_add_header(h, e->key, e->value))
+            return 0;
+    return !r->body_len ||
+           evbuffer_add(evhttp_request_get_output_buffer(r->req), r->body,
+                        r->body_len) == 0;
+}
+
+static int pool_take(struct httpc_req *r);
+
+/* A connection from the pool, else a new one (after a lookup when the
+ * host is a name). */
+static void begin(struct httpc_req *r, const char *addr)
+{
+    if (r->pool && pool_take(r)) {
+        r->reused = r->connected = 1;
+        send_req(r, NULL);
+    } else if (addr) {
+        connect_start(r, addr);
+    } else {
+        lookup_start(r);
+    }
 }
 
 static int spec_check(const struct httpc_spec *s, struct fo_err *err)
@@ -758,6 +978,8 @@ static int spec_check(const struct httpc_spec *s, struct fo_err *err)
     if (!s->url->addr && !s->dns)
         return fo_err_set(err, FO_E_INVALID, "host %s needs a resolver (dns)",
                           s->url->host);
+    if (s->pool && s->pool->closing)
+        return fo_err_set(err, FO_E_INVALID, "http request: a closed pool");
     return FO_OK;
 }
 
@@ -789,26 +1011,31 @@ int httpc_req_start(struct event_base *base, const struct httpc_spec *s,
     r->path = dup_str(s->path ? s->path : s->url->path);
     r->in = evbuffer_new();
     r->hdrs = calloc(1, sizeof(*r->hdrs));
+    r->oh = calloc(1, sizeof(*r->oh));
+    r->deadline_at = mono_ms() + s->timeout_ms;
+    if (s->pool && s->pool->base == base) {
+        r->pool = s->pool;
+        r->pool->live++;
+    }
     r->ev = event_new(base, -1, 0, on_event, r);
     r->deadline = evtimer_new(base, on_deadline, r);
     r->ctimer = evtimer_new(base, on_ctimer, r);
     struct timeval dl = tv_ms(s->timeout_ms);
-    if (!r->host || !r->path || !r->in || !r->hdrs || !r->ev || !r->deadline ||
-        !r->ctimer || evtimer_add(r->deadline, &dl) != 0) {
+    if (!r->host || !r->path || !r->in || !r->hdrs || !r->oh || !r->ev ||
+        !r->deadline || !r->ctimer || evtimer_add(r->deadline, &dl) != 0) {
         req_free(r);
         return fo_err_set(err, FO_E_NOMEM, NULL);
     }
     r->hdrs->tqh_first = NULL; /* TAILQ_INIT, which libevent keeps private */
     r->hdrs->tqh_last = &r->hdrs->tqh_first;
-    if (!build(r, s)) {
+    r->oh->tqh_first = NULL;
+    r->oh->tqh_last = &r->oh->tqh_first;
+    if (!build(r, s) || !make_req(r))
         setup_fail(r, FO_E_INVALID,
                    "cannot build the request (a header value of more than "
                    "one line?)");
-    } else if (s->url->addr) {
-        connect_start(r, s->url->addr);
-    } else {
-        lookup_start(r);
-    }
+    else
+        begin(r, s->url->addr);
     if (out)
         *out = r;
     return FO_OK;
@@ -833,6 +1060,170 @@ int httpc_req_status(const struct httpc_req *r)
 const char *httpc_req_header(const struct httpc_req *r, const char *name)
 {
     return r->status ? evhttp_find_header(r->hdrs, name) : NULL;
+}
+
+/* ---- the connection pool ------------------------------------------------- */
+
+int httpc_pool_create(struct event_base *base, int max_idle, int idle_ms,
+                      struct httpc_pool **out, struct fo_err *err)
+{
+    if (!base || max_idle < 0 || idle_ms < 0)
+        return fo_err_set(err, FO_E_INVALID, "http pool: bad settings");
+    struct httpc_pool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    p->base = base;
+    p->max_idle = max_idle ? max_idle : HTTPC_POOL_IDLE_DEFAULT;
+    p->idle_ms = idle_ms ? idle_ms : HTTPC_POOL_IDLE_MS_DEFAULT;
+    *out = p;
+    return FO_OK;
+}
+
+static void pconn_drop(struct pconn *pc)
+{
+    struct httpc_pool *p = pc->pool;
+    for (struct pconn **pp = &p->idle; *pp; pp = &(*pp)->next)
+        if (*pp == pc) {
+            *pp = pc->next;
+            break;
+        }
+    p->st.idle--;
+    event_free(pc->timer);
+    evhttp_connection_set_closecb(pc->evcon, NULL, NULL);
+    evhttp_connection_free(pc->evcon);
+    free(pc->host);
+    free(pc);
+}
+
+static void pconn_expire(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    pconn_drop(arg);
+}
+
+/* The peer closed an idle connection (or sent what it should not): it is
+ * dropped from the loop, outside libevent's callback. */
+static void pconn_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct pconn *pc = arg;
+    (void)evcon;
+    event_active(pc->timer, EV_TIMEOUT, 1);
+}
+
+static void pool_free_now(struct httpc_pool *p)
+{
+    while (p->idle)
+        pconn_drop(p->idle);
+    free(p);
+}
+
+void httpc_pool_free(struct httpc_pool *p)
+{
+    if (!p)
+        return;
+    p->closing = 1;
+    while (p->idle)
+        pconn_drop(p->idle);
+    if (p->live == 0)
+        pool_free_now(p);
+}
+
+static void pool_unref(struct httpc_pool *p)
+{
+    if (--p->live == 0 && p->closing)
+        pool_free_now(p);
+}
+
+void httpc_pool_get_stats(const struct httpc_pool *p,
+                          struct httpc_pool_stats *out)
+{
+    *out = p->st;
+}
+
+/* An idle connection still open with nothing unread: the peer's close
+ * (an EOF, a TLS close_notify) may be waiting unseen in the socket. */
+static int pconn_alive(const struct pconn *pc)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(pc->evcon);
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    if (fd < 0 || evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+        return 0;
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* r's connection from the pool, the most recently used of its origin; 0
+ * when there is none. */
+static int pool_take(struct httpc_req *r)
+{
+    struct httpc_pool *p = r->pool;
+    struct pconn *pc = p->idle, *next;
+    for (; pc; pc = next) {
+        next = pc->next;
+        if (pc->tls != r->tls || pc->port != r->port ||
+            strcasecmp(pc->host, r->host) != 0)
+            continue;
+        if (!pconn_alive(pc)) {
+            p->st.stale++;
+            pconn_drop(pc);
+            continue;
+        }
+        break;
+    }
+    if (!pc)
+        return 0;
+    r->evcon = pc->evcon;
+    r->ssl = pc->ssl;
+    snprintf(r->addr, sizeof(r->addr), "%s", pc->addr);
+    pc->evcon = NULL;
+    for (struct pconn **pp = &p->idle; *pp; pp = &(*pp)->next)
+        if (*pp == pc) {
+            *pp = pc->next;
+            break;
+        }
+    p->st.idle--;
+    p->st.reused++;
+    event_free(pc->timer);
+    free(pc->host);
+    free(pc);
+    return 1;
+}
+
+/* r's connection into the pool (r->evcon is taken), or closed when the
+ * origin has max_idle idle already or the pool is closing. */
+static void pool_put(struct httpc_req *r)
+{
+    struct httpc_pool *p = r->pool;
+    size_t same = 0;
+    for (struct pconn *q = p->idle; q; q = q->next)
+        same += q->tls == r->tls && q->port == r->port &&
+                !strcasecmp(q->host, r->host);
+    struct pconn *pc = NULL;
+    struct timeval tv = tv_ms(p->idle_ms);
+    if (!p->closing && same < (size_t)p->max_idle &&
+        (pc = calloc(1, sizeof(*pc))) && (pc->host = dup_str(r->host)) &&
+        (pc->timer = evtimer_new(p->base, pconn_expire, pc)) &&
+        evtimer_add(pc->timer, &tv) == 0) {
+        pc->pool = p;
+        pc->evcon = r->evcon;
+        pc->ssl = r->ssl;
+        pc->tls = r->tls;
+        pc->port = r->port;
+        snprintf(pc->addr, sizeof(pc->addr), "%s", r->addr);
+        evhttp_connection_set_closecb(pc->evcon, pconn_closed, pc);
+        pc->next = p->idle;
+        p->idle = pc;
+        p->st.idle++;
+        return;
+    }
+    if (pc) {
+        if (pc->timer)
+            event_free(pc->timer);
+        free(pc->host);
+        free(pc);
+    }
+    evhttp_connection_free(r->evcon);
 }
 
 /* ---- blocking ------------------------------------------------------------ */
@@ -884,6 +1275,7 @@ int httpc_fetch(const struct httpc_spec *spec, struct httpc_reply *out,
         !(rc = httpc_tls_create(NULL, &tls, err)))
         s.tls = tls;
     s.on_chunk = NULL;
+    s.pool = NULL; /* the base is this call's own */
     s.done = fetch_done;
     s.arg = &f;
     if (!rc)

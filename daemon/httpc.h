@@ -110,6 +110,50 @@ struct httpc_header {
 
 struct httpc_req;
 
+/* ---- the connection pool ------------------------------------------------- */
+
+/* Keep-alive connections for the requests of one event_base, reused per
+ * origin: scheme (and TLS context), host as written, port. A connection
+ * goes back to the pool only when its response came whole with its own
+ * framing (Content-Length or chunked) and the peer did not close it or
+ * ask to ("Connection: close"); a connection that failed, was cancelled or
+ * was closed is never reused. At most max_idle idle connections per origin
+ * (more are closed), each closed after idle_ms without a request or as
+ * soon as the peer closes it. A connection taken from the pool is checked
+ * first (a peek at its socket: an EOF or any unread byte drops it).
+ *
+ * The retry rule: a request that fails on a reused connection because the
+ * peer closed it (EOF or reset, no byte of a response back) is sent once
+ * more on a fresh connection, within its own deadline, when that is safe:
+ * the method is GET or DELETE, or it carries an Idempotency-Key header, or
+ * not all of the request had left (no server acts on a request it did not
+ * read whole). A POST sent whole on a connection the peer closed at that
+ * moment fails (HTTPC_END_CLOSED): the server may have acted on it.
+ *
+ * A pool is used on its base's thread only. */
+#define HTTPC_POOL_IDLE_DEFAULT 16       /* idle connections per origin */
+#define HTTPC_POOL_IDLE_MS_DEFAULT 30000 /* closed after this idle time */
+
+struct httpc_pool;
+
+struct httpc_pool_stats {
+    uint64_t opened;  /* connections made by its requests */
+    uint64_t reused;  /* requests sent on a pooled connection */
+    uint64_t stale;   /* pooled connections found closed when taken */
+    uint64_t retried; /* requests sent again on a fresh connection */
+    uint64_t idle;    /* idle connections now */
+};
+
+/* max_idle, idle_ms: 0 for the defaults. FO_E_INVALID, FO_E_NOMEM. */
+int httpc_pool_create(struct event_base *base, int max_idle, int idle_ms,
+                      struct httpc_pool **out, struct fo_err *err);
+/* Closes the idle connections; requests in flight finish on theirs (which
+ * are closed then), and the pool is freed after the last one. No request
+ * may be started on it after. NULL-safe. */
+void httpc_pool_free(struct httpc_pool *p);
+void httpc_pool_get_stats(const struct httpc_pool *p,
+                          struct httpc_pool_stats *out);
+
 /* What came. Valid during the callback only. */
 struct httpc_result {
     int end;       /* enum httpc_end */
@@ -149,7 +193,12 @@ struct httpc_spec {
     const char *body; /* copied; may be NULL */
     size_t body_len;
     const struct httpc_tls *tls; /* required for https; kept by the caller
-                                    until the request ends */
+                                    until the request ends (and, pooled,
+                                    until the pool is freed) */
+    struct httpc_pool *pool;     /* NULL: one connection for the request,
+                                    "Connection: close"; else a keep-alive
+                                    connection from (and back to) the pool
+                                    (one of another base is not used) */
     struct evdns_base *dns;      /* required when url->addr is NULL */
     int connect_ms;              /* the TCP connect; 0: only timeout_ms */
     int timeout_ms;              /* the lookup, connect, TLS, request and the
@@ -163,8 +212,9 @@ struct httpc_spec {
 };
 
 /* Starts the request of spec on base and returns at once: lookup,
- * connect, TLS, send and receive are all events on base, one connection
- * per request ("Connection: close"), no retry. Call it on the thread that
+ * connect, TLS, send and receive are all events on base, on a connection
+ * of spec's pool or one made for it (closed after), retried only as the
+ * pool's rule says. Call it on the thread that
  * runs base. On FO_OK done will be called once (unless cancelled) and *out
  * (out may be NULL) is the handle until then. Errors here mean nothing
  * started and done will not be called: FO_E_INVALID (no done, timeout_ms
@@ -173,9 +223,9 @@ struct httpc_spec {
 int httpc_req_start(struct event_base *base, const struct httpc_spec *spec,
                     struct httpc_req **out, struct fo_err *err);
 
-/* Ends a request in flight at once: closes its connection, lets go of its
- * lookup, frees it; nothing more is called. Safe from any callback on the
- * base's thread, on_chunk included; inside the request's own done it does
+/* Ends a request in flight at once: closes its connection (never pooled), lets
+ * go of its lookup, frees it; nothing more is called. Safe from any callback on
+ * the base's thread, on_chunk included; inside the request's own done it does
  * nothing. NULL-safe. A lookup it cancels is answered by evdns on a later
  * loop iteration: run the loop once more before freeing dns. */
 void httpc_req_cancel(struct httpc_req *r);

@@ -65,6 +65,13 @@ out:
     return env;
 }
 
+void orch_set_http_pool(struct orch *o, struct event_base *base,
+                        struct httpc_pool *pool)
+{
+    if (o)
+        orch_model_set_pool(o->models, base, pool);
+}
+
 void orch_free(struct orch *o)
 {
     if (!o)

@@ -128,6 +128,13 @@ int orch_add_secret(struct orch *o, const char *value);
  * run (orch_run_start) to end; no other run may be using it. */
 void orch_free(struct orch *o);
 
+/* Model calls made on base reuse pool's connections (orch_model_set_pool);
+ * NULL to stop before the pool is freed. */
+struct event_base;
+struct httpc_pool;
+void orch_set_http_pool(struct orch *o, struct event_base *base,
+                        struct httpc_pool *pool);
+
 /* ---- roster ------------------------------------------------------------ */
 
 enum orch_tier { ORCH_TIER_CHEAP, ORCH_TIER_CAPABLE, ORCH_TIER_FRONTIER };

@@ -77,9 +77,13 @@ static size_t api_key(const char *s, size_t len, size_t i)
         {"glpat-", 20, "_-"}, {"hf_", 30, ""},    {"sk_live_", 20, ""},
         {"rk_live_", 20, ""}, {"fk_", 48, ""}, /* forum's client keys */
     };
-    if (i > 0 && word((unsigned char)s[i - 1]))
+    /* the scan asks at every byte: the prefixes' first letters first */
+    if (!s[i] || !strchr("sAgxhr", s[i]) ||
+        (i > 0 && word((unsigned char)s[i - 1])))
         return 0;
     for (size_t j = 0; j < sizeof(k) / sizeof(k[0]); j++) {
+        if (s[i] != k[j].prefix[0])
+            continue;
         size_t pl = strlen(k[j].prefix);
         if (i + pl > len || memcmp(s + i, k[j].prefix, pl))
             continue;
@@ -93,7 +97,8 @@ static size_t api_key(const char *s, size_t len, size_t i)
 static size_t private_key(const char *s, size_t len, size_t i)
 {
     static const char begin[] = "-----BEGIN ";
-    if (i + sizeof(begin) - 1 > len || memcmp(s + i, begin, sizeof(begin) - 1))
+    if (s[i] != '-' || i + sizeof(begin) - 1 > len ||
+        memcmp(s + i, begin, sizeof(begin) - 1))
         return 0;
     const char *eol = memchr(s + i, '\n', len - i);
     size_t hl = eol ? (size_t)(eol - (s + i)) : len - i;
@@ -120,7 +125,8 @@ static size_t private_key(const char *s, size_t len, size_t i)
 
 static size_t bearer(const char *s, size_t len, size_t i)
 {
-    if (i + 7 > len || strncasecmp(s + i, "bearer ", 7) ||
+    if ((s[i] | 0x20) != 'b' || i + 7 > len ||
+        strncasecmp(s + i, "bearer ", 7) ||
         (i > 0 && word((unsigned char)s[i - 1])))
         return 0;
     size_t n = run_of(s, len, i + 7, "._~+/=-");
@@ -297,6 +303,8 @@ long orch_guard_scan(const struct orch_guard *g, const char *s, size_t len,
         size_t m = 0, start = i;
         const char *kind = NULL;
         for (size_t k = 0; g && k < g->n && !m; k++) {
+            if (s[i] != g->secrets[k][0]) /* secrets are not empty */
+                continue;
             size_t kl = strlen(g->secrets[k]);
             if (i + kl <= len && !memcmp(s + i, g->secrets[k], kl)) {
                 m = kl;

@@ -44,8 +44,19 @@ struct orch_model {
     int connect_ms, timeout_ms, attempts, backoff_ms, backoff_max_ms;
     int fallover;
     size_t response_max;
-    struct httpc_tls *tls; /* NULL when no provider uses https */
+    struct httpc_tls *tls;   /* NULL when no provider uses https */
+    struct httpc_pool *pool; /* for calls on pool_base only */
+    struct event_base *pool_base;
 };
+
+void orch_model_set_pool(struct orch_model *m, struct event_base *base,
+                         struct httpc_pool *pool)
+{
+    if (!m)
+        return;
+    m->pool = pool;
+    m->pool_base = pool ? base : NULL;
+}
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -1166,6 +1177,8 @@ static void attempt_begin(struct orch_model_call *c)
                               .body = c->req_body.data,
                               .body_len = c->req_body.len,
                               .tls = c->m->tls,
+                              .pool = c->base == c->m->pool_base ? c->m->pool
+                                                                 : NULL,
                               .dns = c->dns,
                               .connect_ms = c->m->connect_ms,
                               .timeout_ms = (int)left,

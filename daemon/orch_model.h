@@ -157,6 +157,14 @@ void orch_model_forge(const struct orch_model *m, int api, int tier,
  * (scheme, host and port, path), for people: FO_E_NOT_FOUND past the
  * last. */
 size_t orch_model_providers(const struct orch_model *m);
+
+/* Calls made on base (the daemon's loop) take keep-alive connections
+ * from pool (httpc.h); calls on any other base make their own. Set once,
+ * before the first call; pool NULL to stop. NULL-safe for m. */
+struct event_base;
+struct httpc_pool;
+void orch_model_set_pool(struct orch_model *m, struct event_base *base,
+                         struct httpc_pool *pool);
 int orch_model_provider_url(const struct orch_model *m, size_t i, char *url,
                             size_t cap);
 

@@ -60,7 +60,8 @@ struct daemon {
     struct surf_ctx loop_ctx;
     struct orch *orch; /* immutable once made: shared by every thread */
     struct evdns_base *dns;
-    struct orch_engine *engine;          /* every run, on the loop thread */
+    struct httpc_pool *pool;    /* keep-alive connections of model calls */
+    struct orch_engine *engine; /* every run, on the loop thread */
     _Atomic(struct daemon_tlog *) tlog;  /* the public log, witnessing */
     struct surf_gateway *gw;             /* /v1/...: the model gateway */
     struct keys *keys;                   /* the gateway's client keys */
@@ -729,8 +730,11 @@ static int make_engine(struct daemon *d, struct fo_err *err)
         return rc;
     /* host names of model providers, looked up without blocking */
     rc = httpc_dns_create(d->base, &d->dns, err);
+    if (rc == FO_OK)
+        rc = httpc_pool_create(d->base, 0, 0, &d->pool, err);
     if (rc)
         return rc;
+    orch_set_http_pool(d->orch, d->base, d->pool);
     struct orch_engine_config ec = {
         .base = d->base,
         .dns = d->dns,
@@ -982,6 +986,8 @@ out:
     if (d->dns)
         evdns_base_free(d->dns, 0);
     orch_runs_stop(d->orch); /* they write through the committer */
+    orch_set_http_pool(d->orch, NULL, NULL);
+    httpc_pool_free(d->pool); /* no call is left on the loop */
     daemon_commit_free(d->commit);
     for (int i = 0; i < 3; i++)
         if (sigs[i])

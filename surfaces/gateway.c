@@ -31,9 +31,14 @@
 
 enum { GW_CHAT, GW_ANTHROPIC, GW_RESPONSES };
 
+/* idle keep-alive connections kept per provider: as many as calls at once
+ * in a busy run, so that a burst does not close and reopen them */
+#define GW_POOL_IDLE 128
+
 struct surf_gateway {
     struct surf_gateway_config cfg;
     struct httpc_tls *tls;
+    struct httpc_pool *pool; /* keep-alive connections to the providers */
     struct orch_guard guard;
 };
 
@@ -830,6 +835,7 @@ static int start_upstream(struct gw_call *c, struct fo_err *err)
         .body = c->xlate ? c->up_body : c->body,
         .body_len = c->xlate ? c->up_body_len : c->body_len,
         .tls = c->g->tls,
+        .pool = c->g->pool,
         .dns = c->g->cfg.dns,
         .connect_ms = mc->connect_timeout_ms ? mc->connect_timeout_ms
                                              : ORCH_MODEL_CONNECT_MS_DEFAULT,
@@ -1127,6 +1133,8 @@ int surf_gateway_create(const struct surf_gateway_config *cfg,
     g->cfg = *cfg;
     int rc = httpc_tls_create(cfg->models ? cfg->models->ca_file : NULL,
                               &g->tls, err);
+    if (rc == FO_OK)
+        rc = httpc_pool_create(cfg->base, GW_POOL_IDLE, 0, &g->pool, err);
     if (rc) {
         surf_gateway_free(g);
         return rc;
@@ -1157,6 +1165,7 @@ void surf_gateway_free(struct surf_gateway *g)
 {
     if (!g)
         return;
+    httpc_pool_free(g->pool); /* before the TLS context its connections use */
     httpc_tls_free(g->tls);
     orch_guard_release(&g->guard);
     free(g);

@@ -257,6 +257,9 @@ static void *up_main(void *arg)
                 "HTTP/1.1 429 Too Many Requests\r\nContent-Type: "
                 "application/json\r\nRetry-After: 7\r\nContent-Length: "
                 "23\r\nConnection: close\r\n\r\n{\"error\":\"slow down!!\"}");
+        else if (strstr(u->seen, "CUT")) /* dies mid body */
+            put(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    "Content-Length: 100\r\n\r\n{\"id\":\"cut");
         else if (strstr(u->seen, "\"stream\":true"))
             answer_stream(u, fd);
         else
@@ -528,6 +531,32 @@ Test(gateway, upstream_dying_mid_stream_ends_with_an_error_event, .timeout = 60)
     cJSON *e = last_call(&d);
     cr_assert_str_eq(tu_str(e, "error_class"), "upstream_closed");
     cr_assert_str_eq(tu_str(e, "response_text"), "Hel");
+    cJSON_Delete(e);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
+    up_stop(&u);
+    tu_rmrf(dir);
+}
+
+/* The provider's deadline is 300 s: only the close can end the call
+ * within the test's 60. */
+Test(gateway, upstream_closing_mid_answer_fails_the_call_at_once, .timeout = 60)
+{
+    struct up u;
+    up_start(&u);
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    start(&d, dir, &u);
+    int fd = post(&d, "/v1/chat/completions",
+                  "{\"model\":\"fake-model\",\"messages\":[{"
+                  "\"role\":\"user\",\"content\":\"CUT\"}]}",
+                  NULL);
+    char *r = read_until(fd, "}}");
+    close(fd);
+    cr_assert(strstr(r, "HTTP/1.1 502"), "%s", r);
+    cr_assert(strstr(r, "closed the connection before its answer"), "%s", r);
+    free(r);
+    cJSON *e = last_call(&d);
+    cr_assert_str_eq(tu_str(e, "error_class"), "upstream_closed");
     cJSON_Delete(e);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
     up_stop(&u);

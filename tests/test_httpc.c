@@ -1,7 +1,8 @@
 /* test_httpc: the one HTTP client (daemon/httpc.h) on its own: the URL
  * parser, the SSE reader, a body streamed as it arrives, cancel from a
  * chunk, the connect and total deadlines, the response cap, TLS with a
- * test CA, an IPv6 literal without a resolver, the blocking fetch. The
+ * test CA, an IPv6 literal without a resolver, the blocking fetch, an
+ * upstream that closes early, the keep-alive pool and its retry rule. The
  * servers are scripted threads on 127.0.0.1 (or ::1). */
 #include <criterion/criterion.h>
 
@@ -155,6 +156,8 @@ struct srv {
     SSL_CTX *tls;
     const struct step *steps;
     int hold;        /* accept and read, never answer */
+    int close_after; /* close once the steps are sent (not waiting for the
+                        client to close) */
     atomic_int go;   /* steps released by the test */
     atomic_int seen; /* requests read */
     atomic_int gone; /* the client closed the connection */
@@ -197,8 +200,8 @@ static void *srv_main(void *arg)
             send(c, st->bytes, l, MSG_NOSIGNAL);
     }
     char b[256];
-    while ((ssl ? SSL_read(ssl, b, sizeof(b)) : (int)recv(c, b, sizeof(b), 0)) >
-           0)
+    while (!s->close_after && (ssl ? SSL_read(ssl, b, sizeof(b))
+                                   : (int)recv(c, b, sizeof(b), 0)) > 0)
         ;
     atomic_store(&s->gone, 1);
     if (ssl)
@@ -463,6 +466,76 @@ Test(httpc_req, a_body_over_the_cap_is_refused)
     event_base_free(base);
 }
 
+/* An upstream that closes before its answer is complete ends the request
+ * at once as HTTPC_END_CLOSED (upstream_closed): the close is the event,
+ * not the deadline. The deadline here is long, and each case is started
+ * only after the server has closed, so a request still open when the
+ * server is gone can only end by its deadline (judged by the end). */
+static void closes_early(const char *answer, int want_end, const char *why)
+{
+    const struct step steps[] = {{answer, 0}, {NULL, 0}};
+    struct srv *s = srv_start(answer ? steps : NULL, NULL, 0);
+    s->close_after = 1;
+    struct event_base *base = event_base_new();
+    struct httpc_url u = url_of("http", "127.0.0.1", s->port, "/");
+    for (int chunked = 0; chunked < 2; chunked++) {
+        struct got g = {0};
+        struct httpc_spec spec = {.method = HTTPC_POST,
+                                  .url = &u,
+                                  .body = "{}",
+                                  .body_len = 2,
+                                  .timeout_ms = 60000,
+                                  .on_chunk = chunked ? got_chunk : NULL,
+                                  .done = got_done,
+                                  .arg = &g};
+        struct fo_err err;
+        cr_assert_eq(httpc_req_start(base, &spec, &g.r, &err), FO_OK);
+        run(base, &g);
+        cr_assert_eq(g.done, 1);
+        cr_assert_eq(g.end, want_end, "%s (%s): end %d: %s", why,
+                     chunked ? "streamed" : "whole", g.end, g.err.msg);
+        cr_assert_neq(g.err.code, FO_E_TIMEOUT, "%s", why);
+        if (want_end == HTTPC_END_CLOSED)
+            cr_assert(strstr(g.err.msg, "closed"), "%s", g.err.msg);
+        pthread_join(s->th, NULL);
+        /* the same server once more, for the streamed read */
+        atomic_store(&s->seen, 0);
+        pthread_create(&s->th, NULL, srv_main, s);
+    }
+    srv_stop(s);
+    httpc_url_release(&u);
+    event_base_free(base);
+}
+
+Test(httpc_req, an_upstream_that_closes_mid_body_fails_at_once)
+{
+    closes_early("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial",
+                 HTTPC_END_CLOSED, "a Content-Length body cut short");
+    closes_early("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5\r\nhello\r\n20\r\nabc",
+                 HTTPC_END_CLOSED, "a chunked body cut in a chunk");
+    closes_early("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5\r\nhello\r\n",
+                 HTTPC_END_CLOSED, "a chunked body cut between chunks");
+    closes_early("HTTP/1.1 200 OK\r\nContent-Le", HTTPC_END_CLOSED,
+                 "headers cut short");
+}
+
+Test(httpc_req, an_upstream_that_closes_without_a_response_fails_at_once)
+{
+    closes_early(NULL, HTTPC_END_CLOSED, "closed before any response");
+}
+
+Test(httpc_req, a_garbage_status_line_is_malformed)
+{
+    closes_early("SSH-2.0-OpenSSH_9.2\r\n\r\n", HTTPC_END_MALFORMED,
+                 "a status line that is not HTTP");
+    closes_early("HTTP/1.1 abc Nope\r\n\r\n", HTTPC_END_MALFORMED,
+                 "a status code that is not a number");
+    /* bytes that never make a line: closed, not complete */
+    closes_early("garbage", HTTPC_END_CLOSED, "half a status line");
+}
+
 Test(httpc_req, start_errors_and_a_refused_connect)
 {
     struct event_base *base = event_base_new();
@@ -507,6 +580,326 @@ Test(httpc_req, start_errors_and_a_refused_connect)
     httpc_url_release(&u);
     httpc_url_release(&named);
     httpc_url_release(&tls);
+    event_base_free(base);
+}
+
+/* ---- the connection pool ------------------------------------------------- */
+
+/* A keep-alive server: a thread per connection, each answering requests
+ * ("ok", with a Content-Length) until the client closes. */
+struct ka {
+    int lfd, port;
+    SSL_CTX *tls;
+    int close_each;  /* close the connection after each answer */
+    int drop_second; /* read a connection's 2nd request, close unanswered */
+    atomic_int accepts, requests, closed, client_closed;
+    pthread_t th, conn_th[32];
+    atomic_int n_conn;
+    char last_head[2048];
+};
+
+struct ka_conn {
+    struct ka *k;
+    int fd;
+};
+
+static int ka_read(SSL *ssl, int fd, char *b, int n)
+{
+    return ssl ? SSL_read(ssl, b, n) : (int)recv(fd, b, (size_t)n, 0);
+}
+
+/* One request's head and body; 0 at the client's close. */
+static int ka_request(struct ka *k, SSL *ssl, int fd)
+{
+    char head[2048];
+    size_t n = 0;
+    head[0] = '\0';
+    while (n < sizeof(head) - 1 && !strstr(head, "\r\n\r\n")) {
+        if (ka_read(ssl, fd, head + n, 1) <= 0)
+            return 0;
+        head[++n] = '\0';
+    }
+    const char *cl = strstr(head, "Content-Length: ");
+    long len = cl ? strtol(cl + 16, NULL, 10) : 0;
+    for (char c; len > 0 && ka_read(ssl, fd, &c, 1) == 1; len--)
+        ;
+    snprintf(k->last_head, sizeof(k->last_head), "%s", head);
+    atomic_fetch_add(&k->requests, 1);
+    return 1;
+}
+
+static void *ka_conn_main(void *arg)
+{
+    struct ka_conn *kc = arg;
+    struct ka *k = kc->k;
+    SSL *ssl = NULL;
+    if (k->tls) {
+        ssl = SSL_new(k->tls);
+        SSL_set_fd(ssl, kc->fd);
+        if (SSL_accept(ssl) != 1) {
+            SSL_free(ssl);
+            ssl = NULL;
+            goto out;
+        }
+    }
+    for (int i = 1;; i++) {
+        if (!ka_request(k, ssl, kc->fd)) {
+            atomic_fetch_add(&k->client_closed, 1);
+            break;
+        }
+        if (k->drop_second && i == 2)
+            break;
+        static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                                 "Content-Type: text/plain\r\n\r\nok";
+        if (ssl)
+            SSL_write(ssl, ok, (int)strlen(ok));
+        else
+            send(kc->fd, ok, strlen(ok), MSG_NOSIGNAL);
+        if (k->close_each)
+            break;
+    }
+out:
+    if (ssl)
+        SSL_free(ssl);
+    close(kc->fd);
+    atomic_fetch_add(&k->closed, 1);
+    free(kc);
+    return NULL;
+}
+
+static void *ka_main(void *arg)
+{
+    struct ka *k = arg;
+    for (;;) {
+        int c = accept(k->lfd, NULL, NULL);
+        if (c < 0)
+            return NULL;
+        atomic_fetch_add(&k->accepts, 1);
+        struct ka_conn *kc = malloc(sizeof(*kc));
+        kc->k = k;
+        kc->fd = c;
+        int i = atomic_fetch_add(&k->n_conn, 1);
+        cr_assert_lt(i, 32);
+        pthread_create(&k->conn_th[i], NULL, ka_conn_main, kc);
+    }
+}
+
+static struct ka *ka_start(SSL_CTX *tls)
+{
+    struct ka *k = calloc(1, sizeof(*k));
+    k->tls = tls;
+    k->lfd = tu_listen_loopback(&k->port);
+    pthread_create(&k->th, NULL, ka_main, k);
+    return k;
+}
+
+/* After the client closed every connection (its pool freed). */
+static void ka_stop(struct ka *k)
+{
+    shutdown(k->lfd, SHUT_RDWR);
+    close(k->lfd);
+    pthread_join(k->th, NULL);
+    for (int i = 0; i < atomic_load(&k->n_conn); i++)
+        pthread_join(k->conn_th[i], NULL);
+    free(k);
+}
+
+/* One request through pool, run to its end. */
+static void pooled(struct event_base *base, struct httpc_pool *pool,
+                   const struct httpc_url *u, const struct httpc_tls *tls,
+                   int method, const struct httpc_header *h, size_t nh,
+                   struct got *g)
+{
+    *g = (struct got){0};
+    struct httpc_spec spec = {.method = method,
+                              .url = u,
+                              .headers = h,
+                              .n_headers = nh,
+                              .body = method == HTTPC_POST ? "{\"a\":1}" : NULL,
+                              .body_len = method == HTTPC_POST ? 7 : 0,
+                              .tls = tls,
+                              .pool = pool,
+                              .timeout_ms = 60000,
+                              .done = got_done,
+                              .arg = g};
+    struct fo_err err;
+    cr_assert_eq(httpc_req_start(base, &spec, &g->r, &err), FO_OK, "%s",
+                 err.msg);
+    run(base, g);
+}
+
+static void wait_for(atomic_int *v, int want)
+{
+    int64_t t0 = tu_now_ms();
+    while (atomic_load(v) < want) {
+        cr_assert_lt(tu_now_ms() - t0, 30000, "waited for %d", want);
+        usleep(1000);
+    }
+}
+
+static void sequential_on_one_connection(int tls_on)
+{
+    char *dir = tls_on ? tu_tmpdir() : NULL;
+    char pem[512] = "";
+    SSL_CTX *stls = NULL;
+    struct httpc_tls *trust = NULL;
+    struct fo_err err;
+    if (tls_on) {
+        snprintf(pem, sizeof(pem), "%s/ca.pem", dir);
+        stls = tu_tls_server("IP:127.0.0.1", pem);
+        cr_assert_eq(httpc_tls_create(pem, &trust, &err), FO_OK);
+    }
+    struct ka *k = ka_start(stls);
+    struct event_base *base = event_base_new();
+    struct httpc_pool *pool = NULL;
+    cr_assert_eq(httpc_pool_create(base, 0, 0, &pool, &err), FO_OK);
+    struct httpc_url u =
+        url_of(tls_on ? "https" : "http", "127.0.0.1", k->port, "/v1/x");
+    enum { N = 20 };
+    for (int i = 0; i < N; i++) {
+        struct got g;
+        pooled(base, pool, &u, trust, i % 2 ? HTTPC_GET : HTTPC_POST, NULL, 0,
+               &g);
+        cr_assert_eq(g.end, HTTPC_END_OK, "request %d: %s", i, g.err.msg);
+        cr_assert_str_eq(g.body, "ok");
+    }
+    cr_assert_eq(atomic_load(&k->requests), N);
+    cr_assert_eq(atomic_load(&k->accepts), 1, "%d connections for %d requests",
+                 atomic_load(&k->accepts), N);
+    cr_assert_null(strstr(k->last_head, "Connection: close"), "%s",
+                   k->last_head);
+    struct httpc_pool_stats st;
+    httpc_pool_get_stats(pool, &st);
+    cr_assert_eq(st.opened, 1);
+    cr_assert_eq(st.reused, N - 1);
+    cr_assert_eq(st.idle, 1);
+    httpc_pool_free(pool); /* closes the idle connection */
+    wait_for(&k->client_closed, 1);
+    ka_stop(k);
+    httpc_url_release(&u);
+    event_base_free(base);
+    httpc_tls_free(trust);
+    if (stls)
+        SSL_CTX_free(stls);
+    if (dir)
+        tu_rmrf(dir);
+}
+
+Test(httpc_pool, sequential_requests_share_one_connection)
+{
+    sequential_on_one_connection(0);
+}
+
+Test(httpc_pool, sequential_https_requests_share_one_connection)
+{
+    sequential_on_one_connection(1);
+}
+
+Test(httpc_pool, a_server_that_closes_idle_connections_fails_no_request)
+{
+    struct ka *k = ka_start(NULL);
+    k->close_each = 1;
+    struct event_base *base = event_base_new();
+    struct httpc_pool *pool = NULL;
+    struct fo_err err;
+    cr_assert_eq(httpc_pool_create(base, 0, 0, &pool, &err), FO_OK);
+    struct httpc_url u = url_of("http", "127.0.0.1", k->port, "/");
+    for (int i = 0; i < 5; i++) {
+        /* the server has closed the pooled connection, and the loop has
+         * not run since: only the check before reuse can see it */
+        wait_for(&k->closed, i);
+        struct got g;
+        pooled(base, pool, &u, NULL, HTTPC_POST, NULL, 0, &g);
+        cr_assert_eq(g.end, HTTPC_END_OK, "request %d: %s", i, g.err.msg);
+    }
+    cr_assert_eq(atomic_load(&k->accepts), 5);
+    struct httpc_pool_stats st;
+    httpc_pool_get_stats(pool, &st);
+    cr_assert_eq(st.reused, 0);
+    cr_assert_eq(st.stale, 4);
+    httpc_pool_free(pool);
+    ka_stop(k);
+    httpc_url_release(&u);
+    event_base_free(base);
+}
+
+Test(httpc_pool, a_request_the_peer_dropped_is_retried_only_when_safe)
+{
+    /* each connection: the first request answered, the second read and
+     * the connection closed without an answer */
+    struct ka *k = ka_start(NULL);
+    k->drop_second = 1;
+    struct event_base *base = event_base_new();
+    struct httpc_pool *pool = NULL;
+    struct fo_err err;
+    cr_assert_eq(httpc_pool_create(base, 0, 0, &pool, &err), FO_OK);
+    struct httpc_url u = url_of("http", "127.0.0.1", k->port, "/");
+    struct got g;
+    pooled(base, pool, &u, NULL, HTTPC_GET, NULL, 0, &g); /* conn 1 */
+    cr_assert_eq(g.end, HTTPC_END_OK, "%s", g.err.msg);
+    /* a GET dropped on a reused connection: sent again on a fresh one */
+    pooled(base, pool, &u, NULL, HTTPC_GET, NULL, 0, &g); /* 1, then 2 */
+    cr_assert_eq(g.end, HTTPC_END_OK, "%s", g.err.msg);
+    cr_assert_eq(atomic_load(&k->accepts), 2);
+    /* a POST sent whole and dropped: the server may have acted on it */
+    pooled(base, pool, &u, NULL, HTTPC_POST, NULL, 0, &g); /* 2 */
+    cr_assert_eq(g.end, HTTPC_END_CLOSED, "%s", g.err.msg);
+    cr_assert_eq(g.err.code, FO_E_UNAVAILABLE);
+    cr_assert_eq(atomic_load(&k->accepts), 2);
+    /* a POST with an Idempotency-Key is sent again */
+    pooled(base, pool, &u, NULL, HTTPC_POST, NULL, 0, &g); /* 3 */
+    cr_assert_eq(g.end, HTTPC_END_OK, "%s", g.err.msg);
+    struct httpc_header idem[] = {{"Idempotency-Key", "k-1"}};
+    pooled(base, pool, &u, NULL, HTTPC_POST, idem, 1, &g); /* 3, then 4 */
+    cr_assert_eq(g.end, HTTPC_END_OK, "%s", g.err.msg);
+    cr_assert_eq(atomic_load(&k->accepts), 4);
+    struct httpc_pool_stats st;
+    httpc_pool_get_stats(pool, &st);
+    cr_assert_eq(st.retried, 2);
+    cr_assert_eq(st.opened, 4);
+    httpc_pool_free(pool);
+    ka_stop(k);
+    httpc_url_release(&u);
+    event_base_free(base);
+}
+
+Test(httpc_pool, idle_connections_are_bounded_and_closed_after_the_idle_time)
+{
+    struct ka *k = ka_start(NULL);
+    struct event_base *base = event_base_new();
+    struct httpc_pool *pool = NULL;
+    struct fo_err err;
+    cr_assert_eq(httpc_pool_create(base, 2, 100, &pool, &err), FO_OK);
+    struct httpc_url u = url_of("http", "127.0.0.1", k->port, "/");
+    /* three at once: three connections, two kept */
+    struct got g[3] = {{0}};
+    for (int i = 0; i < 3; i++) {
+        struct httpc_spec spec = {.url = &u,
+                                  .pool = pool,
+                                  .timeout_ms = 60000,
+                                  .done = got_done,
+                                  .arg = &g[i]};
+        cr_assert_eq(httpc_req_start(base, &spec, &g[i].r, &err), FO_OK);
+    }
+    while (!g[0].done || !g[1].done || !g[2].done)
+        cr_assert_eq(event_base_loop(base, EVLOOP_ONCE), 0);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(g[i].end, HTTPC_END_OK, "%s", g[i].err.msg);
+    cr_assert_eq(atomic_load(&k->accepts), 3);
+    struct httpc_pool_stats st;
+    httpc_pool_get_stats(pool, &st);
+    cr_assert_eq(st.idle, 2);
+    wait_for(&k->client_closed, 1); /* the third, closed at once */
+    /* the idle timer closes the other two */
+    while (st.idle > 0) {
+        cr_assert_eq(event_base_loop(base, EVLOOP_ONCE), 0);
+        httpc_pool_get_stats(pool, &st);
+    }
+    wait_for(&k->client_closed, 3);
+    cr_assert_eq(event_base_dispatch(base), 1); /* nothing left on the base */
+    httpc_pool_free(pool);
+    ka_stop(k);
+    httpc_url_release(&u);
     event_base_free(base);
 }
 
