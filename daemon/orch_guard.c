@@ -77,8 +77,9 @@ static size_t api_key(const char *s, size_t len, size_t i)
         {"glpat-", 20, "_-"}, {"hf_", 30, ""},    {"sk_live_", 20, ""},
         {"rk_live_", 20, ""}, {"fk_", 48, ""}, /* forum's client keys */
     };
-    /* the scan asks at every byte: the prefixes' first letters first */
-    if (!s[i] || !strchr("sAgxhr", s[i]) ||
+    /* the scan asks at every byte: the prefixes' first letters first (every
+     * prefix of k[] starts with one of these: keep them in step) */
+    if (!s[i] || !strchr("sAgxhrf", s[i]) ||
         (i > 0 && word((unsigned char)s[i - 1])))
         return 0;
     for (size_t j = 0; j < sizeof(k) / sizeof(k[0]); j++) {
