@@ -37,6 +37,7 @@
 #define ORCH_OUTPUT_MAX_DEFAULT (256u * 1024u) /* per stream of a child */
 #define ORCH_INJECT_MAX_DEFAULT (16u * 1024u)  /* per upstream output */
 #define ORCH_MAX_TURNS_DEFAULT 10
+#define ORCH_MAX_RETRIES_MAX 10 /* a lane's same-tier retries */
 #define ORCH_MODEL_MAX 128
 
 /* ---- the orchestrator handle ------------------------------------------ */
@@ -159,6 +160,9 @@ struct orch_lane {
     size_t n_required;
     int guard_block;
     int network;
+    /* Same-tier retries of a task whose checks failed, each with the
+     * failed checks in its prompt, before a tier escalation (0..10). */
+    int max_retries;
 };
 
 struct orch_roster {
@@ -554,6 +558,15 @@ struct orch_submit_opts {
      * limits (NULL: the defaults). */
     const char *session;
     const cJSON *context;
+    /* After synthesis, a model call asks whether the answer covers the
+     * request (an `intent_judgment` entry; skipped, and said so, with no
+     * model provider). */
+    int intent_judge;
+    /* A signed checkpoint after every wave (a `wave_checkpoint` entry). */
+    int checkpoint_each_wave;
+    /* The ledger's context capsule before the request, for every model
+     * (its hash and text in the request entry). */
+    int use_capsule_context;
 };
 
 /* Answers a request end to end, witnessing every step on w:

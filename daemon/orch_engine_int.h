@@ -41,11 +41,20 @@ enum role {
     R_CLASSIFIER,
     R_VALIDATOR,
     R_SYNTHESIZER,
-    R_SUMMARIZER
+    R_SUMMARIZER,
+    R_JUDGE /* the intent judge (orch_judge.c) */
 };
 /* ---- the state of a run ------------------------------------------------- */
 
-enum phase { PH_CONTEXT, PH_ROUTE, PH_PLAN, PH_WAVES, PH_SYNTH, PH_END };
+enum phase {
+    PH_CONTEXT,
+    PH_ROUTE,
+    PH_PLAN,
+    PH_WAVES,
+    PH_SYNTH,
+    PH_JUDGE, /* the answer is on record; the intent judge's turn */
+    PH_END
+};
 /* Where a task stands, as its entries say. */
 enum tst {
     TS_PENDING, /* nothing witnessed */
@@ -91,6 +100,7 @@ struct task {
     int unjudged;    /* the last verdict had nothing to judge by */
     int copied;      /* a skip: the original's outcome is copied */
     int halt_judged; /* judged (or tried) while the run halts */
+    int retries;     /* same-tier retries on the current tier */
     long dup_of;     /* a skip: the task it repeats, else -1 */
     int tier;        /* of the current attempt, -1 when not a model tier */
     const struct orch_exec_config *ex; /* the current attempt's executor */
@@ -141,6 +151,7 @@ struct run {
     int calls;     /* model calls witnessed */
     int reserved;  /* model calls begun, not yet witnessed */
     int escalations;
+    int retries; /* same-tier retries witnessed */
     int phase;
     int busy;   /* the phase's own write or model call is in flight */
     int writes; /* entries in flight */
@@ -197,6 +208,23 @@ struct run {
     char answer_model[ORCH_MODEL_MAX + 1];
     cJSON *coverage;
     int budget_spent;
+    /* judgement (orch_judge.c): the intent judge asked for; its attempts,
+     * its entry and verdict {covers, ok, missing, ...} */
+    int judge;
+    struct attempts judge_att;
+    int64_t judge_seq;
+    cJSON *intent;
+    /* a signed checkpoint after every wave: asked for; the wave whose
+     * checkpoint is on record (or in flight); their entries' payloads */
+    int cp_each_wave;
+    size_t cp_waves;
+    int cp_busy;
+    cJSON *checkpoints;
+    /* the ledger's capsule as the run's context: its SHA-256 (hex) */
+    char capsule_hash[65];
+    /* for the action receipt: the payload hashes of the request and the
+     * answer entries (hex, as they landed or were read) */
+    char req_payload[65], answer_payload[65];
     /* the caller */
     orch_run_event_fn on_event; /* each step as it lands (may be NULL) */
     void *event_arg;
@@ -515,6 +543,41 @@ void oe_gate_off_landed(struct orch_engine *e, struct gate_off *g);
 void oe_on_mcp_closed(void *arg);
 void oe_on_lease_tick(evutil_socket_t fd, short what, void *arg);
 void oe_on_lease_done(void *arg);
+
+/* ---- judgement, retries, receipts (orch_judge.c) ---- */
+
+/* 1 when task t's lane allows one more same-tier retry. */
+int oe_retry_left(const struct run *r, size_t t);
+/* Witnesses `retry` {id, agent, attempt, max_retries, tier?, model,
+ * because} under the failed verdict; the task runs again on the same
+ * executor with the failed checks in its prompt. */
+int oe_retry(struct run *r, size_t t, struct fo_err *err);
+/* The intent judge's step (PH_JUDGE): a model call, or an entry saying
+ * why it was skipped. */
+void oe_judge_step(struct run *r);
+/* Folds an `intent_judgment` entry. */
+int oe_apply_judgment(struct run *r, int64_t seq, const cJSON *b,
+                      struct fo_err *err);
+/* The request entry's options (intent_judge, checkpoint_each_wave,
+ * capsule) into r: live, on resume and in the views' fold. */
+void oe_request_opts(struct run *r, const cJSON *b);
+/* An entry's payload hash, kept for the receipt (request and answer). */
+void oe_note_payload(struct run *r, const char *kind, const uint8_t *payload);
+/* The forum.action-receipt/v1 of a finished run (size and root: the tree
+ * head the result names). NULL when out of memory. */
+cJSON *oe_receipt(const struct run *r, int64_t size, const char *root_hex);
+/* A wave of a run that asked for checkpoint_each_wave is complete: 1 when
+ * its checkpoint is on record (go on), 0 while it is being made. */
+int oe_wave_checkpoint(struct run *r, struct fo_err *err);
+/* Folds a `wave_checkpoint` entry. */
+int oe_apply_wave_cp(struct run *r, int64_t seq, const cJSON *b,
+                     struct fo_err *err);
+/* The ledger's capsule as the run's context: r->context, r->prompt and
+ * r->capsule_hash; adds {"capsule": {"hash", "chars", "text"}} to the
+ * request body b. Reads the ledger (the loop's handle). */
+int oe_capsule_context(struct run *r, cJSON *b, struct fo_err *err);
+/* The run's judgement for views and results: {"intent": ..., "retries"}. */
+int oe_judgement_json(const struct run *r, cJSON *o);
 
 /* The run's state as JSON (what `forum run show` and the dashboard show of
  * it): {phase, lane, plan_seq, model_calls, escalations, answer_seq,

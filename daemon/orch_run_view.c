@@ -26,6 +26,7 @@ int oe_apply_stored(struct run *r, struct ledger *l,
         rc = fo_json_parse(body, len, &b, err);
     free(body);
     r->cur_ts = en->ts;
+    oe_note_payload(r, en->kind, en->payload);
     if (!rc)
         rc = oe_apply(r, en->actor, en->kind, en->seq, en->parent, b, err);
     cJSON_Delete(b);
@@ -83,6 +84,8 @@ int orch_run_fold(const struct orch *o, struct ledger *l, int64_t run,
         cJSON_Delete(gates);
     const char *text = oe_str_of(b, "request");
     r->request = text ? orch_strdup(text) : NULL;
+    oe_request_opts(r, b);
+    oe_note_payload(r, "request", req.payload);
     if (via && !strcmp(via, "plan_run"))
         r->phase = PH_PLAN;
     if (oe_str_of(b, "session")) { /* its turn entry moves it on */
