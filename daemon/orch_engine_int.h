@@ -15,6 +15,7 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 
+#include "daemon/httpc.h"
 #include "daemon/orch_guard.h"
 #include "daemon/orch_int.h"
 #include "daemon/orch_lease.h"
@@ -65,6 +66,7 @@ enum tst {
     TS_FINAL,   /* judged for good */
     TS_REFUSED,
     TS_SKIPPED,
+    TS_VERIFY, /* its verdict passed: the lane's verifier checks it */
 };
 enum halt { H_NONE, H_BUDGET, H_CANCEL, H_SHUTDOWN, H_GATE };
 /* A wave's approval gate, as its entries say. */
@@ -101,6 +103,7 @@ struct task {
     int copied;      /* a skip: the original's outcome is copied */
     int halt_judged; /* judged (or tried) while the run halts */
     int retries;     /* same-tier retries on the current tier */
+    int revised;     /* the lane's reviser saw its last result */
     long dup_of;     /* a skip: the task it repeats, else -1 */
     int tier;        /* of the current attempt, -1 when not a model tier */
     const struct orch_exec_config *ex; /* the current attempt's executor */
@@ -284,6 +287,7 @@ struct effect {
     struct stub_reply *stub; /* a stub role's reply, due next turn */
     struct tool_job *tool;   /* a file tool on a worker thread */
     int cmd;                 /* a run_command job (the disk watch) */
+    struct httpc_req *http;  /* a hook's request (orch_hooks.c) */
 };
 /* A file tool call on the engine's worker threads (orch_work.h): what the
  * thread reads is copied here, so the run may go (a cancel) while the
@@ -578,6 +582,19 @@ int oe_apply_wave_cp(struct run *r, int64_t seq, const cJSON *b,
 int oe_capsule_context(struct run *r, cJSON *b, struct fo_err *err);
 /* The run's judgement for views and results: {"intent": ..., "retries"}. */
 int oe_judgement_json(const struct run *r, cJSON *o);
+
+/* ---- verifier and reviser hooks (orch_hooks.c) ---- */
+
+/* The lane of task t. */
+const struct orch_lane *oe_task_lane(const struct run *r, size_t t);
+/* Starts task t's reviser (before its verdict, once per result) or
+ * verifier (TS_VERIFY); the effect ends in a `revision` or `verification`
+ * entry. */
+int oe_hook_start(struct run *r, size_t t, int verifier, struct fo_err *err);
+int oe_apply_revision(struct run *r, int64_t seq, int64_t parent,
+                      const cJSON *b, struct fo_err *err);
+int oe_apply_verification(struct run *r, int64_t seq, int64_t parent,
+                          const cJSON *b, struct fo_err *err);
 
 /* The run's state as JSON (what `forum run show` and the dashboard show of
  * it): {phase, lane, plan_seq, model_calls, escalations, answer_seq,

@@ -152,6 +152,9 @@ static int wave_step(struct run *r, struct fo_err *err)
         case TS_VERDICT:
             rc = oe_escalate(r, t, err);
             break;
+        case TS_VERIFY: /* the lane's verifier (orch_hooks.c) */
+            rc = oe_hook_start(r, t, 1, err);
+            break;
         case TS_ESC: /* escalated, or retried on its tier */
             if (active >= lim)
                 break;

@@ -215,6 +215,8 @@ void oe_effect_cancel(struct effect *f)
         orch_job_cancel(f->job);
     if (f->mcp)
         orch_mcpc_cancel(f->mcp);
+    if (f->http) /* a verifier's or reviser's request */
+        httpc_req_cancel(f->http);
     if (f->cmd)
         f->r->e->n_cmds--;
     if (f->tool) { /* the thread finishes on its own; its result is dropped */
@@ -780,6 +782,9 @@ int oe_judge(struct run *r, size_t t, struct fo_err *err)
 {
     const struct orch_task *k = &r->p->tasks[t];
     struct task *s = &r->t[t];
+    if (s->ran_ok && !s->revised && (oe_task_lane(r, t)->reviser.argv ||
+                                     oe_task_lane(r, t)->reviser.url))
+        return oe_hook_start(r, t, 0, err); /* the lane's reviser first */
     if (!s->ran_ok) {
         cJSON *f = cJSON_CreateArray();
         cJSON *one = cJSON_CreateString("the task failed (no result)");

@@ -448,6 +448,7 @@ static int apply_result(struct run *r, int64_t seq, int64_t parent,
         s->output_len = strlen(out);
     }
     s->st = TS_RESULT;
+    s->revised = 0;
     s->val.n = 0;
     attempts_release(&s->val);
     return FO_OK;
@@ -477,6 +478,9 @@ static int apply_verdict(struct run *r, int64_t seq, int64_t parent,
                                          oe_next_tier(r, (size_t)t))
                 ? TS_VERDICT
                 : TS_FINAL;
+    const struct orch_lane *ln = oe_task_lane(r, (size_t)t);
+    if (s->pass && (ln->verifier.argv || ln->verifier.url))
+        s->st = TS_VERIFY; /* then the lane's verifier */
     return FO_OK;
 }
 
@@ -613,6 +617,10 @@ int oe_apply(struct run *r, const char *actor, const char *kind, int64_t seq,
         return apply_verdict(r, seq, parent, b, err);
     } else if (!strcmp(kind, "tier_escalation")) {
         return apply_escalation(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "revision")) {
+        return oe_apply_revision(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "verification")) {
+        return oe_apply_verification(r, seq, parent, b, err);
     } else if (!strcmp(kind, "retry")) {
         return apply_retry(r, seq, parent, b, err);
     } else if (!strcmp(kind, "judge_attempt")) {
@@ -705,6 +713,8 @@ static const char *task_state_name(const struct task *s)
         return "running";
     case TS_RESULT:
         return "judging";
+    case TS_VERIFY:
+        return "verifying";
     case TS_VERDICT:
     case TS_ESC:
         return "escalated";

@@ -7,11 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <criterion/criterion.h>
 
 #include "daemon/orch.h"
 #include "daemon/orch_model.h"
+#include "daemon/orch_sandbox.h"
 #include "daemon/orch_views.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
@@ -538,6 +540,240 @@ Test(judge, the_capsule_hash_is_in_the_first_entry_and_the_models_see_it)
               "%s", p);
     cr_assert_str_eq(tu_str(out, "capsule_hash"), hex);
     fo_buf_release(&t);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+/* ---- verifier and reviser hooks ------------------------------------------- */
+
+/* An orchestrator on the roster lanes (whose hook commands live in dir,
+ * the ledger's dir too), commands unconfined. */
+static void env_open_hooks(struct env *e, fake_fn fn, char *dir,
+                           const char *lanes)
+{
+    memset(e, 0, sizeof(*e));
+    setenv(KEY_ENV, KEY, 1);
+    struct fo_err err;
+    e->dir = dir;
+    e->f = fake_start(fn);
+    snprintf(e->url, sizeof(e->url), "http://127.0.0.1:%d", e->f->port);
+    const char *names[3] = {"m-cheap", "m-capable", "m-frontier"};
+    for (int t = 0; t < 3; t++)
+        e->p[t] = (struct orch_model_provider){.api = ORCH_EXEC_CHAT,
+                                               .url = e->url,
+                                               .model = names[t],
+                                               .api_key_env = KEY_ENV,
+                                               .tier = t};
+    e->mc = (struct orch_model_config){
+        .providers = e->p, .n_providers = 3, .attempts = 1, .timeout_ms = 10000};
+    struct orch_config cfg = {.roster_json = lanes,
+                              .roster_json_len = strlen(lanes),
+                              .models = &e->mc,
+                              .sandbox = ORCH_SANDBOX_NONE};
+    cr_assert_eq(orch_create(&cfg, &e->o, &err), FO_OK, "%s", err.msg);
+    cr_assert_eq(ledger_open(e->dir, LEDGER_OPEN_CREATE, NULL, &e->l, &err),
+                 FO_OK, "%s", err.msg);
+    e->w = (struct orch_witness){.ledger = e->l};
+}
+
+/* An executable script dir/name; the path, malloc'd. */
+static char *script(const char *dir, const char *name, const char *text)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(n);
+    cr_assert_not_null(path);
+    snprintf(path, n, "%s/%s", dir, name);
+    cr_assert_eq(tu_write_file(path, text, strlen(text)), 0);
+    cr_assert_eq(chmod(path, 0755), 0);
+    return path;
+}
+
+/* The verifier passes only an answer that cites (its input is its last
+ * argument, the task and answer as JSON). */
+static const char verify_sh[] =
+    "#!/bin/sh\n"
+    "case \"$1\" in *forum.hook-input/v1*) ;; *) exit 3 ;; esac\n"
+    "case \"$1\" in\n"
+    "  *CITED*) echo '{\"ok\": true}' ;;\n"
+    "  *) echo '{\"ok\": false, \"reason\": \"no citation\"}' ;;\n"
+    "esac\n";
+
+static const char *cites_on_capable(struct fake *f, const char *role, int n,
+                                    const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\","
+               "\"instruction\":\"write the summary\",\"done_when\":"
+               "[{\"contains\":\"summary\"}]}]}";
+    if (!strcmp(role, "synthesizer"))
+        return "the summary";
+    return !strcmp(model, "m-capable") ? "summary CITED" : "summary";
+}
+
+/* A failing verifier is a failed check: witnessed, retried on the tier
+ * with its reason in the prompt, then escalated. */
+Test(judge, a_failing_verifier_is_a_failed_check_retried_then_escalated)
+{
+    char *dir = tu_tmpdir();
+    char *v = script(dir, "verify.sh", verify_sh);
+    char lanes[2048];
+    snprintf(lanes, sizeof(lanes),
+             "{\"lanes\":[{\"name\":\"writer\",\"category\":\"c\","
+             "\"domain\":\"writes\",\"keywords\":[\"write\"],"
+             "\"model_tier\":\"cheap\",\"executor\":\"chat\","
+             "\"max_retries\":1,\"verifier\":{\"command\":[\"%s\"],"
+             "\"timeout_s\":30}}]}",
+             v);
+    struct env e;
+    env_open_hooks(&e, cites_on_capable, dir, lanes);
+    struct orch_submit_opts o = {0};
+    cJSON *out = submit_opts(&e, "write the summary", &o);
+    cr_assert(cJSON_IsTrue(get(out, "ok")));
+    cr_assert_eq(tu_num(out, "retries"), 1);
+    cr_assert_eq(tu_num(out, "escalations"), 1);
+    char k[1024];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict verification "
+                        "retry task result verdict verification "
+                        "tier_escalation task result verdict verification "
+                        "answer ");
+    int64_t vs = nth_kind(&e, 0, "verification", 0);
+    cJSON *vb = body_of(&e, vs);
+    cr_assert(cJSON_IsFalse(get(vb, "ok")));
+    cr_assert_str_eq(tu_str(vb, "by"), "command");
+    cr_assert_str_eq(tu_str(vb, "hook"), v);
+    cr_assert_str_eq(cJSON_GetArrayItem(get(vb, "failed"), 0)->valuestring,
+                     "verifier: no citation");
+    cJSON_Delete(vb);
+    struct ledger_entry en;
+    struct fo_err err;
+    cr_assert_eq(ledger_get(e.l, vs, &en, NULL, &err), FO_OK);
+    cr_assert_str_eq(en.actor, "verifier");
+    cr_assert_eq(ledger_get(e.l, vs + 1, &en, NULL, &err), FO_OK);
+    cr_assert_str_eq(en.kind, "retry");
+    cr_assert_eq(en.parent, vs); /* the retry answers the verification */
+    /* the retry's prompt carries the verifier's reason */
+    cr_assert(strstr(e.f->prompts[2], "verifier: no citation"), "%s",
+              e.f->prompts[2]);
+    cJSON *last = body_of(&e, nth_kind(&e, 0, "verification", 2));
+    cr_assert(cJSON_IsTrue(get(last, "ok")));
+    cJSON_Delete(last);
+    free(v);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+static const char revise_sh[] =
+    "#!/bin/sh\n"
+    "case \"$1\" in\n"
+    "  *'\"hook\":\"reviser\"'*) echo '{\"answer\": \"draft, REVISED\"}' ;;\n"
+    "  *) exit 4 ;;\n"
+    "esac\n";
+
+static const char *drafts(struct fake *f, const char *role, int n,
+                          const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"writer\","
+               "\"instruction\":\"write the draft\",\"done_when\":"
+               "[{\"contains\":\"REVISED\"}]}]}";
+    if (!strcmp(role, "synthesizer")) {
+        cr_assert(strstr(prompt, "draft, REVISED"), "%s", prompt);
+        return "draft, REVISED";
+    }
+    return "draft";
+}
+
+/* The reviser rewrites the output before its verdict: the verdict judges
+ * the revision, and the synthesizer gets it. */
+Test(judge, the_reviser_rewrites_the_output_before_its_verdict)
+{
+    char *dir = tu_tmpdir();
+    char *rv = script(dir, "revise.sh", revise_sh);
+    char lanes[2048];
+    snprintf(lanes, sizeof(lanes),
+             "{\"lanes\":[{\"name\":\"writer\",\"category\":\"c\","
+             "\"domain\":\"writes\",\"keywords\":[\"write\"],"
+             "\"model_tier\":\"cheap\",\"executor\":\"chat\","
+             "\"reviser\":{\"command\":[\"%s\"]}}]}",
+             rv);
+    struct env e;
+    env_open_hooks(&e, drafts, dir, lanes);
+    struct orch_submit_opts o = {0};
+    cJSON *out = submit_opts(&e, "write the draft", &o);
+    cr_assert(cJSON_IsTrue(get(out, "ok")));
+    char k[1024];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result revision verdict "
+                        "answer ");
+    int64_t rs = nth_kind(&e, 0, "revision", 0);
+    cJSON *rb = body_of(&e, rs);
+    cr_assert(cJSON_IsTrue(get(rb, "ok")));
+    cr_assert_str_eq(tu_str(rb, "output"), "draft, REVISED");
+    cJSON_Delete(rb);
+    struct ledger_entry en;
+    struct fo_err err;
+    cr_assert_eq(ledger_get(e.l, rs, &en, NULL, &err), FO_OK);
+    cr_assert_eq(en.parent, rs - 1); /* the result */
+    cr_assert_str_eq(en.actor, "reviser");
+    free(rv);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
+static const char *stub_plan_on_checked(struct fake *f, const char *role,
+                                        int n, const char *model,
+                                        const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"checked\","
+               "\"instruction\":\"echo it\",\"done_when\":"
+               "[{\"contains\":\"echo\"}]}]}";
+    if (!strcmp(role, "synthesizer"))
+        return "echoed";
+    return "{\"id\": \"not a verdict\"}";
+}
+
+/* A URL verifier: the task and answer are POSTed; a reply that is not a
+ * verdict is a failed check, witnessed (here the fake model server
+ * answers it, in the chat shape: no "ok"). */
+Test(judge, a_url_verifier_that_answers_no_verdict_fails_the_check)
+{
+    struct env e;
+    char *dir = tu_tmpdir();
+    /* the fake's port is known once it runs: a first server for the port,
+     * then the roster naming it */
+    struct fake *probe = fake_start(stub_plan_on_checked);
+    char lanes[2048];
+    snprintf(lanes, sizeof(lanes),
+             "{\"lanes\":[{\"name\":\"checked\",\"category\":\"c\","
+             "\"domain\":\"echoes\",\"keywords\":[\"echo\"],"
+             "\"model_tier\":\"cheap\",\"executor\":\"stub\","
+             "\"verifier\":{\"url\":\"http://127.0.0.1:%d/verify\"}}]}",
+             probe->port);
+    env_open_hooks(&e, stub_plan_on_checked, dir, lanes);
+    struct orch_submit_opts o = {0};
+    cJSON *out = submit_opts(&e, "echo it", &o);
+    cr_assert(cJSON_IsFalse(get(out, "ok")));
+    char k[1024];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict verification "
+                        "answer ");
+    cJSON *vb = body_of(&e, nth_kind(&e, 0, "verification", 0));
+    cr_assert(cJSON_IsFalse(get(vb, "ok")));
+    cr_assert_str_eq(tu_str(vb, "by"), "url");
+    cr_assert(strstr(tu_str(vb, "reason"), "not a verdict"), "%s",
+              tu_str(vb, "reason"));
+    cJSON_Delete(vb);
+    /* the verifier's server got the task and the answer */
+    cr_assert(probe->seen && strstr(probe->seen, "forum.hook-input/v1") &&
+                  strstr(probe->seen, "\"id\":\"T1\""),
+              "%s", probe->seen ? probe->seen : "(nothing)");
+    fake_stop(probe);
+    fake_free(probe);
     cJSON_Delete(out);
     env_close(&e);
 }
