@@ -35,8 +35,7 @@ static const char submit_usage[] =
     "  --max-seconds S      the run's wall-clock budget\n"
     "  --intent-judge       a model judges if the answer covers the request\n"
     "  --checkpoint-each-wave  a signed checkpoint after each wave\n"
-    "  --use-capsule-context   the ledger's capsule as context\n"
-    CLI_GATE_HELP
+    "  --use-capsule-context   the ledger's capsule as context\n" CLI_GATE_HELP
         CLI_SESSION_HELP
     "  --roster FILE        the roster (default: the built-in one)\n"
     "  --sandbox bwrap|none where agents' commands run (default bwrap)\n"

@@ -106,10 +106,9 @@ int orch_hook_parse(const cJSON *lane, const char *label, const char *field,
                             "url: https is not supported for hooks yet "
                             "(use http:// on a trusted network, or a "
                             "command)");
-        rc = (h->url = orch_strdup(u->valuestring)) ? FO_OK
-                                                     : fo_err_set(err,
-                                                                  FO_E_NOMEM,
-                                                                  NULL);
+        rc = (h->url = orch_strdup(u->valuestring))
+                 ? FO_OK
+                 : fo_err_set(err, FO_E_NOMEM, NULL);
     }
     if (rc)
         orch_hook_release(h);
@@ -187,20 +186,19 @@ static int hook_input(const struct run *r, size_t t, int verifier,
     const struct task *s = &r->t[t];
     cJSON *o = cJSON_CreateObject();
     cJSON *tk = o ? cJSON_AddObjectToObject(o, "task") : NULL;
-    int ok = tk &&
-             cJSON_AddStringToObject(o, "schema", "forum.hook-input/v1") &&
-             cJSON_AddStringToObject(o, "hook",
-                                     verifier ? "verifier" : "reviser") &&
-             fo_json_add_int(o, "run", r->id) &&
-             add_cut(o, "request", r->request,
-                     r->request ? strlen(r->request) : 0) &&
-             cJSON_AddStringToObject(tk, "id", k->id) &&
-             cJSON_AddStringToObject(tk, "agent", k->agent) &&
-             cJSON_AddStringToObject(tk, "instruction", k->instruction) &&
-             (!k->done || cJSON_AddItemToObject(tk, "done_when",
-                                                cJSON_Duplicate(k->done, 1))) &&
-             fo_json_add_int(tk, "exit_code", s->exit_code) &&
-             add_cut(o, "answer", s->output, s->output_len);
+    int ok =
+        tk && cJSON_AddStringToObject(o, "schema", "forum.hook-input/v1") &&
+        cJSON_AddStringToObject(o, "hook", verifier ? "verifier" : "reviser") &&
+        fo_json_add_int(o, "run", r->id) &&
+        add_cut(o, "request", r->request,
+                r->request ? strlen(r->request) : 0) &&
+        cJSON_AddStringToObject(tk, "id", k->id) &&
+        cJSON_AddStringToObject(tk, "agent", k->agent) &&
+        cJSON_AddStringToObject(tk, "instruction", k->instruction) &&
+        (!k->done ||
+         cJSON_AddItemToObject(tk, "done_when", cJSON_Duplicate(k->done, 1))) &&
+        fo_json_add_int(tk, "exit_code", s->exit_code) &&
+        add_cut(o, "answer", s->output, s->output_len);
     int rc = ok ? fo_json_canon(o, out, err) : oe_nomem(err);
     cJSON_Delete(o);
     return rc;
@@ -216,14 +214,12 @@ static void hook_entry(struct run *r, size_t t, int verifier, int ok,
     struct task *s = &r->t[t];
     struct fo_err err;
     cJSON *e = cJSON_CreateObject();
-    int good = e &&
-               cJSON_AddStringToObject(e, "id", r->p->tasks[t].id) &&
-               cJSON_AddBoolToObject(e, "ok", ok) &&
-               cJSON_AddStringToObject(e, "by", h->url ? "url" : "command") &&
-               cJSON_AddStringToObject(e, "hook", h->url ? h->url
-                                                         : h->argv[0]) &&
-               (!reason || !*reason ||
-                cJSON_AddStringToObject(e, "reason", reason));
+    int good =
+        e && cJSON_AddStringToObject(e, "id", r->p->tasks[t].id) &&
+        cJSON_AddBoolToObject(e, "ok", ok) &&
+        cJSON_AddStringToObject(e, "by", h->url ? "url" : "command") &&
+        cJSON_AddStringToObject(e, "hook", h->url ? h->url : h->argv[0]) &&
+        (!reason || !*reason || cJSON_AddStringToObject(e, "reason", reason));
     if (good && verifier) {
         cJSON *f = failed ? cJSON_Duplicate(failed, 1) : cJSON_CreateArray();
         if (f && !ok && cJSON_GetArraySize(f) == 0) {

@@ -164,8 +164,8 @@ static void on_judge(struct run *r, long task, int rc,
     if (!rc)
         rc = parse_verdict(j, &covers, &missing, &reason, &why);
     if (rc)
-        rc = oe_rejected(r, R_JUDGE, -1, r->answer_seq, &r->judge_att,
-                         why.msg, rep->model, rep->text, &err);
+        rc = oe_rejected(r, R_JUDGE, -1, r->answer_seq, &r->judge_att, why.msg,
+                         rep->model, rep->text, &err);
     else
         rc = judgment_entry(r, covers, missing, reason, rep->model, 1, NULL,
                             &err);
@@ -196,9 +196,9 @@ void oe_judge_step(struct run *r)
             oe_fail(r, rc, &err);
         return;
     }
-    size_t an = orch_utf8_prefix(r->answer ? r->answer : "",
-                                 r->answer ? strlen(r->answer) : 0,
-                                 JUDGE_ANSWER_MAX);
+    size_t an =
+        orch_utf8_prefix(r->answer ? r->answer : "",
+                         r->answer ? strlen(r->answer) : 0, JUDGE_ANSWER_MAX);
     char *cut = malloc(an + 1);
     char *user = NULL;
     if (!cut) {
@@ -242,7 +242,8 @@ int oe_apply_judgment(struct run *r, int64_t seq, const cJSON *b,
 
 void oe_request_opts(struct run *r, const cJSON *b)
 {
-    r->judge = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "intent_judge"));
+    r->judge =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "intent_judge"));
     r->cp_each_wave = cJSON_IsTrue(
         cJSON_GetObjectItemCaseSensitive(b, "checkpoint_each_wave"));
     const cJSON *cap = cJSON_GetObjectItemCaseSensitive(b, "capsule");
@@ -278,8 +279,8 @@ int oe_capsule_context(struct run *r, cJSON *b, struct fo_err *err)
     fo_sha256(t.data ? t.data : "", t.len, h);
     fo_hex(h, 32, hex);
     cJSON *c = rc ? NULL : cJSON_AddObjectToObject(b, "capsule");
-    int ok = c && cJSON_AddStringToObject(c, "schema",
-                                          "forum.context-capsule/v1") &&
+    int ok = c &&
+             cJSON_AddStringToObject(c, "schema", "forum.context-capsule/v1") &&
              cJSON_AddStringToObject(c, "hash", hex) &&
              fo_json_add_int(c, "chars", (long long)t.len) &&
              cJSON_AddStringToObject(c, "text", t.data ? t.data : "");
@@ -329,8 +330,8 @@ static int receipt_verdict(const struct run *r, cJSON *v)
         unjudged += r->t[i].unjudged;
     }
     const cJSON *j = r->intent;
-    int judged = j && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j,
-                                                                    "judged"));
+    int judged =
+        j && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "judged"));
     return cJSON_AddBoolToObject(v, "ok", all) &&
            fo_json_add_int(v, "unjudged", unjudged) &&
            fo_json_add_int(v, "escalations", r->escalations) &&
@@ -390,7 +391,7 @@ int oe_judgement_json(const struct run *r, cJSON *o)
         ok = cJSON_AddItemToObject(o, "checkpoints",
                                    cJSON_Duplicate(r->checkpoints, 1));
     if (ok && r->capsule_hash[0])
-        ok = cJSON_AddStringToObject(o, "capsule_hash", r->capsule_hash) !=
-             NULL;
+        ok =
+            cJSON_AddStringToObject(o, "capsule_hash", r->capsule_hash) != NULL;
     return ok ? FO_OK : FO_E_NOMEM;
 }

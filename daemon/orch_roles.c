@@ -782,8 +782,8 @@ int oe_judge(struct run *r, size_t t, struct fo_err *err)
 {
     const struct orch_task *k = &r->p->tasks[t];
     struct task *s = &r->t[t];
-    if (s->ran_ok && !s->revised && (oe_task_lane(r, t)->reviser.argv ||
-                                     oe_task_lane(r, t)->reviser.url))
+    if (s->ran_ok && !s->revised &&
+        (oe_task_lane(r, t)->reviser.argv || oe_task_lane(r, t)->reviser.url))
         return oe_hook_start(r, t, 0, err); /* the lane's reviser first */
     if (!s->ran_ok) {
         cJSON *f = cJSON_CreateArray();

@@ -474,8 +474,8 @@ static int apply_verdict(struct run *r, int64_t seq, int64_t parent,
         return oe_nomem(err);
     /* a failed check: a same-tier retry while the lane allows one, then
      * the next tier */
-    s->st = !s->pass && !s->unjudged && (oe_retry_left(r, (size_t)t) ||
-                                         oe_next_tier(r, (size_t)t))
+    s->st = !s->pass && !s->unjudged &&
+                    (oe_retry_left(r, (size_t)t) || oe_next_tier(r, (size_t)t))
                 ? TS_VERDICT
                 : TS_FINAL;
     const struct orch_lane *ln = oe_task_lane(r, (size_t)t);

@@ -196,8 +196,8 @@ Test(judge, failed_checks_retry_on_the_tier_then_escalate)
         cr_assert_str_eq(tu_str(rb, "tier"), "cheap");
         cr_assert_str_eq(tu_str(rb, "reason"), "its checks failed");
         const cJSON *because = get(rb, "because");
-        cr_assert(strstr(cJSON_GetArrayItem(because, 0)->valuestring,
-                         "OK-DONE"));
+        cr_assert(
+            strstr(cJSON_GetArrayItem(because, 0)->valuestring, "OK-DONE"));
         cJSON_Delete(rb);
         struct ledger_entry t;
         struct fo_err err;
@@ -216,9 +216,8 @@ Test(judge, failed_checks_retry_on_the_tier_then_escalate)
     env_close(&e);
 }
 
-static const char *passes_with_feedback(struct fake *f, const char *role,
-                                        int n, const char *model,
-                                        const char *prompt)
+static const char *passes_with_feedback(struct fake *f, const char *role, int n,
+                                        const char *model, const char *prompt)
 {
     (void)f, (void)n, (void)model;
     if (!strcmp(role, "coordinator"))
@@ -247,8 +246,7 @@ Test(judge, a_retry_with_the_feedback_passes_on_the_same_tier)
     /* the run's view folds the retry from the ledger */
     struct fo_err err;
     cJSON *view = NULL;
-    cr_assert_eq(orch_run_fold(e.o, e.l, 0, &view, &err), FO_OK, "%s",
-                 err.msg);
+    cr_assert_eq(orch_run_fold(e.o, e.l, 0, &view, &err), FO_OK, "%s", err.msg);
     cr_assert_eq(tu_num(view, "retries"), 1);
     cJSON_Delete(view);
     cJSON_Delete(out);
@@ -313,8 +311,7 @@ Test(judge, the_intent_judge_witnesses_its_verdict_and_the_fold_shows_it)
     cr_assert_str_eq(tu_str(in, "covers"), "partial");
     cr_assert_eq(tu_num(out, "model_calls"), 5);
     cJSON *view = NULL;
-    cr_assert_eq(orch_run_fold(e.o, e.l, 0, &view, &err), FO_OK, "%s",
-                 err.msg);
+    cr_assert_eq(orch_run_fold(e.o, e.l, 0, &view, &err), FO_OK, "%s", err.msg);
     cr_assert_str_eq(tu_str(view, "phase"), "end");
     cr_assert_str_eq(tu_str(get(view, "intent"), "covers"), "partial");
     cr_assert_eq(tu_num(view, "model_calls"), 5);
@@ -353,7 +350,8 @@ Test(judge, without_a_model_the_judge_is_skipped_and_says_so)
     env_close(&e);
 }
 
-/* ---- the action receipt --------------------------------------------------- */
+/* ---- the action receipt ---------------------------------------------------
+ */
 
 /* Every field of the receipt is derived again from the ledger alone. */
 Test(judge, the_receipt_rederives_from_the_ledger)
@@ -426,7 +424,8 @@ Test(judge, the_receipt_rederives_from_the_ledger)
     env_close(&e);
 }
 
-/* ---- a signed checkpoint after every wave ---------------------------------- */
+/* ---- a signed checkpoint after every wave ----------------------------------
+ */
 
 static const char *three_waves(struct fake *f, const char *role, int n,
                                const char *model, const char *prompt)
@@ -487,7 +486,8 @@ Test(judge, three_waves_give_three_signed_checkpoints_that_verify)
     env_close(&e);
 }
 
-/* ---- the capsule as the run's context ------------------------------------- */
+/* ---- the capsule as the run's context -------------------------------------
+ */
 
 static const char *sees_context(struct fake *f, const char *role, int n,
                                 const char *model, const char *prompt)
@@ -544,7 +544,8 @@ Test(judge, the_capsule_hash_is_in_the_first_entry_and_the_models_see_it)
     env_close(&e);
 }
 
-/* ---- verifier and reviser hooks ------------------------------------------- */
+/* ---- verifier and reviser hooks -------------------------------------------
+ */
 
 /* An orchestrator on the roster lanes (whose hook commands live in dir,
  * the ledger's dir too), commands unconfined. */
@@ -564,8 +565,10 @@ static void env_open_hooks(struct env *e, fake_fn fn, char *dir,
                                                .model = names[t],
                                                .api_key_env = KEY_ENV,
                                                .tier = t};
-    e->mc = (struct orch_model_config){
-        .providers = e->p, .n_providers = 3, .attempts = 1, .timeout_ms = 10000};
+    e->mc = (struct orch_model_config){.providers = e->p,
+                                       .n_providers = 3,
+                                       .attempts = 1,
+                                       .timeout_ms = 10000};
     struct orch_config cfg = {.roster_json = lanes,
                               .roster_json_len = strlen(lanes),
                               .models = &e->mc,
@@ -723,9 +726,8 @@ Test(judge, the_reviser_rewrites_the_output_before_its_verdict)
     env_close(&e);
 }
 
-static const char *stub_plan_on_checked(struct fake *f, const char *role,
-                                        int n, const char *model,
-                                        const char *prompt)
+static const char *stub_plan_on_checked(struct fake *f, const char *role, int n,
+                                        const char *model, const char *prompt)
 {
     (void)f, (void)n, (void)model, (void)prompt;
     if (!strcmp(role, "coordinator"))

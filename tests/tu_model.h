@@ -20,9 +20,8 @@ typedef const char *(*fake_fn)(struct fake *f, const char *role, int n,
                                const char *model, const char *prompt);
 
 enum { R_COORD, R_CLASS, R_VALID, R_SYNTH, R_SUMM, R_JUDGE, R_TASK, R_N };
-static const char *const roles[R_N] = {"coordinator", "classifier",
-                                       "validator",   "synthesizer",
-                                       "summarizer",  "judge",
+static const char *const roles[R_N] = {"coordinator", "classifier", "validator",
+                                       "synthesizer", "summarizer", "judge",
                                        "task"};
 
 struct fake {
