@@ -157,6 +157,18 @@ void orch_run_event_text(const struct orch_run_event *ev, char *out,
                                                       : "not passed");
     else if (!strcmp(k, "tier_escalation"))
         snprintf(out, size, "task %s escalated to %s", id, bstr(b, "to"));
+    else if (!strcmp(k, "retry"))
+        snprintf(out, size, "task %s retried on its tier", id);
+    else if (!strcmp(k, "verification") || !strcmp(k, "revision"))
+        snprintf(out, size, "%s of %s: %s", k, id,
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "ok"))
+                     ? "ok"
+                     : "failed");
+    else if (!strcmp(k, "intent_judgment"))
+        snprintf(out, size, "intent judge: %s",
+                 *bstr(b, "covers") ? bstr(b, "covers") : "skipped");
+    else if (!strcmp(k, "wave_checkpoint"))
+        snprintf(out, size, "checkpoint after a wave");
     else if (!strcmp(k, "gate_requested")) {
         long long w = 0;
         fo_json_get_int(b, "wave", 0, INT64_MAX, &w);

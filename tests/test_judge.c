@@ -316,6 +316,10 @@ Test(judge, the_intent_judge_witnesses_its_verdict_and_the_fold_shows_it)
     cr_assert_str_eq(tu_str(get(view, "intent"), "covers"), "partial");
     cr_assert_eq(tu_num(view, "model_calls"), 5);
     cJSON_Delete(view);
+    cJSON *show = NULL; /* run show: the fold's verdict */
+    cr_assert_eq(orch_run_show(e.o, e.l, 0, &show, &err), FO_OK, "%s", err.msg);
+    cr_assert_str_eq(tu_str(get(show, "intent"), "covers"), "partial");
+    cJSON_Delete(show);
     /* the receipt's verdict names it */
     const cJSON *rv = get(get(out, "receipt"), "verdict");
     cr_assert_str_eq(tu_str(rv, "intent"), "partial");
@@ -482,6 +486,21 @@ Test(judge, three_waves_give_three_signed_checkpoints_that_verify)
         cJSON_Delete(b);
     }
     free(vkey);
+    /* run show and the run room list them */
+    cJSON *show = NULL, *room = NULL;
+    int64_t run = tu_num(out, "request_seq");
+    cr_assert_eq(orch_run_show(e.o, e.l, run, &show, &err), FO_OK, "%s",
+                 err.msg);
+    cr_assert_eq(cJSON_GetArraySize(get(show, "checkpoints")), 3);
+    cr_assert_eq(orch_room(e.l, run, ORCH_VIEW_TEXT_DEFAULT, &room, &err),
+                 FO_OK, "%s", err.msg);
+    const cJSON *rc = get(room, "checkpoints");
+    cr_assert_eq(cJSON_GetArraySize(rc), 3);
+    for (int w = 0; w < 3; w++)
+        cr_assert_eq(tu_num(cJSON_GetArrayItem(rc, w), "seq"),
+                     nth_kind(&e, 0, "wave_checkpoint", w));
+    cJSON_Delete(show);
+    cJSON_Delete(room);
     cJSON_Delete(out);
     env_close(&e);
 }
