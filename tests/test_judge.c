@@ -798,3 +798,32 @@ Test(judge, a_url_verifier_that_answers_no_verdict_fails_the_check)
     cJSON_Delete(out);
     env_close(&e);
 }
+
+/* ---- the CLI ----------------------------------------------------------------
+ */
+
+/* `forum --json submit` with the three switches, on the stub: the receipt,
+ * the skipped judgment, one checkpoint for its one wave, the capsule's hash
+ * in the request entry. */
+Test(judge, cli_submit_json_carries_the_receipt)
+{
+    char *dir = tu_tmpdir();
+    struct tu_run r = tu_forumv(NULL, "--ledger", dir, "submit", "--json",
+                                "--intent-judge", "--checkpoint-each-wave",
+                                "--use-capsule-context", "echo hello", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *out = tu_run_json(&r);
+    const cJSON *rc = get(out, "receipt");
+    cr_assert_str_eq(tu_str(rc, "schema"), "forum.action-receipt/v1");
+    cr_assert_eq(tu_num(rc, "run_id"), tu_num(out, "request_seq"));
+    cr_assert(cJSON_IsFalse(get(get(out, "intent"), "judged")));
+    cr_assert_eq(cJSON_GetArraySize(get(out, "checkpoints")), 1);
+    cr_assert_eq(strlen(tu_str(out, "capsule_hash")), 64);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "--ledger", dir, "ledger", "body", "0", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, tu_str(out, "capsule_hash")), "%s", r.out);
+    tu_run_free(&r);
+    cJSON_Delete(out);
+    tu_rmrf(dir);
+}
