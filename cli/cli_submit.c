@@ -381,6 +381,13 @@ static int run(struct cli *c, const char *name, const char *method,
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "budget_spent"))
                 ? "; the budget was spent"
                 : "");
+        const cJSON *ij = cJSON_GetObjectItemCaseSensitive(out, "intent");
+        if (cJSON_IsObject(ij))
+            fprintf(stderr, "forum: intent judge: %s%s\n",
+                    cli_str_or(ij, "covers", NULL) ? "covers " : "not run: ",
+                    cli_str_or(ij, "covers", NULL)
+                        ? cli_str_or(ij, "covers", "")
+                        : cli_str_or(ij, "skipped", "no verdict"));
         if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(out, "models")))
             fprintf(stderr, "forum: no model provider is configured, so no "
                             "model was used (see --chat-url, --api, --tier "
