@@ -827,3 +827,61 @@ Test(judge, cli_submit_json_carries_the_receipt)
     cJSON_Delete(out);
     tu_rmrf(dir);
 }
+
+/* ---- the roster's fields ----------------------------------------------------
+ */
+
+static void roster_refused(const char *extra, const char *want)
+{
+    char json[1024];
+    snprintf(json, sizeof(json),
+             "{\"lanes\":[{\"name\":\"w\",\"category\":\"c\",\"domain\":\"d\","
+             "\"keywords\":[\"write\"],\"model_tier\":\"cheap\","
+             "\"executor\":\"stub\",%s}]}",
+             extra);
+    struct orch_roster *r = NULL;
+    struct fo_err err;
+    cr_assert_eq(orch_roster_parse(json, strlen(json), &r, &err), FO_E_INVALID,
+                 "%s", extra);
+    cr_assert(strstr(err.msg, want), "%s: %s", extra, err.msg);
+}
+
+Test(judge, bad_retries_and_hooks_are_refused_naming_the_lane_and_field)
+{
+    roster_refused("\"max_retries\":11", "lane \"w\": max_retries: must be");
+    roster_refused("\"max_retries\":-1", "max_retries");
+    roster_refused("\"verifier\":{\"command\":[]}", "verifier: command");
+    roster_refused("\"verifier\":{\"command\":[\"a\"],\"url\":\"http://x\"}",
+                   "verifier: must be");
+    roster_refused("\"reviser\":{\"url\":\"https://example.org/r\"}",
+                   "reviser: url: https is not supported");
+    roster_refused("\"reviser\":{\"url\":\"ftp://x\"}", "reviser: url");
+    roster_refused("\"verifier\":{\"command\":[\"a\"],\"timeout_s\":0}",
+                   "verifier: timeout_s");
+    roster_refused("\"verifier\":{\"command\":[\"a\"],\"env\":{}}",
+                   "verifier: unknown key");
+    /* a good one round-trips through the roster's JSON */
+    const char good[] =
+        "{\"lanes\":[{\"name\":\"w\",\"category\":\"c\",\"domain\":\"d\","
+        "\"keywords\":[\"write\"],\"model_tier\":\"cheap\","
+        "\"executor\":\"stub\",\"max_retries\":3,"
+        "\"verifier\":{\"command\":[\"/bin/true\",\"-x\"]},"
+        "\"reviser\":{\"url\":\"http://127.0.0.1:9/r\",\"timeout_s\":5}}]}";
+    struct orch_roster *r = NULL;
+    struct fo_err err;
+    cr_assert_eq(orch_roster_parse(good, strlen(good), &r, &err), FO_OK, "%s",
+                 err.msg);
+    cr_assert_eq(r->lanes[0].max_retries, 3);
+    cr_assert_str_eq(r->lanes[0].verifier.argv[1], "-x");
+    cr_assert_eq(r->lanes[0].verifier.timeout_ms, 60000);
+    cr_assert_eq(r->lanes[0].reviser.timeout_ms, 5000);
+    cJSON *j = orch_roster_json(r);
+    const cJSON *l0 = cJSON_GetArrayItem(get(j, "lanes"), 0);
+    cr_assert_eq(tu_num(l0, "max_retries"), 3);
+    cr_assert_str_eq(tu_str(get(l0, "reviser"), "url"), "http://127.0.0.1:9/r");
+    cr_assert_str_eq(
+        cJSON_GetArrayItem(get(get(l0, "verifier"), "command"), 0)->valuestring,
+        "/bin/true");
+    cJSON_Delete(j);
+    orch_roster_free(r);
+}
