@@ -568,8 +568,8 @@ Test(judge, the_capsule_hash_is_in_the_first_entry_and_the_models_see_it)
 
 /* An orchestrator on the roster lanes (whose hook commands live in dir,
  * the ledger's dir too), commands unconfined. */
-static void env_open_hooks(struct env *e, fake_fn fn, char *dir,
-                           const char *lanes)
+static void env_open_box(struct env *e, fake_fn fn, char *dir,
+                         const char *lanes, int sandbox)
 {
     memset(e, 0, sizeof(*e));
     setenv(KEY_ENV, KEY, 1);
@@ -591,11 +591,18 @@ static void env_open_hooks(struct env *e, fake_fn fn, char *dir,
     struct orch_config cfg = {.roster_json = lanes,
                               .roster_json_len = strlen(lanes),
                               .models = &e->mc,
-                              .sandbox = ORCH_SANDBOX_NONE};
+                              .sandbox = sandbox,
+                              .data_dir = dir};
     cr_assert_eq(orch_create(&cfg, &e->o, &err), FO_OK, "%s", err.msg);
     cr_assert_eq(ledger_open(e->dir, LEDGER_OPEN_CREATE, NULL, &e->l, &err),
                  FO_OK, "%s", err.msg);
     e->w = (struct orch_witness){.ledger = e->l};
+}
+
+static void env_open_hooks(struct env *e, fake_fn fn, char *dir,
+                           const char *lanes)
+{
+    env_open_box(e, fn, dir, lanes, ORCH_SANDBOX_NONE);
 }
 
 /* An executable script dir/name; the path, malloc'd. */
@@ -884,4 +891,50 @@ Test(judge, bad_retries_and_hooks_are_refused_naming_the_lane_and_field)
         "/bin/true");
     cJSON_Delete(j);
     orch_roster_free(r);
+}
+
+/* A verifier command runs under the sandbox (the model profile): the data
+ * dir's token is out of its reach (unconfined, the same script reads it:
+ * checked by hand), and it still answers. */
+Test(judge, a_verifier_command_runs_in_the_sandbox)
+{
+    char why[256];
+    if (!orch_sandbox_available(why, sizeof(why)))
+        cr_skip_test("no sandbox on this machine: %s", why);
+    char *dir = tu_tmpdir();
+    char *bin = tu_tmpdir(); /* the script, outside the data dir */
+    char token[600], text[1400];
+    snprintf(token, sizeof(token), "%s/token", dir);
+    cr_assert_eq(tu_write_file(token, "TOKEN-SECRET", 12), 0);
+    snprintf(text, sizeof(text),
+             "#!/bin/sh\n"
+             "if cat '%s' 2>/dev/null | grep -q SECRET; then\n"
+             "  echo '{\"ok\": false, \"reason\": \"it read the token\"}'\n"
+             "else\n"
+             "  echo '{\"ok\": true, \"reason\": \"the token is out of "
+             "reach\"}'\n"
+             "fi\n",
+             token);
+    char *v = script(bin, "verify.sh", text);
+    char lanes[2048];
+    snprintf(lanes, sizeof(lanes),
+             "{\"lanes\":[{\"name\":\"writer\",\"category\":\"c\","
+             "\"domain\":\"writes\",\"keywords\":[\"write\"],"
+             "\"model_tier\":\"cheap\",\"executor\":\"chat\","
+             "\"verifier\":{\"command\":[\"%s\"]}}]}",
+             v);
+    struct env e;
+    env_open_box(&e, cites_on_capable, dir, lanes, ORCH_SANDBOX_BWRAP);
+    struct orch_submit_opts o = {0};
+    cJSON *out = submit_opts(&e, "write the summary", &o);
+    cJSON *vb = body_of(&e, nth_kind(&e, 0, "verification", 0));
+    cr_assert(cJSON_IsTrue(get(vb, "ok")), "%s",
+              tu_str(vb, "reason") ? tu_str(vb, "reason") : "?");
+    cr_assert_str_eq(tu_str(vb, "reason"), "the token is out of reach");
+    cJSON_Delete(vb);
+    cr_assert(cJSON_IsTrue(get(out, "ok")));
+    free(v);
+    tu_rmrf(bin);
+    cJSON_Delete(out);
+    env_close(&e);
 }
