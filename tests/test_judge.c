@@ -4,6 +4,7 @@
  * judge's witnessed verdict and its fold, the action receipt re-derived
  * from the ledger, a signed checkpoint after every wave, and the ledger's
  * capsule as a run's context. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "ledger/ledger.h"
 #include "ledger/proof.h"
 #include "tests/testutil.h"
+#include "tests/tu_daemon.h"
 #include "tests/tu_model.h"
 
 #define KEY "sk-test-SECRET-judge-0123456789"
@@ -937,4 +939,67 @@ Test(judge, a_verifier_command_runs_in_the_sandbox)
     tu_rmrf(bin);
     cJSON_Delete(out);
     env_close(&e);
+}
+
+/* ---- through the daemon
+ * ------------------------------------------------------ */
+
+/* POST /submit with the three fields on the daemon (the group committer
+ * witnesses; the checkpoints are signed on a worker with a handle of its
+ * own): the receipt, a checkpoint that verifies, the capsule's hash in
+ * the request entry, the skipped judgment in GET /runs/ID/show. */
+Test(judge, the_daemon_acts_on_the_fields_of_submit, .timeout = 60)
+{
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    cJSON *first =
+        tu_http_json(&d, "POST", "/submit", "{\"request\":\"echo one\"}", 200);
+    cJSON_Delete(first);
+    cJSON *out = tu_http_json(&d, "POST", "/submit",
+                              "{\"request\":\"echo two\",\"intent_judge\":true,"
+                              "\"checkpoint_each_wave\":true,"
+                              "\"use_capsule_context\":true}",
+                              200);
+    int64_t run = tu_num(out, "request_seq");
+    const cJSON *rc = get(out, "receipt");
+    cr_assert_eq(tu_num(rc, "run_id"), run);
+    cr_assert_eq(cJSON_GetArraySize(get(out, "checkpoints")), 1);
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld/show", (long long)run);
+    cJSON *show = tu_http_json(&d, "GET", path, NULL, 200);
+    cr_assert(cJSON_IsFalse(get(get(show, "intent"), "judged")));
+    cr_assert_str_eq(tu_str(show, "capsule_hash"), tu_str(out, "capsule_hash"));
+    cJSON_Delete(show);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    /* on the ledger: the request's capsule, the checkpoint's note */
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(dir, LEDGER_OPEN_READONLY, NULL, &l, &err), FO_OK,
+                 "%s", err.msg);
+    char *b = NULL;
+    size_t bl = 0;
+    cr_assert_eq(ledger_body(l, run, &b, &bl, &err), FO_OK);
+    cJSON *req = cJSON_Parse(b);
+    free(b);
+    cr_assert_str_eq(tu_str(get(req, "capsule"), "hash"),
+                     tu_str(out, "capsule_hash"));
+    cJSON_Delete(req);
+    int64_t cs = tu_num(cJSON_GetArrayItem(get(out, "checkpoints"), 0), "seq");
+    cr_assert_eq(ledger_body(l, cs, &b, &bl, &err), FO_OK);
+    cJSON *cb = cJSON_Parse(b);
+    free(b);
+    char *vkey = NULL;
+    cr_assert_eq(ledger_verifier_key(l, &vkey, &err), FO_OK, "%s", err.msg);
+    const char *note = tu_str(cb, "note");
+    struct ledger_checkpoint_result res;
+    cr_assert_eq(ledger_verify_checkpoint(l, 0, note, strlen(note), vkey,
+                                          strlen(vkey), NULL, NULL, &res, &err),
+                 FO_OK, "%s", err.msg);
+    cr_assert(res.ok, "%s", res.detail);
+    free(vkey);
+    cJSON_Delete(cb);
+    ledger_close(l);
+    cJSON_Delete(out);
+    tu_rmrf(dir);
 }
