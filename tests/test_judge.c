@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 
 #include "daemon/orch.h"
+#include "daemon/orch_grade.h"
 #include "daemon/orch_model.h"
 #include "daemon/orch_sandbox.h"
 #include "daemon/orch_views.h"
@@ -322,6 +323,15 @@ Test(judge, the_intent_judge_witnesses_its_verdict_and_the_fold_shows_it)
     cr_assert_eq(orch_run_show(e.o, e.l, 0, &show, &err), FO_OK, "%s", err.msg);
     cr_assert_str_eq(tu_str(get(show, "intent"), "covers"), "partial");
     cJSON_Delete(show);
+    /* a grade counts it: an independent check that refutes (the
+     * verdict by assertions is the validator's, the judge's is its own) */
+    cJSON *g = NULL;
+    cr_assert_eq(orch_grade(e.l, 0, 2, &g, &err), FO_OK, "%s", err.msg);
+    cr_assert_str_eq(tu_str(g, "label"), "FAIL");
+    char *gs = cJSON_PrintUnformatted(g);
+    cr_assert(strstr(gs, "intent_judgment"), "%s", gs);
+    free(gs);
+    cJSON_Delete(g);
     /* the receipt's verdict names it */
     const cJSON *rv = get(get(out, "receipt"), "verdict");
     cr_assert_str_eq(tu_str(rv, "intent"), "partial");
