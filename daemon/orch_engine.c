@@ -398,21 +398,19 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
         (!req->opts.intent_judge || cJSON_AddTrueToObject(b, "intent_judge")) &&
         (!req->opts.checkpoint_each_wave ||
          cJSON_AddTrueToObject(b, "checkpoint_each_wave"));
-    /* the ledger's capsule as the run's context (orch_judge.c) */
-    if (ok && req->opts.use_capsule_context && is_run_via(req->via) &&
-        (rc = oe_capsule_context(r, b, err))) {
-        cJSON_Delete(b);
-        oe_run_unlink(r);
-        oe_run_free(r);
-        return rc;
-    }
     if (!ok) {
         cJSON_Delete(b);
         oe_run_unlink(r);
         oe_run_free(r);
         return oe_nomem(err);
     }
-    rc = oe_witness(r, "client", "request", LEDGER_NO_PARENT, b, -1, 0, 0, err);
+    /* the ledger's capsule as the run's context: read on a worker, then
+     * the request is witnessed with it (orch_judge.c) */
+    if (req->opts.use_capsule_context && is_run_via(req->via))
+        rc = oe_capsule_start(r, b, err);
+    else
+        rc = oe_witness(r, "client", "request", LEDGER_NO_PARENT, b, -1, 0, 0,
+                        err);
     if (rc) {
         oe_run_unlink(r);
         oe_run_free(r);

@@ -225,6 +225,7 @@ struct run {
     cJSON *checkpoints;
     /* the ledger's capsule as the run's context: its SHA-256 (hex) */
     char capsule_hash[65];
+    struct cap_job *cap_job; /* its read in flight */
     /* for the action receipt: the payload hashes of the request and the
      * answer entries (hex, as they landed or were read) */
     char req_payload[65], answer_payload[65];
@@ -576,10 +577,14 @@ int oe_wave_checkpoint(struct run *r, struct fo_err *err);
 /* Folds a `wave_checkpoint` entry. */
 int oe_apply_wave_cp(struct run *r, int64_t seq, const cJSON *b,
                      struct fo_err *err);
-/* The ledger's capsule as the run's context: r->context, r->prompt and
- * r->capsule_hash; adds {"capsule": {"hash", "chars", "text"}} to the
- * request body b. Reads the ledger (the loop's handle). */
-int oe_capsule_context(struct run *r, cJSON *b, struct fo_err *err);
+/* The ledger's capsule as the run's context: read on a worker thread
+ * (one pass over the ledger, on a read handle of its own), then
+ * {"capsule": {"schema", "hash", "chars", "text"}} is added to the request
+ * body b (taken, freed on an error) and the request is witnessed; a
+ * failure then ends the run (oe_fail). oe_capsule_drop: the run goes
+ * first (oe_run_free), the read's outcome is dropped. */
+int oe_capsule_start(struct run *r, cJSON *b, struct fo_err *err);
+void oe_capsule_drop(struct run *r);
 /* The run's judgement for views and results: {"intent": ..., "retries"}. */
 int oe_judgement_json(const struct run *r, cJSON *o);
 

@@ -263,29 +263,110 @@ void oe_request_opts(struct run *r, const cJSON *b)
     fo_buf_release(&p);
 }
 
-int oe_capsule_context(struct run *r, cJSON *b, struct fo_err *err)
+struct cap_job {
+    struct run *r; /* NULL once the run went */
+    char *dir;
+    cJSON *b;   /* the request body */
+    cJSON *cap; /* {schema, hash, chars, text} */
+    int rc;
+    struct fo_err err;
+};
+
+/* On a worker: the capsule of the ledger as committed, on a read handle
+ * of its own. */
+static void cap_work(void *arg, const atomic_int *cancel)
 {
+    struct cap_job *j = arg;
+    struct ledger *l = NULL;
     cJSON *cap = NULL;
-    int rc = orch_capsule(r->e->cfg.ledger, ORCH_VIEW_ITEMS_DEFAULT,
-                          ORCH_VIEW_TEXT_DEFAULT, &cap, err);
-    if (rc)
-        return rc;
     struct fo_buf t;
     fo_buf_init(&t, FO_BUF_UNLIMITED);
-    rc = orch_capsule_text(cap, &t);
+    if (atomic_load(cancel))
+        j->rc = fo_err_set(&j->err, FO_E_DRAINING, "the run was stopped");
+    if (!j->rc)
+        j->rc = ledger_open(j->dir, LEDGER_OPEN_READONLY, NULL, &l, &j->err);
+    if (!j->rc)
+        j->rc = orch_capsule(l, ORCH_VIEW_ITEMS_DEFAULT, ORCH_VIEW_TEXT_DEFAULT,
+                             &cap, &j->err);
+    ledger_close(l);
+    if (!j->rc && orch_capsule_text(cap, &t) != FO_OK)
+        j->rc = oe_nomem(&j->err);
     cJSON_Delete(cap);
     uint8_t h[32];
     char hex[65];
     fo_sha256(t.data ? t.data : "", t.len, h);
     fo_hex(h, 32, hex);
-    cJSON *c = rc ? NULL : cJSON_AddObjectToObject(b, "capsule");
-    int ok = c &&
-             cJSON_AddStringToObject(c, "schema", "forum.context-capsule/v1") &&
-             cJSON_AddStringToObject(c, "hash", hex) &&
-             fo_json_add_int(c, "chars", (long long)t.len) &&
-             cJSON_AddStringToObject(c, "text", t.data ? t.data : "");
+    cJSON *c = j->rc ? NULL : cJSON_CreateObject();
+    if (!j->rc &&
+        !(c &&
+          cJSON_AddStringToObject(c, "schema", "forum.context-capsule/v1") &&
+          cJSON_AddStringToObject(c, "hash", hex) &&
+          fo_json_add_int(c, "chars", (long long)t.len) &&
+          cJSON_AddStringToObject(c, "text", t.data ? t.data : ""))) {
+        cJSON_Delete(c);
+        c = NULL;
+        j->rc = oe_nomem(&j->err);
+    }
+    j->cap = c;
     fo_buf_release(&t);
-    return ok ? FO_OK : oe_nomem(err);
+}
+
+static void cap_done(void *arg, int cancelled)
+{
+    struct cap_job *j = arg;
+    struct run *r = j->r;
+    if (r) {
+        r->cap_job = NULL;
+        struct fo_err err = j->err;
+        int rc = j->rc;
+        if (!rc && (cancelled || r->halt || r->e->stopping))
+            rc = fo_err_set(&err, FO_E_DRAINING, "the run was stopped");
+        if (!rc) {
+            cJSON_AddItemToObject(j->b, "capsule", j->cap);
+            j->cap = NULL;
+            rc = oe_witness(r, "client", "request", LEDGER_NO_PARENT, j->b, -1,
+                            0, 0, &err);
+            j->b = NULL; /* taken */
+        }
+        if (rc) {
+            fo_err_prefix(&err, "use_capsule_context");
+            oe_fail(r, rc, &err); /* nothing written: the run ends */
+            oe_step(r);
+        }
+    }
+    cJSON_Delete(j->b);
+    cJSON_Delete(j->cap);
+    free(j->dir);
+    free(j);
+}
+
+int oe_capsule_start(struct run *r, cJSON *b, struct fo_err *err)
+{
+    struct orch_engine *e = r->e;
+    struct cap_job *j = calloc(1, sizeof(*j));
+    char *dir = orch_strdup(ledger_dir(e->cfg.ledger));
+    int rc = j && dir ? FO_OK : oe_nomem(err);
+    if (!rc && !e->work)
+        rc = orch_work_create(e->cfg.base, &e->work, err);
+    if (!rc) {
+        *j = (struct cap_job){.r = r, .dir = dir, .b = b};
+        rc = orch_work_post(e->work, cap_work, cap_done, j, NULL, err);
+    }
+    if (rc) {
+        cJSON_Delete(b);
+        free(dir);
+        free(j);
+        return rc;
+    }
+    r->cap_job = j;
+    return FO_OK;
+}
+
+void oe_capsule_drop(struct run *r)
+{
+    if (r->cap_job)
+        r->cap_job->r = NULL;
+    r->cap_job = NULL;
 }
 
 /* ---- the action receipt ------------------------------------------------- */

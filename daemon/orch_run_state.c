@@ -116,6 +116,7 @@ void oe_run_free(struct run *r)
     free(r->context);
     free(r->prompt);
     attempts_release(&r->judge_att);
+    oe_capsule_drop(r);
     cJSON_Delete(r->intent);
     cJSON_Delete(r->checkpoints);
     for (size_t i = 0; i < r->n_keys; i++)
