@@ -157,4 +157,23 @@ void cli_run_show_print(const cJSON *out, long long id, int full)
     const cJSON *ans = cJSON_GetObjectItemCaseSensitive(out, "answer");
     if (ans)
         printf("answer: %s\n", cli_str_or(ans, "text", ""));
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(out, "intent");
+    if (cJSON_IsObject(in) && cli_str_or(in, "covers", NULL)) {
+        printf("intent judge: covers %s", cli_str_or(in, "covers", "?"));
+        const cJSON *m;
+        int i = 0;
+        cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive(in, "missing"))
+            if (cJSON_IsString(m))
+                printf("%s%s", i++ ? "; " : " (missing: ", m->valuestring);
+        printf("%s\n", i ? ")" : "");
+    } else if (cJSON_IsObject(in)) {
+        printf("intent judge: not run (%s)\n",
+               cli_str_or(in, "skipped", "no verdict"));
+    }
+    const cJSON *cp;
+    cJSON_ArrayForEach (cp,
+                        cJSON_GetObjectItemCaseSensitive(out, "checkpoints"))
+        printf("checkpoint after wave %lld: size %lld, root %s\n",
+               cli_int_or(cp, "wave", -1), cli_int_or(cp, "size", -1),
+               cli_str_or(cp, "root", "?"));
 }

@@ -32,19 +32,23 @@ static const char submit_usage[] =
     "  --max-model-calls N  the run's model calls (default and ceiling 32;\n"
     "                       at most 1000); when spent the run stops with a\n"
     "                       `budget` entry and a fixed answer\n"
-    "  --max-seconds S      the run's wall-clock budget\n" CLI_GATE_HELP
+    "  --max-seconds S      the run's wall-clock budget\n"
+    "  --intent-judge       a model judges if the answer covers the request\n"
+    "  --checkpoint-each-wave  a signed checkpoint after each wave\n"
+    "  --use-capsule-context   the ledger's capsule as context\n" CLI_GATE_HELP
         CLI_SESSION_HELP
     "  --roster FILE        the roster (default: the built-in one)\n"
     "  --sandbox bwrap|none where agents' commands run (default bwrap)\n"
     "  --workspace DIR      where agents' tools act (default: a fresh\n"
     "                       DIR/workspaces/run-<id>)\n"
     "  --timeout SECONDS    per task and per model call (default 300)\n"
-    "  --json               print {answer, checkpoint, request_seq, ...}\n"
+    "  --json               print {answer, ..., receipt}\n"
     "exit codes: 0 answered (also when the budget stopped the run: see\n"
     "budget_spent), 2 usage, 3 I/O, storage, a model that cannot be\n"
     "reached or that answered nonsense (no valid plan: code bad_upstream)\n"
     "examples:\n"
     "  forum submit \"add a login endpoint to the api server\"\n"
+    "  forum --json submit --use-capsule-context \"go on\"\n"
     "  forum submit --tier cheap --chat-url http://127.0.0.1:11434 --model "
     "qwen3:8b \"fix the failing test\"\n";
 
@@ -72,6 +76,7 @@ struct submit_opts {
     struct cli_session_opts sess;
     int sandbox_given;
     int sandbox;
+    int judge, cp_waves, capsule;
 };
 
 /* The options of submit (plan takes the providers, --roster and --timeout
@@ -109,6 +114,12 @@ static int parse(struct cli *c, const char *name, int argc, char **argv,
          ORCH_SUBMIT_CALLS_MAX, NULL, NULL, "the run's model calls"},
         {"--max-seconds", "S", CLI_OPT_INT, &o->max_seconds, 1,
          ORCH_SUBMIT_SECONDS_MAX, NULL, NULL, "the run's wall-clock budget"},
+        {"--intent-judge", NULL, CLI_OPT_BOOL, &o->judge, 0, 0, NULL, NULL,
+         "a model judges whether the answer covers the request"},
+        {"--checkpoint-each-wave", NULL, CLI_OPT_BOOL, &o->cp_waves, 0, 0, NULL,
+         NULL, "a signed checkpoint after every wave"},
+        {"--use-capsule-context", NULL, CLI_OPT_BOOL, &o->capsule, 0, 0, NULL,
+         NULL, "the ledger's capsule as the run's context"},
         CLI_GATE_OPTS(&gate),
         CLI_SESSION_OPTS(&sess),
         CLI_OPT_END,
@@ -331,7 +342,10 @@ static int run(struct cli *c, const char *name, const char *method,
          !cJSON_AddStringToObject(in, "session", o.sess.session)) ||
         (o.sess.context &&
          !cJSON_AddItemToObject(in, "context",
-                                cJSON_Duplicate(o.sess.context, 1)))) {
+                                cJSON_Duplicate(o.sess.context, 1))) ||
+        (o.judge && !cJSON_AddTrueToObject(in, "intent_judge")) ||
+        (o.cp_waves && !cJSON_AddTrueToObject(in, "checkpoint_each_wave")) ||
+        (o.capsule && !cJSON_AddTrueToObject(in, "use_capsule_context"))) {
         code = cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
         goto out;
     }
@@ -367,6 +381,13 @@ static int run(struct cli *c, const char *name, const char *method,
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "budget_spent"))
                 ? "; the budget was spent"
                 : "");
+        const cJSON *ij = cJSON_GetObjectItemCaseSensitive(out, "intent");
+        if (cJSON_IsObject(ij))
+            fprintf(stderr, "forum: intent judge: %s%s\n",
+                    cli_str_or(ij, "covers", NULL) ? "covers " : "not run: ",
+                    cli_str_or(ij, "covers", NULL)
+                        ? cli_str_or(ij, "covers", "")
+                        : cli_str_or(ij, "skipped", "no verdict"));
         if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(out, "models")))
             fprintf(stderr, "forum: no model provider is configured, so no "
                             "model was used (see --chat-url, --api, --tier "

@@ -37,6 +37,7 @@
 #define ORCH_OUTPUT_MAX_DEFAULT (256u * 1024u) /* per stream of a child */
 #define ORCH_INJECT_MAX_DEFAULT (16u * 1024u)  /* per upstream output */
 #define ORCH_MAX_TURNS_DEFAULT 10
+#define ORCH_MAX_RETRIES_MAX 10 /* a lane's same-tier retries */
 #define ORCH_MODEL_MAX 128
 
 /* ---- the orchestrator handle ------------------------------------------ */
@@ -147,6 +148,17 @@ enum orch_exec_kind {
     ORCH_EXEC_STUB,
 };
 
+/* A lane's verifier or reviser hook (orch_hooks.c): an external command
+ * (run as `argv... INPUT`, in the sandbox unless it is configured off) or
+ * a URL (POSTed INPUT); INPUT is the JSON of the task and its answer. */
+struct orch_hook {
+    char **argv; /* NULL-terminated, or NULL */
+    char *url;   /* http://, or NULL */
+    int timeout_ms;
+};
+#define ORCH_HOOK_TIMEOUT_MS 60000
+#define ORCH_HOOK_ARGS_MAX 32
+
 struct orch_lane {
     char *name;
     char *category;
@@ -166,7 +178,24 @@ struct orch_lane {
     size_t n_required;
     int guard_block;
     int network;
+    /* Same-tier retries of a task whose checks failed, each with the
+     * failed checks in its prompt, before a tier escalation (0..10). */
+    int max_retries;
+    /* A verifier checks a task whose verdict passed (a failing one is a
+     * failed check); a reviser rewrites a task's output before its
+     * verdict. kind 0 (no argv, no url): none. */
+    struct orch_hook verifier, reviser;
 };
+
+/* The lane's "verifier" or "reviser" (field): {"command": [argv...]} or
+ * {"url": "http://..."}, with "timeout_s" (1..3600, default 60). Absent:
+ * h zeroed, FO_OK. FO_E_INVALID naming the lane and field. */
+int orch_hook_parse(const cJSON *lane, const char *label, const char *field,
+                    struct orch_hook *h, struct fo_err *err);
+void orch_hook_release(struct orch_hook *h);
+/* {"command": [...]} or {"url"}, with "timeout_s"; NULL when none or out
+ * of memory. */
+cJSON *orch_hook_json(const struct orch_hook *h);
 
 struct orch_roster {
     struct orch_lane *lanes;
@@ -561,6 +590,15 @@ struct orch_submit_opts {
      * limits (NULL: the defaults). */
     const char *session;
     const cJSON *context;
+    /* After synthesis, a model call asks whether the answer covers the
+     * request (an `intent_judgment` entry; skipped, and said so, with no
+     * model provider). */
+    int intent_judge;
+    /* A signed checkpoint after every wave (a `wave_checkpoint` entry). */
+    int checkpoint_each_wave;
+    /* The ledger's context capsule before the request, for every model
+     * (its hash and text in the request entry). */
+    int use_capsule_context;
 };
 
 /* Answers a request end to end, witnessing every step on w:

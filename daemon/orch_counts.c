@@ -102,6 +102,8 @@ static int count_calls(struct counts *c, const struct ledger_entry *e,
     const char *by = str_of(b, "by");
     if (!strcmp(k, "classifier_attempt") || !strcmp(k, "coordinator_attempt") ||
         !strcmp(k, "validator_attempt") || !strcmp(k, "compaction") ||
+        !strcmp(k, "judge_attempt") ||
+        (!strcmp(k, "intent_judgment") && model) ||
         (!strcmp(k, "route") && by && !strcmp(by, "classifier")) ||
         (!strcmp(k, "plan") && !strcmp(e->actor, "coordinator")) ||
         (!strcmp(k, "verdict") && by && !strcmp(by, "validator") && model) ||

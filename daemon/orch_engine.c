@@ -38,7 +38,7 @@ static int run_registered(const struct orch *o, const struct orch_witness *w,
                           struct fo_err *err);
 
 const char *const oe_role_name[] = {"coordinator", "classifier", "validator",
-                                    "synthesizer", "summarizer"};
+                                    "synthesizer", "summarizer", "judge"};
 
 /* ---- approval gates ----------------------------------------------------- */
 
@@ -266,7 +266,7 @@ struct run *oe_run_new(struct orch_engine *e, const char *via)
     r->id = -1;
     r->route_seq = r->plan_seq = r->budget_seq = r->answer_seq = -1;
     r->session_start = r->turn_seq = -1;
-    r->last_seq = -1;
+    r->last_seq = r->judge_seq = -1;
     r->ws_fd = -1;
     r->resumable = 1;
     snprintf(r->via, sizeof(r->via), "%s", via);
@@ -322,6 +322,10 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
         return rc;
     struct orch_ctx_limits lim;
     orch_ctx_limits_default(&lim);
+    if (req->opts.session && req->opts.use_capsule_context)
+        return fo_err_set(err, FO_E_INVALID,
+                          "use_capsule_context: not with a session (its "
+                          "turns have their own context)");
     if (req->opts.session && !orch_session_name_ok(req->opts.session))
         return fo_err_set(err, FO_E_INVALID, "session: 1..%d of [A-Za-z0-9._-]",
                           ORCH_SESSION_NAME_MAX);
@@ -390,14 +394,23 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
          cJSON_AddItemToObject(b, "gates", cJSON_Duplicate(gates, 1))) &&
         (!with_session ||
          (r->session && cJSON_AddStringToObject(b, "session", r->session))) &&
-        (!with_session || limits_add(b, &lim));
+        (!with_session || limits_add(b, &lim)) &&
+        (!req->opts.intent_judge || cJSON_AddTrueToObject(b, "intent_judge")) &&
+        (!req->opts.checkpoint_each_wave ||
+         cJSON_AddTrueToObject(b, "checkpoint_each_wave"));
     if (!ok) {
         cJSON_Delete(b);
         oe_run_unlink(r);
         oe_run_free(r);
         return oe_nomem(err);
     }
-    rc = oe_witness(r, "client", "request", LEDGER_NO_PARENT, b, -1, 0, 0, err);
+    /* the ledger's capsule as the run's context: read on a worker, then
+     * the request is witnessed with it (orch_judge.c) */
+    if (req->opts.use_capsule_context && is_run_via(req->via))
+        rc = oe_capsule_start(r, b, err);
+    else
+        rc = oe_witness(r, "client", "request", LEDGER_NO_PARENT, b, -1, 0, 0,
+                        err);
     if (rc) {
         oe_run_unlink(r);
         oe_run_free(r);
@@ -434,7 +447,7 @@ void oe_step_name(const struct run *r, char *out, size_t size)
 int orch_engine_cancel(struct orch_engine *e, int64_t run)
 {
     struct run *r = oe_run_find(e, run);
-    if (!r || r->ended || r->phase == PH_END || r->failed_rc)
+    if (!r || r->ended || r->phase >= PH_JUDGE || r->failed_rc)
         return FO_E_NOT_FOUND;
     char where[ORCH_NAME_MAX + 32];
     oe_step_name(r, where, sizeof(where));

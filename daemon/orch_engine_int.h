@@ -15,6 +15,7 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 
+#include "daemon/httpc.h"
 #include "daemon/orch_guard.h"
 #include "daemon/orch_int.h"
 #include "daemon/orch_lease.h"
@@ -40,11 +41,20 @@ enum role {
     R_CLASSIFIER,
     R_VALIDATOR,
     R_SYNTHESIZER,
-    R_SUMMARIZER
+    R_SUMMARIZER,
+    R_JUDGE /* the intent judge (orch_judge.c) */
 };
 /* ---- the state of a run ------------------------------------------------- */
 
-enum phase { PH_CONTEXT, PH_ROUTE, PH_PLAN, PH_WAVES, PH_SYNTH, PH_END };
+enum phase {
+    PH_CONTEXT,
+    PH_ROUTE,
+    PH_PLAN,
+    PH_WAVES,
+    PH_SYNTH,
+    PH_JUDGE, /* the answer is on record; the intent judge's turn */
+    PH_END
+};
 /* Where a task stands, as its entries say. */
 enum tst {
     TS_PENDING, /* nothing witnessed */
@@ -55,6 +65,7 @@ enum tst {
     TS_FINAL,   /* judged for good */
     TS_REFUSED,
     TS_SKIPPED,
+    TS_VERIFY, /* its verdict passed: the lane's verifier checks it */
 };
 enum halt { H_NONE, H_BUDGET, H_CANCEL, H_SHUTDOWN, H_GATE };
 /* A wave's approval gate, as its entries say. */
@@ -90,6 +101,8 @@ struct task {
     int unjudged;    /* the last verdict had nothing to judge by */
     int copied;      /* a skip: the original's outcome is copied */
     int halt_judged; /* judged (or tried) while the run halts */
+    int retries;     /* same-tier retries on the current tier */
+    int revised;     /* the lane's reviser saw its last result */
     long dup_of;     /* a skip: the task it repeats, else -1 */
     int tier;        /* of the current attempt, -1 when not a model tier */
     const struct orch_exec_config *ex; /* the current attempt's executor */
@@ -142,6 +155,7 @@ struct run {
     int calls;     /* model calls witnessed */
     int reserved;  /* model calls begun, not yet witnessed */
     int escalations;
+    int retries; /* same-tier retries witnessed */
     int phase;
     int busy;   /* the phase's own write or model call is in flight */
     int writes; /* entries in flight */
@@ -198,6 +212,24 @@ struct run {
     char answer_model[ORCH_MODEL_MAX + 1];
     cJSON *coverage;
     int budget_spent;
+    /* judgement (orch_judge.c): the intent judge asked for; its attempts,
+     * its entry and verdict {covers, ok, missing, ...} */
+    int judge;
+    struct attempts judge_att;
+    int64_t judge_seq;
+    cJSON *intent;
+    /* a signed checkpoint after every wave: asked for; the wave whose
+     * checkpoint is on record (or in flight); their entries' payloads */
+    int cp_each_wave;
+    size_t cp_waves;
+    int cp_busy;
+    cJSON *checkpoints;
+    /* the ledger's capsule as the run's context: its SHA-256 (hex) */
+    char capsule_hash[65];
+    struct cap_job *cap_job; /* its read in flight */
+    /* for the action receipt: the payload hashes of the request and the
+     * answer entries (hex, as they landed or were read) */
+    char req_payload[65], answer_payload[65];
     /* the caller */
     orch_run_event_fn on_event; /* each step as it lands (may be NULL) */
     void *event_arg;
@@ -257,6 +289,7 @@ struct effect {
     struct stub_reply *stub; /* a stub role's reply, due next turn */
     struct tool_job *tool;   /* a file tool on a worker thread */
     int cmd;                 /* a run_command job (the disk watch) */
+    struct httpc_req *http;  /* a hook's request (orch_hooks.c) */
 };
 /* A file tool call on the engine's worker threads (orch_work.h): what the
  * thread reads is copied here, so the run may go (a cancel) while the
@@ -516,6 +549,58 @@ void oe_gate_off_landed(struct orch_engine *e, struct gate_off *g);
 void oe_on_mcp_closed(void *arg);
 void oe_on_lease_tick(evutil_socket_t fd, short what, void *arg);
 void oe_on_lease_done(void *arg);
+
+/* ---- judgement, retries, receipts (orch_judge.c) ---- */
+
+/* 1 when task t's lane allows one more same-tier retry. */
+int oe_retry_left(const struct run *r, size_t t);
+/* Witnesses `retry` {id, agent, attempt, max_retries, tier?, model,
+ * because} under the failed verdict; the task runs again on the same
+ * executor with the failed checks in its prompt. */
+int oe_retry(struct run *r, size_t t, struct fo_err *err);
+/* The intent judge's step (PH_JUDGE): a model call, or an entry saying
+ * why it was skipped. */
+void oe_judge_step(struct run *r);
+/* Folds an `intent_judgment` entry. */
+int oe_apply_judgment(struct run *r, int64_t seq, const cJSON *b,
+                      struct fo_err *err);
+/* The request entry's options (intent_judge, checkpoint_each_wave,
+ * capsule) into r: live, on resume and in the views' fold. */
+void oe_request_opts(struct run *r, const cJSON *b);
+/* An entry's payload hash, kept for the receipt (request and answer). */
+void oe_note_payload(struct run *r, const char *kind, const uint8_t *payload);
+/* The forum.action-receipt/v1 of a finished run (size and root: the tree
+ * head the result names). NULL when out of memory. */
+cJSON *oe_receipt(const struct run *r, int64_t size, const char *root_hex);
+/* A wave of a run that asked for checkpoint_each_wave is complete: 1 when
+ * its checkpoint is on record (go on), 0 while it is being made. */
+int oe_wave_checkpoint(struct run *r, struct fo_err *err);
+/* Folds a `wave_checkpoint` entry. */
+int oe_apply_wave_cp(struct run *r, int64_t seq, const cJSON *b,
+                     struct fo_err *err);
+/* The ledger's capsule as the run's context: read on a worker thread
+ * (one pass over the ledger, on a read handle of its own), then
+ * {"capsule": {"schema", "hash", "chars", "text"}} is added to the request
+ * body b (taken, freed on an error) and the request is witnessed; a
+ * failure then ends the run (oe_fail). oe_capsule_drop: the run goes
+ * first (oe_run_free), the read's outcome is dropped. */
+int oe_capsule_start(struct run *r, cJSON *b, struct fo_err *err);
+void oe_capsule_drop(struct run *r);
+/* The run's judgement for views and results: {"intent": ..., "retries"}. */
+int oe_judgement_json(const struct run *r, cJSON *o);
+
+/* ---- verifier and reviser hooks (orch_hooks.c) ---- */
+
+/* The lane of task t. */
+const struct orch_lane *oe_task_lane(const struct run *r, size_t t);
+/* Starts task t's reviser (before its verdict, once per result) or
+ * verifier (TS_VERIFY); the effect ends in a `revision` or `verification`
+ * entry. */
+int oe_hook_start(struct run *r, size_t t, int verifier, struct fo_err *err);
+int oe_apply_revision(struct run *r, int64_t seq, int64_t parent,
+                      const cJSON *b, struct fo_err *err);
+int oe_apply_verification(struct run *r, int64_t seq, int64_t parent,
+                          const cJSON *b, struct fo_err *err);
 
 /* The run's state as JSON (what `forum run show` and the dashboard show of
  * it): {phase, lane, plan_seq, model_calls, escalations, answer_seq,

@@ -152,12 +152,16 @@ static int wave_step(struct run *r, struct fo_err *err)
         case TS_VERDICT:
             rc = oe_escalate(r, t, err);
             break;
-        case TS_ESC:
+        case TS_VERIFY: /* the lane's verifier (orch_hooks.c) */
+            rc = oe_hook_start(r, t, 1, err);
+            break;
+        case TS_ESC: /* escalated, or retried on its tier */
             if (active >= lim)
                 break;
-            if (oe_spend(r, "escalated task", 0)) {
+            int free_step = s->ex && s->ex->kind == ORCH_EXEC_STUB;
+            if (oe_spend(r, "escalated task", free_step)) {
                 rc = oe_task_begin(r, t, s->ex, s->esc_seq, err);
-                if (rc)
+                if (rc && !free_step)
                     r->reserved--;
             }
             active += s->slot;
@@ -201,6 +205,12 @@ static void waves_step(struct run *r)
             return;
         }
         if (!w)
+            return;
+        /* a signed checkpoint of the wave first, when the run asked */
+        int c = r->cp_each_wave ? oe_wave_checkpoint(r, &err) : 1;
+        if (c < 0)
+            oe_fail(r, -c, &err);
+        if (c <= 0)
             return;
         /* every task of the wave is final: copy the repeats, next wave */
         const struct orch_plan *p = r->p;
@@ -457,6 +467,9 @@ static cJSON *result_object(struct run *r, struct fo_err *err)
     }
     if (ok && !strcmp(r->via, "plan_run") && r->p)
         ok = plan_run_fields(r, res) == FO_OK;
+    if (ok) /* the intent judge, retries, checkpoints; the receipt */
+        ok = oe_judgement_json(r, res) == FO_OK &&
+             cJSON_AddItemToObject(res, "receipt", oe_receipt(r, size, hex));
     cJSON_Delete(tasks);
     if (!ok) {
         cJSON_Delete(res);
@@ -555,6 +568,11 @@ void oe_step(struct run *r)
             }
             break;
         }
+        if (r->halt && r->phase == PH_JUDGE) {
+            oe_abandon(r); /* the answer is on record: the judge goes */
+            r->phase = PH_END;
+            continue;
+        }
         if (r->halt) {
             oe_halt_step(r);
             if (r->ended) {
@@ -580,6 +598,8 @@ void oe_step(struct run *r)
             oe_plan_step(r);
         else if (r->phase == PH_SYNTH)
             oe_synth_step(r);
+        else if (r->phase == PH_JUDGE)
+            oe_judge_step(r);
     } while (r->dirty);
     r->stepping = 0;
 }

@@ -117,6 +117,7 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
         orch_ctx_limits_parse(cJSON_GetObjectItemCaseSensitive(b, "context"),
                               &r->lim, &lerr) == FO_OK)
         r->session = orch_strdup(sess);
+    oe_request_opts(r, b);
     cJSON_Delete(b);
     struct ledger_entry req;
     if (!r->request || ledger_get(l, seq, &req, NULL, err)) {
@@ -126,6 +127,7 @@ static int resume_one(struct orch_engine *e, int64_t seq, int *resumed,
         return code;
     }
     r->t0_us = req.ts;
+    oe_note_payload(r, "request", req.payload);
     if (!strcmp(r->via, "plan_run")) /* via was in the freed body */
         r->phase = PH_PLAN;
     if (r->session) { /* its turn entry moves it on */

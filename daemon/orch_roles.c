@@ -46,8 +46,8 @@ static void on_synth(struct run *r, long task, int rc,
 
 /* the tier each role asks for first */
 static const int role_tier[] = {ORCH_TIER_CAPABLE, ORCH_TIER_CHEAP,
-                                ORCH_TIER_CHEAP, ORCH_TIER_CAPABLE,
-                                ORCH_TIER_CHEAP};
+                                ORCH_TIER_CHEAP,   ORCH_TIER_CAPABLE,
+                                ORCH_TIER_CHEAP,   ORCH_TIER_CHEAP};
 
 static const char coord_system[] =
     "You are the coordinator of forum, an orchestrator of AI agents. Break "
@@ -215,6 +215,8 @@ void oe_effect_cancel(struct effect *f)
         orch_job_cancel(f->job);
     if (f->mcp)
         orch_mcpc_cancel(f->mcp);
+    if (f->http) /* a verifier's or reviser's request */
+        httpc_req_cancel(f->http);
     if (f->cmd)
         f->r->e->n_cmds--;
     if (f->tool) { /* the thread finishes on its own; its result is dropped */
@@ -519,7 +521,7 @@ int oe_rejected(struct run *r, int role, long task, int64_t parent,
     /* the kind outlives this call (the write lands later): a constant */
     static const char *const kinds[] = {
         "coordinator_attempt", "classifier_attempt", "validator_attempt",
-        "synthesizer_attempt"};
+        "synthesizer_attempt", "summarizer_attempt", "judge_attempt"};
     cJSON *e = attempt_json(role, a->n + 1, why, model, text);
     if (!e)
         return oe_nomem(err);
@@ -780,6 +782,9 @@ int oe_judge(struct run *r, size_t t, struct fo_err *err)
 {
     const struct orch_task *k = &r->p->tasks[t];
     struct task *s = &r->t[t];
+    if (s->ran_ok && !s->revised &&
+        (oe_task_lane(r, t)->reviser.argv || oe_task_lane(r, t)->reviser.url))
+        return oe_hook_start(r, t, 0, err); /* the lane's reviser first */
     if (!s->ran_ok) {
         cJSON *f = cJSON_CreateArray();
         cJSON *one = cJSON_CreateString("the task failed (no result)");
@@ -890,6 +895,8 @@ int oe_escalate(struct run *r, size_t t, struct fo_err *err)
 {
     const struct orch_task *k = &r->p->tasks[t];
     struct task *s = &r->t[t];
+    if (oe_retry_left(r, t)) /* the same tier again first */
+        return oe_retry(r, t, err);
     const struct orch_exec_config *next = oe_next_tier(r, t);
     if (!next) { /* cannot happen: apply saw one */
         s->st = TS_FINAL;

@@ -89,6 +89,8 @@ static void lane_release(struct orch_lane *l)
     for (size_t i = 0; l->required_tools && i < l->n_required; i++)
         free(l->required_tools[i]);
     free(l->required_tools);
+    orch_hook_release(&l->verifier);
+    orch_hook_release(&l->reviser);
 }
 
 /* A built-in tool's name, or "server.tool" of an MCP server. */
@@ -308,6 +310,19 @@ static int parse_lane(const cJSON *lane, size_t idx, struct orch_lane *l,
                           "roster: %s: max_turns: must be an integer in "
                           "1..%d",
                           label, MAX_TURNS_MAX);
+    g = fo_json_get_int(lane, "max_retries", 0, ORCH_MAX_RETRIES_MAX, &mt);
+    if (g == FO_OK)
+        l->max_retries = (int)mt;
+    else if (g != FO_E_NOT_FOUND)
+        return fo_err_set(err, FO_E_INVALID,
+                          "roster: %s: max_retries: must be an integer in "
+                          "0..%d",
+                          label, ORCH_MAX_RETRIES_MAX);
+    int hr = orch_hook_parse(lane, label, "verifier", &l->verifier, err);
+    if (!hr)
+        hr = orch_hook_parse(lane, label, "reviser", &l->reviser, err);
+    if (hr)
+        return hr;
     return lane_tools(lane, label, l, err);
 }
 
@@ -432,7 +447,15 @@ cJSON *orch_roster_json(const struct orch_roster *r)
              fo_json_add_int(lo, "max_turns", l->max_turns) &&
              cJSON_AddStringToObject(lo, "guardrails",
                                      l->guard_block ? "block" : "redact") &&
-             cJSON_AddBoolToObject(lo, "network", l->network);
+             cJSON_AddBoolToObject(lo, "network", l->network) &&
+             (!l->max_retries ||
+              fo_json_add_int(lo, "max_retries", l->max_retries));
+        cJSON *hv = ok ? orch_hook_json(&l->verifier) : NULL;
+        cJSON *hr = ok ? orch_hook_json(&l->reviser) : NULL;
+        if (hv)
+            cJSON_AddItemToObject(lo, "verifier", hv);
+        if (hr)
+            cJSON_AddItemToObject(lo, "reviser", hr);
         cJSON *tl = ok ? cJSON_AddArrayToObject(lo, "tools") : NULL;
         cJSON *rl = tl ? cJSON_AddArrayToObject(lo, "required_tools") : NULL;
         ok = ok && rl;

@@ -116,6 +116,10 @@ void oe_run_free(struct run *r)
     cJSON_Delete(r->cmp_runs);
     free(r->context);
     free(r->prompt);
+    attempts_release(&r->judge_att);
+    oe_capsule_drop(r);
+    cJSON_Delete(r->intent);
+    cJSON_Delete(r->checkpoints);
     for (size_t i = 0; i < r->n_keys; i++)
         free(r->keys[i].key);
     free(r->keys);
@@ -447,6 +451,7 @@ static int apply_result(struct run *r, int64_t seq, int64_t parent,
         s->output_len = strlen(out);
     }
     s->st = TS_RESULT;
+    s->revised = 0;
     s->val.n = 0;
     attempts_release(&s->val);
     return FO_OK;
@@ -470,8 +475,15 @@ static int apply_verdict(struct run *r, int64_t seq, int64_t parent,
     s->failed = cJSON_IsArray(f) ? cJSON_Duplicate(f, 1) : cJSON_CreateArray();
     if (!s->failed)
         return oe_nomem(err);
-    s->st = !s->pass && !s->unjudged && oe_next_tier(r, (size_t)t) ? TS_VERDICT
-                                                                   : TS_FINAL;
+    /* a failed check: a same-tier retry while the lane allows one, then
+     * the next tier */
+    s->st = !s->pass && !s->unjudged &&
+                    (oe_retry_left(r, (size_t)t) || oe_next_tier(r, (size_t)t))
+                ? TS_VERDICT
+                : TS_FINAL;
+    const struct orch_lane *ln = oe_task_lane(r, (size_t)t);
+    if (s->pass && (ln->verifier.argv || ln->verifier.url))
+        s->st = TS_VERIFY; /* then the lane's verifier */
     return FO_OK;
 }
 
@@ -495,7 +507,23 @@ static int apply_escalation(struct run *r, int64_t seq, int64_t parent,
     s->ex = next;
     s->esc_seq = seq;
     s->st = TS_ESC;
+    s->retries = 0; /* a new tier gets its own retries */
     r->escalations++;
+    return FO_OK;
+}
+
+/* A same-tier retry: the task again on its executor (orch_judge.c). */
+static int apply_retry(struct run *r, int64_t seq, int64_t parent,
+                       const cJSON *b, struct fo_err *err)
+{
+    long t = task_by_id(r, oe_str_of(b, "id"));
+    if (t < 0 || r->t[t].verdict_seq != parent || r->t[t].st != TS_VERDICT)
+        return bad(err, seq, "a retry without its failed verdict");
+    struct task *s = &r->t[t];
+    s->esc_seq = seq;
+    s->st = TS_ESC;
+    s->retries++;
+    r->retries++;
     return FO_OK;
 }
 
@@ -595,6 +623,21 @@ int oe_apply(struct run *r, const char *actor, const char *kind, int64_t seq,
         return apply_verdict(r, seq, parent, b, err);
     } else if (!strcmp(kind, "tier_escalation")) {
         return apply_escalation(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "revision")) {
+        return oe_apply_revision(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "verification")) {
+        return oe_apply_verification(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "retry")) {
+        return apply_retry(r, seq, parent, b, err);
+    } else if (!strcmp(kind, "judge_attempt")) {
+        attempts_note(&r->judge_att, b);
+        r->calls++;
+    } else if (!strcmp(kind, "intent_judgment")) {
+        return oe_apply_judgment(r, seq, b, err);
+    } else if (!strcmp(kind, "wave_checkpoint")) {
+        return oe_apply_wave_cp(r, seq, b, err);
+    } else if (!strcmp(kind, "request")) {
+        oe_request_opts(r, b);
     } else if (!strcmp(kind, "refusal") || !strcmp(kind, "skip")) {
         long t = task_by_id(r, oe_str_of(b, "id"));
         if (t < 0)
@@ -651,7 +694,8 @@ int oe_apply(struct run *r, const char *actor, const char *kind, int64_t seq,
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(b, "coverage");
         r->coverage = c ? cJSON_Duplicate(c, 1) : NULL;
         r->answer_seq = seq;
-        r->phase = PH_END;
+        /* the intent judge, when asked, has the last word */
+        r->phase = r->judge && !r->budget_spent ? PH_JUDGE : PH_END;
     } else if (!strcmp(kind, "error")) {
         const char *msg = oe_str_of(b, "error");
         if (!r->failed_rc) {
@@ -675,6 +719,8 @@ static const char *task_state_name(const struct task *s)
         return "running";
     case TS_RESULT:
         return "judging";
+    case TS_VERIFY:
+        return "verifying";
     case TS_VERDICT:
     case TS_ESC:
         return "escalated";
@@ -689,8 +735,8 @@ static const char *task_state_name(const struct task *s)
 
 static const char *phase_name(int phase)
 {
-    static const char *const names[] = {"context", "route",     "plan",
-                                        "waves",   "synthesis", "end"};
+    static const char *const names[] = {"context",   "route", "plan", "waves",
+                                        "synthesis", "judge", "end"};
     return phase >= 0 && phase <= PH_END ? names[phase] : "unknown";
 }
 
@@ -749,6 +795,8 @@ cJSON *oe_run_view(const struct run *r)
     }
     if (ok && r->answer)
         ok = cJSON_AddStringToObject(o, "answer", r->answer) != NULL;
+    if (ok)
+        ok = oe_judgement_json(r, o) == FO_OK;
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

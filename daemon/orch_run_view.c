@@ -26,6 +26,7 @@ int oe_apply_stored(struct run *r, struct ledger *l,
         rc = fo_json_parse(body, len, &b, err);
     free(body);
     r->cur_ts = en->ts;
+    oe_note_payload(r, en->kind, en->payload);
     if (!rc)
         rc = oe_apply(r, en->actor, en->kind, en->seq, en->parent, b, err);
     cJSON_Delete(b);
@@ -83,6 +84,8 @@ int orch_run_fold(const struct orch *o, struct ledger *l, int64_t run,
         cJSON_Delete(gates);
     const char *text = oe_str_of(b, "request");
     r->request = text ? orch_strdup(text) : NULL;
+    oe_request_opts(r, b);
+    oe_note_payload(r, "request", req.payload);
     if (via && !strcmp(via, "plan_run"))
         r->phase = PH_PLAN;
     if (oe_str_of(b, "session")) { /* its turn entry moves it on */
@@ -154,6 +157,18 @@ void orch_run_event_text(const struct orch_run_event *ev, char *out,
                                                       : "not passed");
     else if (!strcmp(k, "tier_escalation"))
         snprintf(out, size, "task %s escalated to %s", id, bstr(b, "to"));
+    else if (!strcmp(k, "retry"))
+        snprintf(out, size, "task %s retried on its tier", id);
+    else if (!strcmp(k, "verification") || !strcmp(k, "revision"))
+        snprintf(out, size, "%s of %s: %s", k, id,
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "ok"))
+                     ? "ok"
+                     : "failed");
+    else if (!strcmp(k, "intent_judgment"))
+        snprintf(out, size, "intent judge: %s",
+                 *bstr(b, "covers") ? bstr(b, "covers") : "skipped");
+    else if (!strcmp(k, "wave_checkpoint"))
+        snprintf(out, size, "checkpoint after a wave");
     else if (!strcmp(k, "gate_requested")) {
         long long w = 0;
         fo_json_get_int(b, "wave", 0, INT64_MAX, &w);

@@ -1422,10 +1422,15 @@ static int show_fold(const struct orch *o, struct ledger *l, int64_t run,
                 cJSON_Delete(v);
         }
     }
-    const char *top[] = {"phase", "model_calls", "escalations"};
-    for (int i = 0; i < 3 && ok; i++) {
-        cJSON *v =
-            cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(f, top[i]), 1);
+    /* the judgement (orch_judge.c): retries, the intent judge's verdict,
+     * the per-wave checkpoints and the capsule's hash, when there are */
+    const char *top[] = {"phase",  "model_calls", "escalations", "retries",
+                         "intent", "checkpoints", "capsule_hash"};
+    for (int i = 0; i < 7 && ok; i++) {
+        const cJSON *src = cJSON_GetObjectItemCaseSensitive(f, top[i]);
+        if (!src && i >= 3)
+            continue;
+        cJSON *v = cJSON_Duplicate(src, 1);
         ok = v && cJSON_AddItemToObject(show, top[i], v);
         if (!ok)
             cJSON_Delete(v);

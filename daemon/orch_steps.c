@@ -119,6 +119,10 @@ static int model_call(const struct steps *s, const struct ev *e,
         *name = "validator";
         return s_of(e->body, "by") && !strcmp(s_of(e->body, "by"), "validator");
     }
+    if (!strcmp(k, "intent_judgment")) {
+        *name = "judge";
+        return real;
+    }
     if (!strcmp(k, "answer")) {
         *name = "synthesizer";
         *from = before(s, e); /* after the last verdict */
@@ -304,6 +308,8 @@ static int one(struct steps *s, const struct ev *e)
         return gate_step(s, e);
     if (!strcmp(e->kind, "tier_escalation"))
         return marker(s, e, "escalation", "escalation");
+    if (!strcmp(e->kind, "retry")) /* a same-tier retry (orch_judge.c) */
+        return marker(s, e, "retry", "retry");
     if (!strcmp(e->kind, "tool_rescue") || !strcmp(e->kind, "resume"))
         return marker(s, e, "retry",
                       !strcmp(e->kind, "resume") ? "resumed"

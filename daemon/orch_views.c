@@ -440,6 +440,8 @@ static int latest_request(void *arg, const struct ledger_entry *e)
 struct kinds {
     cJSON *counts;
     int64_t first, last;
+    struct ledger *l; /* to read the wave checkpoints (may be NULL) */
+    cJSON *cps;       /* {wave, seq, size, root} of each, or NULL */
 };
 
 static int run_kind(void *arg, const struct ledger_entry *e)
@@ -448,6 +450,26 @@ static int run_kind(void *arg, const struct ledger_entry *e)
     if (k->first < 0)
         k->first = e->seq;
     k->last = e->seq;
+    if (k->l && k->cps && !strcmp(e->kind, "wave_checkpoint")) {
+        char *body = NULL;
+        size_t len = 0;
+        cJSON *b = NULL, *x = NULL;
+        struct fo_err ignore;
+        if (ledger_body(k->l, e->seq, &body, &len, &ignore) == FO_OK &&
+            fo_json_parse(body, len, &b, &ignore) == FO_OK &&
+            (x = cJSON_CreateObject())) {
+            const char *keys[] = {"wave", "size", "root"};
+            for (int i = 0; i < 3; i++) {
+                cJSON *v = cJSON_GetObjectItemCaseSensitive(b, keys[i]);
+                if (v)
+                    cJSON_AddItemToObject(x, keys[i], cJSON_Duplicate(v, 1));
+            }
+            fo_json_add_int(x, "seq", e->seq);
+            cJSON_AddItemToArray(k->cps, x);
+        }
+        free(body); /* a redacted one is left out */
+        cJSON_Delete(b);
+    }
     return count_kind(k->counts, e->kind) ? 0 : FO_E_NOMEM;
 }
 
@@ -774,9 +796,16 @@ static int room_fill(struct ledger *l, cJSON *o, const cJSON *show,
 {
     long long run = -1;
     fo_json_get_int(show, "run", 0, INT64_MAX, &run);
-    struct kinds k = {.counts = cJSON_CreateObject(), .first = -1, .last = -1};
-    if (!k.counts)
+    struct kinds k = {.counts = cJSON_CreateObject(),
+                      .first = -1,
+                      .last = -1,
+                      .l = l,
+                      .cps = cJSON_CreateArray()};
+    if (!k.counts || !k.cps) {
+        cJSON_Delete(k.counts);
+        cJSON_Delete(k.cps);
         return nomem(err);
+    }
     int rc = ledger_descendants(l, run, -1, run_kind, &k, err);
     struct run_sig rs = {.l = l};
     if (!rc)
@@ -786,6 +815,7 @@ static int room_fill(struct ledger *l, cJSON *o, const cJSON *show,
         rc = orch_gate_list(l, run, &gl, err);
     if (rc) {
         cJSON_Delete(k.counts);
+        cJSON_Delete(k.cps);
         return rc == FO_E_NOMEM ? nomem(err) : rc;
     }
     cJSON *gates = cJSON_DetachItemFromObjectCaseSensitive(gl, "gates");
@@ -796,7 +826,11 @@ static int room_fill(struct ledger *l, cJSON *o, const cJSON *show,
     cJSON *sig = signals_json(&rs.s, 1);
     int ok = gates && tasks && sig && add_range(o, k.first, k.last) &&
              fo_json_add_int(sig, "pending_gates", cJSON_GetArraySize(gates)) &&
-             room_parts(o, show, max_text);
+             room_parts(o, show, max_text) &&
+             cJSON_ReplaceItemInObjectCaseSensitive(o, "checkpoints", k.cps);
+    if (ok)
+        k.cps = NULL; /* the room's per-wave checkpoints, in seq order */
+    cJSON_Delete(k.cps);
     cJSON *acts =
         ok ? room_actions(tasks, gates, &rs.s,
                           cJSON_GetObjectItemCaseSensitive(o, "answer"))

@@ -91,6 +91,7 @@ static void wr_landed(struct wr *w)
                 r->started(r->arg, r->id);
         }
         r->cur_ts = w->a.entry.ts;
+        oe_note_payload(r, w->a.kind, w->a.entry.payload);
         rc = oe_apply(r, w->a.actor, w->a.kind, w->a.entry.seq, w->a.parent,
                       w->payload, &err);
         if (rc == FO_OK && r->on_event) { /* the step, as it landed */

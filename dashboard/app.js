@@ -430,7 +430,14 @@ async function viewRun(id) {
         " ", el("a", { href: `#/ledger/run/${id}` }, "in the ledger")),
       r.budget ? [el("dt", {}, "budget"), el("dd", {}, pretty(r.budget))] : null,
       el("dt", {}, "answer"), el("dd", { id: "run-answer" },
-        r.answer ? el("pre", {}, r.answer.text ?? pretty(r.answer)) : el("span", { class: "dim" }, "not yet")))));
+        r.answer ? el("pre", {}, r.answer.text ?? pretty(r.answer)) : el("span", { class: "dim" }, "not yet")),
+      r.intent ? [el("dt", {}, "intent judge"), el("dd", { id: "run-intent" },
+        r.intent.covers ? `covers ${r.intent.covers}` +
+          ((r.intent.missing || []).length ? ` (missing: ${r.intent.missing.join("; ")})` : "")
+          : `not run (${r.intent.skipped || "no verdict"})`)] : null,
+      r.retries ? [el("dt", {}, "retries"), el("dd", {}, String(r.retries))] : null,
+      (r.checkpoints || []).length ? [el("dt", {}, "checkpoints"), el("dd", {},
+        r.checkpoints.map((c) => el("div", { class: "mono" }, `wave ${c.wave}: size ${c.size} ${c.root}`)))] : null)));
     tl.draw((r.steps || []).map(runStep), !["running", "waiting"].includes(r.state));
     const byId = new Map((r.tasks || []).map((t) => [t.id, t]));
     const pick = (t) => {

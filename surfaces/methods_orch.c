@@ -110,6 +110,9 @@ int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
         .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
         .session = surf_in_str(in, "session"),
         .context = cJSON_GetObjectItemCaseSensitive(in, "context"),
+        .intent_judge = surf_in_bool(in, "intent_judge", 0),
+        .checkpoint_each_wave = surf_in_bool(in, "checkpoint_each_wave", 0),
+        .use_capsule_context = surf_in_bool(in, "use_capsule_context", 0),
     };
     int rc = get_orch(ctx, &own, &o, err);
     if (!rc) {
@@ -131,6 +134,9 @@ int surf_h_run_start(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
         .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
         .session = surf_in_str(in, "session"),
         .context = cJSON_GetObjectItemCaseSensitive(in, "context"),
+        .intent_judge = surf_in_bool(in, "intent_judge", 0),
+        .checkpoint_each_wave = surf_in_bool(in, "checkpoint_each_wave", 0),
+        .use_capsule_context = surf_in_bool(in, "use_capsule_context", 0),
     };
     int64_t run = -1;
     int rc = o ? FO_OK : orch_create(NULL, &own, err);
@@ -234,7 +240,12 @@ static int start_run(struct surf_ctx *ctx, const char *via, const cJSON *in,
                  .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
                  .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
                  .session = surf_in_str(in, "session"),
-                 .context = cJSON_GetObjectItemCaseSensitive(in, "context")},
+                 .context = cJSON_GetObjectItemCaseSensitive(in, "context"),
+                 .intent_judge = surf_in_bool(in, "intent_judge", 0),
+                 .checkpoint_each_wave =
+                     surf_in_bool(in, "checkpoint_each_wave", 0),
+                 .use_capsule_context =
+                     surf_in_bool(in, "use_capsule_context", 0)},
         .on_event = ctx->run_event,
         .event_arg = ctx->run_hook,
     };

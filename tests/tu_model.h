@@ -13,14 +13,16 @@
 
 struct fake;
 /* The reply text for one request: role is "coordinator", "classifier",
- * "validator", "synthesizer", "summarizer" or "task"; n is that role's
+ * "validator", "synthesizer", "summarizer", "judge" or "task"; n is that
+ * role's
  * 0-based count. */
 typedef const char *(*fake_fn)(struct fake *f, const char *role, int n,
                                const char *model, const char *prompt);
 
-enum { R_COORD, R_CLASS, R_VALID, R_SYNTH, R_SUMM, R_TASK, R_N };
+enum { R_COORD, R_CLASS, R_VALID, R_SYNTH, R_SUMM, R_JUDGE, R_TASK, R_N };
 static const char *const roles[R_N] = {"coordinator", "classifier", "validator",
-                                       "synthesizer", "summarizer", "task"};
+                                       "synthesizer", "summarizer", "judge",
+                                       "task"};
 
 struct fake {
     int lfd, port;
