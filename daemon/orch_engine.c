@@ -79,6 +79,8 @@ int orch_engine_create(const struct orch *o,
     if (e->leases)
         rc = orch_lease_worker_create(cfg->base, ledger_dir(cfg->ledger),
                                       oe_on_lease_done, e, &e->lw, err);
+    if (e->leases && !rc)
+        orch_lease_worker_log(e->lw, cfg->log, cfg->log_hook);
     if (e->leases && !rc) {
         int every = cfg->lease_ms / 3 > 50 ? cfg->lease_ms / 3 : 50;
         struct timeval tv = {every / 1000, (every % 1000) * 1000};

@@ -488,7 +488,11 @@ static void run_end(struct run *r)
         /* over: the lease goes; stopped (a shutdown, a lost database):
          * it expires now, so a live daemon resumes the run at once */
         struct fo_err lerr;
-        if (ledger_lease_release(e->cfg.ledger, r->id, e->instance,
+        /* a round trip: on the lease thread, never the loop (in memory
+         * only when none can be queued) */
+        if ((!e->lw || orch_lease_worker_release(e->lw, e->instance, r->id,
+                                                 r->end_on_record) != FO_OK) &&
+            ledger_lease_release(e->cfg.ledger, r->id, e->instance,
                                  r->end_on_record, &lerr) != FO_OK)
             oe_elog(e, "run %lld: its lease stays until it expires: %s",
                     (long long)r->id, lerr.msg);

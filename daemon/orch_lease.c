@@ -8,14 +8,25 @@
 
 #include "ledger/ledger.h"
 
+/* A lease to let go of: the run ended (done) or stopped. */
+struct rel {
+    int64_t run;
+    int done;
+    char owner[65];
+    struct rel *next;
+};
+
 struct orch_lease_worker {
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int started;
-    int stop; /* under mu */
-    int job;  /* under mu: a job waits for the thread */
-    int busy; /* under mu: posted and not yet read on the loop */
+    int stop;         /* under mu */
+    int job;          /* under mu: a job waits for the thread */
+    int busy;         /* under mu: posted and not yet read on the loop */
+    struct rel *rels; /* under mu: leases to release, in order */
+    void (*log)(void *hook, const char *fmt, ...);
+    void *log_hook;
     char *dir;
     struct ledger *l; /* the thread's own handle */
     struct event *done_ev;
@@ -74,20 +85,46 @@ static void work(struct orch_lease_worker *w)
     }
 }
 
+/* The releases taken off the queue, in order, on the thread. */
+static void release_all(struct orch_lease_worker *w, struct rel *r)
+{
+    while (r) {
+        struct rel *next = r->next;
+        struct fo_err err;
+        int rc = w->l ? FO_OK : ledger_open(w->dir, 0, NULL, &w->l, &err);
+        if (!rc)
+            rc = ledger_lease_release(w->l, r->run, r->owner, r->done, &err);
+        if (rc && w->log)
+            w->log(w->log_hook,
+                   "run %lld: its lease stays until it expires: %s",
+                   (long long)r->run, err.msg);
+        free(r);
+        r = next;
+    }
+}
+
 static void *thread_main(void *arg)
 {
     struct orch_lease_worker *w = arg;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!w->stop && !w->job)
+        while (!w->stop && !w->job && !w->rels)
             pthread_cond_wait(&w->cv, &w->mu);
-        if (w->stop)
-            break;
+        struct rel *rels = w->rels;
+        w->rels = NULL;
+        int job = w->job && !w->stop;
+        int stop = w->stop;
         pthread_mutex_unlock(&w->mu);
-        work(w);
+        release_all(w, rels); /* also when stopping: none is lost */
+        if (job)
+            work(w);
         pthread_mutex_lock(&w->mu);
-        w->job = 0;
-        event_active(w->done_ev, EV_TIMEOUT, 0);
+        if (job) {
+            w->job = 0;
+            event_active(w->done_ev, EV_TIMEOUT, 0);
+        }
+        if (stop && !w->rels)
+            break;
     }
     pthread_mutex_unlock(&w->mu);
     ledger_close(w->l);
@@ -175,6 +212,33 @@ int orch_lease_worker_post(struct orch_lease_worker *w, const char *owner,
     return 0;
 }
 
+int orch_lease_worker_release(struct orch_lease_worker *w, const char *owner,
+                              int64_t run, int done)
+{
+    struct rel *r = calloc(1, sizeof(*r));
+    if (!r)
+        return FO_E_NOMEM;
+    r->run = run;
+    r->done = done;
+    snprintf(r->owner, sizeof(r->owner), "%s", owner);
+    pthread_mutex_lock(&w->mu);
+    struct rel **p = &w->rels;
+    while (*p)
+        p = &(*p)->next;
+    *p = r;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return FO_OK;
+}
+
+void orch_lease_worker_log(struct orch_lease_worker *w,
+                           void (*log)(void *hook, const char *fmt, ...),
+                           void *hook)
+{
+    w->log = log;
+    w->log_hook = hook;
+}
+
 const struct orch_lease_result *
 orch_lease_worker_result(const struct orch_lease_worker *w)
 {
@@ -196,6 +260,11 @@ void orch_lease_worker_free(struct orch_lease_worker *w)
         event_free(w->done_ev);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
+    while (w->rels) { /* never started: nothing could be released */
+        struct rel *r = w->rels;
+        w->rels = r->next;
+        free(r);
+    }
     free(w->ids);
     free(w->ok);
     free(w->dir);

@@ -3,7 +3,8 @@
  * expired ones are round trips to the server; a thread of its own, with a
  * ledger handle of its own, makes them, so the loop never waits on the
  * network for them. The engine (orch_engine.c) posts a job on its lease
- * tick and reads the result on the loop when the thread is done.
+ * tick and reads the result on the loop when the thread is done, and
+ * hands it each run's lease to let go of when the run ends.
  *
  * Needs libevent's threading (evthread_use_pthreads), as the daemon sets:
  * the thread wakes the loop with event_active. */
@@ -48,6 +49,19 @@ int orch_lease_worker_create(struct event_base *base, const char *dir,
  * memory. */
 int orch_lease_worker_post(struct orch_lease_worker *w, const char *owner,
                            const int64_t *ids, size_t n, int ttl_ms, int list);
+
+/* Lets go of owner's lease of run (done: the run ended, so it is not
+ * resumed; else it expires now, for a live daemon to resume it) on the
+ * thread, after what was posted before; a failure is logged (the lease
+ * then expires by itself). Every release posted is made before
+ * orch_lease_worker_free returns. On the loop: FO_OK or FO_E_NOMEM. */
+int orch_lease_worker_release(struct orch_lease_worker *w, const char *owner,
+                              int64_t run, int done);
+
+/* Where a failed release is told (may be NULL). Before the first post. */
+void orch_lease_worker_log(struct orch_lease_worker *w,
+                           void (*log)(void *hook, const char *fmt, ...),
+                           void *hook);
 
 /* The last job's result (valid until the next post), on the loop. */
 const struct orch_lease_result *
