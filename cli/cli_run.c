@@ -753,27 +753,39 @@ static int cmd_list(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* method with in (taken) on the ledger, read-only: 0 and *out, or the exit
+ * code; with --json the result is printed here and *out is NULL. */
+static int show_call(struct cli *c, const char *method, cJSON *in, cJSON **out)
+{
+    struct ledger *l = NULL;
+    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
+    if (ex) {
+        cJSON_Delete(in);
+        return ex;
+    }
+    ex = cli_call(c, l, method, in, out);
+    ledger_close(l);
+    if (ex)
+        return ex;
+    if (c->json) {
+        cli_print_json(*out, 0);
+        cJSON_Delete(*out);
+        *out = NULL;
+    }
+    return 0;
+}
+
 /* `forum run show session:NAME`: a gateway session, call by call. */
 static int show_gw(struct cli *c, const char *name)
 {
     if (!*name)
         return cli_usage_error(c, "run show: session: needs a NAME");
-    struct ledger *l = NULL;
-    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
-    if (ex)
-        return ex;
     cJSON *in = cJSON_CreateObject(), *out = NULL;
     if (in)
         cJSON_AddStringToObject(in, "session", name);
-    ex = cli_call(c, l, "gateway_session", in, &out);
-    ledger_close(l);
-    if (ex)
+    int ex = show_call(c, "gateway_session", in, &out);
+    if (ex || !out)
         return ex;
-    if (c->json) {
-        cli_print_json(out, 0);
-        cJSON_Delete(out);
-        return 0;
-    }
     const cJSON *tk = cJSON_GetObjectItemCaseSensitive(out, "tokens");
     char line[512];
     snprintf(line, sizeof(line),
@@ -846,22 +858,12 @@ static int cmd_show(struct cli *c, int argc, char **argv)
         return cli_usage_error(c, "run show: one run ID or session:NAME");
     if (id < 0)
         return cli_usage_error(c, "run show: a run ID");
-    struct ledger *l = NULL;
-    int ex = cli_open(c, LEDGER_OPEN_READONLY, &l);
-    if (ex)
-        return ex;
     cJSON *in = cJSON_CreateObject(), *out = NULL;
     if (in)
         fo_json_add_int(in, "run", id);
-    ex = cli_call(c, l, "run_show", in, &out);
-    ledger_close(l);
-    if (ex)
+    int ex = show_call(c, "run_show", in, &out);
+    if (ex || !out)
         return ex;
-    if (c->json) {
-        cli_print_json(out, 0);
-        cJSON_Delete(out);
-        return 0;
-    }
     cli_run_show_print(out, id, full);
     cJSON_Delete(out);
     return 0;
