@@ -56,6 +56,7 @@ struct hm_call {
     int gone;      /* the client hung up */
     int lost;      /* and the connection freed the request */
     int cancelled; /* notifications/cancelled came: no result */
+    int json_only; /* its Accept has no text/event-stream: no steps */
     struct hm_call *next;
 };
 
@@ -207,6 +208,10 @@ static void push(struct hm_call *c, cJSON *msg)
 {
     if (!msg)
         return;
+    if (c->json_only) { /* the result alone, as JSON, at the end */
+        cJSON_Delete(msg);
+        return;
+    }
     if (c->gone) {
         /* a request of ours (an elicitation) can still reach the client
          * on its session's stream; notifications about this call cannot */
@@ -446,6 +451,10 @@ static int call_run(struct surf_http *h, struct hm_sess *s,
                           .gate = -1};
     if (cJSON_IsString(tok) || cJSON_IsNumber(tok))
         c->token = cJSON_Duplicate(tok, 1);
+    const char *acc =
+        evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
+    c->json_only =
+        acc && !strstr(acc, "text/event-stream") && !strstr(acc, "*/*");
     struct surf_ctx ctx = *h->cfg.loop_ctx;
     /* run_start answers once the run began: its steps go to no call */
     int steps = strcmp(m->name, "run_start") != 0;

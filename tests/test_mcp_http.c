@@ -66,8 +66,7 @@ static void session(const struct tu_daemon *d, char *sid, size_t size)
                   &reply);
     cr_assert_eq(st, 200, "%s", reply);
     cr_assert(header(reply, "Mcp-Session-Id", sid, size), "%s", reply);
-    cr_assert(strstr(reply, "\"protocolVersion\":\"2025-06-18\""), "%s",
-              reply);
+    cr_assert(strstr(reply, "\"protocolVersion\":\"2025-06-18\""), "%s", reply);
     free(reply);
 }
 
@@ -182,8 +181,8 @@ Test(mcp_http, a_run_reports_every_step_before_its_result, .timeout = 60)
         cr_assert_str_eq(
             cJSON_GetObjectItemCaseSensitive(ev[i], "method")->valuestring,
             "notifications/progress");
-        cr_assert_eq(
-            cJSON_GetObjectItemCaseSensitive(p, "progress")->valueint, i + 1);
+        cr_assert_eq(cJSON_GetObjectItemCaseSensitive(p, "progress")->valueint,
+                     i + 1);
     }
     cr_assert_eq(cJSON_GetObjectItemCaseSensitive(ev[n - 1], "id")->valueint,
                  7);
@@ -192,7 +191,8 @@ Test(mcp_http, a_run_reports_every_step_before_its_result, .timeout = 60)
         cJSON_GetObjectItemCaseSensitive(ev[n - 1], "result"),
         "structuredContent");
     long long run =
-        (long long)cJSON_GetObjectItemCaseSensitive(sc, "request_seq")->valuedouble;
+        (long long)cJSON_GetObjectItemCaseSensitive(sc, "request_seq")
+            ->valuedouble;
     char path[64];
     snprintf(path, sizeof(path), "/runs/%lld", run);
     cJSON *g = tu_http_json(&d, "GET", path, NULL, 200);
@@ -200,11 +200,10 @@ Test(mcp_http, a_run_reports_every_step_before_its_result, .timeout = 60)
         cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(g, "entries"));
     cr_assert_eq(n - 1, entries, "%d steps reported, the run has %d entries",
                  n - 1, entries);
-    const char *last = cJSON_GetObjectItemCaseSensitive(
-                           cJSON_GetObjectItemCaseSensitive(ev[n - 2],
-                                                            "params"),
-                           "message")
-                           ->valuestring;
+    const char *last =
+        cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(ev[n - 2], "params"), "message")
+            ->valuestring;
     cr_assert_str_eq(last, "answer");
     cJSON_Delete(g);
     for (int i = 0; i < n; i++)
@@ -220,6 +219,26 @@ Test(mcp_http, a_run_reports_every_step_before_its_result, .timeout = 60)
     cr_assert(strstr(reply, "application/json"), "%s", reply);
     cr_assert(!strstr(reply, "notifications/progress"), "%s", reply);
     cr_assert(strstr(reply, "\"id\":8"), "%s", reply);
+    free(reply);
+    /* a client that takes JSON only gets the result alone, as JSON */
+    const char body[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\","
+        "\"params\":{\"name\":\"submit\",\"arguments\":{\"request\":"
+        "\"once more\"},\"_meta\":{\"progressToken\":\"q\"}}}";
+    char raw[2048];
+    int rn = snprintf(raw, sizeof(raw),
+                      "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                      "Content-Type: application/json\r\n"
+                      "Accept: application/json\r\n"
+                      "Authorization: Bearer %s\r\nMcp-Session-Id: %s\r\n"
+                      "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                      d.port, d.token, sid, strlen(body), body);
+    int closed = 0;
+    cr_assert_eq(tu_http_raw(d.port, raw, (size_t)rn, 30000, &closed, &reply),
+                 200, "%s", reply);
+    cr_assert(!strstr(reply, "text/event-stream"), "%s", reply);
+    cr_assert(!strstr(reply, "notifications/progress"), "%s", reply);
+    cr_assert(strstr(reply, "\"id\":9"), "%s", reply);
     free(reply);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     tu_rmrf(dir);
@@ -320,8 +339,8 @@ Test(mcp_http, cancelled_ends_a_run_held_at_a_slow_model, .timeout = 90)
     long long run = -1;
     for (int i = 0; i < 200 && run < 0; i++) {
         cJSON *r = tu_http_json(&d, "GET", "/runs?state=running", NULL, 200);
-        const cJSON *first = cJSON_GetArrayItem(
-            cJSON_GetObjectItemCaseSensitive(r, "runs"), 0);
+        const cJSON *first =
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "runs"), 0);
         if (first)
             run = (long long)cJSON_GetObjectItemCaseSensitive(first, "run")
                       ->valuedouble;
@@ -342,8 +361,8 @@ Test(mcp_http, cancelled_ends_a_run_held_at_a_slow_model, .timeout = 90)
     free(reply);
     /* the run ends, cancelled; the call's stream ends without a result */
     cJSON *g = tu_daemon_run_wait(&d, run, 20000);
-    cr_assert_str_eq(
-        cJSON_GetObjectItemCaseSensitive(g, "state")->valuestring, "cancelled");
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(g, "state")->valuestring,
+                     "cancelled");
     cJSON_Delete(g);
     char *stream = read_all(fd, 10000);
     close(fd);
@@ -379,8 +398,8 @@ Test(mcp_http, the_sessions_get_stream, .timeout = 60)
     cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
     cr_assert_eq(write(fd, get, (size_t)n), n);
     char *head = read_all(fd, 2000);
-    cr_assert(strstr(head, "200 OK") && strstr(head, "text/event-stream"),
-              "%s", head);
+    cr_assert(strstr(head, "200 OK") && strstr(head, "text/event-stream"), "%s",
+              head);
     free(head);
     /* one a session */
     int closed = 0;
