@@ -455,6 +455,13 @@ static int ensure_conn(struct store *s, struct fo_err *err)
     return setup_session(s, err);
 }
 
+/* The head read with BEGIN is good only until something else runs. */
+static void drop_head(struct store *s)
+{
+    PQclear(s->head_pre);
+    s->head_pre = NULL;
+}
+
 /* Runs prepared statement id with p (binary results). NULL on failure
  * (err set); the caller PQclear()s the result. */
 static PGresult *run_once(struct store *s, enum stmt_id id,
@@ -463,6 +470,7 @@ static PGresult *run_once(struct store *s, enum stmt_id id,
 {
     if (!s->in_txn && ensure_conn(s, err) != FO_OK)
         return NULL;
+    drop_head(s);
     if (s->in_txn && store_pg_flush(s, err) != FO_OK)
         return NULL;
     char name[16];
@@ -724,9 +732,11 @@ static void pg_close(struct store *s)
         return;
     if (s->nodes)
         PQclear(s->nodes);
+    PQclear(s->head_pre);
     if (s->conn)
         PQfinish(s->conn);
     store_pg_discard(s);
+    store_pg_bulk_free(s);
     free(s->dir);
     free(s->where);
     free(s->ledger_id);
@@ -758,8 +768,10 @@ static int pg_open(const char *dir, unsigned flags, int busy_ms,
         store_conf_free(&conf);
         return fo_err_set(err, FO_E_NOMEM, NULL);
     }
-    for (int i = 0; i < 3; i++)
-        fo_buf_init(&s->cp[i], FO_BUF_UNLIMITED);
+    for (int i = 0; i < STORE_PG_COLS; i++)
+        fo_buf_init(&s->col[i], FO_BUF_UNLIMITED);
+    for (int i = 0; i < STORE_PG_FIN; i++)
+        fo_buf_init(&s->fin[i], FO_BUF_UNLIMITED);
     s->readonly = (flags & STORE_READONLY) != 0;
     s->busy_ms = busy_ms > 0 ? busy_ms : 10000;
     s->dir = strdup(dir);
@@ -849,6 +861,24 @@ static int held_check(struct store *s, struct fo_err *err)
     return FO_OK;
 }
 
+static int begin_write_pipe(struct store *s, struct fo_err *err)
+{
+    struct store_pg_q q[3] = {
+        {.sql = "BEGIN ISOLATION LEVEL READ COMMITTED"},
+        {.sql = "SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")"},
+        {.sql = stmts[ST_HEAD].sql, .what = "head"},
+    };
+    PGresult *got[3];
+    drop_head(s);
+    int rc =
+        store_pg_pipe(s, q, 3, got, "begin write (the writers' lock)", err);
+    if (rc == FO_OK) {
+        PQclear(got[1]);
+        s->head_pre = got[2];
+    }
+    return rc;
+}
+
 static int pg_begin_write(struct store *s, struct fo_err *err)
 {
     if (s->readonly)
@@ -865,15 +895,13 @@ static int pg_begin_write(struct store *s, struct fo_err *err)
     if (rc)
         return rc;
     /* READ COMMITTED: each statement sees what was committed before it, so
-     * once the lock is held the head is the one the last writer left */
-    static const char begin_sql[] =
-        "BEGIN ISOLATION LEVEL READ COMMITTED;"
-        " SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")";
-    rc = exec(s, begin_sql, "begin write (the writers' lock)", err);
+     * once the lock is held the head is the one the last writer left. One
+     * round trip: BEGIN, the lock, the head (for the head() that follows) */
+    rc = begin_write_pipe(s, err);
     /* a connection found lost here had nothing of ours in flight: reset
      * it once and begin again */
     if (rc && s->broken && (rc = ensure_conn(s, err)) == FO_OK)
-        rc = exec(s, begin_sql, "begin write (the writers' lock)", err);
+        rc = begin_write_pipe(s, err);
     if (rc) {
         if (!s->broken)
             exec(s, "ROLLBACK", "rollback", NULL);
@@ -903,47 +931,33 @@ static int pg_begin_read(struct store *s, struct fo_err *err)
 
 static int pg_commit(struct store *s, struct fo_err *err)
 {
-    int frc = store_pg_flush(s, err);
-    if (frc && s->held)
-        return frc; /* the held transaction failed: hold(0) rolls back */
-    if (s->held)
-        return held_check(s, err);
-    if (frc) {
-        if (!s->broken)
-            exec(s, "ROLLBACK", "rollback", NULL);
-        s->in_txn = 0;
-        return frc;
+    drop_head(s);
+    if (s->held) { /* the held transaction commits at hold(0) */
+        int frc = store_pg_flush(s, err);
+        return frc ? frc : held_check(s, err);
     }
 #ifdef FORUM_TEST_SEAMS
     if (s->fail_commit_in > 0 && --s->fail_commit_in == 0) {
+        store_pg_discard(s);
         exec(s, "ROLLBACK", "rollback", NULL);
         s->in_txn = 0;
         return fo_err_set(err, FO_E_IO, "PostgreSQL %s: commit: injected fault",
                           s->where);
     }
 #endif
-    PGresult *res = PQexec(s->conn, "COMMIT");
+    /* the rows not sent yet and the COMMIT: one round trip */
+    int rc = store_pg_send(s, 1, err);
     s->in_txn = 0;
-    int rc = FO_OK;
-    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
-        rc = pg_fail(s, res, "commit", err);
-        if (s->broken)
-            fo_err_prefix(err, "the commit's outcome is unknown");
-        else
-            exec(s, "ROLLBACK", "rollback", NULL);
-    } else if (strcmp(PQcmdStatus(res), "COMMIT") != 0) {
-        /* a transaction with a failed statement ends in ROLLBACK */
-        rc = fo_err_set(err, FO_E_IO,
-                        "PostgreSQL %s: commit: the transaction had failed "
-                        "and was rolled back",
-                        s->where);
-    }
-    PQclear(res);
+    if (rc && s->broken)
+        fo_err_prefix(err, "the commit's outcome is unknown");
+    else if (rc && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+        exec(s, "ROLLBACK", "rollback", NULL);
     return rc;
 }
 
 static void pg_rollback(struct store *s)
 {
+    drop_head(s);
     if (!s->held)
         store_pg_discard(s);
     if (s->nodes) {
@@ -1047,7 +1061,9 @@ static int read_rec(const PGresult *res, int r, struct store_rec *rec)
 static int pg_head(struct store *s, int64_t *count, struct store_rec *last,
                    struct fo_err *err)
 {
-    PGresult *res = run(s, ST_HEAD, NULL, "head", err);
+    PGresult *res =
+        s->head_pre ? s->head_pre : run(s, ST_HEAD, NULL, "head", err);
+    s->head_pre = NULL;
     if (!res)
         return err_code(err);
     int rc = FO_OK;
@@ -1074,6 +1090,7 @@ static int pg_put_entry(struct store *s, const struct store_rec *r,
         return fo_err_set(err, FO_E_INTERNAL,
                           "PostgreSQL %s: append outside a transaction",
                           s->where);
+    drop_head(s);
     return store_pg_buffer_entry(s, r, body, body_len, err);
 }
 
@@ -1084,6 +1101,7 @@ static int pg_put_node(struct store *s, int64_t pos, const uint8_t hash[32],
         return fo_err_set(err, FO_E_INTERNAL,
                           "PostgreSQL %s: tree node outside a transaction",
                           s->where);
+    drop_head(s);
     return store_pg_buffer_node(s, pos, hash, err);
 }
 
