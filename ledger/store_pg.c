@@ -462,6 +462,14 @@ static void drop_head(struct store *s)
     s->head_pre = NULL;
 }
 
+/* And the staged rows read with it, at the end of the transaction. */
+static void drop_pre(struct store *s)
+{
+    drop_head(s);
+    PQclear(s->take_pre);
+    s->take_pre = NULL;
+}
+
 /* Runs prepared statement id with p (binary results). NULL on failure
  * (err set); the caller PQclear()s the result. */
 static PGresult *run_once(struct store *s, enum stmt_id id,
@@ -732,7 +740,7 @@ static void pg_close(struct store *s)
         return;
     if (s->nodes)
         PQclear(s->nodes);
-    PQclear(s->head_pre);
+    drop_pre(s);
     if (s->conn)
         PQfinish(s->conn);
     store_pg_discard(s);
@@ -861,25 +869,48 @@ static int held_check(struct store *s, struct fo_err *err)
     return FO_OK;
 }
 
-static int begin_write_pipe(struct store *s, struct fo_err *err)
+/* BEGIN, the lock, the head and (take > 0) the staged rows to take: one
+ * round trip. */
+static int begin_write_pipe(struct store *s, size_t take, struct fo_err *err)
 {
-    struct store_pg_q q[3] = {
+    unsigned char lim[8];
+    for (int i = 0; i < 8; i++)
+        lim[i] = (unsigned char)((uint64_t)take >> (56 - 8 * i));
+    struct store_pg_q q[4] = {
         {.sql = "BEGIN ISOLATION LEVEL READ COMMITTED"},
         {.sql = "SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")"},
         {.sql = stmts[ST_HEAD].sql, .what = "head"},
+        {.sql = store_pg_take_sql,
+         .what = "take staged rows",
+         .np = 1,
+         .vals = {(const char *)lim},
+         .lens = {8}},
     };
-    PGresult *got[3];
-    drop_head(s);
-    int rc =
-        store_pg_pipe(s, q, 3, got, "begin write (the writers' lock)", err);
+    PGresult *got[4];
+    drop_pre(s);
+    int rc = store_pg_pipe(s, q, take ? 4 : 3, got,
+                           "begin write (the writers' lock)", err);
     if (rc == FO_OK) {
         PQclear(got[1]);
         s->head_pre = got[2];
+        s->take_pre = take ? got[3] : NULL;
     }
     return rc;
 }
 
+static int begin_write(struct store *s, size_t take, struct fo_err *err);
+
 static int pg_begin_write(struct store *s, struct fo_err *err)
+{
+    return begin_write(s, 0, err);
+}
+
+static int pg_stage_begin(struct store *s, size_t max_rows, struct fo_err *err)
+{
+    return begin_write(s, max_rows ? max_rows : 1, err);
+}
+
+static int begin_write(struct store *s, size_t take, struct fo_err *err)
 {
     if (s->readonly)
         return fo_err_set(err, FO_E_INVALID, "PostgreSQL %s: opened read-only",
@@ -897,11 +928,11 @@ static int pg_begin_write(struct store *s, struct fo_err *err)
     /* READ COMMITTED: each statement sees what was committed before it, so
      * once the lock is held the head is the one the last writer left. One
      * round trip: BEGIN, the lock, the head (for the head() that follows) */
-    rc = begin_write_pipe(s, err);
+    rc = begin_write_pipe(s, take, err);
     /* a connection found lost here had nothing of ours in flight: reset
      * it once and begin again */
     if (rc && s->broken && (rc = ensure_conn(s, err)) == FO_OK)
-        rc = begin_write_pipe(s, err);
+        rc = begin_write_pipe(s, take, err);
     if (rc) {
         if (!s->broken)
             exec(s, "ROLLBACK", "rollback", NULL);
@@ -931,7 +962,7 @@ static int pg_begin_read(struct store *s, struct fo_err *err)
 
 static int pg_commit(struct store *s, struct fo_err *err)
 {
-    drop_head(s);
+    drop_pre(s);
     if (s->held) { /* the held transaction commits at hold(0) */
         int frc = store_pg_flush(s, err);
         return frc ? frc : held_check(s, err);
@@ -957,7 +988,7 @@ static int pg_commit(struct store *s, struct fo_err *err)
 
 static void pg_rollback(struct store *s)
 {
-    drop_head(s);
+    drop_pre(s);
     if (!s->held)
         store_pg_discard(s);
     if (s->nodes) {
@@ -1822,6 +1853,7 @@ const struct store_ops store_pg_ops = {
     .lease_get = pg_lease_get,
     .lease_expired = pg_lease_expired,
     .stage_put = store_pg_stage_put,
+    .stage_begin = pg_stage_begin,
     .stage_take = store_pg_stage_take,
     .stage_finish = store_pg_stage_finish,
     .stage_collect = store_pg_stage_collect,

@@ -58,6 +58,7 @@ struct store {
     /* The head read with BEGIN (one round trip), for the next head() of
      * the transaction when nothing ran in between. */
     PGresult *head_pre;
+    PGresult *take_pre; /* the staged rows read with BEGIN (stage_begin) */
     /* the tree-node cursor (nodes_begin / next / end) */
     PGresult *nodes;
     int nodes_row;
@@ -116,6 +117,8 @@ int store_pg_stage_relisten(struct store *s, struct fo_err *err);
 int store_pg_stage_put(struct store *s, const struct store_stage *rows,
                        size_t n, const int64_t *forget, size_t nf,
                        int64_t *batch, struct fo_err *err);
+/* The statement of stage_take: $1 the rows wanted (int8). */
+extern const char store_pg_take_sql[];
 int store_pg_stage_take(struct store *s, size_t max_rows,
                         int (*fn)(void *ctx, const struct store_stage *row),
                         void *ctx, struct fo_err *err);

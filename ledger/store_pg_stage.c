@@ -251,46 +251,18 @@ static const char *get_str(const PGresult *res, int r, int c)
 
 /* Whole batches, oldest first, while the rows before a batch are fewer
  * than $1 (so one batch at least). */
-static const char take_sql[] =
-    "WITH b AS (SELECT batch, count(*) AS n FROM forum.staged GROUP BY batch"
-    " ORDER BY batch LIMIT 4096), c AS (SELECT batch, sum(n) OVER (ORDER BY"
-    " batch) - n AS before FROM b) SELECT s.batch, s.idx, s.submitter, s.ts,"
-    " s.actor, s.kind, s.parent, s.parent_back, s.payload,"
-    " length(s.body)::bigint, s.lease_owner, s.lease_run, s.lease_ms, s.sole"
-    " FROM forum.staged s JOIN c ON c.batch = s.batch WHERE c.before <"
-    " $1::bigint ORDER BY s.batch, s.idx";
+const char store_pg_take_sql[] =
+    "WITH f AS (SELECT batch FROM forum.staged ORDER BY batch, idx LIMIT"
+    " $1::bigint) SELECT s.batch, s.idx, s.submitter, s.ts, s.actor, s.kind,"
+    " s.parent, s.parent_back, s.payload, length(s.body)::bigint,"
+    " s.lease_owner, s.lease_run, s.lease_ms, s.sole FROM forum.staged s"
+    " WHERE s.batch <= (SELECT max(batch) FROM f) ORDER BY s.batch, s.idx";
 
-int store_pg_stage_take(struct store *s, size_t max_rows,
-                        int (*fn)(void *ctx, const struct store_stage *row),
-                        void *ctx, struct fo_err *err)
+/* The rows of a take's result to fn. */
+static int take_rows(struct store *s, const PGresult *res,
+                     int (*fn)(void *ctx, const struct store_stage *row),
+                     void *ctx, struct fo_err *err)
 {
-    if (!s->in_txn)
-        return fo_err_set(err, FO_E_INTERNAL,
-                          "PostgreSQL %s: take staged rows outside a "
-                          "transaction",
-                          s->where);
-    int frc = store_pg_flush(s, err);
-    if (frc)
-        return frc;
-    char lim[32];
-    snprintf(lim, sizeof(lim), "%zu", max_rows ? max_rows : 1);
-    const char *vals[1] = {lim};
-    if (!s->sprepared[0]) {
-        PGresult *p = PQprepare(s->conn, "fs_take", take_sql, 1, NULL);
-        if (!p || PQresultStatus(p) != PGRES_COMMAND_OK) {
-            int rc = store_pg_fail(s, p, "take staged rows", err);
-            PQclear(p);
-            return rc;
-        }
-        PQclear(p);
-        s->sprepared[0] = 1;
-    }
-    PGresult *res = PQexecPrepared(s->conn, "fs_take", 1, vals, NULL, NULL, 1);
-    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-        int rc = store_pg_fail(s, res, "take staged rows", err);
-        PQclear(res);
-        return rc;
-    }
     int rc = FO_OK;
     for (int i = 0; rc == FO_OK && i < PQntuples(res); i++) {
         struct store_stage r;
@@ -319,6 +291,36 @@ int store_pg_stage_take(struct store *s, size_t max_rows,
         else
             rc = fn(ctx, &r);
     }
+    return rc;
+}
+
+int store_pg_stage_take(struct store *s, size_t max_rows,
+                        int (*fn)(void *ctx, const struct store_stage *row),
+                        void *ctx, struct fo_err *err)
+{
+    if (!s->in_txn)
+        return fo_err_set(err, FO_E_INTERNAL,
+                          "PostgreSQL %s: take staged rows outside a "
+                          "transaction",
+                          s->where);
+    PGresult *res = s->take_pre; /* read with the BEGIN (stage_begin) */
+    s->take_pre = NULL;
+    if (!res) {
+        int frc = store_pg_flush(s, err);
+        if (frc)
+            return frc;
+        unsigned char lim[8];
+        uint64_t v = max_rows ? max_rows : 1;
+        for (int i = 0; i < 8; i++)
+            lim[i] = (unsigned char)(v >> (56 - 8 * i));
+        struct store_pg_q q = {.sql = store_pg_take_sql, .np = 1};
+        q.vals[0] = (const char *)lim;
+        q.lens[0] = 8;
+        int rc = store_pg_pipe(s, &q, 1, &res, "take staged rows", err);
+        if (rc)
+            return rc;
+    }
+    int rc = take_rows(s, res, fn, ctx, err);
     PQclear(res);
     return rc;
 }
