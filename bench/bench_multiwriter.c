@@ -1,7 +1,8 @@
 /* bench_multiwriter: several daemons on one PostgreSQL ledger.
  * Prints figures, asserts nothing.
  *
- *   bench_multiwriter [--seconds S] [--conns C] [--kills K]
+ *   bench_multiwriter [--seconds S] [--conns C] [--split] [--rounds R]
+ *                     [--loader-cpu N] [--kills K]
  *
  * Starts a throwaway PostgreSQL (tests/tu_pg.c: initdb in a temp dir, Unix
  * socket), then:
@@ -9,7 +10,12 @@
  *     ledger (each its own data dir and a fresh database per row), C
  *     keep-alive connections per daemon (default 64) each sending POST
  *     /append one after the other for S seconds (default 10); and one
- *     daemon on SQLite for comparison;
+ *     daemon on SQLite for comparison. --split: C connections in all,
+ *     split across the daemons. --rounds R: the three PostgreSQL rows R
+ *     times (at most 15), the median of each. --loader-cpu N: the load
+ *     generator's threads pinned to CPU N. Each row also gives the entries
+ *     per sequencing transaction (/metrics) and the cores the daemons, the
+ *     server's processes and the load generator used (/proc);
  *   - run failover: two daemons (--lease-s 1) and the fake model
  *     (build/fake_model, 200 ms a call); a run is started on daemon A, A
  *     is SIGKILLed once the run is under way, and the time from the kill
