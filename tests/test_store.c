@@ -1840,7 +1840,7 @@ Test(store_pg_stage, an_integration_takes_whole_batches_up_to_its_limit)
     static const size_t sizes[4] = {3, 2, 4, 1};
     struct ledger_append r[4][4];
     int64_t id[4];
-    char bodies[4][4][32];
+    char bodies[4][4][64];
     for (int b = 0; b < 4; b++) {
         for (size_t i = 0; i < sizes[b]; i++) {
             snprintf(bodies[b][i], sizeof(bodies[b][i]), "{\"b\":%d,\"i\":%zu}",
