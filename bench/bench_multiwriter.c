@@ -1,7 +1,8 @@
 /* bench_multiwriter: several daemons on one PostgreSQL ledger.
  * Prints figures, asserts nothing.
  *
- *   bench_multiwriter [--seconds S] [--conns C] [--kills K]
+ *   bench_multiwriter [--seconds S] [--conns C] [--split] [--rounds R]
+ *                     [--loader-cpu N] [--kills K]
  *
  * Starts a throwaway PostgreSQL (tests/tu_pg.c: initdb in a temp dir, Unix
  * socket), then:
@@ -9,7 +10,12 @@
  *     ledger (each its own data dir and a fresh database per row), C
  *     keep-alive connections per daemon (default 64) each sending POST
  *     /append one after the other for S seconds (default 10); and one
- *     daemon on SQLite for comparison;
+ *     daemon on SQLite for comparison. --split: C connections in all,
+ *     split across the daemons. --rounds R: the three PostgreSQL rows R
+ *     times (at most 15), the median of each. --loader-cpu N: the load
+ *     generator's threads pinned to CPU N. Each row also gives the entries
+ *     per sequencing transaction (/metrics) and the cores the daemons, the
+ *     server's processes and the load generator used (/proc);
  *   - run failover: two daemons (--lease-s 1) and the fake model
  *     (build/fake_model, 200 ms a call); a run is started on daemon A, A
  *     is SIGKILLed once the run is under way, and the time from the kill
@@ -27,6 +33,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -45,6 +52,7 @@
 #include "tests/tu_pg.h"
 
 static char forum_bin[1100], fake_bin[1100];
+static int loader_cpu = -1; /* the load generator's one CPU (-1: any) */
 
 static double now_s(void)
 {
@@ -279,7 +287,16 @@ static double measure(struct daemon *ds, int n, int conns, double secs,
     double t0 = now_s(), until = t0 + secs;
     for (int i = 0; i < total; i++) {
         l[i] = (struct loader){.d = &ds[i % n], .until = until};
-        pthread_create(&t[i], NULL, load_main, &l[i]);
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        if (loader_cpu >= 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(loader_cpu, &set);
+            pthread_attr_setaffinity_np(&at, sizeof(set), &set);
+        }
+        pthread_create(&t[i], &at, load_main, &l[i]);
+        pthread_attr_destroy(&at);
     }
     long ok = 0;
     *failed = 0;
@@ -294,8 +311,94 @@ static double measure(struct daemon *ds, int n, int conns, double secs,
     return (double)ok / el;
 }
 
-/* n daemons on a fresh database of pg (or one on SQLite when pg NULL). */
-static void row(struct tu_pg *pg, int n, int conns, double secs)
+/* ---- CPU accounting --------------------------------------------------- */
+
+/* utime + stime of pid (with its reaped children when kids), in ticks. */
+static long long cpu_ticks(pid_t pid, int kids, pid_t *ppid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    long long v[16] = {0};
+    int k = 0;
+    for (p = p ? p + 2 : buf; *p && k < 16; k++) { /* fields 3..18 */
+        char *end;
+        v[k] = strtoll(p, &end, 10);
+        if (k == 0) /* the state: a letter */
+            end = (char *)strchr(p, ' ');
+        if (!end || *end != ' ')
+            break;
+        p = end + 1;
+    }
+    if (ppid)
+        *ppid = (pid_t)v[1];
+    return v[11] + v[12] + (kids ? v[13] + v[14] : 0);
+}
+
+/* The server's CPU: the postmaster (with the backends it reaped) and
+ * every process it started that still runs. */
+static long long pg_ticks(const struct tu_pg *pg)
+{
+    char path[400];
+    snprintf(path, sizeof(path), "%s/data/postmaster.pid", pg->dir);
+    FILE *f = fopen(path, "r");
+    long pm = 0;
+    if (!f || fscanf(f, "%ld", &pm) != 1) {
+        if (f)
+            fclose(f);
+        return 0;
+    }
+    fclose(f);
+    long long t = cpu_ticks((pid_t)pm, 1, NULL);
+    FILE *ls = popen("ls /proc", "r");
+    char name[64];
+    while (ls && fgets(name, sizeof(name), ls)) {
+        pid_t pid = (pid_t)strtol(name, NULL, 10), pp = 0;
+        if (pid <= 0 || pid == (pid_t)pm)
+            continue;
+        long long c = cpu_ticks(pid, 0, &pp);
+        if (pp == (pid_t)pm)
+            t += c;
+    }
+    if (ls)
+        pclose(ls);
+    return t;
+}
+
+static double self_cpu(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A counter of d's /metrics (0 when absent). */
+static double metric(const struct daemon *d, const char *name)
+{
+    static char m[65536];
+    if (http_once(d, "GET", "/metrics", NULL, m, sizeof(m)) != 200)
+        return 0;
+    char key[128];
+    snprintf(key, sizeof(key), "\n%s ", name);
+    const char *p = strstr(m, key);
+    return p ? strtod(p + strlen(key), NULL) : 0;
+}
+
+/* Cores used over a row: daemons, server, load generator. */
+struct cpu_use {
+    double daemons, server, loader;
+};
+
+/* n daemons on a fresh database of pg (or one on SQLite when pg NULL);
+ * conns per daemon. The appends/s; cpu gets the cores each side used. */
+static double row(struct tu_pg *pg, int n, int conns, double secs,
+                  struct cpu_use *cpu)
 {
     struct daemon ds[3] = {0};
     char *dirs[3] = {0};
@@ -335,15 +438,35 @@ static void row(struct tu_pg *pg, int n, int conns, double secs)
             exit(1);
     }
     long failed = 0;
+    double hz = (double)sysconf(_SC_CLK_TCK), t0 = now_s();
+    long long d0 = 0, d1 = 0, s0 = pg ? pg_ticks(pg) : 0;
+    for (int i = 0; i < n; i++)
+        d0 += cpu_ticks(ds[i].pid, 0, NULL);
+    double l0 = self_cpu();
     double rate = measure(ds, n, conns, secs, &failed);
+    double l1 = self_cpu(), el = now_s() - t0;
+    for (int i = 0; i < n; i++)
+        d1 += cpu_ticks(ds[i].pid, 0, NULL);
+    long long s1 = pg ? pg_ticks(pg) : 0;
+    cpu->daemons = (double)(d1 - d0) / hz / el;
+    cpu->server = (double)(s1 - s0) / hz / el;
+    cpu->loader = (l1 - l0) / el;
+    double txns = 0, entries = 0;
+    for (int i = 0; i < n; i++) { /* the transactions that sequence */
+        txns += metric(&ds[i], "forum_commits_total");
+        entries += metric(&ds[i], "forum_commit_batch_size_sum") +
+                   metric(&ds[i], "forum_appends_integrated_total");
+    }
     for (int i = 0; i < n; i++)
         daemon_stop(&ds[i], SIGTERM);
     const char *verify[] = {forum_bin, "--ledger", dirs[0],
                             "ledger",  "verify",   NULL};
     int v = run_cmd(verify);
-    printf("| %-10s | %d | %4d | %9.0f | %6ld | %s |\n",
+    printf("| %-10s | %d | %4d | %9.0f | %6ld | %s | %.0f | %.2f | %.2f | "
+           "%.2f |\n",
            pg ? "postgres" : "sqlite", n, conns * n, rate, failed,
-           v == 0 ? "ok" : "FAILED");
+           v == 0 ? "ok" : "FAILED", txns ? entries / txns : 0, cpu->daemons,
+           cpu->server, cpu->loader);
     fflush(stdout);
     for (int i = 0; i < n; i++) {
         char *slash = strrchr(dirs[i], '/');
@@ -351,6 +474,7 @@ static void row(struct tu_pg *pg, int n, int conns, double secs)
         rmrf(dirs[i]);
         free(dirs[i]);
     }
+    return v == 0 ? rate : 0;
 }
 
 /* ---- failover --------------------------------------------------------- */
@@ -557,15 +681,31 @@ static void integrator_failover(struct tu_pg *pg, int kills)
 int main(int argc, char **argv)
 {
     double secs = 10;
-    int conns = 64, kills = 20;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    int conns = 64, kills = 20, rounds = 1, split = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "0";
+        if (!strcmp(argv[i], "--split")) {
+            split = 1;
+            continue;
+        }
         if (!strcmp(argv[i], "--seconds"))
-            secs = strtod(argv[i + 1], NULL);
+            secs = strtod(v, NULL);
         else if (!strcmp(argv[i], "--conns"))
-            conns = (int)strtol(argv[i + 1], NULL, 10);
+            conns = (int)strtol(v, NULL, 10);
         else if (!strcmp(argv[i], "--kills"))
-            kills = (int)strtol(argv[i + 1], NULL, 10);
+            kills = (int)strtol(v, NULL, 10);
+        else if (!strcmp(argv[i], "--rounds"))
+            rounds = (int)strtol(v, NULL, 10);
+        else if (!strcmp(argv[i], "--loader-cpu"))
+            loader_cpu = (int)strtol(v, NULL, 10);
+        else {
+            fprintf(stderr, "bench_multiwriter: unknown option %s\n", argv[i]);
+            return 2;
+        }
+        i++;
     }
+    if (rounds < 1 || rounds > 15)
+        rounds = 1;
     signal(SIGPIPE, SIG_IGN);
     char self[1024];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -585,14 +725,31 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_multiwriter: no PostgreSQL: %s\n", why);
         return rc > 0 ? 0 : 1;
     }
-    printf("POST /append, %d keep-alive connections per daemon, %.0f s a "
-           "row\n\n",
-           conns, secs);
-    printf("| store      | daemons | conns | appends/s | failed | verify |\n");
-    printf("|---|---|---|---|---|---|\n");
-    row(NULL, 1, conns, secs);
-    for (int d = 1; d <= 3; d++)
-        row(&pg, d, conns, secs);
+    printf("POST /append, %d keep-alive connections %s, %.0f s a row, "
+           "%d round(s), load generator on %s\n\n",
+           conns, split ? "in all, split across the daemons" : "per daemon",
+           secs, rounds, loader_cpu >= 0 ? "one CPU" : "any CPU");
+    printf("| store      | daemons | conns | appends/s | failed | verify |"
+           " entries a sequencing txn | cores: daemons | server | load |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    struct cpu_use cu;
+    row(NULL, 1, conns, secs, &cu);
+    double rates[3][15];
+    for (int r = 0; r < rounds; r++)
+        for (int d = 1; d <= 3; d++)
+            rates[d - 1][r] =
+                row(&pg, d, split ? (conns + d - 1) / d : conns, secs, &cu);
+    if (rounds > 1) {
+        double med[3];
+        for (int d = 0; d < 3; d++) {
+            qsort(rates[d], (size_t)rounds, sizeof(double), cmpd);
+            med[d] = rates[d][rounds / 2];
+        }
+        printf("\nmedian of %d rounds: 1 / 2 / 3 daemons %.0f / %.0f / %.0f "
+               "appends/s; 2 / 1 = %.2f, 3 / 1 = %.2f\n",
+               rounds, med[0], med[1], med[2], med[1] / med[0],
+               med[2] / med[0]);
+    }
     if (kills > 0)
         integrator_failover(&pg, kills);
     if (kills > 0 && !getenv("BENCH_NO_RUN_FAILOVER"))

@@ -61,9 +61,10 @@ struct daemon_commit {
     int integrator;
     char owner[33];
     int wakefd;
-    int sleeping;  /* under mu */
-    int fd_idle;   /* the connection was readable with nothing on it */
-    int last_took; /* the last integration took staged rows */
+    int sleeping;        /* under mu */
+    int fd_idle;         /* the connection was readable with nothing on it */
+    unsigned notes_kept; /* notes read while about to sleep */
+    int last_took;       /* the last integration took staged rows */
     struct pend *pend, *pend_tail;
     int64_t forget[256]; /* outcomes answered, to drop from the table */
     size_t nforget;
@@ -561,6 +562,17 @@ static void stage_wait(struct daemon_commit *c, int timeout_ms)
         pthread_mutex_unlock(&c->mu);
         return;
     }
+    pthread_mutex_unlock(&c->mu);
+    /* notes read off the connection by the statements since the last look
+     * (a collect, a staging) do not make it readable again */
+    c->notes_kept |= ledger_stage_notes(c->ledger);
+    if (c->notes_kept)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (c->head || c->red_head || c->stopping) { /* came meanwhile */
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
     c->sleeping = 1;
     pthread_mutex_unlock(&c->mu);
     struct pollfd pf[2] = {{.fd = c->wakefd, .events = POLLIN},
@@ -610,17 +622,26 @@ static void *run_staged(void *arg)
         }
         size_t n = take_queue(c);
         pthread_mutex_unlock(&c->mu);
-        unsigned notes = ledger_stage_notes(c->ledger);
+        unsigned notes = ledger_stage_notes(c->ledger) | c->notes_kept;
+        c->notes_kept = 0;
         int64_t now = ledger_mono_us();
         int busy = n > 0;
+        /* a writer answers what was integrated before it stages more
+         * (a staging waits for the disk) */
+        int due =
+            c->pend && (c->integrator || (notes & LEDGER_NOTE_INTEGRATED) ||
+                        now >= c->collect_due_us);
+        if (due && !c->integrator) {
+            collect(c);
+            due = 0;
+        }
         if (c->integrator &&
             (n || c->last_took || (notes & LEDGER_NOTE_STAGED) ||
              now >= c->poll_due_us))
             busy = integrate_step(c, n);
         else if (n)
             stage_step(c, n);
-        if (c->pend && (c->integrator || (notes & LEDGER_NOTE_INTEGRATED) ||
-                        now >= c->collect_due_us))
+        if (due)
             collect(c);
         lease_tick(c, 0);
         if (c->integrator && now >= c->prune_due_us) {

@@ -381,7 +381,10 @@ int ledger_integrate(struct ledger *l, struct ledger_append *reqs, size_t n,
     struct take t = {0};
     if (!h)
         return fo_err_set(err, FO_E_NOMEM, NULL);
-    int rc = l->ops->begin_write(l->store, err);
+    /* a store may read the staged rows with the BEGIN (one round trip) */
+    int rc = max_staged && l->ops->stage_begin
+                 ? l->ops->stage_begin(l->store, max_staged, err)
+                 : l->ops->begin_write(l->store, err);
     if (rc)
         goto out;
     rc = ledger_load_head(l, h, err);

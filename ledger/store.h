@@ -261,6 +261,10 @@ struct store_ops {
     int (*stage_put)(struct store *s, const struct store_stage *rows, size_t n,
                      const int64_t *forget, size_t nf, int64_t *batch,
                      struct fo_err *err);
+    /* begin_write for an integration that takes up to max_rows staged
+     * rows next (stage_take with the same max_rows): a store may read
+     * them with the BEGIN, in one round trip. NULL: begin_write. */
+    int (*stage_begin)(struct store *s, size_t max_rows, struct fo_err *err);
     /* Inside a write transaction: streams the staged rows of whole
      * batches, oldest batch first, in (batch, idx) order, until at least
      * max_rows rows (one batch at least); no bodies (body NULL, body_len

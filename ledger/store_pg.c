@@ -467,6 +467,21 @@ static int ensure_conn(struct store *s, struct fo_err *err)
     return setup_session(s, err);
 }
 
+/* The head read with BEGIN is good only until something else runs. */
+static void drop_head(struct store *s)
+{
+    PQclear(s->head_pre);
+    s->head_pre = NULL;
+}
+
+/* And the staged rows read with it, at the end of the transaction. */
+static void drop_pre(struct store *s)
+{
+    drop_head(s);
+    PQclear(s->take_pre);
+    s->take_pre = NULL;
+}
+
 /* Runs prepared statement id with p (binary results). NULL on failure
  * (err set); the caller PQclear()s the result. */
 static PGresult *run_once(struct store *s, enum stmt_id id,
@@ -475,6 +490,7 @@ static PGresult *run_once(struct store *s, enum stmt_id id,
 {
     if (!s->in_txn && ensure_conn(s, err) != FO_OK)
         return NULL;
+    drop_head(s);
     if (s->in_txn && store_pg_flush(s, err) != FO_OK)
         return NULL;
     char name[16];
@@ -738,9 +754,11 @@ static void pg_close(struct store *s)
         return;
     if (s->nodes)
         PQclear(s->nodes);
+    drop_pre(s);
     if (s->conn)
         PQfinish(s->conn);
     store_pg_discard(s);
+    store_pg_bulk_free(s);
     free(s->dir);
     free(s->where);
     free(s->ledger_id);
@@ -772,8 +790,10 @@ static int pg_open(const char *dir, unsigned flags, int busy_ms,
         store_conf_free(&conf);
         return fo_err_set(err, FO_E_NOMEM, NULL);
     }
-    for (int i = 0; i < 3; i++)
-        fo_buf_init(&s->cp[i], FO_BUF_UNLIMITED);
+    for (int i = 0; i < STORE_PG_COLS; i++)
+        fo_buf_init(&s->col[i], FO_BUF_UNLIMITED);
+    for (int i = 0; i < STORE_PG_FIN; i++)
+        fo_buf_init(&s->fin[i], FO_BUF_UNLIMITED);
     s->readonly = (flags & STORE_READONLY) != 0;
     s->busy_ms = busy_ms > 0 ? busy_ms : 10000;
     s->dir = strdup(dir);
@@ -863,7 +883,48 @@ static int held_check(struct store *s, struct fo_err *err)
     return FO_OK;
 }
 
+/* BEGIN, the lock, the head and (take > 0) the staged rows to take: one
+ * round trip. */
+static int begin_write_pipe(struct store *s, size_t take, struct fo_err *err)
+{
+    unsigned char lim[8];
+    for (int i = 0; i < 8; i++)
+        lim[i] = (unsigned char)((uint64_t)take >> (56 - 8 * i));
+    struct store_pg_q q[4] = {
+        {.sql = "BEGIN ISOLATION LEVEL READ COMMITTED"},
+        {.sql = "SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")"},
+        {.sql = stmts[ST_HEAD].sql, .what = "head"},
+        {.sql = store_pg_take_sql,
+         .what = "take staged rows",
+         .np = 1,
+         .vals = {(const char *)lim},
+         .lens = {8}},
+    };
+    PGresult *got[4];
+    drop_pre(s);
+    int rc = store_pg_pipe(s, q, take ? 4 : 3, got,
+                           "begin write (the writers' lock)", err);
+    if (rc == FO_OK) {
+        PQclear(got[1]);
+        s->head_pre = got[2];
+        s->take_pre = take ? got[3] : NULL;
+    }
+    return rc;
+}
+
+static int begin_write(struct store *s, size_t take, struct fo_err *err);
+
 static int pg_begin_write(struct store *s, struct fo_err *err)
+{
+    return begin_write(s, 0, err);
+}
+
+static int pg_stage_begin(struct store *s, size_t max_rows, struct fo_err *err)
+{
+    return begin_write(s, max_rows ? max_rows : 1, err);
+}
+
+static int begin_write(struct store *s, size_t take, struct fo_err *err)
 {
     if (s->readonly)
         return fo_err_set(err, FO_E_INVALID, "PostgreSQL %s: opened read-only",
@@ -879,15 +940,13 @@ static int pg_begin_write(struct store *s, struct fo_err *err)
     if (rc)
         return rc;
     /* READ COMMITTED: each statement sees what was committed before it, so
-     * once the lock is held the head is the one the last writer left */
-    static const char begin_sql[] =
-        "BEGIN ISOLATION LEVEL READ COMMITTED;"
-        " SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")";
-    rc = exec(s, begin_sql, "begin write (the writers' lock)", err);
+     * once the lock is held the head is the one the last writer left. One
+     * round trip: BEGIN, the lock, the head (for the head() that follows) */
+    rc = begin_write_pipe(s, take, err);
     /* a connection found lost here had nothing of ours in flight: reset
      * it once and begin again */
     if (rc && s->broken && (rc = ensure_conn(s, err)) == FO_OK)
-        rc = exec(s, begin_sql, "begin write (the writers' lock)", err);
+        rc = begin_write_pipe(s, take, err);
     if (rc) {
         if (!s->broken)
             exec(s, "ROLLBACK", "rollback", NULL);
@@ -917,47 +976,33 @@ static int pg_begin_read(struct store *s, struct fo_err *err)
 
 static int pg_commit(struct store *s, struct fo_err *err)
 {
-    int frc = store_pg_flush(s, err);
-    if (frc && s->held)
-        return frc; /* the held transaction failed: hold(0) rolls back */
-    if (s->held)
-        return held_check(s, err);
-    if (frc) {
-        if (!s->broken)
-            exec(s, "ROLLBACK", "rollback", NULL);
-        s->in_txn = 0;
-        return frc;
+    drop_pre(s);
+    if (s->held) { /* the held transaction commits at hold(0) */
+        int frc = store_pg_flush(s, err);
+        return frc ? frc : held_check(s, err);
     }
 #ifdef FORUM_TEST_SEAMS
     if (s->fail_commit_in > 0 && --s->fail_commit_in == 0) {
+        store_pg_discard(s);
         exec(s, "ROLLBACK", "rollback", NULL);
         s->in_txn = 0;
         return fo_err_set(err, FO_E_IO, "PostgreSQL %s: commit: injected fault",
                           s->where);
     }
 #endif
-    PGresult *res = PQexec(s->conn, "COMMIT");
+    /* the rows not sent yet and the COMMIT: one round trip */
+    int rc = store_pg_send(s, 1, err);
     s->in_txn = 0;
-    int rc = FO_OK;
-    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
-        rc = pg_fail(s, res, "commit", err);
-        if (s->broken)
-            fo_err_prefix(err, "the commit's outcome is unknown");
-        else
-            exec(s, "ROLLBACK", "rollback", NULL);
-    } else if (strcmp(PQcmdStatus(res), "COMMIT") != 0) {
-        /* a transaction with a failed statement ends in ROLLBACK */
-        rc = fo_err_set(err, FO_E_IO,
-                        "PostgreSQL %s: commit: the transaction had failed "
-                        "and was rolled back",
-                        s->where);
-    }
-    PQclear(res);
+    if (rc && s->broken)
+        fo_err_prefix(err, "the commit's outcome is unknown");
+    else if (rc && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+        exec(s, "ROLLBACK", "rollback", NULL);
     return rc;
 }
 
 static void pg_rollback(struct store *s)
 {
+    drop_pre(s);
     if (!s->held)
         store_pg_discard(s);
     if (s->nodes) {
@@ -1061,7 +1106,9 @@ static int read_rec(const PGresult *res, int r, struct store_rec *rec)
 static int pg_head(struct store *s, int64_t *count, struct store_rec *last,
                    struct fo_err *err)
 {
-    PGresult *res = run(s, ST_HEAD, NULL, "head", err);
+    PGresult *res =
+        s->head_pre ? s->head_pre : run(s, ST_HEAD, NULL, "head", err);
+    s->head_pre = NULL;
     if (!res)
         return err_code(err);
     int rc = FO_OK;
@@ -1088,6 +1135,7 @@ static int pg_put_entry(struct store *s, const struct store_rec *r,
         return fo_err_set(err, FO_E_INTERNAL,
                           "PostgreSQL %s: append outside a transaction",
                           s->where);
+    drop_head(s);
     return store_pg_buffer_entry(s, r, body, body_len, err);
 }
 
@@ -1098,6 +1146,7 @@ static int pg_put_node(struct store *s, int64_t pos, const uint8_t hash[32],
         return fo_err_set(err, FO_E_INTERNAL,
                           "PostgreSQL %s: tree node outside a transaction",
                           s->where);
+    drop_head(s);
     return store_pg_buffer_node(s, pos, hash, err);
 }
 
@@ -1822,6 +1871,7 @@ const struct store_ops store_pg_ops = {
     .lease_get = pg_lease_get,
     .lease_expired = pg_lease_expired,
     .stage_put = store_pg_stage_put,
+    .stage_begin = pg_stage_begin,
     .stage_take = store_pg_stage_take,
     .stage_finish = store_pg_stage_finish,
     .stage_collect = store_pg_stage_collect,

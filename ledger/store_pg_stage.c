@@ -57,168 +57,6 @@ int store_pg_stage_ensure(struct store *s, struct fo_err *err)
     return rc;
 }
 
-/* ---- binary COPY --------------------------------------------------------- */
-
-static int put_be(struct fo_buf *b, uint64_t v, int bytes)
-{
-    unsigned char x[8];
-    for (int i = 0; i < bytes; i++)
-        x[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
-    return fo_buf_append(b, x, (size_t)bytes);
-}
-
-static int col_i64(struct fo_buf *b, int64_t v)
-{
-    int rc = put_be(b, 8, 4);
-    return rc ? rc : put_be(b, (uint64_t)v, 8);
-}
-
-static int col_bytes(struct fo_buf *b, const void *p, size_t n)
-{
-    if (!p)
-        return put_be(b, 0xffffffffu, 4); /* NULL */
-    int rc = put_be(b, n, 4);
-    return rc || !n ? rc : fo_buf_append(b, p, n);
-}
-
-static int col_str(struct fo_buf *b, const char *v)
-{
-    return col_bytes(b, v, v ? strlen(v) : 0);
-}
-
-static const char copy_head[] = "PGCOPY\n\377\r\n";
-
-static int copy_begin(struct fo_buf *b)
-{
-    int rc = fo_buf_append(b, copy_head, sizeof(copy_head)); /* with its NUL */
-    if (!rc)
-        rc = put_be(b, 0, 4);         /* flags */
-    return rc ? rc : put_be(b, 0, 4); /* no header extension */
-}
-
-/* Sends b (a whole binary COPY body, trailer added here) to sql's COPY. */
-static int copy_send(struct store *s, const char *sql, struct fo_buf *b,
-                     const char *what, struct fo_err *err)
-{
-    if (put_be(b, 0xffff, 2))
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    PGresult *res = PQexec(s->conn, sql);
-    if (!res || PQresultStatus(res) != PGRES_COPY_IN) {
-        int rc = store_pg_fail(s, res, what, err);
-        PQclear(res);
-        return rc;
-    }
-    PQclear(res);
-    int ok = 1;
-    for (size_t off = 0; ok && off < b->len;) {
-        size_t n = b->len - off < (1u << 20) ? b->len - off : (1u << 20);
-        ok = PQputCopyData(s->conn, b->data + off, (int)n) == 1;
-        off += n;
-    }
-    if (PQputCopyEnd(s->conn, ok ? NULL : "send failed") != 1)
-        ok = 0;
-    int rc = FO_OK;
-    while ((res = PQgetResult(s->conn))) {
-        if (rc == FO_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
-            rc = store_pg_fail(s, res, what, err);
-        PQclear(res);
-    }
-    if (rc == FO_OK && !ok)
-        rc = store_pg_fail(s, NULL, what, err);
-    return rc;
-}
-
-/* ---- bulk puts ------------------------------------------------------------
- */
-
-enum { CP_ENTRIES, CP_BODIES, CP_TREE };
-static const char *const cp_sql[3] = {
-    "COPY forum.entries(seq, ts, actor, kind, parent, payload, prev, hash)"
-    " FROM STDIN (FORMAT binary)",
-    "COPY forum.bodies(seq, body) FROM STDIN (FORMAT binary)",
-    "COPY forum.tree(pos, hash) FROM STDIN (FORMAT binary)",
-};
-#define CP_FLUSH_BYTES (8u << 20) /* sent on the way past this */
-
-static int cp_row(struct store *s, int which, int cols)
-{
-    struct fo_buf *b = &s->cp[which];
-    int rc = b->len ? FO_OK : copy_begin(b);
-    s->cp_rows[which]++;
-    return rc ? rc : put_be(b, (uint64_t)cols, 2);
-}
-
-static int cp_send(struct store *s, int which, struct fo_err *err)
-{
-    if (!s->cp_rows[which])
-        return FO_OK;
-    int rc = copy_send(s, cp_sql[which], &s->cp[which], "append", err);
-    fo_buf_reset(&s->cp[which]);
-    s->cp_rows[which] = 0;
-    return rc;
-}
-
-int store_pg_flush(struct store *s, struct fo_err *err)
-{
-    int rc = FO_OK;
-    for (int i = 0; i < 3; i++) {
-        int r = rc ? FO_OK : cp_send(s, i, err);
-        if (rc || r) { /* the transaction failed: the rest is dropped */
-            fo_buf_reset(&s->cp[i]);
-            s->cp_rows[i] = 0;
-        }
-        rc = rc ? rc : r;
-    }
-    return rc;
-}
-
-void store_pg_discard(struct store *s)
-{
-    for (int i = 0; i < 3; i++) {
-        fo_buf_release(&s->cp[i]);
-        s->cp_rows[i] = 0;
-    }
-}
-
-int store_pg_buffer_entry(struct store *s, const struct store_rec *r,
-                          const void *body, size_t body_len, struct fo_err *err)
-{
-    struct fo_buf *b = &s->cp[CP_ENTRIES];
-    int rc = cp_row(s, CP_ENTRIES, 8);
-    rc = rc ? rc : col_i64(b, r->seq);
-    rc = rc ? rc : col_i64(b, r->ts);
-    rc = rc ? rc : col_bytes(b, r->actor, r->actor_len);
-    rc = rc ? rc : col_bytes(b, r->kind, r->kind_len);
-    if (!rc && r->parent < 0)
-        rc = col_bytes(b, NULL, 0);
-    else if (!rc)
-        rc = col_i64(b, r->parent);
-    rc = rc ? rc : col_bytes(b, r->payload, 32);
-    rc = rc ? rc : col_bytes(b, r->prev, 32);
-    rc = rc ? rc : col_bytes(b, r->hash, 32);
-    if (!rc && body) {
-        struct fo_buf *bb = &s->cp[CP_BODIES];
-        rc = cp_row(s, CP_BODIES, 2);
-        rc = rc ? rc : col_i64(bb, r->seq);
-        rc = rc ? rc : col_bytes(bb, body, body_len);
-    }
-    if (rc)
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    if (s->cp[CP_BODIES].len + s->cp[CP_ENTRIES].len > CP_FLUSH_BYTES)
-        return store_pg_flush(s, err);
-    return FO_OK;
-}
-
-int store_pg_buffer_node(struct store *s, int64_t pos, const uint8_t hash[32],
-                         struct fo_err *err)
-{
-    struct fo_buf *b = &s->cp[CP_TREE];
-    int rc = cp_row(s, CP_TREE, 2);
-    rc = rc ? rc : col_i64(b, pos);
-    rc = rc ? rc : col_bytes(b, hash, 32);
-    return rc ? fo_err_set(err, FO_E_NOMEM, NULL) : FO_OK;
-}
-
 /* "a,b,c" of v[0..n) into b. */
 static int id_list(struct fo_buf *b, const int64_t *v, size_t n)
 {
@@ -231,31 +69,79 @@ static int id_list(struct fo_buf *b, const int64_t *v, size_t n)
 /* ---- writers --------------------------------------------------------------
  */
 
-static int stage_rows(struct fo_buf *b, int64_t batch,
-                      const struct store_stage *rows, size_t n)
+/* the columns of forum.staged after batch, as arrays */
+enum {
+    S_IDX,
+    S_SUBMITTER,
+    S_TS,
+    S_ACTOR,
+    S_KIND,
+    S_PARENT,
+    S_PARENT_BACK,
+    S_PAYLOAD,
+    S_BODY,
+    S_OWNER,
+    S_RUN,
+    S_MS,
+    S_SOLE,
+    S__COUNT
+};
+
+static int stage_rows(struct fo_buf *c, const struct store_stage *rows,
+                      size_t n)
 {
-    int rc = copy_begin(b);
+    int rc = FO_OK;
     for (size_t i = 0; !rc && i < n; i++) {
         const struct store_stage *r = &rows[i];
-        rc = put_be(b, 14, 2);
-        rc = rc ? rc : col_i64(b, batch);
-        rc = rc ? rc : col_i64(b, r->idx);
-        rc = rc ? rc : col_str(b, r->submitter);
-        rc = rc ? rc : col_i64(b, r->ts);
-        rc = rc ? rc : col_str(b, r->actor);
-        rc = rc ? rc : col_str(b, r->kind);
+        rc = store_pg_arr_i64(&c[S_IDX], r->idx);
+        rc = rc ? rc : store_pg_arr_str(&c[S_SUBMITTER], r->submitter);
+        rc = rc ? rc : store_pg_arr_i64(&c[S_TS], r->ts);
+        rc = rc ? rc : store_pg_arr_str(&c[S_ACTOR], r->actor);
+        rc = rc ? rc : store_pg_arr_str(&c[S_KIND], r->kind);
         if (!rc && r->parent < 0)
-            rc = col_bytes(b, NULL, 0);
+            rc = store_pg_arr_bytes(&c[S_PARENT], NULL, 0);
         else if (!rc)
-            rc = col_i64(b, r->parent);
-        rc = rc ? rc : col_i64(b, r->parent_back);
-        rc = rc ? rc : col_bytes(b, r->payload, 32);
-        rc = rc ? rc : col_bytes(b, r->body ? r->body : "", r->body_len);
-        rc = rc ? rc : col_str(b, r->lease_owner);
-        rc = rc ? rc : col_i64(b, r->lease_run);
-        rc = rc ? rc : col_i64(b, r->lease_ms);
-        rc = rc ? rc : col_str(b, r->sole);
+            rc = store_pg_arr_i64(&c[S_PARENT], r->parent);
+        rc = rc ? rc : store_pg_arr_i64(&c[S_PARENT_BACK], r->parent_back);
+        rc = rc ? rc : store_pg_arr_bytes(&c[S_PAYLOAD], r->payload, 32);
+        rc = rc ? rc
+                : store_pg_arr_bytes(&c[S_BODY], r->body ? r->body : "",
+                                     r->body_len);
+        rc = rc ? rc : store_pg_arr_str(&c[S_OWNER], r->lease_owner);
+        rc = rc ? rc : store_pg_arr_i64(&c[S_RUN], r->lease_run);
+        rc = rc ? rc : store_pg_arr_i64(&c[S_MS], r->lease_ms);
+        rc = rc ? rc : store_pg_arr_str(&c[S_SOLE], r->sole);
     }
+    return rc;
+}
+
+/* One batch: a number of its own, its rows, in one statement. */
+static const char stage_sql[] =
+    "WITH b AS (SELECT nextval('forum.stage_batch') AS id), ins AS (INSERT"
+    " INTO forum.staged(batch, idx, submitter, ts, actor, kind, parent,"
+    " parent_back, payload, body, lease_owner, lease_run, lease_ms, sole)"
+    " SELECT b.id, u.* FROM b, unnest($1::int8[], $2::text[], $3::int8[],"
+    " $4::text[], $5::text[], $6::int8[], $7::int8[], $8::bytea[],"
+    " $9::bytea[], $10::text[], $11::int8[], $12::int8[], $13::text[]) AS u)"
+    " SELECT id FROM b";
+static const uint32_t stage_elem[S__COUNT] = {20, 25, 20, 25, 25, 20, 20,
+                                              17, 17, 25, 20, 20, 25};
+
+static int forget_only(struct store *s, const int64_t *forget, size_t nf,
+                       struct fo_err *err)
+{
+    /* that need not wait for the disk */
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    int rc = fo_buf_puts(&b, "BEGIN; SET LOCAL synchronous_commit = off;"
+                             " DELETE FROM forum.staged_out WHERE batch IN (");
+    rc = rc ? rc : id_list(&b, forget, nf);
+    rc = rc ? rc : fo_buf_puts(&b, "); COMMIT");
+    rc = rc ? fo_err_set(err, FO_E_NOMEM, NULL)
+            : store_pg_exec(s, b.data, "forget staged outcomes", err);
+    fo_buf_release(&b);
+    if (rc && !s->broken)
+        store_pg_exec(s, "ROLLBACK", "rollback", NULL);
     return rc;
 }
 
@@ -263,6 +149,7 @@ int store_pg_stage_put(struct store *s, const struct store_stage *rows,
                        size_t n, const int64_t *forget, size_t nf,
                        int64_t *batch, struct fo_err *err)
 {
+    *batch = -1;
     if (s->readonly)
         return fo_err_set(err, FO_E_INVALID, "PostgreSQL %s: opened read-only",
                           s->where);
@@ -276,78 +163,68 @@ int store_pg_stage_put(struct store *s, const struct store_stage *rows,
                           "PostgreSQL %s: staging inside a transaction",
                           s->where);
     int rc = store_pg_ensure_conn(s, err);
+    if (rc || !n)
+        return rc ? rc : nf ? forget_only(s, forget, nf, err) : FO_OK;
+    /* one round trip: BEGIN, the forgotten outcomes dropped, the rows,
+     * NOTIFY, COMMIT (synchronous: the batch is durable once it returns) */
+    struct fo_buf c[S__COUNT], fb;
+    for (int i = 0; i < S__COUNT; i++)
+        fo_buf_init(&c[i], FO_BUF_UNLIMITED);
+    fo_buf_init(&fb, FO_BUF_UNLIMITED);
+    rc = stage_rows(c, rows, n);
+    for (size_t i = 0; !rc && i < nf; i++)
+        rc = store_pg_arr_i64(&fb, forget[i]);
+    struct store_pg_q q[5];
+    memset(q, 0, sizeof(q));
+    size_t k = 0;
+    q[k++].sql = "BEGIN";
+    if (nf && !rc) {
+        store_pg_arr_close(&fb, nf, 20);
+        q[k].sql = "DELETE FROM forum.staged_out WHERE batch = ANY($1::int8[])";
+        q[k].what = "forget staged outcomes";
+        q[k].vals[0] = fb.data;
+        q[k].lens[0] = (int)fb.len;
+        q[k++].np = 1;
+    }
+    q[k].sql = stage_sql;
+    q[k].what = "stage";
+    for (int i = 0; !rc && i < S__COUNT; i++) {
+        store_pg_arr_close(&c[i], n, stage_elem[i]);
+        q[k].vals[i] = c[i].data;
+        q[k].lens[i] = (int)c[i].len;
+    }
+    q[k++].np = S__COUNT;
+    size_t at = k - 1;
+    q[k++].sql = "NOTIFY forum_staged";
+    q[k].sql = "COMMIT";
+    q[k].what = "stage: commit";
+    q[k++].commit = 1;
+    PGresult *got[5] = {0};
     if (rc)
-        return rc;
-    struct fo_buf b;
-    fo_buf_init(&b, FO_BUF_UNLIMITED);
-    if (!n) { /* only forget: that need not wait for the disk */
-        rc = fo_buf_puts(&b, "BEGIN; SET LOCAL synchronous_commit = off;"
-                             " DELETE FROM forum.staged_out WHERE batch IN (");
-        rc = rc ? rc : id_list(&b, forget, nf);
-        rc = rc ? rc : fo_buf_puts(&b, "); COMMIT");
-        rc = rc ? fo_err_set(err, FO_E_NOMEM, NULL)
-                : store_pg_exec(s, b.data, "forget staged outcomes", err);
-        fo_buf_release(&b);
-        if (rc && !s->broken)
-            store_pg_exec(s, "ROLLBACK", "rollback", NULL);
-        *batch = -1;
-        return rc;
-    }
-    rc = fo_buf_puts(&b, "BEGIN;");
-    if (!rc && nf) {
-        rc = fo_buf_puts(&b, "DELETE FROM forum.staged_out WHERE batch IN (");
-        rc = rc ? rc : id_list(&b, forget, nf);
-        rc = rc ? rc : fo_buf_puts(&b, ");");
-    }
-    rc = rc ? rc : fo_buf_puts(&b, "SELECT nextval('forum.stage_batch')");
-    if (rc) {
-        fo_buf_release(&b);
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    }
-    PGresult *res = PQexec(s->conn, b.data);
-    fo_buf_release(&b);
-    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-        rc = store_pg_fail(s, res, "stage: begin", err);
-        PQclear(res);
-        goto fail;
-    }
-    char *end = NULL;
-    long long id = strtoll(PQgetvalue(res, 0, 0), &end, 10);
-    PQclear(res);
-    fo_buf_init(&b, FO_BUF_UNLIMITED);
-    if (stage_rows(&b, id, rows, n)) {
-        fo_buf_release(&b);
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        goto fail;
-    }
-    rc = copy_send(s,
-                   "COPY forum.staged(batch, idx, submitter, ts, actor, kind,"
-                   " parent, parent_back, payload, body, lease_owner,"
-                   " lease_run, lease_ms, sole) FROM STDIN (FORMAT binary)",
-                   &b, "stage", err);
-    fo_buf_release(&b);
-    if (rc)
-        goto fail;
-    res = PQexec(s->conn, "NOTIFY forum_staged; COMMIT");
-    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
-        rc = store_pg_fail(s, res, "stage: commit", err);
-        if (s->broken)
-            fo_err_prefix(err, "the staging's outcome is unknown");
-        PQclear(res);
-        goto fail;
-    }
-    if (strcmp(PQcmdStatus(res), "COMMIT") != 0)
-        rc = fo_err_set(err, FO_E_IO,
-                        "PostgreSQL %s: stage: the transaction had failed "
-                        "and was rolled back",
-                        s->where);
-    PQclear(res);
-    if (rc == FO_OK)
-        *batch = (int64_t)id;
-    return rc;
-fail:
-    if (!s->broken && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+    else
+        rc = store_pg_pipe(s, q, k, got, "stage", err);
+    for (int i = 0; i < S__COUNT; i++)
+        fo_buf_release(&c[i]);
+    fo_buf_release(&fb);
+    if (rc == FO_OK) {
+        int bad = !got[at] || PQntuples(got[at]) != 1 ||
+                  PQgetlength(got[at], 0, 0) != 8;
+        uint64_t v = 0;
+        for (int i = 0; !bad && i < 8; i++)
+            v = v << 8 | (unsigned char)PQgetvalue(got[at], 0, 0)[i];
+        if (bad)
+            rc = fo_err_set(err, FO_E_CORRUPT,
+                            "PostgreSQL %s: stage: no batch number", s->where);
+        else
+            *batch = (int64_t)v;
+    } else if (s->broken) {
+        fo_err_prefix(err, "the staging's outcome is unknown");
+    } else if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
         store_pg_exec(s, "ROLLBACK", "rollback", NULL);
+    }
+    for (size_t i = 0; i < k; i++)
+        PQclear(got[i]);
     return rc;
 }
 
@@ -374,46 +251,18 @@ static const char *get_str(const PGresult *res, int r, int c)
 
 /* Whole batches, oldest first, while the rows before a batch are fewer
  * than $1 (so one batch at least). */
-static const char take_sql[] =
-    "WITH b AS (SELECT batch, count(*) AS n FROM forum.staged GROUP BY batch"
-    " ORDER BY batch LIMIT 4096), c AS (SELECT batch, sum(n) OVER (ORDER BY"
-    " batch) - n AS before FROM b) SELECT s.batch, s.idx, s.submitter, s.ts,"
-    " s.actor, s.kind, s.parent, s.parent_back, s.payload,"
-    " length(s.body)::bigint, s.lease_owner, s.lease_run, s.lease_ms, s.sole"
-    " FROM forum.staged s JOIN c ON c.batch = s.batch WHERE c.before <"
-    " $1::bigint ORDER BY s.batch, s.idx";
+const char store_pg_take_sql[] =
+    "WITH f AS (SELECT batch FROM forum.staged ORDER BY batch, idx LIMIT"
+    " $1::bigint) SELECT s.batch, s.idx, s.submitter, s.ts, s.actor, s.kind,"
+    " s.parent, s.parent_back, s.payload, length(s.body)::bigint,"
+    " s.lease_owner, s.lease_run, s.lease_ms, s.sole FROM forum.staged s"
+    " WHERE s.batch <= (SELECT max(batch) FROM f) ORDER BY s.batch, s.idx";
 
-int store_pg_stage_take(struct store *s, size_t max_rows,
-                        int (*fn)(void *ctx, const struct store_stage *row),
-                        void *ctx, struct fo_err *err)
+/* The rows of a take's result to fn. */
+static int take_rows(struct store *s, const PGresult *res,
+                     int (*fn)(void *ctx, const struct store_stage *row),
+                     void *ctx, struct fo_err *err)
 {
-    if (!s->in_txn)
-        return fo_err_set(err, FO_E_INTERNAL,
-                          "PostgreSQL %s: take staged rows outside a "
-                          "transaction",
-                          s->where);
-    int frc = store_pg_flush(s, err);
-    if (frc)
-        return frc;
-    char lim[32];
-    snprintf(lim, sizeof(lim), "%zu", max_rows ? max_rows : 1);
-    const char *vals[1] = {lim};
-    if (!s->sprepared[0]) {
-        PGresult *p = PQprepare(s->conn, "fs_take", take_sql, 1, NULL);
-        if (!p || PQresultStatus(p) != PGRES_COMMAND_OK) {
-            int rc = store_pg_fail(s, p, "take staged rows", err);
-            PQclear(p);
-            return rc;
-        }
-        PQclear(p);
-        s->sprepared[0] = 1;
-    }
-    PGresult *res = PQexecPrepared(s->conn, "fs_take", 1, vals, NULL, NULL, 1);
-    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-        int rc = store_pg_fail(s, res, "take staged rows", err);
-        PQclear(res);
-        return rc;
-    }
     int rc = FO_OK;
     for (int i = 0; rc == FO_OK && i < PQntuples(res); i++) {
         struct store_stage r;
@@ -442,6 +291,36 @@ int store_pg_stage_take(struct store *s, size_t max_rows,
         else
             rc = fn(ctx, &r);
     }
+    return rc;
+}
+
+int store_pg_stage_take(struct store *s, size_t max_rows,
+                        int (*fn)(void *ctx, const struct store_stage *row),
+                        void *ctx, struct fo_err *err)
+{
+    if (!s->in_txn)
+        return fo_err_set(err, FO_E_INTERNAL,
+                          "PostgreSQL %s: take staged rows outside a "
+                          "transaction",
+                          s->where);
+    PGresult *res = s->take_pre; /* read with the BEGIN (stage_begin) */
+    s->take_pre = NULL;
+    if (!res) {
+        int frc = store_pg_flush(s, err);
+        if (frc)
+            return frc;
+        unsigned char lim[8];
+        uint64_t v = max_rows ? max_rows : 1;
+        for (int i = 0; i < 8; i++)
+            lim[i] = (unsigned char)(v >> (56 - 8 * i));
+        struct store_pg_q q = {.sql = store_pg_take_sql, .np = 1};
+        q.vals[0] = (const char *)lim;
+        q.lens[0] = 8;
+        int rc = store_pg_pipe(s, &q, 1, &res, "take staged rows", err);
+        if (rc)
+            return rc;
+    }
+    int rc = take_rows(s, res, fn, ctx, err);
     PQclear(res);
     return rc;
 }
@@ -453,79 +332,8 @@ int store_pg_stage_finish(struct store *s, const struct store_moved *moved,
 {
     if (!nb)
         return FO_OK;
-    int rc = store_pg_flush(s, err);
-    if (rc)
-        return rc;
-    struct fo_buf b;
-    fo_buf_init(&b, FO_BUF_UNLIMITED);
-    rc = copy_begin(&b);
-    for (size_t i = 0; !rc && i < nb; i++) {
-        rc = put_be(&b, 2, 2);
-        rc = rc ? rc : col_i64(&b, batches[i]);
-        rc = rc ? rc : col_str(&b, outcomes[i]);
-    }
-    if (rc) {
-        fo_buf_release(&b);
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    }
-    rc = copy_send(s,
-                   "COPY forum.staged_out(batch, outcome) FROM STDIN"
-                   " (FORMAT binary)",
-                   &b, "integrate: outcomes", err);
-    fo_buf_release(&b);
-    if (rc)
-        return rc;
-    /* the bodies stay on the server: from the staged rows to their seqs */
-    fo_buf_init(&b, FO_BUF_UNLIMITED);
-    if (nm) {
-        rc = fo_buf_puts(&b, "INSERT INTO forum.bodies(seq, body) SELECT"
-                             " m.seq, s.body FROM unnest('{");
-        for (size_t i = 0; !rc && i < nm; i++)
-            rc = fo_buf_printf(&b, "%s%lld", i ? "," : "",
-                               (long long)moved[i].batch);
-        rc = rc ? rc : fo_buf_puts(&b, "}'::bigint[], '{");
-        for (size_t i = 0; !rc && i < nm; i++)
-            rc = fo_buf_printf(&b, "%s%lld", i ? "," : "",
-                               (long long)moved[i].idx);
-        rc = rc ? rc : fo_buf_puts(&b, "}'::bigint[], '{");
-        for (size_t i = 0; !rc && i < nm; i++)
-            rc = fo_buf_printf(&b, "%s%lld", i ? "," : "",
-                               (long long)moved[i].seq);
-        rc = rc ? rc
-                : fo_buf_puts(&b, "}'::bigint[]) AS m(batch, idx, seq) JOIN"
-                                  " forum.staged s ON s.batch = m.batch AND"
-                                  " s.idx = m.idx;");
-    }
-    rc = rc ? rc : fo_buf_puts(&b, "DELETE FROM forum.staged WHERE batch IN (");
-    rc = rc ? rc : id_list(&b, batches, nb);
-    rc = rc ? rc : fo_buf_puts(&b, "); NOTIFY forum_integrated");
-    if (rc) {
-        fo_buf_release(&b);
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    }
-    /* one round trip: the results of all but the last statement are read
-     * here, so the bodies' count can be checked */
-    if (!PQsendQuery(s->conn, b.data)) {
-        fo_buf_release(&b);
-        return store_pg_fail(s, NULL, "integrate: bodies", err);
-    }
-    fo_buf_release(&b);
-    PGresult *res;
-    int first = 1;
-    while ((res = PQgetResult(s->conn))) {
-        ExecStatusType st = PQresultStatus(res);
-        if (rc == FO_OK && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-            rc = store_pg_fail(s, res, "integrate: bodies", err);
-        else if (rc == FO_OK && first && nm &&
-                 strtoull(PQcmdTuples(res), NULL, 10) != nm)
-            rc = fo_err_set(err, FO_E_CORRUPT,
-                            "PostgreSQL %s: integrate: %zu staged bodies, "
-                            "%s found",
-                            s->where, nm, PQcmdTuples(res));
-        first = 0;
-        PQclear(res);
-    }
-    return rc;
+    /* sent with the COMMIT, in its round trip */
+    return store_pg_queue_finish(s, moved, nm, batches, outcomes, nb, err);
 }
 
 /* ---- collecting, listening ------------------------------------------------

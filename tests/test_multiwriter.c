@@ -594,6 +594,110 @@ Test(multiwriter, the_integrator_killed_another_takes_over_nothing_acked_lost,
     mw_free(&m);
 }
 
+/* The rows staged by a daemon that dies before it answers: the integrator
+ * is held (SIGSTOP) so a writer's batches stay staged, the writer is
+ * SIGKILLed with them staged and unanswered, the integrator goes on
+ * (SIGCONT): what the dead writer staged is integrated, once (nothing is
+ * left staged), every entry acknowledged is there with its hash, the
+ * chain verifies and has the root one writer gives it. */
+Test(multiwriter, a_writer_killed_between_stage_and_ack_loses_nothing_acked,
+     .timeout = 300)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct mw m;
+    mw_init(&m);
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_start(&m, i, NULL);
+    int64_t t0 = tu_now_ms();
+    int in;
+    while ((in = integrator_of(&m)) < 0) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "no integrator (%d)", in);
+        usleep(20000);
+    }
+    int w = (in + 1) % NDAEMONS; /* the writer that dies */
+    static struct acks acks;
+    acks_init(&acks);
+    atomic_int stop;
+    atomic_init(&stop, 0);
+    enum { THREADS = 2, EACH = 100000 };
+    pthread_t t[NDAEMONS * THREADS];
+    struct client c[NDAEMONS * THREADS];
+    for (int i = 0; i < NDAEMONS * THREADS; i++) {
+        c[i] = (struct client){.d = &m.d[i % NDAEMONS],
+                               .acks = &acks,
+                               .id = i,
+                               .count = EACH,
+                               .tolerate = 1,
+                               .stop = &stop};
+        cr_assert_eq(pthread_create(&t[i], NULL, client_main, &c[i]), 0);
+    }
+    t0 = tu_now_ms();
+    for (;;) {
+        pthread_mutex_lock(&acks.mu);
+        size_t n = acks.n;
+        pthread_mutex_unlock(&acks.mu);
+        if (n >= 300)
+            break;
+        cr_assert_lt(tu_now_ms() - t0, 60000, "no appends");
+        usleep(10000);
+    }
+    cr_assert_gt(metric(&m.d[w], "forum_appends_staged_total"), 0);
+    /* hold the integrator: what the writers stage now stays staged */
+    cr_assert_eq(kill(m.d[in].pid, SIGSTOP), 0);
+    /* both writers' batches wait, the one that dies among them */
+    char staged[32] = "0";
+    t0 = tu_now_ms();
+    while (strtol(staged, NULL, 10) < 2) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "nothing staged");
+        cr_assert_eq(tu_pg_query(&m.pg, m.db,
+                                 "SELECT count(DISTINCT submitter) FROM"
+                                 " forum.staged",
+                                 staged, sizeof(staged)),
+                     0);
+    }
+    /* the writer dies with batches staged and not answered */
+    cr_assert_eq(tu_daemon_signal_wait(&m.d[w], SIGKILL, 10000), 128 + SIGKILL);
+    m.up[w] = 0;
+    cr_assert_eq(kill(m.d[in].pid, SIGCONT), 0);
+    pthread_mutex_lock(&acks.mu);
+    size_t at_kill = acks.n;
+    pthread_mutex_unlock(&acks.mu);
+    t0 = tu_now_ms();
+    for (;;) {
+        pthread_mutex_lock(&acks.mu);
+        size_t n = acks.n;
+        pthread_mutex_unlock(&acks.mu);
+        if (n >= at_kill + 300)
+            break;
+        cr_assert_lt(tu_now_ms() - t0, 60000, "no appends after the kill");
+        usleep(10000);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < NDAEMONS * THREADS; i++)
+        pthread_join(t[i], NULL);
+    int other = 3 - in - w;
+    for (int i = 0; i < NDAEMONS; i++)
+        mw_stop(&m, i);
+    /* the dead writer's staged rows went in: nothing is left staged */
+    cr_assert_eq(tu_pg_query(&m.pg, m.db, "SELECT count(*) FROM forum.staged",
+                             staged, sizeof(staged)),
+                 0);
+    cr_assert_str_eq(staged, "0");
+    char dead[32] = "";
+    cr_assert_eq(tu_pg_query(&m.pg, m.db,
+                             "SELECT count(*) FROM forum.staged_out", dead,
+                             sizeof(dead)),
+                 0);
+    cr_assert_neq(strcmp(dead, "0"), 0,
+                  "the dead writer's outcomes wait to be pruned");
+    verify_deep(m.dirs[other]);
+    acks_check(&acks, m.dirs[other]);
+    cr_assert_gt(count_of(m.dirs[other]), (long long)acks.n,
+                 "entries staged and never acknowledged went in too");
+    same_root_as_one_writer(m.dirs[other]);
+    mw_free(&m);
+}
+
 /* A daemon that stalls (SIGSTOP) longer than a lease: the others claim its
  * runs and finish them; when it goes on (SIGCONT), its lease thread finds
  * the leases taken over and the runs are dropped there without a write

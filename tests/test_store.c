@@ -1826,6 +1826,61 @@ Test(store_pg_stage, a_failed_integration_leaves_them_staged)
     fx_fini(&f);
 }
 
+/* An integration takes whole batches in batch order while the rows
+ * before a batch are fewer than its limit (one batch at least, however
+ * large); what is left waits for the next, in order. */
+Test(store_pg_stage, an_integration_takes_whole_batches_up_to_its_limit)
+{
+    struct fx f;
+    pg_fx(&f);
+    struct ledger *w = NULL, *in = NULL;
+    struct fo_err err;
+    OK(ledger_open(f.dir, LEDGER_OPEN_CREATE, NULL, &in, &err));
+    OK(ledger_open(f.dir, 0, NULL, &w, &err));
+    static const size_t sizes[4] = {3, 2, 4, 1};
+    struct ledger_append r[4][4];
+    int64_t id[4];
+    char bodies[4][4][64];
+    for (int b = 0; b < 4; b++) {
+        for (size_t i = 0; i < sizes[b]; i++) {
+            snprintf(bodies[b][i], sizeof(bodies[b][i]), "{\"b\":%d,\"i\":%zu}",
+                     b, i);
+            r[b][i] = note("w", LEDGER_NO_PARENT, bodies[b][i]);
+        }
+        OK(ledger_stage(w, r[b], sizes[b], "dd", NULL, 0, &id[b], &err));
+    }
+    size_t took = 0;
+    /* 3 rows before the second batch (< 4), 5 before the third */
+    OK(ledger_integrate(in, NULL, 0, 4, &took, &err));
+    cr_assert_eq(took, 5, "the first two batches whole, not %zu", took);
+    /* a limit below the next batch's size still takes it whole */
+    OK(ledger_integrate(in, NULL, 0, 1, &took, &err));
+    cr_assert_eq(took, 4);
+    OK(ledger_integrate(in, NULL, 0, 4096, &took, &err));
+    cr_assert_eq(took, 1);
+    OK(ledger_integrate(in, NULL, 0, 4096, &took, &err));
+    cr_assert_eq(took, 0);
+    int64_t next = 0;
+    for (int b = 0; b < 4; b++) {
+        collect_into(w, id[b], r[b], sizes[b]);
+        for (size_t i = 0; i < sizes[b]; i++, next++) {
+            cr_assert_eq(r[b][i].rc, FO_OK, "%s", r[b][i].err.msg);
+            cr_assert_eq(r[b][i].entry.seq, next, "staging order kept");
+            char *body = NULL;
+            size_t len = 0;
+            OK(ledger_body(in, next, &body, &len, &err));
+            cr_assert_str_eq(body, bodies[b][i], "the staged body moved");
+            free(body);
+        }
+    }
+    struct ledger_verify_result res;
+    OK(ledger_verify(in, LEDGER_VERIFY_DEEP, NULL, NULL, &res, &err));
+    cr_assert(res.ok, "%s", res.reason ? res.reason : "");
+    ledger_close(w);
+    ledger_close(in);
+    fx_fini(&f);
+}
+
 /* SQLite stays one writer: no staging there. */
 Test(store_sqlite, stages_nothing)
 {
