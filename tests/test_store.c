@@ -63,10 +63,13 @@ static void need_pg(struct tu_pg *pg)
 
 /* ------------------------------------------------------- the fixture */
 
-enum { SQ, PG };
+/* PG_OWN: a server of the test's own, for a test that stops it (the
+ * shared one serves the tests running beside it) */
+enum { SQ, PG, PG_OWN };
 
 struct fx {
     int kind;
+    int own_pg; /* pg is this test's own server: destroyed at the end */
     const struct store_ops *ops;
     char *dir;
     struct tu_pg pg;
@@ -80,10 +83,19 @@ struct fx {
 static void fx_init(struct fx *f, int kind)
 {
     memset(f, 0, sizeof(*f));
+    if (kind == PG_OWN) {
+        char why[2048] = "";
+        int rc = tu_pg_start(&f->pg, why, sizeof(why));
+        if (rc > 0)
+            cr_skip_test("PostgreSQL not available: %s", why);
+        cr_assert_eq(rc, 0, "PostgreSQL: %s", why);
+        f->own_pg = 1;
+        kind = PG;
+    } else if (kind == PG) {
+        need_pg(&f->pg);
+    }
     f->kind = kind;
     f->ops = kind == PG ? &store_pg_ops : &store_sqlite_ops;
-    if (kind == PG)
-        need_pg(&f->pg);
     f->dir = tu_tmpdir();
     if (kind == PG) {
         char why[1024];
@@ -119,6 +131,8 @@ static void fx_fini(struct fx *f)
     f->s = NULL;
     tu_rmrf(f->dir);
     f->dir = NULL;
+    if (f->own_pg)
+        tu_pg_destroy(&f->pg);
 }
 
 #define STORE_CASE(name)                                                       \
@@ -942,8 +956,9 @@ static void kill_backends(struct fx *f)
 
 Test(store_pg_only, a_lost_connection_fails_cleanly_then_resets)
 {
-    struct fx f;
-    pg_fx(&f);
+    struct fx f; /* it stops its server: one of its own */
+    fx_init(&f, PG_OWN);
+    fx_create(&f);
     fill(&f, 2);
     begin_w(&f);
     put(&f, 2, "a", "k", -1, "{\"lost\":true}");
