@@ -255,23 +255,29 @@ static void take_session(struct bridge *b, struct httpc_result *res,
 
 static int send_msg(struct bridge *b, struct msg *m);
 
-/* The daemon no longer knows the session (it restarted): a new one with
- * the client's own initialize, then m again. 1 when it was queued. */
-static int renew(struct bridge *b, struct msg *m)
+/* A session the bridge opens itself (the client sent no initialize: the
+ * stdio server answers without one). */
+static const char auto_init[] =
+    "{\"jsonrpc\":\"2.0\",\"id\":\"forum-mcp-session\",\"method\":"
+    "\"initialize\",\"params\":{\"protocolVersion\":\"" SURF_MCP_LATEST
+    "\",\"capabilities\":{},\"clientInfo\":{\"name\":\"forum mcp\"}}}";
+
+/* Queues a quiet initialize (text, len), then m, at the head. 1 when
+ * queued. */
+static int open_before(struct bridge *b, struct msg *m, const char *text,
+                       size_t len)
 {
-    if (m->retried || m->is_init || !b->init_text)
-        return 0;
     struct msg *init = calloc(1, sizeof(*init));
-    char *t = malloc(b->init_len + 1);
+    char *t = malloc(len + 1);
     if (!init || !t) {
         free(init);
         free(t);
         return 0;
     }
-    memcpy(t, b->init_text, b->init_len);
+    memcpy(t, text, len);
+    t[len] = '\0';
     *init = (struct msg){
-        .text = t, .len = b->init_len, .is_init = 1, .ordered = 1, .quiet = 1};
-    m->retried = 1;
+        .text = t, .len = len, .is_init = 1, .ordered = 1, .quiet = 1};
     b->sid[0] = '\0';
     pthread_mutex_lock(&b->mu);
     m->next = b->head;
@@ -281,6 +287,16 @@ static int renew(struct bridge *b, struct msg *m)
         b->tail = m;
     pthread_mutex_unlock(&b->mu);
     return 1;
+}
+
+/* The daemon no longer knows the session (it restarted): a new one with
+ * the client's own initialize, then m again. 1 when it was queued. */
+static int renew(struct bridge *b, struct msg *m)
+{
+    if (m->retried || m->is_init || !b->init_text)
+        return 0;
+    m->retried = 1;
+    return open_before(b, m, b->init_text, b->init_len);
 }
 
 static void done(void *arg, struct httpc_result *res)
@@ -389,6 +405,16 @@ static void pump(struct bridge *b)
         if (m->j && refused_here(b, m)) {
             msg_free(m);
             continue;
+        }
+        if (!m->is_init && !b->sid[0] && !b->init_text) {
+            /* no initialize came first: a session of the bridge's own */
+            b->init_text = malloc(sizeof(auto_init));
+            if (b->init_text)
+                memcpy(b->init_text, auto_init, sizeof(auto_init));
+            b->init_len = b->init_text ? sizeof(auto_init) - 1 : 0;
+            if (b->init_text &&
+                open_before(b, m, auto_init, sizeof(auto_init) - 1))
+                continue;
         }
         if (m->is_init && !m->quiet) {
             free(b->init_text);
