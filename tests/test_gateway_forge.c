@@ -17,6 +17,7 @@
 
 #include "ledger/fo_buf.h"
 #include "ledger/fo_sha.h"
+#include "surfaces/gateway_forge.h"
 #include "tests/testutil.h"
 #include "tests/tu_daemon.h"
 #include "tests/tu_model.h"
@@ -378,4 +379,140 @@ Test(gateway_forge, anthropic_route_gets_tool_use_blocks, .timeout = 120)
         cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(e, "rescued")), 1);
     cJSON_Delete(e);
     stop(&d, f, dir);
+}
+
+/* ---- the pure functions ------------------------------------------------ */
+
+Test(gateway_forge, tools_offered_in_either_shape)
+{
+    cJSON *chat = tu_json_parse(
+        "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\"}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"b\"}}]}");
+    cJSON *anth = tu_json_parse("{\"tools\":[{\"name\":\"c\"}]}");
+    cJSON *none = tu_json_parse("{\"tools\":\"no\"}");
+    cJSON *t = surf_gwf_tools(chat);
+    cr_assert_eq(cJSON_GetArraySize(t), 2);
+    cr_expect_str_eq(cJSON_GetArrayItem(t, 1)->valuestring, "b");
+    cJSON_Delete(t);
+    t = surf_gwf_tools(anth);
+    cr_assert_eq(cJSON_GetArraySize(t), 1);
+    cr_expect_str_eq(cJSON_GetArrayItem(t, 0)->valuestring, "c");
+    cJSON_Delete(t);
+    cr_expect_null(surf_gwf_tools(none));
+    cJSON_Delete(chat);
+    cJSON_Delete(anth);
+    cJSON_Delete(none);
+}
+
+Test(gateway_forge, chat_two_forms_text_kept_other_members_kept)
+{
+    cJSON *tools = tu_json_parse("[\"get_weather\",\"get_time\"]");
+    const char *body =
+        "{\"id\":\"x1\",\"created\":1732000000,\"choices\":[{\"index\":0,"
+        "\"message\":{\"role\":\"assistant\",\"content\":\"Sure. "
+        "<tool_call>{\\\"name\\\":\\\"get_weather\\\",\\\"arguments\\\":{"
+        "\\\"city\\\":\\\"Oslo\\\"}}</tool_call> "
+        "<function=get_time>{\\\"tz\\\":"
+        "\\\"UTC\\\"}</function>\",\"tool_calls\":[]},\"finish_reason\":"
+        "\"stop\"}]}";
+    char *out = NULL;
+    size_t len = 0;
+    cJSON *forms = NULL;
+    cr_assert_eq(surf_gwf_chat(body, strlen(body), tools, &out, &len, &forms),
+                 1);
+    cr_assert_eq(strlen(out), len);
+    cJSON *j = tu_json_parse(out);
+    cr_expect_str_eq(tu_str(j, "id"), "x1");
+    cr_expect_eq(tu_num(j, "created"), 1732000000);
+    const cJSON *c0 =
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(c0, "message");
+    cr_expect_str_eq(tu_str(m, "content"), "Sure.");
+    cr_expect_str_eq(tu_str(c0, "finish_reason"), "tool_calls");
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+    cr_assert_eq(cJSON_GetArraySize(tc), 2);
+    const char *id0 = tu_str(cJSON_GetArrayItem(tc, 0), "id");
+    const char *id1 = tu_str(cJSON_GetArrayItem(tc, 1), "id");
+    cr_expect_neq(strcmp(id0, id1), 0);
+    cr_expect_eq(strncmp(id0, id1, strlen(id0) - 1), 0, "one prefix");
+    cr_expect_str_eq(tu_str(cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetArrayItem(tc, 1), "function"),
+                            "name"),
+                     "get_time");
+    cr_assert_eq(cJSON_GetArraySize(forms), 2);
+    cr_expect_str_eq(cJSON_GetArrayItem(forms, 0)->valuestring,
+                     "tool_call_tag");
+    cr_expect_str_eq(cJSON_GetArrayItem(forms, 1)->valuestring, "function_tag");
+    cJSON_Delete(j);
+    cJSON_Delete(forms);
+    free(out);
+    cJSON_Delete(tools);
+}
+
+Test(gateway_forge, chat_left_alone)
+{
+    cJSON *tools = tu_json_parse("[\"get_weather\"]");
+    const char *cases[] = {
+        /* it called a tool already */
+        "{\"choices\":[{\"message\":{\"content\":\"<tool_call>{\\\"name\\\":"
+        "\\\"get_weather\\\",\\\"arguments\\\":{}}</tool_call>\","
+        "\"tool_calls\":[{\"id\":\"a\"}]}}]}",
+        /* no call in the text; a malformed tag */
+        "{\"choices\":[{\"message\":{\"content\":\"just text\"}}]}",
+        "{\"choices\":[{\"message\":{\"content\":\"<tool_call>{oops"
+        "</tool_call>\"}}]}",
+        /* not a chat completion, not JSON */
+        "{\"error\":{}}",
+        "not json",
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        char *out = NULL;
+        size_t len = 0;
+        cJSON *forms = NULL;
+        cr_expect_eq(surf_gwf_chat(cases[i], strlen(cases[i]), tools, &out,
+                                   &len, &forms),
+                     0, "case %zu", i);
+        cr_expect_null(out);
+        cr_expect_null(forms);
+    }
+    cJSON_Delete(tools);
+}
+
+Test(gateway_forge, messages_text_and_tool_use_blocks)
+{
+    cJSON *tools = tu_json_parse("[\"get_weather\"]");
+    const char *body =
+        "{\"id\":\"msg_1\",\"type\":\"message\",\"content\":[{\"type\":"
+        "\"text\",\"text\":\"Let me look.\\n```json\\n{\\\"name\\\":"
+        "\\\"get_weather\\\",\\\"arguments\\\":{\\\"city\\\":\\\"Oslo\\\"}}"
+        "\\n```\"}],\"stop_reason\":\"end_turn\",\"usage\":{"
+        "\"input_tokens\":1,\"output_tokens\":2}}";
+    char *out = NULL;
+    size_t len = 0;
+    cJSON *forms = NULL;
+    cr_assert_eq(
+        surf_gwf_messages(body, strlen(body), tools, &out, &len, &forms), 1);
+    cJSON *j = tu_json_parse(out);
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(j, "content");
+    cr_assert_eq(cJSON_GetArraySize(ct), 2, "%s", out);
+    cr_expect_str_eq(tu_str(cJSON_GetArrayItem(ct, 0), "text"), "Let me look.");
+    const cJSON *u = cJSON_GetArrayItem(ct, 1);
+    cr_expect_str_eq(tu_str(u, "type"), "tool_use");
+    cr_expect(!strncmp(tu_str(u, "id"), "toolu_", 6));
+    cr_expect_str_eq(
+        tu_str(cJSON_GetObjectItemCaseSensitive(u, "input"), "city"), "Oslo");
+    cr_expect_str_eq(tu_str(j, "stop_reason"), "tool_use");
+    cr_expect_str_eq(cJSON_GetArrayItem(forms, 0)->valuestring, "fenced_block");
+    cJSON_Delete(j);
+    cJSON_Delete(forms);
+    free(out);
+    /* a message that calls a tool already is left as it is */
+    const char *used =
+        "{\"content\":[{\"type\":\"text\",\"text\":\"<tool_call>{\\\"name\\\":"
+        "\\\"get_weather\\\",\\\"arguments\\\":{}}</tool_call>\"},{\"type\":"
+        "\"tool_use\",\"id\":\"t\",\"name\":\"get_weather\",\"input\":{}}]}";
+    cr_expect_eq(
+        surf_gwf_messages(used, strlen(used), tools, &out, &len, &forms), 0);
+    cr_expect_null(out);
+    cJSON_Delete(tools);
 }
