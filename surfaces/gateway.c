@@ -730,15 +730,19 @@ static void forge_plain(struct gw_call *c)
                                      &out, &len, &forms)
                  : surf_gwf_chat(c->raw.data, c->raw.len, c->forge_tools, &out,
                                  &len, &forms);
-    if (rc == 1 && len <= GW_RAW_MAX) {
+    struct fo_buf nb;
+    fo_buf_init(&nb, GW_RAW_MAX);
+    if (rc == 1 && fo_buf_append(&nb, out, len) == 0) {
         uint8_t d[FO_SHA256_LEN];
         fo_sha256(c->raw.data, c->raw.len, d);
         fo_hex(d, sizeof(d), c->orig_sha);
-        fo_buf_reset(&c->raw);
-        fo_buf_append(&c->raw, out, len);
+        fo_buf_release(&c->raw);
+        c->raw = nb; /* what the client gets */
+        fo_buf_init(&nb, GW_RAW_MAX);
         c->rescued = forms;
         forms = NULL;
     }
+    fo_buf_release(&nb);
     free(out);
     cJSON_Delete(forms);
 }
@@ -1055,7 +1059,10 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
         c->key_created = key->created_us;
         c->forge_key = key->forge;
     }
-    if (api != GW_RESPONSES && !c->stream)
+    int forge = c->forge_key;
+    for (int i = 0; i < c->n_cand; i++)
+        forge |= c->cand[i]->gateway_forge;
+    if (forge && api != GW_RESPONSES && !c->stream)
         c->forge_tools = surf_gwf_tools(j); /* kept for the forge layer */
     cJSON *tr = NULL;
     if (c->xlate && surf_gwa_request(j, "check", &tr, &err) != FO_OK) {
