@@ -307,6 +307,17 @@ Test(gateway_forge, per_key, .timeout = 120)
     start(&d, dir, f);
     const char *on = key_add(dir, "forged", "--forge");
     const char *off = key_add(dir, "plain", NULL);
+    char kp[1024];
+    snprintf(kp, sizeof(kp), "%s/keys.json", dir);
+    char *kf = tu_read_file(kp, NULL);
+    cr_assert(kf);
+    /* the file says it of the one key made with --forge only */
+    int n_forge = 0;
+    for (const char *p = kf; (p = strstr(p, "\"forge\": true")); p++)
+        n_forge++;
+    cr_expect_eq(n_forge, 1, "%s", kf);
+    cr_expect_null(strstr(kf, "\"forge\": false"));
+    free(kf);
     cJSON *j = NULL;
     /* the provider has no forge: the key's decides */
     cr_assert_eq(
