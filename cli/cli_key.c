@@ -40,7 +40,7 @@ static const char key_usage[] =
     "  revoke   the key answers 401 from now on\n"
     "examples:\n"
     "  forum key add ci-bot --max-calls 1000 --rpm 60 --models cheap\n"
-    "  forum key add aider-local --forge --models cheap\n"
+    "  forum key add local-agent --forge --models cheap\n"
     "  forum key list\n"
     "  forum key revoke ci-bot\n"
     "exit codes: 0 ok; 1 no such key; 2 usage or bad input (a name that\n"
