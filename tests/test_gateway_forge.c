@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cJSON.h>
 
@@ -526,4 +527,33 @@ Test(gateway_forge, messages_text_and_tool_use_blocks)
         surf_gwf_messages(used, strlen(used), tools, &out, &len, &forms), 0);
     cr_expect_null(out);
     cJSON_Delete(tools);
+}
+
+Test(gateway_forge, a_bad_setting_is_refused_at_start)
+{
+    char *dir = tu_tmpdir();
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/forum.json", dir);
+    const char *cfg = "{\"models\":{\"providers\":[{\"api\":\"chat\",\"url\":"
+                      "\"http://127.0.0.1:9/v1\",\"model\":\"m\","
+                      "\"gateway_forge\":\"yes\"}]}}";
+    cr_assert_eq(tu_write_file(p, cfg, strlen(cfg)), 0);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "serve", "--check", NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "gateway_forge: must be a boolean"), "%s", r.err);
+    tu_run_free(&r);
+    /* and a key file whose forge is not a boolean */
+    snprintf(p, sizeof(p), "%s/keys.json", dir);
+    const char *keys =
+        "{\"keys\":[{\"name\":\"k\",\"sha256\":\"00000000000000000000000000"
+        "00000000000000000000000000000000000000\",\"created_us\":1,"
+        "\"forge\":1}]}";
+    cr_assert_eq(tu_write_file(p, keys, strlen(keys)), 0);
+    chmod(p, 0600);
+    r = tu_forumv(NULL, "--ledger", dir, "key", "list", NULL);
+    cr_expect_neq(r.status, 0);
+    cr_expect(strstr(r.err, "\"forge\": a boolean"), "%s", r.err);
+    tu_run_free(&r);
+    tu_rmrf(dir);
 }
