@@ -17,7 +17,7 @@
 
 static const char key_usage[] =
     "usage: forum key add NAME [--max-calls N] [--max-tokens N] [--rpm N]\n"
-    "                 [--models A,B] [--json]\n"
+    "                 [--models A,B] [--forge] [--json]\n"
     "       forum key list [--json]\n"
     "       forum key revoke NAME [--json]\n"
     "Client keys for the model gateway (/v1/...): give each agent or user\n"
@@ -25,8 +25,11 @@ static const char key_usage[] =
     "routes only, within its limits: --max-calls and --max-tokens are\n"
     "budgets over the key's life (a spent budget is 429), --rpm a rate\n"
     "(calls in any 60 s; over it 429 with Retry-After), --models the\n"
-    "models, providers or tiers it may name (others 403). The key is\n"
-    "printed once by add; DIR/keys.json (0600) keeps only its SHA-256.\n"
+    "models, providers or tiers it may name (others 403); --forge turns\n"
+    "on, for its plain answers, the rescue of tool calls a model wrote as\n"
+    "text into real tool calls (as a provider's gateway_forge does). The\n"
+    "key is printed once by add; DIR/keys.json (0600) keeps only its\n"
+    "SHA-256.\n"
     "Its calls are witnessed with the key's name and, without an\n"
     "X-Forum-Session header, grouped in the session key:NAME. A running\n"
     "daemon takes a change on the next call; no restart. Names are\n"
@@ -37,6 +40,7 @@ static const char key_usage[] =
     "  revoke   the key answers 401 from now on\n"
     "examples:\n"
     "  forum key add ci-bot --max-calls 1000 --rpm 60 --models cheap\n"
+    "  forum key add local-agent --forge --models cheap\n"
     "  forum key list\n"
     "  forum key revoke ci-bot\n"
     "exit codes: 0 ok; 1 no such key; 2 usage or bad input (a name that\n"
@@ -76,7 +80,8 @@ static int split_models(struct cli *c, char *buf, const char **out, size_t *n)
 }
 
 static int key_add(struct cli *c, const char *name, long long calls,
-                   long long tokens, long long rpm, const char *models)
+                   long long tokens, long long rpm, const char *models,
+                   int forge)
 {
     const char *ms[KEYS_MODELS_MAX];
     char mbuf[KEYS_MODELS_MAX * (KEYS_MODEL_MAX + 1)];
@@ -102,7 +107,8 @@ static int key_add(struct cli *c, const char *name, long long calls,
                          .max_tokens = tokens,
                          .rpm = rpm,
                          .models = ms,
-                         .n_models = nm};
+                         .n_models = nm,
+                         .forge = forge};
     char key[KEYS_KEY_LEN + 1];
     struct fo_err err;
     int rc = keys_file_add(c->ledger_dir, &k, key, &err);
@@ -151,6 +157,7 @@ static cJSON *key_obj(const struct keys_key *k)
         for (size_t i = 0; i < k->n_models; i++)
             cJSON_AddItemToArray(ms, cJSON_CreateString(k->models[i]));
     }
+    cJSON_AddBoolToObject(o, "forge", k->forge);
     fo_json_add_int(o, "used_calls", k->used_calls);
     fo_json_add_int(o, "used_tokens", k->used_tokens);
     when(k->created_us, t, sizeof(t));
@@ -182,8 +189,8 @@ static void print_key(const struct keys_key *k)
            k->rpm ? rpm : "-");
     for (size_t i = 0; i < k->n_models; i++)
         printf("%s%s", i ? "," : "", k->models[i]);
-    printf("%s\tmade %s%s\n", k->models ? "" : "any", t,
-           k->revoked_us ? "\trevoked" : "");
+    printf("%s%s\tmade %s%s\n", k->models ? "" : "any",
+           k->forge ? "\tforge" : "", t, k->revoked_us ? "\trevoked" : "");
 }
 
 static int key_list(struct cli *c)
@@ -258,7 +265,7 @@ int cli_key(struct cli *c, int argc, char **argv)
         return cli_bad_sub(c, "key", argv[1], "add list revoke");
     long long calls = 0, tokens = 0, rpm = 0;
     const char *models = NULL, *pos[1];
-    int npos = 0;
+    int npos = 0, forge = 0;
     const struct cli_opt add_opts[] = {
         {"--max-calls", "N", CLI_OPT_INT, &calls, 1, 1ll << 53, NULL, NULL,
          "the calls the key may make in all (then 429)"},
@@ -268,12 +275,14 @@ int cli_key(struct cli *c, int argc, char **argv)
          "at most N calls in any 60 s (then 429 with Retry-After)"},
         {"--models", "A,B", CLI_OPT_STR, &models, 0, 0, NULL, NULL,
          "the models, providers or tiers it may name (others 403)"},
+        {"--forge", NULL, CLI_OPT_BOOL, &forge, 0, 0, NULL, NULL,
+         "rescue tool calls written as text in its calls' answers"},
         CLI_OPT_END,
     };
     char name[32];
     snprintf(name, sizeof(name), "key %s", subs[k]);
     int ex =
-        cli_parse(c, name, argc - 1, argv + 1, k == 0 ? add_opts : add_opts + 4,
+        cli_parse(c, name, argc - 1, argv + 1, k == 0 ? add_opts : add_opts + 5,
                   pos, k == 1 ? 0 : 1, &npos);
     if (ex)
         return ex == CLI_PARSE_HELP ? cli_help(key_usage) : ex;
@@ -282,7 +291,7 @@ int cli_key(struct cli *c, int argc, char **argv)
     if (npos != 1)
         return cli_usage_error(c, "key %s: NAME is required", subs[k]);
     if (k == 0)
-        return key_add(c, pos[0], calls, tokens, rpm, models);
+        return key_add(c, pos[0], calls, tokens, rpm, models, forge);
     if (!keys_name_valid(pos[0]))
         return cli_usage_error(c, "key revoke: NAME: not a key name");
     return key_revoke(c, pos[0]);

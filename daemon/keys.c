@@ -151,12 +151,12 @@ static int get_limit(const cJSON *o, const char *name, long long max,
 static int key_parse(const cJSON *o, struct keys_key *k, struct fo_err *err)
 {
     static const char *const fields[] = {
-        "name",      "sha256",     "created_us", "revoked_us",
-        "max_calls", "max_tokens", "rpm",        "models"};
+        "name",       "sha256", "created_us", "revoked_us", "max_calls",
+        "max_tokens", "rpm",    "models",     "forge"};
     memset(k, 0, sizeof(*k));
     if (!cJSON_IsObject(o))
         return fo_err_set(err, FO_E_INVALID, "a key is not an object");
-    int rc = fo_json_only_keys(o, fields, 8, err);
+    int rc = fo_json_only_keys(o, fields, 9, err);
     if (rc)
         return rc;
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "name");
@@ -181,6 +181,11 @@ static int key_parse(const cJSON *o, struct keys_key *k, struct fo_err *err)
         fo_err_prefix(err, "key %s", k->name);
         return rc;
     }
+    const cJSON *fg = cJSON_GetObjectItemCaseSensitive(o, "forge");
+    if (fg && !cJSON_IsBool(fg))
+        return fo_err_set(err, FO_E_INVALID, "key %s: \"forge\": a boolean",
+                          k->name);
+    k->forge = cJSON_IsTrue(fg);
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "models"), *m;
     if (!ms)
         return FO_OK;
@@ -332,6 +337,8 @@ static cJSON *key_json(const struct keys_new *k, const uint8_t sha[32],
         ok = fo_json_add_int(o, "max_tokens", k->max_tokens) != NULL;
     if (ok && k->rpm)
         ok = fo_json_add_int(o, "rpm", k->rpm) != NULL;
+    if (ok && k->forge)
+        ok = cJSON_AddBoolToObject(o, "forge", 1) != NULL;
     if (ok && k->n_models) {
         cJSON *ms = cJSON_AddArrayToObject(o, "models");
         for (size_t i = 0; ok && ms && i < k->n_models; i++) {

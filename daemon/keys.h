@@ -1,13 +1,13 @@
 /* keys: the gateway's client keys. DIR/keys.json (mode 0600) holds each
  * key's name, the SHA-256 of the key, its limits (calls, tokens, requests
- * per minute, models) and when it was made or revoked; never the key. The
- * CLI edits the file (keys_file_add, keys_file_revoke: under a lock, a
- * whole new file renamed into place); the daemon holds a store made from
- * it (keys_open), sees the file change through inotify and reloads it on
- * the next keyed request (keys_refresh), so changes need no restart. What
- * a key has used is counted from the ledger's gateway_call entries that
- * name it (at start, and by the CLI's `key list`), then kept in memory as
- * calls are witnessed. docs/GATEWAY.md, "Keys". */
+ * per minute, models), whether the forge layer is on for it, and when it was
+ * made or revoked; never the key. The CLI edits the file (keys_file_add,
+ * keys_file_revoke: under a lock, a whole new file renamed into place); the
+ * daemon holds a store made from it (keys_open), sees the file change through
+ * inotify and reloads it on the next keyed request (keys_refresh), so changes
+ * need no restart. What a key has used is counted from the ledger's
+ * gateway_call entries that name it (at start, and by the CLI's `key list`),
+ * then kept in memory as calls are witnessed. docs/GATEWAY.md, "Keys". */
 #ifndef KEYS_H
 #define KEYS_H
 
@@ -37,6 +37,8 @@ struct keys_key {
     long long max_calls, max_tokens, rpm; /* 0: no limit */
     char **models;                        /* NULL when any model */
     size_t n_models;
+    int forge; /* "forge": true: the gateway's rescue of tool calls written
+                  as text is on for its calls (docs/GATEWAY.md) */
     /* usage: witnessed calls and their tokens (in and out), calls in
      * flight, refusals since the daemon started */
     long long used_calls, used_tokens, inflight;
@@ -51,6 +53,7 @@ struct keys_new {
     long long max_calls, max_tokens, rpm; /* 0: no limit */
     const char *const *models;
     size_t n_models;
+    int forge; /* 1: "forge": true (the gateway's rescue) */
 };
 
 /* 1 when name is a valid key name: 1-64 of [A-Za-z0-9._-], starting with

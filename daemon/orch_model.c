@@ -294,7 +294,7 @@ static int get_bool(const cJSON *j, const char *k, int *out, struct fo_err *err,
 }
 
 /* A provider's forge options: "rescue", "respond_tool",
- * "malformed_retries". */
+ * "malformed_retries", and the gateway's "gateway_forge". */
 static int forge_parse(const cJSON *e, struct orch_model_provider *p,
                        struct fo_err *err, const char *where)
 {
@@ -302,6 +302,8 @@ static int forge_parse(const cJSON *e, struct orch_model_provider *p,
     int rc = get_bool(e, "rescue", &rescue, err, where);
     if (!rc)
         rc = get_bool(e, "respond_tool", &p->respond_tool, err, where);
+    if (!rc)
+        rc = get_bool(e, "gateway_forge", &p->gateway_forge, err, where);
     if (!rc)
         rc = get_int(e, "malformed_retries", ORCH_MALFORMED_RETRIES_MAX, &tries,
                      err, where);

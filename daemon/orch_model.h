@@ -45,6 +45,9 @@ struct orch_model_provider {
     int no_rescue;       /* 1: "rescue": false */
     int respond_tool;    /* 1: "respond_tool": true */
     int malformed_tries; /* "malformed_retries" + 1; 0: the default */
+    /* 1: "gateway_forge": true: the gateway rescues tool calls written as
+     * text in this provider's plain answers (docs/GATEWAY.md) */
+    int gateway_forge;
 };
 
 /* What forum's own tool loop does for a provider's small-model habits

@@ -19,6 +19,7 @@
 #include "daemon/keys.h"
 #include "daemon/orch_guard.h"
 #include "surfaces/gateway_anthropic.h"
+#include "surfaces/gateway_forge.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_sha.h"
@@ -89,6 +90,13 @@ struct gw_call {
     struct evbuffer *held;
     int text_cut;   /* the assembled text was over GW_WITNESS_MAX */
     int bad_answer; /* a translated answer could not be read */
+    /* the forge layer (gateway_forge.h): on for the key, or for the
+     * provider that answers; the tools offered; the forms rescued and the
+     * provider's answer's hash when the answer was rewritten */
+    int forge_key;
+    cJSON *forge_tools;
+    cJSON *rescued;
+    char orig_sha[2 * FO_SHA256_LEN + 1];
     /* the entry */
     struct ledger_queued_append creq;
     struct fo_buf entry;
@@ -330,9 +338,17 @@ static int entry_make(struct gw_call *c)
     add_guarded(c->g, o, found, "request", c->body, c->body_len);
     add_sha(o, "response_sha256", rx->data, rx->len);
     fo_json_add_int(o, "response_bytes", (long long)rx->len);
-    if (c->xlate) {
+    if (c->xlate)
         add_sha(o, "upstream_request_sha256", c->up_body, c->up_body_len);
+    if (c->rescued)
+        cJSON_AddStringToObject(o, "upstream_response_sha256", c->orig_sha);
+    else if (c->xlate)
         add_sha(o, "upstream_response_sha256", c->raw.data, c->raw.len);
+    if (c->forge_key || c->p->gateway_forge)
+        cJSON_AddBoolToObject(o, "forge", 1);
+    if (c->rescued) {
+        cJSON_AddItemToObject(o, "rescued", c->rescued);
+        c->rescued = NULL;
     }
     if (c->started && c->text_cut)
         cJSON_AddStringToObject(o, "response_text_omitted", "over 256 KiB");
@@ -372,6 +388,8 @@ static void call_free(struct gw_call *c)
     fo_buf_release(&c->gout);
     cJSON_Delete(c->attempts);
     cJSON_Delete(c->req_json);
+    cJSON_Delete(c->forge_tools);
+    cJSON_Delete(c->rescued);
     free(c->up_body);
     free(c->body);
     free(c);
@@ -696,6 +714,39 @@ static void translate_end(struct gw_call *c, const struct httpc_result *res)
 
 static int start_upstream(struct gw_call *c, struct fo_err *err);
 
+/* A plain answer through the forge layer when it is on for the call:
+ * tool calls written as text to the tools offered made real (c->raw
+ * rewritten; the provider's own answer kept by its hash). */
+static void forge_plain(struct gw_call *c)
+{
+    if (!(c->forge_key || c->p->gateway_forge) || !c->forge_tools ||
+        c->status != 200)
+        return;
+    char *out = NULL;
+    size_t len = 0;
+    cJSON *forms = NULL;
+    int rc = c->api == GW_ANTHROPIC && !c->xlate
+                 ? surf_gwf_messages(c->raw.data, c->raw.len, c->forge_tools,
+                                     &out, &len, &forms)
+                 : surf_gwf_chat(c->raw.data, c->raw.len, c->forge_tools, &out,
+                                 &len, &forms);
+    struct fo_buf nb;
+    fo_buf_init(&nb, GW_RAW_MAX);
+    if (rc == 1 && fo_buf_append(&nb, out, len) == 0) {
+        uint8_t d[FO_SHA256_LEN];
+        fo_sha256(c->raw.data, c->raw.len, d);
+        fo_hex(d, sizeof(d), c->orig_sha);
+        fo_buf_release(&c->raw);
+        c->raw = nb; /* what the client gets */
+        fo_buf_init(&nb, GW_RAW_MAX);
+        c->rescued = forms;
+        forms = NULL;
+    }
+    fo_buf_release(&nb);
+    free(out);
+    cJSON_Delete(forms);
+}
+
 /* The URL of c->p, and for a translated call the chat request for it. */
 static int prepare_try(struct gw_call *c, struct fo_err *err)
 {
@@ -787,6 +838,7 @@ static void up_done(void *arg, struct httpc_result *res)
                           &err) == FO_OK)
             take_usage(c, cJSON_GetObjectItemCaseSensitive(j, "usage"));
         cJSON_Delete(j);
+        forge_plain(c);
     }
     if (may_fall_over(c, res) && next_try(c) == FO_OK)
         return; /* the next provider's done comes here again */
@@ -1005,7 +1057,13 @@ static void call_start(struct surf_gateway *g, struct surf_http *h,
     if (key) { /* admitted: counted in flight until call_free */
         snprintf(c->key, sizeof(c->key), "%s", key->name);
         c->key_created = key->created_us;
+        c->forge_key = key->forge;
     }
+    int forge = c->forge_key;
+    for (int i = 0; i < c->n_cand; i++)
+        forge |= c->cand[i]->gateway_forge;
+    if (forge && api != GW_RESPONSES && !c->stream)
+        c->forge_tools = surf_gwf_tools(j); /* kept for the forge layer */
     cJSON *tr = NULL;
     if (c->xlate && surf_gwa_request(j, "check", &tr, &err) != FO_OK) {
         cJSON_Delete(j);

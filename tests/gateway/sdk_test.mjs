@@ -4,7 +4,9 @@
 // in this file that streams. Plain calls, streams (read through each SDK's
 // own stream reader), and a wrong key, which each SDK must raise as its
 // AuthenticationError. The Anthropic SDK also on a model only a chat
-// provider serves (forum translates): plain, streamed, a tool's round trip. Then every call that reached the upstream is one
+// provider serves (forum translates): plain, streamed, a tool's round trip.
+// The openai client on a provider with gateway_forge whose model writes its
+// tool call as text: a real tool call. Then every call that reached the upstream is one
 // gateway_call entry. Usage: node sdk_test.mjs FORUM_BIN. Exit 77 when the
 // packages are not installed.
 import { spawn, execFileSync } from "node:child_process";
@@ -44,6 +46,14 @@ const upstream = http.createServer((req, res) => {
       // with tools and a user's question: a call of the first tool; with a
       // tool's result last: an answer that quotes it
       const last = j.messages[j.messages.length - 1];
+      // forge-model writes its call as text, as small local models do
+      if (j.model === "forge-model" && !j.stream) {
+        res.writeHead(200, { "Content-Type": "application/json" });
+        return res.end(JSON.stringify({ id: "c9", object: "chat.completion", created: 1, model: j.model,
+          choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant",
+            content: '<tool_call>{"name":"get_weather","arguments":{"city":"Oslo"}}</tool_call>' } }],
+          usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } }));
+      }
       const call = j.tools && last.role === "user";
       const said = last.role === "tool" ? `it is ${last.content}` : null;
       if (!j.stream) {
@@ -99,7 +109,8 @@ const up = upstream.address().port;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "forum-gw-"));
 fs.writeFileSync(path.join(dir, "forum.json"), JSON.stringify({ models: { providers: [
   { name: "local", api: "chat", url: `http://127.0.0.1:${up}/v1`, model: "fake-model", tier: "cheap" },
-  { name: "claude", api: "anthropic", url: `http://127.0.0.1:${up}`, model: "fake-claude" }] } }));
+  { name: "claude", api: "anthropic", url: `http://127.0.0.1:${up}`, model: "fake-claude" },
+  { name: "forged", api: "chat", url: `http://127.0.0.1:${up}/v1`, model: "forge-model", gateway_forge: true }] } }));
 const daemon = spawn(forum, ["--ledger", dir, "serve", "--port", "0", "--log-file", path.join(dir, "serve.log")],
   { stdio: ["ignore", "pipe", "inherit"] });
 const port = await new Promise((res, rej) => {
@@ -124,6 +135,17 @@ try {
   let text = "";
   for await (const c of s1) text += c.choices[0]?.delta?.content ?? "";
   eq(text, "Hello world", "openai stream");
+  // the forge layer (gateway_forge): a call written as text comes back as
+  // a real tool call the SDK parses
+  const r1f = await oa.chat.completions.create({ model: "forge-model",
+    messages: [{ role: "user", content: "weather in Oslo?" }],
+    tools: [{ type: "function", function: { name: "get_weather",
+      parameters: { type: "object", properties: { city: { type: "string" } } } } }] });
+  eq(r1f.choices[0].finish_reason, "tool_calls", "openai forge finish_reason");
+  eq(r1f.choices[0].message.content, null, "openai forge content");
+  eq(r1f.choices[0].message.tool_calls?.[0]?.function?.name, "get_weather", "openai forge tool");
+  eq(JSON.parse(r1f.choices[0].message.tool_calls?.[0]?.function?.arguments ?? "{}").city, "Oslo",
+    "openai forge arguments");
   const models = await oa.models.list();
   const ids = [];
   for await (const m of models) ids.push(m.id);
@@ -191,7 +213,7 @@ daemon.kill("SIGTERM");
 await new Promise((r) => daemon.on("exit", r));
 upstream.close();
 const sum = JSON.parse(execFileSync(forum, ["--ledger", dir, "--json", "ledger", "summary"], { encoding: "utf8" }));
-eq(sum.by_kind?.gateway_call, 9, "gateway_call entries (the wrong keys reach no upstream)");
+eq(sum.by_kind?.gateway_call, 10, "gateway_call entries (the wrong keys reach no upstream)");
 if (!process.exitCode) {
   fs.rmSync(dir, { recursive: true, force: true });
   console.log("ok: openai and @anthropic-ai/sdk through the gateway");
