@@ -610,7 +610,7 @@ function featureRow(f) {
     el("td", { class: "num" }, f.priority),
     el("td", {}, f.agent || ""),
     el("td", {}, (f.depends_on || []).length
-      ? (f.depends_on || []).map((d, i) => [i ? ", " : "", "\u2190 ", el("a", { href: `#feature-${d}`,
+      ? (f.depends_on || []).flatMap((d, i) => [i ? ", " : "", "\u2190 ", el("a", { href: `#feature-${d}`,
         onclick: (ev) => { ev.preventDefault(); const t = document.getElementById(`feature-${d}`); if (t) reveal(t); } }, d)])
       : el("span", { class: "dim" }, "none")),
     el("td", {}, run));
@@ -656,8 +656,8 @@ async function viewCampaign(id) {
         el("dt", {}, "title"), el("dd", {}, st.title || ""),
         el("dt", {}, "complete"), el("dd", {}, st.complete ? "yes" : "no"),
         el("dt", {}, "features"), el("dd", { id: "campaign-counts" },
-          counts.map(([k, n], i) => [i ? " " : "", badge(k), ` ${n}`])),
-        el("dt", {}, "projects"), el("dd", {}, (st.projects || []).map((p, i) =>
+          counts.flatMap(([k, n], i) => [i ? " " : "", badge(k), ` ${n}`])),
+        el("dt", {}, "projects"), el("dd", {}, (st.projects || []).flatMap((p, i) =>
           [i ? ", " : "", `${p.project_id} (${p.owner}${p.reported ? `, reported ${p.reported.status}` : ""})`])),
         el("dt", {}, "declared"), el("dd", {}, `seq ${st.declared_seq} `,
           el("a", { href: `#/ledger` }, "in the ledger")))));

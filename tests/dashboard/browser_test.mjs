@@ -504,6 +504,7 @@ async function main() {
     edges: [...document.querySelectorAll('#campaign-dag .edge')].map((e) => e.dataset.from + '>' + e.dataset.to),
     runnable: [...document.querySelectorAll('[data-next="runnable"] li')].map((l) => l.dataset.feature),
     runs: [...document.querySelectorAll('#campaign-features a[data-run-link]')].map((a) => [a.closest('tr').dataset.feature, Number(a.dataset.runLink)]),
+    counts: [...document.querySelectorAll('#campaign-counts [data-state]')].map((b) => b.dataset.state + ' ' + b.nextSibling.textContent.trim()),
   })`);
   const wantCampaign = async () => {
     const st = (await api("GET", `/campaigns/status?campaign_id=${cid}`)).json;
@@ -512,14 +513,15 @@ async function main() {
     return { rows, nodes: rows,
       edges: st.features.flatMap((f) => f.depends_on.map((d) => `${d}>${f.feature_id}`)),
       runnable: nx.runnable.map((f) => f.feature_id),
-      runs: st.features.filter((f) => typeof f.run === "number").map((f) => [f.feature_id, f.run]), st, nx };
+      runs: st.features.filter((f) => typeof f.run === "number").map((f) => [f.feature_id, f.run]),
+      counts: Object.entries(st.counts).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`), st, nx };
   };
   const sameCampaign = async (what) => {
     const t0 = Date.now();
     for (;;) {
       const want = await wantCampaign();
       const got = await shownCampaign();
-      const keys = ["rows", "nodes", "edges", "runnable", "runs"];
+      const keys = ["rows", "nodes", "edges", "runnable", "runs", "counts"];
       if (keys.every((k) => JSON.stringify(got[k]) === JSON.stringify(want[k]))) return want;
       if (Date.now() - t0 > WAIT_MS)
         fail(`${what}: the view ${JSON.stringify(got)}\nvs campaign_status/next ${JSON.stringify(want)}`);
