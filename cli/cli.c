@@ -613,7 +613,8 @@ const struct cli_command cli_commands[] = {
     {"mine", cli_mine, NULL, NULL},
     {"lane", cli_lane, NULL, "list route gap"},
     /* campaigns (cli_campaign.c) */
-    {"campaign", cli_campaign, NULL, "declare status next run ingest-status"},
+    {"campaign", cli_campaign, NULL,
+     "declare list status next run ingest-status"},
     {"bench-deep-verify", cli_bench_deep_verify, NULL, NULL},
 };
 

@@ -209,7 +209,7 @@ int cli_import_trace(struct cli *c, int argc, char **argv);
 int cli_ledger_capsule(struct cli *c, int argc, char **argv);
 int cli_ledger_room(struct cli *c, int argc, char **argv);
 
-/* Campaigns (cli_campaign.c): `forum campaign declare|status|next|run|
+/* Campaigns (cli_campaign.c): `forum campaign declare|list|status|next|run|
  * ingest-status`. */
 int cli_campaign(struct cli *c, int argc, char **argv);
 

@@ -1,4 +1,4 @@
-/* cli_campaign: `forum campaign declare|status|next|run|ingest-status`
+/* cli_campaign: `forum campaign declare|list|status|next|run|ingest-status`
  * (daemon/orch_campaign.h). Each goes through the handler table: to the
  * daemon of the data dir over HTTP when one serves, else in this process;
  * `run` needs the daemon, which runs the features' runs. */
@@ -19,6 +19,7 @@
 
 static const char campaign_usage[] =
     "usage: forum campaign declare FILE [--json]\n"
+    "       forum campaign list [--limit N] [--json]\n"
     "       forum campaign status [ID] [--json]\n"
     "       forum campaign next [ID] [--json]\n"
     "       forum campaign run [ID] [--max-parallel N] [--poll-ms MS] "
@@ -38,7 +39,9 @@ static const char campaign_usage[] =
     "latest declared campaign; --campaign-id ID works too.\n"
     "A run waiting at an approval gate is waited for; stopping `run` and\n"
     "running it again later is safe.\n"
+    "`list` names the declared campaigns, the latest first.\n"
     "example:\n  forum campaign declare tests/ref/flagship_campaign.json\n"
+    "  forum campaign list\n"
     "  forum campaign run flagship-uplift\n"
     "  forum campaign ingest-status flagship-uplift --project telos "
     "--feature telos-engine-showcase --status done\n";
@@ -142,6 +145,48 @@ static int declare(struct cli *c, int argc, char **argv)
                    ? "was declared already"
                    : "declared",
                cli_int_or(out, "seq", -1));
+    cJSON_Delete(out);
+    return 0;
+}
+
+static void print_list(const cJSON *out)
+{
+    const cJSON *k, *a = cJSON_GetObjectItemCaseSensitive(out, "campaigns");
+    if (!cJSON_GetArraySize(a))
+        printf("no campaign is declared\n");
+    cJSON_ArrayForEach (k, a)
+        printf("%-24s seq %-8lld %3lld features in %lld projects  %s\n",
+               cli_str_or(k, "campaign_id", "?"),
+               cli_int_or(k, "declared_seq", -1), cli_int_or(k, "features", 0),
+               cli_int_or(k, "projects", 0), cli_str_or(k, "title", ""));
+}
+
+/* list: the declared campaigns, the latest first. */
+static int list(struct cli *c, int argc, char **argv)
+{
+    long long limit = 100;
+    const struct cli_opt opts[] = {
+        {"--limit", "N", CLI_OPT_INT, &limit, 1, 1000, NULL, NULL,
+         "at most N campaigns, the latest declared first (default 100)"},
+        CLI_OPT_END,
+    };
+    int pe = cli_parse(c, "campaign list", argc, argv, opts, NULL, 0, NULL);
+    if (pe)
+        return pe == CLI_PARSE_HELP ? cli_help(campaign_usage) : pe;
+    char path[64];
+    snprintf(path, sizeof(path), "/campaigns?limit=%lld", limit);
+    cJSON *in = cJSON_CreateObject(), *out = NULL;
+    if (!in || !fo_json_add_int(in, "limit", limit)) {
+        cJSON_Delete(in);
+        return cli_fail(c, &(struct fo_err){FO_E_NOMEM, "out of memory"});
+    }
+    int ex = camp_call(c, "campaign_list", "GET", path, in, &out);
+    if (ex)
+        return ex;
+    if (c->json)
+        cli_print_json(out, 0);
+    else
+        print_list(out);
     cJSON_Delete(out);
     return 0;
 }
@@ -421,6 +466,8 @@ int cli_campaign(struct cli *c, int argc, char **argv)
     }
     if (!strcmp(argv[1], "declare"))
         return declare(c, argc - 1, argv + 1);
+    if (!strcmp(argv[1], "list"))
+        return list(c, argc - 1, argv + 1);
     if (!strcmp(argv[1], "status"))
         return view(c, argc - 1, argv + 1, 0);
     if (!strcmp(argv[1], "next"))
@@ -430,5 +477,5 @@ int cli_campaign(struct cli *c, int argc, char **argv)
     if (!strcmp(argv[1], "ingest-status"))
         return ingest(c, argc - 1, argv + 1);
     return cli_bad_sub(c, "campaign", argv[1],
-                       "declare status next run ingest-status");
+                       "declare list status next run ingest-status");
 }

@@ -215,8 +215,11 @@ async function loadGateCount() {
 function startNav() {
   if (navStop) return;
   loadGateCount();
-  navStop = follow("?kind=gate_requested,gate_approved,gate_edited,gate_rejected,gate_expired",
-    debounce(loadGateCount, 250), { keep: true, onState: setLive });
+  loadCampaignCount();
+  const gates = debounce(loadGateCount, 250), camps = debounce(loadCampaignCount, 250);
+  navStop = follow("?kind=gate_requested,gate_approved,gate_edited,gate_rejected,gate_expired,campaign_declared",
+    (ev) => ((ev.entry && ev.entry.kind) === "campaign_declared" ? camps : gates)(),
+    { keep: true, onState: setLive });
 }
 
 function stopNav() {
@@ -477,6 +480,199 @@ async function viewGates() {
   await load();
   follow("?kind=gate_requested,gate_approved,gate_edited,gate_rejected,gate_expired",
     debounce(load, 250));
+}
+
+/* ---- campaigns: a declared feature DAG, its state reduced from the
+ * ledger by the daemon (campaign_status), never kept here ------------------ */
+
+/* with RUN_KINDS, 14 kinds: /events takes at most 16 in one filter */
+const CAMPAIGN_KINDS = "campaign_declared,campaign_dispatch,feature_status,project_status";
+
+function campaignHref(id) {
+  return `#/campaign/${encodeURIComponent(id)}`;
+}
+
+async function loadCampaignCount() {
+  const c = document.getElementById("campaigns-count");
+  try {
+    const r = await api("GET", "/campaigns?limit=1");
+    const n = r.count || 0;
+    c.textContent = String(n);
+    c.setAttribute("aria-label", `${n} campaign${n === 1 ? "" : "s"} declared`);
+    c.hidden = n === 0;
+  } catch (e) { /* the indicator says when the daemon is away */ }
+}
+
+async function viewCampaigns() {
+  const box = el("div", {});
+  main.replaceChildren(el("h2", {}, "Campaigns"), box);
+  async function load() {
+    const r = await api("GET", "/campaigns?limit=1000");
+    const rows = (r.campaigns || []).map((c) =>
+      el("tr", { class: "link", "data-campaign": c.campaign_id, onclick: () => { location.hash = campaignHref(c.campaign_id); } },
+        el("td", {}, el("a", { href: campaignHref(c.campaign_id) }, c.campaign_id)), el("td", {}, c.title),
+        el("td", { class: "num" }, c.projects), el("td", { class: "num" }, c.features),
+        el("td", {}, localTime(c.declared_ts)), el("td", { class: "num" }, c.declared_seq)));
+    box.replaceChildren(rows.length
+      ? el("table", { id: "campaigns" }, el("tr", {}, ["campaign", "title", "projects", "features",
+        "declared (local)", "seq"].map((h) => el("th", {}, h))), rows)
+      : el("p", { class: "dim", id: "campaigns-empty" },
+        "No campaign declared. Declare one: forum campaign declare FILE"));
+  }
+  await load();
+  follow("?kind=campaign_declared", debounce(load, 250));
+}
+
+/* Each feature's column: 0 with no dependency, else one past its deepest
+ * dependency (the daemon refused cycles when the campaign was declared). */
+function campaignDepths(features) {
+  const by = new Map(features.map((f) => [f.feature_id, f]));
+  const depth = new Map();
+  const walk = (id, seen) => {
+    if (depth.has(id)) return depth.get(id);
+    if (seen.has(id) || !by.has(id)) return 0;
+    seen.add(id);
+    const deps = by.get(id).depends_on || [];
+    const d = deps.length ? 1 + Math.max(...deps.map((x) => walk(x, seen))) : 0;
+    depth.set(id, d);
+    return d;
+  };
+  for (const f of features) walk(f.feature_id, new Set());
+  return depth;
+}
+
+const SVGNS = "http://www.w3.org/2000/svg";
+
+function svgEl(tag, attrs, ...kids) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== null && v !== undefined) e.setAttribute(k, String(v));
+  for (const k of kids.flat()) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  return e;
+}
+
+/* The DAG: one column a depth, an arrow from each dependency to what
+ * depends on it, each box coloured by its state. A picture of the table
+ * below it, which is its text alternative. */
+function campaignGraph(st) {
+  const fs = st.features || [];
+  const depth = campaignDepths(fs);
+  const cols = [];
+  for (const f of fs) (cols[depth.get(f.feature_id)] ||= []).push(f);
+  const W = 230, H = 40, GX = 70, GY = 12, PAD = 12;
+  const pos = new Map();
+  cols.forEach((c, x) => c.forEach((f, y) =>
+    pos.set(f.feature_id, { x: PAD + x * (W + GX), y: PAD + y * (H + GY) })));
+  const width = PAD * 2 + cols.length * W + Math.max(0, cols.length - 1) * GX;
+  const height = PAD * 2 + Math.max(1, ...cols.map((c) => c.length)) * (H + GY) - GY;
+  const edges = [];
+  for (const f of fs) for (const d of f.depends_on || []) {
+    const a = pos.get(d), b = pos.get(f.feature_id);
+    if (!a || !b) continue;
+    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x - 4, y2 = b.y + H / 2;
+    edges.push(svgEl("path", { class: "edge", "data-from": d, "data-to": f.feature_id, "marker-end": "url(#dag-arrow)",
+      d: `M${x1},${y1} C${x1 + GX / 2},${y1} ${x2 - GX / 2},${y2} ${x2},${y2}` }));
+  }
+  const nodes = fs.map((f) => {
+    const p = pos.get(f.feature_id);
+    const name = f.feature_id.length > 30 ? f.feature_id.slice(0, 29) + "\u2026" : f.feature_id;
+    const deps = (f.depends_on || []).length ? `, depends on ${f.depends_on.join(", ")}` : "";
+    return svgEl("g", { class: `node st-${f.state}`, "data-feature": f.feature_id, "data-state": f.state,
+      transform: `translate(${p.x},${p.y})` },
+    svgEl("title", {}, `${f.feature_id} (${f.project_id}): ${f.state}${deps}`),
+    svgEl("rect", { class: "box", width: W, height: H, rx: 4 }),
+    svgEl("rect", { class: "stripe", width: 6, height: H, rx: 2 }),
+    svgEl("text", { class: "label", x: 14, y: 16 }, name),
+    svgEl("text", { class: "sub", x: 14, y: 32 },
+      `${f.state}${typeof f.run === "number" ? ` \u00b7 run ${f.run}` : ""} \u00b7 ${f.owner === "forum" ? "forum" : f.owner}`));
+  });
+  const summary = `Dependency graph of campaign ${st.campaign_id}: ${fs.length} features in ${cols.length} ` +
+    `column${cols.length === 1 ? "" : "s"}; ` +
+    (fs.filter((f) => (f.depends_on || []).length)
+      .map((f) => `${f.feature_id} depends on ${f.depends_on.join(" and ")}`).join("; ") || "no dependencies");
+  return svgEl("svg", { id: "campaign-dag", class: "dag", role: "img", "aria-label": summary,
+    viewBox: `0 0 ${width} ${height}`, width, height },
+  svgEl("defs", {}, svgEl("marker", { id: "dag-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5,
+    markerWidth: 7, markerHeight: 7, orient: "auto" }, svgEl("path", { class: "arrowhead", d: "M0,0 L10,5 L0,10 z" }))),
+  edges, nodes);
+}
+
+function featureRow(f) {
+  const run = typeof f.run === "number"
+    ? el("span", {}, el("a", { href: `#/run/${f.run}`, "data-run-link": f.run }, `run ${f.run}`), " ",
+      badge(f.run_state || "unknown"), f.dispatch_witnessed === false ? " (dispatch not witnessed)" : "")
+    : el("span", { class: "dim" }, f.owner === "forum" ? "not dispatched" : "outside forum");
+  const rep = f.reported
+    ? el("div", { class: "dim" }, `reported by ${f.reported.source || "?"}` +
+      (f.reported.reason ? `: ${f.reported.reason}` : "") + ` (seq ${f.reported.seq})`) : null;
+  return el("tr", { "data-feature": f.feature_id, "data-state": f.state, id: `feature-${f.feature_id}` },
+    el("td", {}, el("div", { class: "mono" }, f.feature_id), el("div", {}, f.title || ""), rep),
+    el("td", {}, f.project_id, el("div", { class: "dim" }, f.owner)),
+    el("td", {}, badge(f.state)),
+    el("td", { class: "num" }, f.priority),
+    el("td", {}, f.agent || ""),
+    el("td", {}, (f.depends_on || []).length
+      ? (f.depends_on || []).flatMap((d, i) => [i ? ", " : "", "\u2190 ", el("a", { href: `#feature-${d}`,
+        onclick: (ev) => { ev.preventDefault(); const t = document.getElementById(`feature-${d}`); if (t) reveal(t); } }, d)])
+      : el("span", { class: "dim" }, "none")),
+    el("td", {}, run));
+}
+
+function nextCard(nx) {
+  const list = (name, items, what) => el("div", { "data-next": name },
+    el("h3", {}, `${name} (${items.length})`),
+    items.length ? el("ul", {}, items.map((x) => el("li", { "data-feature": x.feature_id },
+      el("span", { class: "mono" }, x.feature_id), what(x))))
+      : el("p", { class: "dim" }, "none"));
+  const runLink = (x) => typeof x.run === "number"
+    ? [": ", el("a", { href: `#/run/${x.run}` }, `run ${x.run}`)] : [];
+  return el("div", { class: "card", id: "campaign-next" },
+    el("h2", {}, "Next"),
+    el("p", { class: "dim" }, nx.complete ? "Complete: every forum feature is done." :
+      `forum campaign run ${nx.campaign_id} starts the runnable features as durable runs.`),
+    el("div", { class: "next-lists" },
+      list("runnable", nx.runnable || [], (x) => ` priority ${x.priority}, ${x.agent || "?"}`),
+      list("running", nx.running || [], runLink),
+      list("unwitnessed", nx.unwitnessed || [], runLink),
+      list("blocked", nx.blocked || [], () => "")));
+}
+
+async function viewCampaign(id) {
+  const head = el("div", {});
+  const graph = el("div", {});
+  const next = el("div", {});
+  const table = el("div", {});
+  main.replaceChildren(el("h2", {}, `Campaign ${id}`), head, graph, next, table);
+  async function load() {
+    let st, nx;
+    const q = `?campaign_id=${encodeURIComponent(id)}`;
+    try {
+      [st, nx] = await Promise.all([api("GET", `/campaigns/status${q}`), api("GET", `/campaigns/next${q}`)]);
+    } catch (e) {
+      head.replaceChildren(el("p", { class: "error" }, e.message));
+      return;
+    }
+    const counts = Object.entries(st.counts || {}).filter(([, n]) => n > 0);
+    head.replaceChildren(el("div", { class: "card", id: "campaign-head", "data-complete": String(!!st.complete) },
+      el("dl", { class: "kv" },
+        el("dt", {}, "title"), el("dd", {}, st.title || ""),
+        el("dt", {}, "complete"), el("dd", {}, st.complete ? "yes" : "no"),
+        el("dt", {}, "features"), el("dd", { id: "campaign-counts" },
+          counts.flatMap(([k, n], i) => [i ? " " : "", badge(k), ` ${n}`])),
+        el("dt", {}, "projects"), el("dd", {}, (st.projects || []).flatMap((p, i) =>
+          [i ? ", " : "", `${p.project_id} (${p.owner}${p.reported ? `, reported ${p.reported.status}` : ""})`])),
+        el("dt", {}, "declared"), el("dd", {}, `seq ${st.declared_seq} `,
+          el("a", { href: `#/ledger` }, "in the ledger")))));
+    graph.replaceChildren(el("h2", {}, "Dependencies"),
+      el("div", { class: "dag-box" }, campaignGraph(st)));
+    next.replaceChildren(nextCard(nx));
+    table.replaceChildren(el("h2", {}, "Features"),
+      el("table", { id: "campaign-features" },
+        el("tr", {}, ["feature", "project", "state", "priority", "agent", "depends on", "run"]
+          .map((h) => el("th", {}, h))),
+        (st.features || []).map(featureRow)));
+  }
+  await load();
+  follow(`?kind=${CAMPAIGN_KINDS},${RUN_KINDS}`, debounce(load, 250));
 }
 
 async function viewLedger(runFilter) {
@@ -1021,9 +1217,10 @@ async function route() {
   startNav();
   const h = location.hash || "#/runs";
   const seg = h.slice(2).split("/");
+  const navOf = seg[0] === "campaign" ? "campaigns" : seg[0];
   for (const a of document.querySelectorAll("nav a")) {
-    a.classList.toggle("on", a.dataset.nav === seg[0]);
-    if (a.dataset.nav === seg[0]) a.setAttribute("aria-current", "page");
+    a.classList.toggle("on", a.dataset.nav === navOf);
+    if (a.dataset.nav === navOf) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
   try {
@@ -1031,6 +1228,8 @@ async function route() {
       await viewSession(decodeURIComponent(seg.slice(1).join("/").slice(8)));
     else if (seg[0] === "run" && seg[1]) await viewRun(Number(seg[1]));
     else if (seg[0] === "gates") await viewGates();
+    else if (seg[0] === "campaigns") await viewCampaigns();
+    else if (seg[0] === "campaign" && seg[1]) await viewCampaign(decodeURIComponent(seg.slice(1).join("/")));
     else if (seg[0] === "trace" && seg[1]) await viewTrace(Number(seg[1]));
     else if (seg[0] === "metrics") await viewMetrics();
     else if (seg[0] === "ledger" && seg[1] === "run") await viewLedger(Number(seg[2]));

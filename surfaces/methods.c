@@ -507,6 +507,7 @@ static const struct surf_handler handlers[] = {
     {"vocabulary_gap", surf_h_vocab_gap, NULL},
     /* campaigns: methods_campaign.c */
     {"campaign_declare", surf_h_campaign_declare, NULL},
+    {"campaign_list", surf_h_campaign_list, NULL},
     {"campaign_status", surf_h_campaign_status, NULL},
     {"campaign_next", surf_h_campaign_next, NULL},
     {"campaign_dispatch", surf_h_campaign_dispatch, NULL},

@@ -84,6 +84,8 @@ int surf_h_context_preflight(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 /* Campaigns (methods_campaign.c). */
 int surf_h_campaign_declare(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                             struct fo_err *err);
+int surf_h_campaign_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
+                         struct fo_err *err);
 int surf_h_campaign_status(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                            struct fo_err *err);
 int surf_h_campaign_next(struct surf_ctx *ctx, const cJSON *in, cJSON **out,

@@ -23,6 +23,12 @@
 //    growing live as calls land; a bar opens the call's entry, its body and
 //    an inclusion check that passes;
 //  - the metrics view draws its charts from /metrics, live;
+//  - the reference's example campaign, declared over HTTP, appears live in
+//    the campaigns list (and its count in the navigation); its view shows
+//    the features, their states, the dependency arrows and the next
+//    runnable ones exactly as campaign_status and campaign_next give them,
+//    and follows a dispatched feature's run live to done (its link opens
+//    the run, its dependent becomes runnable);
 //  - the `waiting` filter, the count of gates in the navigation, results
 //    scrolled into view, one live indicator;
 //  - axe-core finds no serious or critical violation on any view, light
@@ -470,16 +476,103 @@ async function main() {
   await until("document.body.dataset.ready === '#/gates'", "the gates view");
   await axe("gates");
 
+  // 8b. campaigns: the reference's example declared over HTTP; the view
+  // shows what campaign_status reduces from the ledger, live
+  const example = JSON.parse(fs.readFileSync(path.join(here, "..", "ref", "flagship_campaign.json"), "utf8"));
+  const cid = example.campaign_id;
+  await evaluate("location.hash = '#/campaigns'");
+  await until("document.body.dataset.ready === '#/campaigns'", "the campaigns view");
+  if (!await evaluate("!!document.getElementById('campaigns-empty') && document.getElementById('campaigns-count').hidden"))
+    fail("campaigns before any is declared");
+  const decl = await api("POST", "/campaigns", { campaign: example });
+  if (decl.status !== 200) fail(`POST /campaigns: ${decl.status} ${JSON.stringify(decl.json)}`);
+  await until(`!!document.querySelector('#campaigns tr[data-campaign="${cid}"]')`, "the declared campaign in the list, live");
+  await until("document.getElementById('campaigns-count').textContent === '1' && !document.getElementById('campaigns-count').hidden",
+    "the count of campaigns in the navigation");
+  const listed = (await api("GET", "/campaigns")).json;
+  if (listed.count !== 1 || listed.campaigns[0].campaign_id !== cid ||
+      listed.campaigns[0].features !== example.projects.reduce((n, p) => n + p.features.length, 0))
+    fail(`GET /campaigns: ${JSON.stringify(listed)}`);
+  await axe("campaigns");
+  await evaluate(`document.querySelector('#campaigns tr[data-campaign="${cid}"] a').click()`);
+  await until(`document.body.dataset.ready === '#/campaign/${cid}'`, "the campaign view");
+  // the features and their states, the graph's boxes and arrows, the next
+  // runnable ones: each as the API reduces them
+  const shownCampaign = async () => evaluate(`({
+    rows: [...document.querySelectorAll('#campaign-features tr[data-feature]')].map((r) => [r.dataset.feature, r.dataset.state]),
+    nodes: [...document.querySelectorAll('#campaign-dag .node')].map((n) => [n.dataset.feature, n.dataset.state]),
+    edges: [...document.querySelectorAll('#campaign-dag .edge')].map((e) => e.dataset.from + '>' + e.dataset.to),
+    runnable: [...document.querySelectorAll('[data-next="runnable"] li')].map((l) => l.dataset.feature),
+    runs: [...document.querySelectorAll('#campaign-features a[data-run-link]')].map((a) => [a.closest('tr').dataset.feature, Number(a.dataset.runLink)]),
+    counts: [...document.querySelectorAll('#campaign-counts [data-state]')].map((b) => b.dataset.state + ' ' + b.nextSibling.textContent.trim()),
+  })`);
+  const wantCampaign = async () => {
+    const st = (await api("GET", `/campaigns/status?campaign_id=${cid}`)).json;
+    const nx = (await api("GET", `/campaigns/next?campaign_id=${cid}`)).json;
+    const rows = st.features.map((f) => [f.feature_id, f.state]);
+    return { rows, nodes: rows,
+      edges: st.features.flatMap((f) => f.depends_on.map((d) => `${d}>${f.feature_id}`)),
+      runnable: nx.runnable.map((f) => f.feature_id),
+      runs: st.features.filter((f) => typeof f.run === "number").map((f) => [f.feature_id, f.run]),
+      counts: Object.entries(st.counts).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`), st, nx };
+  };
+  const sameCampaign = async (what) => {
+    const t0 = Date.now();
+    for (;;) {
+      const want = await wantCampaign();
+      const got = await shownCampaign();
+      const keys = ["rows", "nodes", "edges", "runnable", "runs", "counts"];
+      if (keys.every((k) => JSON.stringify(got[k]) === JSON.stringify(want[k]))) return want;
+      if (Date.now() - t0 > WAIT_MS)
+        fail(`${what}: the view ${JSON.stringify(got)}\nvs campaign_status/next ${JSON.stringify(want)}`);
+      await new Promise((r) => setTimeout(r, 150));
+    }
+  };
+  let camp = await sameCampaign("the campaign as declared");
+  if (camp.rows.length !== 9 || camp.edges.length !== 1 || camp.runnable.length !== 6 ||
+      !camp.rows.some(([f, s]) => s === "waiting") || !camp.rows.some(([f, s]) => s === "unreported"))
+    fail(`the example's states: ${JSON.stringify(camp.rows)}, next ${camp.runnable}`);
+  await axe("campaign (declared)");
+  // a feature dispatched as its campaign run would: a run with the request
+  // campaign_next gives it, witnessed; the view follows it live to done
+  const feat = camp.nx.runnable.find((f) => f.feature_id === "index-verified-wiki");
+  const frun = (await api("POST", "/runs", { request: feat.request })).json.run;
+  const disp = await api("POST", "/campaigns/dispatch", { campaign_id: cid, feature_id: feat.feature_id, run: frun });
+  if (disp.status !== 200) fail(`dispatch: ${disp.status} ${JSON.stringify(disp.json)}`);
+  await until(`document.querySelector('#campaign-features tr[data-feature="${feat.feature_id}"] a[data-run-link="${frun}"]')`,
+    "the dispatched run's link, live");
+  await sameCampaign("the campaign with a run dispatched");
+  for (const wave of [0, 1]) {
+    await waitApi(`run ${frun} at its gate ${wave}`, async () =>
+      ((await api("GET", `/gates?run=${frun}`)).json.gates || []).some((g) => g.wave === wave));
+    await api("POST", "/gate/approve", { run_seq: frun, wave, approver: "test" });
+  }
+  await waitApi("the feature's run done", async () => (await api("GET", `/runs/${frun}`)).json.state === "done");
+  await until(`document.querySelector('#campaign-features tr[data-feature="${feat.feature_id}"]')?.dataset.state === 'done' &&
+    document.querySelector('#campaign-dag .node[data-feature="buildlang-effect-fields"]')?.dataset.state === 'runnable'`,
+  "the feature done and its dependent runnable, live");
+  camp = await sameCampaign("the campaign with a feature done");
+  if (!camp.runnable.includes("buildlang-effect-fields")) fail(`next after index: ${camp.runnable}`);
+  await evaluate(`document.querySelector('#campaign-features a[data-run-link="${frun}"]').click()`);
+  await until(`document.body.dataset.ready === '#/run/${frun}'`, "the feature's run from its link");
+  await evaluate(`location.hash = '#/campaign/${cid}'`);
+  await until(`!!document.querySelector('#campaign-dag .node[data-state="done"]')`, "the campaign again");
+  await axe("campaign (a feature done)");
+  await evaluate("window.scrollTo(0, 0)");
+  await shot("campaign");
+
   // 9. the dark scheme follows prefers-color-scheme, accessible too
   await cdp.send("Emulation.setEmulatedMedia", { features: [{ name: "prefers-color-scheme", value: "dark" }] }, session);
   const bg = await evaluate("getComputedStyle(document.body).backgroundColor");
   if (bg !== "rgb(20, 21, 24)") fail(`dark scheme: body ${bg}`);
   for (const [h, what] of [[`#/run/${run}`, "#timeline .step"], [sessionHash, "#timeline .step"],
-    ["#/metrics", "#charts svg"], ["#/ledger", "#ledger tr[data-seq]"]]) {
+    ["#/metrics", "#charts svg"], ["#/ledger", "#ledger tr[data-seq]"],
+    [`#/campaign/${cid}`, "#campaign-dag .node"]]) {
     await evaluate(`location.hash = '${h}'`);
     await until(`!!document.querySelector('${what}')`, `${h} (dark)`);
     await axe(`${h} (dark)`);
     if (h === `#/run/${run}`) await shot("run-dark");
+    if (h === `#/campaign/${cid}`) await shot("campaign-dark");
   }
   // the login form too
   await evaluate("document.getElementById('signout').click()");
@@ -490,6 +583,7 @@ async function main() {
   console.log(`ok: run ${run} live, graph ${tasks.length} task(s), gate approved from the page, ` +
     `timeline ${modelCalls} model and ${toolCalls} tool bars, gateway session ${calls.length} bars, ` +
     `inclusion of ${seq} checked in the browser (tampered proof refused), ` +
+    `campaign ${cid} ${camp.rows.length} features as campaign_status gives them, ` +
     `axe-core clean on ${axeSeen.length} views, no console error`);
 }
 
