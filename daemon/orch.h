@@ -150,10 +150,13 @@ enum orch_exec_kind {
 
 /* A lane's verifier or reviser hook (orch_hooks.c): an external command
  * (run as `argv... INPUT`, in the sandbox unless it is configured off) or
- * a URL (POSTed INPUT); INPUT is the JSON of the task and its answer. */
+ * a URL (POSTed INPUT); INPUT is the JSON of the task and its answer. An
+ * https URL's server is verified against the system store (SSL_CERT_FILE
+ * and SSL_CERT_DIR replace it), with the engine's one TLS context. */
 struct orch_hook {
     char **argv; /* NULL-terminated, or NULL */
-    char *url;   /* http://, or NULL */
+    char *url;   /* http:// or https://, or NULL */
+    int tls;     /* url is https:// */
     int timeout_ms;
 };
 #define ORCH_HOOK_TIMEOUT_MS 60000
@@ -188,7 +191,7 @@ struct orch_lane {
 };
 
 /* The lane's "verifier" or "reviser" (field): {"command": [argv...]} or
- * {"url": "http://..."}, with "timeout_s" (1..3600, default 60). Absent:
+ * {"url": "http(s)://..."}, with "timeout_s" (1..3600, default 60). Absent:
  * h zeroed, FO_OK. FO_E_INVALID naming the lane and field. */
 int orch_hook_parse(const cJSON *lane, const char *label, const char *field,
                     struct orch_hook *h, struct fo_err *err);

@@ -47,6 +47,24 @@ int64_t oe_now_ms(void)
     return oe_now_us() / 1000;
 }
 
+/* The https hooks' TLS context: one for the engine, the system store's
+ * CAs, made here (never on a run's path) when a lane has an https hook. */
+static int hook_tls_create(struct orch_engine *e, struct fo_err *err)
+{
+    const struct orch_roster *ro = orch_roster(e->o);
+    int any = 0;
+    for (size_t i = 0; ro && i < ro->n; i++)
+        any |= ro->lanes[i].verifier.tls | ro->lanes[i].reviser.tls;
+    if (!any)
+        return FO_OK;
+    int rc = httpc_tls_create(NULL, &e->hook_tls, err);
+    if (rc && rc != FO_E_NOMEM) {
+        struct fo_err why = *err;
+        fo_err_set(err, rc, "https hooks: %s", why.msg);
+    }
+    return rc;
+}
+
 int orch_engine_create(const struct orch *o,
                        const struct orch_engine_config *cfg,
                        struct orch_engine **out, struct fo_err *err)
@@ -97,7 +115,10 @@ int orch_engine_create(const struct orch *o,
         rc = oe_nomem(err);
     if (!rc && orch_mcp_servers(o))
         rc = orch_mcpc_create(orch_mcp_servers(o), cfg->base, &e->mcpc, err);
+    if (!rc)
+        rc = hook_tls_create(e, err);
     if (rc) {
+        orch_mcpc_free(e->mcpc);
         if (e->wake)
             event_free(e->wake);
         if (e->gate_ev)
@@ -127,6 +148,7 @@ void orch_engine_free(struct orch_engine *e)
         oe_run_free(r);
     }
     orch_mcpc_free(e->mcpc);
+    httpc_tls_free(e->hook_tls);
     orch_work_free(e->work); /* waits for a tool still running */
     ledger_close(e->rl);     /* the workers' read handle */
     pthread_mutex_destroy(&e->rl_mu);

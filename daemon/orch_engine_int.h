@@ -325,6 +325,7 @@ struct orch_engine {
     struct event *gate_ev;       /* while gates wait: decisions, deadlines */
     struct gate_off *offq;       /* decisions on runs not here, committed */
     struct orch_mcpc *mcpc;      /* the MCP servers' clients, or NULL */
+    struct httpc_tls *hook_tls;  /* https hooks' (the system store), or NULL */
     struct orch_work *work;      /* the file tools' worker threads */
     struct event *disk_ev;       /* while commands run: the disk's reserve */
     int n_cmds;                  /* run_command jobs in flight */

@@ -4,11 +4,19 @@
  * judge's witnessed verdict and its fold, the action receipt re-derived
  * from the ledger, a signed checkpoint after every wave, and the ledger's
  * capsule as a run's context. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <openssl/ssl.h>
 
 #include <criterion/criterion.h>
 
@@ -818,6 +826,119 @@ Test(judge, a_url_verifier_that_answers_no_verdict_fails_the_check)
     env_close(&e);
 }
 
+/* An https verifier on 127.0.0.1 (one child, one request per connection):
+ * it passes an answer whose hook input it got whole over TLS. */
+static pid_t serve_verifier_tls(SSL_CTX *tls, int *port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    cr_assert(s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+              listen(s, 16) == 0 &&
+              getsockname(s, (struct sockaddr *)&a, &al) == 0);
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid > 0) {
+        close(s);
+        return pid;
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* gone with a test that failed */
+    for (;;) {
+        int c = accept(s, NULL, NULL);
+        if (c < 0)
+            continue;
+        SSL *ssl = SSL_new(tls);
+        SSL_set_fd(ssl, c);
+        if (SSL_accept(ssl) != 1) { /* a client that refused us */
+            SSL_free(ssl);
+            close(c);
+            continue;
+        }
+        static char req[256 * 1024];
+        size_t n = 0;
+        for (;;) { /* the headers, then Content-Length bytes of body */
+            int k = SSL_read(ssl, req + n, (int)(sizeof(req) - 1 - n));
+            if (k <= 0)
+                break;
+            n += (size_t)k;
+            req[n] = '\0';
+            const char *end = strstr(req, "\r\n\r\n");
+            const char *cl = strstr(req, "Content-Length: ");
+            if (end && cl &&
+                n >= (size_t)(end + 4 - req) + strtoul(cl + 16, NULL, 10))
+                break;
+        }
+        const char *body =
+            strstr(req, "forum.hook-input/v1") && strstr(req, "POST /verify ")
+                ? "{\"ok\": true}"
+                : "{\"ok\": false, \"reason\": \"no input\"}";
+        char resp[256];
+        int h = snprintf(resp, sizeof(resp),
+                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                         strlen(body), body);
+        SSL_write(ssl, resp, h);
+        SSL_shutdown(ssl);
+        SSL_free(ssl);
+        close(c);
+    }
+}
+
+/* An https verifier: trusted (SSL_CERT_FILE replaces the system store the
+ * engine's hook TLS context is made from), its verdict is the check; not
+ * trusted, the call is a failed check saying the certificate did not
+ * verify. */
+Test(judge, an_https_verifier_is_verified_against_the_system_store,
+     .timeout = 60)
+{
+    signal(SIGPIPE, SIG_IGN);
+    char *dir = tu_tmpdir();
+    char pem[600], lanes[2048];
+    snprintf(pem, sizeof(pem), "%s/ca.pem", dir);
+    SSL_CTX *tls = tu_tls_server("IP:127.0.0.1", pem);
+    int port = 0;
+    pid_t srv = serve_verifier_tls(tls, &port);
+    snprintf(lanes, sizeof(lanes),
+             "{\"lanes\":[{\"name\":\"checked\",\"category\":\"c\","
+             "\"domain\":\"echoes\",\"keywords\":[\"echo\"],"
+             "\"model_tier\":\"cheap\",\"executor\":\"stub\","
+             "\"verifier\":{\"url\":\"https://127.0.0.1:%d/verify\"}}]}",
+             port);
+    setenv("SSL_CERT_FILE", pem, 1);
+    struct env e;
+    env_open_hooks(&e, stub_plan_on_checked, dir, lanes);
+    struct orch_submit_opts o = {0};
+    cJSON *out = submit_opts(&e, "echo it", &o);
+    cr_assert(cJSON_IsTrue(get(out, "ok")));
+    char k[1024];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict verification "
+                        "answer ");
+    int64_t v1 = nth_kind(&e, 0, "verification", 0);
+    cJSON *vb = body_of(&e, v1);
+    cr_assert(cJSON_IsTrue(get(vb, "ok")));
+    cr_assert_str_eq(tu_str(vb, "by"), "url");
+    cJSON_Delete(vb);
+    cJSON_Delete(out);
+    /* the system store does not know the test CA: a run after (an engine
+     * of its own) is refused by TLS */
+    unsetenv("SSL_CERT_FILE");
+    out = submit_opts(&e, "echo it", &o);
+    cr_assert(cJSON_IsFalse(get(out, "ok")));
+    vb = body_of(&e, nth_kind(&e, v1 + 1, "verification", 0));
+    cr_assert(cJSON_IsFalse(get(vb, "ok")));
+    cr_assert(strstr(tu_str(vb, "reason"), "did not verify"), "%s",
+              tu_str(vb, "reason"));
+    cJSON_Delete(vb);
+    cJSON_Delete(out);
+    kill(srv, SIGKILL);
+    waitpid(srv, NULL, 0);
+    SSL_CTX_free(tls);
+    env_close(&e);
+}
+
 /* ---- the CLI ----------------------------------------------------------------
  */
 
@@ -872,8 +993,6 @@ Test(judge, bad_retries_and_hooks_are_refused_naming_the_lane_and_field)
     roster_refused("\"verifier\":{\"command\":[]}", "verifier: command");
     roster_refused("\"verifier\":{\"command\":[\"a\"],\"url\":\"http://x\"}",
                    "verifier: must be");
-    roster_refused("\"reviser\":{\"url\":\"https://example.org/r\"}",
-                   "reviser: url: https is not supported");
     roster_refused("\"reviser\":{\"url\":\"ftp://x\"}", "reviser: url");
     roster_refused("\"verifier\":{\"command\":[\"a\"],\"timeout_s\":0}",
                    "verifier: timeout_s");
@@ -885,7 +1004,7 @@ Test(judge, bad_retries_and_hooks_are_refused_naming_the_lane_and_field)
         "\"keywords\":[\"write\"],\"model_tier\":\"cheap\","
         "\"executor\":\"stub\",\"max_retries\":3,"
         "\"verifier\":{\"command\":[\"/bin/true\",\"-x\"]},"
-        "\"reviser\":{\"url\":\"http://127.0.0.1:9/r\",\"timeout_s\":5}}]}";
+        "\"reviser\":{\"url\":\"https://127.0.0.1:9/r\",\"timeout_s\":5}}]}";
     struct orch_roster *r = NULL;
     struct fo_err err;
     cr_assert_eq(orch_roster_parse(good, strlen(good), &r, &err), FO_OK, "%s",
@@ -897,7 +1016,9 @@ Test(judge, bad_retries_and_hooks_are_refused_naming_the_lane_and_field)
     cJSON *j = orch_roster_json(r);
     const cJSON *l0 = cJSON_GetArrayItem(get(j, "lanes"), 0);
     cr_assert_eq(tu_num(l0, "max_retries"), 3);
-    cr_assert_str_eq(tu_str(get(l0, "reviser"), "url"), "http://127.0.0.1:9/r");
+    cr_assert_str_eq(tu_str(get(l0, "reviser"), "url"),
+                     "https://127.0.0.1:9/r");
+    cr_assert(r->lanes[0].reviser.tls && !r->lanes[0].verifier.tls);
     cr_assert_str_eq(
         cJSON_GetArrayItem(get(get(l0, "verifier"), "command"), 0)->valuestring,
         "/bin/true");
