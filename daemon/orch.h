@@ -600,8 +600,16 @@ struct orch_submit_opts {
     /* A signed checkpoint after every wave (a `wave_checkpoint` entry). */
     int checkpoint_each_wave;
     /* The ledger's context capsule before the request, for every model
-     * (its hash and text in the request entry). */
+     * (its hash and text in the request entry), admitted against the
+     * run's context limits (context.max_request_tokens and
+     * max_total_tokens: trimmed at a character, the cut in the capsule's
+     * "budget"). */
     int use_capsule_context;
+    /* The delivery profile the answer is shaped to and checked against
+     * (operator, engineer, researcher, executive; NULL: none): its rules
+     * in the synthesizer's prompt, then a `delivery_profile_check` entry
+     * under the answer (forum.delivery-profile/v1). */
+    const char *delivery_profile;
 };
 
 /* Answers a request end to end, witnessing every step on w:

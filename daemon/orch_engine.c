@@ -19,6 +19,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "daemon/orch_views.h"
+
 static int limits_add(cJSON *b, const struct orch_ctx_limits *l);
 static int is_run_via(const char *via);
 static int via_valid(const char *via);
@@ -419,7 +421,10 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
         (!with_session || limits_add(b, &lim)) &&
         (!req->opts.intent_judge || cJSON_AddTrueToObject(b, "intent_judge")) &&
         (!req->opts.checkpoint_each_wave ||
-         cJSON_AddTrueToObject(b, "checkpoint_each_wave"));
+         cJSON_AddTrueToObject(b, "checkpoint_each_wave")) &&
+        (!req->opts.delivery_profile ||
+         cJSON_AddStringToObject(b, "delivery_profile",
+                                 req->opts.delivery_profile));
     if (!ok) {
         cJSON_Delete(b);
         oe_run_unlink(r);
@@ -469,7 +474,7 @@ void oe_step_name(const struct run *r, char *out, size_t size)
 int orch_engine_cancel(struct orch_engine *e, int64_t run)
 {
     struct run *r = oe_run_find(e, run);
-    if (!r || r->ended || r->phase >= PH_JUDGE || r->failed_rc)
+    if (!r || r->ended || r->phase >= PH_PROFILE || r->failed_rc)
         return FO_E_NOT_FOUND;
     char where[ORCH_NAME_MAX + 32];
     oe_step_name(r, where, sizeof(where));
@@ -637,6 +642,12 @@ int orch_submit_check(const char *request, const struct orch_submit_opts *opts,
     if (secs < 0 || secs > ORCH_SUBMIT_SECONDS_MAX)
         return fo_err_set(err, FO_E_INVALID, "max_seconds: must be 1..%d",
                           ORCH_SUBMIT_SECONDS_MAX);
+    const char *dp = opts ? opts->delivery_profile : NULL;
+    if (dp && !orch_profile_known(dp))
+        return fo_err_set(err, FO_E_INVALID,
+                          "delivery_profile: unknown delivery profile %.64s "
+                          "(known: %s)",
+                          dp, orch_profiles_list);
     return FO_OK;
 }
 

@@ -52,7 +52,8 @@ enum phase {
     PH_PLAN,
     PH_WAVES,
     PH_SYNTH,
-    PH_JUDGE, /* the answer is on record; the intent judge's turn */
+    PH_PROFILE, /* the answer is on record; its delivery profile check */
+    PH_JUDGE,   /* the intent judge's turn */
     PH_END
 };
 /* Where a task stands, as its entries say. */
@@ -224,6 +225,9 @@ struct run {
     size_t cp_waves;
     int cp_busy;
     cJSON *checkpoints;
+    /* the delivery profile asked for ("" none) and its check's payload */
+    char profile[16];
+    cJSON *profile_check;
     /* the ledger's capsule as the run's context: its SHA-256 (hex) */
     char capsule_hash[65];
     struct cap_job *cap_job; /* its read in flight */
@@ -562,6 +566,11 @@ int oe_retry(struct run *r, size_t t, struct fo_err *err);
 /* The intent judge's step (PH_JUDGE): a model call, or an entry saying
  * why it was skipped. */
 void oe_judge_step(struct run *r);
+/* The delivery profile's step (PH_PROFILE): the answer checked, witnessed
+ * as `delivery_profile_check` under it; and its entry applied. */
+void oe_profile_step(struct run *r);
+int oe_apply_profile_check(struct run *r, int64_t seq, const cJSON *b,
+                           struct fo_err *err);
 /* Folds an `intent_judgment` entry. */
 int oe_apply_judgment(struct run *r, int64_t seq, const cJSON *b,
                       struct fo_err *err);

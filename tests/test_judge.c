@@ -583,6 +583,158 @@ Test(judge, the_capsule_hash_is_in_the_first_entry_and_the_models_see_it)
     env_close(&e);
 }
 
+/* ---- the context budget and the delivery profile -------------------------
+ */
+
+/* The run's context limits bound the capsule the models see: cut at a
+ * character to max_request_tokens (4 bytes a token), the cut witnessed in
+ * the request entry's capsule, the prompt saying it was cut. */
+Test(judge, the_context_budget_cuts_the_capsule_and_says_how_much)
+{
+    struct env e;
+    env_open(&e, sees_context);
+    struct orch_submit_opts none = {0};
+    cJSON *out = submit_opts(&e, "code for the parser", &none);
+    cJSON_Delete(out);
+    struct fo_err err;
+    cJSON *cap = NULL;
+    cr_assert_eq(orch_capsule(e.l, ORCH_VIEW_ITEMS_DEFAULT,
+                              ORCH_VIEW_TEXT_DEFAULT, &cap, &err),
+                 FO_OK, "%s", err.msg);
+    struct fo_buf t;
+    fo_buf_init(&t, FO_BUF_UNLIMITED);
+    cr_assert_eq(orch_capsule_text(cap, &t), FO_OK);
+    cJSON_Delete(cap);
+    cr_assert_gt(t.len, 40); /* more than the budget below admits */
+    cJSON *lim = cJSON_Parse("{\"max_request_tokens\":10}");
+    int calls = e.f->n_prompts;
+    struct orch_submit_opts o = {.use_capsule_context = 1, .context = lim};
+    out = submit_opts(&e, "code to continue the parser", &o);
+    cJSON *rb = body_of(&e, tu_num(out, "request_seq"));
+    const cJSON *c = get(rb, "capsule");
+    const cJSON *b = get(c, "budget");
+    cr_assert_str_eq(tu_str(b, "schema"), "forum.context-pressure/v1");
+    cr_assert_str_eq(tu_str(b, "action"), "trimmed");
+    cr_assert_str_eq(tu_str(b, "reason"), "max_request_tokens");
+    cr_assert_eq(tu_num(b, "original_bytes"), (long long)t.len);
+    cr_assert_eq(tu_num(b, "original_tokens"), (long long)(t.len + 3) / 4);
+    cr_assert_eq(tu_num(b, "admitted_bytes"), 40);
+    cr_assert_eq(tu_num(b, "admitted_tokens"), 10);
+    /* the text kept is the capsule's first 40 bytes, and only they */
+    cr_assert_eq(strlen(tu_str(c, "text")), 40);
+    cr_assert_eq(strncmp(tu_str(c, "text"), t.data, 40), 0);
+    cr_assert_eq(tu_num(c, "chars"), 40);
+    const char *p = e.f->prompts[calls];
+    cr_assert(strstr(p, "cut to the run's context budget") &&
+                  strstr(p, tu_str(c, "text")) && !strstr(p, t.data),
+              "%s", p);
+    cJSON_Delete(rb);
+    cJSON_Delete(out);
+    /* the default limits keep a small capsule whole, and say so */
+    struct orch_submit_opts whole = {.use_capsule_context = 1};
+    out = submit_opts(&e, "code to finish the parser", &whole);
+    rb = body_of(&e, tu_num(out, "request_seq"));
+    cr_assert_str_eq(tu_str(get(get(rb, "capsule"), "budget"), "action"),
+                     "retained");
+    cJSON_Delete(rb);
+    cJSON_Delete(out);
+    cJSON_Delete(lim);
+    fo_buf_release(&t);
+    env_close(&e);
+}
+
+static const char *long_answer(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"coder\","
+               "\"instruction\":\"write the code\",\"done_when\":"
+               "[{\"contains\":\"x\"}]}]}";
+    if (!strcmp(role, "synthesizer")) /* 130 words, no action verb */
+        return "As an AI I think the answer is this: "
+               "w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w "
+               "w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w "
+               "w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w "
+               "w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w "
+               "w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w. "
+               "Done.";
+    if (!strcmp(role, "judge"))
+        return "{\"covers\": \"yes\", \"missing\": []}";
+    return "x";
+}
+
+/* delivery_profile: the profile's rules in the synthesizer's prompt, then a
+ * delivery_profile_check of the answer under it (before the intent judge),
+ * the same as the prose check of that text; not asked, neither. */
+Test(judge, the_delivery_profile_shapes_and_checks_the_answer)
+{
+    struct env e;
+    env_open(&e, long_answer);
+    struct orch_submit_opts o = {.delivery_profile = "executive",
+                                 .intent_judge = 1};
+    cJSON *out = submit_opts(&e, "write the code", &o);
+    char k[1024];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert(strstr(k, " answer delivery_profile_check intent_judgment "),
+              "%s", k);
+    /* the synthesizer was told the executive profile's rules */
+    cr_assert(e.f->seen &&
+                  strstr(e.f->seen, "the executive delivery profile") &&
+                  strstr(e.f->seen, "at most 120 words"),
+              "%s", e.f->seen ? e.f->seen : "");
+    int64_t as = nth_kind(&e, 0, "answer", 0);
+    int64_t cs = nth_kind(&e, 0, "delivery_profile_check", 0);
+    cJSON *cb = body_of(&e, cs);
+    struct fo_err err;
+    struct ledger_entry en;
+    cr_assert_eq(ledger_get(e.l, cs, &en, NULL, &err), FO_OK);
+    cr_assert_eq(en.parent, as);
+    cr_assert_str_eq(en.actor, "delivery-profile");
+    cr_assert_str_eq(tu_str(cb, "schema"), "forum.delivery-profile/v1");
+    cr_assert_str_eq(tu_str(cb, "profile"), "executive");
+    cr_assert(cJSON_IsTrue(get(cb, "flagged")));
+    cr_assert_eq(tu_num(cb, "answer_seq"), as);
+    /* the same as the prose check of the answer, recomputed */
+    cJSON *ab = body_of(&e, as), *again = NULL;
+    cr_assert_eq(
+        orch_profile_check(tu_str(ab, "answer"), "executive", &again, &err),
+        FO_OK);
+    cr_assert(cJSON_Compare(get(cb, "findings"), get(again, "findings"), 1));
+    char *codes = cJSON_PrintUnformatted(get(cb, "findings"));
+    cr_assert(strstr(codes, "too_many_words") &&
+                  strstr(codes, "model_preamble") &&
+                  strstr(codes, "missing_action_verb"),
+              "%s", codes);
+    free(codes);
+    cr_assert(cJSON_IsTrue(get(get(out, "delivery_profile"), "flagged")));
+    cJSON_Delete(again);
+    cJSON_Delete(ab);
+    cJSON_Delete(cb);
+    cJSON_Delete(out);
+    /* not asked: no rules, no check */
+    size_t seen = e.f->seen_len;
+    struct orch_submit_opts none = {0};
+    out = submit_opts(&e, "write the code", &none);
+    cr_assert_eq(nth_kind(&e, 0, "delivery_profile_check", 1), -1);
+    cr_assert_null(get(out, "delivery_profile"));
+    cr_assert_null(strstr(e.f->seen + seen, "delivery profile"));
+    cJSON_Delete(out);
+    /* an unknown one is refused before anything is written */
+    int64_t before = 0;
+    cr_assert_eq(ledger_count(e.l, &before, &err), FO_OK);
+    struct orch_submit_opts poet = {.delivery_profile = "poet"};
+    out = NULL;
+    cr_assert_eq(orch_submit(e.o, &e.w, "write", &poet, &out, &err),
+                 FO_E_INVALID);
+    cr_assert(strstr(err.msg, "delivery_profile") && strstr(err.msg, "poet"),
+              "%s", err.msg);
+    int64_t after = 0;
+    cr_assert_eq(ledger_count(e.l, &after, &err), FO_OK);
+    cr_assert_eq(after, before);
+    env_close(&e);
+}
+
 /* ---- verifier and reviser hooks -------------------------------------------
  */
 
@@ -1090,8 +1242,12 @@ Test(judge, the_daemon_acts_on_the_fields_of_submit, .timeout = 60)
     cJSON *out = tu_http_json(&d, "POST", "/submit",
                               "{\"request\":\"echo two\",\"intent_judge\":true,"
                               "\"checkpoint_each_wave\":true,"
-                              "\"use_capsule_context\":true}",
+                              "\"use_capsule_context\":true,"
+                              "\"delivery_profile\":\"engineer\","
+                              "\"context_token_budget\":5}",
                               200);
+    cr_assert_str_eq(tu_str(get(out, "delivery_profile"), "profile"),
+                     "engineer");
     int64_t run = tu_num(out, "request_seq");
     const cJSON *rc = get(out, "receipt");
     cr_assert_eq(tu_num(rc, "run_id"), run);
@@ -1115,6 +1271,11 @@ Test(judge, the_daemon_acts_on_the_fields_of_submit, .timeout = 60)
     free(b);
     cr_assert_str_eq(tu_str(get(req, "capsule"), "hash"),
                      tu_str(out, "capsule_hash"));
+    /* context_token_budget is the run's max_total_tokens: 5 tokens */
+    const cJSON *bu = get(get(req, "capsule"), "budget");
+    cr_assert_str_eq(tu_str(bu, "reason"), "max_total_tokens");
+    cr_assert_eq(tu_num(bu, "admitted_tokens"), 5);
+    cr_assert_str_eq(tu_str(req, "delivery_profile"), "engineer");
     cJSON_Delete(req);
     int64_t cs = tu_num(cJSON_GetArrayItem(get(out, "checkpoints"), 0), "seq");
     cr_assert_eq(ledger_body(l, cs, &b, &bl, &err), FO_OK);
