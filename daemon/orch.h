@@ -610,6 +610,12 @@ struct orch_submit_opts {
      * in the synthesizer's prompt, then a `delivery_profile_check` entry
      * under the answer (forum.delivery-profile/v1). */
     const char *delivery_profile;
+    /* The engine claims a proof lane for the run before its plan: the
+     * route frame's proof lane (execute when it names none) and domain
+     * lane, for the scopes a run uses to do tasks (read, run), judged on
+     * the vocabularies and witnessed as `lane_route` or `lane_rejection`
+     * under the route; a rejected claim fails the run (FO_E_INVALID). */
+    int claim_lane;
 };
 
 /* Answers a request end to end, witnessing every step on w:

@@ -289,6 +289,7 @@ struct run *oe_run_new(struct orch_engine *e, const char *via)
     r->e = e;
     r->id = -1;
     r->route_seq = r->plan_seq = r->budget_seq = r->answer_seq = -1;
+    r->lane_seq = -1;
     r->session_start = r->turn_seq = -1;
     r->last_seq = r->judge_seq = -1;
     r->ws_fd = -1;
@@ -422,6 +423,7 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
         (!req->opts.intent_judge || cJSON_AddTrueToObject(b, "intent_judge")) &&
         (!req->opts.checkpoint_each_wave ||
          cJSON_AddTrueToObject(b, "checkpoint_each_wave")) &&
+        (!req->opts.claim_lane || cJSON_AddTrueToObject(b, "claim_lane")) &&
         (!req->opts.delivery_profile ||
          cJSON_AddStringToObject(b, "delivery_profile",
                                  req->opts.delivery_profile));

@@ -225,6 +225,10 @@ struct run {
     size_t cp_waves;
     int cp_busy;
     cJSON *checkpoints;
+    /* the proof lane claim asked for; its entry, body and verdict */
+    int claim_lane, lane_rejected;
+    int64_t lane_seq;
+    cJSON *lane_claim;
     /* the delivery profile asked for ("" none) and its check's payload */
     char profile[16];
     cJSON *profile_check;
@@ -569,6 +573,11 @@ void oe_judge_step(struct run *r);
 /* The delivery profile's step (PH_PROFILE): the answer checked, witnessed
  * as `delivery_profile_check` under it; and its entry applied. */
 void oe_profile_step(struct run *r);
+/* The run's proof lane claim, before its plan: 1 when the plan step must
+ * wait (the claim is being witnessed, or a rejection failed the run). */
+int oe_lane_step(struct run *r);
+int oe_apply_lane(struct run *r, int64_t seq, const char *kind, const cJSON *b,
+                  struct fo_err *err);
 int oe_apply_profile_check(struct run *r, int64_t seq, const cJSON *b,
                            struct fo_err *err);
 /* Folds an `intent_judgment` entry. */

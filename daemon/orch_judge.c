@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/orch_lanes.h"
 #include "daemon/orch_views.h"
 #include "ledger/fo_sha.h"
 
@@ -238,6 +239,89 @@ int oe_apply_judgment(struct run *r, int64_t seq, const cJSON *b,
     return FO_OK;
 }
 
+/* ---- the run's proof lane ----------------------------------------------- */
+
+/* The claim's entry: the route frame's lanes, the scopes of doing tasks. */
+static int lane_claim(struct run *r, struct fo_err *err)
+{
+    const struct orch_roster *ro = orch_roster(r->e->o);
+    struct orch_route rt = {0};
+    int rc = orch_route(ro, r->request, strlen(r->request), &rt, err);
+    cJSON *frame = rc ? NULL : orch_route_frame(ro, r->request, &rt);
+    if (!rc && !frame)
+        rc = oe_nomem(err);
+    static const char *const scopes[] = {"read", "run"};
+    const char *pl = rc ? NULL : oe_str_of(frame, "proof_lane");
+    struct orch_lane_claim c = {.task = r->request,
+                                .lane = pl ? pl : "execute",
+                                .domain = oe_str_of(frame, "domain_lane"),
+                                .scopes = scopes,
+                                .n_scopes = 2,
+                                .has_confidence = 1,
+                                .confidence = rt.confidence};
+    const char *kind = NULL;
+    cJSON *body = NULL;
+    if (!rc)
+        rc = orch_lane_judge(&c, &kind, &body, err);
+    cJSON_Delete(frame);
+    orch_route_release(&rt);
+    if (!rc)
+        rc = oe_witness(r, "router", kind,
+                        r->route_seq >= 0 ? r->route_seq : r->id, body, -1, 1,
+                        0, err);
+    return rc;
+}
+
+int oe_lane_step(struct run *r)
+{
+    struct fo_err err;
+    if (!r->claim_lane)
+        return 0;
+    if (r->lane_seq < 0) {
+        int rc = lane_claim(r, &err);
+        if (rc)
+            oe_fail(r, rc, &err);
+        return 1;
+    }
+    if (!r->lane_rejected)
+        return 0;
+    char gr[160] = "";
+    size_t n = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach (
+        x, cJSON_GetObjectItemCaseSensitive(r->lane_claim, "granted")) {
+        int w = cJSON_IsString(x) ? snprintf(gr + n, sizeof(gr) - n, "%s%s",
+                                             n ? ", " : "", x->valuestring)
+                                  : 0;
+        if (w < 0 || (size_t)w >= sizeof(gr) - n)
+            break;
+        n += (size_t)w;
+    }
+    const char *v = oe_str_of(r->lane_claim, "violation");
+    const char *ln = oe_str_of(r->lane_claim, "lane");
+    fo_err_set(&err, FO_E_INVALID,
+               "lane_rejection seq %lld: %s: lane %.64s grants %s; the run "
+               "does tasks (read, run)",
+               (long long)r->lane_seq, v ? v : "rejected", ln ? ln : "?",
+               n ? gr : "nothing");
+    oe_fail(r, FO_E_INVALID, &err);
+    return 1;
+}
+
+int oe_apply_lane(struct run *r, int64_t seq, const char *kind, const cJSON *b,
+                  struct fo_err *err)
+{
+    cJSON_Delete(r->lane_claim);
+    r->lane_claim = cJSON_Duplicate(b, 1);
+    if (!r->lane_claim ||
+        !cJSON_AddStringToObject(r->lane_claim, "kind", kind) ||
+        !fo_json_add_int(r->lane_claim, "seq", seq))
+        return oe_nomem(err);
+    r->lane_seq = seq;
+    r->lane_rejected = !strcmp(kind, "lane_rejection");
+    return FO_OK;
+}
+
 /* ---- the delivery profile ----------------------------------------------- */
 
 /* Deterministic and without a model: the answer's check is computed here
@@ -280,6 +364,8 @@ void oe_request_opts(struct run *r, const cJSON *b)
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "intent_judge"));
     r->cp_each_wave = cJSON_IsTrue(
         cJSON_GetObjectItemCaseSensitive(b, "checkpoint_each_wave"));
+    r->claim_lane =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "claim_lane"));
     const char *dp = oe_str_of(b, "delivery_profile");
     snprintf(r->profile, sizeof(r->profile), "%s",
              dp && orch_profile_known(dp) ? dp : "");
@@ -540,6 +626,9 @@ int oe_judgement_json(const struct run *r, cJSON *o)
     if (ok && r->capsule_hash[0])
         ok =
             cJSON_AddStringToObject(o, "capsule_hash", r->capsule_hash) != NULL;
+    if (ok && r->lane_claim)
+        ok = cJSON_AddItemToObject(o, "lane_claim",
+                                   cJSON_Duplicate(r->lane_claim, 1));
     if (ok && r->profile_check)
         ok = cJSON_AddItemToObject(o, "delivery_profile",
                                    cJSON_Duplicate(r->profile_check, 1));

@@ -648,6 +648,8 @@ void oe_plan_step(struct run *r)
 {
     struct fo_err err;
     int rc = FO_OK;
+    if (oe_lane_step(r))
+        return;
     if (r->given) { /* plan_run: the plan given is the plan */
         struct orch_plan *p = NULL;
         rc = orch_plan_compile(r->given, orch_roster(r->e->o), &p, &err);

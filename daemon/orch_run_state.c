@@ -120,6 +120,7 @@ void oe_run_free(struct run *r)
     oe_capsule_drop(r);
     cJSON_Delete(r->intent);
     cJSON_Delete(r->profile_check);
+    cJSON_Delete(r->lane_claim);
     cJSON_Delete(r->checkpoints);
     for (size_t i = 0; i < r->n_keys; i++)
         free(r->keys[i].key);
@@ -635,6 +636,8 @@ int oe_apply(struct run *r, const char *actor, const char *kind, int64_t seq,
         r->calls++;
     } else if (!strcmp(kind, "intent_judgment")) {
         return oe_apply_judgment(r, seq, b, err);
+    } else if (!strcmp(kind, "lane_route") || !strcmp(kind, "lane_rejection")) {
+        return oe_apply_lane(r, seq, kind, b, err);
     } else if (!strcmp(kind, "delivery_profile_check")) {
         return oe_apply_profile_check(r, seq, b, err);
     } else if (!strcmp(kind, "wave_checkpoint")) {

@@ -110,6 +110,7 @@ static int run_opts(const cJSON *in, struct orch_submit_opts *o, cJSON **own,
     if (*own)
         o->context = *own;
     o->delivery_profile = surf_in_str(in, "delivery_profile");
+    o->claim_lane = surf_in_bool(in, "claim_lane", 0);
     return FO_OK;
 }
 

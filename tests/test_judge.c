@@ -735,6 +735,66 @@ Test(judge, the_delivery_profile_shapes_and_checks_the_answer)
     env_close(&e);
 }
 
+/* claim_lane: the engine claims the route frame's proof lane for doing
+ * tasks (read, run) before the plan: an execute frame (or none) is a
+ * lane_route under the route; a verify frame grants no "run": a
+ * lane_rejection on record, then the run fails saying so. */
+Test(judge, the_engine_claims_a_proof_lane_when_asked)
+{
+    struct env e;
+    env_open(&e, NULL);
+    struct orch_submit_opts o = {.claim_lane = 1};
+    cJSON *out = submit_opts(&e, "echo hello", &o);
+    char k[1024];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route lane_route plan task result verdict "
+                        "answer ");
+    int64_t ls = nth_kind(&e, 0, "lane_route", 0);
+    struct fo_err err;
+    struct ledger_entry en;
+    cr_assert_eq(ledger_get(e.l, ls, &en, NULL, &err), FO_OK);
+    cr_assert_eq(en.parent, nth_kind(&e, 0, "route", 0));
+    cr_assert_str_eq(en.actor, "router");
+    cJSON *lb = body_of(&e, ls);
+    cr_assert_str_eq(tu_str(lb, "lane"), "execute");
+    cr_assert_str_eq(tu_str(lb, "task"), "echo hello");
+    char *sc = cJSON_PrintUnformatted(get(lb, "scopes"));
+    cr_assert_str_eq(sc, "[\"read\",\"run\"]");
+    free(sc);
+    cJSON_Delete(lb);
+    cr_assert_str_eq(tu_str(get(out, "lane_claim"), "kind"), "lane_route");
+    cr_assert_eq(tu_num(get(out, "lane_claim"), "seq"), ls);
+    cJSON_Delete(out);
+    /* a verify frame: the claim over-reaches, on record, then refused */
+    int64_t from = 0;
+    cr_assert_eq(ledger_count(e.l, &from, &err), FO_OK);
+    out = NULL;
+    int rc = orch_submit(e.o, &e.w, "verify the tests", &o, &out, &err);
+    cr_assert_eq(rc, FO_E_INVALID, "rc %d: %s", rc, err.msg);
+    cr_assert(strstr(err.msg, "lane_rejection seq") &&
+                  strstr(err.msg, "over_routed") &&
+                  strstr(err.msg, "attest, read"),
+              "%s", err.msg);
+    cJSON_Delete(out);
+    kinds(&e, from, k, sizeof(k));
+    cr_assert_str_eq(k, "request route lane_rejection error ");
+    cJSON *rb = body_of(&e, nth_kind(&e, from, "lane_rejection", 0));
+    cr_assert_str_eq(tu_str(rb, "lane"), "verify");
+    cr_assert_str_eq(tu_str(rb, "domain"), "formal-proof");
+    cr_assert_str_eq(tu_str(rb, "violation"), "over_routed");
+    char *ex = cJSON_PrintUnformatted(get(rb, "excess"));
+    cr_assert_str_eq(ex, "[\"run\"]");
+    free(ex);
+    cJSON_Delete(rb);
+    /* not asked: no claim */
+    struct orch_submit_opts none = {0};
+    out = submit_opts(&e, "echo again", &none);
+    cr_assert_null(get(out, "lane_claim"));
+    cr_assert_eq(nth_kind(&e, 0, "lane_route", 1), -1);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
 /* ---- verifier and reviser hooks -------------------------------------------
  */
 
