@@ -1308,6 +1308,13 @@ Test(judge, the_daemon_acts_on_the_fields_of_submit, .timeout = 60)
                               200);
     cr_assert_str_eq(tu_str(get(out, "delivery_profile"), "profile"),
                      "engineer");
+    /* claim_lane over HTTP: a verify frame's claim is refused, on record */
+    cJSON *rej = tu_http_json(
+        &d, "POST", "/submit",
+        "{\"request\":\"verify the tests\",\"claim_lane\":true}", 400);
+    cr_assert(strstr(tu_str(rej, "error"), "lane_rejection seq"), "%s",
+              tu_str(rej, "error"));
+    cJSON_Delete(rej);
     int64_t run = tu_num(out, "request_seq");
     const cJSON *rc = get(out, "receipt");
     cr_assert_eq(tu_num(rc, "run_id"), run);
