@@ -150,10 +150,13 @@ enum orch_exec_kind {
 
 /* A lane's verifier or reviser hook (orch_hooks.c): an external command
  * (run as `argv... INPUT`, in the sandbox unless it is configured off) or
- * a URL (POSTed INPUT); INPUT is the JSON of the task and its answer. */
+ * a URL (POSTed INPUT); INPUT is the JSON of the task and its answer. An
+ * https URL's server is verified against the system store (SSL_CERT_FILE
+ * and SSL_CERT_DIR replace it), with the engine's one TLS context. */
 struct orch_hook {
     char **argv; /* NULL-terminated, or NULL */
-    char *url;   /* http://, or NULL */
+    char *url;   /* http:// or https://, or NULL */
+    int tls;     /* url is https:// */
     int timeout_ms;
 };
 #define ORCH_HOOK_TIMEOUT_MS 60000
@@ -188,7 +191,7 @@ struct orch_lane {
 };
 
 /* The lane's "verifier" or "reviser" (field): {"command": [argv...]} or
- * {"url": "http://..."}, with "timeout_s" (1..3600, default 60). Absent:
+ * {"url": "http(s)://..."}, with "timeout_s" (1..3600, default 60). Absent:
  * h zeroed, FO_OK. FO_E_INVALID naming the lane and field. */
 int orch_hook_parse(const cJSON *lane, const char *label, const char *field,
                     struct orch_hook *h, struct fo_err *err);
@@ -597,8 +600,22 @@ struct orch_submit_opts {
     /* A signed checkpoint after every wave (a `wave_checkpoint` entry). */
     int checkpoint_each_wave;
     /* The ledger's context capsule before the request, for every model
-     * (its hash and text in the request entry). */
+     * (its hash and text in the request entry), admitted against the
+     * run's context limits (context.max_request_tokens and
+     * max_total_tokens: trimmed at a character, the cut in the capsule's
+     * "budget"). */
     int use_capsule_context;
+    /* The delivery profile the answer is shaped to and checked against
+     * (operator, engineer, researcher, executive; NULL: none): its rules
+     * in the synthesizer's prompt, then a `delivery_profile_check` entry
+     * under the answer (forum.delivery-profile/v1). */
+    const char *delivery_profile;
+    /* The engine claims a proof lane for the run before its plan: the
+     * route frame's proof lane (execute when it names none) and domain
+     * lane, for the scopes a run uses to do tasks (read, run), judged on
+     * the vocabularies and witnessed as `lane_route` or `lane_rejection`
+     * under the route; a rejected claim fails the run (FO_E_INVALID). */
+    int claim_lane;
 };
 
 /* Answers a request end to end, witnessing every step on w:

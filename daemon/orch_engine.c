@@ -19,6 +19,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "daemon/orch_views.h"
+
 static int limits_add(cJSON *b, const struct orch_ctx_limits *l);
 static int is_run_via(const char *via);
 static int via_valid(const char *via);
@@ -45,6 +47,24 @@ const char *const oe_role_name[] = {"coordinator", "classifier", "validator",
 int64_t oe_now_ms(void)
 {
     return oe_now_us() / 1000;
+}
+
+/* The https hooks' TLS context: one for the engine, the system store's
+ * CAs, made here (never on a run's path) when a lane has an https hook. */
+static int hook_tls_create(struct orch_engine *e, struct fo_err *err)
+{
+    const struct orch_roster *ro = orch_roster(e->o);
+    int any = 0;
+    for (size_t i = 0; ro && i < ro->n; i++)
+        any |= ro->lanes[i].verifier.tls | ro->lanes[i].reviser.tls;
+    if (!any)
+        return FO_OK;
+    int rc = httpc_tls_create(NULL, &e->hook_tls, err);
+    if (rc && rc != FO_E_NOMEM) {
+        struct fo_err why = *err;
+        fo_err_set(err, rc, "https hooks: %s", why.msg);
+    }
+    return rc;
 }
 
 int orch_engine_create(const struct orch *o,
@@ -99,7 +119,10 @@ int orch_engine_create(const struct orch *o,
         rc = oe_nomem(err);
     if (!rc && orch_mcp_servers(o))
         rc = orch_mcpc_create(orch_mcp_servers(o), cfg->base, &e->mcpc, err);
+    if (!rc)
+        rc = hook_tls_create(e, err);
     if (rc) {
+        orch_mcpc_free(e->mcpc);
         if (e->wake)
             event_free(e->wake);
         if (e->gate_ev)
@@ -129,6 +152,7 @@ void orch_engine_free(struct orch_engine *e)
         oe_run_free(r);
     }
     orch_mcpc_free(e->mcpc);
+    httpc_tls_free(e->hook_tls);
     orch_work_free(e->work); /* waits for a tool still running */
     ledger_close(e->rl);     /* the workers' read handle */
     pthread_mutex_destroy(&e->rl_mu);
@@ -267,6 +291,7 @@ struct run *oe_run_new(struct orch_engine *e, const char *via)
     r->e = e;
     r->id = -1;
     r->route_seq = r->plan_seq = r->budget_seq = r->answer_seq = -1;
+    r->lane_seq = -1;
     r->session_start = r->turn_seq = -1;
     r->last_seq = r->judge_seq = -1;
     r->ws_fd = -1;
@@ -399,7 +424,11 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
         (!with_session || limits_add(b, &lim)) &&
         (!req->opts.intent_judge || cJSON_AddTrueToObject(b, "intent_judge")) &&
         (!req->opts.checkpoint_each_wave ||
-         cJSON_AddTrueToObject(b, "checkpoint_each_wave"));
+         cJSON_AddTrueToObject(b, "checkpoint_each_wave")) &&
+        (!req->opts.claim_lane || cJSON_AddTrueToObject(b, "claim_lane")) &&
+        (!req->opts.delivery_profile ||
+         cJSON_AddStringToObject(b, "delivery_profile",
+                                 req->opts.delivery_profile));
     if (!ok) {
         cJSON_Delete(b);
         oe_run_unlink(r);
@@ -449,7 +478,7 @@ void oe_step_name(const struct run *r, char *out, size_t size)
 int orch_engine_cancel(struct orch_engine *e, int64_t run)
 {
     struct run *r = oe_run_find(e, run);
-    if (!r || r->ended || r->phase >= PH_JUDGE || r->failed_rc)
+    if (!r || r->ended || r->phase >= PH_PROFILE || r->failed_rc)
         return FO_E_NOT_FOUND;
     char where[ORCH_NAME_MAX + 32];
     oe_step_name(r, where, sizeof(where));
@@ -617,6 +646,12 @@ int orch_submit_check(const char *request, const struct orch_submit_opts *opts,
     if (secs < 0 || secs > ORCH_SUBMIT_SECONDS_MAX)
         return fo_err_set(err, FO_E_INVALID, "max_seconds: must be 1..%d",
                           ORCH_SUBMIT_SECONDS_MAX);
+    const char *dp = opts ? opts->delivery_profile : NULL;
+    if (dp && !orch_profile_known(dp))
+        return fo_err_set(err, FO_E_INVALID,
+                          "delivery_profile: unknown delivery profile %.64s "
+                          "(known: %s)",
+                          dp, orch_profiles_list);
     return FO_OK;
 }
 

@@ -52,7 +52,8 @@ enum phase {
     PH_PLAN,
     PH_WAVES,
     PH_SYNTH,
-    PH_JUDGE, /* the answer is on record; the intent judge's turn */
+    PH_PROFILE, /* the answer is on record; its delivery profile check */
+    PH_JUDGE,   /* the intent judge's turn */
     PH_END
 };
 /* Where a task stands, as its entries say. */
@@ -224,6 +225,13 @@ struct run {
     size_t cp_waves;
     int cp_busy;
     cJSON *checkpoints;
+    /* the proof lane claim asked for; its entry, body and verdict */
+    int claim_lane, lane_rejected;
+    int64_t lane_seq;
+    cJSON *lane_claim;
+    /* the delivery profile asked for ("" none) and its check's payload */
+    char profile[16];
+    cJSON *profile_check;
     /* the ledger's capsule as the run's context: its SHA-256 (hex) */
     char capsule_hash[65];
     struct cap_job *cap_job; /* its read in flight */
@@ -325,6 +333,7 @@ struct orch_engine {
     struct event *gate_ev;       /* while gates wait: decisions, deadlines */
     struct gate_off *offq;       /* decisions on runs not here, committed */
     struct orch_mcpc *mcpc;      /* the MCP servers' clients, or NULL */
+    struct httpc_tls *hook_tls;  /* https hooks' (the system store), or NULL */
     struct orch_work *work;      /* the file tools' worker threads */
     struct event *disk_ev;       /* while commands run: the disk's reserve */
     int n_cmds;                  /* run_command jobs in flight */
@@ -561,6 +570,16 @@ int oe_retry(struct run *r, size_t t, struct fo_err *err);
 /* The intent judge's step (PH_JUDGE): a model call, or an entry saying
  * why it was skipped. */
 void oe_judge_step(struct run *r);
+/* The delivery profile's step (PH_PROFILE): the answer checked, witnessed
+ * as `delivery_profile_check` under it; and its entry applied. */
+void oe_profile_step(struct run *r);
+/* The run's proof lane claim, before its plan: 1 when the plan step must
+ * wait (the claim is being witnessed, or a rejection failed the run). */
+int oe_lane_step(struct run *r);
+int oe_apply_lane(struct run *r, int64_t seq, const char *kind, const cJSON *b,
+                  struct fo_err *err);
+int oe_apply_profile_check(struct run *r, int64_t seq, const cJSON *b,
+                           struct fo_err *err);
 /* Folds an `intent_judgment` entry. */
 int oe_apply_judgment(struct run *r, int64_t seq, const cJSON *b,
                       struct fo_err *err);

@@ -572,7 +572,7 @@ void oe_step(struct run *r)
             }
             break;
         }
-        if (r->halt && r->phase == PH_JUDGE) {
+        if (r->halt && (r->phase == PH_JUDGE || r->phase == PH_PROFILE)) {
             oe_abandon(r); /* the answer is on record: the judge goes */
             r->phase = PH_END;
             continue;
@@ -602,6 +602,8 @@ void oe_step(struct run *r)
             oe_plan_step(r);
         else if (r->phase == PH_SYNTH)
             oe_synth_step(r);
+        else if (r->phase == PH_PROFILE)
+            oe_profile_step(r);
         else if (r->phase == PH_JUDGE)
             oe_judge_step(r);
     } while (r->dirty);

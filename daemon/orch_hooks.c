@@ -1,11 +1,13 @@
 /* orch_hooks: a lane's verifier and reviser, the plug-in points of the
- * control loop. Each is an external command or an http:// URL given the
+ * control loop. Each is an external command or an http(s):// URL given the
  * task and its answer as one JSON object (forum.hook-input/v1): the
  * command as its last argument (run like run_command: an event-driven job
  * in its own process group under the sandbox, never a shell, never on a
  * thread of the loop), the URL as a POST body (the HTTP client on the
- * loop). Nothing either says is trusted: a reply that is not the expected
- * JSON is a failure, and every call is witnessed.
+ * loop; an https server verified with the engine's TLS context, made at
+ * its start when a lane has an https hook). Nothing either says is
+ * trusted: a reply that is not the expected JSON is a failure, and every
+ * call is witnessed.
  *
  * The reviser runs once per result, before its verdict: `revision`
  * [reviser] → result {id, ok, by, hook, output | error}; an ok revision's
@@ -98,14 +100,10 @@ int orch_hook_parse(const cJSON *lane, const char *label, const char *field,
         struct fo_err uerr;
         if (!cJSON_IsString(u) ||
             httpc_url_parse(u->valuestring, &pu, &uerr) != FO_OK)
-            return hook_bad(err, label, field, "url: not an http:// URL");
-        int tls = pu.tls;
-        httpc_url_release(&pu);
-        if (tls) /* the engine keeps no TLS context for hooks yet */
             return hook_bad(err, label, field,
-                            "url: https is not supported for hooks yet "
-                            "(use http:// on a trusted network, or a "
-                            "command)");
+                            "url: not an http:// or https:// URL");
+        h->tls = pu.tls;
+        httpc_url_release(&pu);
         rc = (h->url = orch_strdup(u->valuestring))
                  ? FO_OK
                  : fo_err_set(err, FO_E_NOMEM, NULL);
@@ -393,6 +391,7 @@ static int hook_url_start(struct run *r, struct hook_ctx *c,
                               .body = in->data,
                               .body_len = in->len,
                               .dns = r->e->cfg.dns,
+                              .tls = r->e->hook_tls,
                               .timeout_ms = h->timeout_ms,
                               .body_max = HOOK_REPLY_MAX,
                               .done = on_hook_http,

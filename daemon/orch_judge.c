@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/orch_lanes.h"
 #include "daemon/orch_views.h"
 #include "ledger/fo_sha.h"
 
@@ -238,6 +239,123 @@ int oe_apply_judgment(struct run *r, int64_t seq, const cJSON *b,
     return FO_OK;
 }
 
+/* ---- the run's proof lane ----------------------------------------------- */
+
+/* The claim's entry: the route frame's lanes, the scopes of doing tasks. */
+static int lane_claim(struct run *r, struct fo_err *err)
+{
+    const struct orch_roster *ro = orch_roster(r->e->o);
+    struct orch_route rt = {0};
+    int rc = orch_route(ro, r->request, strlen(r->request), &rt, err);
+    cJSON *frame = rc ? NULL : orch_route_frame(ro, r->request, &rt);
+    if (!rc && !frame)
+        rc = oe_nomem(err);
+    static const char *const scopes[] = {"read", "run"};
+    const char *pl = rc ? NULL : oe_str_of(frame, "proof_lane");
+    struct orch_lane_claim c = {.task = r->request,
+                                .lane = pl ? pl : "execute",
+                                .domain = oe_str_of(frame, "domain_lane"),
+                                .scopes = scopes,
+                                .n_scopes = 2,
+                                .has_confidence = 1,
+                                .confidence = rt.confidence};
+    const char *kind = NULL;
+    cJSON *body = NULL;
+    if (!rc)
+        rc = orch_lane_judge(&c, &kind, &body, err);
+    cJSON_Delete(frame);
+    orch_route_release(&rt);
+    if (!rc)
+        rc = oe_witness(r, "router", kind,
+                        r->route_seq >= 0 ? r->route_seq : r->id, body, -1, 1,
+                        0, err);
+    return rc;
+}
+
+int oe_lane_step(struct run *r)
+{
+    struct fo_err err;
+    if (!r->claim_lane)
+        return 0;
+    if (r->lane_seq < 0) {
+        int rc = lane_claim(r, &err);
+        if (rc)
+            oe_fail(r, rc, &err);
+        return 1;
+    }
+    if (!r->lane_rejected)
+        return 0;
+    char gr[160] = "";
+    size_t n = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach (
+        x, cJSON_GetObjectItemCaseSensitive(r->lane_claim, "granted")) {
+        int w = cJSON_IsString(x) ? snprintf(gr + n, sizeof(gr) - n, "%s%s",
+                                             n ? ", " : "", x->valuestring)
+                                  : 0;
+        if (w < 0 || (size_t)w >= sizeof(gr) - n)
+            break;
+        n += (size_t)w;
+    }
+    const char *v = oe_str_of(r->lane_claim, "violation");
+    const char *ln = oe_str_of(r->lane_claim, "lane");
+    fo_err_set(&err, FO_E_INVALID,
+               "lane_rejection seq %lld: %s: lane %.64s grants %s; the run "
+               "does tasks (read, run)",
+               (long long)r->lane_seq, v ? v : "rejected", ln ? ln : "?",
+               n ? gr : "nothing");
+    oe_fail(r, FO_E_INVALID, &err);
+    return 1;
+}
+
+int oe_apply_lane(struct run *r, int64_t seq, const char *kind, const cJSON *b,
+                  struct fo_err *err)
+{
+    cJSON_Delete(r->lane_claim);
+    r->lane_claim = cJSON_Duplicate(b, 1);
+    if (!r->lane_claim ||
+        !cJSON_AddStringToObject(r->lane_claim, "kind", kind) ||
+        !fo_json_add_int(r->lane_claim, "seq", seq))
+        return oe_nomem(err);
+    r->lane_seq = seq;
+    r->lane_rejected = !strcmp(kind, "lane_rejection");
+    return FO_OK;
+}
+
+/* ---- the delivery profile ----------------------------------------------- */
+
+/* Deterministic and without a model: the answer's check is computed here
+ * and again identically by anyone who reads the answer entry. */
+void oe_profile_step(struct run *r)
+{
+    struct fo_err err;
+    cJSON *e = NULL;
+    int rc =
+        orch_profile_check(r->answer ? r->answer : "", r->profile, &e, &err);
+    if (!rc && !fo_json_add_int(e, "answer_seq", r->answer_seq))
+        rc = oe_nomem(&err);
+    if (!rc)
+        rc = oe_witness(r, "delivery-profile", "delivery_profile_check",
+                        r->answer_seq, e, -1, 1, 0, &err);
+    else
+        cJSON_Delete(e);
+    if (rc)
+        oe_fail(r, rc, &err);
+}
+
+int oe_apply_profile_check(struct run *r, int64_t seq, const cJSON *b,
+                           struct fo_err *err)
+{
+    (void)seq;
+    cJSON_Delete(r->profile_check);
+    r->profile_check = cJSON_Duplicate(b, 1);
+    if (!r->profile_check)
+        return oe_nomem(err);
+    if (r->phase == PH_PROFILE)
+        r->phase = r->judge ? PH_JUDGE : PH_END;
+    return FO_OK;
+}
+
 /* ---- the request's options ---------------------------------------------- */
 
 void oe_request_opts(struct run *r, const cJSON *b)
@@ -246,6 +364,11 @@ void oe_request_opts(struct run *r, const cJSON *b)
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "intent_judge"));
     r->cp_each_wave = cJSON_IsTrue(
         cJSON_GetObjectItemCaseSensitive(b, "checkpoint_each_wave"));
+    r->claim_lane =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "claim_lane"));
+    const char *dp = oe_str_of(b, "delivery_profile");
+    snprintf(r->profile, sizeof(r->profile), "%s",
+             dp && orch_profile_known(dp) ? dp : "");
     const cJSON *cap = cJSON_GetObjectItemCaseSensitive(b, "capsule");
     const char *text = oe_str_of(cap, "text"), *hash = oe_str_of(cap, "hash");
     if (!text || !hash || r->session)
@@ -255,10 +378,14 @@ void oe_request_opts(struct run *r, const cJSON *b)
     fo_buf_init(&p, FO_BUF_UNLIMITED);
     free(r->prompt);
     r->prompt = NULL;
+    const char *act =
+        oe_str_of(cJSON_GetObjectItemCaseSensitive(cap, "budget"), "action");
+    int cut = act && strcmp(act, "retained") != 0;
     if (fo_buf_printf(&p,
-                      "Context (a capsule of the ledger, sha256 %s):\n%s\n\n"
+                      "Context (a capsule of the ledger, sha256 %s%s):\n%s\n\n"
                       "The request:\n%s",
-                      hash, text, r->request ? r->request : "") == FO_OK)
+                      hash, cut ? ", cut to the run's context budget" : "",
+                      text, r->request ? r->request : "") == FO_OK)
         r->prompt = fo_buf_detach(&p, NULL);
     fo_buf_release(&p);
 }
@@ -266,8 +393,9 @@ void oe_request_opts(struct run *r, const cJSON *b)
 struct cap_job {
     struct run *r; /* NULL once the run went */
     char *dir;
-    cJSON *b;   /* the request body */
-    cJSON *cap; /* {schema, hash, chars, text} */
+    cJSON *b;                   /* the request body */
+    cJSON *cap;                 /* {schema, hash, chars, text, budget} */
+    struct orch_ctx_limits lim; /* the run's: the capsule is admitted */
     int rc;
     struct fo_err err;
 };
@@ -296,17 +424,41 @@ static void cap_work(void *arg, const atomic_int *cancel)
     char hex[65];
     fo_sha256(t.data ? t.data : "", t.len, h);
     fo_hex(h, 32, hex);
-    cJSON *c = j->rc ? NULL : cJSON_CreateObject();
+    /* the models see what the run's context budget admits of it, cut at a
+     * character; the budget entry says how much was cut */
+    struct orch_ctx_slice s = {.source = "request",
+                               .ref = -1,
+                               .text = t.data ? t.data : "",
+                               .len = t.len};
+    orch_ctx_admit(&s, 1, &j->lim);
+    char *kept = j->rc ? NULL : malloc(s.len + 1);
+    if (kept) {
+        memcpy(kept, s.text, s.len);
+        kept[s.len] = '\0';
+    }
+    cJSON *c = kept ? cJSON_CreateObject() : NULL;
+    cJSON *bu = c ? cJSON_AddObjectToObject(c, "budget") : NULL;
     if (!j->rc &&
-        !(c &&
+        !(bu &&
           cJSON_AddStringToObject(c, "schema", "forum.context-capsule/v1") &&
           cJSON_AddStringToObject(c, "hash", hex) &&
-          fo_json_add_int(c, "chars", (long long)t.len) &&
-          cJSON_AddStringToObject(c, "text", t.data ? t.data : ""))) {
+          fo_json_add_int(c, "chars", (long long)s.len) &&
+          cJSON_AddStringToObject(c, "text", kept) &&
+          cJSON_AddStringToObject(bu, "schema", "forum.context-pressure/v1") &&
+          cJSON_AddStringToObject(bu, "source", "request") &&
+          cJSON_AddStringToObject(bu, "label", "capsule") &&
+          cJSON_AddStringToObject(bu, "action", s.action) &&
+          cJSON_AddStringToObject(bu, "reason",
+                                  s.reason ? s.reason : "under_budget") &&
+          fo_json_add_int(bu, "original_bytes", (long long)t.len) &&
+          fo_json_add_int(bu, "admitted_bytes", (long long)s.len) &&
+          fo_json_add_int(bu, "original_tokens", s.tokens) &&
+          fo_json_add_int(bu, "admitted_tokens", s.kept))) {
         cJSON_Delete(c);
         c = NULL;
         j->rc = oe_nomem(&j->err);
     }
+    free(kept);
     j->cap = c;
     fo_buf_release(&t);
 }
@@ -349,7 +501,7 @@ int oe_capsule_start(struct run *r, cJSON *b, struct fo_err *err)
     if (!rc && !e->work)
         rc = orch_work_create(e->cfg.base, &e->work, err);
     if (!rc) {
-        *j = (struct cap_job){.r = r, .dir = dir, .b = b};
+        *j = (struct cap_job){.r = r, .dir = dir, .b = b, .lim = r->lim};
         rc = orch_work_post(e->work, cap_work, cap_done, j, NULL, err);
     }
     if (rc) {
@@ -474,5 +626,11 @@ int oe_judgement_json(const struct run *r, cJSON *o)
     if (ok && r->capsule_hash[0])
         ok =
             cJSON_AddStringToObject(o, "capsule_hash", r->capsule_hash) != NULL;
+    if (ok && r->lane_claim)
+        ok = cJSON_AddItemToObject(o, "lane_claim",
+                                   cJSON_Duplicate(r->lane_claim, 1));
+    if (ok && r->profile_check)
+        ok = cJSON_AddItemToObject(o, "delivery_profile",
+                                   cJSON_Duplicate(r->profile_check, 1));
     return ok ? FO_OK : FO_E_NOMEM;
 }

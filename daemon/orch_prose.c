@@ -177,6 +177,57 @@ static int unknown_profile(const char *name, struct fo_err *err)
                       name, orch_profiles_list);
 }
 
+static int list_into(struct fo_buf *b, const char *const *l, size_t n)
+{
+    int rc = FO_OK;
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = fo_buf_printf(b, "%s%s", i ? ", " : "", l[i]);
+    return rc;
+}
+
+int orch_profile_guide(const char *profile, struct fo_buf *out,
+                       struct fo_err *err)
+{
+    const struct profile *p = profile_find(profile);
+    if (!p)
+        return unknown_profile(profile, err);
+    int rc = fo_buf_printf(
+        out,
+        "Deliver the answer to the %s delivery profile: open with the "
+        "point itself (no preamble such as \"As an AI\", no \"I think\", "
+        "\"maybe\" or \"perhaps\" to begin, no disclaimer about what you "
+        "cannot do); keep sentences to %.0f words on average; avoid filler "
+        "words (",
+        p->name, MEAN_SENTENCE_MAX);
+    if (!rc)
+        rc = list_into(out, fillers, N(fillers));
+    if (!rc)
+        rc = fo_buf_puts(out, ")");
+    if (!rc && p->action) {
+        rc = fo_buf_puts(out, "; name a concrete action (");
+        if (!rc)
+            rc = list_into(out, actions, N(actions));
+        if (!rc)
+            rc = fo_buf_puts(out, ")");
+    }
+    if (!rc && p->technical) {
+        rc = fo_buf_puts(out, "; name the technical object concerned (");
+        if (!rc)
+            rc = list_into(out, technical, N(technical));
+        if (!rc)
+            rc = fo_buf_puts(out, ")");
+    }
+    if (!rc && p->evidence)
+        rc = fo_buf_puts(out, "; say where each claim comes from (observed, "
+                              "measured, reported, verified, the source, or "
+                              "unknown)");
+    if (!rc && p->max_words)
+        rc = fo_buf_printf(out, "; at most %d words in all", p->max_words);
+    if (!rc)
+        rc = fo_buf_puts(out, ".");
+    return rc ? fo_err_set(err, FO_E_NOMEM, NULL) : FO_OK;
+}
+
 static char *lowered_trim(const char *text)
 {
     while (isspace((unsigned char)*text))

@@ -14,6 +14,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "daemon/orch_views.h"
+
 static int lanes_text(const struct orch *o, struct fo_buf *b);
 static char *stub_plan(const struct run *l);
 static int is_stopword(const char *w);
@@ -646,6 +648,8 @@ void oe_plan_step(struct run *r)
 {
     struct fo_err err;
     int rc = FO_OK;
+    if (oe_lane_step(r))
+        return;
     if (r->given) { /* plan_run: the plan given is the plan */
         struct orch_plan *p = NULL;
         rc = orch_plan_compile(r->given, orch_roster(r->e->o), &p, &err);
@@ -1013,12 +1017,21 @@ void oe_synth_step(struct run *r)
                                 {"results", res.data ? res.data : ""}};
     if (!rc)
         rc = orch_template_render(synth_user, v, 2, 0, &user, &err);
-    struct orch_model_msg m[] = {{.role = "system", .content = synth_system},
-                                 {.role = "user", .content = user}};
+    /* a delivery profile's rules follow the synthesizer's own */
+    struct fo_buf sys;
+    fo_buf_init(&sys, FO_BUF_UNLIMITED);
+    if (!rc && r->profile[0] &&
+        (fo_buf_printf(&sys, "%s\n\n", synth_system) ||
+         orch_profile_guide(r->profile, &sys, &err)))
+        rc = oe_nomem(&err);
+    struct orch_model_msg m[] = {
+        {.role = "system", .content = sys.data ? sys.data : synth_system},
+        {.role = "user", .content = user}};
     if (!rc)
         rc = oe_role_start(r, R_SYNTHESIZER, -1, m, 2,
                            stub.data ? stub.data : "", on_synth, &err);
     free(user);
+    fo_buf_release(&sys);
     fo_buf_release(&res);
     fo_buf_release(&stub);
     if (rc) {

@@ -119,6 +119,8 @@ void oe_run_free(struct run *r)
     attempts_release(&r->judge_att);
     oe_capsule_drop(r);
     cJSON_Delete(r->intent);
+    cJSON_Delete(r->profile_check);
+    cJSON_Delete(r->lane_claim);
     cJSON_Delete(r->checkpoints);
     for (size_t i = 0; i < r->n_keys; i++)
         free(r->keys[i].key);
@@ -634,6 +636,10 @@ int oe_apply(struct run *r, const char *actor, const char *kind, int64_t seq,
         r->calls++;
     } else if (!strcmp(kind, "intent_judgment")) {
         return oe_apply_judgment(r, seq, b, err);
+    } else if (!strcmp(kind, "lane_route") || !strcmp(kind, "lane_rejection")) {
+        return oe_apply_lane(r, seq, kind, b, err);
+    } else if (!strcmp(kind, "delivery_profile_check")) {
+        return oe_apply_profile_check(r, seq, b, err);
     } else if (!strcmp(kind, "wave_checkpoint")) {
         return oe_apply_wave_cp(r, seq, b, err);
     } else if (!strcmp(kind, "request")) {
@@ -694,8 +700,11 @@ int oe_apply(struct run *r, const char *actor, const char *kind, int64_t seq,
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(b, "coverage");
         r->coverage = c ? cJSON_Duplicate(c, 1) : NULL;
         r->answer_seq = seq;
-        /* the intent judge, when asked, has the last word */
-        r->phase = r->judge && !r->budget_spent ? PH_JUDGE : PH_END;
+        /* the delivery profile's check, then the intent judge, when asked */
+        r->phase = r->budget_spent ? PH_END
+                   : r->profile[0] ? PH_PROFILE
+                   : r->judge      ? PH_JUDGE
+                                   : PH_END;
     } else if (!strcmp(kind, "error")) {
         const char *msg = oe_str_of(b, "error");
         if (!r->failed_rc) {
@@ -735,8 +744,9 @@ static const char *task_state_name(const struct task *s)
 
 static const char *phase_name(int phase)
 {
-    static const char *const names[] = {"context",   "route", "plan", "waves",
-                                        "synthesis", "judge", "end"};
+    static const char *const names[] = {"context", "route",     "plan",
+                                        "waves",   "synthesis", "profile",
+                                        "judge",   "end"};
     return phase >= 0 && phase <= PH_END ? names[phase] : "unknown";
 }
 

@@ -167,6 +167,11 @@ void orch_run_event_text(const struct orch_run_event *ev, char *out,
     else if (!strcmp(k, "intent_judgment"))
         snprintf(out, size, "intent judge: %s",
                  *bstr(b, "covers") ? bstr(b, "covers") : "skipped");
+    else if (!strcmp(k, "delivery_profile_check"))
+        snprintf(out, size, "delivery profile %s: %s", bstr(b, "profile"),
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "flagged"))
+                     ? "flagged"
+                     : "clean");
     else if (!strcmp(k, "wave_checkpoint"))
         snprintf(out, size, "checkpoint after a wave");
     else if (!strcmp(k, "gate_requested")) {

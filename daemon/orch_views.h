@@ -110,6 +110,12 @@ extern const char orch_profiles_list[];
 int orch_profile_check(const char *text, const char *profile, cJSON **out,
                        struct fo_err *err);
 
+/* The rules orch_profile_check holds text to, as a paragraph for a
+ * model's prompt (the same thresholds and word lists), into out.
+ * FO_E_INVALID for an unknown profile, FO_E_NOMEM. */
+int orch_profile_guide(const char *profile, struct fo_buf *out,
+                       struct fo_err *err);
+
 /* Plainer wording for people, adding nothing (forum.prose-humanization/v1):
  * a model preamble removed, stock phrases shortened, spaces collapsed,
  * the first letter capitalised, a full stop added; {"schema", "audience",

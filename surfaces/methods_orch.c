@@ -99,6 +99,21 @@ int surf_h_plan(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     return rc;
 }
 
+/* A run's context limits and delivery profile, the reference's budget
+ * fields included: *own (NULL or made here) is the caller's to delete. */
+static int run_opts(const cJSON *in, struct orch_submit_opts *o, cJSON **own,
+                    struct fo_err *err)
+{
+    *own = NULL;
+    if (surf_ref_context(in, own) != FO_OK)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    if (*own)
+        o->context = *own;
+    o->delivery_profile = surf_in_str(in, "delivery_profile");
+    o->claim_lane = surf_in_bool(in, "claim_lane", 0);
+    return FO_OK;
+}
+
 int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                   struct fo_err *err)
 {
@@ -114,12 +129,16 @@ int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
         .checkpoint_each_wave = surf_in_bool(in, "checkpoint_each_wave", 0),
         .use_capsule_context = surf_in_bool(in, "use_capsule_context", 0),
     };
-    int rc = get_orch(ctx, &own, &o, err);
+    cJSON *lim = NULL;
+    int rc = run_opts(in, &opts, &lim, err);
+    if (!rc)
+        rc = get_orch(ctx, &own, &o, err);
     if (!rc) {
         struct orch_witness w = ctx_witness(ctx);
         rc = orch_submit(o, &w, surf_in_str(in, "request"), &opts, out, err);
     }
     orch_free(own);
+    cJSON_Delete(lim);
     return rc;
 }
 
@@ -139,7 +158,10 @@ int surf_h_run_start(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
         .use_capsule_context = surf_in_bool(in, "use_capsule_context", 0),
     };
     int64_t run = -1;
-    int rc = o ? FO_OK : orch_create(NULL, &own, err);
+    cJSON *lim = NULL;
+    int rc = run_opts(in, &opts, &lim, err);
+    if (!rc && !o)
+        rc = orch_create(NULL, &own, err);
     if (!o)
         o = own;
     if (!rc) {
@@ -149,6 +171,7 @@ int surf_h_run_start(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     }
     /* an orchestrator made for this call waits for its run as it goes */
     orch_free(own);
+    cJSON_Delete(lim);
     if (rc)
         return rc;
     *out = cJSON_CreateObject();
@@ -249,8 +272,12 @@ static int start_run(struct surf_ctx *ctx, const char *via, const cJSON *in,
         .on_event = ctx->run_event,
         .event_arg = ctx->run_hook,
     };
-    int rc = orch_engine_start(ctx->engine, &req, on_run_started, on_run_done,
+    cJSON *lim = NULL;
+    int rc = run_opts(in, &req.opts, &lim, err);
+    if (!rc)
+        rc = orch_engine_start(ctx->engine, &req, on_run_started, on_run_done,
                                c, err);
+    cJSON_Delete(lim);
     if (rc)
         free(c);
     return rc;

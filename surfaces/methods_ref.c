@@ -120,8 +120,8 @@ int surf_h_prose_contract(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 /* The reference's budget fields as forum's context limits: the run-wide
  * budget is max_total_tokens, the request's max_request_tokens; the
  * per-task and per-upstream budgets have no counterpart in forum's
- * preflight and are accepted only (docs/COMPATIBILITY.md). */
-static int ref_context(const cJSON *in, cJSON **ctxo)
+ * context limits and are accepted only (docs/COMPATIBILITY.md). */
+int surf_ref_context(const cJSON *in, cJSON **ctxo)
 {
     static const char *const map[][2] = {
         {"context_token_budget", "max_total_tokens"},
@@ -148,7 +148,7 @@ int surf_h_context_preflight_ref(struct surf_ctx *ctx, const cJSON *in,
 {
     cJSON *c = NULL;
     cJSON *fwd = cJSON_CreateObject();
-    int rc = fwd ? ref_context(in, &c) : FO_E_NOMEM;
+    int rc = fwd ? surf_ref_context(in, &c) : FO_E_NOMEM;
     const char *session = surf_in_str(in, "session");
     if (!rc &&
         (!cJSON_AddStringToObject(fwd, "request", surf_in_str(in, "request")) ||

@@ -129,6 +129,11 @@ int surf_h_prose_contract(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                           struct fo_err *err);
 int surf_h_context_preflight_ref(struct surf_ctx *ctx, const cJSON *in,
                                  cJSON **out, struct fo_err *err);
+/* in's "context" with the reference's context_token_budget and
+ * request_context_token_budget as its max_total_tokens and
+ * max_request_tokens (forum's own fields win), into *ctxo (NULL when
+ * neither is given; the caller deletes it). FO_E_NOMEM. */
+int surf_ref_context(const cJSON *in, cJSON **ctxo);
 
 /* Grading and proof lanes (methods_grade.c). */
 int surf_h_grade(struct surf_ctx *ctx, const cJSON *in, cJSON **out,

@@ -4,11 +4,19 @@
  * judge's witnessed verdict and its fold, the action receipt re-derived
  * from the ledger, a signed checkpoint after every wave, and the ledger's
  * capsule as a run's context. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <openssl/ssl.h>
 
 #include <criterion/criterion.h>
 
@@ -575,6 +583,218 @@ Test(judge, the_capsule_hash_is_in_the_first_entry_and_the_models_see_it)
     env_close(&e);
 }
 
+/* ---- the context budget and the delivery profile -------------------------
+ */
+
+/* The run's context limits bound the capsule the models see: cut at a
+ * character to max_request_tokens (4 bytes a token), the cut witnessed in
+ * the request entry's capsule, the prompt saying it was cut. */
+Test(judge, the_context_budget_cuts_the_capsule_and_says_how_much)
+{
+    struct env e;
+    env_open(&e, sees_context);
+    struct orch_submit_opts none = {0};
+    cJSON *out = submit_opts(&e, "code for the parser", &none);
+    cJSON_Delete(out);
+    struct fo_err err;
+    cJSON *cap = NULL;
+    cr_assert_eq(orch_capsule(e.l, ORCH_VIEW_ITEMS_DEFAULT,
+                              ORCH_VIEW_TEXT_DEFAULT, &cap, &err),
+                 FO_OK, "%s", err.msg);
+    struct fo_buf t;
+    fo_buf_init(&t, FO_BUF_UNLIMITED);
+    cr_assert_eq(orch_capsule_text(cap, &t), FO_OK);
+    cJSON_Delete(cap);
+    cr_assert_gt(t.len, 40); /* more than the budget below admits */
+    cJSON *lim = cJSON_Parse("{\"max_request_tokens\":10}");
+    int calls = e.f->n_prompts;
+    struct orch_submit_opts o = {.use_capsule_context = 1, .context = lim};
+    out = submit_opts(&e, "code to continue the parser", &o);
+    cJSON *rb = body_of(&e, tu_num(out, "request_seq"));
+    const cJSON *c = get(rb, "capsule");
+    const cJSON *b = get(c, "budget");
+    cr_assert_str_eq(tu_str(b, "schema"), "forum.context-pressure/v1");
+    cr_assert_str_eq(tu_str(b, "action"), "trimmed");
+    cr_assert_str_eq(tu_str(b, "reason"), "max_request_tokens");
+    cr_assert_eq(tu_num(b, "original_bytes"), (long long)t.len);
+    cr_assert_eq(tu_num(b, "original_tokens"), (long long)(t.len + 3) / 4);
+    cr_assert_eq(tu_num(b, "admitted_bytes"), 40);
+    cr_assert_eq(tu_num(b, "admitted_tokens"), 10);
+    /* the text kept is the capsule's first 40 bytes, and only they */
+    cr_assert_eq(strlen(tu_str(c, "text")), 40);
+    cr_assert_eq(strncmp(tu_str(c, "text"), t.data, 40), 0);
+    cr_assert_eq(tu_num(c, "chars"), 40);
+    const char *p = e.f->prompts[calls];
+    cr_assert(strstr(p, "cut to the run's context budget") &&
+                  strstr(p, tu_str(c, "text")) && !strstr(p, t.data),
+              "%s", p);
+    cJSON_Delete(rb);
+    cJSON_Delete(out);
+    /* the default limits keep a small capsule whole, and say so */
+    struct orch_submit_opts whole = {.use_capsule_context = 1};
+    out = submit_opts(&e, "code to finish the parser", &whole);
+    rb = body_of(&e, tu_num(out, "request_seq"));
+    cr_assert_str_eq(tu_str(get(get(rb, "capsule"), "budget"), "action"),
+                     "retained");
+    cJSON_Delete(rb);
+    cJSON_Delete(out);
+    cJSON_Delete(lim);
+    fo_buf_release(&t);
+    env_close(&e);
+}
+
+static const char *long_answer(struct fake *f, const char *role, int n,
+                               const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model, (void)prompt;
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"coder\","
+               "\"instruction\":\"write the code\",\"done_when\":"
+               "[{\"contains\":\"x\"}]}]}";
+    if (!strcmp(role, "synthesizer")) /* 130 words, no action verb */
+        return "As an AI I think the answer is this: "
+               "w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w "
+               "w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w "
+               "w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w "
+               "w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w "
+               "w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w. "
+               "Done.";
+    if (!strcmp(role, "judge"))
+        return "{\"covers\": \"yes\", \"missing\": []}";
+    return "x";
+}
+
+/* delivery_profile: the profile's rules in the synthesizer's prompt, then a
+ * delivery_profile_check of the answer under it (before the intent judge),
+ * the same as the prose check of that text; not asked, neither. */
+Test(judge, the_delivery_profile_shapes_and_checks_the_answer)
+{
+    struct env e;
+    env_open(&e, long_answer);
+    struct orch_submit_opts o = {.delivery_profile = "executive",
+                                 .intent_judge = 1};
+    cJSON *out = submit_opts(&e, "write the code", &o);
+    char k[1024];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert(strstr(k, " answer delivery_profile_check intent_judgment "),
+              "%s", k);
+    /* the synthesizer was told the executive profile's rules */
+    cr_assert(e.f->seen &&
+                  strstr(e.f->seen, "the executive delivery profile") &&
+                  strstr(e.f->seen, "at most 120 words"),
+              "%s", e.f->seen ? e.f->seen : "");
+    int64_t as = nth_kind(&e, 0, "answer", 0);
+    int64_t cs = nth_kind(&e, 0, "delivery_profile_check", 0);
+    cJSON *cb = body_of(&e, cs);
+    struct fo_err err;
+    struct ledger_entry en;
+    cr_assert_eq(ledger_get(e.l, cs, &en, NULL, &err), FO_OK);
+    cr_assert_eq(en.parent, as);
+    cr_assert_str_eq(en.actor, "delivery-profile");
+    cr_assert_str_eq(tu_str(cb, "schema"), "forum.delivery-profile/v1");
+    cr_assert_str_eq(tu_str(cb, "profile"), "executive");
+    cr_assert(cJSON_IsTrue(get(cb, "flagged")));
+    cr_assert_eq(tu_num(cb, "answer_seq"), as);
+    /* the same as the prose check of the answer, recomputed */
+    cJSON *ab = body_of(&e, as), *again = NULL;
+    cr_assert_eq(
+        orch_profile_check(tu_str(ab, "answer"), "executive", &again, &err),
+        FO_OK);
+    cr_assert(cJSON_Compare(get(cb, "findings"), get(again, "findings"), 1));
+    char *codes = cJSON_PrintUnformatted(get(cb, "findings"));
+    cr_assert(strstr(codes, "too_many_words") &&
+                  strstr(codes, "model_preamble") &&
+                  strstr(codes, "missing_action_verb"),
+              "%s", codes);
+    free(codes);
+    cr_assert(cJSON_IsTrue(get(get(out, "delivery_profile"), "flagged")));
+    cJSON_Delete(again);
+    cJSON_Delete(ab);
+    cJSON_Delete(cb);
+    cJSON_Delete(out);
+    /* not asked: no rules, no check */
+    size_t seen = e.f->seen_len;
+    struct orch_submit_opts none = {0};
+    out = submit_opts(&e, "write the code", &none);
+    cr_assert_eq(nth_kind(&e, 0, "delivery_profile_check", 1), -1);
+    cr_assert_null(get(out, "delivery_profile"));
+    cr_assert_null(strstr(e.f->seen + seen, "delivery profile"));
+    cJSON_Delete(out);
+    /* an unknown one is refused before anything is written */
+    int64_t before = 0;
+    cr_assert_eq(ledger_count(e.l, &before, &err), FO_OK);
+    struct orch_submit_opts poet = {.delivery_profile = "poet"};
+    out = NULL;
+    cr_assert_eq(orch_submit(e.o, &e.w, "write", &poet, &out, &err),
+                 FO_E_INVALID);
+    cr_assert(strstr(err.msg, "delivery_profile") && strstr(err.msg, "poet"),
+              "%s", err.msg);
+    int64_t after = 0;
+    cr_assert_eq(ledger_count(e.l, &after, &err), FO_OK);
+    cr_assert_eq(after, before);
+    env_close(&e);
+}
+
+/* claim_lane: the engine claims the route frame's proof lane for doing
+ * tasks (read, run) before the plan: an execute frame (or none) is a
+ * lane_route under the route; a verify frame grants no "run": a
+ * lane_rejection on record, then the run fails saying so. */
+Test(judge, the_engine_claims_a_proof_lane_when_asked)
+{
+    struct env e;
+    env_open(&e, NULL);
+    struct orch_submit_opts o = {.claim_lane = 1};
+    cJSON *out = submit_opts(&e, "echo hello", &o);
+    char k[1024];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route lane_route plan task result verdict "
+                        "answer ");
+    int64_t ls = nth_kind(&e, 0, "lane_route", 0);
+    struct fo_err err;
+    struct ledger_entry en;
+    cr_assert_eq(ledger_get(e.l, ls, &en, NULL, &err), FO_OK);
+    cr_assert_eq(en.parent, nth_kind(&e, 0, "route", 0));
+    cr_assert_str_eq(en.actor, "router");
+    cJSON *lb = body_of(&e, ls);
+    cr_assert_str_eq(tu_str(lb, "lane"), "execute");
+    cr_assert_str_eq(tu_str(lb, "task"), "echo hello");
+    char *sc = cJSON_PrintUnformatted(get(lb, "scopes"));
+    cr_assert_str_eq(sc, "[\"read\",\"run\"]");
+    free(sc);
+    cJSON_Delete(lb);
+    cr_assert_str_eq(tu_str(get(out, "lane_claim"), "kind"), "lane_route");
+    cr_assert_eq(tu_num(get(out, "lane_claim"), "seq"), ls);
+    cJSON_Delete(out);
+    /* a verify frame: the claim over-reaches, on record, then refused */
+    int64_t from = 0;
+    cr_assert_eq(ledger_count(e.l, &from, &err), FO_OK);
+    out = NULL;
+    int rc = orch_submit(e.o, &e.w, "verify the tests", &o, &out, &err);
+    cr_assert_eq(rc, FO_E_INVALID, "rc %d: %s", rc, err.msg);
+    cr_assert(strstr(err.msg, "lane_rejection seq") &&
+                  strstr(err.msg, "over_routed") &&
+                  strstr(err.msg, "attest, read"),
+              "%s", err.msg);
+    cJSON_Delete(out);
+    kinds(&e, from, k, sizeof(k));
+    cr_assert_str_eq(k, "request route lane_rejection error ");
+    cJSON *rb = body_of(&e, nth_kind(&e, from, "lane_rejection", 0));
+    cr_assert_str_eq(tu_str(rb, "lane"), "verify");
+    cr_assert_str_eq(tu_str(rb, "domain"), "formal-proof");
+    cr_assert_str_eq(tu_str(rb, "violation"), "over_routed");
+    char *ex = cJSON_PrintUnformatted(get(rb, "excess"));
+    cr_assert_str_eq(ex, "[\"run\"]");
+    free(ex);
+    cJSON_Delete(rb);
+    /* not asked: no claim */
+    struct orch_submit_opts none = {0};
+    out = submit_opts(&e, "echo again", &none);
+    cr_assert_null(get(out, "lane_claim"));
+    cr_assert_eq(nth_kind(&e, 0, "lane_route", 1), -1);
+    cJSON_Delete(out);
+    env_close(&e);
+}
+
 /* ---- verifier and reviser hooks -------------------------------------------
  */
 
@@ -818,6 +1038,119 @@ Test(judge, a_url_verifier_that_answers_no_verdict_fails_the_check)
     env_close(&e);
 }
 
+/* An https verifier on 127.0.0.1 (one child, one request per connection):
+ * it passes an answer whose hook input it got whole over TLS. */
+static pid_t serve_verifier_tls(SSL_CTX *tls, int *port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    cr_assert(s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+              listen(s, 16) == 0 &&
+              getsockname(s, (struct sockaddr *)&a, &al) == 0);
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid > 0) {
+        close(s);
+        return pid;
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* gone with a test that failed */
+    for (;;) {
+        int c = accept(s, NULL, NULL);
+        if (c < 0)
+            continue;
+        SSL *ssl = SSL_new(tls);
+        SSL_set_fd(ssl, c);
+        if (SSL_accept(ssl) != 1) { /* a client that refused us */
+            SSL_free(ssl);
+            close(c);
+            continue;
+        }
+        static char req[256 * 1024];
+        size_t n = 0;
+        for (;;) { /* the headers, then Content-Length bytes of body */
+            int k = SSL_read(ssl, req + n, (int)(sizeof(req) - 1 - n));
+            if (k <= 0)
+                break;
+            n += (size_t)k;
+            req[n] = '\0';
+            const char *end = strstr(req, "\r\n\r\n");
+            const char *cl = strstr(req, "Content-Length: ");
+            if (end && cl &&
+                n >= (size_t)(end + 4 - req) + strtoul(cl + 16, NULL, 10))
+                break;
+        }
+        const char *body =
+            strstr(req, "forum.hook-input/v1") && strstr(req, "POST /verify ")
+                ? "{\"ok\": true}"
+                : "{\"ok\": false, \"reason\": \"no input\"}";
+        char resp[256];
+        int h = snprintf(resp, sizeof(resp),
+                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                         strlen(body), body);
+        SSL_write(ssl, resp, h);
+        SSL_shutdown(ssl);
+        SSL_free(ssl);
+        close(c);
+    }
+}
+
+/* An https verifier: trusted (SSL_CERT_FILE replaces the system store the
+ * engine's hook TLS context is made from), its verdict is the check; not
+ * trusted, the call is a failed check saying the certificate did not
+ * verify. */
+Test(judge, an_https_verifier_is_verified_against_the_system_store,
+     .timeout = 60)
+{
+    signal(SIGPIPE, SIG_IGN);
+    char *dir = tu_tmpdir();
+    char pem[600], lanes[2048];
+    snprintf(pem, sizeof(pem), "%s/ca.pem", dir);
+    SSL_CTX *tls = tu_tls_server("IP:127.0.0.1", pem);
+    int port = 0;
+    pid_t srv = serve_verifier_tls(tls, &port);
+    snprintf(lanes, sizeof(lanes),
+             "{\"lanes\":[{\"name\":\"checked\",\"category\":\"c\","
+             "\"domain\":\"echoes\",\"keywords\":[\"echo\"],"
+             "\"model_tier\":\"cheap\",\"executor\":\"stub\","
+             "\"verifier\":{\"url\":\"https://127.0.0.1:%d/verify\"}}]}",
+             port);
+    setenv("SSL_CERT_FILE", pem, 1);
+    struct env e;
+    env_open_hooks(&e, stub_plan_on_checked, dir, lanes);
+    struct orch_submit_opts o = {0};
+    cJSON *out = submit_opts(&e, "echo it", &o);
+    cr_assert(cJSON_IsTrue(get(out, "ok")));
+    char k[1024];
+    kinds(&e, 0, k, sizeof(k));
+    cr_assert_str_eq(k, "request route plan task result verdict verification "
+                        "answer ");
+    int64_t v1 = nth_kind(&e, 0, "verification", 0);
+    cJSON *vb = body_of(&e, v1);
+    cr_assert(cJSON_IsTrue(get(vb, "ok")));
+    cr_assert_str_eq(tu_str(vb, "by"), "url");
+    cJSON_Delete(vb);
+    cJSON_Delete(out);
+    /* the system store does not know the test CA: a run after (an engine
+     * of its own) is refused by TLS */
+    unsetenv("SSL_CERT_FILE");
+    out = submit_opts(&e, "echo it", &o);
+    cr_assert(cJSON_IsFalse(get(out, "ok")));
+    vb = body_of(&e, nth_kind(&e, v1 + 1, "verification", 0));
+    cr_assert(cJSON_IsFalse(get(vb, "ok")));
+    cr_assert(strstr(tu_str(vb, "reason"), "did not verify"), "%s",
+              tu_str(vb, "reason"));
+    cJSON_Delete(vb);
+    cJSON_Delete(out);
+    kill(srv, SIGKILL);
+    waitpid(srv, NULL, 0);
+    SSL_CTX_free(tls);
+    env_close(&e);
+}
+
 /* ---- the CLI ----------------------------------------------------------------
  */
 
@@ -872,8 +1205,6 @@ Test(judge, bad_retries_and_hooks_are_refused_naming_the_lane_and_field)
     roster_refused("\"verifier\":{\"command\":[]}", "verifier: command");
     roster_refused("\"verifier\":{\"command\":[\"a\"],\"url\":\"http://x\"}",
                    "verifier: must be");
-    roster_refused("\"reviser\":{\"url\":\"https://example.org/r\"}",
-                   "reviser: url: https is not supported");
     roster_refused("\"reviser\":{\"url\":\"ftp://x\"}", "reviser: url");
     roster_refused("\"verifier\":{\"command\":[\"a\"],\"timeout_s\":0}",
                    "verifier: timeout_s");
@@ -885,7 +1216,7 @@ Test(judge, bad_retries_and_hooks_are_refused_naming_the_lane_and_field)
         "\"keywords\":[\"write\"],\"model_tier\":\"cheap\","
         "\"executor\":\"stub\",\"max_retries\":3,"
         "\"verifier\":{\"command\":[\"/bin/true\",\"-x\"]},"
-        "\"reviser\":{\"url\":\"http://127.0.0.1:9/r\",\"timeout_s\":5}}]}";
+        "\"reviser\":{\"url\":\"https://127.0.0.1:9/r\",\"timeout_s\":5}}]}";
     struct orch_roster *r = NULL;
     struct fo_err err;
     cr_assert_eq(orch_roster_parse(good, strlen(good), &r, &err), FO_OK, "%s",
@@ -897,7 +1228,9 @@ Test(judge, bad_retries_and_hooks_are_refused_naming_the_lane_and_field)
     cJSON *j = orch_roster_json(r);
     const cJSON *l0 = cJSON_GetArrayItem(get(j, "lanes"), 0);
     cr_assert_eq(tu_num(l0, "max_retries"), 3);
-    cr_assert_str_eq(tu_str(get(l0, "reviser"), "url"), "http://127.0.0.1:9/r");
+    cr_assert_str_eq(tu_str(get(l0, "reviser"), "url"),
+                     "https://127.0.0.1:9/r");
+    cr_assert(r->lanes[0].reviser.tls && !r->lanes[0].verifier.tls);
     cr_assert_str_eq(
         cJSON_GetArrayItem(get(get(l0, "verifier"), "command"), 0)->valuestring,
         "/bin/true");
@@ -969,8 +1302,19 @@ Test(judge, the_daemon_acts_on_the_fields_of_submit, .timeout = 60)
     cJSON *out = tu_http_json(&d, "POST", "/submit",
                               "{\"request\":\"echo two\",\"intent_judge\":true,"
                               "\"checkpoint_each_wave\":true,"
-                              "\"use_capsule_context\":true}",
+                              "\"use_capsule_context\":true,"
+                              "\"delivery_profile\":\"engineer\","
+                              "\"context_token_budget\":5}",
                               200);
+    cr_assert_str_eq(tu_str(get(out, "delivery_profile"), "profile"),
+                     "engineer");
+    /* claim_lane over HTTP: a verify frame's claim is refused, on record */
+    cJSON *rej = tu_http_json(
+        &d, "POST", "/submit",
+        "{\"request\":\"verify the tests\",\"claim_lane\":true}", 400);
+    cr_assert(strstr(tu_str(rej, "error"), "lane_rejection seq"), "%s",
+              tu_str(rej, "error"));
+    cJSON_Delete(rej);
     int64_t run = tu_num(out, "request_seq");
     const cJSON *rc = get(out, "receipt");
     cr_assert_eq(tu_num(rc, "run_id"), run);
@@ -994,6 +1338,11 @@ Test(judge, the_daemon_acts_on_the_fields_of_submit, .timeout = 60)
     free(b);
     cr_assert_str_eq(tu_str(get(req, "capsule"), "hash"),
                      tu_str(out, "capsule_hash"));
+    /* context_token_budget is the run's max_total_tokens: 5 tokens */
+    const cJSON *bu = get(get(req, "capsule"), "budget");
+    cr_assert_str_eq(tu_str(bu, "reason"), "max_total_tokens");
+    cr_assert_eq(tu_num(bu, "admitted_tokens"), 5);
+    cr_assert_str_eq(tu_str(req, "delivery_profile"), "engineer");
     cJSON_Delete(req);
     int64_t cs = tu_num(cJSON_GetArrayItem(get(out, "checkpoints"), 0), "seq");
     cr_assert_eq(ledger_body(l, cs, &b, &bl, &err), FO_OK);
