@@ -979,7 +979,7 @@ out:
     surf_http_free(d->http);  /* writes out the access log's last lines */
     surf_gateway_free(d->gw); /* no call in flight once drained */
     keys_free(d->keys);
-    surf_otlp_free(d->otlp);  /* nor a trace export */
+    surf_otlp_free(d->otlp); /* nor a trace export */
     if (d->access_fd >= 0)
         close(d->access_fd);
     orch_engine_free(d->engine); /* stopped before the loop ended */
