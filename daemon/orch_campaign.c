@@ -394,9 +394,12 @@ static const char *run_state(struct ledger *l, int64_t run, char *got,
     cJSON_Delete(g);
     if (!strcmp(got, "done"))
         return "done";
-    if (!strcmp(got, "running") || !strcmp(got, "interrupted") ||
+    /* an interrupted or stopped run resumes in its daemon; one waiting at
+     * a gate goes on once the gate is decided */
+    if (!strcmp(got, "running") || !strcmp(got, "waiting") ||
+        !strcmp(got, "stopped") || !strcmp(got, "interrupted") ||
         !strcmp(got, "unknown"))
-        return "running"; /* an interrupted run resumes in its daemon */
+        return "running";
     return "failed";
 }
 

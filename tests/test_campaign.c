@@ -380,6 +380,61 @@ Test(campaign, a_killed_run_resumes_without_dispatching_twice, .timeout = 300)
     tu_rmrf(dir);
 }
 
+/* A feature whose run waits at an approval gate is running, not failed
+ * (its dependents stay blocked, not broken; `campaign run` waits). */
+Test(campaign, a_run_waiting_at_a_gate_is_running, .timeout = 120)
+{
+    struct tu_daemon d;
+    char *dir;
+    struct fake *f = with_daemon(&d, &dir);
+    const char *fid = "crucible-verifier-can-fail";
+    cJSON *next =
+        tu_http_json(&d, "GET", "/campaigns/next?campaign_id=" CID, NULL, 200);
+    const cJSON *x, *want = NULL;
+    cJSON_ArrayForEach (x, cJSON_GetObjectItem(next, "runnable"))
+        if (!strcmp(tu_str(x, "feature_id"), fid))
+            want = x;
+    cr_assert_not_null(want, "%s not runnable", fid);
+    cJSON *in = cJSON_CreateObject();
+    cJSON_AddStringToObject(in, "request", tu_str(want, "request"));
+    cJSON *g = cJSON_AddObjectToObject(in, "gates");
+    cJSON_AddTrueToObject(g, "all");
+    cJSON_AddNumberToObject(g, "timeout_s", 600);
+    char *body = cJSON_PrintUnformatted(in);
+    cJSON *o = tu_http_json(&d, "POST", "/runs", body, 200);
+    long long run = tu_num(o, "run");
+    cJSON_Delete(o);
+    free(body);
+    cJSON_Delete(in);
+    cJSON_Delete(next);
+    char w[256], path[64];
+    snprintf(w, sizeof(w),
+             "{\"campaign_id\":\"" CID "\",\"feature_id\":\"%s\",\"run\":%lld}",
+             fid, run);
+    cJSON_Delete(tu_http_json(&d, "POST", "/campaigns/dispatch", w, 200));
+    snprintf(path, sizeof(path), "/runs/%lld", run);
+    int waiting = 0;
+    for (int i = 0; i < 400 && !waiting; i++) {
+        cJSON *r = tu_http_json(&d, "GET", path, NULL, 200);
+        waiting = !strcmp(tu_str(r, "state"), "waiting");
+        cJSON_Delete(r);
+        if (!waiting)
+            usleep(50 * 1000);
+    }
+    cr_assert(waiting, "the run never waited at its gate");
+    cJSON *s = status_of(dir, NULL);
+    const cJSON *row = feature(s, fid);
+    cr_assert_str_eq(tu_str(row, "run_state"), "waiting");
+    cr_assert_str_eq(tu_str(row, "state"), "running", "not failed");
+    cJSON_Delete(s);
+    snprintf(path, sizeof(path), "/runs/%lld/cancel", run);
+    cJSON_Delete(tu_http_json(&d, "POST", path, "{}", 200));
+    tu_daemon_signal_wait(&d, SIGTERM, 30000);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
+
 Test(campaign, every_campaign_command_has_help)
 {
     const char *subs[] = {"declare", "list", "status",
