@@ -809,11 +809,16 @@ int orch_session_name_ok(const char *s);
 struct orch_ctx_limits {
     int total, request, history, facts, tools;
     int summary;
+    /* A task's prompt (max_task_tokens) and each upstream output in it
+     * (max_upstream_tokens): 0 for no limit beyond forum's own caps (the
+     * reference's task_context_token_budget and upstream_token_budget). */
+    int task, upstream;
 };
 void orch_ctx_limits_default(struct orch_ctx_limits *l);
 /* Lays {"max_total_tokens", "max_request_tokens", "max_history_tokens",
- * "max_facts_tokens", "max_tool_results_tokens"} (integers
- * 0..ORCH_CTX_TOKENS_MAX) and "compaction" ("drop" or "summary") over l. */
+ * "max_facts_tokens", "max_tool_results_tokens", "max_task_tokens",
+ * "max_upstream_tokens"} (integers 0..ORCH_CTX_TOKENS_MAX) and
+ * "compaction" ("drop" or "summary") over l. */
 int orch_ctx_limits_parse(const cJSON *o, struct orch_ctx_limits *l,
                           struct fo_err *err);
 /* Tokens of bytes of UTF-8: ceil(bytes / 4). */

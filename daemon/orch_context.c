@@ -326,3 +326,21 @@ void oe_route_step(struct run *r)
     if (rc)
         oe_fail(r, rc, &err);
 }
+
+/* The most bytes of an upstream's output a task's prompt takes: forum's
+ * cap, the run's per-upstream budget, and what the task's budget has left
+ * (*why names the binding one). */
+size_t oe_upstream_room(const struct run *r, size_t left, const char **why)
+{
+    size_t cap = r->e->o->inject_max;
+    *why = NULL;
+    if (r->lim.upstream > 0 && (size_t)r->lim.upstream * 4 < cap) {
+        cap = (size_t)r->lim.upstream * 4;
+        *why = "upstream_token_budget";
+    }
+    if (r->lim.task > 0 && left < cap) {
+        cap = left;
+        *why = "task_context_token_budget";
+    }
+    return cap;
+}

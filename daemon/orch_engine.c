@@ -268,6 +268,9 @@ static int limits_add(cJSON *b, const struct orch_ctx_limits *l)
            fo_json_add_int(c, "max_history_tokens", l->history) &&
            fo_json_add_int(c, "max_facts_tokens", l->facts) &&
            fo_json_add_int(c, "max_tool_results_tokens", l->tools) &&
+           (!l->task || fo_json_add_int(c, "max_task_tokens", l->task)) &&
+           (!l->upstream ||
+            fo_json_add_int(c, "max_upstream_tokens", l->upstream)) &&
            (!l->summary || cJSON_AddStringToObject(c, "compaction", "summary"));
 }
 
@@ -422,6 +425,12 @@ static int start_run(struct orch_engine *e, const struct orch_run_req *req,
         (!with_session ||
          (r->session && cJSON_AddStringToObject(b, "session", r->session))) &&
         (!with_session || limits_add(b, &lim)) &&
+        /* a task's budgets, for a resumed run too (a session's are in its
+         * context above) */
+        (with_session || !lim.task ||
+         fo_json_add_int(b, "max_task_tokens", lim.task)) &&
+        (with_session || !lim.upstream ||
+         fo_json_add_int(b, "max_upstream_tokens", lim.upstream)) &&
         (!req->opts.intent_judge || cJSON_AddTrueToObject(b, "intent_judge")) &&
         (!req->opts.checkpoint_each_wave ||
          cJSON_AddTrueToObject(b, "checkpoint_each_wave")) &&

@@ -636,4 +636,9 @@ cJSON *oe_run_view(const struct run *r);
 int oe_apply_stored(struct run *r, struct ledger *l,
                     const struct ledger_entry *en, struct fo_err *err);
 
+/* orch_context.c: the most bytes of an upstream's output a task's prompt
+ * takes, left bytes remaining of the task's budget; *why names the binding
+ * budget (NULL: forum's own cap). */
+size_t oe_upstream_room(const struct run *r, size_t left, const char **why);
+
 #endif

@@ -366,6 +366,13 @@ void oe_request_opts(struct run *r, const cJSON *b)
         cJSON_GetObjectItemCaseSensitive(b, "checkpoint_each_wave"));
     r->claim_lane =
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "claim_lane"));
+    long long v = 0;
+    if (fo_json_get_int(b, "max_task_tokens", 0, ORCH_CTX_TOKENS_MAX, &v) ==
+        FO_OK)
+        r->lim.task = (int)v;
+    if (fo_json_get_int(b, "max_upstream_tokens", 0, ORCH_CTX_TOKENS_MAX, &v) ==
+        FO_OK)
+        r->lim.upstream = (int)v;
     const char *dp = oe_str_of(b, "delivery_profile");
     snprintf(r->profile, sizeof(r->profile), "%s",
              dp && orch_profile_known(dp) ? dp : "");

@@ -46,14 +46,17 @@ int orch_ctx_limits_parse(const cJSON *o, struct orch_ctx_limits *l,
                           struct fo_err *err)
 {
     static const char *const keys[] = {
-        "max_total_tokens", "max_request_tokens",      "max_history_tokens",
-        "max_facts_tokens", "max_tool_results_tokens", "compaction"};
-    int *fields[] = {&l->total, &l->request, &l->history, &l->facts, &l->tools};
+        "max_total_tokens",        "max_request_tokens",
+        "max_history_tokens",      "max_facts_tokens",
+        "max_tool_results_tokens", "max_task_tokens",
+        "max_upstream_tokens",     "compaction"};
+    int *fields[] = {&l->total, &l->request, &l->history, &l->facts,
+                     &l->tools, &l->task,    &l->upstream};
     if (!o || cJSON_IsNull(o))
         return FO_OK;
     if (!cJSON_IsObject(o))
         return fo_err_set(err, FO_E_INVALID, "context: must be an object");
-    int rc = fo_json_only_keys(o, keys, 6, err);
+    int rc = fo_json_only_keys(o, keys, 8, err);
     if (rc) {
         fo_err_prefix(err, "context");
         return rc;
@@ -65,7 +68,7 @@ int orch_ctx_limits_parse(const cJSON *o, struct orch_ctx_limits *l,
                           "context.compaction: \"drop\" or \"summary\"");
     if (c)
         l->summary = !strcmp(c->valuestring, "summary");
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < 7; i++) {
         long long v = 0;
         rc = fo_json_get_int(o, keys[i], 0, ORCH_CTX_TOKENS_MAX, &v);
         if (rc == FO_E_INVALID)

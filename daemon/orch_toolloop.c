@@ -134,18 +134,22 @@ int oe_key_add(struct run *r, char *key, size_t task)
 }
 
 /* The prompt: the instruction, the outputs of data upstreams that ran ok
- * (capped, marked), and on an escalation what the last attempt failed. */
+ * (capped, marked: forum's cap and the run's task and upstream budgets),
+ * and on an escalation what the last attempt failed. */
 static int build_prompt(const struct run *r, size_t t, const cJSON *failed,
                         struct fo_buf *b, cJSON *injected)
 {
     const struct orch_task *k = &r->p->tasks[t];
     int rc = fo_buf_puts(b, k->instruction);
+    size_t task_bytes = r->lim.task > 0 ? (size_t)r->lim.task * 4 : 0;
     for (size_t d = 0; !rc && d < k->n_deps; d++) {
         const struct task *u = &r->t[k->dep_index[d]];
         if (k->deps[d].type != ORCH_EDGE_DATA || !u->output)
             continue;
-        size_t n =
-            orch_utf8_prefix(u->output, u->output_len, r->e->o->inject_max);
+        const char *why;
+        size_t left = task_bytes > b->len ? task_bytes - b->len : 0;
+        size_t n = orch_utf8_prefix(u->output, u->output_len,
+                                    oe_upstream_room(r, left, &why));
         rc =
             fo_buf_printf(b, "\n\n--- upstream %s output ---\n", k->deps[d].id);
         if (!rc)
@@ -153,8 +157,9 @@ static int build_prompt(const struct run *r, size_t t, const cJSON *failed,
         if (!rc && n < u->output_len)
             rc = fo_buf_printf(b,
                                "\n[forum: upstream output truncated at %zu of "
-                               "%zu bytes]",
-                               n, u->output_len);
+                               "%zu bytes%s%s]",
+                               n, u->output_len, why ? ": " : "",
+                               why ? why : "");
         if (!rc)
             rc = fo_buf_printf(b, "\n--- end upstream %s ---", k->deps[d].id);
         if (!rc && injected) {

@@ -118,18 +118,20 @@ int surf_h_prose_contract(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 }
 
 /* The reference's budget fields as forum's context limits: the run-wide
- * budget is max_total_tokens, the request's max_request_tokens; the
- * per-task and per-upstream budgets have no counterpart in forum's
- * context limits and are accepted only (docs/COMPATIBILITY.md). */
+ * budget is max_total_tokens, the request's max_request_tokens, a task's
+ * prompt max_task_tokens and each upstream output in it
+ * max_upstream_tokens (docs/COMPATIBILITY.md). */
 int surf_ref_context(const cJSON *in, cJSON **ctxo)
 {
     static const char *const map[][2] = {
         {"context_token_budget", "max_total_tokens"},
         {"request_context_token_budget", "max_request_tokens"},
+        {"task_context_token_budget", "max_task_tokens"},
+        {"upstream_token_budget", "max_upstream_tokens"},
     };
     const cJSON *given = cJSON_GetObjectItemCaseSensitive(in, "context");
     *ctxo = given ? cJSON_Duplicate(given, 1) : NULL;
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(in, map[i][0]);
         if (!v)
             continue;

@@ -1362,3 +1362,75 @@ Test(judge, the_daemon_acts_on_the_fields_of_submit, .timeout = 60)
     cJSON_Delete(out);
     tu_rmrf(dir);
 }
+
+/* ---- the reference's task and upstream budgets -------------------------- */
+
+static const char *two_tasks(struct fake *f, const char *role, int n,
+                             const char *model, const char *prompt)
+{
+    (void)f, (void)n, (void)model;
+    static char big[2001];
+    if (!big[0])
+        memset(big, 'u', 2000);
+    if (!strcmp(role, "coordinator"))
+        return "{\"tasks\":[{\"id\":\"T1\",\"agent\":\"coder\","
+               "\"instruction\":\"write the code\"},{\"id\":\"T2\","
+               "\"agent\":\"coder\",\"instruction\":\"review the code\","
+               "\"depends_on\":[\"T1\"]}]}";
+    if (!strcmp(role, "task"))
+        return strstr(prompt, "review the code") ? "reviewed" : big;
+    if (!strcmp(role, "synthesizer"))
+        return "done";
+    return "x";
+}
+
+/* The prompt T2 was given (the last one holding its instruction). */
+static const char *t2_prompt(struct fake *f)
+{
+    for (int i = f->n_prompts - 1; i >= 0; i--)
+        if (f->prompts[i] && strstr(f->prompts[i], "review the code") &&
+            strstr(f->prompts[i], "--- upstream T1 output ---"))
+            return f->prompts[i];
+    return NULL;
+}
+
+/* upstream_token_budget caps each upstream output in a task's prompt,
+ * task_context_token_budget the prompt as a whole; each cut says which
+ * budget made it, and the request entry keeps them for a resumed run. */
+Test(judge, the_task_and_upstream_budgets_cut_upstream_outputs)
+{
+    struct env e;
+    env_open(&e, two_tasks);
+    cJSON *lim = cJSON_Parse("{\"max_upstream_tokens\":50}");
+    struct orch_submit_opts o = {.context = lim};
+    cJSON *out = submit_opts(&e, "code for the parser", &o);
+    const char *p = t2_prompt(e.f);
+    cr_assert_not_null(p, "T2 never ran with T1's output");
+    cr_assert(strstr(p, "truncated at 200 of 2000 bytes: upstream_token_budget"),
+              "%s", p);
+    cJSON *rb = body_of(&e, tu_num(out, "request_seq"));
+    cr_assert_eq(tu_num(rb, "max_upstream_tokens"), 50);
+    cJSON_Delete(rb);
+    cJSON_Delete(out);
+    cJSON_Delete(lim);
+    /* the task's budget binds first when it leaves less */
+    lim = cJSON_Parse("{\"max_task_tokens\":20,\"max_upstream_tokens\":50}");
+    o.context = lim;
+    out = submit_opts(&e, "code for the lexer", &o);
+    p = t2_prompt(e.f);
+    cr_assert_not_null(p);
+    /* 80 bytes for the task, 15 of them its instruction */
+    cr_assert(strstr(p, "truncated at 65 of 2000 bytes: "
+                        "task_context_token_budget"),
+              "%s", p);
+    cJSON_Delete(out);
+    cJSON_Delete(lim);
+    /* without them, forum's own cap only: the whole output */
+    struct orch_submit_opts none = {0};
+    out = submit_opts(&e, "code for the printer", &none);
+    p = t2_prompt(e.f);
+    cr_assert_not_null(p);
+    cr_assert_null(strstr(p, "truncated"), "%s", p);
+    cJSON_Delete(out);
+    env_close(&e);
+}
