@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/orch_int.h"
 #include "daemon/orch_mcpc.h"
@@ -109,8 +110,20 @@ static int setup_boxes(struct orch *o, const struct orch_config *c,
                        struct fo_err *err)
 {
     if (c->data_dir) {
-        char rd[PATH_MAX];
-        int rc = orch_sandbox_resolve(c->data_dir, rd, err);
+        /* a relative data dir (./forum-ledger, the default) is the working
+         * directory's */
+        char rd[PATH_MAX], abs[PATH_MAX];
+        const char *dd = c->data_dir;
+        if (dd[0] != '/') {
+            char cwd[PATH_MAX];
+            if (!getcwd(cwd, sizeof(cwd)) ||
+                snprintf(abs, sizeof(abs), "%s/%s", cwd, dd) >=
+                    (int)sizeof(abs))
+                return fo_err_set(err, FO_E_INVALID,
+                                  "%s: cannot make it an absolute path", dd);
+            dd = abs;
+        }
+        int rc = orch_sandbox_resolve(dd, rd, err);
         if (rc)
             return rc;
         if (!(o->data_dir = orch_strdup(rd)))

@@ -133,6 +133,26 @@ Test(service, start_reports_why_it_cannot_start)
     tu_rmrf(dir);
 }
 
+/* A relative data dir is the working directory's: `./run.sh` and a plain
+ * `forum serve` use ./forum-ledger (serve refused it: "not an absolute
+ * path"). */
+Test(service, a_relative_data_dir_is_the_working_directorys)
+{
+    char *dir = tu_tmpdir();
+    cr_assert_eq(chdir(dir), 0);
+    unsetenv("FORUM_LEDGER");
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", "rel", "serve", "--check", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "configuration ok"), "%s", r.out);
+    tu_run_free(&r);
+    r = tu_forumv(NULL, "serve", "--check", (char *)NULL); /* ./forum-ledger */
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_run_free(&r);
+    cr_assert_eq(chdir("/"), 0);
+    tu_rmrf(dir);
+}
+
 /* A token others may read is a leaked token: the daemon refuses to start,
  * naming the file and the fix, in the foreground and through start. */
 Test(service, refuses_a_token_others_can_read, .timeout = 60)
