@@ -576,6 +576,11 @@ static void out_cb(struct evbuffer *b, const struct evbuffer_cb_info *info,
                    void *arg)
 {
     struct httpc_req *r = arg;
+    /* evhttp writes a request only once its connection is up: bytes added
+     * mean the connect succeeded (a peer that then resets it, before the
+     * connect's watcher ran, leaves getpeername nothing to see) */
+    if (info->n_added)
+        r->connected = 1;
     if (info->n_deleted && evbuffer_get_length(b) == 0 && !r->sent_all &&
         r->evcon) {
         r->sent_all = 1;
@@ -749,6 +754,10 @@ static int judge(struct httpc_req *r)
         return HTTPC_END_OK;
     if (r->req_error == EVREQ_HTTP_INVALID_HEADER)
         return HTTPC_END_MALFORMED;
+    /* the peer may have accepted and closed within the turn the connect's
+     * watcher had yet to run in: its descriptor still knows */
+    if (!r->connected && r->dupfd >= 0 && socket_connected(r->dupfd))
+        r->connected = 1;
     if (!r->connected)
         return HTTPC_END_CONNECT;
     return HTTPC_END_CLOSED;
