@@ -1406,8 +1406,9 @@ Test(judge, the_task_and_upstream_budgets_cut_upstream_outputs)
     cJSON *out = submit_opts(&e, "code for the parser", &o);
     const char *p = t2_prompt(e.f);
     cr_assert_not_null(p, "T2 never ran with T1's output");
-    cr_assert(strstr(p, "truncated at 200 of 2000 bytes: upstream_token_budget"),
-              "%s", p);
+    cr_assert(
+        strstr(p, "truncated at 200 of 2000 bytes: upstream_token_budget"),
+        "%s", p);
     cJSON *rb = body_of(&e, tu_num(out, "request_seq"));
     cr_assert_eq(tu_num(rb, "max_upstream_tokens"), 50);
     cJSON_Delete(rb);
