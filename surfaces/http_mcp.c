@@ -203,6 +203,43 @@ static void send_empty(struct surf_http *h, struct evhttp_request *req,
                   t0);
 }
 
+/* Opens req's reply as an event stream for session sid (no read deadline
+ * while it lasts: a run may wait longer than the idle timeout). */
+static void sse_start(struct surf_http *h, struct evhttp_request *req,
+                      const char *sid, int64_t t0)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    evhttp_add_header(oh, "Content-Type", "text/event-stream");
+    evhttp_add_header(oh, "Cache-Control", "no-store");
+    evhttp_add_header(oh, "X-Accel-Buffering", "no");
+    if (sid)
+        evhttp_add_header(oh, "Mcp-Session-Id", sid);
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev =
+        evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    if (bev)
+        bufferevent_set_timeouts(bev, NULL, &h->deadline_plain);
+    evhttp_send_reply_start(req, 200, NULL);
+    http_count(h, ROUTE_MCP, 200, t0);
+    http_access_line(h, req, 200, 0, ROUTE_MCP, t0);
+}
+
+/* msg (consumed) as one event of a stream, into t (reset first); 0 when
+ * there is nothing to send. */
+static size_t sse_frame(struct fo_buf *t, cJSON *msg)
+{
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    mcp_serialize(&b, msg, 0);
+    cJSON_Delete(msg);
+    fo_buf_reset(t);
+    if (!b.len || fo_buf_printf(t, "event: message\ndata: %.*s\n\n", (int)b.len,
+                                b.data) != FO_OK)
+        t->len = 0;
+    fo_buf_release(&b);
+    return t->len;
+}
+
 /* One message on a call's stream, which begins with the first. */
 static void push(struct hm_call *c, cJSON *msg)
 {
@@ -216,49 +253,29 @@ static void push(struct hm_call *c, cJSON *msg)
         /* a request of ours (an elicitation) can still reach the client
          * on its session's stream; notifications about this call cannot */
         if (c->s && c->s->get && cJSON_GetObjectItemCaseSensitive(msg, "id")) {
-            struct fo_buf g, t;
-            fo_buf_init(&g, FO_BUF_UNLIMITED);
+            struct fo_buf t;
             fo_buf_init(&t, FO_BUF_UNLIMITED);
-            mcp_serialize(&g, msg, 0);
-            if (g.len && fo_buf_printf(&t, "event: message\ndata: %.*s\n\n",
-                                       (int)g.len, g.data) == FO_OK)
+            if (sse_frame(&t, msg))
                 get_send(c->s, t.data, t.len);
-            fo_buf_release(&g);
             fo_buf_release(&t);
+            return;
         }
         cJSON_Delete(msg);
         return;
     }
     if (!c->sse) {
-        struct evkeyvalq *oh = evhttp_request_get_output_headers(c->req);
-        evhttp_add_header(oh, "Content-Type", "text/event-stream");
-        evhttp_add_header(oh, "Cache-Control", "no-store");
-        evhttp_add_header(oh, "X-Accel-Buffering", "no");
-        if (c->s)
-            evhttp_add_header(oh, "Mcp-Session-Id", c->s->id);
-        struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-        struct bufferevent *bev =
-            evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-        if (bev) /* a run may wait longer than the idle timeout */
-            bufferevent_set_timeouts(bev, NULL, &c->h->deadline_plain);
-        evhttp_send_reply_start(c->req, 200, NULL);
-        http_count(c->h, ROUTE_MCP, 200, c->t0);
-        http_access_line(c->h, c->req, 200, 0, ROUTE_MCP, c->t0);
+        sse_start(c->h, c->req, c->s ? c->s->id : NULL, c->t0);
         c->sse = 1;
     }
-    struct fo_buf b;
-    fo_buf_init(&b, FO_BUF_UNLIMITED);
-    mcp_serialize(&b, msg, 0);
-    cJSON_Delete(msg);
-    struct evbuffer *out = evbuffer_new();
-    if (out && b.len &&
-        evbuffer_add_printf(out, "event: message\ndata: %.*s\n\n", (int)b.len,
-                            b.data) > 0 &&
+    struct fo_buf t;
+    fo_buf_init(&t, FO_BUF_UNLIMITED);
+    struct evbuffer *out = sse_frame(&t, msg) ? evbuffer_new() : NULL;
+    if (out && evbuffer_add(out, t.data, t.len) == 0 &&
         evhttp_request_get_connection(c->req))
         evhttp_send_reply_chunk(c->req, out);
     if (out)
         evbuffer_free(out);
-    fo_buf_release(&b);
+    fo_buf_release(&t);
 }
 
 /* ---- the session's GET stream ------------------------------------------ */
@@ -783,19 +800,7 @@ static int get_open(struct surf_http *h, struct hm_sess *s,
         send_refusal(h, req, 500, SURF_MCP_INTERNAL_ERROR, "out of memory", t0);
         return 0;
     }
-    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
-    evhttp_add_header(oh, "Content-Type", "text/event-stream");
-    evhttp_add_header(oh, "Cache-Control", "no-store");
-    evhttp_add_header(oh, "X-Accel-Buffering", "no");
-    evhttp_add_header(oh, "Mcp-Session-Id", s->id);
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    struct bufferevent *bev =
-        evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    if (bev)
-        bufferevent_set_timeouts(bev, NULL, &h->deadline_plain);
-    evhttp_send_reply_start(req, 200, NULL);
-    http_count(h, ROUTE_MCP, 200, t0);
-    http_access_line(h, req, 200, 0, ROUTE_MCP, t0);
+    sse_start(h, req, s->id, t0);
     s->get = req;
     s->get_t0 = t0;
     surf_http_on_gone(h, req, get_gone, s);
