@@ -754,10 +754,6 @@ static int judge(struct httpc_req *r)
         return HTTPC_END_OK;
     if (r->req_error == EVREQ_HTTP_INVALID_HEADER)
         return HTTPC_END_MALFORMED;
-    /* the peer may have accepted and closed within the turn the connect's
-     * watcher had yet to run in: its descriptor still knows */
-    if (!r->connected && r->dupfd >= 0 && socket_connected(r->dupfd))
-        r->connected = 1;
     if (!r->connected)
         return HTTPC_END_CONNECT;
     return HTTPC_END_CLOSED;
