@@ -1,10 +1,9 @@
-/* bench_loop: the control loop's overhead with instant models. N threads
- * (default 100) each run R small submits (default 20) at once in one process
- * on one ledger, every role and task a stub (an instant model), writing
- * either through the daemon's group committer (as the daemon's workers and
- * background runs do) or with plain appends (each entry its own
- * transaction). Prints runs, entries and model calls per second.
- * Usage: bench_loop [DIR [THREADS [RUNS]]]. Asserts nothing. */
+/* bench_loop: the control loop's overhead with instant models. N callers
+ * (default 100 threads) each run R small submits (default 20) at once on
+ * the engine `forum serve` runs, hosted in this process (daemon_embed_*),
+ * on one ledger, every role and task a stub (an instant model), every
+ * entry through the group committer. Prints runs, entries and model calls
+ * per second. Usage: bench_loop [DIR [THREADS [RUNS]]]. Asserts nothing. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/commit.h"
 #include "daemon/orch.h"
+#include "daemon/orch_engine.h"
+#include "daemon/service.h"
 #include "ledger/fo_json.h"
 
 #define THREADS_MAX 1000
@@ -21,7 +21,7 @@
 struct shared {
     const char *dir;
     const struct orch *o;
-    struct daemon_commit *commit; /* NULL: plain appends */
+    struct daemon_embed *host;
     int runs;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -45,27 +45,18 @@ static void *work(void *arg)
 {
     struct worker *w = arg;
     struct shared *s = w->s;
-    struct ledger *l = NULL;
     struct fo_err err;
-    if (ledger_open(s->dir, 0, NULL, &l, &err)) {
-        fprintf(stderr, "open: %s\n", err.msg);
-        w->failed = s->runs;
-    }
     pthread_mutex_lock(&s->mu); /* start together */
     s->ready++;
     pthread_cond_broadcast(&s->cv);
     while (!s->go)
         pthread_cond_wait(&s->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
-    struct orch_witness wit = {.ledger = l};
-    if (s->commit) {
-        wit.append = daemon_commit_append_sync;
-        wit.hook = s->commit;
-    }
-    for (int i = 0; l && i < s->runs; i++) {
+    struct orch_run_req req = {.via = "submit",
+                               .request = "echo the ledger entry back"};
+    for (int i = 0; i < s->runs; i++) {
         cJSON *out = NULL;
-        if (orch_submit(s->o, &wit, "echo the ledger entry back", NULL, &out,
-                        &err) != FO_OK) {
+        if (daemon_embed_run(s->host, &req, &out, &err) != FO_OK) {
             if (!w->failed++)
                 fprintf(stderr, "submit: %s\n", err.msg);
             continue;
@@ -74,12 +65,10 @@ static void *work(void *arg)
         w->calls += cJSON_IsNumber(c) ? (long)c->valuedouble : 0;
         cJSON_Delete(out);
     }
-    ledger_close(l);
     return NULL;
 }
 
-static int one(const char *dir, const struct orch *o, int group, int threads,
-               int runs)
+static int one(const char *dir, struct orch *o, int threads, int runs)
 {
     struct fo_err err;
     struct ledger *l = NULL;
@@ -93,9 +82,13 @@ static int one(const char *dir, const struct orch *o, int group, int threads,
     struct shared s = {.dir = dir, .o = o, .runs = runs};
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
-    struct daemon_commit_config cc = {.sign_interval_ms = -1};
-    if (group && daemon_commit_create(dir, &cc, &s.commit, &err)) {
-        fprintf(stderr, "commit: %s\n", err.msg);
+    struct daemon_config dc;
+    daemon_config_init(&dc);
+    dc.dir = dir;
+    dc.orch = o;
+    dc.max_runs = threads;
+    if (daemon_embed_start(&dc, 0, &s.host, &err)) {
+        fprintf(stderr, "host: %s\n", err.msg);
         ledger_close(l);
         return 1;
     }
@@ -121,24 +114,16 @@ static int one(const char *dir, const struct orch *o, int group, int threads,
         failed += w[i].failed;
     }
     double dt = now_s() - t0;
-    struct daemon_commit_stats st = {0};
-    if (s.commit) {
-        daemon_commit_stats(s.commit, &st);
-        daemon_commit_free(s.commit);
-    }
+    daemon_embed_stop(s.host, &err);
     ledger_count(l, &after, &err);
     long n_runs = (long)started * runs - failed;
     double entries = (double)(after - before);
-    printf("%-14s %3d threads x %d runs: %ld runs (%ld failed), %.0f entries, "
+    printf("%3d callers x %d runs: %ld runs (%ld failed), %.0f entries, "
            "%ld model calls in %.2f s\n",
-           group ? "group commit:" : "plain appends:", started, runs, n_runs,
-           failed, entries, calls, dt);
+           started, runs, n_runs, failed, entries, calls, dt);
     printf("  %.0f runs/s, %.0f entries/s, %.0f model calls/s; "
            "%.0f us of loop and witness per model call",
            n_runs / dt, entries / dt, calls / dt, dt / (double)calls * 1e6);
-    if (s.commit && st.commits)
-        printf("; %.1f appends per commit",
-               (double)st.batch_sum / (double)st.commits);
     printf("\n");
     free(w);
     pthread_cond_destroy(&s.cv);
@@ -166,8 +151,7 @@ int main(int argc, char **argv)
     printf("bench_loop: %s; each run: request route plan task result "
            "verdict answer, stub roles and lane\n",
            dir);
-    int rc = one(dir, o, 1, threads, runs);
-    rc |= one(dir, o, 0, threads, runs);
+    int rc = one(dir, o, threads, runs);
     orch_free(o);
     return rc;
 }

@@ -76,13 +76,41 @@ int cli_open(struct cli *c, unsigned flags, struct ledger **out)
     return 0;
 }
 
+int cli_host_start(const char *dir, struct daemon_config *dc,
+                   struct orch *orch, struct surf_ctx *ctx,
+                   struct daemon_embed **out, struct fo_err *err)
+{
+    dc->dir = dir;
+    dc->orch = orch;
+    int rc = daemon_embed_start(dc, 0, out, err);
+    if (rc == FO_OK) {
+        ctx->host_call = daemon_embed_call;
+        ctx->host_hook = *out;
+    }
+    return rc;
+}
+
 int cli_call_err(struct ledger *l, const char *method, cJSON *in, cJSON **out,
                  struct fo_err *err)
 {
     const struct surf_method *m = surf_find(method);
     struct surf_ctx ctx = {.ledger = l};
-    int rc = m ? surf_call(&ctx, m, in, out, err)
+    struct daemon_config dc;
+    struct daemon_embed *host = NULL;
+    int rc = m ? FO_OK
                : fo_err_set(err, FO_E_INTERNAL, "no method %s", method);
+    daemon_config_init(&dc);
+    /* a run method (a gate's decision) has one entry: an engine's, here
+     * one of this command's own */
+    if (!rc && m->where == SURF_ON_RUN)
+        rc = cli_host_start(ledger_dir(l), &dc, NULL, &ctx, &host, err);
+    if (!rc)
+        rc = surf_call(&ctx, m, in, out, err);
+    struct fo_err serr;
+    if (host && daemon_embed_stop(host, &serr) != FO_OK && !rc) {
+        *err = serr;
+        rc = serr.code;
+    }
     cJSON_Delete(in);
     return rc;
 }

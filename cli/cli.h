@@ -314,8 +314,21 @@ int cli_append_all(struct ledger *l, struct ledger_append *reqs, size_t n,
  * -shm): what a failed import or migration made. */
 void cli_remove_sqlite(const char *dir);
 
+/* An engine in this process for a command's run methods (daemon_embed_start
+ * on dir without listening, orch the command's or NULL: one made from dc),
+ * ctx's host_call pointed at it. dc must outlive the host; stop it with
+ * daemon_embed_stop. */
+struct daemon_config;
+struct daemon_embed;
+struct orch;
+struct surf_ctx;
+int cli_host_start(const char *dir, struct daemon_config *dc,
+                   struct orch *orch, struct surf_ctx *ctx,
+                   struct daemon_embed **out, struct fo_err *err);
+
 /* Calls a method of the handler table with in (consumed; may be NULL) on
- * an open ledger, with no orchestrator. On success *out
+ * an open ledger, with no orchestrator (a run method on an engine
+ * of its own, made for the call). On success *out
  * holds the result; else the code, err set, nothing printed. */
 int cli_call_err(struct ledger *l, const char *method, cJSON *in, cJSON **out,
                  struct fo_err *err);

@@ -256,12 +256,29 @@ int cli_mcp(struct cli *c, int argc, char **argv)
     fprintf(stderr, "forum mcp: ledger %s (%lld entries)\n",
             realpath(c->ledger_dir, abs) ? abs : c->ledger_dir,
             (long long)count);
-    struct surf_ctx ctx = {
-        .ledger = l, .start_us = ledger_now_us(), .orch = orch};
-    fprintf(stderr, "forum mcp: %s: tool calls run in this process\n",
-            local ? "--local" : "no daemon serves this ledger");
-    int rc = surf_mcp_run(&ctx, 0, 1, flags, &err);
     ledger_close(l);
+    /* the same engine a daemon runs, hosted here for this session: its
+     * /mcp on a loopback port of its own with a token of its own, and
+     * standard input bridged to it as beside a daemon */
+    struct daemon_embed *host = NULL;
+    dc.dir = c->ledger_dir;
+    dc.orch = orch;
+    if (dc.body_max < SURF_MCP_LINE_MAX + 4096) /* a line is a body */
+        dc.body_max = SURF_MCP_LINE_MAX + 4096;
+    int rc = daemon_embed_start(&dc, 1, &host, &err);
+    if (rc == FO_OK) {
+        fprintf(stderr,
+                "forum mcp: %s: tool calls run in this process (an engine "
+                "of its own, until the editor closes this session)\n",
+                local ? "--local" : "no daemon serves this ledger");
+        rc = cli_mcp_bridge("127.0.0.1", daemon_embed_port(host),
+                            daemon_embed_token(host), 0, 1, flags, &err);
+        struct fo_err serr;
+        if (daemon_embed_stop(host, &serr) != FO_OK && rc == FO_OK) {
+            err = serr;
+            rc = serr.code;
+        }
+    }
     orch_free(orch);
     daemon_config_release(&dc);
     if (rc) {

@@ -406,7 +406,17 @@ int cli_demo(struct cli *c, int argc, char **argv)
     cJSON *in = cJSON_CreateObject(), *ans = NULL, *room = NULL, *ver = NULL;
     cJSON_AddStringToObject(in, "request",
                             "add a health endpoint to the api server");
-    int rc = surf_call(&ctx, surf_find("submit"), in, &ans, &err);
+    struct daemon_config hc;
+    daemon_config_init(&hc);
+    struct daemon_embed *host = NULL;
+    int rc = cli_host_start(dir, &hc, NULL, &ctx, &host, &err);
+    if (!rc)
+        rc = surf_call(&ctx, surf_find("submit"), in, &ans, &err);
+    struct fo_err serr;
+    if (host && daemon_embed_stop(host, &serr) != FO_OK && !rc) {
+        err = serr;
+        rc = serr.code;
+    }
     if (!rc)
         rc = surf_call(&ctx, surf_find("run_room"), NULL, &room, &err);
     if (!rc)

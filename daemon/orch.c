@@ -77,7 +77,7 @@ void orch_free(struct orch *o)
 {
     if (!o)
         return;
-    orch_runs_free(o); /* waits for background runs: they use the rest */
+    orch_runs_free(o); /* no engine uses it any more */
     orch_roster_free(o->roster);
     free_strings(o->allowed);
     free(o->argv); /* one block */
@@ -356,8 +356,8 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
         rc = fo_err_set(err, FO_E_NOMEM, NULL);
         goto out;
     }
-    rc = orch_runs_init(
-        o, (size_t)(c->max_runs ? c->max_runs : ORCH_RUNS_DEFAULT), err);
+    o->max_runs = c->max_runs;
+    rc = orch_runs_init(o, err);
     if (rc)
         goto out;
     if (c->roster_path)
@@ -493,6 +493,11 @@ const char *orch_workspace_dir(const struct orch *o)
 const char *orch_workspace_root(const struct orch *o)
 {
     return o->workspace_root;
+}
+
+int orch_max_runs(const struct orch *o)
+{
+    return o->max_runs;
 }
 
 const char *orch_data_dir(const struct orch *o)

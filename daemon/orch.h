@@ -4,8 +4,8 @@
  * the witnessed dispatch of a plan. It writes to the ledger only through a
  * struct orch_witness the caller gives; it never includes a surfaces header.
  *
- * A struct orch is immutable once created, but for the registry of its
- * background runs (orch_run_start), which has its own lock: several threads
+ * A struct orch is immutable once created, but for its lock files
+ * (orch_runs.c), which have their own mutex: several threads
  * may route and run plans with one orch at the same time (each run owns its
  * children and its buffers). The ledger handle in a witness belongs to the
  * calling thread, and dispatch writes every entry on that thread. */
@@ -75,8 +75,9 @@ struct orch_config {
      * the first provider). Without models those lanes run on the run's
      * executor, as before. Copied by orch_create. */
     const struct orch_model_config *models;
-    /* Background runs (orch_run_start) at once: 1..ORCH_RUNS_MAX; 0:
-     * ORCH_RUNS_DEFAULT. */
+    /* Runs at once of an engine hosted for this orchestrator's command
+     * when its host is not told (orch_max_runs): 1..ORCH_RUNS_MAX; 0: the
+     * engine's default. */
     int max_runs;
     /* The approval-gate policy every run starts with (a request may add
      * to it): an object as orch_gate_policy_check takes; NULL: none.
@@ -125,8 +126,12 @@ int orch_create(const struct orch_config *cfg, struct orch **out,
  * model output (the daemon's token): FO_OK, FO_E_NOMEM, FO_E_TOO_LARGE. */
 int orch_add_secret(struct orch *o, const char *value);
 
-/* Frees the orchestrator (NULL-safe). First waits for every background
- * run (orch_run_start) to end; no other run may be using it. */
+/* orch_config's max_runs (0: not given): the runs at once of an engine
+ * hosted for the orchestrator's command (daemon_embed_start). */
+int orch_max_runs(const struct orch *o);
+
+/* Frees the orchestrator (NULL-safe) and lets go of its lock files: no
+ * engine may be using it. */
 void orch_free(struct orch *o);
 
 /* Model calls made on base reuse pool's connections (orch_model_set_pool);
@@ -527,7 +532,8 @@ struct orch_witness {
     void *event_arg;
 };
 
-/* Runs a plan: compiles it against the roster (a bad plan is FO_E_INVALID,
+/* A run of via "plan_run" (orch_engine_start): compiles the plan against
+ * the roster (a bad plan is FO_E_INVALID,
  * and nothing is written), then witnesses `request` (actor "client",
  * payload {"request", "via": "plan_run"}) → `plan` (actor "planner",
  * {"tasks", "waves", "edges", "max_parallel"}) → for each task in wave
@@ -540,11 +546,8 @@ struct orch_witness {
  * or timed-out task is an ok:false result; the rest still run. request
  * may be NULL. On FO_OK *out is {"ok", "request_seq", "plan_seq", "waves",
  * "results": [{"id", "agent", "ok", "model", "seq", "output"}],
- * "refused": [ids]}. Blocks for the whole run (ledger fsyncs, children).
- * A ledger error stops the run (children are killed) and is returned. */
-int orch_run_plan(const struct orch *o, const struct orch_witness *w,
-                  const cJSON *plan, const char *request, cJSON **out,
-                  struct fo_err *err);
+ * "refused": [ids]}. A ledger error stops the run (children are killed)
+ * and is its result. */
 
 /* ---- the control loop (the run engine: orch_engine.h) ------------------- */
 
@@ -562,7 +565,7 @@ int orch_run_plan(const struct orch *o, const struct orch_witness *w,
     "[forum: no model is configured, so no model was used: every step ran "    \
     "on the deterministic stub, which echoes its instructions]\n\n"
 
-/* The answer of a run stopped by orch_runs_stop (daemon shutdown). */
+/* The answer of a run stopped by a shutdown before it could be resumed. */
 #define ORCH_STOPPED_ANSWER                                                    \
     "forum: the run stopped because the daemon shut down before an answer "    \
     "was synthesized; the steps it took are in the ledger."
@@ -618,7 +621,8 @@ struct orch_submit_opts {
     int claim_lane;
 };
 
-/* Answers a request end to end, witnessing every step on w:
+/* A run of via "submit" (orch_engine_start) answers a request end to end,
+ * witnessing every step:
  * `request` (actor "client", {"request", "via": "submit", "instance"}: see
  * orch_run_get for the instance and its lock file) → `route`
  * (actor "router": the router's frame and the lane taken; when the router
@@ -636,9 +640,9 @@ struct orch_submit_opts {
  * `answer` (actor "synthesizer": the synthesizer's answer and the intent
  * coverage of the request by it, flagged below ORCH_COVERAGE_MIN). A spent
  * budget writes a `budget` entry and an `answer` with ORCH_BUDGET_ANSWER,
- * and the run ends FO_OK; so does orch_run_cancel (reason "cancelled",
- * ORCH_CANCELLED_ANSWER) and orch_runs_stop (reason "shutdown",
- * ORCH_STOPPED_ANSWER). The causal chain of a verdict reads request →
+ * and the run ends FO_OK; so does orch_engine_cancel (reason "cancelled",
+ * ORCH_CANCELLED_ANSWER). A shutdown (orch_engine_stop) writes a `stop`
+ * entry instead, and the next daemon resumes the run. The causal chain of a verdict reads request →
  * plan → task → result → verdict.
  *
  * Without model providers every role is a deterministic stub: the
@@ -653,18 +657,13 @@ struct orch_submit_opts {
  * answered nonsense: HTTP 502), FO_E_UNAVAILABLE / FO_E_TIMEOUT (a model
  * could not be reached), ledger errors; each after an `error` entry when
  * the ledger still takes one; FO_E_IO when the run's lock file (DIR/runs/)
- * cannot be made, before anything is written. Blocks for the whole run. */
-int orch_submit(const struct orch *o, const struct orch_witness *w,
-                const char *request, const struct orch_submit_opts *opts,
-                cJSON **out, struct fo_err *err);
+ * cannot be made, before anything is written. */
 
-/* The coordinator's plan for a request, not run: witnesses `request`
- * ({"via": "plan"}), `route` and `plan` (with its rejected attempts) as
- * orch_submit does, so the model call is on record. *out is {"plan":
+/* A run of via "plan": the coordinator's plan for a request, not run:
+ * witnesses `request`, `route` and `plan` (with its rejected attempts) as
+ * a submit does, so the model call is on record. *out is {"plan":
  * {"tasks", "waves", "edges"}, "lane", "model", "request_seq",
- * "plan_seq"}. Errors as orch_submit. */
-int orch_plan_request(const struct orch *o, const struct orch_witness *w,
-                      const char *request, cJSON **out, struct fo_err *err);
+ * "plan_seq"}. Errors as a submit's. */
 
 /* ---- approval gates (orch_gate.c) -------------------------------------- */
 
@@ -927,47 +926,13 @@ int orch_run_counts(struct ledger *l, cJSON **out, struct fo_err *err);
  * GET /summary and the ledger_summary tool serve. */
 int orch_summary(struct ledger *l, cJSON **out, struct fo_err *err);
 
-/* ---- background runs (orch_runs.c) ------------------------------------ */
+/* ---- runs on the ledger (orch_runs.c) ---------------------------------- */
 
-/* Runs at once (max_runs). In the daemon a run waiting costs only memory
- * (the run engine: ORCH_ENGINE_RUNS_DEFAULT unless configured); a process
- * without an engine (`forum mcp`) runs each run_start on a thread of its
- * own, at most ORCH_RUNS_DEFAULT of them unless configured. */
-#define ORCH_RUNS_DEFAULT 8
 #define ORCH_RUNS_MAX 1000000     /* the most max_runs may allow */
 #define ORCH_RUN_ENTRIES_MAX 1000 /* entries orch_run_get shows (last) */
 #define ORCH_RUN_SCAN_MAX 1000000 /* a run's entries orch_run_get reads */
 #define ORCH_RUNS_DIR "runs"      /* DIR/runs/<instance>.lock */
 #define ORCH_INSTANCE_HEX 32      /* an instance: 32 lowercase hex digits */
-
-/* Starts a run that goes on without the caller: checks request and opts as
- * orch_submit does, opens its own handle on the ledger of w->ledger (a
- * ledger handle is single-threaded), witnesses the `request` entry (actor
- * "client", {"request", "via": "run_start", "instance"}) through w on the
- * calling thread, and runs the rest of orch_submit on a new thread that
- * writes through w->append / w->hook when set (they must be thread-safe and
- * outlive the run: see orch_runs_stop) or its own handle. *run is the
- * request's seq: the run id orch_run_get takes. Errors: FO_E_INVALID (bad
- * request or opts; nothing written), FO_E_BUSY (max_runs runs in
- * progress), FO_E_DRAINING (orch_runs_stop was called), FO_E_IO (the lock
- * file, DIR/runs/, cannot be made; nothing written), ledger errors,
- * FO_E_INTERNAL (no thread: the run then ends with an `error` entry).
- * Blocks only for the request entry's commit. */
-int orch_run_start(struct orch *o, const struct orch_witness *w,
-                   const char *request, const struct orch_submit_opts *opts,
-                   int64_t *run, struct fo_err *err);
-
-/* Background runs not yet finished. */
-size_t orch_runs_active(struct orch *o);
-
-/* Stops background runs cleanly and waits for them: new runs are refused
- * (FO_E_DRAINING), and each run in progress stops before its next model
- * call or task, as if its budget were spent: a `budget` entry with reason
- * "shutdown" and an `answer` of ORCH_STOPPED_ANSWER (a task or model call
- * in flight finishes first, within its timeout). Synchronous orch_submit
- * calls of this orch stop the same way. Idempotent; blocks until every
- * run thread is joined. orch_free, by contrast, lets runs finish. */
-void orch_runs_stop(struct orch *o);
 
 /* The state of run (the seq of a run's `request` entry), from the ledger
  * and the run's lock file alone (so it answers in any process and after a
@@ -998,23 +963,16 @@ void orch_runs_stop(struct orch *o);
 int orch_run_get(struct ledger *l, int64_t run, cJSON **out,
                  struct fo_err *err);
 
-/* Cancels run (the seq of a run's `request` entry on l). When this
- * process runs it (o may be NULL: no runs), it stops at its next step (each
- * model call, each task, each wave) as a spent budget does: a `budget`
- * entry with reason "cancelled" (parent: the plan, or the request when no
- * plan was made yet) and an `answer` of ORCH_CANCELLED_ANSWER; a task or
- * model call in flight finishes first. *out is {"run", "state", "cancel"}:
- * cancel "requested" (state "running": the stop is under way; orch_run_get
- * reads "cancelled" once it is witnessed) or "ended" (the run had ended:
- * its state, unchanged). Never blocks on the run. Errors: FO_E_NOT_FOUND,
+/* What a cancel of run (the seq of a run's `request` entry on l) answers
+ * where no engine of this process holds it (orch_engine_cancel cancels the
+ * runs an engine holds): *out is {"run", "state", "cancel": "ended"} for a
+ * run that had ended (its state, unchanged). Errors: FO_E_NOT_FOUND,
  * FO_E_NOT_A_RUN (as orch_run_get), FO_E_RUN_ELSEWHERE (in progress in
- * another live process, or its state "unknown": cancel it where it runs),
- * ledger errors. */
-/* Sets the cancel flag of run (of the ledger in dir) when this process runs
- * it on a blocking host (orch_submit, orch_run_plan, orch_run_start): it
- * stops at its next step, witnessed as cancelled. 1 when it was found.
- * Any thread; reads nothing from the ledger. */
-int orch_run_cancel_here(const struct orch *o, const char *dir, int64_t run);
+ * another live process, waiting at a gate, stopped for the next daemon to
+ * resume, or its state "unknown": cancel it where it runs), ledger errors.
+ * o (may be NULL) tells this process's own instance from another's. */
+int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
+                    struct fo_err *err);
 
 /* The runs and the gateway's sessions, newest first: {"runs": [{type:
  * "run", id, run, state, via, request (its first 200 bytes), started_ts,
@@ -1084,8 +1042,5 @@ int orch_run_show(const struct orch *orch, struct ledger *l, int64_t run,
  * task?, model?, tokens?, ok?, tool?, arguments?, output?, ...}; a step
  * without end_ts has not ended. FO_OK or FO_E_NOMEM (daemon/orch_steps.c). */
 int orch_run_steps(const cJSON *entries, cJSON *out);
-
-int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
-                    struct fo_err *err);
 
 #endif

@@ -27,18 +27,6 @@ static int via_valid(const char *via);
 static int start_run(struct orch_engine *e, const struct orch_run_req *req,
                      int resumable, orch_run_started_fn started,
                      orch_run_done_fn done, void *arg, struct fo_err *err);
-static int sync_append(void *hook, struct ledger_append *a,
-                       void (*done)(void *arg), void *arg, struct fo_err *err);
-static void sync_done(void *arg, int rc, cJSON *out, const struct fo_err *err);
-static void sync_started(void *arg, int64_t run);
-static void sync_poll(evutil_socket_t fd, short what, void *arg);
-static void sync_started_fwd(void *arg, int64_t run);
-static void sync_done_fwd(void *arg, int rc, cJSON *out,
-                          const struct fo_err *err);
-static int run_registered(const struct orch *o, const struct orch_witness *w,
-                          const struct orch_run_req *req, cJSON **out,
-                          struct fo_err *err);
-
 const char *const oe_role_name[] = {"coordinator", "classifier", "validator",
                                     "synthesizer", "summarizer", "judge"};
 
@@ -278,8 +266,7 @@ int oe_hold_instance(struct orch_engine *e, struct fo_err *err)
 {
     if (e->have_instance)
         return FO_OK;
-    int rc = orch_runs_hold(e->o, ledger_dir(e->cfg.ledger), e->instance,
-                            &e->live, err);
+    int rc = orch_runs_hold(e->o, ledger_dir(e->cfg.ledger), e->instance, err);
     if (!rc)
         e->have_instance = 1;
     return rc;
@@ -322,8 +309,8 @@ static int via_valid(const char *via)
                    !strcmp(via, "plan_run") || !strcmp(via, "plan"));
 }
 
-/* The engine's sync host marks its runs as not resumable: the process
- * that runs them goes away with them (the CLI, `forum mcp`). */
+/* An engine hosted in a command's process marks its runs as not
+ * resumable: the process that runs them goes away with them. */
 static int start_run(struct orch_engine *e, const struct orch_run_req *req,
                      int resumable, orch_run_started_fn started,
                      orch_run_done_fn done, void *arg, struct fo_err *err)
@@ -462,7 +449,7 @@ int orch_engine_start(struct orch_engine *e, const struct orch_run_req *req,
                       orch_run_started_fn started, orch_run_done_fn done,
                       void *arg, struct fo_err *err)
 {
-    return start_run(e, req, 1, started, done, arg, err);
+    return start_run(e, req, !e->cfg.not_resumable, started, done, arg, err);
 }
 
 /* The step a run is at, for the record of where a cancel stopped it. */
@@ -496,148 +483,7 @@ int orch_engine_cancel(struct orch_engine *e, int64_t run)
     return FO_OK;
 }
 
-static int sync_append(void *hook, struct ledger_append *a,
-                       void (*done)(void *arg), void *arg, struct fo_err *err)
-{
-    struct sync_ctx *s = hook;
-    (void)err;
-    int rc = s->w->append ? s->w->append(s->w->hook, a, &a->err)
-                          : ledger_append_batch(s->w->ledger, a, 1, &a->err);
-    if (rc && a->rc == FO_OK) {
-        a->rc = rc;
-    }
-    done(arg);
-    return FO_OK;
-}
-
-static void sync_done(void *arg, int rc, cJSON *out, const struct fo_err *err)
-{
-    struct sync_ctx *s = arg;
-    s->finished = 1;
-    s->rc = rc;
-    s->out = out;
-    if (rc && err)
-        s->err = *err;
-    event_base_loopbreak(s->base);
-}
-
-static void sync_started(void *arg, int64_t run)
-{
-    struct sync_ctx *s = arg;
-    s->run = run;
-    if (s->live) {
-        s->live->seq = run;
-        orch_runs_enter(s->e->o, s->live);
-    }
-}
-
-/* A cancel (orch_run_cancel from another thread) or a stop
- * (orch_runs_stop) of a run on this thread, seen every 50 ms. */
-static void sync_poll(evutil_socket_t fd, short what, void *arg)
-{
-    struct sync_ctx *s = arg;
-    (void)fd, (void)what;
-    if (s->run < 0)
-        return;
-    struct run *r = oe_run_find(s->e, s->run);
-    if (r)
-        oe_step(r); /* step looks at the cancel flag and the stop */
-}
-
-int orch_engine_run_sync(const struct orch *o, const struct orch_witness *w,
-                         const struct orch_run_req *req, cJSON **out,
-                         struct fo_err *err)
-{
-    return orch_engine_run_sync_live(o, w, req, NULL, NULL, NULL, NULL, out,
-                                     err);
-}
-
-static void sync_started_fwd(void *arg, int64_t run)
-{
-    struct sync_started_fwd *f = arg;
-    sync_started(f->s, run);
-    if (f->fn)
-        f->fn(f->arg, run);
-}
-
-static void sync_done_fwd(void *arg, int rc, cJSON *out,
-                          const struct fo_err *err)
-{
-    struct sync_started_fwd *f = arg;
-    sync_done(f->s, rc, out, err);
-}
-
-int orch_engine_run_sync_live(const struct orch *o,
-                              const struct orch_witness *w,
-                              const struct orch_run_req *req,
-                              struct orch_live *live, int64_t *run_out,
-                              void (*started)(void *arg, int64_t run),
-                              void *started_arg, cJSON **out,
-                              struct fo_err *err)
-{
-    struct sync_ctx s = {.w = w, .run = -1, .live = live};
-    struct sync_started_fwd fwd = {&s, started, started_arg};
-    int rc = FO_OK;
-    s.base = event_base_new();
-    if (!s.base)
-        return fo_err_set(err, FO_E_NOMEM, "no event base");
-    struct evdns_base *dns = NULL;
-    struct fo_err derr;
-    if (o->models && orch_model_dns_create(s.base, &dns, &derr) != FO_OK)
-        dns = NULL; /* IP addresses and localhost still work */
-    struct orch_engine_config cfg = {.base = s.base,
-                                     .dns = dns,
-                                     .ledger = w->ledger,
-                                     .append = sync_append,
-                                     .hook = &s};
-    rc = orch_engine_create(o, &cfg, &s.e, err);
-    if (!rc) {
-        s.poll = event_new(s.base, -1, EV_PERSIST, sync_poll, &s);
-        struct timeval tv = {0, 50000};
-        if (!s.poll || event_add(s.poll, &tv))
-            rc = oe_nomem(err);
-    }
-    struct orch_run_req rq = *req;
-    if (!rq.on_event) { /* the witness's listener hears each step */
-        rq.on_event = w->event;
-        rq.event_arg = w->event_arg;
-    }
-    if (!rc) {
-        s.e->poll_live = live;
-        rc = start_run(s.e, &rq, 0, sync_started_fwd, sync_done_fwd, &fwd, err);
-    }
-    if (!rc) {
-        while (!s.finished && event_base_dispatch(s.base) == 0)
-            ;
-        if (run_out)
-            *run_out = s.run;
-        rc = s.rc;
-        if (rc) {
-            if (err)
-                *err = s.err;
-            cJSON_Delete(s.out);
-        } else {
-            *out = s.out;
-        }
-    }
-    if (live && live->seq >= 0 && s.run >= 0)
-        orch_runs_leave(o, live);
-    if (s.poll)
-        event_free(s.poll);
-    /* the run is over: end the MCP servers' sessions (a bounded wait) */
-    if (s.e && orch_mcpc_close(s.e->mcpc, oe_on_mcp_closed, s.e))
-        while (!s.e->mcp_closed && event_base_loop(s.base, EVLOOP_ONCE) == 0)
-            ;
-    orch_engine_free(s.e);
-    if (dns) { /* cancelled lookups are answered on one more turn */
-        event_base_loop(s.base, EVLOOP_NONBLOCK);
-        evdns_base_free(dns, 0);
-    }
-    event_base_free(s.base);
-    return rc;
-}
-
-/* ---- the blocking entry points (the CLI, `forum mcp`, tests) ------------ */
+/* ---- a request's checks ------------------------------------------------ */
 
 int orch_submit_check(const char *request, const struct orch_submit_opts *opts,
                       struct fo_err *err)
@@ -662,51 +508,6 @@ int orch_submit_check(const char *request, const struct orch_submit_opts *opts,
                           "(known: %s)",
                           dp, orch_profiles_list);
     return FO_OK;
-}
-
-/* A blocking run in the registry, so orch_run_cancel from another thread
- * finds it. */
-static int run_registered(const struct orch *o, const struct orch_witness *w,
-                          const struct orch_run_req *req, cJSON **out,
-                          struct fo_err *err)
-{
-    struct orch_live live;
-    char inst[ORCH_INSTANCE_HEX + 1];
-    int rc = req->request || strcmp(req->via, "plan_run") != 0
-                 ? orch_submit_check(req->request, &req->opts, err)
-                 : FO_OK;
-    if (!rc)
-        rc = orch_runs_hold(o, ledger_dir(w->ledger), inst, &live, err);
-    if (!rc)
-        rc = orch_engine_run_sync_live(o, w, req, &live, NULL, w->started,
-                                       w->started_arg, out, err);
-    return rc;
-}
-
-int orch_submit(const struct orch *o, const struct orch_witness *w,
-                const char *request, const struct orch_submit_opts *opts,
-                cJSON **out, struct fo_err *err)
-{
-    struct orch_run_req req = {.via = "submit", .request = request};
-    if (opts)
-        req.opts = *opts;
-    return run_registered(o, w, &req, out, err);
-}
-
-int orch_plan_request(const struct orch *o, const struct orch_witness *w,
-                      const char *request, cJSON **out, struct fo_err *err)
-{
-    struct orch_run_req req = {.via = "plan", .request = request};
-    return orch_engine_run_sync(o, w, &req, out, err);
-}
-
-int orch_run_plan(const struct orch *o, const struct orch_witness *w,
-                  const cJSON *plan, const char *request, cJSON **out,
-                  struct fo_err *err)
-{
-    struct orch_run_req req = {
-        .via = "plan_run", .request = request, .plan = plan};
-    return run_registered(o, w, &req, out, err);
 }
 
 /* ---- small utilities the engine's files share ---------------------- */

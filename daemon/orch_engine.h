@@ -70,6 +70,11 @@ struct orch_engine_config {
      * it; runs whose lease expired (their daemon died) are claimed and
      * resumed here. 0: no leases (one daemon per ledger). */
     int lease_ms;
+    /* An engine hosted in a command's process (`forum submit`, `forum mcp`
+     * with no daemon): its runs go away with the process, so their
+     * requests say "resumable": false, and no daemon resumes them (they
+     * read as interrupted). 0: a daemon's, resumable. */
+    int not_resumable;
     void (*log)(void *hook, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
     void *log_hook;
@@ -158,12 +163,5 @@ size_t orch_engine_active(const struct orch_engine *e);
  * outcome and their latency histogram. FO_OK or FO_E_NOMEM. */
 struct fo_buf;
 int orch_engine_metrics(const struct orch_engine *e, struct fo_buf *b);
-
-/* A whole run on a private loop and engine, on the calling thread, for
- * the CLI and `forum mcp`: what orch_submit and friends call. w->append
- * (may be NULL) is a blocking append hook used instead of the ledger. */
-int orch_engine_run_sync(const struct orch *o, const struct orch_witness *w,
-                         const struct orch_run_req *req, cJSON **out,
-                         struct fo_err *err);
 
 #endif

@@ -321,7 +321,6 @@ struct orch_engine {
     void (*stopped)(void *arg);
     void *stopped_arg;
     char instance[ORCH_INSTANCE_HEX + 1];
-    struct orch_live live; /* the lock this engine holds */
     int have_instance;
     /* commits done on other threads come back here */
     pthread_mutex_t mu;
@@ -329,7 +328,6 @@ struct orch_engine {
     struct event *wake;
     struct event *stop_ev;
     struct event *grace_ev; /* a shutdown's grace: then work is abandoned */
-    struct orch_live *poll_live; /* the blocking host's run in the registry */
     struct event *gate_ev;       /* while gates wait: decisions, deadlines */
     struct gate_off *offq;       /* decisions on runs not here, committed */
     struct orch_mcpc *mcpc;      /* the MCP servers' clients, or NULL */
@@ -439,25 +437,6 @@ struct replay {
     int ended;
     char last_kind[LEDGER_KIND_MAX + 1];
 };
-/* ---- a whole run on the calling thread ---------------------------------- */
-
-struct sync_ctx {
-    const struct orch_witness *w;
-    struct event_base *base;
-    int finished, rc;
-    cJSON *out;
-    struct fo_err err;
-    int64_t run;
-    struct orch_engine *e;
-    struct event *poll;
-    struct orch_live *live;
-};
-struct sync_started_fwd {
-    struct sync_ctx *s;
-    void (*fn)(void *arg, int64_t run);
-    void *arg;
-};
-
 /* ---- shared data ---- */
 extern const char *const oe_role_name[];
 extern const double oe_lat_bounds[9];

@@ -547,17 +547,6 @@ void oe_step(struct run *r)
         return;
     }
     r->stepping = 1;
-    if (r->e->poll_live && r->id >= 0 && !r->halt) {
-        /* a run of the blocking host: its cancel flag and the process's
-         * stop, seen at each step (and by the host's poll in between) */
-        if (atomic_load(&r->e->poll_live->cancel)) {
-            char where[ORCH_NAME_MAX + 32];
-            oe_step_name(r, where, sizeof(where));
-            oe_set_halt(r, H_CANCEL, "cancelled", where);
-        } else if (orch_runs_stopping(r->e->o)) {
-            oe_set_halt(r, H_BUDGET, "shutdown", "shutdown");
-        }
-    }
     do {
         r->dirty = 0;
         if (r->failed_rc || r->phase == PH_END) {

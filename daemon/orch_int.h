@@ -12,28 +12,12 @@
 #include "daemon/orch_sandbox.h"
 #include "ledger/fo_buf.h"
 
-struct orch_run_thread; /* orch_runs.c */
 struct orch_run_lock;   /* orch_runs.c: DIR/runs/<instance>.lock, held */
-
-/* A run in progress in this process (a background run or a blocking
- * submit), from its request entry on: what orch_run_cancel finds. */
-struct orch_live {
-    dev_t dev; /* the ledger's dir */
-    ino_t ino;
-    int64_t seq;       /* the run's request entry */
-    atomic_int cancel; /* orch_run_cancel: stop at the next step */
-    struct orch_live *next;
-};
 
 /* The runs of an orchestrator: the one part of struct orch that changes
  * after orch_create, behind its own mutex. */
 struct orch_runs {
     pthread_mutex_t mu;
-    atomic_int stopping;          /* orch_runs_stop: runs end at next step */
-    size_t max;                   /* background runs at once (max_runs) */
-    size_t active;                /* threads not yet finished (under mu) */
-    struct orch_run_thread *list; /* threads not yet joined (under mu) */
-    struct orch_live *live;       /* runs in progress (under mu) */
     /* this orchestrator's instance: ORCH_INSTANCE_HEX digits, made with
      * its first lock (under mu), and the lock files it holds, one per
      * ledger dir */
@@ -46,6 +30,7 @@ struct orch {
     char **allowed; /* allowed categories; n_allowed 0: every category */
     size_t n_allowed;
     int max_parallel;
+    int max_runs; /* orch_config's (0: the engine's default) */
     size_t inject_max;
     char **argv; /* one block from orch_split_argv; NULL for the stub */
     char **env;  /* owned strings, NULL-terminated */
@@ -94,45 +79,20 @@ const char *orch_workspace_root(const struct orch *o);
 const char *const *orch_child_env(const struct orch *o);
 const char *orch_data_dir(const struct orch *o);
 
-/* orch_runs.c: allocates o->runs (FO_E_NOMEM) with room for max_runs
- * background runs and, on free, waits for every background run to end,
- * then lets go of (and removes) its lock files, then frees it. */
-int orch_runs_init(struct orch *o, size_t max_runs, struct fo_err *err);
+/* orch_runs.c: allocates o->runs (FO_E_NOMEM); on free, lets go of (and
+ * removes) its lock files, then frees it. */
+int orch_runs_init(struct orch *o, struct fo_err *err);
 void orch_runs_free(struct orch *o);
-
-/* 1 once orch_runs_stop was called: a run in progress stops at its next
- * step as if its budget were spent (reason "shutdown"). */
-int orch_runs_stopping(const struct orch *o);
 
 /* Before a run's request is written: makes sure this orchestrator holds
  * its lock file in dir (DIR/runs/<instance>.lock, made on first use; the
- * stale lock files of dead processes found there are removed), copies the
- * instance into inst and fills live (dev, ino; seq -1, cancel 0).
- * FO_E_IO naming the file when it cannot be made. */
+ * stale lock files of dead processes found there are removed) and copies
+ * the instance into inst. FO_E_IO naming the file when it cannot be made. */
 int orch_runs_hold(const struct orch *o, const char *dir,
-                   char inst[ORCH_INSTANCE_HEX + 1], struct orch_live *live,
-                   struct fo_err *err);
+                   char inst[ORCH_INSTANCE_HEX + 1], struct fo_err *err);
 
-/* Once the request is on record (live->seq set): orch_run_cancel can find
- * the run until orch_runs_leave (which must come before live goes). */
-void orch_runs_enter(const struct orch *o, struct orch_live *live);
-void orch_runs_leave(const struct orch *o, struct orch_live *live);
-
-struct orch_run_req; /* daemon/orch_engine.h */
-
-/* orch_engine_run_sync for a run in the registry: live (may be NULL) is
- * entered once the request is on record (its cancel flag, and
- * orch_runs_stop, stop the run at its next step), *run (may be NULL) is the
- * request's seq, and started(arg, seq) runs on this thread then. */
-int orch_engine_run_sync_live(const struct orch *o,
-                              const struct orch_witness *w,
-                              const struct orch_run_req *req,
-                              struct orch_live *live, int64_t *run,
-                              void (*started)(void *arg, int64_t run),
-                              void *started_arg, cJSON **out,
-                              struct fo_err *err);
-
-/* Checks a request and its options as orch_submit does, writing nothing. */
+/* Checks a request and its options as orch_engine_start does, writing
+ * nothing. */
 int orch_submit_check(const char *request, const struct orch_submit_opts *opts,
                       struct fo_err *err);
 

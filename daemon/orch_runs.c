@@ -1,8 +1,9 @@
-/* orch_runs: runs that go on without their caller (orch_run_start: POST
- * /runs), their state read back from the ledger and the runs' lock files
- * (orch_run_get: GET /runs/{id}), and their cancellation (orch_run_cancel:
- * POST /runs/{id}/cancel). The run id is the seq of the run's `request`
- * entry. */
+/* orch_runs: the lock files that say which process runs which run
+ * (DIR/runs/<instance>.lock, held by each engine), a run's state read back
+ * from the ledger and those files (orch_run_get: GET /runs/{id}), what a
+ * cancel of a run no engine here holds answers (orch_run_cancel), gates
+ * on the ledger, and the run views. The run id is the seq of the run's
+ * `request` entry. */
 #include "daemon/orch.h"
 
 #include <dirent.h>
@@ -26,25 +27,6 @@
 #define LOCK_SUFFIX ".lock"
 #define LOCK_TRIES 8 /* a lock file removed under us by a cleaner: again */
 
-struct orch_run_thread {
-    struct orch *o;
-    pthread_t tid;
-    int done; /* under runs->mu: the thread touches nothing after */
-    struct ledger *ledger; /* the run's own handle, closed by the thread */
-    int (*append)(void *hook, struct ledger_append *req, struct fo_err *err);
-    void *hook;
-    int64_t request_seq;
-    char *request;
-    struct orch_submit_opts opts;
-    struct orch_live live; /* in runs->live while the run goes on */
-    /* the start, under runs->mu: the request is on record (started), or
-     * the run ended before it was (start_rc, start_err) */
-    pthread_cond_t cv;
-    int started, start_done, start_rc;
-    struct fo_err start_err;
-    struct orch_run_thread *next;
-};
-
 /* A lock file this orchestrator holds: an exclusive flock for its life. */
 struct orch_run_lock {
     dev_t dev; /* the ledger's dir */
@@ -54,7 +36,7 @@ struct orch_run_lock {
     struct orch_run_lock *next;
 };
 
-int orch_runs_init(struct orch *o, size_t max_runs, struct fo_err *err)
+int orch_runs_init(struct orch *o, struct fo_err *err)
 {
     struct orch_runs *r = calloc(1, sizeof(*r));
     if (!r)
@@ -63,81 +45,17 @@ int orch_runs_init(struct orch *o, size_t max_runs, struct fo_err *err)
         free(r);
         return fo_err_set(err, FO_E_INTERNAL, "runs: no mutex");
     }
-    atomic_init(&r->stopping, 0);
-    r->max = max_runs;
     o->runs = r;
     return FO_OK;
-}
-
-int orch_runs_stopping(const struct orch *o)
-{
-    return o->runs && atomic_load(&o->runs->stopping);
-}
-
-static void thread_free(struct orch_run_thread *t)
-{
-    if (!t)
-        return;
-    ledger_close(t->ledger);
-    free(t->request);
-    pthread_cond_destroy(&t->cv);
-    free(t);
-}
-
-/* Joins every thread of the list (they may still be running). */
-static void join_all(struct orch_run_thread *t)
-{
-    while (t) {
-        struct orch_run_thread *next = t->next;
-        pthread_join(t->tid, NULL);
-        thread_free(t);
-        t = next;
-    }
-}
-
-/* Takes the threads that have finished off the list (under mu): the caller
- * joins them without the lock. */
-static struct orch_run_thread *take_done(struct orch_runs *r)
-{
-    struct orch_run_thread *done = NULL, **p = &r->list;
-    while (*p) {
-        struct orch_run_thread *t = *p;
-        if (t->done) {
-            *p = t->next;
-            t->next = done;
-            done = t;
-        } else {
-            p = &t->next;
-        }
-    }
-    return done;
-}
-
-static void wait_all(struct orch_runs *r)
-{
-    pthread_mutex_lock(&r->mu);
-    struct orch_run_thread *all = r->list;
-    r->list = NULL;
-    pthread_mutex_unlock(&r->mu);
-    join_all(all);
-}
-
-void orch_runs_stop(struct orch *o)
-{
-    if (!o || !o->runs)
-        return;
-    atomic_store(&o->runs->stopping, 1);
-    wait_all(o->runs);
 }
 
 void orch_runs_free(struct orch *o)
 {
     if (!o->runs)
         return;
-    wait_all(o->runs);
-    /* Every run of this orchestrator has its end on record: let go of the
-     * locks. The file goes first, while still locked, so a reader sees it
-     * held or sees none. */
+    /* Every engine of this orchestrator is gone: let go of the locks. The
+     * file goes first, while still locked, so a reader sees it held or
+     * sees none. */
     struct orch_run_lock *k = o->runs->locks;
     while (k) {
         struct orch_run_lock *next = k->next;
@@ -149,14 +67,6 @@ void orch_runs_free(struct orch *o)
     pthread_mutex_destroy(&o->runs->mu);
     free(o->runs);
     o->runs = NULL;
-}
-
-size_t orch_runs_active(struct orch *o)
-{
-    pthread_mutex_lock(&o->runs->mu);
-    size_t n = o->runs->active;
-    pthread_mutex_unlock(&o->runs->mu);
-    return n;
 }
 
 /* ---- the lock files --------------------------------------------------- */
@@ -260,8 +170,7 @@ static int lock_create(struct orch_runs *r, const char *dir,
 }
 
 int orch_runs_hold(const struct orch *o, const char *dir,
-                   char inst[ORCH_INSTANCE_HEX + 1], struct orch_live *live,
-                   struct fo_err *err)
+                   char inst[ORCH_INSTANCE_HEX + 1], struct fo_err *err)
 {
     struct orch_runs *r = o->runs;
     struct stat st;
@@ -284,43 +193,7 @@ int orch_runs_hold(const struct orch *o, const char *dir,
     if (!rc)
         memcpy(inst, r->instance, ORCH_INSTANCE_HEX + 1);
     pthread_mutex_unlock(&r->mu);
-    if (rc)
-        return rc;
-    live->dev = st.st_dev;
-    live->ino = st.st_ino;
-    live->seq = -1;
-    atomic_init(&live->cancel, 0);
-    live->next = NULL;
-    return FO_OK;
-}
-
-static void live_add(struct orch_runs *r, struct orch_live *live)
-{
-    live->next = r->live;
-    r->live = live;
-}
-
-static void live_remove(struct orch_runs *r, struct orch_live *live)
-{
-    for (struct orch_live **p = &r->live; *p; p = &(*p)->next)
-        if (*p == live) {
-            *p = live->next;
-            return;
-        }
-}
-
-void orch_runs_enter(const struct orch *o, struct orch_live *live)
-{
-    pthread_mutex_lock(&o->runs->mu);
-    live_add(o->runs, live);
-    pthread_mutex_unlock(&o->runs->mu);
-}
-
-void orch_runs_leave(const struct orch *o, struct orch_live *live)
-{
-    pthread_mutex_lock(&o->runs->mu);
-    live_remove(o->runs, live);
-    pthread_mutex_unlock(&o->runs->mu);
+    return rc;
 }
 
 enum { LIVE_NO, LIVE_YES, LIVE_UNKNOWN };
@@ -343,128 +216,6 @@ static int probe(const char *dir, const char *inst)
         live = LIVE_YES;
     close(fd);
     return live;
-}
-
-/* ---- run_start ---------------------------------------------------------- */
-
-static void thread_started(void *arg, int64_t run)
-{
-    struct orch_run_thread *t = arg;
-    struct orch_runs *r = t->o->runs;
-    pthread_mutex_lock(&r->mu);
-    t->request_seq = run;
-    t->started = 1;
-    pthread_cond_broadcast(&t->cv);
-    pthread_mutex_unlock(&r->mu);
-}
-
-/* The run on its own thread, on a private engine (orch_engine_run_sync):
- * the request is written there, and orch_run_start waits for it. */
-static void *run_main(void *arg)
-{
-    struct orch_run_thread *t = arg;
-    struct orch_witness w = {
-        .ledger = t->ledger, .append = t->append, .hook = t->hook};
-    struct orch_run_req req = {
-        .via = "run_start", .request = t->request, .opts = t->opts};
-    cJSON *out = NULL;
-    struct fo_err err;
-    fo_err_clear(&err);
-    /* an error after the start is on record as the run's `error` entry */
-    int rc = orch_engine_run_sync_live(t->o, &w, &req, &t->live, NULL,
-                                       thread_started, t, &out, &err);
-    cJSON_Delete(out);
-    ledger_close(t->ledger);
-    t->ledger = NULL;
-    struct orch_runs *r = t->o->runs;
-    pthread_mutex_lock(&r->mu);
-    if (!t->started) {
-        t->start_rc = rc ? rc : FO_E_INTERNAL;
-        t->start_err = err;
-    }
-    t->start_done = 1;
-    pthread_cond_broadcast(&t->cv);
-    t->done = 1;
-    r->active--;
-    pthread_mutex_unlock(&r->mu);
-    return NULL;
-}
-
-int orch_run_start(struct orch *o, const struct orch_witness *w,
-                   const char *request, const struct orch_submit_opts *opts,
-                   int64_t *run, struct fo_err *err)
-{
-    struct orch_runs *r = o->runs;
-    struct orch_run_thread *t = NULL;
-    int reserved = 0;
-    int rc = orch_submit_check(request, opts, err);
-    if (rc)
-        return rc;
-    pthread_mutex_lock(&r->mu);
-    struct orch_run_thread *done = take_done(r);
-    if (atomic_load(&r->stopping))
-        rc = fo_err_set(err, FO_E_DRAINING, "runs: shutting down");
-    else if (r->active >= r->max)
-        rc = fo_err_set(err, FO_E_BUSY,
-                        "runs: %zu already in progress (max_runs); try again "
-                        "later",
-                        r->max);
-    else
-        r->active++;
-    pthread_mutex_unlock(&r->mu);
-    join_all(done);
-    if (rc)
-        return rc;
-    reserved = 1;
-    t = calloc(1, sizeof(*t));
-    if (!t || !(t->request = orch_strdup(request))) {
-        rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        goto out;
-    }
-    if (pthread_cond_init(&t->cv, NULL) != 0) {
-        rc = fo_err_set(err, FO_E_INTERNAL, "runs: no condition variable");
-        goto out;
-    }
-    t->o = o;
-    t->append = w->append;
-    t->hook = w->hook;
-    if (opts)
-        t->opts = *opts;
-    char inst[ORCH_INSTANCE_HEX + 1];
-    rc = orch_runs_hold(o, ledger_dir(w->ledger), inst, &t->live, err);
-    if (!rc)
-        rc = ledger_open(ledger_dir(w->ledger), 0, NULL, &t->ledger, err);
-    if (rc)
-        goto out;
-    pthread_mutex_lock(&r->mu);
-    if (pthread_create(&t->tid, NULL, run_main, t) != 0) {
-        pthread_mutex_unlock(&r->mu);
-        rc = fo_err_set(err, FO_E_INTERNAL, "runs: cannot start a thread");
-        goto out;
-    }
-    /* the thread takes the lock before it ends: it finds itself here */
-    t->next = r->list;
-    r->list = t;
-    reserved = 0;
-    while (!t->started && !t->start_done)
-        pthread_cond_wait(&t->cv, &r->mu);
-    if (t->started)
-        *run = t->request_seq;
-    else {
-        rc = t->start_rc;
-        if (err)
-            *err = t->start_err;
-    }
-    pthread_mutex_unlock(&r->mu);
-    return rc;
-out:
-    if (reserved) {
-        pthread_mutex_lock(&r->mu);
-        r->active--;
-        pthread_mutex_unlock(&r->mu);
-    }
-    thread_free(t);
-    return rc;
 }
 
 /* ---- run_get ------------------------------------------------------------ */
@@ -799,27 +550,6 @@ out:
 
 /* ---- run_cancel --------------------------------------------------------- */
 
-/* Sets the cancel flag of run seq of the ledger in dir st when it is in
- * progress in this process; 1 when it was. */
-static int cancel_live(struct orch_runs *r, const struct stat *st, int64_t seq)
-{
-    int found = 0;
-    pthread_mutex_lock(&r->mu);
-    for (struct orch_live *v = r->live; v && !found; v = v->next)
-        if (v->seq == seq && v->dev == st->st_dev && v->ino == st->st_ino) {
-            atomic_store(&v->cancel, 1);
-            found = 1;
-        }
-    pthread_mutex_unlock(&r->mu);
-    return found;
-}
-
-int orch_run_cancel_here(const struct orch *o, const char *dir, int64_t run)
-{
-    struct stat st;
-    return o && stat(dir, &st) == 0 && cancel_live(o->runs, &st, run);
-}
-
 static int is_ours(struct orch_runs *r, const char *inst)
 {
     pthread_mutex_lock(&r->mu);
@@ -836,54 +566,45 @@ int orch_run_cancel(struct orch *o, struct ledger *l, int64_t run, cJSON **out,
     cJSON_Delete(req);
     if (rc)
         return rc;
-    struct stat st;
-    int here = o && stat(ledger_dir(l), &st) == 0;
-    const char *state = "running", *cancel = "requested";
-    if (!here || !cancel_live(o->runs, &st, run)) {
-        rc = orch_run_get(l, run, &g, err);
-        if (rc)
-            return rc;
-        const cJSON *sv = cJSON_GetObjectItemCaseSensitive(g, "state");
-        const cJSON *iv = cJSON_GetObjectItemCaseSensitive(g, "instance");
-        const char *inst = cJSON_IsString(iv) ? iv->valuestring : NULL;
-        state = sv->valuestring;
-        cancel = "ended";
-        int ours = o && is_ours(o->runs, inst);
-        if (!strcmp(state, "running") && ours && here &&
-            cancel_live(o->runs, &st, run)) {
-            /* its request was on record before it was registered */
-            state = "running";
-            cancel = "requested";
-        } else if (!strcmp(state, "waiting")) {
-            rc = fo_err_set(err, FO_E_RUN_ELSEWHERE,
-                            "run %lld: waiting at an approval gate, not in "
-                            "this process: cancel it where it runs, or "
-                            "reject its gate (forum gate reject)",
-                            (long long)run);
-        } else if (!strcmp(state, "running")) {
-            rc = ours ? fo_err_set(err, FO_E_RUN_ELSEWHERE,
-                                   "run %lld: no longer in progress in this "
-                                   "process, and no end on record",
-                                   (long long)run)
-                      : fo_err_set(err, FO_E_RUN_ELSEWHERE,
-                                   "run %lld: in progress in another process "
-                                   "(instance %s): cancel it there",
-                                   (long long)run, inst ? inst : "?");
-        } else if (!strcmp(state, "stopped") &&
-                   cJSON_IsNull(
-                       cJSON_GetObjectItemCaseSensitive(g, "answer_seq"))) {
-            rc = fo_err_set(err, FO_E_RUN_ELSEWHERE,
-                            "run %lld: stopped with no end on record; the "
-                            "next daemon to start on this ledger resumes it: "
-                            "cancel it there",
-                            (long long)run);
-        } else if (!strcmp(state, "unknown")) {
-            rc = fo_err_set(err, FO_E_RUN_ELSEWHERE,
-                            "run %lld: no end on record, and no process "
-                            "known to run it (state unknown): nothing here "
-                            "can cancel it",
-                            (long long)run);
-        }
+    /* no engine here holds it (orch_engine_cancel said so): what the
+     * ledger and the lock files say of it */
+    rc = orch_run_get(l, run, &g, err);
+    if (rc)
+        return rc;
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(g, "state");
+    const cJSON *iv = cJSON_GetObjectItemCaseSensitive(g, "instance");
+    const char *inst = cJSON_IsString(iv) ? iv->valuestring : NULL;
+    const char *state = sv->valuestring, *cancel = "ended";
+    int ours = o && is_ours(o->runs, inst);
+    if (!strcmp(state, "waiting")) {
+        rc = fo_err_set(err, FO_E_RUN_ELSEWHERE,
+                        "run %lld: waiting at an approval gate, not in "
+                        "this process: cancel it where it runs, or "
+                        "reject its gate (forum gate reject)",
+                        (long long)run);
+    } else if (!strcmp(state, "running")) {
+        rc = ours ? fo_err_set(err, FO_E_RUN_ELSEWHERE,
+                               "run %lld: no longer in progress in this "
+                               "process, and no end on record",
+                               (long long)run)
+                  : fo_err_set(err, FO_E_RUN_ELSEWHERE,
+                               "run %lld: in progress in another process "
+                               "(instance %s): cancel it there",
+                               (long long)run, inst ? inst : "?");
+    } else if (!strcmp(state, "stopped") &&
+               cJSON_IsNull(
+                   cJSON_GetObjectItemCaseSensitive(g, "answer_seq"))) {
+        rc = fo_err_set(err, FO_E_RUN_ELSEWHERE,
+                        "run %lld: stopped with no end on record; the "
+                        "next daemon to start on this ledger resumes it: "
+                        "cancel it there",
+                        (long long)run);
+    } else if (!strcmp(state, "unknown")) {
+        rc = fo_err_set(err, FO_E_RUN_ELSEWHERE,
+                        "run %lld: no end on record, and no process "
+                        "known to run it (state unknown): nothing here "
+                        "can cancel it",
+                        (long long)run);
     }
     if (!rc) {
         cJSON *r = cJSON_CreateObject();

@@ -72,6 +72,12 @@ struct daemon {
     int lock_fd;
     int64_t start_us;
     int ready_fd; /* until the starter is told: see ready() */
+    /* An engine hosted in another command's process (daemon_embed_*):
+     * no lock, no state file, no signals, no resume; HTTP only when
+     * listen. */
+    int embedded, listen;
+    struct event *stop_ev; /* embedded: daemon_embed_stop's drain */
+    struct event *sigs[3];
 };
 
 /* ---- logging ---------------------------------------------------------- */
@@ -81,6 +87,8 @@ static void dlog(void *hook, const char *fmt, ...)
 static void dlog(void *hook, const char *fmt, ...)
 {
     struct daemon *d = hook;
+    if (!d->log) /* embedded without a log: quiet */
+        return;
     char ts[32];
     struct timespec now;
     struct tm tm;
@@ -568,6 +576,28 @@ static void runs_stopped(void *arg)
         event_base_loopexit(d->base, NULL);
 }
 
+/* The drain, once: the HTTP surface answers 503 to new requests and
+ * waits for those in flight, while each run finishes what it has in
+ * flight (within the grace), writes its stop and answers its caller 503
+ * (it resumes on the next start). */
+static void begin_stop(struct daemon *d, const char *why)
+{
+    dlog(d, "%s: draining (no new connections; finishing in-flight work)",
+         why);
+    if (d->stopping)
+        return;
+    d->stopping = 1;
+    size_t n = orch_engine_active(d->engine);
+    d->runs_at_stop = n;
+    if (n)
+        dlog(d, "stopping %zu run%s", n, n == 1 ? "" : "s");
+    if (d->http)
+        surf_http_drain(d->http, drained, d);
+    else
+        d->drained = 1;
+    orch_engine_stop(d->engine, runs_stopped, d);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -577,22 +607,10 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     }
     static const char *names[] = {[SIGINT] = "SIGINT", [SIGTERM] = "SIGTERM"};
-    dlog(d, "%s: draining (no new connections; finishing in-flight work)",
-         names[sig] ? names[sig] : "signal");
-    if (d->stopping)
-        return;
-    d->stopping = 1;
-    /* Both at once: the HTTP surface answers 503 to new requests and
-     * waits for those in flight, while each run finishes what it has in
-     * flight (within the grace), writes its stop and answers its caller
-     * 503 (it resumes on the next start). */
-    size_t n = orch_engine_active(d->engine);
-    d->runs_at_stop = n;
-    if (n)
-        dlog(d, "stopping %zu run%s", n, n == 1 ? "" : "s");
-    surf_http_drain(d->http, drained, d);
-    orch_engine_stop(d->engine, runs_stopped, d);
+    begin_stop(d, names[sig] ? names[sig] : "signal");
 }
+
+static int embed_token(struct daemon *d, struct fo_err *err);
 
 /* ---- run -------------------------------------------------------------- */
 
@@ -656,6 +674,10 @@ static int make_orch(struct daemon *d, struct fo_err *err)
 {
     const struct daemon_config *cfg = d->cfg;
     int rc = FO_OK;
+    if (cfg->orch) { /* the embedding command's, as it made it */
+        d->orch = cfg->orch;
+        return FO_OK;
+    }
     char wsroot[PATH_MAX];
     if (snprintf(wsroot, sizeof(wsroot), "%s/workspaces", cfg->dir) >=
         (int)sizeof(wsroot)) {
@@ -742,13 +764,15 @@ static int make_engine(struct daemon *d, struct fo_err *err)
         .append = engine_append,
         .redact = engine_redact,
         .hook = d,
-        .max_runs = (size_t)cfg->max_runs,
+        .max_runs = (size_t)(cfg->max_runs ? cfg->max_runs
+                                           : orch_max_runs(d->orch)),
         .lease_ms =
             (cfg->lease_s > 0 ? cfg->lease_s : DAEMON_LEASE_S_DEFAULT) * 1000,
+        .not_resumable = d->embedded,
         .log = dlog,
         .log_hook = d};
     rc = orch_engine_create(d->orch, &ec, &d->engine, err);
-    if (rc)
+    if (rc || d->embedded)
         return rc;
     struct daemon_tlog_config tc = {.dir = cfg->dir,
                                     .base = d->base,
@@ -787,6 +811,8 @@ static int make_http(struct daemon *d, struct fo_err *err)
                           .status_extra = daemon_status,
                           .status_hook = d,
                           .verify = &d->verify};
+    if (!d->listen)
+        return FO_OK;
     struct surf_http_config hc = {
         .host = cfg->host,
         .port = cfg->port < 0 ? 8080 : cfg->port,
@@ -885,55 +911,48 @@ static void log_setup(struct daemon *d)
                 "list shows the gates waiting)");
 }
 
-int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
+/* Everything up to the loop: the ledger, the lock and the state file (a
+ * daemon's), the orchestrator, the engine, the HTTP surface (a daemon's,
+ * or an embedded host's that listens), signals (a daemon's), and the runs
+ * a crash or a shutdown left (a daemon resumes them). */
+static int daemon_setup(struct daemon *d, struct fo_err *err)
 {
-    struct daemon *d = calloc(1, sizeof(*d));
-    if (!d)
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    int rc = FO_OK;
-    struct event *sigs[3] = {0};
-    d->cfg = cfg;
-    d->lock_fd = -1;
-    d->ready_fd = cfg->ready_fd;
-    d->start_us = ledger_now_us();
-    pthread_mutex_init(&d->log_mu, NULL);
-    rc = open_log(d, err);
+    const struct daemon_config *cfg = d->cfg;
+    int rc = d->embedded && !cfg->log_file ? FO_OK : open_log(d, err);
     if (rc == FO_OK)
         rc = open_access_log(d, err);
     if (rc)
-        goto out;
+        return rc;
     signal(SIGPIPE, SIG_IGN);
     rc = ledger_open(cfg->dir, LEDGER_OPEN_CREATE, NULL, &d->ledger, err);
-    if (rc)
-        goto out;
-    rc = take_lock(d, err);
-    if (rc)
-        goto out;
-    rc = daemon_token(cfg->dir, 1, d->token, sizeof(d->token), err);
-    if (rc)
-        goto out;
-    rc = make_orch(d, err);
+    if (!rc && !d->embedded)
+        rc = take_lock(d, err);
+    if (!rc)
+        rc = d->embedded ? embed_token(d, err)
+                         : daemon_token(cfg->dir, 1, d->token, sizeof(d->token),
+                                        err);
+    if (!rc)
+        rc = make_orch(d, err);
     if (!rc)
         rc = make_base(d, err);
     if (!rc)
         rc = make_engine(d, err);
+    if (!rc)
+        rc = make_http(d, err);
     if (rc)
-        goto out;
-    rc = make_http(d, err);
-    if (rc)
-        goto out;
+        return rc;
     atomic_store(&d->notify, d->http);
+    if (d->embedded)
+        return FO_OK;
     int port = surf_http_port(d->http);
     rc = write_state(d, port, err);
     if (rc)
-        goto out;
+        return rc;
     static const int signums[3] = {SIGTERM, SIGINT, SIGHUP};
     for (int i = 0; i < 3; i++) {
-        sigs[i] = evsignal_new(d->base, signums[i], on_signal, d);
-        if (!sigs[i] || event_add(sigs[i], NULL) != 0) {
-            rc = fo_err_set(err, FO_E_INTERNAL, "cannot watch signals");
-            goto out;
-        }
+        d->sigs[i] = evsignal_new(d->base, signums[i], on_signal, d);
+        if (!d->sigs[i] || event_add(d->sigs[i], NULL) != 0)
+            return fo_err_set(err, FO_E_INTERNAL, "cannot watch signals");
     }
     const char *host = cfg->host ? cfg->host : "127.0.0.1";
     dlog(d,
@@ -954,26 +973,27 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
         printf("forum: listening on http://%s:%d\n", host, port);
         fflush(stdout);
     }
-    ready(d, "ok %d\n", port);
-    if (event_base_dispatch(d->base) != 0)
+    return FO_OK;
+}
+
+/* The loop until drained and every run stopped, then the last commits and
+ * the last checkpoint. */
+static int daemon_loop(struct daemon *d, struct fo_err *err)
+{
+    int rc = FO_OK;
+    /* an embedded host may wait with nothing on its loop until a call or
+     * its stop comes (from another thread) */
+    if (event_base_loop(d->base, d->embedded ? EVLOOP_NO_EXIT_ON_EMPTY : 0) <
+        0)
         rc = fo_err_set(err, FO_E_INTERNAL, "the event loop failed");
-    else
-        rc = FO_OK;
-    /* Drained: every request answered. Background runs (POST /runs) stop
-     * at their next step, witnessed as stopped by the shutdown; then commit
-     * what is queued, sign the last checkpoint, let go of the files. */
-    size_t runs = orch_runs_active(d->orch);
-    if (runs)
-        dlog(d, "stopping %zu background run%s", runs, runs == 1 ? "" : "s");
-    orch_runs_stop(d->orch);
     daemon_commit_stop(d->commit);
     dlog(d, "stopped");
-out:
-    if (rc != FO_OK) {
-        ready(d, "error %s\n", err->msg);
-        if (d->log_fd >= 0) /* on stderr the CLI says it already */
-            dlog(d, "cannot serve: %s", err->msg);
-    }
+    return rc;
+}
+
+/* Lets go of everything setup made (any part of it). */
+static void daemon_teardown(struct daemon *d)
+{
     /* the witness's last answers go out through the HTTP surface */
     daemon_tlog_free(atomic_exchange(&d->tlog, NULL));
     surf_http_free(d->http);  /* writes out the access log's last lines */
@@ -985,13 +1005,15 @@ out:
     orch_engine_free(d->engine); /* stopped before the loop ended */
     if (d->dns)
         evdns_base_free(d->dns, 0);
-    orch_runs_stop(d->orch); /* they write through the committer */
-    orch_set_http_pool(d->orch, NULL, NULL);
+    if (d->orch)
+        orch_set_http_pool(d->orch, NULL, NULL);
     httpc_pool_free(d->pool); /* no call is left on the loop */
     daemon_commit_free(d->commit);
     for (int i = 0; i < 3; i++)
-        if (sigs[i])
-            event_free(sigs[i]);
+        if (d->sigs[i])
+            event_free(d->sigs[i]);
+    if (d->stop_ev)
+        event_free(d->stop_ev);
     if (d->base)
         event_base_free(d->base);
     if (d->lock_fd >= 0) {
@@ -1000,12 +1022,265 @@ out:
         close(d->lock_fd);
     }
     ledger_close(d->ledger);
-    orch_free(d->orch);
+    if (d->orch != d->cfg->orch)
+        orch_free(d->orch);
     if (d->log && d->log != stderr)
         fclose(d->log);
     pthread_mutex_destroy(&d->log_mu);
     free(d);
+}
+
+static struct daemon *daemon_new(const struct daemon_config *cfg,
+                                 int embedded, int listen)
+{
+    struct daemon *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    d->cfg = cfg;
+    d->lock_fd = -1;
+    d->log_fd = -1;
+    d->access_fd = -1;
+    d->ready_fd = embedded ? -1 : cfg->ready_fd;
+    d->start_us = ledger_now_us();
+    d->embedded = embedded;
+    d->listen = !embedded || listen;
+    pthread_mutex_init(&d->log_mu, NULL);
+    return d;
+}
+
+int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
+{
+    struct daemon *d = daemon_new(cfg, 0, 1);
+    if (!d)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    int rc = daemon_setup(d, err);
+    if (rc == FO_OK) {
+        ready(d, "ok %d\n", surf_http_port(d->http));
+        rc = daemon_loop(d, err);
+    }
+    if (rc != FO_OK) {
+        ready(d, "error %s\n", err->msg);
+        if (d->log_fd >= 0) /* on stderr the CLI says it already */
+            dlog(d, "cannot serve: %s", err->msg);
+    }
+    daemon_teardown(d);
     return rc;
+}
+
+/* ---- an engine hosted in process ---------------------------------------- */
+
+struct daemon_embed {
+    struct daemon *d;
+    struct daemon_config cfg; /* d->cfg: a copy the host outlives */
+    pthread_t tid;
+    int started;
+    int rc;
+    struct fo_err err;
+};
+
+/* A random token for an embedded host that listens: known to this
+ * process alone (the data dir's token file is the daemon's). */
+static int embed_token(struct daemon *d, struct fo_err *err)
+{
+    unsigned char raw[32];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        return fo_err_set(err, FO_E_INTERNAL, "no random bytes");
+    fo_hex(raw, sizeof(raw), d->token);
+    return FO_OK;
+}
+
+static void *embed_main(void *arg)
+{
+    struct daemon_embed *e = arg;
+    e->rc = daemon_loop(e->d, &e->err);
+    return NULL;
+}
+
+/* Loop thread: daemon_embed_stop asked; the same drain as SIGTERM. */
+static void embed_stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    begin_stop(arg, "stopping");
+}
+
+int daemon_embed_start(const struct daemon_config *cfg, int listen,
+                       struct daemon_embed **out, struct fo_err *err)
+{
+    struct daemon_embed *e = calloc(1, sizeof(*e));
+    if (!e)
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    e->cfg = *cfg;
+    e->cfg.sign_interval_ms = -1; /* checkpoints are a daemon's cadence */
+    if (listen) { /* loopback, a port of its own, the random token */
+        e->cfg.host = "127.0.0.1";
+        e->cfg.port = 0;
+        e->cfg.no_auth = 0;
+    }
+    e->d = daemon_new(&e->cfg, 1, listen);
+    int rc = e->d ? daemon_setup(e->d, err) : fo_err_set(err, FO_E_NOMEM, NULL);
+    if (rc == FO_OK) {
+        e->d->stop_ev = event_new(e->d->base, -1, 0, embed_stop_cb, e->d);
+        if (!e->d->stop_ev)
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+    if (rc == FO_OK && pthread_create(&e->tid, NULL, embed_main, e) != 0)
+        rc = fo_err_set(err, FO_E_INTERNAL, "cannot start the loop thread");
+    if (rc) {
+        if (e->d)
+            daemon_teardown(e->d);
+        free(e);
+        return rc;
+    }
+    e->started = 1;
+    *out = e;
+    return FO_OK;
+}
+
+int daemon_embed_port(const struct daemon_embed *e)
+{
+    return e->d->http ? surf_http_port(e->d->http) : -1;
+}
+
+const char *daemon_embed_token(const struct daemon_embed *e)
+{
+    return e->d->token;
+}
+
+int daemon_embed_stop(struct daemon_embed *e, struct fo_err *err)
+{
+    if (!e)
+        return FO_OK;
+    event_active(e->d->stop_ev, EV_TIMEOUT, 0);
+    pthread_join(e->tid, NULL);
+    int rc = e->rc;
+    if (rc && err)
+        *err = e->err;
+    daemon_teardown(e->d);
+    free(e);
+    return rc;
+}
+
+/* One call parked on the host's loop until it is answered. */
+struct embed_call {
+    struct daemon *d;
+    const struct surf_method *m;
+    const struct orch_run_req *req; /* daemon_embed_run's, else m's */
+    const cJSON *in;
+    cJSON *out;
+    int rc, done;
+    struct fo_err err;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static void call_finish(struct embed_call *c, int rc, cJSON *out,
+                        const struct fo_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    c->rc = rc;
+    c->out = out;
+    if (rc && err)
+        c->err = *err;
+    else if (rc)
+        fo_err_set(&c->err, rc, NULL);
+    c->done = 1;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Loop thread: the engine's answer (surf_reply_fn); out is copied since
+ * the callee frees it. */
+static void call_reply(void *arg, int rc, cJSON *out, const struct fo_err *err)
+{
+    cJSON *copy = NULL;
+    if (rc == FO_OK && !(copy = cJSON_Duplicate(out, 1))) {
+        struct fo_err nerr;
+        fo_err_set(&nerr, FO_E_NOMEM, NULL);
+        call_finish(arg, FO_E_NOMEM, NULL, &nerr);
+        return;
+    }
+    call_finish(arg, rc, copy, err);
+}
+
+/* Loop thread: a run's end (orch_run_done_fn: out is ours). */
+static void call_done(void *arg, int rc, cJSON *out, const struct fo_err *err)
+{
+    call_finish(arg, rc, out, err);
+}
+
+/* Loop thread: the call where its row says it runs. */
+static void call_on_loop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct embed_call *c = arg;
+    struct surf_ctx *ctx = &c->d->loop_ctx;
+    struct fo_err err;
+    fo_err_clear(&err);
+    if (c->req) {
+        if (c->d->stopping)
+            call_finish(c, fo_err_set(&err, FO_E_DRAINING, "shutting down"),
+                        NULL, &err);
+        else if (orch_engine_start(c->d->engine, c->req, NULL, call_done, c,
+                                   &err) != FO_OK)
+            call_finish(c, err.code ? err.code : FO_E_INTERNAL, NULL, &err);
+        return;
+    }
+    if (c->m->where == SURF_ON_RUN) {
+        if (c->d->stopping)
+            call_finish(c, fo_err_set(&err, FO_E_DRAINING, "shutting down"),
+                        NULL, &err);
+        else if (surf_start(ctx, c->m, c->in, call_reply, c, &err) != FO_OK)
+            call_finish(c, err.code ? err.code : FO_E_INTERNAL, NULL, &err);
+        return;
+    }
+    cJSON *out = NULL;
+    int rc = surf_call(ctx, c->m, c->in, &out, &err);
+    call_finish(c, rc, out, &err);
+}
+
+/* Posts c to the host's loop and parks until it is answered. */
+static int call_park(struct daemon_embed *e, struct embed_call *c, cJSON **out,
+                     struct fo_err *err)
+{
+    c->d = e->d;
+    fo_err_clear(&c->err);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    struct timeval now = {0, 0};
+    int rc = FO_OK;
+    if (event_base_once(e->d->base, -1, EV_TIMEOUT, call_on_loop, c, &now) !=
+        0) {
+        rc = fo_err_set(err, FO_E_NOMEM, "cannot reach the engine's loop");
+    } else {
+        pthread_mutex_lock(&c->mu);
+        while (!c->done)
+            pthread_cond_wait(&c->cv, &c->mu);
+        pthread_mutex_unlock(&c->mu);
+        rc = c->rc;
+        if (rc)
+            *err = c->err;
+        else
+            *out = c->out;
+    }
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    return rc;
+}
+
+int daemon_embed_call(void *hook, const struct surf_method *m,
+                      const cJSON *in, cJSON **out, struct fo_err *err)
+{
+    struct embed_call c = {.m = m, .in = in};
+    return call_park(hook, &c, out, err);
+}
+
+int daemon_embed_run(struct daemon_embed *e, const struct orch_run_req *req,
+                     cJSON **out, struct fo_err *err)
+{
+    struct embed_call c = {.req = req};
+    return call_park(e, &c, out, err);
 }
 
 /* ---- forum.json ------------------------------------------------------- */

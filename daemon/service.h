@@ -84,6 +84,9 @@ struct daemon_config {
     int has_models;
     struct orch_model_config models;
     struct orch_model_provider *providers_owned; /* models.providers */
+    /* An embedded host's orchestrator, made by the embedding command (it
+     * outlives the host); NULL: made from this configuration. */
+    struct orch *orch;
 };
 
 /* The providers of the command-line model flags (cli_provider_apply), n of
@@ -113,6 +116,35 @@ void daemon_config_release(struct daemon_config *cfg);
  * returns FO_OK (every acknowledged write committed). FO_E_LOCKED when
  * another daemon serves the dir; FO_E_IO when the port cannot be bound. */
 int daemon_run(const struct daemon_config *cfg, struct fo_err *err);
+
+/* An engine hosted in another command's process: `forum submit`, `forum
+ * mcp` with no daemon, tests. The same loop, engine and group committer
+ * as `forum serve`, on a thread of its own; no lock, no state file, no
+ * signals, no resume, no checkpoints on a cadence, no log unless
+ * cfg->log_file. With listen, also the HTTP surface on 127.0.0.1, an
+ * ephemeral port and a random token (daemon_embed_port, _token): what
+ * `forum mcp` bridges its standard input to. cfg must outlive the host
+ * (the host keeps a copy of the struct, not of what it points to). */
+struct daemon_embed;
+struct surf_method;
+int daemon_embed_start(const struct daemon_config *cfg, int listen,
+                       struct daemon_embed **out, struct fo_err *err);
+int daemon_embed_port(const struct daemon_embed *e);
+const char *daemon_embed_token(const struct daemon_embed *e);
+/* One method of the table on the host's loop (surf_ctx.host_call, with
+ * the host as hook): a run method started on its engine, a loop method
+ * called there; the caller is parked until the answer. */
+int daemon_embed_call(void *hook, const struct surf_method *m,
+                      const cJSON *in, cJSON **out, struct fo_err *err);
+/* A run of req on the host's engine (orch_engine_start on its loop), the
+ * caller parked until its end: FO_OK and *out its result, or the run's
+ * error. req and what it points to stay the caller's. */
+struct orch_run_req;
+int daemon_embed_run(struct daemon_embed *e, const struct orch_run_req *req,
+                     cJSON **out, struct fo_err *err);
+/* Drains as SIGTERM does (runs still going write their stop and resume on
+ * the next daemon's start), stops the thread and frees. NULL-safe. */
+int daemon_embed_stop(struct daemon_embed *e, struct fo_err *err);
 
 /* Reads (creating with 0600 on first use when create) DIR/token into out
  * (NUL-terminated, at least 65 bytes). */

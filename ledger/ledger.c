@@ -315,6 +315,11 @@ void ledger_fail_commit_after(struct ledger *l, int n)
     l->ops->fail_commit_after(l->store, n);
 }
 
+void ledger_fail_commits_after(int n)
+{
+    store_sqlite_fail_any_after(n);
+}
+
 void ledger_bench_skip_tree(struct ledger *l, int on)
 {
     l->skip_tree = on;

@@ -466,6 +466,10 @@ int ledger_storage_check(struct ledger *l, struct fo_err *err);
  * built with -DFORUM_TESTS=OFF) the seam is compiled out of the commit
  * path and this call does nothing. */
 void ledger_fail_commit_after(struct ledger *l, int n);
+/* The same seam for every SQLite handle of the process at once (the n-th
+ * commit from now, whichever handle makes it; 0 clears it): for a run on
+ * an engine whose committer has a handle of its own. */
+void ledger_fail_commits_after(int n);
 
 /* Benchmark seam (bench/bench_tree.c): with on set, appends skip the
  * Merkle tree upkeep, to measure what the tree costs. A ledger written so

@@ -314,6 +314,8 @@ enum {
 };
 
 extern const struct store_ops store_sqlite_ops;
+/* ledger_fail_commits_after's seam (store_sqlite.c). */
+void store_sqlite_fail_any_after(int n);
 /* PostgreSQL over libpq (store_pg.c): the conninfo comes from
  * DIR/store.json; see docs/OPERATIONS.md. */
 extern const struct store_ops store_pg_ops;

@@ -4,6 +4,7 @@
 #include "ledger/store.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -867,10 +868,26 @@ static int sq_begin_read(struct store *s, struct fo_err *err)
     return rc;
 }
 
+#ifdef FORUM_TEST_SEAMS
+/* any handle's n-th commit from now (ledger_fail_commits_after) */
+static atomic_int fail_any_in;
+#endif
+
+void store_sqlite_fail_any_after(int n)
+{
+#ifdef FORUM_TEST_SEAMS
+    atomic_store(&fail_any_in, n);
+#else
+    (void)n;
+#endif
+}
+
 static int sq_commit(struct store *s, struct fo_err *err)
 {
 #ifdef FORUM_TEST_SEAMS
-    if (s->fail_commit_in > 0 && --s->fail_commit_in == 0) {
+    int any = atomic_load(&fail_any_in) > 0 &&
+              atomic_fetch_sub(&fail_any_in, 1) == 1;
+    if (any || (s->fail_commit_in > 0 && --s->fail_commit_in == 0)) {
         exec(s, "ROLLBACK", NULL);
         s->in_txn = 0;
         return fo_err_set(err, FO_E_IO, "%s: commit: injected fault", s->path);

@@ -475,10 +475,10 @@ static const struct surf_handler handlers[] = {
     {"ledger_prove", surf_h_prove, NULL},
     {"ledger_consistency", surf_h_consistency, NULL},
     {"route", surf_h_route, NULL},
-    {"plan_run", surf_h_plan_run, surf_s_plan_run},
-    {"plan", surf_h_plan, surf_s_plan},
-    {"submit", surf_h_submit, surf_s_submit},
-    {"run_start", surf_h_run_start, surf_s_run_start},
+    {"plan_run", NULL, surf_s_plan_run},
+    {"plan", NULL, surf_s_plan},
+    {"submit", NULL, surf_s_submit},
+    {"run_start", NULL, surf_s_run_start},
     {"run_get", surf_h_run_get, NULL},
     {"run_cancel", surf_h_run_cancel, NULL},
     {"run_list", surf_h_run_list, NULL},
@@ -513,9 +513,9 @@ static const struct surf_handler handlers[] = {
     {"campaign_dispatch", surf_h_campaign_dispatch, NULL},
     {"campaign_ingest_status", surf_h_campaign_ingest, NULL},
     {"gate_list", surf_h_gate_list, NULL},
-    {"gate_approve", surf_h_gate_approve, surf_s_gate_approve},
-    {"gate_edit", surf_h_gate_edit, surf_s_gate_edit},
-    {"gate_reject", surf_h_gate_reject, surf_s_gate_reject},
+    {"gate_approve", NULL, surf_s_gate_approve},
+    {"gate_edit", NULL, surf_s_gate_edit},
+    {"gate_reject", NULL, surf_s_gate_reject},
 };
 
 const struct surf_handler *surf_handlers(size_t *n)

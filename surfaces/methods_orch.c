@@ -1,7 +1,9 @@
-/* methods_orch: the orchestrator's handlers: route, plan, plan_run, submit,
- * run_start, run_get and run_cancel. They use ctx->orch when the host built
- * one, else a default orchestrator (default roster, stub executor) made for
- * the call. */
+/* methods_orch: the orchestrator's handlers: route, run_get, run_cancel,
+ * the run views, gates and sessions, and the run methods' one entry each
+ * (plan, plan_run, submit, run_start, the gate decisions: surf_s_*, on the
+ * run engine). The reads use ctx->orch when the host built one, else a
+ * default orchestrator (default roster, stub executor) made for the
+ * call. */
 #include "surfaces/surf.h"
 
 #include <stdlib.h>
@@ -57,46 +59,13 @@ int surf_h_route(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
     return rc;
 }
 
-int surf_h_plan_run(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                    struct fo_err *err)
-{
-    const cJSON *plan = cJSON_GetObjectItemCaseSensitive(in, "plan");
-    struct orch *own = NULL;
-    const struct orch *o = NULL;
-    int rc = get_orch(ctx, &own, &o, err);
-    if (!rc) {
-        struct orch_witness w = ctx_witness(ctx);
-        rc = orch_run_plan(o, &w, plan, surf_in_str(in, "request"), out, err);
-    }
-    orch_free(own);
-    return rc;
-}
-
 static struct orch_witness ctx_witness(const struct surf_ctx *ctx)
 {
     return (struct orch_witness){
         .ledger = ctx->ledger,
         .append = ctx->append,
         .hook = ctx->append_hook,
-        .started = ctx->run_started,
-        .started_arg = ctx->run_hook,
-        .event = ctx->run_event,
-        .event_arg = ctx->run_hook,
     };
-}
-
-int surf_h_plan(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                struct fo_err *err)
-{
-    struct orch *own = NULL;
-    const struct orch *o = NULL;
-    int rc = get_orch(ctx, &own, &o, err);
-    if (!rc) {
-        struct orch_witness w = ctx_witness(ctx);
-        rc = orch_plan_request(o, &w, surf_in_str(in, "request"), out, err);
-    }
-    orch_free(own);
-    return rc;
 }
 
 /* A run's context limits and delivery profile, the reference's budget
@@ -111,76 +80,6 @@ static int run_opts(const cJSON *in, struct orch_submit_opts *o, cJSON **own,
         o->context = *own;
     o->delivery_profile = surf_in_str(in, "delivery_profile");
     o->claim_lane = surf_in_bool(in, "claim_lane", 0);
-    return FO_OK;
-}
-
-int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                  struct fo_err *err)
-{
-    struct orch *own = NULL;
-    const struct orch *o = NULL;
-    struct orch_submit_opts opts = {
-        .max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
-        .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
-        .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
-        .session = surf_in_str(in, "session"),
-        .context = cJSON_GetObjectItemCaseSensitive(in, "context"),
-        .intent_judge = surf_in_bool(in, "intent_judge", 0),
-        .checkpoint_each_wave = surf_in_bool(in, "checkpoint_each_wave", 0),
-        .use_capsule_context = surf_in_bool(in, "use_capsule_context", 0),
-    };
-    cJSON *lim = NULL;
-    int rc = run_opts(in, &opts, &lim, err);
-    if (!rc)
-        rc = get_orch(ctx, &own, &o, err);
-    if (!rc) {
-        struct orch_witness w = ctx_witness(ctx);
-        rc = orch_submit(o, &w, surf_in_str(in, "request"), &opts, out, err);
-    }
-    orch_free(own);
-    cJSON_Delete(lim);
-    return rc;
-}
-
-int surf_h_run_start(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                     struct fo_err *err)
-{
-    struct orch *own = NULL;
-    struct orch *o = ctx->orch;
-    struct orch_submit_opts opts = {
-        .max_model_calls = (int)surf_in_int(in, "max_model_calls", 0),
-        .max_seconds = (int)surf_in_int(in, "max_seconds", 0),
-        .gates = cJSON_GetObjectItemCaseSensitive(in, "gates"),
-        .session = surf_in_str(in, "session"),
-        .context = cJSON_GetObjectItemCaseSensitive(in, "context"),
-        .intent_judge = surf_in_bool(in, "intent_judge", 0),
-        .checkpoint_each_wave = surf_in_bool(in, "checkpoint_each_wave", 0),
-        .use_capsule_context = surf_in_bool(in, "use_capsule_context", 0),
-    };
-    int64_t run = -1;
-    cJSON *lim = NULL;
-    int rc = run_opts(in, &opts, &lim, err);
-    if (!rc && !o)
-        rc = orch_create(NULL, &own, err);
-    if (!o)
-        o = own;
-    if (!rc) {
-        struct orch_witness w = ctx_witness(ctx);
-        rc =
-            orch_run_start(o, &w, surf_in_str(in, "request"), &opts, &run, err);
-    }
-    /* an orchestrator made for this call waits for its run as it goes */
-    orch_free(own);
-    cJSON_Delete(lim);
-    if (rc)
-        return rc;
-    *out = cJSON_CreateObject();
-    if (!*out || !fo_json_add_int(*out, "run", run) ||
-        !cJSON_AddStringToObject(*out, "state", "running")) {
-        cJSON_Delete(*out);
-        *out = NULL;
-        return fo_err_set(err, FO_E_NOMEM, NULL);
-    }
     return FO_OK;
 }
 
@@ -327,34 +226,6 @@ static struct orch_gate_decision decision_of(const cJSON *in,
         .reason = surf_in_str(in, "reason"),
         .edits = cJSON_GetObjectItemCaseSensitive(in, "edits"),
     };
-}
-
-/* Without an engine here (the CLI, `forum mcp`): on the ledger, for the
- * process that runs the run (or the next daemon) to find. */
-static int gate_h(struct surf_ctx *ctx, const cJSON *in, const char *decision,
-                  cJSON **out, struct fo_err *err)
-{
-    struct orch_gate_decision d = decision_of(in, decision);
-    struct orch_witness w = ctx_witness(ctx);
-    return orch_gate_decide(&w, &d, out, err);
-}
-
-int surf_h_gate_approve(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                        struct fo_err *err)
-{
-    return gate_h(ctx, in, "approve", out, err);
-}
-
-int surf_h_gate_edit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                     struct fo_err *err)
-{
-    return gate_h(ctx, in, "edit", out, err);
-}
-
-int surf_h_gate_reject(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                       struct fo_err *err)
-{
-    return gate_h(ctx, in, "reject", out, err);
 }
 
 static int gate_s(struct surf_ctx *ctx, const cJSON *in, const char *decision,

@@ -171,8 +171,17 @@ int surf_call(struct surf_ctx *ctx, const struct surf_method *m,
     int rc = surf_validate(m, in, err);
     if (rc == FO_OK)
         rc = writable(ctx, m, err);
-    if (rc == FO_OK) {
-        *out = NULL;
+    *out = NULL;
+    if (rc == FO_OK && m->where == SURF_ON_RUN && !ctx->host_call)
+        rc = fo_err_set(err, FO_E_INTERNAL,
+                        "%s: runs on the run engine, and none is hosted here",
+                        m->name);
+    else if (rc == FO_OK && ctx->host_call &&
+             (m->where == SURF_ON_RUN || m->where == SURF_ON_LOOP)) {
+        rc = ctx->host_call(ctx->host_hook, m, in, out, err);
+        if (rc == FO_OK && !*out)
+            rc = fo_err_set(err, FO_E_NOMEM, NULL);
+    } else if (rc == FO_OK) {
         rc = m->handler(ctx, in, out, err);
         if (rc == FO_OK && !*out)
             rc = fo_err_set(err, FO_E_NOMEM, NULL);

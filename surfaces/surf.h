@@ -64,13 +64,17 @@ struct surf_ctx {
     /* The run engine on this host's loop thread (SURF_ON_RUN methods are
      * started on it with surf_start); NULL where there is none. */
     struct orch_engine *engine;
-    /* Called on the handler's thread once a run a blocking handler began
-     * (submit, plan, plan_run) has its request on record (may be NULL):
-     * `forum mcp` follows and cancels runs by it. */
-    void (*run_started)(void *hook, int64_t run);
-    void *run_hook;
-    /* Each step of a run a handler began, as the engine witnesses it (may
-     * be NULL): MCP progress and elicitation (orch_run_event, orch.h). */
+    /* Where this ctx has no engine of its own (a command's, a test's): the
+     * engine's host in this process (daemon_embed_call). surf_call hands
+     * it SURF_ON_RUN and SURF_ON_LOOP methods and parks until the answer;
+     * NULL: run methods are refused, loop methods run on the caller. */
+    int (*host_call)(void *hook, const struct surf_method *m, const cJSON *in,
+                     cJSON **out, struct fo_err *err);
+    void *host_hook;
+    void *run_hook; /* run_event's */
+    /* Each step of a run started with surf_start, as the engine witnesses
+     * it (may be NULL): MCP progress and elicitation (orch_run_event,
+     * orch.h). */
     void (*run_event)(void *hook, const struct orch_run_event *ev);
     /* Where ledger_verify reports its progress (may be NULL): `status`
      * shows it as "verify" while one runs (the dashboard's progress). */
@@ -101,8 +105,9 @@ enum surf_where {
     /* The group committer: the reply waits for the append's commit. */
     SURF_ON_COMMIT = 2,
     /* The run engine: the request is parked, holding no thread, and
-     * answered when the run ends (or, for run_start, once it began). A
-     * host without an engine calls the blocking handler. */
+     * answered when the run ends (or, for run_start, once it began). Its
+     * one entry is the engine's (start): a ctx without an engine reaches
+     * one through host_call. */
     SURF_ON_RUN = 3,
 };
 
@@ -125,7 +130,7 @@ struct surf_method {
     size_t max_input;           /* bytes of input JSON accepted */
     const char *http_method;    /* "GET" or "POST" */
     const char *http_path;      /* "/ledger/{seq}": {x} binds input field x */
-    surf_handler_fn handler;    /* blocking: every method has one */
+    surf_handler_fn handler;    /* every method but SURF_ON_RUN's */
     int where;                  /* enum surf_where */
     surf_start_fn start;        /* SURF_ON_RUN: the engine's way in */
     const cJSON *input_schema;  /* "type": "object" (surf_schema) */

@@ -27,15 +27,7 @@ int surf_h_cosign(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 /* Orchestrator handlers (methods_orch.c): route, plan_run, plan, submit. */
 int surf_h_route(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                  struct fo_err *err);
-int surf_h_plan_run(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                    struct fo_err *err);
-int surf_h_plan(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                struct fo_err *err);
-int surf_h_submit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                  struct fo_err *err);
 /* run_start, run_get, run_cancel (methods_orch.c): background runs. */
-int surf_h_run_start(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                     struct fo_err *err);
 /* The run engine's ways in (SURF_ON_RUN). */
 int surf_s_plan_run(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,
                     void *arg, struct fo_err *err);
@@ -98,12 +90,6 @@ int surf_h_campaign_ingest(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
 /* Approval gates (methods_orch.c). */
 int surf_h_gate_list(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
                      struct fo_err *err);
-int surf_h_gate_approve(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                        struct fo_err *err);
-int surf_h_gate_edit(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                     struct fo_err *err);
-int surf_h_gate_reject(struct surf_ctx *ctx, const cJSON *in, cJSON **out,
-                       struct fo_err *err);
 int surf_s_gate_approve(struct surf_ctx *ctx, const cJSON *in,
                         surf_reply_fn reply, void *arg, struct fo_err *err);
 int surf_s_gate_edit(struct surf_ctx *ctx, const cJSON *in, surf_reply_fn reply,

@@ -266,6 +266,14 @@ static int check_where(const cJSON *w, const struct surf_handler *h, int *out,
                                     : "runs_on: %s has an engine start in "
                                       "surfaces/methods.c: it runs on run",
                    h->name);
+    if ((i == SURF_ON_RUN) != (h->handler == NULL))
+        return bad(err, path,
+                   i == SURF_ON_RUN ? "runs_on: run, but %s has a blocking "
+                                      "handler in surfaces/methods.c (a run "
+                                      "has one entry: the engine's)"
+                                    : "runs_on: %s has no handler in "
+                                      "surfaces/methods.c",
+                   h->name);
     *out = i;
     return FO_OK;
 }

@@ -62,7 +62,7 @@ static int run(struct orch *o, const char *plan_json, cJSON **out,
                  "%s", plan_json);
     struct orch_witness w = {.ledger = led};
     *out = NULL;
-    int rc = orch_run_plan(o, &w, plan, "the request", out, err);
+    int rc = tu_run_plan(o, &w, plan, "the request", out, err);
     cJSON_Delete(plan);
     return rc;
 }
@@ -434,11 +434,13 @@ Test(dispatch, ledger_error_stops_the_run)
     struct orch *o = make(NULL);
     cJSON *out;
     struct fo_err err;
-    ledger_fail_commit_after(led, 3); /* request, plan, then the task fails */
+    /* request, plan, then the task fails: the engine's committer writes
+     * them, on a handle of its own */
+    ledger_fail_commits_after(3);
     cr_assert_eq(
         run(o, "{\"tasks\":[" TASK("A", "backend", "x", "[]") "]}", &out, &err),
         FO_E_IO);
-    ledger_fail_commit_after(led, 0);
+    ledger_fail_commits_after(0);
     orch_free(o);
 }
 
@@ -491,6 +493,7 @@ Test(dispatch, methods_route_and_plan_run_through_the_table)
     cJSON_Delete(out);
     const char *pin = "{\"plan\":{\"tasks\":[{\"id\":\"A\",\"agent\":"
                       "\"backend\",\"instruction\":\"x\"}]}}";
+    tu_host(&ctx); /* a run has one entry: an engine's */
     cr_assert_eq(fo_json_parse(pin, strlen(pin), &in, &err), FO_OK);
     cr_assert_eq(surf_call(&ctx, surf_find("plan_run"), in, &out, &err), FO_OK,
                  "%s", err.msg);
@@ -502,6 +505,7 @@ Test(dispatch, methods_route_and_plan_run_through_the_table)
     cr_assert_eq(surf_call(&ctx, surf_find("plan_run"), in, &out, &err),
                  FO_E_INVALID);
     cJSON_Delete(in);
+    tu_unhost(&ctx);
 }
 
 /* ---- the CLI ----------------------------------------------------------- */

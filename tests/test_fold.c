@@ -101,7 +101,7 @@ Test(fold, the_folded_state_is_the_live_state, .timeout = 300)
         cJSON *plan = tu_json_parse(text);
         struct orch_witness w = {.ledger = led};
         cJSON *out = NULL;
-        cr_assert_eq(orch_run_plan(o, &w, plan, "a random plan", &out, &err),
+        cr_assert_eq(tu_run_plan(o, &w, plan, "a random plan", &out, &err),
                      FO_OK, "round %d: %s\n%s", round, err.msg, text);
         cJSON *view = NULL;
         long long run = tu_num(out, "request_seq");

@@ -150,7 +150,7 @@ static cJSON *submit_opts(struct env *e, const char *request,
     struct fo_err err;
     fo_err_clear(&err);
     cJSON *out = NULL;
-    int rc = orch_submit(e->o, &e->w, request, opts, &out, &err);
+    int rc = tu_submit(e->o, &e->w, request, opts, &out, &err);
     cr_assert_eq(rc, FO_OK, "rc %d: %s", rc, err.msg);
     return out;
 }
@@ -725,7 +725,7 @@ Test(judge, the_delivery_profile_shapes_and_checks_the_answer)
     cr_assert_eq(ledger_count(e.l, &before, &err), FO_OK);
     struct orch_submit_opts poet = {.delivery_profile = "poet"};
     out = NULL;
-    cr_assert_eq(orch_submit(e.o, &e.w, "write", &poet, &out, &err),
+    cr_assert_eq(tu_submit(e.o, &e.w, "write", &poet, &out, &err),
                  FO_E_INVALID);
     cr_assert(strstr(err.msg, "delivery_profile") && strstr(err.msg, "poet"),
               "%s", err.msg);
@@ -769,7 +769,7 @@ Test(judge, the_engine_claims_a_proof_lane_when_asked)
     int64_t from = 0;
     cr_assert_eq(ledger_count(e.l, &from, &err), FO_OK);
     out = NULL;
-    int rc = orch_submit(e.o, &e.w, "verify the tests", &o, &out, &err);
+    int rc = tu_submit(e.o, &e.w, "verify the tests", &o, &out, &err);
     cr_assert_eq(rc, FO_E_INVALID, "rc %d: %s", rc, err.msg);
     cr_assert(strstr(err.msg, "lane_rejection seq") &&
                   strstr(err.msg, "over_routed") &&

@@ -190,7 +190,7 @@ static cJSON *submit(struct env *e, const char *request, int max_calls,
     fo_err_clear(&err);
     cJSON *out = NULL;
     struct orch_submit_opts opts = {.max_model_calls = max_calls};
-    int rc = orch_submit(e->o, &e->w, request, &opts, &out, &err);
+    int rc = tu_submit(e->o, &e->w, request, &opts, &out, &err);
     cr_assert_eq(rc, want_rc, "rc %d: %s", rc, err.msg);
     return out;
 }
@@ -330,7 +330,7 @@ Test(loop, plans_parse_leniently)
         env_open(&e, lenient);
         struct fo_err err;
         cJSON *out = NULL;
-        cr_assert_eq(orch_plan_request(e.o, &e.w, "write an essay", &out, &err),
+        cr_assert_eq(tu_plan_request(e.o, &e.w, "write an essay", &out, &err),
                      FO_OK, "%d: %s", i, err.msg);
         cr_assert_eq(tu_num(out, "attempts"), 1);
         const cJSON *plan = cJSON_GetObjectItemCaseSensitive(out, "plan");
@@ -392,7 +392,7 @@ Test(loop, no_valid_plan_after_retries_is_upstream_and_witnessed)
     struct fo_err err;
     cJSON *out = NULL;
     struct orch_submit_opts opts = {0};
-    cr_assert_eq(orch_submit(e.o, &e.w, "write an essay", &opts, &out, &err),
+    cr_assert_eq(tu_submit(e.o, &e.w, "write an essay", &opts, &out, &err),
                  FO_E_UPSTREAM);
     cr_assert_null(out);
     cr_assert(strstr(err.msg, "coordinator"), "%s", err.msg);
@@ -684,6 +684,7 @@ Test(loop, methods_plan_and_submit_through_the_table)
     struct env e;
     env_open(&e, NULL);
     struct surf_ctx ctx = {.ledger = e.l, .orch = e.o};
+    tu_host(&ctx); /* a run has one entry: an engine's */
     struct fo_err err;
     cJSON *in = cJSON_Parse("{\"request\":\"echo it\",\"max_model_calls\":5}");
     cJSON *out = NULL;
@@ -708,6 +709,7 @@ Test(loop, methods_plan_and_submit_through_the_table)
     cr_assert_eq(surf_call(&ctx, surf_find("submit"), in, &out, &err),
                  FO_E_INVALID);
     cJSON_Delete(in);
+    tu_unhost(&ctx);
     env_close(&e);
 }
 
@@ -790,7 +792,7 @@ Test(loop, the_tasks_of_a_wave_run_at_once)
     struct fo_err err;
     cr_assert_eq(orch_create(&cfg, &o, &err), FO_OK, "%s", err.msg);
     cJSON *out = NULL;
-    cr_assert_eq(orch_submit(o, &e.w, "sleep three times", NULL, &out, &err),
+    cr_assert_eq(tu_submit(o, &e.w, "sleep three times", NULL, &out, &err),
                  FO_OK, "%s", err.msg);
     /* every task started before any of them ended: each one's start time
      * is earlier than every other one's end time */
@@ -839,7 +841,7 @@ Test(loop, one_task_submit_on_the_anthropic_api)
     cr_assert_eq(orch_create(&cfg, &o, &err), FO_OK, "%s", err.msg);
     cJSON *out = NULL;
     cr_assert_eq(
-        orch_submit(o, &e.w, "write a haiku about ledgers", NULL, &out, &err),
+        tu_submit(o, &e.w, "write a haiku about ledgers", NULL, &out, &err),
         FO_OK, "%s", err.msg);
     cr_assert_str_eq(tu_str(out, "answer"),
                      "A haiku about ledgers: entries chained in hash.");

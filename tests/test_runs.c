@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include "daemon/orch.h"
+#include "daemon/orch_engine.h"
 #include "daemon/orch_model.h"
 #include "ledger/fo_json.h"
 #include "ledger/ledger.h"
@@ -33,19 +34,27 @@ struct env {
     struct surf_ctx ctx;
 };
 
-static void env_open(struct env *e, const char *cmd)
+/* max_runs: the engine's runs at once (0: its default) */
+static void env_open_max(struct env *e, const char *cmd, int max_runs)
 {
     struct fo_err err;
     e->dir = tu_tmpdir();
     cr_assert_eq(ledger_open(e->dir, LEDGER_OPEN_CREATE, NULL, &e->l, &err),
                  FO_OK, "%s", err.msg);
-    struct orch_config oc = {.cmd = cmd};
+    struct orch_config oc = {.cmd = cmd, .max_runs = max_runs};
     cr_assert_eq(orch_create(&oc, &e->o, &err), FO_OK, "%s", err.msg);
     e->ctx = (struct surf_ctx){.ledger = e->l, .orch = e->o};
+    tu_host(&e->ctx);
+}
+
+static void env_open(struct env *e, const char *cmd)
+{
+    env_open_max(e, cmd, 0);
 }
 
 static void env_close(struct env *e)
 {
+    tu_unhost(&e->ctx);
     orch_free(e->o);
     ledger_close(e->l);
     tu_rmrf(e->dir);
@@ -191,13 +200,17 @@ Test(runs, bad_input_writes_nothing)
     cJSON_Delete(call(&e, "run_start",
                       "{\"request\":\"x\",\"max_model_calls\":0}",
                       FO_E_INVALID));
+    /* the engine's own checks, below the table's schema */
     struct orch_witness w = {.ledger = e.l};
-    struct orch_submit_opts bad = {.max_seconds = -1};
+    struct orch_run_req req = {.via = "run_start",
+                               .request = "x",
+                               .opts = {.max_seconds = -1}};
     struct fo_err err;
-    int64_t run = -1;
-    cr_assert_eq(orch_run_start(e.o, &w, "x", &bad, &run, &err), FO_E_INVALID);
-    cr_assert_eq(orch_run_start(e.o, &w, "", NULL, &run, &err), FO_E_INVALID);
-    cr_assert_eq(run, -1);
+    cJSON *out = NULL;
+    cr_assert_eq(tu_engine_run(e.o, &w, &req, &out, &err), FO_E_INVALID);
+    req = (struct orch_run_req){.via = "run_start", .request = ""};
+    cr_assert_eq(tu_engine_run(e.o, &w, &req, &out, &err), FO_E_INVALID);
+    cr_assert_null(out);
     int64_t n = -1;
     cr_assert_eq(ledger_count(e.l, &n, &err), FO_OK);
     cr_assert_eq(n, 0);
@@ -239,6 +252,7 @@ Test(runs, a_run_whose_model_is_unreachable_reads_as_failed)
     struct orch_config oc = {.models = &mc};
     cr_assert_eq(orch_create(&oc, &e.o, &err), FO_OK, "%s", err.msg);
     e.ctx = (struct surf_ctx){.ledger = e.l, .orch = e.o};
+    tu_host(&e.ctx);
     cJSON *s = call(&e, "run_start", "{\"request\":\"echo it\"}", FO_OK);
     cJSON *g = wait_run(&e, tu_num(s, "run"), 20000);
     cr_assert_str_eq(tu_str(g, "state"), "failed");
@@ -251,28 +265,28 @@ Test(runs, a_run_whose_model_is_unreachable_reads_as_failed)
     env_close(&e);
 }
 
-Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
+#define RUNS_AT_ONCE 8
+
+Test(runs, at_most_max_runs_at_once_and_a_stop_is_witnessed, .timeout = 60)
 {
     struct env e;
-    env_open(&e, SLOWER_CMD);
-    int64_t runs[ORCH_RUNS_DEFAULT];
+    env_open_max(&e, SLOWER_CMD, RUNS_AT_ONCE);
+    int64_t runs[RUNS_AT_ONCE];
     int64_t t0 = tu_now_ms();
-    for (int i = 0; i < ORCH_RUNS_DEFAULT; i++) {
+    for (int i = 0; i < RUNS_AT_ONCE; i++) {
         cJSON *s =
             call(&e, "run_start",
                  "{\"request\":\"build the api database server\"}", FO_OK);
         runs[i] = tu_num(s, "run");
         cJSON_Delete(s);
     }
-    /* run_start did not wait for its run: all eight are still active
-     * (their tasks take 4 s each) */
-    cr_assert_eq(orch_runs_active(e.o), ORCH_RUNS_DEFAULT);
+    /* run_start did not wait for its run: all eight are still in the
+     * engine (their tasks take 4 s each), and a ninth is refused */
     cJSON_Delete(
         call(&e, "run_start", "{\"request\":\"one too many\"}", FO_E_BUSY));
-    /* progress: every run gets to its task (request route plan task), and
-     * the task takes its 4 s */
+    /* progress: every run gets to its task (request route plan task) */
     cJSON *g = NULL;
-    for (int i = 0; i < ORCH_RUNS_DEFAULT; i++) {
+    for (int i = 0; i < RUNS_AT_ONCE; i++) {
         for (;;) {
             g = get_run(&e, runs[i]);
             cr_assert_str_eq(tu_str(g, "state"), "running");
@@ -285,44 +299,29 @@ Test(runs, at_most_eight_at_once_and_a_stop_is_witnessed, .timeout = 60)
             usleep(5000);
         }
     }
-    orch_runs_stop(e.o);
-    cr_assert_eq(orch_runs_active(e.o), 0);
-    cJSON_Delete(call(&e, "run_start", "{\"request\":\"after the stop\"}",
-                      FO_E_DRAINING));
-    for (int i = 0; i < ORCH_RUNS_DEFAULT; i++) {
-        g = get_run(&e, runs[i]);
-        cr_assert_str_eq(tu_str(g, "state"), "stopped", "run %d", i);
-        cr_assert_str_eq(tu_str(g, "answer"), ORCH_STOPPED_ANSWER);
-        char k[256];
-        tu_entry_kinds(g, k, sizeof(k));
-        /* the task in flight finished and was judged (no model call);
-         * the run stopped before the synthesizer */
-        cr_assert_str_eq(
-            k, "request route plan task result verdict budget answer ",
-            "run %d", i);
-        cJSON_Delete(g);
-    }
-    verify_deep(e.l);
-    env_close(&e);
-}
-
-Test(runs, freeing_the_orchestrator_lets_runs_finish, .timeout = 60)
-{
-    struct env e;
-    env_open(&e, SLOW_CMD);
-    cJSON *s = call(&e, "run_start",
-                    "{\"request\":\"build the api database server\"}", FO_OK);
-    int64_t run = tu_num(s, "run");
-    cJSON_Delete(s);
-    int64_t t0 = tu_now_ms();
+    /* the host stops as a daemon does at SIGTERM: each run writes its
+     * stop; it ran in this process only (not resumable), so once the
+     * process's lock goes it reads as interrupted, never resumed */
+    tu_unhost(&e.ctx);
     orch_free(e.o);
     e.o = NULL;
     e.ctx.orch = NULL;
-    cr_assert_geq(tu_now_ms() - t0, 1000, "orch_free did not wait for the run");
-    cJSON *g = get_run(&e, run);
-    cr_assert_str_eq(tu_str(g, "state"), "done");
-    cr_assert(strstr(tu_str(g, "answer"), "done"), "%s", tu_str(g, "answer"));
-    cJSON_Delete(g);
+    for (int i = 0; i < RUNS_AT_ONCE; i++) {
+        g = get_run(&e, runs[i]);
+        cr_assert_str_eq(tu_str(g, "state"), "interrupted", "run %d", i);
+        cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(g, "answer")));
+        const cJSON *en = cJSON_GetObjectItemCaseSensitive(g, "entries");
+        int stops = 0;
+        const cJSON *v;
+        cJSON_ArrayForEach (v, en)
+            stops += !strcmp(tu_str(v, "kind"), "stop");
+        cr_assert_eq(stops, 1, "run %d: %d stop entries", i, stops);
+        cr_assert_str_eq(
+            tu_str(cJSON_GetArrayItem(en, cJSON_GetArraySize(en) - 1), "kind"),
+            "stop", "run %d", i);
+        cJSON_Delete(g);
+    }
+    verify_deep(e.l);
     env_close(&e);
 }
 

@@ -70,11 +70,13 @@ static void env_open(struct env *e, int with_model, int max_runs)
     }
     cr_assert_eq(orch_create(&oc, &e->o, &err), FO_OK, "%s", err.msg);
     e->ctx = (struct surf_ctx){.ledger = e->l, .orch = e->o};
+    tu_host(&e->ctx);
 }
 
 static void env_close(struct env *e)
 {
     atomic_store(&tu_held_hold, 0);
+    tu_unhost(&e->ctx);
     orch_free(e->o);
     ledger_close(e->l);
     if (e->f) {
@@ -179,7 +181,7 @@ static void *submit_thread(void *arg)
     if (j->rc)
         return NULL;
     struct orch_witness w = {.ledger = l};
-    j->rc = orch_submit(j->e->o, &w, REQ, NULL, &j->out, &j->err);
+    j->rc = tu_submit(j->e->o, &w, REQ, NULL, &j->out, &j->err);
     ledger_close(l);
     return NULL;
 }

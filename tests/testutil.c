@@ -1,6 +1,11 @@
 /* testutil: shared helpers for the Criterion tests. */
 #include "tests/testutil.h"
 
+#include "daemon/orch_engine.h"
+#include "daemon/service.h"
+#include "surfaces/surf.h"
+#include "ledger/ledger.h"
+
 #include "ledger/fo_json.h"
 
 #include <arpa/inet.h>
@@ -410,4 +415,91 @@ SSL_CTX *tu_tls_server(const char *san, const char *pem_path)
     X509_free(x);
     EVP_PKEY_free(k);
     return ctx;
+}
+
+/* ---- runs on an engine hosted for the call ------------------------------ */
+
+#define TU_HOSTS 8
+static struct {
+    struct surf_ctx *ctx;
+    struct daemon_config dc;
+    struct daemon_embed *e;
+} hosts[TU_HOSTS];
+
+void tu_host(struct surf_ctx *ctx)
+{
+    int i = 0;
+    while (i < TU_HOSTS && hosts[i].ctx)
+        i++;
+    cr_assert_lt(i, TU_HOSTS, "tu_host: too many hosts");
+    daemon_config_init(&hosts[i].dc);
+    hosts[i].dc.dir = ledger_dir(ctx->ledger);
+    hosts[i].dc.orch = ctx->orch;
+    struct fo_err err;
+    cr_assert_eq(daemon_embed_start(&hosts[i].dc, 0, &hosts[i].e, &err), FO_OK,
+                 "%s", err.msg);
+    hosts[i].ctx = ctx;
+    ctx->host_call = daemon_embed_call;
+    ctx->host_hook = hosts[i].e;
+}
+
+void tu_unhost(struct surf_ctx *ctx)
+{
+    for (int i = 0; i < TU_HOSTS; i++)
+        if (hosts[i].ctx == ctx) {
+            struct fo_err err;
+            daemon_embed_stop(hosts[i].e, &err);
+            hosts[i].ctx = NULL;
+            ctx->host_call = NULL;
+            ctx->host_hook = NULL;
+        }
+}
+
+int tu_engine_run(const struct orch *o, const struct orch_witness *w,
+                  const struct orch_run_req *req, cJSON **out,
+                  struct fo_err *err)
+{
+    struct daemon_config dc;
+    daemon_config_init(&dc);
+    dc.dir = ledger_dir(w->ledger);
+    dc.orch = (struct orch *)o;
+    struct daemon_embed *host = NULL;
+    int rc = daemon_embed_start(&dc, 0, &host, err);
+    if (rc)
+        return rc;
+    rc = daemon_embed_run(host, req, out, err);
+    struct fo_err serr;
+    if (daemon_embed_stop(host, &serr) != FO_OK && rc == FO_OK) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        *err = serr;
+        rc = serr.code;
+    }
+    return rc;
+}
+
+int tu_submit(const struct orch *o, const struct orch_witness *w,
+              const char *request, const struct orch_submit_opts *opts,
+              cJSON **out, struct fo_err *err)
+{
+    struct orch_run_req req = {.via = "submit", .request = request};
+    if (opts)
+        req.opts = *opts;
+    return tu_engine_run(o, w, &req, out, err);
+}
+
+int tu_run_plan(const struct orch *o, const struct orch_witness *w,
+                const cJSON *plan, const char *request, cJSON **out,
+                struct fo_err *err)
+{
+    struct orch_run_req req = {
+        .via = "plan_run", .request = request, .plan = plan};
+    return tu_engine_run(o, w, &req, out, err);
+}
+
+int tu_plan_request(const struct orch *o, const struct orch_witness *w,
+                    const char *request, cJSON **out, struct fo_err *err)
+{
+    struct orch_run_req req = {.via = "plan", .request = request};
+    return tu_engine_run(o, w, &req, out, err);
 }

@@ -87,4 +87,33 @@ int tu_connect_loopback(int port, int rcvbuf);
 typedef struct ssl_ctx_st SSL_CTX;
 SSL_CTX *tu_tls_server(const char *san, const char *pem_path);
 
+/* A whole run on the engine, hosted in this process for the call
+ * (daemon_embed_start on w->ledger's dir with o, daemon_embed_run, then
+ * daemon_embed_stop): what `forum submit` does. The result or the run's
+ * error as the engine gives them. */
+struct orch;
+struct orch_witness;
+struct orch_run_req;
+struct orch_submit_opts;
+struct fo_err;
+int tu_engine_run(const struct orch *o, const struct orch_witness *w,
+                  const struct orch_run_req *req, cJSON **out,
+                  struct fo_err *err);
+/* An engine hosted in this process for ctx (daemon_embed_start on
+ * ctx->ledger's dir with ctx->orch): its run methods go there
+ * (ctx->host_call), as in `forum submit`. tu_unhost stops it (before the
+ * orchestrator or the ledger goes); aborts the test on failure. */
+struct surf_ctx;
+void tu_host(struct surf_ctx *ctx);
+void tu_unhost(struct surf_ctx *ctx);
+/* tu_engine_run of a submit, a plan_run and a plan. */
+int tu_submit(const struct orch *o, const struct orch_witness *w,
+              const char *request, const struct orch_submit_opts *opts,
+              cJSON **out, struct fo_err *err);
+int tu_run_plan(const struct orch *o, const struct orch_witness *w,
+                const cJSON *plan, const char *request, cJSON **out,
+                struct fo_err *err);
+int tu_plan_request(const struct orch *o, const struct orch_witness *w,
+                    const char *request, cJSON **out, struct fo_err *err);
+
 #endif
