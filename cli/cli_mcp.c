@@ -273,6 +273,8 @@ int cli_mcp(struct cli *c, int argc, char **argv)
                 local ? "--local" : "no daemon serves this ledger");
         rc = cli_mcp_bridge("127.0.0.1", daemon_embed_port(host),
                             daemon_embed_token(host), 0, 1, flags, &err);
+        /* the runs the session began (run_start) end before this does */
+        daemon_embed_wait_runs(host);
         struct fo_err serr;
         if (daemon_embed_stop(host, &serr) != FO_OK && rc == FO_OK) {
             err = serr;

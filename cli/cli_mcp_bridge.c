@@ -39,6 +39,12 @@
 #define SHORT_MS 120000
 #define BODY_MAX (64u << 20)
 #define LINE_CHUNK 65536
+/* JSON-RPC batches: only under this protocol version (it dropped them
+ * after), at most this many messages in one */
+#define BATCH_VERSION "2025-03-26"
+#define BATCH_COUNT_MAX 1000
+
+struct batch; /* a batch line's messages, answered as one array */
 
 struct msg {
     char *text; /* the line as the client wrote it */
@@ -49,7 +55,16 @@ struct msg {
     int tools_list; /* its reply's admin tools are hidden (no --admin) */
     int retried;    /* sent again once after a new session */
     int quiet;      /* a re-initialize of ours: its reply is not written */
+    int too_long;   /* a line over SURF_MCP_LINE_MAX: refused in its turn */
+    int is_batch;   /* a JSON array: a batch */
+    struct batch *batch; /* one message of a batch: its reply goes there */
+    size_t slot;         /* its place in the batch's reply */
     struct msg *next;
+};
+
+struct batch {
+    size_t n, left;
+    struct fo_buf *slots; /* each message's reply (empty: none) */
 };
 
 struct bridge {
@@ -132,18 +147,54 @@ static void write_json(struct bridge *b, cJSON *reply)
     fo_buf_release(&t);
 }
 
-/* A tools/list reply without the admin tools (when not --admin). */
-static void write_reply(struct bridge *b, struct msg *m, const char *p,
-                        size_t len)
+/* A message of a batch: a response goes to its slot; what comes before
+ * it (progress, a request to the client) is written at once. */
+static void emit(struct bridge *b, struct msg *m, const char *p, size_t len)
 {
-    if (!m->tools_list) {
+    if (!m->batch) {
         write_line(b, p, len);
         return;
     }
     cJSON *r = NULL;
     struct fo_err e;
-    if (fo_json_parse_flags(p, len, FO_JSON_NUMBER_TEXT, &r, &e) != FO_OK) {
+    int response = fo_json_parse_flags(p, len, FO_JSON_NUMBER_TEXT, &r, &e) ==
+                       FO_OK &&
+                   !cJSON_GetObjectItemCaseSensitive(r, "method");
+    cJSON_Delete(r);
+    if (!response) {
         write_line(b, p, len);
+        return;
+    }
+    while (len > 0 && (p[len - 1] == '\n' || p[len - 1] == '\r'))
+        len--;
+    struct fo_buf *s = &m->batch->slots[m->slot];
+    fo_buf_reset(s);
+    if (fo_buf_append(s, p, len))
+        fo_buf_reset(s);
+}
+
+static void emit_json(struct bridge *b, struct msg *m, cJSON *reply)
+{
+    struct fo_buf t;
+    fo_buf_init(&t, FO_BUF_UNLIMITED);
+    mcp_serialize(&t, reply, 0);
+    cJSON_Delete(reply);
+    emit(b, m, t.data, t.len);
+    fo_buf_release(&t);
+}
+
+/* A tools/list reply without the admin tools (when not --admin). */
+static void write_reply(struct bridge *b, struct msg *m, const char *p,
+                        size_t len)
+{
+    if (!m->tools_list) {
+        emit(b, m, p, len);
+        return;
+    }
+    cJSON *r = NULL;
+    struct fo_err e;
+    if (fo_json_parse_flags(p, len, FO_JSON_NUMBER_TEXT, &r, &e) != FO_OK) {
+        emit(b, m, p, len);
         return;
     }
     cJSON *tools = cJSON_GetObjectItemCaseSensitive(
@@ -158,7 +209,7 @@ static void write_reply(struct bridge *b, struct msg *m, const char *p,
             cJSON_Delete(cJSON_DetachItemViaPointer(tools, t));
         t = next;
     }
-    write_json(b, r);
+    emit_json(b, m, r);
 }
 
 /* ---- classifying a message ----------------------------------------------- */
@@ -169,7 +220,8 @@ static void classify(struct bridge *b, struct msg *m)
     if (fo_json_parse_flags(m->text, m->len, FO_JSON_NUMBER_TEXT, &m->j, &e) !=
             FO_OK ||
         !cJSON_IsObject(m->j)) {
-        m->ordered = 1; /* an error reply, in its turn */
+        m->is_batch = cJSON_IsArray(m->j);
+        m->ordered = 1; /* an error reply, or a batch, in its turn */
         return;
     }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m->j, "id");
@@ -254,6 +306,7 @@ static void take_session(struct bridge *b, struct httpc_result *res,
 }
 
 static int send_msg(struct bridge *b, struct msg *m);
+static void batch_one(struct bridge *b, struct msg *m);
 
 /* A session the bridge opens itself (the client sent no initialize: the
  * stdio server answers without one). */
@@ -316,9 +369,10 @@ static void done(void *arg, struct httpc_result *res)
         m->j ? cJSON_GetObjectItemCaseSensitive(m->j, "id") : NULL;
     if (res->end != HTTPC_END_OK && !c->sse_on) {
         if (id)
-            write_json(b, mcp_rpc_error(id, SURF_MCP_INTERNAL_ERROR,
-                                        "the daemon did not answer: %s",
-                                        res->err.msg));
+            emit_json(b, m,
+                      mcp_rpc_error(id, SURF_MCP_INTERNAL_ERROR,
+                                    "the daemon did not answer: %s",
+                                    res->err.msg));
     } else if (res->status == 404 && b->sid[0] && renew(b, m)) {
         m = NULL; /* queued again, after a new session */
     } else {
@@ -331,6 +385,8 @@ static void done(void *arg, struct httpc_result *res)
     }
     httpc_sse_release(&c->sse);
     free(c);
+    if (m && m->batch)
+        batch_one(b, m);
     msg_free(m);
     pump(b);
 }
@@ -379,6 +435,113 @@ static int send_msg(struct bridge *b, struct msg *m)
     return FO_OK;
 }
 
+/* A batch whose every message was answered: one array of the replies
+ * (none at all when each was a notification); then the next may go. */
+static void batch_end(struct bridge *b, struct batch *t)
+{
+    struct fo_buf o;
+    fo_buf_init(&o, FO_BUF_UNLIMITED);
+    int count = 0, bad = fo_buf_putc(&o, '[') != FO_OK;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!t->slots[i].len)
+            continue;
+        bad |= (count++ && fo_buf_putc(&o, ',') != FO_OK) ||
+               fo_buf_append(&o, t->slots[i].data, t->slots[i].len) != FO_OK;
+        fo_buf_release(&t->slots[i]);
+    }
+    bad |= fo_buf_putc(&o, ']') != FO_OK;
+    if (count && !bad)
+        write_line(b, o.data, o.len);
+    fo_buf_release(&o);
+    free(t->slots);
+    free(t);
+    b->holding = 0;
+}
+
+/* One message of a batch answered (or failed to go). */
+static void batch_one(struct bridge *b, struct msg *m)
+{
+    struct batch *t = m->batch;
+    m->batch = NULL;
+    if (--t->left == 0)
+        batch_end(b, t);
+}
+
+/* A batch line (2025-03-26 only): each message goes to /mcp on its own, at
+ * once, and the replies are written as one array, in the batch's order;
+ * the next ordered message waits for it. */
+static void batch_start(struct bridge *b, struct msg *m)
+{
+    int n = cJSON_GetArraySize(m->j);
+    cJSON *err = NULL;
+    if (n == 0)
+        err = mcp_rpc_error(NULL, SURF_MCP_INVALID_REQUEST, "empty batch");
+    else if (strcmp(b->version, BATCH_VERSION) != 0)
+        err = mcp_rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
+                            "batches are accepted only under protocol "
+                            "version " BATCH_VERSION);
+    else if (n > BATCH_COUNT_MAX)
+        err = mcp_rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
+                            "batch of more than %d messages", BATCH_COUNT_MAX);
+    struct batch *t = err ? NULL : calloc(1, sizeof(*t));
+    if (t && !(t->slots = calloc((size_t)n, sizeof(*t->slots)))) {
+        free(t);
+        t = NULL;
+    }
+    if (!t) {
+        write_json(b, err ? err
+                          : mcp_rpc_error(NULL, SURF_MCP_INTERNAL_ERROR,
+                                          "out of memory"));
+        return;
+    }
+    t->n = t->left = (size_t)n;
+    for (size_t i = 0; i < t->n; i++)
+        fo_buf_init(&t->slots[i], BODY_MAX);
+    b->holding = 1;
+    size_t i = 0;
+    cJSON *el;
+    cJSON_ArrayForEach (el, m->j) {
+        struct msg *one = calloc(1, sizeof(*one));
+        struct fo_buf txt;
+        fo_buf_init(&txt, FO_BUF_UNLIMITED);
+        /* a numeric id goes on as the text the client wrote */
+        cJSON *id = cJSON_IsObject(el)
+                        ? cJSON_GetObjectItemCaseSensitive(el, "id")
+                        : NULL;
+        if (cJSON_IsNumber(id) && id->valuestring) {
+            cJSON *raw = cJSON_CreateRaw(id->valuestring);
+            if (raw)
+                cJSON_ReplaceItemInObjectCaseSensitive(el, "id", raw);
+        }
+        mcp_serialize(&txt, el, 0);
+        if (one && txt.len) {
+            one->len = txt.len;
+            one->text = txt.data; /* taken */
+            one->batch = t;
+            one->slot = i;
+            classify(b, one);
+            one->ordered = 0; /* the batch as a whole is */
+            one->is_batch = 0;
+        } else {
+            fo_buf_release(&txt);
+        }
+        i++;
+        if (!one || !one->text || send_msg(b, one) != FO_OK) {
+            if (one && one->j && cJSON_GetObjectItemCaseSensitive(one->j, "id"))
+                emit_json(b, one,
+                          mcp_rpc_error(
+                              cJSON_GetObjectItemCaseSensitive(one->j, "id"),
+                              SURF_MCP_INTERNAL_ERROR,
+                              "cannot reach the daemon"));
+            if (one)
+                batch_one(b, one);
+            else if (--t->left == 0)
+                batch_end(b, t);
+            msg_free(one);
+        }
+    }
+}
+
 /* Sends what may go now: everything up to the next ordered request while
  * one is in flight, else that one too. Loop thread. */
 static void pump(struct bridge *b)
@@ -402,6 +565,13 @@ static void pump(struct bridge *b)
                 event_base_loopbreak(b->base);
             return;
         }
+        if (m->too_long) {
+            write_json(b, mcp_rpc_error(NULL, SURF_MCP_INVALID_REQUEST,
+                                        "a line over %u bytes",
+                                        SURF_MCP_LINE_MAX));
+            msg_free(m);
+            continue;
+        }
         if (m->j && refused_here(b, m)) {
             msg_free(m);
             continue;
@@ -415,6 +585,11 @@ static void pump(struct bridge *b)
             if (b->init_text &&
                 open_before(b, m, auto_init, sizeof(auto_init) - 1))
                 continue;
+        }
+        if (m->is_batch) {
+            batch_start(b, m);
+            msg_free(m);
+            continue;
         }
         if (m->is_init && !m->quiet) {
             free(b->init_text);
@@ -471,6 +646,24 @@ static void push(struct bridge *b, const char *p, size_t len)
     event_active(b->wake, EV_READ, 0);
 }
 
+/* A line over SURF_MCP_LINE_MAX, skipped: an error in its turn. */
+static void push_too_long(struct bridge *b)
+{
+    struct msg *m = calloc(1, sizeof(*m));
+    if (!m)
+        return;
+    m->too_long = 1;
+    m->ordered = 1;
+    pthread_mutex_lock(&b->mu);
+    if (b->tail)
+        b->tail->next = m;
+    else
+        b->head = m;
+    b->tail = m;
+    pthread_mutex_unlock(&b->mu);
+    event_active(b->wake, EV_READ, 0);
+}
+
 struct reader {
     struct bridge *b;
     int in_fd;
@@ -493,11 +686,13 @@ static void *read_main(void *arg)
             char *nl = memchr(chunk + pos, '\n', (size_t)n - pos);
             size_t seg = nl ? (size_t)(nl - chunk) - pos : (size_t)n - pos;
             if (!skipping && fo_buf_append(&line, chunk + pos, seg) != FO_OK)
-                skipping = 1; /* over 4 MiB: the daemon's cap is lower */
+                skipping = 1; /* over SURF_MCP_LINE_MAX: refused */
             pos += seg + (nl ? 1 : 0);
             if (nl) {
                 if (!skipping)
                     push(r->b, line.data, line.len);
+                else
+                    push_too_long(r->b);
                 skipping = 0;
                 fo_buf_reset(&line);
             }
@@ -505,6 +700,8 @@ static void *read_main(void *arg)
     }
     if (!skipping && line.len)
         push(r->b, line.data, line.len);
+    else if (skipping)
+        push_too_long(r->b);
     fo_buf_release(&line);
     free(chunk);
     pthread_mutex_lock(&r->b->mu);

@@ -1161,6 +1161,49 @@ int daemon_embed_stop(struct daemon_embed *e, struct fo_err *err)
     return rc;
 }
 
+/* daemon_embed_wait_runs: a tick on the loop until the engine holds no
+ * run. */
+struct embed_idle {
+    struct daemon *d;
+    struct event *tick;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+};
+
+static void idle_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct embed_idle *w = arg;
+    if (orch_engine_active(w->d->engine) != 0)
+        return;
+    event_del(w->tick);
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void daemon_embed_wait_runs(struct daemon_embed *e)
+{
+    struct embed_idle w = {.d = e->d};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    struct timeval tv = {0, 50000};
+    w.tick = event_new(e->d->base, -1, EV_PERSIST, idle_tick, &w);
+    if (w.tick && event_add(w.tick, &tv) == 0) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+    }
+    if (w.tick)
+        event_free(w.tick); /* waits for a tick under way */
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+}
+
 /* One call parked on the host's loop until it is answered. */
 struct embed_call {
     struct daemon *d;

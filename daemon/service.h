@@ -142,6 +142,10 @@ int daemon_embed_call(void *hook, const struct surf_method *m,
 struct orch_run_req;
 int daemon_embed_run(struct daemon_embed *e, const struct orch_run_req *req,
                      cJSON **out, struct fo_err *err);
+/* Parks the caller until the host's engine holds no run (the runs
+ * run_start began ended, each by its own budget): `forum mcp` at the end
+ * of its input, so the runs an editor started end before it exits. */
+void daemon_embed_wait_runs(struct daemon_embed *e);
 /* Drains as SIGTERM does (runs still going write their stop and resume on
  * the next daemon's start), stops the thread and frees. NULL-safe. */
 int daemon_embed_stop(struct daemon_embed *e, struct fo_err *err);

@@ -1,7 +1,7 @@
-/* mcp_proto: the Model Context Protocol's messages, shared by its two
- * transports: stdio (`forum mcp`, mcp.c) and Streamable HTTP on the daemon
- * (POST/GET/DELETE /mcp, mcp_http.c). Building replies only: no I/O, no
- * threads, no state beyond what the caller passes. */
+/* mcp_proto: the Model Context Protocol's messages, for the one MCP
+ * server (POST/GET/DELETE /mcp, http_mcp.c) and the stdio bridge that
+ * carries `forum mcp` to it (cli_mcp_bridge.c). Building replies only: no
+ * I/O, no threads, no state beyond what the caller passes. */
 #include "surfaces/mcp_proto.h"
 
 #include <stdarg.h>

@@ -1,7 +1,7 @@
-/* mcp_proto: the Model Context Protocol's messages, shared by the stdio
- * transport (`forum mcp`, mcp.c) and Streamable HTTP on the daemon (/mcp,
- * mcp_http.c): envelopes, initialize, tools/list, tool results, progress
- * and elicitation. Pure: no I/O, no threads. */
+/* mcp_proto: the Model Context Protocol's messages, for the one MCP
+ * server (/mcp, http_mcp.c) and the stdio bridge to it
+ * (cli_mcp_bridge.c): envelopes, initialize, tools/list, tool results,
+ * progress and elicitation. Pure: no I/O, no threads. */
 #ifndef SURF_MCP_PROTO_H
 #define SURF_MCP_PROTO_H
 
