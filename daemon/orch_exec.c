@@ -4,7 +4,7 @@
  * kills the process group). Each runs as an orch_job driven by events on a
  * caller's event_base, so no thread is held while a task runs; runners and
  * orch_exec_once drive the same jobs on a private base. */
-#include "daemon/orch.h"
+#include "daemon/orch_types.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -19,11 +19,12 @@
 
 #include <event2/event.h>
 
-#include "daemon/orch_int.h"
 #include "daemon/orch_model.h"
 #include "daemon/orch_sandbox.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_sha.h"
+#include "ledger/ledger.h" /* ledger_mono_us */
 
 #define SPLIT_WORDS_MAX 256
 #define SPLIT_BYTES_MAX (64u * 1024u)

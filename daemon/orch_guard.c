@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "daemon/orch_int.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_err.h"
 #include "ledger/fo_json.h"
 

@@ -10,6 +10,7 @@
 #include "daemon/orch.h"
 #include "daemon/orch_guard.h"
 #include "daemon/orch_sandbox.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_buf.h"
 
 struct orch_run_lock;   /* orch_runs.c: DIR/runs/<instance>.lock, held */
@@ -110,32 +111,9 @@ int orch_witness_json(const struct orch_witness *w, const char *actor,
                       const char *kind, int64_t parent, const cJSON *payload,
                       int64_t *seq, struct fo_err *err);
 
-/* malloc'd copy of s, NULL when out of memory. */
-char *orch_strdup(const char *s);
-
-/* 1 when s is 1..max bytes of [a-z0-9]. */
-int orch_token_valid(const char *s, size_t max);
-
-/* 1 when s is 1..max bytes without control characters. */
-int orch_name_valid(const char *s, size_t max);
-
-/* Appends len bytes to out as valid UTF-8: each byte that does not start a
- * well-formed sequence, and each NUL, becomes U+FFFD. FO_OK, or the
- * buffer's FO_E_TOO_LARGE / FO_E_NOMEM. */
-int orch_utf8_clean(const char *in, size_t len, struct fo_buf *out);
-
-/* The longest prefix of s (len bytes of UTF-8) of at most max bytes that
- * does not cut a character. */
-size_t orch_utf8_prefix(const char *s, size_t len, size_t max);
-
 /* 1 when a live process (its lock held) runs run: the instance of its
  * last `resume` entry, else of its request. */
 int orch_run_held(const struct orch *o, struct ledger *l, int64_t run);
-
-/* Tests only: stops watching the job's child through its pidfd, so its
- * exit is found by polling (waitid WNOHANG every 50 ms) as on a kernel
- * without pidfd_open. FO_OK, or FO_E_NOMEM (the job then cannot end). */
-int orch_job_drop_pidfd(struct orch_job *j);
 
 /* The policy verdict for a lane: 1 when its category may run. */
 int orch_category_allowed(const struct orch *o, const char *category);

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "daemon/orch_int.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_json.h"
 
 #define TEXT_MAX (1024u * 1024u)

@@ -17,8 +17,8 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "daemon/orch_int.h"
 #include "daemon/orch_mcph.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_json.h"
 #include "ledger/fo_version.h"
 

@@ -19,7 +19,7 @@
 #include <event2/http.h>
 
 #include "daemon/httpc.h"
-#include "daemon/orch_int.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 

@@ -19,8 +19,9 @@
 #include <event2/http.h>
 
 #include "daemon/httpc.h"
-#include "daemon/orch_int.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_json.h"
+#include "ledger/ledger.h" /* ledger_mono_us */
 
 #define ANTHROPIC_URL "https://api.anthropic.com"
 #define ANTHROPIC_VERSION "2023-06-01"

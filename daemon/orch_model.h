@@ -11,7 +11,7 @@
 
 #include <cJSON.h>
 
-#include "daemon/orch.h"
+#include "daemon/orch_types.h"
 #include "ledger/fo_err.h"
 
 /* ---- the model client --------------------------------------------------- */

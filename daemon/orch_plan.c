@@ -1,13 +1,13 @@
 /* orch_plan: the planner's compiler: a plan's tasks and their
  * typed dependencies into waves by Kahn layering, each wave sorted by id in
  * byte order; bad plans are refused with the tasks named. */
-#include "daemon/orch.h"
+#include "daemon/orch_types.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/orch_int.h"
 #include "daemon/orch_model.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_json.h"
 
 static void task_release(struct orch_task *t)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/orch_int.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 

@@ -1,14 +1,14 @@
 /* orch_roster: the roster of lanes: parsing and validating a
  * roster from JSON, the default roster compiled into the binary, and its
  * JSON form for `forum roster`. */
-#include "daemon/orch.h"
+#include "daemon/orch_types.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/orch_int.h"
 #include "daemon/orch_tools.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_json.h"
 
 /* Generated from daemon/roster-default.json by cmake/embed.cmake. */

@@ -1,13 +1,13 @@
 /* orch_route: the reference's lexical router, exactly: token
  * set, per-lane hits and score, the margin rule, the hit-count floor, and
  * escalation with the margin as its confidence. */
-#include "daemon/orch.h"
+#include "daemon/orch_types.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/orch_int.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_json.h"
 
 #define TOP_MIN 0.5

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/orch_int.h"
 #include "daemon/orch_tools.h"
+#include "daemon/orch_types_int.h"
 #include "ledger/fo_err.h"
 #include "ledger/fo_json.h"
 
