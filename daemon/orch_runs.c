@@ -363,6 +363,7 @@ static void thread_started(void *arg, int64_t run)
 static void *run_main(void *arg)
 {
     struct orch_run_thread *t = arg;
+    ledger_set_owner(t->ledger); /* opened by orch_run_start for us */
     struct orch_witness w = {
         .ledger = t->ledger, .append = t->append, .hook = t->hook};
     struct orch_run_req req = {
