@@ -1369,8 +1369,7 @@ Test(ledger_owner, a_call_from_a_thread_not_the_owner_aborts_naming_it)
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     char *msg = tu_read_file(errpath, NULL);
     cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
-              "the child was not aborted (status %#x): %s", st,
-              msg ? msg : "");
+              "the child was not aborted (status %#x): %s", st, msg ? msg : "");
     cr_assert(msg && strstr(msg, "ledger_count: ledger handle") &&
                   strstr(msg, "does not own it"),
               "%s", msg ? msg : "(no stderr)");
