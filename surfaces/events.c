@@ -14,13 +14,13 @@
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 
-#define RING 4096       /* recent events kept formatted */
-#define FILL_MAX 2048   /* entries read into the ring per turn */
-#define PAGE 256        /* entries a subscriber behind the ring reads a turn */
-#define PAGES_MAX 64    /* subscribers behind the ring paged in one read */
-#define RUNS_CACHE RING /* seq -> run: the ring's entries, and older parents   \
-                         */
-#define WALK_MAX 64     /* parent links followed to find an entry's run */
+#define RING 4096     /* recent events kept formatted */
+#define FILL_MAX 2048 /* entries read into the ring per turn */
+#define PAGE 256      /* entries a subscriber behind the ring reads a turn */
+#define PAGES_MAX 64  /* subscribers behind the ring paged in one read */
+/* seq -> run: the ring's entries, and older parents */
+#define RUNS_CACHE RING
+#define WALK_MAX 64 /* parent links followed to find an entry's run */
 
 /* The kinds forum itself writes: always valid in a filter. Any other kind
  * is valid when the ledger holds an entry of it. */
