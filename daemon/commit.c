@@ -612,6 +612,8 @@ static int stage_timeout(struct daemon_commit *c)
 static void *run_staged(void *arg)
 {
     struct daemon_commit *c = arg;
+    /* opened by daemon_commit_start; only this thread uses it from here */
+    ledger_set_owner(c->ledger);
     lease_tick(c, 1);
     for (;;) {
         pthread_mutex_lock(&c->mu);
@@ -685,6 +687,8 @@ static void wake(struct daemon_commit *c)
 static void *run(void *arg)
 {
     struct daemon_commit *c = arg;
+    /* opened by daemon_commit_start; only this thread uses it from here */
+    ledger_set_owner(c->ledger);
     pthread_mutex_lock(&c->mu);
     for (;;) {
         redact_queued(c);

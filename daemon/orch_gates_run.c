@@ -188,6 +188,8 @@ static void scan_work(void *arg, const atomic_int *cancel)
     if (!e->rl)
         g->rc = ledger_open(ledger_dir(e->cfg.ledger), LEDGER_OPEN_READONLY,
                             NULL, &e->rl, &g->err);
+    else /* the workers share it: whoever holds rl_mu owns it */
+        ledger_set_owner(e->rl);
     if (!g->rc && g->from >= 0)
         g->rc = ledger_range(e->rl, g->from, 100000, scan_entry, g, &g->err);
     if (!g->rc && g->from < 0) {

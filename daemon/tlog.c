@@ -462,6 +462,8 @@ static void job_witness(struct daemon_tlog *t, struct job *j)
 static void *thread_main(void *arg)
 {
     struct daemon_tlog *t = arg;
+    /* opened by daemon_tlog_create; only this thread uses it from here */
+    ledger_set_owner(t->ledger);
     check_dir(t);
     publish(t, 0);
     pthread_mutex_lock(&t->mu);

@@ -142,6 +142,7 @@ int ledger_open(const char *dir, unsigned flags,
     int rc = FO_OK;
     struct store_conf conf;
     memset(&conf, 0, sizeof(conf));
+    ledger_set_owner(l);
     l->ops = &store_sqlite_ops;
     l->readonly = (flags & LEDGER_OPEN_READONLY) != 0;
     l->max_body =
@@ -285,6 +286,29 @@ void ledger_close(struct ledger *l)
     free(l);
 }
 
+void ledger_set_owner(struct ledger *l)
+{
+#ifdef FORUM_OWNER_ASSERTS
+    l->owner = pthread_self();
+#else
+    (void)l;
+#endif
+}
+
+#ifdef FORUM_OWNER_ASSERTS
+void ledger_owner_assert(const struct ledger *l, const char *fn)
+{
+    if (pthread_equal(l->owner, pthread_self()))
+        return;
+    fprintf(stderr,
+            "forum: %s: ledger handle %p (%s) used by a thread that does not "
+            "own it (owner set at ledger_open or ledger_set_owner)\n",
+            fn, (const void *)l, l->dir ? l->dir : "?");
+    fflush(stderr);
+    abort();
+}
+#endif
+
 const char *ledger_id(const struct ledger *l)
 {
     return l->id;
@@ -307,6 +331,7 @@ size_t ledger_max_body(const struct ledger *l)
 
 int ledger_storage_check(struct ledger *l, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     return l->ops->check(l->store, err);
 }
 
@@ -931,6 +956,7 @@ void ledger_fail_reqs(struct ledger_append *reqs, size_t n, int rc,
 int ledger_append_batch(struct ledger *l, struct ledger_append *reqs, size_t n,
                         struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (l->readonly)
         return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", l->dir);
     struct ledger_head *h = malloc(sizeof(*h));
@@ -956,6 +982,7 @@ out:
 
 int ledger_hold(struct ledger *l, int on, int keep, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (!l->ops->hold)
         return FO_OK;
     if (on && l->readonly)
@@ -987,6 +1014,7 @@ static int no_leases(const struct ledger *l, struct fo_err *err)
 int ledger_lease_claim(struct ledger *l, int64_t run, const char *owner,
                        int ttl_ms, int *got, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     *got = 0;
     if (!l->ops->lease_claim)
         return no_leases(l, err);
@@ -999,6 +1027,7 @@ int ledger_lease_renew(struct ledger *l, const char *owner, const int64_t *runs,
                        size_t n, int ttl_ms, int (*fn)(void *ctx, int64_t run),
                        void *ctx, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (!l->ops->lease_renew)
         return no_leases(l, err);
     return l->ops->lease_renew(l->store, owner, runs, n, ttl_ms, fn, ctx, err);
@@ -1007,6 +1036,7 @@ int ledger_lease_renew(struct ledger *l, const char *owner, const int64_t *runs,
 int ledger_lease_release(struct ledger *l, int64_t run, const char *owner,
                          int drop, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (!l->ops->lease_release)
         return no_leases(l, err);
     return l->ops->lease_release(l->store, run, owner, drop, err);
@@ -1015,6 +1045,7 @@ int ledger_lease_release(struct ledger *l, int64_t run, const char *owner,
 int ledger_lease_get(struct ledger *l, int64_t run, char *owner, size_t cap,
                      int *live, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     *live = 0;
     if (!l->ops->lease_get)
         return no_leases(l, err);
@@ -1025,6 +1056,7 @@ int ledger_lease_expired(struct ledger *l, int64_t limit,
                          int (*fn)(void *ctx, int64_t run), void *ctx,
                          struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (!l->ops->lease_expired)
         return no_leases(l, err);
     return l->ops->lease_expired(l->store, limit, fn, ctx, err);
@@ -1034,6 +1066,7 @@ int ledger_append(struct ledger *l, const char *actor, const char *kind,
                   int64_t parent, const char *body, size_t body_len,
                   struct ledger_entry *out, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct ledger_append r = {.actor = actor,
                               .kind = kind,
                               .parent = parent,
@@ -1056,6 +1089,7 @@ int ledger_append_json(struct ledger *l, const char *actor, const char *kind,
                        int64_t parent, const cJSON *payload,
                        struct ledger_entry *out, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct fo_buf b;
     fo_buf_init(&b, l->max_body);
     int rc = fo_json_canon(payload, &b, err);
@@ -1074,6 +1108,7 @@ int ledger_append_json(struct ledger *l, const char *actor, const char *kind,
 
 int ledger_probe(struct ledger *l, int write, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     int64_t count = 0;
     if (!write || l->readonly)
         return l->ops->head(l->store, &count, NULL, err);
@@ -1092,12 +1127,14 @@ int ledger_probe(struct ledger *l, int write, struct fo_err *err)
 
 int ledger_count(struct ledger *l, int64_t *count, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     return l->ops->head(l->store, count, NULL, err);
 }
 
 int ledger_get(struct ledger *l, int64_t seq, struct ledger_entry *out,
                int *body_present, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct store_rec r;
     if (seq < 0)
         return fo_err_set(err, FO_E_NOT_FOUND, "entry %lld: not found",
@@ -1111,6 +1148,7 @@ int ledger_get(struct ledger *l, int64_t seq, struct ledger_entry *out,
 int ledger_body(struct ledger *l, int64_t seq, char **body, size_t *len,
                 struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct ledger_entry e;
     int present = 0;
     int rc = ledger_get(l, seq, &e, &present, err);
@@ -1166,6 +1204,7 @@ static int find_body(void *ctx, int64_t seq)
 int ledger_body_by_hash(struct ledger *l, const uint8_t hash[32], char **body,
                         size_t *len, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct find_ctx f = {l, -1, NULL, 0, err};
     int rc = l->ops->find_payload(l->store, hash, find_body, &f, err);
     if (rc == FOUND) {
@@ -1211,6 +1250,7 @@ static int bodies_row(void *ctx, const struct store_row *row)
 int ledger_range_bodies(struct ledger *l, int64_t from, int64_t limit,
                         ledger_body_fn fn, void *ctx, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct bodies_ctx b = {fn, ctx};
     int rc = l->ops->begin_read(l->store, err);
     if (rc)
@@ -1224,6 +1264,7 @@ int ledger_range_bodies(struct ledger *l, int64_t from, int64_t limit,
 int ledger_range(struct ledger *l, int64_t from, int64_t limit,
                  ledger_entry_fn fn, void *ctx, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct range_ctx r = {fn, ctx};
     return l->ops->scan(l->store, from < 0 ? 0 : from, limit, 0, range_row, &r,
                         err);
@@ -1232,6 +1273,7 @@ int ledger_range(struct ledger *l, int64_t from, int64_t limit,
 int ledger_descendants(struct ledger *l, int64_t root, int64_t limit,
                        ledger_entry_fn fn, void *ctx, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct range_ctx r = {fn, ctx};
     return l->ops->descendants(l->store, root, limit, range_row, &r, err);
 }
@@ -1239,6 +1281,7 @@ int ledger_descendants(struct ledger *l, int64_t root, int64_t limit,
 int ledger_requests(struct ledger *l, int64_t from, ledger_entry_fn fn,
                     void *ctx, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct range_ctx r = {fn, ctx};
     return l->ops->requests(l->store, from < 0 ? 0 : from, range_row, &r, err);
 }
@@ -1246,6 +1289,7 @@ int ledger_requests(struct ledger *l, int64_t from, ledger_entry_fn fn,
 int ledger_marked(struct ledger *l, int which, int64_t from, ledger_entry_fn fn,
                   void *ctx, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (!l->ops->marked)
         return fo_err_set(err, FO_E_INVALID,
                           "this ledger's store cannot list sessions");
@@ -1256,6 +1300,7 @@ int ledger_marked(struct ledger *l, int which, int64_t from, ledger_entry_fn fn,
 
 int ledger_backup(struct ledger *l, const char *path, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (!l->ops->backup)
         return fo_err_set(err, FO_E_INVALID,
                           "this ledger's store has no backup (use its "
@@ -1266,6 +1311,7 @@ int ledger_backup(struct ledger *l, const char *path, struct fo_err *err)
 int ledger_gates(struct ledger *l, int64_t from, ledger_entry_fn fn, void *ctx,
                  struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct range_ctx r = {fn, ctx};
     return l->ops->gates(l->store, from < 0 ? 0 : from, range_row, &r, err);
 }
@@ -1273,6 +1319,7 @@ int ledger_gates(struct ledger *l, int64_t from, ledger_entry_fn fn, void *ctx,
 int ledger_chain(struct ledger *l, int64_t seq, struct ledger_entry **out,
                  size_t *n, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     size_t cap = 16, len = 0;
     struct ledger_entry *v = malloc(cap * sizeof(*v));
     if (!v)
@@ -1354,6 +1401,7 @@ static int redact_collect(void *ctx, int64_t seq)
 int ledger_redact(struct ledger *l, int64_t seq, const char *reason,
                   struct ledger_entry *out, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (l->readonly)
         return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", l->dir);
     if (!reason || !*reason || strlen(reason) > 1024 ||
@@ -1466,6 +1514,7 @@ static int add_count(void *ctx, const char *key, int64_t n)
 
 int ledger_summary(struct ledger *l, cJSON **out, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     cJSON *o = cJSON_CreateObject();
     cJSON *kinds = cJSON_CreateObject(), *actors = cJSON_CreateObject();
     int64_t count = 0, present = 0;

@@ -76,8 +76,18 @@ int ledger_use_postgres(const char *dir, const char *conninfo,
 /* The store the ledger lives in: "sqlite" or "postgres". */
 const char *ledger_store_name(const struct ledger *l);
 
-/* Closes the ledger (NULL-safe). */
+/* Closes the ledger (NULL-safe). Any thread may close a handle once its
+ * owner is done with it (joined, or handed it back). */
 void ledger_close(struct ledger *l);
+
+/* A handle belongs to one thread: the one that opened it, until another
+ * takes it over by calling this (a handle opened on the main thread for
+ * a committer or worker thread, say). The handoff must be ordered by a
+ * lock, a queue or pthread_create, and the previous owner must not use
+ * the handle afterwards. Builds with FORUM_OWNER_ASSERTS (the tests')
+ * abort on a call from any other thread, naming the function; other
+ * builds record nothing. */
+void ledger_set_owner(struct ledger *l);
 
 /* The ledger's fixed identity: a random id made at creation, and the origin
  * (the checkpoint origin line and key name). Owned by the ledger. */

@@ -9,6 +9,10 @@
 #include "ledger/merkle.h"
 #include "ledger/store.h"
 
+#ifdef FORUM_OWNER_ASSERTS
+#include <pthread.h>
+#endif
+
 /* The state of the log's head inside a write transaction. */
 struct ledger_head {
     int64_t count;
@@ -18,6 +22,9 @@ struct ledger_head {
 };
 
 struct ledger {
+#ifdef FORUM_OWNER_ASSERTS
+    pthread_t owner; /* the thread that may use it: ledger_set_owner */
+#endif
     int wal_pending; /* the last redaction could not truncate the WAL */
     const struct store_ops *ops;
     struct store *store;
@@ -40,6 +47,19 @@ struct ledger {
     struct ledger_head head_cache;
     int head_cached;
 };
+
+/* LEDGER_OWNED(l), first in every public call that reaches the store:
+ * in builds with FORUM_OWNER_ASSERTS (the test builds), aborts naming the
+ * function when the calling thread is not l's owner (the thread that
+ * opened it, or the last to call ledger_set_owner). A handle is one
+ * connection with one transaction state and caches: two threads using it
+ * is a race even when they never overlap by luck. Elsewhere: nothing. */
+#ifdef FORUM_OWNER_ASSERTS
+void ledger_owner_assert(const struct ledger *l, const char *fn);
+#define LEDGER_OWNED(l) ledger_owner_assert((l), __func__)
+#else
+#define LEDGER_OWNED(l) ((void)(l))
+#endif
 
 /* Inside a read or write transaction: the entry count and the tree's root
  * at the head, from the handle's head cache when the stored head is the one

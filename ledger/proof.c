@@ -63,6 +63,7 @@ static int root_at(struct ledger *l, int64_t size, uint8_t out[32],
 int ledger_root(struct ledger *l, int64_t size, uint8_t out[32],
                 struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (size < 0)
         return fo_err_set(err, FO_E_INVALID, "size %lld: must be >= 0",
                           (long long)size);
@@ -80,6 +81,7 @@ int ledger_root(struct ledger *l, int64_t size, uint8_t out[32],
 int ledger_tree_head(struct ledger *l, int64_t *size, uint8_t root[32],
                      struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     int rc = l->ops->begin_read(l->store, err);
     if (rc)
         return rc;
@@ -94,6 +96,7 @@ int ledger_tree_head(struct ledger *l, int64_t *size, uint8_t root[32],
 int ledger_prove_inclusion(struct ledger *l, int64_t index, int64_t size,
                            struct ledger_inclusion *out, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (index < 0)
         return fo_err_set(err, FO_E_INVALID, "seq %lld: must be >= 0",
                           (long long)index);
@@ -126,6 +129,7 @@ int ledger_prove_inclusion(struct ledger *l, int64_t index, int64_t size,
 int ledger_prove_consistency(struct ledger *l, int64_t first, int64_t second,
                              struct ledger_consistency *out, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (first <= 0)
         return fo_err_set(err, FO_E_INVALID,
                           "first %lld: a consistency proof from the empty "
@@ -449,6 +453,7 @@ static int signer_vkey(struct ledger *l, const struct note_signer *s,
 
 int ledger_verifier_key(struct ledger *l, char **out, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct note_signer *s = NULL;
     int rc = load_signer(l, &s, err);
     if (rc == FO_E_NOT_FOUND || (rc && l->readonly)) {
@@ -484,6 +489,7 @@ void ledger_checkpoint_release(struct ledger_checkpoint *c)
 int ledger_checkpoint_sign(struct ledger *l, int64_t size,
                            struct ledger_checkpoint *out, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (l->readonly)
         return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", l->dir);
     struct note_signer *s = NULL;
@@ -550,6 +556,7 @@ out:
 int ledger_checkpoint_latest(struct ledger *l, struct ledger_checkpoint *out,
                              struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     char *note = NULL;
     int64_t size = 0;
     uint8_t root[32];
@@ -565,6 +572,7 @@ int ledger_checkpoint_latest(struct ledger *l, struct ledger_checkpoint *out,
 int ledger_checkpoint_get(struct ledger *l, struct ledger_checkpoint *out,
                           struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     int rc = ledger_checkpoint_latest(l, out, err);
     if (rc != FO_E_NOT_FOUND || l->readonly)
         return rc;
@@ -695,6 +703,7 @@ int ledger_verify_checkpoint(struct ledger *l, unsigned flags, const char *note,
                              struct ledger_checkpoint_result *res,
                              struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     memset(res, 0, sizeof(*res));
     res->size = -1;
     res->first_bad_checkpoint = -1;
@@ -781,6 +790,7 @@ fail:
 int ledger_bundle(struct ledger *l, int64_t seq, cJSON **out,
                   struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct ledger_entry e;
     int present = 0;
     int rc = ledger_get(l, seq, &e, &present, err);

@@ -80,6 +80,7 @@ int ledger_stage(struct ledger *l, struct ledger_append *reqs, size_t n,
                  const char *submitter, const int64_t *forget, size_t nf,
                  int64_t *batch, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     *batch = -1;
     if (!ledger_can_stage(l))
         return no_stage(l, err);
@@ -137,6 +138,7 @@ int ledger_stage_collect(struct ledger *l, const int64_t *batches, size_t nb,
                                    const char *outcome),
                          void *ctx, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (!l->ops->stage_collect)
         return no_stage(l, err);
     return l->ops->stage_collect(l->store, batches, nb, fn, ctx, err);
@@ -374,6 +376,7 @@ static int take_finish(struct ledger *l, struct take *t, struct fo_err *err)
 int ledger_integrate(struct ledger *l, struct ledger_append *reqs, size_t n,
                      size_t max_staged, size_t *staged, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     *staged = 0;
     if (!ledger_can_stage(l))
         return no_stage(l, err);
@@ -419,6 +422,7 @@ out:
 
 int ledger_stage_listen(struct ledger *l, int *fd, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (!l->ops->stage_listen)
         return no_stage(l, err);
     return l->ops->stage_listen(l->store, fd, err);
@@ -426,6 +430,7 @@ int ledger_stage_listen(struct ledger *l, int *fd, struct fo_err *err)
 
 unsigned ledger_stage_notes(struct ledger *l)
 {
+    LEDGER_OWNED(l);
     unsigned got = l->ops->stage_notes ? l->ops->stage_notes(l->store) : 0;
     return (got & STORE_NOTE_STAGED ? LEDGER_NOTE_STAGED : 0) |
            (got & STORE_NOTE_INTEGRATED ? LEDGER_NOTE_INTEGRATED : 0);
@@ -435,6 +440,7 @@ int ledger_integrator_lease(struct ledger *l, int op, const char *owner,
                             int ttl_ms, int *held, char *holder, size_t cap,
                             struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     *held = 0;
     if (!l->ops->ilease)
         return no_stage(l, err);
@@ -466,6 +472,7 @@ int ledger_integrator_lease(struct ledger *l, int op, const char *owner,
 
 int ledger_stage_prune(struct ledger *l, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (!l->ops->stage_prune)
         return no_stage(l, err);
     return l->ops->stage_prune(l->store, err);

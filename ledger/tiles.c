@@ -285,6 +285,7 @@ static int check_old_checkpoint(struct ledger *l, const char *dir,
 int ledger_tiles_update(struct ledger *l, const char *dir, uint64_t size,
                         struct tiles_stats *st, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     int rc = l->ops->begin_read(l->store, err);
     if (rc)
         return rc;
@@ -305,6 +306,7 @@ int ledger_tiles_update(struct ledger *l, const char *dir, uint64_t size,
 int ledger_tiles_write(struct ledger *l, const char *dir,
                        struct tiles_stats *st, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct ledger_checkpoint cp = {0};
     struct fo_buf note;
     fo_buf_init(&note, NOTE_MAX_LEN * 2);

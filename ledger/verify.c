@@ -316,6 +316,7 @@ int ledger_verify(struct ledger *l, unsigned flags, ledger_progress_fn progress,
                   void *pctx, struct ledger_verify_result *res,
                   struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     memset(res, 0, sizeof(*res));
     res->chain = 1;
     res->first_bad_seq = -1;

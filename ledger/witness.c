@@ -109,6 +109,7 @@ static int parse_witnesses(const char *text, size_t len,
 int ledger_witnesses(struct ledger *l, struct cosig_verifier ***out, size_t *n,
                      struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct fo_buf b;
     int rc = read_witnesses_file(l, &b, err);
     if (!rc)
@@ -120,6 +121,7 @@ int ledger_witnesses(struct ledger *l, struct cosig_verifier ***out, size_t *n,
 int ledger_witness_add(struct ledger *l, const char *vkey, size_t len,
                        struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     struct cosig_verifier *v = NULL;
     struct cosig_verifier **w = NULL;
     size_t n = 0;
@@ -181,6 +183,7 @@ int ledger_checkpoint_cosigned_n(struct ledger *l, int64_t size,
                                  struct fo_buf *out, size_t *count,
                                  struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     char *note = NULL;
     int64_t got = 0;
     uint8_t root[32];
@@ -213,6 +216,7 @@ int ledger_checkpoint_cosigned_n(struct ledger *l, int64_t size,
 int ledger_checkpoint_cosigned(struct ledger *l, int64_t size,
                                struct fo_buf *out, struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     return ledger_checkpoint_cosigned_n(l, size, out, NULL, err);
 }
 
@@ -322,6 +326,7 @@ static int accept_lines(const struct ledger *l, const char *note,
 int ledger_cosign(struct ledger *l, const char *note, size_t len, cJSON **out,
                   struct fo_err *err)
 {
+    LEDGER_OWNED(l);
     if (l->readonly)
         return fo_err_set(err, FO_E_INVALID, "%s: opened read-only", l->dir);
     char *vkey = NULL, *stored = NULL;

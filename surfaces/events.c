@@ -6,17 +6,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include <event2/event.h>
 
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 
-#define RING 4096       /* recent events kept formatted */
-#define FILL_MAX 2048   /* entries read into the ring per turn */
-#define PAGE 256        /* entries a subscriber behind the ring reads a turn */
-#define RUNS_CACHE 1024 /* seq -> run, for parents older than the ring */
-#define WALK_MAX 64     /* parent links followed to find an entry's run */
+#define RING 4096     /* recent events kept formatted */
+#define FILL_MAX 2048 /* entries read into the ring per turn */
+#define PAGE 256      /* entries a subscriber behind the ring reads a turn */
+#define PAGES_MAX 64  /* subscribers behind the ring paged in one read */
+/* seq -> run: the ring's entries, and older parents */
+#define RUNS_CACHE RING
+#define WALK_MAX 64 /* parent links followed to find an entry's run */
 
 /* The kinds forum itself writes: always valid in a filter. Any other kind
  * is valid when the ledger holds an entry of it. */
@@ -75,6 +79,9 @@ struct surf_events_sub {
     int blocked;  /* over SURF_EVENTS_HIGH: waits for writable */
     int gone;     /* the stream cannot go on: no more writes */
     int closing;  /* sink.close was called */
+    int hello;    /* waits for the read that finds where it starts */
+    int paging;   /* a page of its own is being read */
+    int zombie;   /* unsubscribed while paging: freed when the read ends */
     struct surf_events_sink sink;
     void *arg;
     struct surf_events_sub *prev, *nextsub;
@@ -97,9 +104,36 @@ struct bucket {
     struct bucket *chain;
 };
 
+/* A page of entries for one subscriber behind the ring: its wanted
+ * events, framed, on the worker. */
+struct page_req {
+    struct surf_events_sub *s;
+    int64_t from, n; /* asked */
+    int64_t last;    /* the last seq read */
+    struct fo_buf out;
+    unsigned long nout;
+    int failed;
+};
+
+/* The one read in flight (see "reads" below). */
+struct read_job {
+    struct surf_events *ev;
+    unsigned gen;
+    int started; /* the ring had a start when posted (else: the head) */
+    int64_t hi;  /* the ring's end when posted */
+    struct page_req pages[PAGES_MAX];
+    size_t npages;
+    /* found on the worker */
+    int rc;             /* of ledger_count */
+    int64_t count;      /* the head */
+    struct item *items; /* the new entries from hi, framed */
+    size_t nitems;
+    int more; /* more than FILL_MAX new */
+};
+
 struct surf_events {
     struct event_base *base;
-    struct ledger *l;
+    struct surf_events_reader rd;
     struct event *wake, *poll, *keep;
     int keepalive_s;
     struct item *ring; /* RING slots, by seq % RING */
@@ -114,14 +148,14 @@ struct surf_events {
     struct bucket *buckets[BUCKETS];
     struct surf_events_sub *active; /* catching up, blocked or new */
     unsigned stamp;
+    struct read_job job;
+    int reading;  /* job is on a worker */
+    int again;    /* woken while reading: read once more */
+    int behind;   /* a subscriber waits for a page */
+    unsigned gen; /* the ring restarted (no subscriber left) */
+    struct surf_events_sub *zombies;
+    char *hold; /* test builds: FORUM_TEST_EVENTS_HOLD */
 };
-
-static int64_t ring_run(struct surf_events *ev, int64_t seq)
-{
-    if (seq >= ev->lo && seq < ev->hi)
-        return ev->ring[seq % RING].run;
-    return -2; /* not known here */
-}
 
 static void runs_put(struct surf_events *ev, int64_t seq, int64_t run)
 {
@@ -129,10 +163,13 @@ static void runs_put(struct surf_events *ev, int64_t seq, int64_t run)
     ev->runs[seq % RUNS_CACHE].run = run;
 }
 
-/* The run of entry e: the nearest `request` at or above it (its own seq
- * when e is one), -1 when none. Parents are looked up in the ring, the
- * cache, then the ledger. */
-static int64_t run_of(struct surf_events *ev, const struct ledger_entry *e)
+/* Worker (the read in flight owns ev->runs): the run of entry e, the
+ * nearest `request` at or above it (its own seq when e is one), -1 when
+ * none. Parents are looked up in the cache (which holds every entry the
+ * ring was filled with, until a later seq takes its slot), then in the
+ * ledger. */
+static int64_t run_of(struct surf_events *ev, struct ledger *l,
+                      const struct ledger_entry *e)
 {
     if (!strcmp(e->kind, "request"))
         return e->seq;
@@ -140,12 +177,9 @@ static int64_t run_of(struct surf_events *ev, const struct ledger_entry *e)
     struct ledger_entry pe;
     struct fo_err err;
     for (int hops = 0; p >= 0 && hops < WALK_MAX; hops++) {
-        int64_t r = ring_run(ev, p);
-        if (r != -2)
-            return r;
         if (ev->runs[p % RUNS_CACHE].seq == p)
             return ev->runs[p % RUNS_CACHE].run;
-        if (ledger_get(ev->l, p, &pe, NULL, &err) != FO_OK)
+        if (ledger_get(l, p, &pe, NULL, &err) != FO_OK)
             return -1;
         if (!strcmp(pe.kind, "request")) {
             runs_put(ev, p, p);
@@ -207,123 +241,136 @@ static void sub_write(struct surf_events_sub *s, const char *data, size_t len)
         s->gone = 1;
 }
 
-/* ---- a subscriber behind the ring reads its own page ------------------ */
+/* ---- a subscriber behind the ring gets pages read for it ------------- */
 
-struct page {
-    struct surf_events_sub *s;
-    int64_t last;
-    int failed;
+struct page_ctx {
+    struct page_req *p;
+    struct surf_events *ev;
+    struct ledger *l;
 };
 
+/* Worker: one entry of a page. */
 static int page_entry(void *ctx, const struct ledger_entry *e)
 {
-    struct page *p = ctx;
-    struct surf_events *ev = p->s->ev;
-    int64_t run = run_of(ev, e);
-    runs_put(ev, e->seq, run);
+    struct page_ctx *c = ctx;
+    struct page_req *p = c->p;
+    int64_t run = run_of(c->ev, c->l, e);
+    runs_put(c->ev, e->seq, run);
     p->last = e->seq;
     if (!wanted(&p->s->f, e->kind, run))
         return 0;
     size_t len = 0;
     char *t = format(e, run, &len);
-    if (!t) {
+    if (!t || fo_buf_append(&p->out, t, len) != 0) {
+        free(t);
         p->failed = 1;
         return 1;
     }
-    sub_write(p->s, t, len);
     free(t);
-    ev->sent++;
+    p->nout++;
     return 0;
 }
 
-/* Writes what s has not seen, up to the ring's end, while it keeps up. */
+/* Writes what s has not seen, up to the ring's end, while it keeps up.
+ * Behind the ring it waits for a page (ev->behind: the next read). */
 static void deliver(struct surf_events_sub *s)
 {
     struct surf_events *ev = s->ev;
-    int pages = 0;
-    while (!s->gone && s->next < ev->hi) {
+    while (!s->gone && !s->hello && s->next < ev->hi) {
         if (s->sink.pending(s->arg) > SURF_EVENTS_HIGH) {
             s->blocked = 1; /* surf_events_writable goes on */
             return;
         }
-        if (s->next >= ev->lo) {
-            const struct item *it = &ev->ring[s->next % RING];
-            if (wanted(&s->f, it->kind, it->run)) {
-                sub_write(s, it->text, it->len);
-                ev->sent++;
-            }
-            s->next++;
-            continue;
+        if (s->next < ev->lo) {
+            ev->behind = 1;
+            break;
         }
-        if (pages++ == 4) { /* the others get a turn too */
-            surf_events_notify(ev);
-            return;
+        const struct item *it = &ev->ring[s->next % RING];
+        if (wanted(&s->f, it->kind, it->run)) {
+            sub_write(s, it->text, it->len);
+            ev->sent++;
         }
-        int64_t want = ev->lo - s->next;
-        struct page p = {.s = s, .last = s->next - 1};
-        struct fo_err err;
-        int rc = ledger_range(ev->l, s->next, want < PAGE ? want : PAGE,
-                              page_entry, &p, &err);
-        if (rc != FO_OK || p.failed || p.last < s->next) {
-            /* cannot read on: say so and stop this stream */
-            char msg[320];
-            int n = snprintf(msg, sizeof(msg),
-                             "event: error\ndata: {\"error\":\"cannot read "
-                             "the ledger at seq %" PRId64 "\"}\n\n",
-                             s->next);
-            if (n > 0)
-                sub_write(s, msg, (size_t)n);
-            s->gone = 1;
-            return;
-        }
-        s->next = p.last + 1;
+        s->next++;
     }
     s->blocked = 0;
+}
+
+/* Loop: a page read for s, written out (or the stream ended when it could
+ * not be read). */
+static void page_done(struct surf_events *ev, struct page_req *p)
+{
+    struct surf_events_sub *s = p->s;
+    s->paging = 0;
+    if (s->zombie || s->gone || s->next != p->from)
+        return;
+    if (p->failed || p->last < p->from) {
+        /* cannot read on: say so and stop this stream */
+        char msg[320];
+        int n = snprintf(msg, sizeof(msg),
+                         "event: error\ndata: {\"error\":\"cannot read "
+                         "the ledger at seq %" PRId64 "\"}\n\n",
+                         s->next);
+        if (n > 0)
+            sub_write(s, msg, (size_t)n);
+        s->gone = 1;
+        return;
+    }
+    if (p->out.len)
+        sub_write(s, p->out.data, p->out.len);
+    ev->sent += p->nout;
+    s->next = p->last + 1;
 }
 
 /* ---- the ring --------------------------------------------------------- */
 
 struct fill {
-    struct surf_events *ev;
+    struct read_job *j;
+    struct ledger *l;
     int failed;
 };
 
+/* Worker: one new entry, framed for the ring. */
 static int fill_entry(void *ctx, const struct ledger_entry *e)
 {
     struct fill *f = ctx;
-    struct surf_events *ev = f->ev;
-    if (e->seq != ev->hi) { /* never a gap in the ring */
+    struct read_job *j = f->j;
+    if (e->seq != j->hi + (int64_t)j->nitems) { /* never a gap in the ring */
         f->failed = 1;
         return 1;
     }
-    int64_t run = run_of(ev, e);
+    int64_t run = run_of(j->ev, f->l, e);
+    runs_put(j->ev, e->seq, run);
     size_t len = 0;
     char *t = format(e, run, &len);
     if (!t) {
         f->failed = 1;
         return 1;
     }
-    struct item *it = &ev->ring[e->seq % RING];
-    free(it->text);
+    struct item *it = &j->items[j->nitems++];
     *it = (struct item){.seq = e->seq, .run = run, .text = t, .len = len};
     memcpy(it->kind, e->kind, sizeof(it->kind));
-    ev->hi++;
-    if (ev->hi - ev->lo > RING)
-        ev->lo = ev->hi - RING;
     return 0;
 }
 
-static int start(struct surf_events *ev)
+/* Loop: the entries read, into the ring (taken from j). */
+static void fill_ring(struct surf_events *ev, struct read_job *j)
 {
-    if (ev->started)
-        return 0;
-    int64_t count = 0;
-    struct fo_err err;
-    if (ledger_count(ev->l, &count, &err) != FO_OK)
-        return -1;
-    ev->lo = ev->hi = count;
-    ev->started = 1;
-    return 0;
+    for (size_t i = 0; i < j->nitems; i++) {
+        struct item *src = &j->items[i];
+        if (src->seq != ev->hi) { /* the ring moved meanwhile: drop */
+            free(src->text);
+            continue;
+        }
+        struct item *it = &ev->ring[src->seq % RING];
+        free(it->text);
+        *it = *src;
+        ev->hi++;
+        if (ev->hi - ev->lo > RING)
+            ev->lo = ev->hi - RING;
+    }
+    free(j->items);
+    j->items = NULL;
+    j->nitems = 0;
 }
 
 /* The distinct kinds and runs of a turn's new entries (many: too many to
@@ -488,6 +535,8 @@ static void visit(struct surf_events *ev, struct surf_events_sub *s,
     if (s->stamp == ev->stamp)
         return;
     s->stamp = ev->stamp;
+    if (s->hello)
+        return; /* stays active: its start comes with the read */
     if (s->parked) {
         s->next = old_hi;
         s->parked = 0;
@@ -524,24 +573,110 @@ static void reap(struct surf_events *ev)
     }
 }
 
-static void turn(struct surf_events *ev)
+/* ---- reads -------------------------------------------------------------
+ * The tailer never reads the ledger on the loop thread. A turn posts one
+ * read (rd.post) to a thread with a ledger handle of its own (the HTTP
+ * surface's workers): the head, the new entries from the ring's end (up
+ * to FILL_MAX, framed there), and a page for each subscriber behind the
+ * ring. Its done, on the loop, fills the ring, writes the pages, starts
+ * the new subscribers and looks at whoever the new entries concern. One
+ * read is in flight at a time: it owns ev->runs meanwhile, and a wake
+ * that comes during it makes another read when it ends. */
+
+#ifdef FORUM_TEST_SEAMS
+/* Test builds: while the file FORUM_TEST_EVENTS_HOLD names exists, a read
+ * waits (a slow store), having made PATH.held; it gives up after 30 s,
+ * making PATH.expired. */
+static void hold_here(const char *path)
 {
-    if (!ev->nsubs || start(ev) != 0)
+    struct stat st;
+    char mark[600];
+    if (!path || stat(path, &st) != 0)
         return;
-    int64_t count = 0;
+    snprintf(mark, sizeof(mark), "%s.held", path);
+    FILE *f = fopen(mark, "w");
+    if (f)
+        fclose(f);
+    for (int i = 0; i < 3000 && stat(path, &st) == 0; i++)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    if (stat(path, &st) == 0) {
+        snprintf(mark, sizeof(mark), "%s.expired", path);
+        if ((f = fopen(mark, "w")) != NULL)
+            fclose(f);
+    }
+}
+#endif
+
+/* Worker: the read (l: the worker's handle, NULL when it has none). */
+static void read_main(void *arg, struct ledger *l)
+{
+    struct read_job *j = arg;
+#ifdef FORUM_TEST_SEAMS
+    hold_here(j->ev->hold);
+#endif
     struct fo_err err;
-    int more = 0;
-    int64_t old_hi = ev->hi;
-    if (ledger_count(ev->l, &count, &err) == FO_OK && count > ev->hi) {
-        int64_t n = count - ev->hi;
+    if (!l) {
+        j->rc = FO_E_UNAVAILABLE;
+        return;
+    }
+    j->rc = ledger_count(l, &j->count, &err);
+    if (j->rc != FO_OK)
+        return;
+    if (!j->started)
+        j->hi = j->count; /* a fresh ring starts at the head */
+    if (j->count > j->hi) {
+        int64_t n = j->count - j->hi;
         if (n > FILL_MAX) {
             n = FILL_MAX;
-            more = 1;
+            j->more = 1;
         }
-        struct fill f = {.ev = ev};
-        ledger_range(ev->l, ev->hi, n, fill_entry, &f, &err);
+        j->items = calloc((size_t)n, sizeof(*j->items));
+        struct fill f = {.j = j, .l = l};
+        if (j->items)
+            ledger_range(l, j->hi, n, fill_entry, &f, &err);
+        if (j->nitems < (size_t)n)
+            j->more = 0; /* a failed read is not retried at once */
     }
-    /* What the new entries hold: whose buckets to look in. */
+    for (size_t i = 0; i < j->npages; i++) {
+        struct page_req *p = &j->pages[i];
+        struct page_ctx c = {.p = p, .ev = j->ev, .l = l};
+        if (ledger_range(l, p->from, p->n, page_entry, &c, &err) != FO_OK)
+            p->failed = 1;
+    }
+}
+
+/* Loop: the subscribers that waited for the head start from it (or from
+ * their Last-Event-ID, not past the head); when it could not be read,
+ * their streams end. */
+static void start_new(struct surf_events *ev, int ok, int64_t count)
+{
+    for (struct surf_events_sub *s = ev->subs; s; s = s->nextsub) {
+        if (!s->hello)
+            continue;
+        s->hello = 0;
+        if (!ok) {
+            static const char msg[] =
+                "event: error\ndata: {\"error\":\"cannot read the ledger's "
+                "head\"}\n\n";
+            sub_write(s, msg, sizeof(msg) - 1);
+            s->gone = 1;
+            continue;
+        }
+        s->next = s->f.start >= 0 ? s->f.start : count;
+        if (s->next > count)
+            s->next = count; /* an id from the future: from the head */
+        char hello[96];
+        int n = snprintf(hello, sizeof(hello),
+                         "retry: 1000\n: forum events from seq %" PRId64 "\n\n",
+                         s->next);
+        if (n > 0)
+            sub_write(s, hello, (size_t)n);
+    }
+}
+
+/* Loop: whoever the entries from old_hi concern gets them. */
+static void look(struct surf_events *ev, int64_t old_hi)
+{
     struct batch b = {0};
     for (int64_t q = old_hi; q < ev->hi && !b.many; q++)
         batch_add(&b, &ev->ring[q % RING]);
@@ -549,22 +684,109 @@ static void turn(struct surf_events *ev)
     if (b.many) {
         for (struct surf_events_sub *s = ev->subs; s; s = s->nextsub)
             visit(ev, s, old_hi);
-    } else {
-        for (struct surf_events_sub *s = ev->active, *n; s; s = n) {
-            n = s->anext; /* visit may take s out */
-            visit(ev, s, old_hi);
-        }
-        if (ev->hi > old_hi)
-            visit_bucket(ev, bucket_find(ev, -2, "", 0), old_hi);
-        for (int i = 0; i < b.nkinds; i++)
-            visit_bucket(ev, bucket_find(ev, -1, b.kinds[i], 0), old_hi);
-        for (int i = 0; i < b.nruns; i++)
-            if (b.runs[i] >= 0)
-                visit_bucket(ev, bucket_find(ev, b.runs[i], "", 0), old_hi);
+        return;
     }
-    reap(ev);
-    if (more)
+    for (struct surf_events_sub *s = ev->active, *n; s; s = n) {
+        n = s->anext; /* visit may take s out */
+        visit(ev, s, old_hi);
+    }
+    if (ev->hi > old_hi)
+        visit_bucket(ev, bucket_find(ev, -2, "", 0), old_hi);
+    for (int i = 0; i < b.nkinds; i++)
+        visit_bucket(ev, bucket_find(ev, -1, b.kinds[i], 0), old_hi);
+    for (int i = 0; i < b.nruns; i++)
+        if (b.runs[i] >= 0)
+            visit_bucket(ev, bucket_find(ev, b.runs[i], "", 0), old_hi);
+}
+
+static void free_zombies(struct surf_events *ev)
+{
+    while (ev->zombies) {
+        struct surf_events_sub *z = ev->zombies;
+        ev->zombies = z->nextsub;
+        free(z);
+    }
+}
+
+static void read_clear(struct read_job *j)
+{
+    for (size_t i = 0; i < j->nitems; i++)
+        free(j->items[i].text);
+    free(j->items);
+    for (size_t i = 0; i < j->npages; i++)
+        fo_buf_release(&j->pages[i].out);
+    memset(j, 0, sizeof(*j));
+}
+
+/* Loop: the read ended. */
+static void read_done(void *arg)
+{
+    struct read_job *j = arg;
+    struct surf_events *ev = j->ev;
+    ev->reading = 0;
+    if (j->gen == ev->gen && ev->nsubs) {
+        int ok = j->rc == FO_OK;
+        if (ok && !ev->started) {
+            ev->lo = ev->hi = j->count;
+            ev->started = 1;
+        }
+        int64_t old_hi = ev->hi;
+        if (ok)
+            fill_ring(ev, j);
+        start_new(ev, ok, j->count);
+        for (size_t i = 0; i < j->npages; i++)
+            page_done(ev, &j->pages[i]);
+        ev->behind = 0;
+        look(ev, old_hi);
+        reap(ev);
+        if (j->more || ev->behind)
+            ev->again = 1;
+    }
+    free_zombies(ev); /* none is paging now */
+    read_clear(j);
+    if (ev->again && ev->nsubs)
         event_active(ev->wake, 0, 0);
+}
+
+/* Loop: a read of what is new, and of a page for each subscriber behind
+ * the ring (not blocked), unless one is under way. */
+static void turn(struct surf_events *ev)
+{
+    if (!ev->nsubs)
+        return;
+    if (ev->reading) {
+        ev->again = 1;
+        return;
+    }
+    ev->again = 0;
+    struct read_job *j = &ev->job;
+    read_clear(j);
+    *j = (struct read_job){
+        .ev = ev, .gen = ev->gen, .started = ev->started, .hi = ev->hi};
+    for (struct surf_events_sub *s = ev->active; s && ev->started;
+         s = s->anext) {
+        if (s->hello || s->gone || s->blocked || s->paging || s->next >= ev->lo)
+            continue;
+        if (j->npages == PAGES_MAX) {
+            ev->again = 1; /* the rest in the next read */
+            break;
+        }
+        struct page_req *p = &j->pages[j->npages++];
+        int64_t want = ev->lo - s->next;
+        *p = (struct page_req){
+            .s = s, .from = s->next, .n = want < PAGE ? want : PAGE};
+        p->last = p->from - 1;
+        fo_buf_init(&p->out, FO_BUF_UNLIMITED);
+        s->paging = 1;
+    }
+    ev->reading = 1;
+    if (ev->rd.post(ev->rd.hook, read_main, read_done, j) != 0) {
+        j->rc = FO_E_UNAVAILABLE; /* as if the ledger could not be read */
+        for (size_t i = 0; i < j->npages; i++)
+            j->pages[i].failed = 1;
+        ev->again = 0;
+        read_done(j);
+    }
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
@@ -581,21 +803,29 @@ static void on_keep(evutil_socket_t fd, short what, void *arg)
     struct surf_events *ev = arg;
     static const char ka[] = ":\n\n";
     for (struct surf_events_sub *s = ev->subs; s; s = s->nextsub)
-        sub_write(s, ka, sizeof(ka) - 1);
+        if (!s->hello)
+            sub_write(s, ka, sizeof(ka) - 1);
     reap(ev);
 }
 
 /* ---- the API ---------------------------------------------------------- */
 
-int surf_events_create(struct event_base *base, struct ledger *l,
-                       int keepalive_s, struct surf_events **out,
-                       struct fo_err *err)
+int surf_events_create(struct event_base *base,
+                       const struct surf_events_reader *rd, int keepalive_s,
+                       struct surf_events **out, struct fo_err *err)
 {
     struct surf_events *ev = calloc(1, sizeof(*ev));
     if (!ev)
         return fo_err_set(err, FO_E_NOMEM, NULL);
     ev->base = base;
-    ev->l = l;
+    ev->rd = *rd;
+#ifdef FORUM_TEST_SEAMS
+    const char *hold = getenv("FORUM_TEST_EVENTS_HOLD");
+    if (hold && *hold && !(ev->hold = strdup(hold))) {
+        surf_events_free(ev);
+        return fo_err_set(err, FO_E_NOMEM, NULL);
+    }
+#endif
     ev->keepalive_s = keepalive_s > 0 ? keepalive_s : 15;
     ev->ring = calloc(RING, sizeof(*ev->ring));
     ev->wake = event_new(base, -1, 0, on_wake, ev);
@@ -611,14 +841,13 @@ int surf_events_create(struct event_base *base, struct ledger *l,
     return FO_OK;
 }
 
-static int kind_known(struct surf_events *ev, const char *kind,
-                      struct fo_err *err)
+static int kind_known(struct ledger *l, const char *kind, struct fo_err *err)
 {
     for (size_t i = 0; forum_kinds[i]; i++)
         if (!strcmp(forum_kinds[i], kind))
             return FO_OK;
     cJSON *sum = NULL;
-    int rc = ledger_summary(ev->l, &sum, err);
+    int rc = ledger_summary(l, &sum, err);
     if (rc != FO_OK)
         return rc;
     const cJSON *by = cJSON_GetObjectItemCaseSensitive(sum, "by_kind");
@@ -652,7 +881,7 @@ static int parse_seq(const char *name, const char *v, size_t n, int64_t *out,
     return FO_OK;
 }
 
-int surf_events_filter_parse(struct surf_events *ev, const char *query,
+int surf_events_filter_parse(struct ledger *l, const char *query,
                              const char *last_event_id,
                              struct surf_events_filter *f, struct fo_err *err)
 {
@@ -694,7 +923,7 @@ int surf_events_filter_parse(struct surf_events *ev, const char *query,
                 if (ledger_check_kind(k, err) != FO_OK)
                     return fo_err_set(err, FO_E_INVALID, "kind: not a kind: %s",
                                       k);
-                rc = kind_known(ev, k, err);
+                rc = kind_known(l, k, err);
                 if (rc != FO_OK)
                     return rc;
                 f->nkinds++;
@@ -726,7 +955,7 @@ int surf_events_filter_parse(struct surf_events *ev, const char *query,
     }
     if (f->run >= 0) {
         struct ledger_entry e;
-        int rc = ledger_get(ev->l, f->run, &e, NULL, err);
+        int rc = ledger_get(l, f->run, &e, NULL, err);
         if (rc == FO_E_NOT_FOUND || (rc == FO_OK && strcmp(e.kind, "request")))
             return fo_err_set(err, FO_E_NOT_A_RUN,
                               "run: entry %" PRId64 " is not a run's request",
@@ -741,10 +970,6 @@ struct surf_events_sub *surf_events_subscribe(
     struct surf_events *ev, const struct surf_events_filter *f,
     const struct surf_events_sink *sink, void *arg, struct fo_err *err)
 {
-    if (start(ev) != 0) {
-        fo_err_set(err, FO_E_IO, "cannot read the ledger's head");
-        return NULL;
-    }
     struct surf_events_sub *s = calloc(1, sizeof(*s));
     if (!s) {
         fo_err_set(err, FO_E_NOMEM, NULL);
@@ -754,18 +979,7 @@ struct surf_events_sub *surf_events_subscribe(
     s->f = *f;
     s->sink = *sink;
     s->arg = arg;
-    int64_t count = ev->hi;
-    struct fo_err e2;
-    ledger_count(ev->l, &count, &e2);
-    s->next = f->start >= 0 ? f->start : count;
-    if (s->next > count)
-        s->next = count; /* an id from the future: from the head */
-    char hello[96];
-    int n = snprintf(hello, sizeof(hello),
-                     "retry: 1000\n: forum events from seq %" PRId64 "\n\n",
-                     s->next);
-    if (n > 0)
-        sub_write(s, hello, (size_t)n);
+    s->hello = 1; /* the next read says where it starts */
     if (index_sub(ev, s, 1) != 0) {
         free(s);
         fo_err_set(err, FO_E_NOMEM, NULL);
@@ -782,16 +996,17 @@ struct surf_events_sub *surf_events_subscribe(
         evtimer_add(ev->poll, &pt);
         evtimer_add(ev->keep, &kt);
     }
-    event_active(ev->wake, 0, 0); /* the backlog, if any */
+    event_active(ev->wake, 0, 0); /* its start, and the backlog if any */
     return s;
 }
 
 void surf_events_writable(struct surf_events *ev, struct surf_events_sub *s)
 {
     if (s->blocked) {
+        ev->behind = 0;
         deliver(s);
-        if (s->gone)
-            event_active(ev->wake, 0, 0); /* reaped there */
+        if (s->gone || ev->behind)
+            event_active(ev->wake, 0, 0); /* reaped, or paged, there */
     }
 }
 
@@ -807,16 +1022,25 @@ void surf_events_unsubscribe(struct surf_events *ev, struct surf_events_sub *s)
         s->nextsub->prev = s->prev;
     index_sub(ev, s, 0);
     active_del(ev, s);
-    free(s);
+    if (s->paging) { /* the read in flight still looks at it */
+        s->zombie = 1;
+        s->prev = NULL;
+        s->nextsub = ev->zombies;
+        ev->zombies = s;
+    } else {
+        free(s);
+    }
     if (--ev->nsubs == 0) {
         evtimer_del(ev->poll);
         evtimer_del(ev->keep);
-        /* the ring starts again from the head at the next subscriber */
+        /* the ring starts again from the head at the next subscriber (a
+         * read in flight is for the old one: its result is dropped) */
         for (int64_t q = ev->lo; q < ev->hi; q++) {
             free(ev->ring[q % RING].text);
             ev->ring[q % RING].text = NULL;
         }
         ev->started = 0;
+        ev->gen++;
     }
 }
 
@@ -842,6 +1066,10 @@ void surf_events_free(struct surf_events *ev)
         return;
     while (ev->subs)
         surf_events_unsubscribe(ev, ev->subs);
+    /* no read is in flight now: the workers are stopped */
+    free_zombies(ev);
+    read_clear(&ev->job);
+    free(ev->hold);
     if (ev->ring)
         for (size_t i = 0; i < RING; i++)
             free(ev->ring[i].text);

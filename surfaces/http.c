@@ -52,6 +52,8 @@ void http_job_free(struct job *j)
     if (!j)
         return;
     cJSON_Delete(j->in);
+    if (j->free_arg)
+        free(j->arg);
     free(j->body);
     fo_buf_release(&j->cbody);
     free(j);
@@ -153,6 +155,10 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_unlock(&h->mu);
     struct job *j;
     while ((j = q_pop(&done)) != NULL) {
+        if (j->finish) {
+            j->finish(j);
+            continue;
+        }
         char *body = j->body;
         j->body = NULL;
         http_send_raw(h, j->req, j->status, "application/json", body,
@@ -160,6 +166,46 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         http_job_free(j);
         http_finished(h);
     }
+}
+
+/* Queues j for the workers (loop thread). */
+void http_job_post(struct surf_http *h, struct job *j)
+{
+    pthread_mutex_lock(&h->mu);
+    http_q_push(&h->work, j);
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* The event stream's reads (surf_events_reader) on a worker, with the
+ * worker's own ledger handle; their done on the loop. */
+static void events_read_work(struct job *j, struct surf_ctx *ctx)
+{
+    j->read(j->arg, ctx ? ctx->ledger : NULL);
+}
+
+static void events_read_finish(struct job *j)
+{
+    void (*done)(void *) = j->read_done;
+    void *arg = j->arg;
+    http_job_free(j);
+    done(arg);
+}
+
+static int events_post(void *hook, void (*read)(void *arg, struct ledger *l),
+                       void (*done)(void *arg), void *arg)
+{
+    struct surf_http *h = hook;
+    struct job *j = http_job_new(h, NULL, NULL, ROUTE_EVENTS, 0, NULL);
+    if (!j)
+        return -1;
+    j->work = events_read_work;
+    j->finish = events_read_finish;
+    j->read = read;
+    j->read_done = done;
+    j->arg = arg;
+    http_job_post(h, j);
+    return 0;
 }
 
 /* Loop thread: a run started on the engine ended (or began, for
@@ -320,9 +366,10 @@ int surf_http_create(struct event_base *base,
             goto fail;
         }
     }
+    struct surf_events_reader rd = {.post = events_post, .hook = h};
     if (h->cfg.loop_ctx && h->cfg.loop_ctx->ledger &&
-        surf_events_create(base, h->cfg.loop_ctx->ledger, h->cfg.keepalive_s,
-                           &h->events, err) != FO_OK) {
+        surf_events_create(base, &rd, h->cfg.keepalive_s, &h->events, err) !=
+            FO_OK) {
         rc = err->code;
         goto fail;
     }

@@ -82,6 +82,15 @@ struct job {
      * mflags are its session's (SURF_MCP_ADMIN). */
     void (*work)(struct job *j, struct surf_ctx *ctx);
     unsigned mflags;
+    /* Work other than a reply (the event stream's reads, http_stream.c's
+     * filter): finish(j) runs on the loop in place of sending status and
+     * body, and frees j (and answers j->req, if any). arg is the work's;
+     * free_arg: http_job_free frees it too. */
+    void (*finish)(struct job *j);
+    void (*read)(void *arg, struct ledger *l);
+    void (*read_done)(void *arg);
+    void *arg;
+    int free_arg;
     /* an append */
     struct ledger_queued_append creq;
     struct fo_buf cbody;
@@ -287,6 +296,8 @@ struct job *http_job_new(struct surf_http *h, struct evhttp_request *req,
                          const struct surf_method *m, int route, int64_t t0,
                          cJSON *in);
 void http_job_free(struct job *j);
+/* Queues j for a worker. */
+void http_job_post(struct surf_http *h, struct job *j);
 /* The committer's callbacks of a SURF_ON_COMMIT job (committer thread). */
 void http_append_done(struct ledger_queued_append *r);
 void http_append_flush(void *arg);

@@ -87,13 +87,57 @@ void http_stream_lost(struct stream *st)
     stream_unlink(st);
 }
 
-/* GET /events, past the auth check: 1 when the stream was opened (the
- * request is in flight until stream_unlink), 0 when it was answered with
- * an error. */
+/* A GET /events whose filter is read on a worker (a run's request, the
+ * kinds the ledger holds: reads of the ledger, so off the loop). */
+struct stream_open {
+    char *query;
+    char *last; /* Last-Event-ID */
+    struct surf_events_filter f;
+    int rc;
+    struct fo_err err;
+};
+
+static void stream_filter_work(struct job *j, struct surf_ctx *ctx)
+{
+    struct stream_open *o = j->arg;
+    o->rc =
+        ctx ? surf_events_filter_parse(ctx->ledger, o->query, o->last, &o->f,
+                                       &o->err)
+            : fo_err_set(&o->err, FO_E_UNAVAILABLE, "the worker has no ledger");
+}
+
+static int stream_begin(struct surf_http *h, struct evhttp_request *req,
+                        const struct surf_events_filter *f, int64_t t0);
+
+/* Loop: the filter was read; the stream starts, or the error is the
+ * answer. */
+static void stream_filter_done(struct job *j)
+{
+    struct surf_http *h = j->h;
+    struct stream_open *o = j->arg;
+    struct evhttp_request *req = j->req;
+    int64_t t0 = j->t0;
+    int kept = 0;
+    if (o->rc != FO_OK)
+        http_send_error(h, req, &o->err, 0, ROUTE_EVENTS, t0);
+    else if (h->draining)
+        http_send_errorf(h, req, FO_E_DRAINING, "the daemon is shutting down",
+                         0, ROUTE_EVENTS, t0);
+    else
+        kept = stream_begin(h, req, &o->f, t0);
+    free(o->query);
+    free(o->last);
+    http_job_free(j); /* and o */
+    if (!kept)
+        http_finished(h);
+}
+
+/* GET /events, past the auth check: 1 when in flight (the filter is read
+ * on a worker, then the stream is open until stream_unlink, or the error
+ * is answered), 0 when it was answered with an error. */
 int http_stream_open(struct surf_http *h, struct evhttp_request *req,
                      const char *verb, int64_t t0)
 {
-    struct fo_err err;
     if (strcmp(verb, "GET") != 0) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
                           "GET");
@@ -109,13 +153,47 @@ int http_stream_open(struct surf_http *h, struct evhttp_request *req,
         return 0;
     }
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
     const char *last = evhttp_find_header(evhttp_request_get_input_headers(req),
                                           "Last-Event-ID");
-    struct surf_events_filter f;
-    if (surf_events_filter_parse(h->events,
-                                 uri ? evhttp_uri_get_query(uri) : NULL, last,
-                                 &f, &err) != FO_OK) {
-        http_send_error(h, req, &err, 0, ROUTE_EVENTS, t0);
+    struct stream_open *o = calloc(1, sizeof(*o));
+    struct job *j =
+        o ? http_job_new(h, req, NULL, ROUTE_EVENTS, t0, NULL) : NULL;
+    if (o) {
+        o->query = query ? strdup(query) : NULL;
+        o->last = last ? strdup(last) : NULL;
+    }
+    if (!j || (query && !o->query) || (last && !o->last)) {
+        if (o) {
+            free(o->query);
+            free(o->last);
+        }
+        free(o);
+        http_job_free(j);
+        http_send_errorf(h, req, FO_E_NOMEM, "out of memory", 0, ROUTE_EVENTS,
+                         t0);
+        return 0;
+    }
+    j->work = stream_filter_work;
+    j->finish = stream_filter_done;
+    j->arg = o;
+    j->free_arg = 1;
+    http_job_post(h, j);
+    return 1;
+}
+
+/* Loop: the stream of a GET /events whose filter was read. 1 when open
+ * (in flight until stream_unlink), 0 when answered with an error. */
+static int stream_begin(struct surf_http *h, struct evhttp_request *req,
+                        const struct surf_events_filter *filter, int64_t t0)
+{
+    struct fo_err err;
+    struct surf_events_filter f = *filter;
+    struct conn *c = http_conn_find(h, evhttp_request_get_connection(req));
+    if (!c) { /* the client left meanwhile (this frees the request) */
+        http_send_errorf(h, req, FO_E_UNAVAILABLE,
+                         "the event stream is not available here", 0,
+                         ROUTE_EVENTS, t0);
         return 0;
     }
     struct stream *st = calloc(1, sizeof(*st));

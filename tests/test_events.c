@@ -1,8 +1,9 @@
 /* test_events: GET /events against the real daemon. Entries appended over
  * HTTP arrive on the stream in seq order with their ids; filters by kind
  * and run; Last-Event-ID resumes after a daemon restart with no gap and no
- * duplicate; an idle stream outlives the idle timeout; a client that
- * leaves is forgotten; the drain ends streams; bad filters and a token in
+ * duplicate; the tail's reads wait on a slow store off the loop (the
+ * daemon answers meanwhile); an idle stream outlives the idle timeout; a client
+ * that leaves is forgotten; the drain ends streams; bad filters and a token in
  * the query string are refused (and the token never reaches the log). */
 #include <errno.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -238,6 +240,63 @@ Test(events, appends_arrive_in_order_with_ids)
     }
     sse_close(&s);
     down(&d, dir);
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* The tail reads the ledger off the loop thread: while its read waits on
+ * a slow store (test builds: the read holds while the file
+ * FORUM_TEST_EVENTS_HOLD names exists, and makes PATH.held), the daemon
+ * answers another request; once the store answers, the entry comes, in
+ * order, once. With the read on the loop, /metrics would wait for the
+ * hold to give up (PATH.expired). */
+Test(events, a_slow_tail_read_does_not_hold_the_loop)
+{
+#ifndef FORUM_TEST_SEAMS
+    cr_skip_test("built without the test seams");
+#endif
+    char *aux = tu_tmpdir();
+    char hold[512], held[600], expired[600];
+    snprintf(hold, sizeof(hold), "%s/hold", aux);
+    snprintf(held, sizeof(held), "%s.held", hold);
+    snprintf(expired, sizeof(expired), "%s.expired", hold);
+    setenv("FORUM_TEST_EVENTS_HOLD", hold, 1);
+    struct tu_daemon d;
+    char *dir = up(&d);
+    unsetenv("FORUM_TEST_EVENTS_HOLD");
+    struct sse s;
+    sse_open(&s, &d, "/events", NULL);
+    struct sse_event ev;
+    long long first = append(&d, "note", -1);
+    cr_assert(sse_next(&s, &ev, WAIT_MS), "the first entry never came");
+    cr_assert_eq(ev.id, first);
+    cr_assert_eq(tu_write_file(hold, "", 0), 0);
+    long long second = append(&d, "memo", -1); /* the tail reads: held */
+    for (int64_t t0 = tu_now_ms(); !exists(held);) {
+        cr_assert_lt(tu_now_ms() - t0, WAIT_MS, "the tail never read");
+        usleep(10 * 1000);
+    }
+    char *b = NULL;
+    cr_assert_eq(tu_http(&d, "GET", "/metrics", NULL, 1, &b), 200);
+    free(b);
+    cr_assert(!exists(expired),
+              "/metrics was answered only after the tail's read gave up: "
+              "the loop thread waited on the store");
+    cr_assert_eq(sse_next(&s, &ev, 0), 0, "event %lld came while held", ev.id);
+    cr_assert_eq(unlink(hold), 0);
+    cr_assert(sse_next(&s, &ev, WAIT_MS), "the held entry never came");
+    cr_assert_eq(ev.id, second);
+    cr_assert_str_eq(ev.kind, "memo");
+    long long third = append(&d, "note", -1);
+    cr_assert(sse_next(&s, &ev, WAIT_MS));
+    cr_assert_eq(ev.id, third, "%lld after %lld", ev.id, second);
+    sse_close(&s);
+    down(&d, dir);
+    tu_rmrf(aux);
 }
 
 Test(events, run_filter_follows_parent_links)

@@ -1,9 +1,11 @@
 /* test_ledger: the ledger library: the chain, tampering done directly in
  * ledger.db, redaction, several writers, crashes, and injected faults. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1292,5 +1294,92 @@ Test(ledger, a_redaction_names_every_body_it_removes_and_stays)
     struct ledger_verify_result res = verify(dir, 1);
     cr_assert(res.ok);
     cr_assert_eq(res.bodies_redacted, 2); /* = the seqs the redaction names */
+    tu_rmrf(dir);
+}
+
+/* ---- the owner of a handle ----------------------------------------------
+ * A handle is used by one thread: the one that opened it, or the last to
+ * call ledger_set_owner. The test builds (FORUM_OWNER_ASSERTS) abort on a
+ * call from another, naming the function. */
+
+struct owner_use {
+    struct ledger *l;
+    int take; /* call ledger_set_owner first */
+    int rc;
+};
+
+static void *owner_use_main(void *arg)
+{
+    struct owner_use *u = arg;
+    struct fo_err err;
+    int64_t n = 0;
+    if (u->take)
+        ledger_set_owner(u->l);
+    u->rc = ledger_count(u->l, &n, &err);
+    return NULL;
+}
+
+/* In a child: opens dir's ledger, hands it to a second thread (which takes
+ * it over when take) for one ledger_count, then uses it again on the
+ * first thread (taking it back when take). Exits 0 when every call
+ * returned. The child's stderr goes to errpath. */
+static pid_t owner_child(const char *dir, const char *errpath, int take)
+{
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid != 0)
+        return pid;
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    if (!freopen(errpath, "w", stderr))
+        _exit(10);
+    struct ledger *l = NULL;
+    struct fo_err err;
+    if (ledger_open(dir, 0, NULL, &l, &err) != FO_OK)
+        _exit(11);
+    struct owner_use u = {.l = l, .take = take, .rc = -1};
+    pthread_t th;
+    if (pthread_create(&th, NULL, owner_use_main, &u) != 0)
+        _exit(12);
+    pthread_join(th, NULL);
+    if (u.rc != FO_OK)
+        _exit(13);
+    if (take)
+        ledger_set_owner(l); /* handed back: the join ordered it */
+    int64_t n = 0;
+    if (ledger_count(l, &n, &err) != FO_OK || n != 1)
+        _exit(14);
+    ledger_close(l);
+    _exit(0);
+}
+
+Test(ledger_owner, a_call_from_a_thread_not_the_owner_aborts_naming_it)
+{
+#ifndef FORUM_OWNER_ASSERTS
+    cr_skip_test("built without FORUM_OWNER_ASSERTS");
+#endif
+    char *dir = tu_tmpdir();
+    struct ledger *l = open_new(dir);
+    append(l, "note", LEDGER_NO_PARENT, "{}");
+    ledger_close(l);
+    char errpath[512];
+    snprintf(errpath, sizeof(errpath), "%s/child.err", dir);
+    int st = 0;
+    pid_t pid = owner_child(dir, errpath, 0);
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    char *msg = tu_read_file(errpath, NULL);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+              "the child was not aborted (status %#x): %s", st, msg ? msg : "");
+    cr_assert(msg && strstr(msg, "ledger_count: ledger handle") &&
+                  strstr(msg, "does not own it"),
+              "%s", msg ? msg : "(no stderr)");
+    free(msg);
+    /* the same use, stated: ledger_set_owner on each side of the join */
+    pid = owner_child(dir, errpath, 1);
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    msg = tu_read_file(errpath, NULL);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x: %s", st,
+              msg ? msg : "");
+    free(msg);
     tu_rmrf(dir);
 }

@@ -9,10 +9,12 @@
  * claims them once their leases expire and finishes them, and the fake
  * model's call count shows no witnessed step made twice. PostgreSQL
  * restarted under load: the daemons report errors, reconnect, and lose
- * nothing they acknowledged.
+ * nothing they acknowledged. The event stream of one daemon shows every
+ * daemon's entries, once, in order (its reads on its workers).
  *
  * Each test starts its own PostgreSQL (tu_pg.h) and skips, saying so,
  * only when the server binaries are absent. */
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -928,5 +931,106 @@ Test(multiwriter, postgres_restarted_under_load_loses_no_acknowledged_entry,
     acks_check(&acks, m.dirs[0]);
     same_root_as_one_writer(m.dirs[1]);
     tu_fakebin_stop(&f);
+    mw_free(&m);
+}
+
+/* ---- the event stream over PostgreSQL ----------------------------------- */
+
+/* GET /events on d (path), its raw bytes read into buf until `want` ids
+ * were seen or WAIT (a failure detector); the ids, in the order they came,
+ * into ids. */
+static int sse_ids(int fd, char *buf, size_t cap, size_t *len, long long *ids,
+                   int want)
+{
+    int n = 0;
+    int64_t t0 = tu_now_ms();
+    while (n < want && tu_now_ms() - t0 < 60000) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        ssize_t r = recv(fd, buf + *len, cap - 1 - *len, 0);
+        if (r <= 0)
+            break;
+        *len += (size_t)r;
+        buf[*len] = 0;
+        n = 0;
+        for (const char *q = strstr(buf, "\nid: "); q && n < want;
+             q = strstr(q + 1, "\nid: ")) {
+            if (!strchr(q + 5, '\n'))
+                break; /* not whole yet */
+            ids[n++] = atoll(q + 5);
+        }
+    }
+    return n;
+}
+
+static int sse_connect(const struct tu_daemon *d, const char *path)
+{
+    int fd = tu_connect_loopback(d->port, 0);
+    char req[512];
+    int n = snprintf(req, sizeof(req),
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
+                     "Bearer %s\r\n\r\n",
+                     path, d->token);
+    cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    return fd;
+}
+
+static long long append_one(const struct tu_daemon *d, int k)
+{
+    char body[160];
+    snprintf(body, sizeof(body),
+             "{\"actor\":\"t\",\"kind\":\"note\",\"payload\":{\"k\":%d}}", k);
+    cJSON *e = tu_http_json(d, "POST", "/append", body, 200);
+    long long seq = tu_num(e, "seq");
+    cJSON_Delete(e);
+    return seq;
+}
+
+Test(multiwriter, one_daemons_event_stream_shows_every_daemons_entries,
+     .timeout = 180)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct mw m;
+    mw_init(&m);
+    mw_start(&m, 0, NULL);
+    mw_start(&m, 1, NULL);
+    long long first = append_one(&m.d[0], -1);
+    static char buf[1 << 18];
+    size_t len = 0;
+    int fd = sse_connect(&m.d[0], "/events");
+    /* its hello names where it starts: the head, after `first` */
+    for (int64_t t0 = tu_now_ms(); !strstr(buf, "from seq");) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "no hello: %s", buf);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 200) > 0) {
+            ssize_t r = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+            cr_assert_gt(r, 0);
+            len += (size_t)r;
+            buf[len] = 0;
+        }
+    }
+    cr_assert(strstr(buf, "text/event-stream"), "%s", buf);
+    long long acked[20];
+    for (int k = 0; k < 20; k++) /* the other daemon's: seen by the poll */
+        acked[k] = append_one(&m.d[k % 2], k);
+    long long ids[40];
+    int n = sse_ids(fd, buf, sizeof(buf), &len, ids, 20);
+    cr_assert_eq(n, 20, "%d of 20 events came: %s", n, buf);
+    for (int k = 0; k < 20; k++)
+        cr_assert_eq(ids[k], acked[k], "event %d: %lld, appended %lld", k,
+                     ids[k], acked[k]);
+    close(fd);
+    /* from the start: pages read behind the ring, then the ring, each
+     * entry once and in order */
+    len = 0;
+    buf[0] = 0;
+    fd = sse_connect(&m.d[1], "/events?from=0");
+    n = sse_ids(fd, buf, sizeof(buf), &len, ids, 21);
+    cr_assert_eq(n, 21, "%d of 21 events came: %s", n, buf);
+    cr_assert_eq(ids[0], first);
+    for (int k = 0; k < 20; k++)
+        cr_assert_eq(ids[k + 1], acked[k]);
+    close(fd);
     mw_free(&m);
 }

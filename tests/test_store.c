@@ -7,11 +7,15 @@
  * and the CLI end to end on PostgreSQL (init, append, verify, export from
  * SQLite and import into PostgreSQL with the same root). */
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -1910,4 +1914,62 @@ Test(store_sqlite, stages_nothing)
                  FO_E_INVALID);
     ledger_close(l);
     tu_rmrf(dir);
+}
+
+/* ------------------------------------------------- the owner checks */
+
+/* This suite runs with the owner checks on (FORUM_OWNER_ASSERTS, on in
+ * every build with the tests): a PostgreSQL ledger handle used by a
+ * thread that does not own it aborts the process, naming the call. */
+
+static void *count_main(void *arg)
+{
+    struct ledger *l = arg;
+    struct fo_err err;
+    int64_t n = 0;
+    ledger_count(l, &n, &err);
+    return NULL;
+}
+
+Test(store_pg_only, a_handle_used_off_its_owner_thread_aborts)
+{
+#ifndef FORUM_OWNER_ASSERTS
+    cr_assert_fail("built without FORUM_OWNER_ASSERTS: the PostgreSQL suite "
+                   "must run with the owner checks on");
+#endif
+    struct fx f;
+    fx_init(&f, PG);
+    struct ledger *l = NULL;
+    struct fo_err err;
+    cr_assert_eq(ledger_open(f.dir, LEDGER_OPEN_CREATE, NULL, &l, &err), FO_OK,
+                 "%s", err.msg);
+    int64_t n = -1;
+    cr_assert_eq(ledger_count(l, &n, &err), FO_OK, "%s", err.msg);
+    cr_assert_eq(n, 0);
+    ledger_close(l);
+    char errpath[512];
+    snprintf(errpath, sizeof(errpath), "%s/child.err", f.dir);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        if (!freopen(errpath, "w", stderr) ||
+            ledger_open(f.dir, 0, NULL, &l, &err) != FO_OK)
+            _exit(10);
+        pthread_t th;
+        if (pthread_create(&th, NULL, count_main, l) != 0)
+            _exit(11);
+        pthread_join(th, NULL);
+        _exit(0);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    char *msg = tu_read_file(errpath, NULL);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+              "the child was not aborted (status %#x): %s", st, msg ? msg : "");
+    cr_assert(msg && strstr(msg, "ledger_count: ledger handle"), "%s",
+              msg ? msg : "(no stderr)");
+    free(msg);
+    fx_fini(&f);
 }
