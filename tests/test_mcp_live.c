@@ -5,6 +5,7 @@
  * session started is asked through elicitation/create. */
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -335,4 +336,102 @@ Test(mcp_live, a_fast_runs_progress_lists_every_step_before_its_result,
     cJSON_Delete(g);
     tu_run_free(&r);
     tu_rmrf(dir);
+}
+
+/* The threads of process pid (/proc/PID/task). */
+static int threads_of(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    cr_assert_not_null(d, "%s", path);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* 50 run_start calls, each run then waiting on the (held) model: no
+ * thread more in `forum mcp` (an engine of its own, or the daemon's
+ * bridge) nor in the daemon; a run holds memory, never a thread. */
+static void fifty_runs_no_thread(int beside)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct fake f;
+    fake_start(&f);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f.port);
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    if (beside)
+        tu_daemon_start(&d, dir, "--chat-url", url, "--model", "fake", NULL);
+    struct mcp m;
+    mcp_start(&m, dir, beside ? NULL : url);
+    mcp_send(&m, INIT("{}"));
+    cJSON *j = mcp_read(&m, 10000);
+    cr_assert(j && id_is(j, 1));
+    cJSON_Delete(j);
+    mcp_send(&m,
+             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}");
+    j = mcp_read(&m, 10000);
+    cr_assert(j && id_is(j, 2));
+    cJSON_Delete(j);
+    int m0 = threads_of(m.pid), d0 = beside ? threads_of(d.pid) : 0;
+    for (int i = 0; i < 50; i++) {
+        char line[256];
+        snprintf(line, sizeof(line),
+                 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
+                 "\"params\":{\"name\":\"run_start\",\"arguments\":{"
+                 "\"request\":\"build the api database server %d\"}}}",
+                 100 + i, i);
+        mcp_send(&m, line);
+    }
+    int replies = 0;
+    while (replies < 50 && (j = mcp_read(&m, 20000))) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+        if (cJSON_IsNumber(id) && id->valuedouble >= 100) {
+            const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "result");
+            cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
+                          r, "isError")),
+                      "%s", tu_str(j, "id"));
+            replies++;
+        }
+        cJSON_Delete(j);
+    }
+    cr_assert_eq(replies, 50);
+    int64_t t0 = tu_now_ms();
+    while (fake_stat(&f, "held") < 50) {
+        cr_assert_lt(tu_now_ms() - t0, 30000, "%lld runs at the model",
+                     fake_stat(&f, "held"));
+        usleep(10000);
+    }
+    cr_assert_eq(threads_of(m.pid), m0, "forum mcp: threads");
+    if (beside)
+        cr_assert_eq(threads_of(d.pid), d0, "the daemon: threads");
+    kill(f.pid, SIGUSR1); /* the held calls answered: the runs go on */
+    if (beside) {
+        cr_assert_eq(mcp_end(&m), 0);
+        cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
+    } else {
+        cr_assert_eq(mcp_end(&m), 0); /* after its session's runs ended */
+        cr_assert_eq(kind_count(dir, "answer"), 50);
+    }
+    while (fake_stat(&f, "held") > 0)
+        usleep(10000);
+    kill(f.pid, SIGTERM);
+    waitpid(f.pid, NULL, 0);
+    tu_rmrf(dir);
+}
+
+Test(mcp_live, fifty_run_starts_add_no_thread, .timeout = 120)
+{
+    fifty_runs_no_thread(0);
+}
+
+Test(mcp_live, fifty_run_starts_beside_a_daemon_add_no_thread,
+     .timeout = 120)
+{
+    fifty_runs_no_thread(1);
 }
