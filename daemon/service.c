@@ -1092,6 +1092,8 @@ static int embed_token(struct daemon *d, struct fo_err *err)
 static void *embed_main(void *arg)
 {
     struct daemon_embed *e = arg;
+    /* the loop's handle, opened by daemon_embed_start, is this thread's */
+    ledger_set_owner(e->d->ledger);
     e->rc = daemon_loop(e->d, &e->err);
     return NULL;
 }
