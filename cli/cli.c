@@ -76,9 +76,9 @@ int cli_open(struct cli *c, unsigned flags, struct ledger **out)
     return 0;
 }
 
-int cli_host_start(const char *dir, struct daemon_config *dc,
-                   struct orch *orch, struct surf_ctx *ctx,
-                   struct daemon_embed **out, struct fo_err *err)
+int cli_host_start(const char *dir, struct daemon_config *dc, struct orch *orch,
+                   struct surf_ctx *ctx, struct daemon_embed **out,
+                   struct fo_err *err)
 {
     dc->dir = dir;
     dc->orch = orch;
@@ -97,8 +97,7 @@ int cli_call_err(struct ledger *l, const char *method, cJSON *in, cJSON **out,
     struct surf_ctx ctx = {.ledger = l};
     struct daemon_config dc;
     struct daemon_embed *host = NULL;
-    int rc = m ? FO_OK
-               : fo_err_set(err, FO_E_INTERNAL, "no method %s", method);
+    int rc = m ? FO_OK : fo_err_set(err, FO_E_INTERNAL, "no method %s", method);
     daemon_config_init(&dc);
     /* a run method (a gate's decision) has one entry: an engine's, here
      * one of this command's own */

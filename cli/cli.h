@@ -322,9 +322,9 @@ struct daemon_config;
 struct daemon_embed;
 struct orch;
 struct surf_ctx;
-int cli_host_start(const char *dir, struct daemon_config *dc,
-                   struct orch *orch, struct surf_ctx *ctx,
-                   struct daemon_embed **out, struct fo_err *err);
+int cli_host_start(const char *dir, struct daemon_config *dc, struct orch *orch,
+                   struct surf_ctx *ctx, struct daemon_embed **out,
+                   struct fo_err *err);
 
 /* Calls a method of the handler table with in (consumed; may be NULL) on
  * an open ledger, with no orchestrator (a run method on an engine

@@ -157,9 +157,9 @@ static void emit(struct bridge *b, struct msg *m, const char *p, size_t len)
     }
     cJSON *r = NULL;
     struct fo_err e;
-    int response = fo_json_parse_flags(p, len, FO_JSON_NUMBER_TEXT, &r, &e) ==
-                       FO_OK &&
-                   !cJSON_GetObjectItemCaseSensitive(r, "method");
+    int response =
+        fo_json_parse_flags(p, len, FO_JSON_NUMBER_TEXT, &r, &e) == FO_OK &&
+        !cJSON_GetObjectItemCaseSensitive(r, "method");
     cJSON_Delete(r);
     if (!response) {
         write_line(b, p, len);

@@ -279,8 +279,8 @@ struct orch_submit_opts {
  * budget writes a `budget` entry and an `answer` with ORCH_BUDGET_ANSWER,
  * and the run ends FO_OK; so does orch_engine_cancel (reason "cancelled",
  * ORCH_CANCELLED_ANSWER). A shutdown (orch_engine_stop) writes a `stop`
- * entry instead, and the next daemon resumes the run. The causal chain of a verdict reads request →
- * plan → task → result → verdict.
+ * entry instead, and the next daemon resumes the run. The causal chain of a
+ * verdict reads request → plan → task → result → verdict.
  *
  * Without model providers every role is a deterministic stub: the
  * coordinator plans one task on the routed lane with the request as its

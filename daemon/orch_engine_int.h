@@ -327,14 +327,14 @@ struct orch_engine {
     struct wr *doneq;
     struct event *wake;
     struct event *stop_ev;
-    struct event *grace_ev; /* a shutdown's grace: then work is abandoned */
-    struct event *gate_ev;       /* while gates wait: decisions, deadlines */
-    struct gate_off *offq;       /* decisions on runs not here, committed */
-    struct orch_mcpc *mcpc;      /* the MCP servers' clients, or NULL */
-    struct httpc_tls *hook_tls;  /* https hooks' (the system store), or NULL */
-    struct orch_work *work;      /* the file tools' worker threads */
-    struct event *disk_ev;       /* while commands run: the disk's reserve */
-    int n_cmds;                  /* run_command jobs in flight */
+    struct event *grace_ev;     /* a shutdown's grace: then work is abandoned */
+    struct event *gate_ev;      /* while gates wait: decisions, deadlines */
+    struct gate_off *offq;      /* decisions on runs not here, committed */
+    struct orch_mcpc *mcpc;     /* the MCP servers' clients, or NULL */
+    struct httpc_tls *hook_tls; /* https hooks' (the system store), or NULL */
+    struct orch_work *work;     /* the file tools' worker threads */
+    struct event *disk_ev;      /* while commands run: the disk's reserve */
+    int n_cmds;                 /* run_command jobs in flight */
     /* counters for /metrics (loop thread only) */
     uint64_t m_runs_started, m_calls_ok, m_calls_failed;
     uint64_t m_lat[10]; /* model call latency buckets, see LAT_BOUNDS */

@@ -13,7 +13,7 @@
 #include "daemon/orch_types_int.h"
 #include "ledger/fo_buf.h"
 
-struct orch_run_lock;   /* orch_runs.c: DIR/runs/<instance>.lock, held */
+struct orch_run_lock; /* orch_runs.c: DIR/runs/<instance>.lock, held */
 
 /* The runs of an orchestrator: the one part of struct orch that changes
  * after orch_create, behind its own mutex. */

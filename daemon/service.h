@@ -134,8 +134,8 @@ const char *daemon_embed_token(const struct daemon_embed *e);
 /* One method of the table on the host's loop (surf_ctx.host_call, with
  * the host as hook): a run method started on its engine, a loop method
  * called there; the caller is parked until the answer. */
-int daemon_embed_call(void *hook, const struct surf_method *m,
-                      const cJSON *in, cJSON **out, struct fo_err *err);
+int daemon_embed_call(void *hook, const struct surf_method *m, const cJSON *in,
+                      cJSON **out, struct fo_err *err);
 /* A run of req on the host's engine (orch_engine_start on its loop), the
  * caller parked until its end: FO_OK and *out its result, or the run's
  * error. req and what it points to stay the caller's. */

@@ -885,8 +885,8 @@ void store_sqlite_fail_any_after(int n)
 static int sq_commit(struct store *s, struct fo_err *err)
 {
 #ifdef FORUM_TEST_SEAMS
-    int any = atomic_load(&fail_any_in) > 0 &&
-              atomic_fetch_sub(&fail_any_in, 1) == 1;
+    int any =
+        atomic_load(&fail_any_in) > 0 && atomic_fetch_sub(&fail_any_in, 1) == 1;
     if (any || (s->fail_commit_in > 0 && --s->fail_commit_in == 0)) {
         exec(s, "ROLLBACK", NULL);
         s->in_txn = 0;

@@ -89,9 +89,9 @@ enum {
     SURF_WRITE = 2,
     SURF_ADMIN = 4, /* needs the token even under --no-auth; MCP --admin */
     /* May take as long as a run (submit, plan, plan_run): `forum mcp`
-     * runs it on a thread of its own, so other requests are answered
-     * meanwhile (and its reply may come after theirs). Every other call
-     * is answered in the order it came. */
+     * sends it at once, so other requests are answered meanwhile (and
+     * its reply may come after theirs). Every other call is answered in
+     * the order it came. */
     SURF_LONG = 8,
 };
 

@@ -1,7 +1,7 @@
 /* test_judge: judgement beside the control loop (daemon/orch_judge.c,
- * orch_wavecp.c), end to end through orch_submit against the scripted fake
- * model: same-tier informed retries before a tier escalation, the intent
- * judge's witnessed verdict and its fold, the action receipt re-derived
+ * orch_wavecp.c), end to end through the engine (tu_submit) against the
+ * scripted fake model: same-tier informed retries before a tier escalation, the
+ * intent judge's witnessed verdict and its fold, the action receipt re-derived
  * from the ledger, a signed checkpoint after every wave, and the ledger's
  * capsule as a run's context. */
 #include <arpa/inet.h>

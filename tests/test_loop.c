@@ -1,5 +1,5 @@
-/* test_loop: the control loop (orch_submit) end to end against a scripted
- * fake OpenAI-compatible server on 127.0.0.1: entry kinds and parents,
+/* test_loop: the control loop (a submit on the engine) end to end against a
+ * scripted fake OpenAI-compatible server on 127.0.0.1: entry kinds and parents,
  * lenient plans and corrective retries, assertions, escalation up the
  * tiers, budgets, the stub models, the methods and the CLI. */
 #include <arpa/inet.h>

@@ -393,9 +393,9 @@ static void fifty_runs_no_thread(int beside)
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
         if (cJSON_IsNumber(id) && id->valuedouble >= 100) {
             const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "result");
-            cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
-                          r, "isError")),
-                      "%s", tu_str(j, "id"));
+            cr_assert(
+                cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r, "isError")),
+                "%s", tu_str(j, "id"));
             replies++;
         }
         cJSON_Delete(j);
@@ -430,8 +430,7 @@ Test(mcp_live, fifty_run_starts_add_no_thread, .timeout = 120)
     fifty_runs_no_thread(0);
 }
 
-Test(mcp_live, fifty_run_starts_beside_a_daemon_add_no_thread,
-     .timeout = 120)
+Test(mcp_live, fifty_run_starts_beside_a_daemon_add_no_thread, .timeout = 120)
 {
     fifty_runs_no_thread(1);
 }

@@ -1693,8 +1693,8 @@ Test(model_dispatch, lanes_run_on_their_model_executor_by_tier, .init = setup,
         "\"think\",\"depends_on\":[\"T1\"]},{\"id\":\"T3\",\"agent\":\"echo\","
         "\"instruction\":\"echo\"}]}");
     cJSON *out = NULL;
-    cr_assert_eq(tu_run_plan(o, &w, plan, "a request", &out, &err), FO_OK,
-                 "%s", err.msg);
+    cr_assert_eq(tu_run_plan(o, &w, plan, "a request", &out, &err), FO_OK, "%s",
+                 err.msg);
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(out, "results");
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "ok")));
     const char *want[][3] = {{"T1", "served-7b", "hello there"},

@@ -202,9 +202,8 @@ Test(runs, bad_input_writes_nothing)
                       FO_E_INVALID));
     /* the engine's own checks, below the table's schema */
     struct orch_witness w = {.ledger = e.l};
-    struct orch_run_req req = {.via = "run_start",
-                               .request = "x",
-                               .opts = {.max_seconds = -1}};
+    struct orch_run_req req = {
+        .via = "run_start", .request = "x", .opts = {.max_seconds = -1}};
     struct fo_err err;
     cJSON *out = NULL;
     cr_assert_eq(tu_engine_run(e.o, &w, &req, &out, &err), FO_E_INVALID);
