@@ -374,9 +374,14 @@ static void fifty_runs_no_thread(int beside)
     cJSON_Delete(j);
     mcp_send(&m,
              "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
-    mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}");
+    /* status says whose engine answers */
+    mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+                 "\"params\":{\"name\":\"status\",\"arguments\":{}}}");
     j = mcp_read(&m, 10000);
     cr_assert(j && id_is(j, 2));
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(j, "result"), "structuredContent");
+    cr_assert_str_eq(tu_str(st, "engine"), beside ? "daemon" : "in process");
     cJSON_Delete(j);
     int m0 = threads_of(m.pid), d0 = beside ? threads_of(d.pid) : 0;
     for (int i = 0; i < 50; i++) {
