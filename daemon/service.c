@@ -646,7 +646,8 @@ static void ready(struct daemon *d, const char *fmt, ...)
 static void daemon_status(void *hook, cJSON *st)
 {
     struct daemon *d = hook;
-    cJSON_AddStringToObject(st, "engine", d->embedded ? "in process" : "daemon");
+    cJSON_AddStringToObject(st, "engine",
+                            d->embedded ? "in process" : "daemon");
     fo_json_add_int(st, "runs_in_flight",
                     (long long)orch_engine_active(d->engine));
     cJSON *ps = cJSON_AddArrayToObject(st, "providers");
