@@ -90,25 +90,42 @@ int cli_host_start(const char *dir, struct daemon_config *dc, struct orch *orch,
     return rc;
 }
 
+int cli_call_hosted(const char *dir, struct daemon_config *dc,
+                    struct orch *orch, struct surf_ctx *ctx, const char *method,
+                    const cJSON *in, cJSON **out, struct fo_err *err)
+{
+    const struct surf_method *m = surf_find(method);
+    struct daemon_embed *host = NULL;
+    int rc = m ? cli_host_start(dir, dc, orch, ctx, &host, err)
+               : fo_err_set(err, FO_E_INTERNAL, "no method %s", method);
+    if (!rc)
+        rc = surf_call(ctx, m, in, out, err);
+    struct fo_err serr;
+    if (host && daemon_embed_stop(host, &serr) != FO_OK && !rc) {
+        *err = serr;
+        rc = serr.code;
+    }
+    ctx->host_call = NULL;
+    ctx->host_hook = NULL;
+    return rc;
+}
+
 int cli_call_err(struct ledger *l, const char *method, cJSON *in, cJSON **out,
                  struct fo_err *err)
 {
     const struct surf_method *m = surf_find(method);
     struct surf_ctx ctx = {.ledger = l};
-    struct daemon_config dc;
-    struct daemon_embed *host = NULL;
-    int rc = m ? FO_OK : fo_err_set(err, FO_E_INTERNAL, "no method %s", method);
-    daemon_config_init(&dc);
-    /* a run method (a gate's decision) has one entry: an engine's, here
-     * one of this command's own */
-    if (!rc && m->where == SURF_ON_RUN)
-        rc = cli_host_start(ledger_dir(l), &dc, NULL, &ctx, &host, err);
-    if (!rc)
-        rc = surf_call(&ctx, m, in, out, err);
-    struct fo_err serr;
-    if (host && daemon_embed_stop(host, &serr) != FO_OK && !rc) {
-        *err = serr;
-        rc = serr.code;
+    int rc;
+    if (m && m->where == SURF_ON_RUN) {
+        /* a run method (a gate's decision) has one entry: an engine's,
+         * here one of this command's own */
+        struct daemon_config dc;
+        daemon_config_init(&dc);
+        rc = cli_call_hosted(ledger_dir(l), &dc, NULL, &ctx, method, in, out,
+                             err);
+    } else {
+        rc = m ? surf_call(&ctx, m, in, out, err)
+               : fo_err_set(err, FO_E_INTERNAL, "no method %s", method);
     }
     cJSON_Delete(in);
     return rc;

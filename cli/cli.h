@@ -325,6 +325,11 @@ struct surf_ctx;
 int cli_host_start(const char *dir, struct daemon_config *dc, struct orch *orch,
                    struct surf_ctx *ctx, struct daemon_embed **out,
                    struct fo_err *err);
+/* method with in on ctx, on an engine hosted for the call
+ * (cli_host_start, then daemon_embed_stop): what `forum submit` does. */
+int cli_call_hosted(const char *dir, struct daemon_config *dc,
+                    struct orch *orch, struct surf_ctx *ctx, const char *method,
+                    const cJSON *in, cJSON **out, struct fo_err *err);
 
 /* Calls a method of the handler table with in (consumed; may be NULL) on
  * an open ledger, with no orchestrator (a run method on an engine

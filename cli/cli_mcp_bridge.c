@@ -618,6 +618,19 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 
 /* ---- standard input ------------------------------------------------------ */
 
+/* Reader thread: m to the queue's tail, and the loop woken. */
+static void enqueue(struct bridge *b, struct msg *m)
+{
+    pthread_mutex_lock(&b->mu);
+    if (b->tail)
+        b->tail->next = m;
+    else
+        b->head = m;
+    b->tail = m;
+    pthread_mutex_unlock(&b->mu);
+    event_active(b->wake, EV_READ, 0);
+}
+
 static void push(struct bridge *b, const char *p, size_t len)
 {
     size_t i = 0;
@@ -636,14 +649,7 @@ static void push(struct bridge *b, const char *p, size_t len)
     t[len] = '\0';
     m->text = t;
     m->len = len;
-    pthread_mutex_lock(&b->mu);
-    if (b->tail)
-        b->tail->next = m;
-    else
-        b->head = m;
-    b->tail = m;
-    pthread_mutex_unlock(&b->mu);
-    event_active(b->wake, EV_READ, 0);
+    enqueue(b, m);
 }
 
 /* A line over SURF_MCP_LINE_MAX, skipped: an error in its turn. */
@@ -654,14 +660,7 @@ static void push_too_long(struct bridge *b)
         return;
     m->too_long = 1;
     m->ordered = 1;
-    pthread_mutex_lock(&b->mu);
-    if (b->tail)
-        b->tail->next = m;
-    else
-        b->head = m;
-    b->tail = m;
-    pthread_mutex_unlock(&b->mu);
-    event_active(b->wake, EV_READ, 0);
+    enqueue(b, m);
 }
 
 struct reader {

@@ -442,19 +442,10 @@ int cli_run_plan(struct cli *c, int argc, char **argv)
     cJSON_AddItemToObject(in, "plan", plan);
     plan = NULL;
     struct surf_ctx ctx = {.ledger = l, .orch = o};
-    const struct surf_method *m = surf_find("plan_run");
     struct daemon_config dc;
     daemon_config_init(&dc);
-    struct daemon_embed *host = NULL;
-    rc = m ? cli_host_start(c->ledger_dir, &dc, o, &ctx, &host, &err)
-           : fo_err_set(&err, FO_E_INTERNAL, "no method plan_run");
-    if (!rc)
-        rc = surf_call(&ctx, m, in, &out, &err);
-    struct fo_err serr;
-    if (host && daemon_embed_stop(host, &serr) != FO_OK && !rc) {
-        err = serr;
-        rc = serr.code;
-    }
+    rc = cli_call_hosted(c->ledger_dir, &dc, o, &ctx, "plan_run", in, &out,
+                         &err);
     if (rc) {
         code = cli_fail(c, &err);
         goto out;

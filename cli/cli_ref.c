@@ -408,15 +408,7 @@ int cli_demo(struct cli *c, int argc, char **argv)
                             "add a health endpoint to the api server");
     struct daemon_config hc;
     daemon_config_init(&hc);
-    struct daemon_embed *host = NULL;
-    int rc = cli_host_start(dir, &hc, NULL, &ctx, &host, &err);
-    if (!rc)
-        rc = surf_call(&ctx, surf_find("submit"), in, &ans, &err);
-    struct fo_err serr;
-    if (host && daemon_embed_stop(host, &serr) != FO_OK && !rc) {
-        err = serr;
-        rc = serr.code;
-    }
+    int rc = cli_call_hosted(dir, &hc, NULL, &ctx, "submit", in, &ans, &err);
     if (!rc)
         rc = surf_call(&ctx, surf_find("run_room"), NULL, &room, &err);
     if (!rc)

@@ -287,7 +287,6 @@ static int run(struct cli *c, const char *name, const char *method,
     daemon_config_init(&dc);
     dc.dir = c->ledger_dir;
     struct ledger *l = NULL;
-    struct daemon_embed *host = NULL;
     cJSON *in = NULL, *out = NULL;
     struct fo_err err;
     fo_err_clear(&err);
@@ -355,17 +354,8 @@ static int run(struct cli *c, const char *name, const char *method,
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     /* the run on the engine forum serve runs, hosted in this process */
-    const struct surf_method *m = surf_find(method);
-    rc = m ? cli_host_start(c->ledger_dir, &dc, orch, &ctx, &host, &err)
-           : fo_err_set(&err, FO_E_INTERNAL, "no method %s", method);
-    if (!rc)
-        rc = surf_call(&ctx, m, in, &out, &err);
-    struct fo_err serr;
-    if (host && daemon_embed_stop(host, &serr) != FO_OK && !rc) {
-        err = serr;
-        rc = serr.code;
-    }
-    host = NULL;
+    rc =
+        cli_call_hosted(c->ledger_dir, &dc, orch, &ctx, method, in, &out, &err);
     if (rc) {
         code = cli_fail(c, &err);
         goto out;

@@ -127,27 +127,38 @@ static int mcp_end(struct mcp *m)
 
 #define kind_count tu_kind_count
 
+/* The held fake model, a fresh dir, a daemon on it when beside (with
+ * that model), and `forum mcp` initialized (with the model itself when
+ * not beside). The dir. */
+static char *session_open(int beside, struct fake *f, struct tu_daemon *d,
+                          struct mcp *m)
+{
+    signal(SIGPIPE, SIG_IGN);
+    fake_start(f);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    char *dir = tu_tmpdir();
+    if (beside)
+        tu_daemon_start(d, dir, "--chat-url", url, "--model", "fake", NULL);
+    mcp_start(m, dir, beside ? NULL : url);
+    mcp_send(m, INIT("{}"));
+    cJSON *j = mcp_read(m, 10000);
+    cr_assert(j && id_is(j, 1));
+    cJSON_Delete(j);
+    mcp_send(m,
+             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    return dir;
+}
+
 /* beside: a daemon serves the ledger (with the held model), and `forum
  * mcp` is its client (through its /mcp): the same steps, the same cancel. */
 static void ping_progress_cancel(int beside)
 {
-    signal(SIGPIPE, SIG_IGN);
     struct fake f;
-    fake_start(&f);
-    char url[64];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f.port);
-    char *dir = tu_tmpdir();
     struct tu_daemon d;
-    if (beside)
-        tu_daemon_start(&d, dir, "--chat-url", url, "--model", "fake", NULL);
     struct mcp m;
-    mcp_start(&m, dir, beside ? NULL : url);
-    mcp_send(&m, INIT("{}"));
-    cJSON *j = mcp_read(&m, 10000);
-    cr_assert(j && id_is(j, 1));
-    cJSON_Delete(j);
-    mcp_send(&m,
-             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    char *dir = session_open(beside, &f, &d, &m);
+    cJSON *j = NULL;
     mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
                  "\"params\":{\"name\":\"submit\",\"_meta\":{\"progressToken\":"
                  "\"tok\"},\"arguments\":{\"request\":\"build the api "
@@ -357,23 +368,11 @@ static int threads_of(pid_t pid)
  * bridge) nor in the daemon; a run holds memory, never a thread. */
 static void fifty_runs_no_thread(int beside)
 {
-    signal(SIGPIPE, SIG_IGN);
     struct fake f;
-    fake_start(&f);
-    char url[64];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f.port);
-    char *dir = tu_tmpdir();
     struct tu_daemon d;
-    if (beside)
-        tu_daemon_start(&d, dir, "--chat-url", url, "--model", "fake", NULL);
     struct mcp m;
-    mcp_start(&m, dir, beside ? NULL : url);
-    mcp_send(&m, INIT("{}"));
-    cJSON *j = mcp_read(&m, 10000);
-    cr_assert(j && id_is(j, 1));
-    cJSON_Delete(j);
-    mcp_send(&m,
-             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    char *dir = session_open(beside, &f, &d, &m);
+    cJSON *j = NULL;
     /* status says whose engine answers */
     mcp_send(&m, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
                  "\"params\":{\"name\":\"status\",\"arguments\":{}}}");
