@@ -107,6 +107,12 @@ static const char *const http_intro[] = {
     "request\n"
     "is being read or a reply written, and when idle that long between\n"
     "requests. Either way it closes without an answer (below).\n"
+    "\n"
+    "A client of `POST /submit`, `/plan` or `/plan/run` that hangs up (or\n"
+    "shuts its side down) before the answer cancels the run: it ends as\n"
+    "`run_cancel` ends it (a `budget` entry with reason cancelled, state\n"
+    "`cancelled`), and the daemon's log says why. A run begun with `POST\n"
+    "/runs` outlives its call and is cancelled only by `run_cancel`.\n"
     "\n",
     "## Authentication\n"
     "\n"

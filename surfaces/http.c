@@ -6,6 +6,9 @@
  * thread. The files of the surface: http_int.h lists them. */
 #include "surfaces/http_int.h"
 
+#include "daemon/orch.h"
+#include "daemon/orch_engine.h"
+
 void http_logm(struct surf_http *h, const char *what, const char *detail)
 {
     if (h->cfg.log)
@@ -41,8 +44,13 @@ struct job *http_job_new(struct surf_http *h, struct evhttp_request *req,
     struct job *j = calloc(1, sizeof(*j));
     if (!j)
         return NULL;
-    *j = (struct job){
-        .h = h, .req = req, .m = m, .route = route, .t0 = t0, .in = in};
+    *j = (struct job){.h = h,
+                      .req = req,
+                      .m = m,
+                      .route = route,
+                      .t0 = t0,
+                      .in = in,
+                      .run = -1};
     fo_buf_init(&j->cbody, 0);
     return j;
 }
@@ -210,10 +218,74 @@ static int events_post(void *hook, void (*read)(void *arg, struct ledger *l),
 
 /* Loop thread: a run started on the engine ended (or began, for
  * run_start). */
+/* A cancel a turn later (never inside a connection's teardown): by the
+ * run's id, so the call may be answered and freed meanwhile. */
+struct run_cancel {
+    struct surf_http *h;
+    int64_t run;
+};
+
+static void run_cancel_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct run_cancel *c = arg;
+    struct surf_http *h = c->h;
+    if (orch_engine_cancel(h->cfg.loop_ctx->engine, c->run) == FO_OK &&
+        h->cfg.log)
+        h->cfg.log(h->cfg.hook,
+                   "run %lld: cancelled: its client hung up before the answer",
+                   (long long)c->run);
+    free(c);
+}
+
+static void cancel_later(struct job *j)
+{
+    struct run_cancel *c = malloc(sizeof(*c));
+    struct timeval now = {0, 0};
+    j->cancel_sent = 1;
+    if (c) {
+        *c = (struct run_cancel){j->h, j->run};
+        if (event_base_once(j->h->base, -1, EV_TIMEOUT, run_cancel_cb, c,
+                            &now) == 0)
+            return;
+        free(c);
+    }
+    if (j->h->cfg.log)
+        j->h->cfg.log(j->h->cfg.hook,
+                      "run %lld: its client hung up, and it "
+                      "cannot be cancelled: out of memory",
+                      (long long)j->run);
+}
+
+/* A step of a parked call's run (orch_run_event_fn): its id; a client
+ * that hung up before the first step cancels it now. */
+void http_run_event(void *arg, const struct orch_run_event *ev)
+{
+    struct job *j = arg;
+    j->run = ev->run;
+    if (j->hung_up && !j->cancel_sent)
+        cancel_later(j);
+}
+
+/* The connection of a parked run call went away (surf_http_on_gone): its
+ * run is cancelled through the engine's one path; the answer, when it
+ * comes, only frees the request. */
+void http_run_gone(void *arg)
+{
+    struct job *j = arg;
+    j->watch_gone = 0;
+    j->hung_up = 1;
+    if (j->run >= 0 && !j->cancel_sent)
+        cancel_later(j);
+}
+
 void http_run_reply(void *arg, int rc, cJSON *out, const struct fo_err *err)
 {
     struct job *j = arg;
     struct surf_http *h = j->h;
+    if (j->watch_gone) /* answered: its connection is no longer watched */
+        http_conn_on_hup(h, j->req, NULL, NULL);
     int status;
     char *body;
     size_t len;

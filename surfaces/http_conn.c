@@ -324,11 +324,15 @@ void http_conn_closed(struct evhttp_connection *evcon, void *arg)
     struct stream *st = c->stream;
     void (*gone)(void *) = c->gone;
     void *gone_arg = c->gone_arg;
+    void (*hup)(void *) = c->hup;
+    void *hup_arg = c->hup_arg;
     conn_drop(c);
     if (st)
         http_stream_lost(st);
     if (gone)
         gone(gone_arg);
+    if (hup)
+        hup(hup_arg);
     if (lost) {
         h->unsent -= lost;
         http_drain_check(h);
@@ -447,6 +451,11 @@ static void pin_fired(evutil_socket_t fd, short what, void *arg)
     struct conn *c = arg;
     if (what & EV_CLOSED) {
         pin_set(c, PIN_HUP);
+        if (c->hup) { /* a parked call's client left: told at once */
+            void (*hup)(void *) = c->hup;
+            c->hup = NULL;
+            hup(c->hup_arg);
+        }
         if (c->stream) /* nothing will be read: the peer left the stream */
             evhttp_connection_free(c->evcon); /* conn_closed ends it */
         return;
@@ -512,6 +521,17 @@ void http_conn_replied(struct surf_http *h, struct evhttp_request *req)
  * error) the bufferevent carries on as usual. Then what the bufferevent
  * would do after its own write: drop write interest, call evhttp's write
  * callback (which finishes the request, and may free the connection). */
+
+void http_conn_on_hup(struct surf_http *h, struct evhttp_request *req,
+                      void (*fn)(void *arg), void *arg)
+{
+    struct conn *c =
+        req ? http_conn_find(h, evhttp_request_get_connection(req)) : NULL;
+    if (c) {
+        c->hup = fn;
+        c->hup_arg = arg;
+    }
+}
 
 void surf_http_on_gone(struct surf_http *h, struct evhttp_request *req,
                        void (*fn)(void *arg), void *arg)

@@ -91,6 +91,11 @@ struct job {
     void (*read_done)(void *arg);
     void *arg;
     int free_arg;
+    /* A run that ends with its call (submit, plan, plan_run): its id once
+     * its request landed (-1 before), so a client that hangs up cancels
+     * it (http_run_gone). */
+    int64_t run;
+    int watch_gone, hung_up, cancel_sent;
     /* an append */
     struct ledger_queued_append creq;
     struct fo_buf cbody;
@@ -266,6 +271,10 @@ struct conn {
     /* surf_http_on_gone: told when the connection goes */
     void (*gone)(void *arg);
     void *gone_arg;
+    /* http_conn_on_hup: told once when the peer hangs up (EV_CLOSED, or
+     * the connection's end), while its request is parked */
+    void (*hup)(void *arg);
+    void *hup_arg;
 };
 
 /* ---- the event stream: GET /events ----------------------------------- */
@@ -302,6 +311,11 @@ void http_job_post(struct surf_http *h, struct job *j);
 void http_append_done(struct ledger_queued_append *r);
 void http_append_flush(void *arg);
 /* The run engine's reply of a SURF_ON_RUN job (surf_reply_fn). */
+/* A parked run call: each step (its run's id) and its client gone
+ * (surf_http_on_gone: the run is cancelled). */
+struct orch_run_event;
+void http_run_event(void *arg, const struct orch_run_event *ev);
+void http_run_gone(void *arg);
 void http_run_reply(void *arg, int rc, cJSON *out, const struct fo_err *err);
 
 /* http_route.c: the one evhttp callback, and its parts the others use */
@@ -343,6 +357,9 @@ void http_adopt(evutil_socket_t fd, short what, void *arg);
 struct conn *http_conn_find(struct surf_http *h,
                             struct evhttp_connection *evcon);
 void http_conn_closed(struct evhttp_connection *evcon, void *arg);
+/* fn(arg) once when req's peer hangs up (NULL: no longer). */
+void http_conn_on_hup(struct surf_http *h, struct evhttp_request *req,
+                      void (*fn)(void *arg), void *arg);
 void http_conn_request(struct surf_http *h, struct evhttp_request *req);
 void http_conn_sent(struct surf_http *h, struct evhttp_request *req);
 void http_conn_replied(struct surf_http *h, struct evhttp_request *req);

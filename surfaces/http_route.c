@@ -575,13 +575,22 @@ static int run_method(struct req_path *rp, cJSON *in)
             answer_errorf(rp, FO_E_NOMEM, "out of memory", 0);
             return STEP_ANSWERED;
         }
-        if (surf_start(h->cfg.loop_ctx, m, in, http_run_reply, j, &err) !=
-            FO_OK) {
+        /* a run that ends with the call learns its id from its first
+         * step: a client that hangs up then cancels it */
+        struct surf_ctx ctx = *h->cfg.loop_ctx;
+        j->watch_gone = (m->flags & SURF_LONG) != 0;
+        if (j->watch_gone) {
+            ctx.run_event = http_run_event;
+            ctx.run_hook = j;
+        }
+        if (surf_start(&ctx, m, in, http_run_reply, j, &err) != FO_OK) {
             j->in = NULL;
             http_job_free(j);
             answer_error(rp, &err, 0);
             return STEP_ANSWERED;
         }
+        if (j->watch_gone)
+            http_conn_on_hup(h, rp->req, http_run_gone, j);
         return STEP_KEPT;
     }
     if (m->where == SURF_ON_COMMIT && h->cfg.append_submit)

@@ -770,3 +770,41 @@ Test(runs_live, forum_mcp_takes_max_runs_from_forum_json, .timeout = 60)
     ledger_close(l);
     tu_rmrf(dir);
 }
+
+/* A client of POST /submit that hangs up while its run waits on the model:
+ * the run is cancelled through the engine (witnessed once: a `budget`
+ * entry with reason cancelled), without waiting for the model. */
+Test(runs_live, a_submit_whose_client_hangs_up_is_cancelled, .timeout = 60)
+{
+    signal(SIGPIPE, SIG_IGN);
+    atomic_store(&tu_held_coord_calls, 0);
+    struct fake *f = fake_start(tu_held_script);
+    char *dir = tu_tmpdir();
+    struct tu_daemon d;
+    start_with_fake(&d, dir, f, NULL, NULL);
+    atomic_store(&tu_held_hold, 1);
+    int fd = tu_connect_loopback(d.port, 0);
+    cr_assert_geq(fd, 0);
+    const char *body = "{\"request\":\"" REQ "\"}";
+    char req[1024];
+    int n = snprintf(req, sizeof(req),
+                     "POST /submit HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                     "Authorization: Bearer %s\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     d.port, d.token, strlen(body), body);
+    cr_assert_eq(write(fd, req, (size_t)n), n);
+    tu_held_wait_coord(1);
+    cJSON *g = http_run(&d, "GET", 0, "", 200);
+    cr_assert_str_eq(tu_str(g, "state"), "running");
+    cJSON_Delete(g);
+    close(fd); /* the client goes: the model is still held */
+    g = http_wait_run(&d, 0, 10000);
+    cr_assert_str_eq(tu_str(g, "state"), "cancelled");
+    cJSON_Delete(g);
+    cr_assert_eq(tu_kind_count(dir, "budget"), 1);
+    atomic_store(&tu_held_hold, 0);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+}
