@@ -1550,57 +1550,6 @@ out:
     return rc;
 }
 
-/* ---- the executor hook --------------------------------------------------- */
-
-int orch_model_exec(const struct orch_exec_config *cfg, const char *prompt,
-                    struct orch_result *res, struct fo_err *err)
-{
-    struct orch_model_reply rep;
-    struct fo_err cerr;
-    fo_err_clear(&cerr);
-    *res = (struct orch_result){.exit_code = -1};
-    struct orch_model_msg msg = {.role = "user", .content = prompt};
-    int rc = FO_OK;
-    int crc = cfg->models ? orch_model_call(cfg->models, cfg->kind, cfg->tier,
-                                            &msg, 1, &rep, &cerr)
-                          : fo_err_set(&cerr, FO_E_INVALID,
-                                       "executor %s: no model configured",
-                                       orch_exec_name(cfg->kind));
-    if (!cfg->models)
-        rep = (struct orch_model_reply){0};
-    if (crc == FO_E_NOMEM) {
-        rc = fo_err_set(err, crc, NULL);
-        goto out;
-    }
-    snprintf(res->model, sizeof(res->model), "%s",
-             rep.model[0] ? rep.model : (cfg->model ? cfg->model : "model"));
-    res->elapsed_us = rep.elapsed_us;
-    res->ok = crc == FO_OK;
-    res->timed_out = crc == FO_E_TIMEOUT;
-    res->exit_code = res->ok ? 0 : -1;
-    if (!res->ok)
-        snprintf(res->error, sizeof(res->error), "%s", cerr.msg);
-    if (res->ok) {
-        res->output = rep.text;
-        res->output_len = rep.text_len;
-        rep.text = NULL;
-    } else {
-        res->output = malloc(1);
-        if (res->output)
-            res->output[0] = '\0';
-    }
-    res->errout = malloc(1);
-    if (!res->output || !res->errout) {
-        orch_result_release(res);
-        rc = fo_err_set(err, FO_E_NOMEM, NULL);
-        goto out;
-    }
-    res->errout[0] = '\0';
-out:
-    orch_model_reply_release(&rep);
-    return rc;
-}
-
 /* ---- one provider alone (forum doctor) --------------------------------- */
 
 void orch_model_forge(const struct orch_model *m, int api, int tier,

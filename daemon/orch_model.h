@@ -368,15 +368,4 @@ int orch_assert_check(const cJSON *done_when, const char *output, size_t len,
                       int exit_code, struct orch_verdict *out,
                       struct fo_err *err);
 
-/* ---- the executor hook ------------------------------------------------- */
-
-/* Runs one model job for the executor interface (orch_exec.c): cfg->kind
- * ORCH_EXEC_CHAT or ORCH_EXEC_ANTHROPIC with cfg->models set; the prompt
- * is the one user message; cfg->tier picks the provider. Synchronous.
- * Fills res as the other executors do: ok, output, error, timed_out,
- * model. Returns FO_OK unless out of memory (a failed call is a result
- * with ok 0). */
-int orch_model_exec(const struct orch_exec_config *cfg, const char *prompt,
-                    struct orch_result *res, struct fo_err *err);
-
 #endif

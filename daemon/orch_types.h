@@ -1,7 +1,7 @@
 /* orch_types: the vocabulary every part of the orchestrator shares: the
  * limits, the roster (tiers, executor kinds, lanes and their hooks), the
  * router's decision, the planner's tasks and plans, and the executors
- * (their configuration, results, jobs and runners).
+ * (their configuration, results and jobs).
  *
  * It sits below the run engine. The roster, the router, the planner, the
  * executors, the model client and the tools include it (and
@@ -239,11 +239,10 @@ struct orch_exec_config {
     size_t output_max;       /* per stream; 0: ORCH_OUTPUT_MAX_DEFAULT */
     const char *model;       /* recorded in results */
     /* CHAT, ANTHROPIC: the client (daemon/orch_model.h) and the tier that
-     * picks its provider (enum orch_tier, or ORCH_TIER_ANY = -1). A model
-     * job runs synchronously inside orch_runner_start (the calling thread
-     * blocks for the HTTP call), so model tasks of a wave run one after
-     * another; timeout_ms and output_max do not apply (the client has its
-     * own deadline and response cap). */
+     * picks its provider (enum orch_tier, or ORCH_TIER_ANY = -1). Model
+     * tasks are not jobs: the engine calls the model client on its loop
+     * (orch_model_call_start); timeout_ms and output_max do not apply (the
+     * client has its own deadline and response cap). */
     const struct orch_model *models;
     int tier;
     const char *cwd; /* CLI: the child's working directory; NULL: ours */
@@ -277,7 +276,7 @@ void orch_result_release(struct orch_result *res);
  *
  * A job runs one stub or subprocess task on a caller's event_base without
  * holding a thread: thousands may be in flight on one loop thread. The
- * subprocess is what orch_runner_start describes (posix_spawnp, never a
+ * subprocess is spawned with posix_spawnp (never a
  * shell; stdin /dev/null; its own process group; cfg->env and no other
  * fds). Its stdout and stderr are non-blocking pipes read by EV_READ events,
  * its exit is an EV_READ event on a pidfd (on a kernel without pidfd_open,
@@ -339,46 +338,12 @@ int orch_job_start(const struct orch_exec_config *cfg, struct event_base *base,
  * any callback on base's thread. */
 void orch_job_cancel(struct orch_job *j);
 
-/* ---- runners: a dispatch's jobs, waited for one at a time ------------- */
-
-/* A runner holds the jobs in flight of one dispatch on a private event_base
- * of its own: start never blocks on the child; next runs that loop until
- * some job ends. All on one thread (any thread, one at a time). */
-struct orch_runner;
-
-int orch_runner_create(const struct orch_exec_config *cfg,
-                       struct orch_runner **out, struct fo_err *err);
-
-/* Kills (SIGKILL to the process group) and reaps every job still running,
- * then frees (NULL-safe). Blocks only until the killed children are gone. */
-void orch_runner_free(struct orch_runner *r);
-
-/* Starts one job for prompt (an orch_job on the runner's base); tag comes
- * back from next. The stub's output is a digest of the prompt and its
- * first line; it fails when the prompt contains "#stub-fail", for tests.
- * A model job (CHAT, ANTHROPIC) runs here, synchronously (see
- * orch_exec_config). Errors as orch_job_start: a binary that cannot be run
- * is FO_E_NOT_FOUND naming it. */
-int orch_runner_start(struct orch_runner *r, size_t tag, const char *prompt,
-                      struct fo_err *err);
-
-/* Jobs started and not yet returned by next. */
-size_t orch_runner_active(const struct orch_runner *r);
-
-/* Waits until a job ends (exit, or its timeout: the group is killed) and
- * fills *res (release it) and *tag. Output beyond cfg->output_max is read
- * and dropped, and a marker line says so. FO_E_NOT_FOUND when no job is
- * active; FO_E_IO when the event loop fails; FO_E_NOMEM (with *tag set)
- * when the job's result could not be built. */
-int orch_runner_next(struct orch_runner *r, size_t *tag,
-                     struct orch_result *res, struct fo_err *err);
-
-/* One job, start to end, on this thread: stub and CLI jobs run as an
- * orch_job on a private event_base, CHAT and ANTHROPIC call the model
- * client. Errors as orch_job_start (FO_E_INVALID for a model kind without
- * models), and FO_E_IO when the event loop fails. */
-int orch_exec_once(const struct orch_exec_config *cfg, const char *prompt,
-                   struct orch_result *res, struct fo_err *err);
+/* The checks every entry point of the executors makes (orch_job_start):
+ * FO_E_INVALID for an unknown kind or a CLI config without argv; model
+ * kinds pass only with models_ok (their caller runs them through the
+ * model client), and then only with models set. */
+int orch_exec_config_check(const struct orch_exec_config *cfg, int models_ok,
+                           struct fo_err *err);
 
 /* Splits cmd into argv with shell-like quoting: blanks separate words;
  * '...' is literal; "..." keeps \" \\ \$ \` and \newline escapes; a

@@ -21,6 +21,7 @@
 #include "daemon/orch.h"
 #include "daemon/orch_int.h"
 #include "tests/testutil.h"
+#include "tests/tu_exec.h"
 
 static const char *env_default[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
                                     "LANG=C.UTF-8", NULL};
@@ -88,8 +89,7 @@ Test(exec_cli, metacharacters_arrive_literally_and_nothing_runs)
     struct orch_exec_config cfg = cli(argv, 5000);
     struct orch_result res;
     struct fo_err err;
-    cr_assert_eq(orch_exec_once(&cfg, prompt, &res, &err), FO_OK, "%s",
-                 err.msg);
+    cr_assert_eq(tu_exec_once(&cfg, prompt, &res, &err), FO_OK, "%s", err.msg);
     cr_assert(res.ok, "%s", res.error);
     char want[512];
     snprintf(want, sizeof(want), "1|%s", prompt);
@@ -102,7 +102,7 @@ Test(exec_cli, metacharacters_arrive_literally_and_nothing_runs)
     /* and with printf itself as the command: no shell anywhere */
     const char *argv2[] = {"printf", "%s", NULL};
     cfg = cli(argv2, 5000);
-    cr_assert_eq(orch_exec_once(&cfg, prompt, &res, &err), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, prompt, &res, &err), FO_OK);
     cr_assert_str_eq(res.output, prompt);
     cr_assert_eq(access("pwned", F_OK), -1);
     orch_result_release(&res);
@@ -117,7 +117,7 @@ Test(exec_cli, stdin_is_eof)
     struct orch_exec_config cfg = cli(argv, 5000);
     struct orch_result res;
     double t0 = now_s();
-    cr_assert_eq(orch_exec_once(&cfg, "p", &res, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "p", &res, NULL), FO_OK);
     cr_assert(res.ok, "%s", res.error);
     cr_assert(strstr(res.output, "0\ndone\n"), "%s", res.output);
     cr_assert_lt(now_s() - t0, 3.0);
@@ -149,7 +149,7 @@ Test(exec_cli, timeout_kills_the_process_group)
     struct orch_exec_config cfg = cli(argv, 400);
     struct orch_result res;
     double t0 = now_s();
-    cr_assert_eq(orch_exec_once(&cfg, "p", &res, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "p", &res, NULL), FO_OK);
     double dt = now_s() - t0;
     cr_assert_not(res.ok);
     cr_assert(res.timed_out);
@@ -178,7 +178,7 @@ Test(exec_cli, output_over_100mb_is_capped_with_a_marker)
     struct orch_exec_config cfg = cli(argv, 20000);
     cfg.output_max = 1u << 20;
     struct orch_result res;
-    cr_assert_eq(orch_exec_once(&cfg, "p", &res, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "p", &res, NULL), FO_OK);
     cr_assert(res.ok, "%s", res.error);
     cr_assert(res.truncated);
     cr_assert_lt(res.output_len, (1u << 20) + 200);
@@ -197,12 +197,12 @@ Test(exec_cli, missing_binary_is_a_clear_error)
     struct orch_exec_config cfg = cli(argv, 1000);
     struct orch_result res;
     struct fo_err err;
-    cr_assert_eq(orch_exec_once(&cfg, "p", &res, &err), FO_E_NOT_FOUND);
+    cr_assert_eq(tu_exec_once(&cfg, "p", &res, &err), FO_E_NOT_FOUND);
     cr_assert(strstr(err.msg, "\"no-such-model-cli-xyz\""), "%s", err.msg);
     cr_assert(strstr(err.msg, "No such file"), "%s", err.msg);
     const char *argv2[] = {"/nonexistent/bin/x", NULL};
     cfg = cli(argv2, 1000);
-    cr_assert_eq(orch_exec_once(&cfg, "p", &res, &err), FO_E_NOT_FOUND);
+    cr_assert_eq(tu_exec_once(&cfg, "p", &res, &err), FO_E_NOT_FOUND);
 }
 
 Test(exec_cli, exit_status_signal_and_bad_utf8)
@@ -211,7 +211,7 @@ Test(exec_cli, exit_status_signal_and_bad_utf8)
                           NULL};
     struct orch_exec_config cfg = cli(argv, 5000);
     struct orch_result res;
-    cr_assert_eq(orch_exec_once(&cfg, "p", &res, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "p", &res, NULL), FO_OK);
     cr_assert_not(res.ok);
     cr_assert_eq(res.exit_code, 3);
     cr_assert_str_eq(res.error, "exit status 3");
@@ -222,7 +222,7 @@ Test(exec_cli, exit_status_signal_and_bad_utf8)
     orch_result_release(&res);
     const char *argv2[] = {"sh", "-c", "kill -TERM $$", "sh", NULL};
     cfg = cli(argv2, 5000);
-    cr_assert_eq(orch_exec_once(&cfg, "p", &res, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "p", &res, NULL), FO_OK);
     cr_assert_not(res.ok);
     cr_assert_eq(res.signal, SIGTERM);
     orch_result_release(&res);
@@ -237,7 +237,7 @@ Test(exec_cli, environment_is_explicit)
     struct orch_exec_config cfg = cli(argv, 5000);
     cfg.env = env;
     struct orch_result res;
-    cr_assert_eq(orch_exec_once(&cfg, "p", &res, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "p", &res, NULL), FO_OK);
     cr_assert_str_eq(res.output, "bar||\n");
     orch_result_release(&res);
 }
@@ -247,7 +247,7 @@ Test(exec_cli, no_descriptors_leak_into_the_child)
     const char *argv[] = {"sh", "-c", "ls /proc/self/fd | wc -l", "sh", NULL};
     struct orch_exec_config cfg = cli(argv, 5000);
     struct orch_result res;
-    cr_assert_eq(orch_exec_once(&cfg, "p", &res, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "p", &res, NULL), FO_OK);
     /* 0, 1, 2, and the one ls opens to read the directory */
     cr_assert_str_eq(res.output, "4\n");
     orch_result_release(&res);
@@ -257,20 +257,20 @@ Test(exec_runner, jobs_run_at_once)
 {
     const char *argv[] = {"sh", "-c", "sleep 0.5; echo $1", "sh", NULL};
     struct orch_exec_config cfg = cli(argv, 5000);
-    struct orch_runner *r = NULL;
-    cr_assert_eq(orch_runner_create(&cfg, &r, NULL), FO_OK);
+    struct tu_runner *r = NULL;
+    cr_assert_eq(tu_runner_create(&cfg, &r, NULL), FO_OK);
     double t0 = now_s();
     for (size_t i = 0; i < 4; i++) {
         char p[8];
         snprintf(p, sizeof(p), "j%zu", i);
-        cr_assert_eq(orch_runner_start(r, i, p, NULL), FO_OK);
+        cr_assert_eq(tu_runner_start(r, i, p, NULL), FO_OK);
     }
-    cr_assert_eq(orch_runner_active(r), 4);
+    cr_assert_eq(tu_runner_active(r), 4);
     unsigned seen = 0;
     for (int i = 0; i < 4; i++) {
         size_t tag;
         struct orch_result res;
-        cr_assert_eq(orch_runner_next(r, &tag, &res, NULL), FO_OK);
+        cr_assert_eq(tu_runner_next(r, &tag, &res, NULL), FO_OK);
         char want[8];
         snprintf(want, sizeof(want), "j%zu\n", tag);
         cr_assert_str_eq(res.output, want);
@@ -282,15 +282,15 @@ Test(exec_runner, jobs_run_at_once)
     cr_assert_lt(dt, 1.5, "4 x 0.5 s took %f s", dt);
     size_t tag;
     struct orch_result res;
-    cr_assert_eq(orch_runner_next(r, &tag, &res, NULL), FO_E_NOT_FOUND);
+    cr_assert_eq(tu_runner_next(r, &tag, &res, NULL), FO_E_NOT_FOUND);
     /* freeing a runner with a job in flight kills and reaps it */
     const char *argv2[] = {"sleep", "30", NULL};
     struct orch_exec_config cfg2 = cli(argv2, 60000);
-    orch_runner_free(r);
-    cr_assert_eq(orch_runner_create(&cfg2, &r, NULL), FO_OK);
-    cr_assert_eq(orch_runner_start(r, 0, "1", NULL), FO_OK);
+    tu_runner_free(r);
+    cr_assert_eq(tu_runner_create(&cfg2, &r, NULL), FO_OK);
+    cr_assert_eq(tu_runner_start(r, 0, "1", NULL), FO_OK);
     t0 = now_s();
-    orch_runner_free(r);
+    tu_runner_free(r);
     cr_assert_lt(now_s() - t0, 1.0);
 }
 
@@ -298,9 +298,9 @@ Test(exec_stub, deterministic_from_the_prompt)
 {
     struct orch_exec_config cfg = {.kind = ORCH_EXEC_STUB, .model = "stub"};
     struct orch_result a, b, c;
-    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nmore", &a, NULL), FO_OK);
-    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nmore", &b, NULL), FO_OK);
-    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nless", &c, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "write the docs\nmore", &a, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "write the docs\nmore", &b, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "write the docs\nless", &c, NULL), FO_OK);
     cr_assert(a.ok);
     cr_assert_str_eq(a.output, b.output);
     cr_assert_str_neq(a.output, c.output);
@@ -309,7 +309,7 @@ Test(exec_stub, deterministic_from_the_prompt)
     orch_result_release(&a);
     orch_result_release(&b);
     orch_result_release(&c);
-    cr_assert_eq(orch_exec_once(&cfg, "please #stub-fail", &a, NULL), FO_OK);
+    cr_assert_eq(tu_exec_once(&cfg, "please #stub-fail", &a, NULL), FO_OK);
     cr_assert_not(a.ok);
     orch_result_release(&a);
 }
@@ -646,7 +646,7 @@ Test(exec_job, the_stub_ends_on_a_later_turn_of_the_loop)
     cr_assert_eq(a.rc, FO_OK);
     cr_assert(a.res.ok);
     struct orch_result once;
-    cr_assert_eq(orch_exec_once(&cfg, "write the docs\nmore", &once, NULL),
+    cr_assert_eq(tu_exec_once(&cfg, "write the docs\nmore", &once, NULL),
                  FO_OK);
     cr_assert_str_eq(a.res.output, once.output);
     cr_assert_str_eq(a.res.errout, "");

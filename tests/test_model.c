@@ -32,6 +32,7 @@
 #include "ledger/fo_json.h"
 #include "ledger/ledger.h"
 #include "tests/testutil.h"
+#include "tests/tu_exec.h"
 
 #define KEY "sk-test-SECRET-0123456789"
 #define KEY_ENV "FORUM_TEST_MODEL_KEY"
@@ -1437,21 +1438,19 @@ Test(model_exec, executor_interface_runs_a_chat_job, .init = setup,
                                    .model = "asked-model"};
     struct orch_result res;
     struct fo_err err;
-    cr_assert_eq(orch_exec_once(&cfg, "do it", &res, &err), FO_OK, "%s",
-                 err.msg);
+    cr_assert_eq(tu_exec_once(&cfg, "do it", &res, &err), FO_OK, "%s", err.msg);
     cr_assert(res.ok);
     cr_assert_str_eq(res.output, "hello there");
     cr_assert_str_eq(res.model, "served-7b");
     cr_assert_eq(res.exit_code, 0);
     orch_result_release(&res);
-    cr_assert_eq(orch_exec_once(&cfg, "do it", &res, &err), FO_OK, "%s",
-                 err.msg);
+    cr_assert_eq(tu_exec_once(&cfg, "do it", &res, &err), FO_OK, "%s", err.msg);
     cr_assert_not(res.ok);
     cr_assert(strstr(res.error, "HTTP 401"), "%s", res.error);
     cr_assert_str_eq(res.model, "asked-model");
     orch_result_release(&res);
     cfg.models = NULL;
-    cr_assert_eq(orch_exec_once(&cfg, "x", &res, &err), FO_E_INVALID);
+    cr_assert_eq(tu_exec_once(&cfg, "x", &res, &err), FO_E_INVALID);
     orch_model_free(m);
     fake_stop(f);
     cr_assert(strstr(f->seen, "\"content\":\"do it\""), "%s", f->seen);
