@@ -582,8 +582,7 @@ static void runs_stopped(void *arg)
  * (it resumes on the next start). */
 static void begin_stop(struct daemon *d, const char *why)
 {
-    dlog(d, "%s: draining (no new connections; finishing in-flight work)",
-         why);
+    dlog(d, "%s: draining (no new connections; finishing in-flight work)", why);
     if (d->stopping)
         return;
     d->stopping = 1;
@@ -764,8 +763,8 @@ static int make_engine(struct daemon *d, struct fo_err *err)
         .append = engine_append,
         .redact = engine_redact,
         .hook = d,
-        .max_runs = (size_t)(cfg->max_runs ? cfg->max_runs
-                                           : orch_max_runs(d->orch)),
+        .max_runs =
+            (size_t)(cfg->max_runs ? cfg->max_runs : orch_max_runs(d->orch)),
         .lease_ms =
             (cfg->lease_s > 0 ? cfg->lease_s : DAEMON_LEASE_S_DEFAULT) * 1000,
         .not_resumable = d->embedded,
@@ -928,9 +927,9 @@ static int daemon_setup(struct daemon *d, struct fo_err *err)
     if (!rc && !d->embedded)
         rc = take_lock(d, err);
     if (!rc)
-        rc = d->embedded ? embed_token(d, err)
-                         : daemon_token(cfg->dir, 1, d->token, sizeof(d->token),
-                                        err);
+        rc = d->embedded
+                 ? embed_token(d, err)
+                 : daemon_token(cfg->dir, 1, d->token, sizeof(d->token), err);
     if (!rc)
         rc = make_orch(d, err);
     if (!rc)
@@ -983,8 +982,7 @@ static int daemon_loop(struct daemon *d, struct fo_err *err)
     int rc = FO_OK;
     /* an embedded host may wait with nothing on its loop until a call or
      * its stop comes (from another thread) */
-    if (event_base_loop(d->base, d->embedded ? EVLOOP_NO_EXIT_ON_EMPTY : 0) <
-        0)
+    if (event_base_loop(d->base, d->embedded ? EVLOOP_NO_EXIT_ON_EMPTY : 0) < 0)
         rc = fo_err_set(err, FO_E_INTERNAL, "the event loop failed");
     daemon_commit_stop(d->commit);
     dlog(d, "stopped");
@@ -1030,8 +1028,8 @@ static void daemon_teardown(struct daemon *d)
     free(d);
 }
 
-static struct daemon *daemon_new(const struct daemon_config *cfg,
-                                 int embedded, int listen)
+static struct daemon *daemon_new(const struct daemon_config *cfg, int embedded,
+                                 int listen)
 {
     struct daemon *d = calloc(1, sizeof(*d));
     if (!d)
@@ -1092,6 +1090,7 @@ static int embed_token(struct daemon *d, struct fo_err *err)
 static void *embed_main(void *arg)
 {
     struct daemon_embed *e = arg;
+    ledger_set_owner(e->d->ledger); /* opened by the host's thread */
     e->rc = daemon_loop(e->d, &e->err);
     return NULL;
 }
@@ -1153,6 +1152,7 @@ int daemon_embed_stop(struct daemon_embed *e, struct fo_err *err)
         return FO_OK;
     event_active(e->d->stop_ev, EV_TIMEOUT, 0);
     pthread_join(e->tid, NULL);
+    ledger_set_owner(e->d->ledger); /* the teardown's, on this thread */
     int rc = e->rc;
     if (rc && err)
         *err = e->err;
@@ -1312,8 +1312,8 @@ static int call_park(struct daemon_embed *e, struct embed_call *c, cJSON **out,
     return rc;
 }
 
-int daemon_embed_call(void *hook, const struct surf_method *m,
-                      const cJSON *in, cJSON **out, struct fo_err *err)
+int daemon_embed_call(void *hook, const struct surf_method *m, const cJSON *in,
+                      cJSON **out, struct fo_err *err)
 {
     struct embed_call c = {.m = m, .in = in};
     return call_park(hook, &c, out, err);
