@@ -184,12 +184,7 @@ static void scan_work(void *arg, const atomic_int *cancel)
     struct gate_scan *g = arg;
     struct orch_engine *e = g->e;
     (void)cancel;
-    pthread_mutex_lock(&e->rl_mu);
-    if (!e->rl)
-        g->rc = ledger_open(ledger_dir(e->cfg.ledger), LEDGER_OPEN_READONLY,
-                            NULL, &e->rl, &g->err);
-    else /* the workers share it: whoever holds rl_mu owns it */
-        ledger_set_owner(e->rl);
+    g->rc = oe_rl_lock(e, &g->err);
     if (!g->rc && g->from >= 0)
         g->rc = ledger_range(e->rl, g->from, 100000, scan_entry, g, &g->err);
     if (!g->rc && g->from < 0) {
@@ -205,7 +200,7 @@ static void scan_work(void *arg, const atomic_int *cancel)
             fo_json_parse(body, len, &g->d[i].body, &ignore);
         free(body);
     }
-    pthread_mutex_unlock(&e->rl_mu);
+    oe_rl_unlock(e);
 }
 
 static void scan_free(struct gate_scan *g)
