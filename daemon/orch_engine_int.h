@@ -632,6 +632,13 @@ void oe_reads_drop(struct run *r);
 enum { OE_RD_SESSION = 1, OE_RD_COMPACTION, OE_RD_CONTEXT };
 int oe_ctx_read(struct run *r, int what, struct fo_err *err);
 struct oe_read *oe_ctx_take(struct run *r, int what);
+/* The tree head a run's result names, read for run r (ended, still
+ * listed): then oe_run_result (orch_flow.c) with it. */
+int oe_head_read(struct run *r, struct fo_err *err);
+/* The end of run r: its result (rc FO_OK: with the tree head size and
+ * root; else why), its caller told, the run unlinked and freed. */
+void oe_run_result(struct run *r, int rc, int64_t size, const uint8_t *root,
+                   const struct fo_err *why);
 
 /* The run's judgement for views and results: {"intent": ..., "retries"}. */
 int oe_judgement_json(const struct run *r, cJSON *o);

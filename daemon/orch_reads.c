@@ -180,3 +180,30 @@ struct oe_read *oe_ctx_take(struct run *r, int what)
     oe_read_free(rd); /* another step's: stale */
     return NULL;
 }
+
+/* ---- the tree head a run's result names --------------------------------- */
+
+static int read_head(struct ledger *l, struct oe_read *rd, struct fo_err *err)
+{
+    return ledger_tree_head(l, &rd->n, rd->root, err);
+}
+
+static void head_done(struct oe_read *rd)
+{
+    if (rd->r)
+        oe_run_result(rd->r, rd->rc, rd->n, rd->root, &rd->err);
+    oe_read_free(rd);
+}
+
+int oe_head_read(struct run *r, struct fo_err *err)
+{
+    struct oe_read *rd = calloc(1, sizeof(*rd));
+    if (!rd)
+        return oe_nomem(err);
+    rd->fn = read_head;
+    rd->done = head_done;
+    int rc = oe_read_post(r->e, r, rd, err);
+    if (rc)
+        oe_read_free(rd);
+    return rc;
+}
