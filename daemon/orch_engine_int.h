@@ -383,7 +383,9 @@ struct conv_msgs {
  * through witness() (the daemon's group committer), the redaction through
  * redact_cb (the committer's thread), and each next step is taken when
  * the one before has landed (mem_op carries the call through). The reads
- * (the session's facts) are the loop handle's, as context_step's are.
+ * (was the call done before, the fact, the session's start) are made on
+ * the engine's worker threads (orch_reads.c), the task busy meanwhile, as
+ * context_step's are.
  *
  * Resume: a call on record without its result looks for what it wrote by
  * its call_seq (orch_session_by_call) and, finding it, only answers, so a

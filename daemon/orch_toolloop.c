@@ -1251,12 +1251,137 @@ static void forget_redacted(void *arg, struct run *r, int rc, int64_t seq,
     }
 }
 
-/* Runs a remember or forget call (its arguments checked). */
+/* What a remember or forget reads, on the engine's worker threads
+ * (orch_reads.c): whether the call was done before (a resumed call), then
+ * the fact to forget or the session's start. */
+struct mem_read {
+    struct mem_op *op; /* NULL once handed on */
+    char *value;       /* remember's value (taken), NULL for forget */
+    int forget;
+    int64_t call_seq;
+    int64_t start; /* the run's session_start when posted */
+    int prior_rc, fact_rc;
+    int64_t prior, fseq;
+    cJSON *pb;
+    struct fo_err perr, ferr;
+};
+
+static int mem_read(struct ledger *l, struct oe_read *rd, struct fo_err *err)
+{
+    struct mem_read *m = rd->arg;
+    (void)err;
+    m->prior = m->fseq = -1;
+    m->prior_rc = m->fact_rc = FO_E_NOT_FOUND;
+    if (m->forget || !m->value)
+        m->prior_rc = orch_session_by_call(
+            l, rd->session, m->forget ? "fact_forgotten" : "fact", m->call_seq,
+            &m->prior, &m->pb, &m->perr);
+    if ((m->prior_rc && m->prior_rc != FO_E_NOT_FOUND) || m->prior >= 0 ||
+        (!m->forget && !m->value))
+        return FO_OK; /* nothing more is needed */
+    if (m->forget || m->start < 0)
+        m->fact_rc =
+            orch_session_fact(l, rd->session, m->forget ? m->op->key : "",
+                              &m->fseq, &m->start, &m->ferr);
+    else
+        m->fact_rc = FO_OK;
+    return FO_OK;
+}
+
+/* Back on the loop: the call is answered, or its entries are written. */
+static void mem_go(struct run *r, struct mem_read *m)
+{
+    struct mem_op *op = m->op;
+    size_t t = op->t;
+    struct task *s = &r->t[t];
+    struct fo_err err;
+    int forget = m->forget;
+    if (m->prior_rc && m->prior_rc != FO_E_NOT_FOUND) {
+        oe_fail(r, m->prior_rc, &m->perr);
+        return;
+    }
+    if (m->prior >= 0) { /* done before (a resumed call) */
+        long long fseq = m->prior;
+        if (forget)
+            fo_json_get_int(m->pb, "fact_seq", 0, INT64_MAX / 2, &fseq);
+        mem_answer(r, t, forget, op->key, fseq);
+        return;
+    }
+    if (!forget && !m->value) {
+        tool_result_write(r, t, 0, NULL,
+                          "the fact was not kept: the run was restarted "
+                          "before it was written; call remember again",
+                          0, INT32_MIN);
+        return;
+    }
+    int64_t start = r->session_start, fseq = -1;
+    if (forget || start < 0) {
+        int rc = m->fact_rc;
+        start = m->start;
+        fseq = m->fseq;
+        err = m->ferr;
+        if (rc == FO_E_NOT_FOUND && start >= 0 && !forget)
+            rc = FO_OK; /* only the start was wanted */
+        if (rc == FO_E_NOT_FOUND && forget) {
+            tool_result_write(r, t, 0, NULL, err.msg, 0, INT32_MIN);
+            return;
+        }
+        if (rc) {
+            oe_fail(r, rc, &err);
+            return;
+        }
+        r->session_start = start;
+    }
+    int rc;
+    m->op = NULL; /* the callbacks' now */
+    if (forget) {
+        op->fact_seq = fseq;
+        rc = oe_redact_cb(r, fseq, "forgotten (session fact)", (long)t,
+                          forget_redacted, op, &err);
+    } else {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "session", r->session) ||
+            !cJSON_AddStringToObject(o, "key", op->key) ||
+            !cJSON_AddStringToObject(o, "value", m->value) ||
+            !fo_json_add_int(o, "call_seq", s->await)) {
+            cJSON_Delete(o);
+            rc = oe_nomem(&err);
+        } else {
+            rc = oe_witness_cb(r, "session", "fact", start, o, (long)t, 0, 0,
+                               mem_landed, op, &err);
+        }
+    }
+    if (rc) {
+        free(op);
+        oe_fail(r, rc, &err);
+    }
+}
+
+static void mem_read_done(struct oe_read *rd)
+{
+    struct mem_read *m = rd->arg;
+    struct run *r = rd->r;
+    if (r) {
+        r->t[m->op->t].busy = 0;
+        if (rd->rc)
+            oe_fail(r, rd->rc, &rd->err);
+        else if (!r->halt && !r->failed_rc)
+            mem_go(r, m); /* halted meanwhile: the halt answers the task */
+        oe_step(r);
+    }
+    free(m->op);
+    free(m->value);
+    cJSON_Delete(m->pb);
+    free(m);
+    oe_read_free(rd);
+}
+
+/* Runs a remember or forget call (its arguments checked): its reads go
+ * to a worker, the task busy meanwhile. */
 static void mem_run(struct run *r, size_t t, const char *tool,
                     const cJSON *args)
 {
     struct task *s = &r->t[t];
-    struct ledger *l = r->e->cfg.ledger;
     struct fo_err err;
     char why[FO_ERR_MSG_MAX + 64];
     int forget = !strcmp(tool, "forget");
@@ -1283,7 +1408,14 @@ static void mem_run(struct run *r, size_t t, const char *tool,
         return;
     }
     struct mem_op *op = calloc(1, sizeof(*op));
-    if (!op) {
+    struct mem_read *m = op ? calloc(1, sizeof(*m)) : NULL;
+    struct oe_read *rd = m ? calloc(1, sizeof(*rd)) : NULL;
+    if (rd)
+        rd->session = orch_strdup(r->session);
+    if (!rd || !rd->session) {
+        free(rd);
+        free(m);
+        free(op);
         free(value);
         oe_fail(r, oe_nomem(&err), &err);
         return;
@@ -1291,80 +1423,35 @@ static void mem_run(struct run *r, size_t t, const char *tool,
     op->t = t;
     op->fact_seq = -1;
     snprintf(op->key, sizeof(op->key), "%s", key);
-    /* done before? (a resumed call: its result was never witnessed) */
-    int64_t prior = -1;
-    cJSON *pb = NULL;
-    if (forget || !value) {
-        rc = orch_session_by_call(l, r->session,
-                                  forget ? "fact_forgotten" : "fact", s->await,
-                                  &prior, &pb, &err);
-        if (rc && rc != FO_E_NOT_FOUND) {
-            free(value);
-            free(op);
-            oe_fail(r, rc, &err);
-            return;
-        }
-    }
-    if (prior >= 0) {
-        long long fseq = prior;
-        if (forget)
-            fo_json_get_int(pb, "fact_seq", 0, INT64_MAX / 2, &fseq);
-        cJSON_Delete(pb);
-        free(value);
-        free(op);
-        mem_answer(r, t, forget, key, fseq);
+    *m = (struct mem_read){.op = op,
+                           .value = value,
+                           .forget = forget,
+                           .call_seq = s->await,
+                           .start = r->session_start};
+    rd->fn = mem_read;
+    rd->done = mem_read_done;
+    rd->arg = m;
+    if (!forget && value && r->session_start >= 0) {
+        /* nothing to read: the fact is written at once */
+        m->prior = m->fseq = -1;
+        m->prior_rc = m->fact_rc = FO_E_NOT_FOUND;
+        mem_go(r, m);
+        free(m->op);
+        free(m->value);
+        free(m);
+        oe_read_free(rd);
         return;
     }
-    cJSON_Delete(pb);
-    if (!forget && !value) {
-        free(op);
-        tool_result_write(r, t, 0, NULL,
-                          "the fact was not kept: the run was restarted "
-                          "before it was written; call remember again",
-                          0, INT32_MIN);
-        return;
-    }
-    int64_t start = r->session_start, fseq = -1;
-    if (forget || start < 0) {
-        rc = orch_session_fact(l, r->session, forget ? key : "", &fseq, &start,
-                               &err);
-        if (rc == FO_E_NOT_FOUND && start >= 0 && !forget)
-            rc = FO_OK; /* only the start was wanted */
-        if (rc == FO_E_NOT_FOUND && forget) {
-            free(op);
-            tool_result_write(r, t, 0, NULL, err.msg, 0, INT32_MIN);
-            return;
-        }
-        if (rc) {
-            free(value);
-            free(op);
-            oe_fail(r, rc, &err);
-            return;
-        }
-        r->session_start = start;
-    }
-    if (forget) {
-        op->fact_seq = fseq;
-        rc = oe_redact_cb(r, fseq, "forgotten (session fact)", (long)t,
-                          forget_redacted, op, &err);
-    } else {
-        cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddStringToObject(o, "session", r->session) ||
-            !cJSON_AddStringToObject(o, "key", key) ||
-            !cJSON_AddStringToObject(o, "value", value) ||
-            !fo_json_add_int(o, "call_seq", s->await)) {
-            cJSON_Delete(o);
-            rc = oe_nomem(&err);
-        } else {
-            rc = oe_witness_cb(r, "session", "fact", start, o, (long)t, 0, 0,
-                               mem_landed, op, &err);
-        }
-        free(value);
-    }
+    rc = oe_read_post(r->e, r, rd, &err);
     if (rc) {
         free(op);
+        free(value);
+        free(m);
+        oe_read_free(rd);
         oe_fail(r, rc, &err);
+        return;
     }
+    s->busy = 1;
 }
 
 /* A tool of an MCP server ("server.tool"). */
