@@ -401,6 +401,12 @@ struct mem_op {
     int64_t fact_seq;
     char key[ORCH_FACT_KEY_MAX + 1];
 };
+/* Runs a remember or forget call of task t (its arguments checked). */
+void oe_mem_run(struct run *r, size_t t, const char *tool, const cJSON *args);
+/* Task t's tool_result: ok with output, or why not (rejected: its
+ * arguments did not match the tool's schema). */
+void oe_tool_result(struct run *r, size_t t, int ok, const char *output,
+                    const char *why, int rejected);
 #define DISK_WATCH_MS 250
 /* Decisions other processes wrote (`forum gate approve` on the ledger):
  * the entries since the last look, at most one read per tick for them
