@@ -1232,18 +1232,11 @@ static void call_finish(struct embed_call *c, int rc, cJSON *out,
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Loop thread: the engine's answer (surf_reply_fn); out is copied since
- * the callee frees it. */
+/* Loop thread: the engine's answer (surf_reply_fn: out is the reply
+ * function's, as http_run_reply frees it), handed to the caller. */
 static void call_reply(void *arg, int rc, cJSON *out, const struct fo_err *err)
 {
-    cJSON *copy = NULL;
-    if (rc == FO_OK && !(copy = cJSON_Duplicate(out, 1))) {
-        struct fo_err nerr;
-        fo_err_set(&nerr, FO_E_NOMEM, NULL);
-        call_finish(arg, FO_E_NOMEM, NULL, &nerr);
-        return;
-    }
-    call_finish(arg, rc, copy, err);
+    call_finish(arg, rc, out, err);
 }
 
 /* Loop thread: a run's end (orch_run_done_fn: out is ours). */
