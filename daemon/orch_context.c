@@ -32,10 +32,8 @@ static const char summarizer_system[] =
 
 /* ---- a session's turn: its context --------------------------------------- */
 
-/* r->context and r->prompt from the ledger (reads only): what the
- * session's earlier turns and facts give this turn within its budget.
- * *slices (may be NULL) gets the budget's account of every slice. */
-/* r->context and r->prompt from text (taken). */
+/* r->context and r->prompt from text (taken): what the session's earlier
+ * turns and facts give this turn within its budget. */
 static int ctx_set(struct run *r, char *text, struct fo_err *err)
 {
     free(r->context);
@@ -55,6 +53,8 @@ static int ctx_set(struct run *r, char *text, struct fo_err *err)
     return FO_OK;
 }
 
+/* The same read on the loop's handle, for resume (orch_resume.c): *slices
+ * (may be NULL) gets the budget's account of every slice. */
 int oe_session_context(struct run *r, cJSON **slices, struct fo_err *err)
 {
     char *text = NULL;
