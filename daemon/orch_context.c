@@ -32,17 +32,10 @@ static const char summarizer_system[] =
 
 /* ---- a session's turn: its context --------------------------------------- */
 
-/* r->context and r->prompt from the ledger (reads only): what the
- * session's earlier turns and facts give this turn within its budget.
- * *slices (may be NULL) gets the budget's account of every slice. */
-int oe_session_context(struct run *r, cJSON **slices, struct fo_err *err)
+/* r->context and r->prompt from text (taken): what the session's earlier
+ * turns and facts give this turn within its budget. */
+static int ctx_set(struct run *r, char *text, struct fo_err *err)
 {
-    char *text = NULL;
-    cJSON *sl = NULL;
-    int rc = orch_session_context(r->e->cfg.ledger, r->session, r->request,
-                                  r->id, &r->lim, &text, &sl, err);
-    if (rc)
-        return rc;
     free(r->context);
     free(r->prompt);
     r->context = text;
@@ -54,16 +47,27 @@ int oe_session_context(struct run *r, cJSON **slices, struct fo_err *err)
                           r->request) == FO_OK)
             r->prompt = fo_buf_detach(&b, NULL);
         fo_buf_release(&b);
-        if (!r->prompt) {
-            cJSON_Delete(sl);
+        if (!r->prompt)
             return oe_nomem(err);
-        }
     }
-    if (slices)
+    return FO_OK;
+}
+
+/* The same read on the loop's handle, for resume (orch_resume.c): *slices
+ * (may be NULL) gets the budget's account of every slice. */
+int oe_session_context(struct run *r, cJSON **slices, struct fo_err *err)
+{
+    char *text = NULL;
+    cJSON *sl = NULL;
+    int rc = orch_session_context(r->e->cfg.ledger, r->session, r->request,
+                                  r->id, &r->lim, &text, &sl, err);
+    if (!rc)
+        rc = ctx_set(r, text, err);
+    if (!rc && slices)
         *slices = sl;
     else
         cJSON_Delete(sl);
-    return FO_OK;
+    return rc;
 }
 
 /* ---- compaction by summary
@@ -138,14 +142,28 @@ static void on_summary(struct run *r, long task, int rc,
 static int compaction_step(struct run *r)
 {
     struct fo_err err;
-    char *text = NULL;
-    cJSON *replaces = NULL, *runs = NULL;
-    r->compacted = 1; /* once per turn, whatever comes of it */
-    if (summary_max(r) < 4)
+    if (summary_max(r) < 4) {
+        r->compacted = 1;
         return 0; /* no room for a summary either */
-    int rc =
-        orch_session_compaction(r->e->cfg.ledger, r->session, r->request, r->id,
-                                &r->lim, &text, &replaces, &runs, &err);
+    }
+    /* what the history drops, read on a worker; the step comes back */
+    struct oe_read *rd = oe_ctx_take(r, OE_RD_COMPACTION);
+    if (!rd) {
+        int rc = oe_ctx_read(r, OE_RD_COMPACTION, &err);
+        if (rc) {
+            r->compacted = 1;
+            oe_fail(r, rc, &err);
+        }
+        return 1;
+    }
+    r->compacted = 1; /* once per turn, whatever comes of it */
+    char *text = rd->text;
+    cJSON *replaces = rd->a, *runs = rd->b;
+    int rc = rd->rc;
+    err = rd->err;
+    rd->text = NULL;
+    rd->a = rd->b = NULL;
+    oe_read_free(rd);
     if (rc) {
         oe_fail(r, rc, &err);
         return 1;
@@ -203,11 +221,28 @@ void oe_context_step(struct run *r)
     if (r->waiting_session || r->creating_session)
         return;
     if (r->session_start < 0) {
-        struct orch_session *s = NULL;
-        rc = orch_session_read(e->cfg.ledger, r->session, -1, &s, &err);
+        /* the session's start, read on a worker: the step comes back */
+        struct oe_read *rd = oe_ctx_take(r, OE_RD_SESSION);
+        if (!rd) {
+            rc = oe_ctx_read(r, OE_RD_SESSION, &err);
+            if (rc)
+                oe_fail(r, rc, &err);
+            return;
+        }
+        int64_t start = rd->n;
+        uint64_t gen = rd->gen;
+        rc = rd->rc;
+        err = rd->err;
+        oe_read_free(rd);
+        if (rc == FO_E_NOT_FOUND && gen != e->sessions_landed) {
+            /* a session_started landed since the read began: read again */
+            rc = oe_ctx_read(r, OE_RD_SESSION, &err);
+            if (rc)
+                oe_fail(r, rc, &err);
+            return;
+        }
         if (rc == FO_OK) {
-            r->session_start = orch_session_start(s);
-            orch_session_free(s);
+            r->session_start = start;
         } else if (rc == FO_E_NOT_FOUND) {
             for (struct run *o = e->runs; o; o = o->next)
                 if (o != r && o->creating_session && o->session &&
@@ -236,9 +271,27 @@ void oe_context_step(struct run *r)
     }
     if (r->lim.summary && !r->compacted && compaction_step(r))
         return; /* the summary first */
-    cJSON *slices = NULL;
-    rc = oe_session_context(r, &slices, &err);
+    /* the context, read on a worker: the step comes back */
+    struct oe_read *rd = oe_ctx_take(r, OE_RD_CONTEXT);
+    if (!rd) {
+        rc = oe_ctx_read(r, OE_RD_CONTEXT, &err);
+        if (rc)
+            oe_fail(r, rc, &err);
+        return;
+    }
+    cJSON *slices = rd->a;
+    char *text = rd->text;
+    rc = rd->rc;
+    err = rd->err;
+    rd->a = NULL;
+    rd->text = NULL;
+    oe_read_free(rd);
+    if (!rc)
+        rc = ctx_set(r, text, &err);
+    else
+        free(text);
     if (rc) {
+        cJSON_Delete(slices);
         oe_fail(r, rc, &err);
         return;
     }

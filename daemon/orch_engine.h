@@ -140,8 +140,9 @@ int orch_engine_cancel(struct orch_engine *e, int64_t run);
  * thread, never from inside this call) with {"run_seq", "wave",
  * "decision", "seq"} once it is on record; the run goes on (or ends, when
  * rejected). A run this engine does not hold is decided on the ledger
- * (orch_gate_check, then the decision written through the engine's
- * append), for the process that runs it to find. */
+ * (orch_gate_check, on a worker thread, then the decision written through
+ * the engine's append), for the process that runs it to find; a refusal
+ * of the check (FO_E_NO_GATE, ...) then comes through done. */
 int orch_engine_gate(struct orch_engine *e, const struct orch_gate_decision *d,
                      orch_run_done_fn done, void *arg, struct fo_err *err);
 

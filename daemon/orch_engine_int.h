@@ -235,6 +235,10 @@ struct run {
     /* the ledger's capsule as the run's context: its SHA-256 (hex) */
     char capsule_hash[65];
     struct cap_job *cap_job; /* its read in flight */
+    /* its ledger reads on the engine's workers (orch_reads.c), and the
+     * outcome of the session read its context step waits for */
+    struct oe_read *reads;
+    struct oe_read *ctx_res;
     /* for the action receipt: the payload hashes of the request and the
      * answer entries (hex, as they landed or were read) */
     char req_payload[65], answer_payload[65];
@@ -346,6 +350,7 @@ struct orch_engine {
      * scans): opened on first use by a worker, used under rl_mu */
     struct ledger *rl;
     pthread_mutex_t rl_mu;
+    uint64_t sessions_landed; /* session_started entries written */
     /* run leases: on when cfg.lease_ms > 0 and the ledger keeps them */
     int leases;
     struct event *lease_ev;       /* renew, then claim expired ones */
@@ -378,7 +383,9 @@ struct conv_msgs {
  * through witness() (the daemon's group committer), the redaction through
  * redact_cb (the committer's thread), and each next step is taken when
  * the one before has landed (mem_op carries the call through). The reads
- * (the session's facts) are the loop handle's, as context_step's are.
+ * (was the call done before, the fact, the session's start) are made on
+ * the engine's worker threads (orch_reads.c), the task busy meanwhile, as
+ * context_step's are.
  *
  * Resume: a call on record without its result looks for what it wrote by
  * its call_seq (orch_session_by_call) and, finding it, only answers, so a
@@ -394,6 +401,12 @@ struct mem_op {
     int64_t fact_seq;
     char key[ORCH_FACT_KEY_MAX + 1];
 };
+/* Runs a remember or forget call of task t (its arguments checked). */
+void oe_mem_run(struct run *r, size_t t, const char *tool, const cJSON *args);
+/* Task t's tool_result: ok with output, or why not (rejected: its
+ * arguments did not match the tool's schema). */
+void oe_tool_result(struct run *r, size_t t, int ok, const char *output,
+                    const char *why, int rejected);
 #define DISK_WATCH_MS 250
 /* Decisions other processes wrote (`forum gate approve` on the ledger):
  * the entries since the last look, at most one read per tick for them
@@ -584,6 +597,57 @@ int oe_apply_wave_cp(struct run *r, int64_t seq, const cJSON *b,
  * first (oe_run_free), the read's outcome is dropped. */
 int oe_capsule_start(struct run *r, cJSON *b, struct fo_err *err);
 void oe_capsule_drop(struct run *r);
+/* ---- ledger reads off the loop (orch_reads.c) ---- */
+
+/* A read on the engine's worker threads: fn runs there on the shared
+ * read handle (e->rl), then done on the loop (rd->r: the run, or NULL
+ * when it went meanwhile; done frees rd, oe_read_free). */
+struct oe_read {
+    struct orch_engine *e;
+    struct run *r;
+    int what;
+    int (*fn)(struct ledger *l, struct oe_read *rd, struct fo_err *err);
+    void (*done)(struct oe_read *rd);
+    /* what the read is given */
+    char *session, *request;
+    int64_t before;
+    struct orch_ctx_limits lim;
+    uint64_t gen;
+    void *arg;
+    /* what it gives back */
+    int rc;
+    struct fo_err err;
+    int64_t n;
+    uint8_t root[32];
+    char *text;
+    cJSON *a, *b;
+    struct oe_read *next; /* the run's reads in flight */
+};
+/* Takes the engine's shared read handle (on a worker; FO_OK or the open's
+ * error) and gives it back (in both cases). */
+int oe_rl_lock(struct orch_engine *e, struct fo_err *err);
+void oe_rl_unlock(struct orch_engine *e);
+/* Posts rd (for run r, or NULL): FO_E_NOMEM, nothing posted. */
+int oe_read_post(struct orch_engine *e, struct run *r, struct oe_read *rd,
+                 struct fo_err *err);
+void oe_read_free(struct oe_read *rd);
+/* The run goes: its reads' outcomes are dropped. */
+void oe_reads_drop(struct run *r);
+/* A session turn's reads: the session's start (n), the compaction's
+ * text, replaces (a) and runs (b), the context's text and slices (a).
+ * oe_ctx_read posts one and sets r->busy; once done the run steps and
+ * oe_ctx_take gives it (NULL: not read yet). */
+enum { OE_RD_SESSION = 1, OE_RD_COMPACTION, OE_RD_CONTEXT };
+int oe_ctx_read(struct run *r, int what, struct fo_err *err);
+struct oe_read *oe_ctx_take(struct run *r, int what);
+/* The tree head a run's result names, read for run r (ended, still
+ * listed): then oe_run_result (orch_flow.c) with it. */
+int oe_head_read(struct run *r, struct fo_err *err);
+/* The end of run r: its result (rc FO_OK: with the tree head size and
+ * root; else why), its caller told, the run unlinked and freed. */
+void oe_run_result(struct run *r, int rc, int64_t size, const uint8_t *root,
+                   const struct fo_err *why);
+
 /* The run's judgement for views and results: {"intent": ..., "retries"}. */
 int oe_judgement_json(const struct run *r, cJSON *o);
 

@@ -23,7 +23,8 @@ static int error_write(struct run *r);
 static void on_end_retry(evutil_socket_t fd, short what, void *arg);
 static cJSON *tasks_json(const struct run *r, int *all_pass, int *unjudged);
 static int plan_run_fields(const struct run *r, cJSON *res);
-static cJSON *result_object(struct run *r, struct fo_err *err);
+static cJSON *result_object(struct run *r, int64_t size, const uint8_t root[32],
+                            struct fo_err *err);
 static void run_end(struct run *r);
 
 /* ---- budget and halts --------------------------------------------------- */
@@ -404,14 +405,11 @@ static int plan_run_fields(const struct run *r, cJSON *res)
     return cJSON_AddBoolToObject(res, "ok", all_ok) ? FO_OK : FO_E_NOMEM;
 }
 
-static cJSON *result_object(struct run *r, struct fo_err *err)
+/* The run's result; size and root: the tree head it names. */
+static cJSON *result_object(struct run *r, int64_t size, const uint8_t root[32],
+                            struct fo_err *err)
 {
-    int64_t size = 0;
-    uint8_t root[32];
     char hex[65];
-    int rc = ledger_tree_head(r->e->cfg.ledger, &size, root, err);
-    if (rc)
-        return NULL;
     fo_hex(root, 32, hex);
     cJSON *res = cJSON_CreateObject();
     if (!res) {
@@ -506,18 +504,33 @@ static void run_end(struct run *r)
                                             : "done",
                 r->calls, r->calls == 1 ? "" : "s",
                 (long long)oe_elapsed_ms(r));
-    orch_run_done_fn done = r->done;
-    void *arg = r->arg;
     struct fo_err err = r->err;
     int rc = r->failed_rc;
-    cJSON *out = NULL;
     if (!rc && r->halt == H_SHUTDOWN)
         rc = fo_err_set(&err, FO_E_DRAINING,
                         "the daemon is stopping: run %lld will resume on the "
                         "next start",
                         (long long)r->id);
+    if (!rc && r->done) {
+        /* the tree head its result names: read on a worker, the run stays
+         * (ended) until oe_run_result */
+        rc = oe_head_read(r, &err);
+        if (!rc)
+            return;
+    }
+    oe_run_result(r, rc, 0, NULL, &err);
+}
+
+void oe_run_result(struct run *r, int rc, int64_t size, const uint8_t *root,
+                   const struct fo_err *why)
+{
+    struct orch_engine *e = r->e;
+    orch_run_done_fn done = r->done;
+    void *arg = r->arg;
+    struct fo_err err = *why;
+    cJSON *out = NULL;
     if (!rc && done) {
-        out = result_object(r, &err);
+        out = result_object(r, size, root, &err);
         if (!out)
             rc = err.code ? err.code : FO_E_NOMEM;
     }

@@ -184,12 +184,7 @@ static void scan_work(void *arg, const atomic_int *cancel)
     struct gate_scan *g = arg;
     struct orch_engine *e = g->e;
     (void)cancel;
-    pthread_mutex_lock(&e->rl_mu);
-    if (!e->rl)
-        g->rc = ledger_open(ledger_dir(e->cfg.ledger), LEDGER_OPEN_READONLY,
-                            NULL, &e->rl, &g->err);
-    else /* the workers share it: whoever holds rl_mu owns it */
-        ledger_set_owner(e->rl);
+    g->rc = oe_rl_lock(e, &g->err);
     if (!g->rc && g->from >= 0)
         g->rc = ledger_range(e->rl, g->from, 100000, scan_entry, g, &g->err);
     if (!g->rc && g->from < 0) {
@@ -205,7 +200,7 @@ static void scan_work(void *arg, const atomic_int *cancel)
             fo_json_parse(body, len, &g->d[i].body, &ignore);
         free(body);
     }
-    pthread_mutex_unlock(&e->rl_mu);
+    oe_rl_unlock(e);
 }
 
 static void scan_free(struct gate_scan *g)
@@ -353,21 +348,57 @@ void oe_gate_off_landed(struct orch_engine *e, struct gate_off *g)
     oe_gate_off_free(g);
 }
 
+/* On a worker: the gate the decision is for, checked on the ledger. */
+static int gate_off_read(struct ledger *l, struct oe_read *rd,
+                         struct fo_err *err)
+{
+    struct gate_off *g = rd->arg;
+    struct orch_gate_decision d = g->d;
+    d.decision = g->d.decision[0] == 'a'   ? "approve"
+                 : g->d.decision[0] == 'e' ? "edit"
+                                           : "reject";
+    return orch_gate_check(l, &d, &rd->n, err);
+}
+
+/* Back on the loop: the decision is written (or its caller hears why
+ * not). */
+static void gate_off_checked(struct oe_read *rd)
+{
+    struct gate_off *g = rd->arg;
+    struct orch_engine *e = g->e;
+    struct fo_err err = rd->err;
+    int rc = rd->rc;
+    g->a.parent = g->gate_seq = rd->n;
+    oe_read_free(rd);
+    if (!rc && e->cfg.append)
+        rc = e->cfg.append(e->cfg.hook, &g->a, gate_off_committed, g, &err);
+    else if (!rc) {
+        ledger_append_batch(e->cfg.ledger, &g->a, 1, &g->a.err);
+        gate_off_committed(g);
+        return;
+    }
+    if (!rc)
+        return;
+    if (g->done)
+        g->done(g->arg, rc, NULL, &err);
+    oe_gate_off_free(g);
+}
+
+/* The check reads the ledger on a worker (oe_read_post), then the
+ * decision goes through the engine's append; done hears either. */
 static int gate_offline(struct orch_engine *e,
                         const struct orch_gate_decision *d,
                         orch_run_done_fn done, void *arg, struct fo_err *err)
 {
-    int64_t gseq = -1;
-    int rc = orch_gate_check(e->cfg.ledger, d, &gseq, err);
-    if (rc)
-        return rc;
     struct gate_off *g = calloc(1, sizeof(*g));
-    cJSON *o = g ? orch_gate_decision_json(d) : NULL;
+    struct oe_read *rd = g ? calloc(1, sizeof(*rd)) : NULL;
+    cJSON *o = rd ? orch_gate_decision_json(d) : NULL;
     struct fo_buf b;
     fo_buf_init(&b, FO_BUF_UNLIMITED);
     if (!o || fo_json_canon(o, &b, err)) {
         fo_buf_release(&b);
         cJSON_Delete(o);
+        free(rd);
         free(g);
         return oe_nomem(err);
     }
@@ -384,20 +415,19 @@ static int gate_offline(struct orch_engine *e,
     g->a.actor = "human";
     g->a.kind = orch_gate_kind(d->decision);
     g->a.sole_kinds = orch_gate_decided_kinds;
-    g->a.parent = gseq;
     g->a.body = g->body;
-    g->gate_seq = gseq;
+    g->gate_seq = -1;
     g->done = done;
     g->arg = arg;
-    if (e->cfg.append) {
-        rc = e->cfg.append(e->cfg.hook, &g->a, gate_off_committed, g, err);
-        if (rc)
-            oe_gate_off_free(g);
-        return rc;
+    rd->fn = gate_off_read;
+    rd->done = gate_off_checked;
+    rd->arg = g;
+    int rc = oe_read_post(e, NULL, rd, err);
+    if (rc) {
+        oe_read_free(rd);
+        oe_gate_off_free(g);
     }
-    ledger_append_batch(e->cfg.ledger, &g->a, 1, &g->a.err);
-    gate_off_committed(g);
-    return FO_OK;
+    return rc;
 }
 
 /* A decision the store refused because another came first: the caller

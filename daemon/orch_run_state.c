@@ -118,6 +118,7 @@ void oe_run_free(struct run *r)
     free(r->prompt);
     attempts_release(&r->judge_att);
     oe_capsule_drop(r);
+    oe_reads_drop(r);
     cJSON_Delete(r->intent);
     cJSON_Delete(r->profile_check);
     cJSON_Delete(r->lane_claim);

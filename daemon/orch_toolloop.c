@@ -67,14 +67,6 @@ static void on_mcp_done(void *arg, int rc, const char *text, int is_error,
                         const cJSON *attach, const struct fo_err *merr);
 static int tool_args(struct run *r, size_t t, const struct orch_tool_def *d,
                      const char *text, cJSON **args);
-static void mem_answer(struct run *r, size_t t, int forget, const char *key,
-                       int64_t fact_seq);
-static void mem_landed(void *arg, struct run *r, int rc, int64_t seq,
-                       const struct fo_err *err);
-static void forget_redacted(void *arg, struct run *r, int rc, int64_t seq,
-                            const struct fo_err *rerr);
-static void mem_run(struct run *r, size_t t, const char *tool,
-                    const cJSON *args);
 static void mcp_run(struct run *r, size_t t, const char *tool,
                     const char *args_text);
 static void tool_job_free(struct tool_job *j);
@@ -1058,6 +1050,12 @@ static void tool_result_write(struct run *r, size_t t, int ok,
     tool_result_write_ex(r, t, ok, output, why, oe_rejected, exit_code, NULL);
 }
 
+void oe_tool_result(struct run *r, size_t t, int ok, const char *output,
+                    const char *why, int rejected)
+{
+    tool_result_write_ex(r, t, ok, output, why, rejected, INT32_MIN, NULL);
+}
+
 /* The run's workspace: the configured directory, or a fresh one per run
  * under the workspace root. */
 static int workspace(struct run *r, struct fo_err *err)
@@ -1188,183 +1186,6 @@ static int tool_args(struct run *r, size_t t, const struct orch_tool_def *d,
         return 1;
     }
     return 0;
-}
-
-static void mem_answer(struct run *r, size_t t, int forget, const char *key,
-                       int64_t fact_seq)
-{
-    char out[ORCH_FACT_KEY_MAX + ORCH_SESSION_NAME_MAX + 160];
-    if (forget)
-        snprintf(out, sizeof(out),
-                 "forgot \"%s\" of session %s (fact %lld): its text is "
-                 "deleted and later turns no longer see it",
-                 key, r->session, (long long)fact_seq);
-    else
-        snprintf(out, sizeof(out),
-                 "remembered \"%s\" in session %s (fact %lld): later turns "
-                 "of the session see it",
-                 key, r->session, (long long)fact_seq);
-    tool_result_write(r, t, 1, out, NULL, 0, INT32_MIN);
-}
-
-static void mem_landed(void *arg, struct run *r, int rc, int64_t seq,
-                       const struct fo_err *err)
-{
-    struct mem_op *op = arg;
-    (void)err;
-    if (!rc) /* else the run fails: a write of it did */
-        mem_answer(r, op->t, op->fact_seq >= 0, op->key,
-                   op->fact_seq >= 0 ? op->fact_seq : seq);
-    free(op);
-}
-
-static void forget_redacted(void *arg, struct run *r, int rc, int64_t seq,
-                            const struct fo_err *rerr)
-{
-    struct mem_op *op = arg;
-    struct task *s = &r->t[op->t];
-    struct fo_err err;
-    (void)seq;
-    if (rc && rc != FO_E_REDACTED) { /* gone already: the tombstone next */
-        char why[FO_ERR_MSG_MAX + 64];
-        snprintf(why, sizeof(why), "the fact could not be forgotten: %s",
-                 rerr ? rerr->msg : "redaction failed");
-        tool_result_write(r, op->t, 0, NULL, why, 0, INT32_MIN);
-        free(op);
-        return;
-    }
-    cJSON *o = cJSON_CreateObject();
-    if (!o || !cJSON_AddStringToObject(o, "session", r->session) ||
-        !cJSON_AddStringToObject(o, "key", op->key) ||
-        !fo_json_add_int(o, "fact_seq", op->fact_seq) ||
-        !fo_json_add_int(o, "call_seq", s->await)) {
-        cJSON_Delete(o);
-        free(op);
-        oe_fail(r, oe_nomem(&err), &err);
-        return;
-    }
-    rc = oe_witness_cb(r, "session", "fact_forgotten", r->session_start, o,
-                       (long)op->t, 0, 0, mem_landed, op, &err);
-    if (rc) {
-        free(op);
-        oe_fail(r, rc, &err);
-    }
-}
-
-/* Runs a remember or forget call (its arguments checked). */
-static void mem_run(struct run *r, size_t t, const char *tool,
-                    const cJSON *args)
-{
-    struct task *s = &r->t[t];
-    struct ledger *l = r->e->cfg.ledger;
-    struct fo_err err;
-    char why[FO_ERR_MSG_MAX + 64];
-    int forget = !strcmp(tool, "forget");
-    char *value = forget ? NULL : s->mem_value; /* taken */
-    free(forget ? s->mem_value : NULL);
-    s->mem_value = NULL;
-    const char *key = oe_str_of(args, "key");
-    if (!r->session) {
-        free(value);
-        tool_result_write(r, t, 0, NULL,
-                          "this run belongs to no session: remember and "
-                          "forget keep the facts of a session (a run started "
-                          "with a session, e.g. forum submit --session NAME)",
-                          0, INT32_MIN);
-        return;
-    }
-    int rc = orch_fact_check(key, forget || !value ? NULL : value, &err);
-    if (rc) {
-        free(value);
-        snprintf(why, sizeof(why),
-                 "%s: %s; call it again with arguments that match its schema",
-                 tool, err.msg);
-        tool_result_write(r, t, 0, NULL, why, 1, INT32_MIN);
-        return;
-    }
-    struct mem_op *op = calloc(1, sizeof(*op));
-    if (!op) {
-        free(value);
-        oe_fail(r, oe_nomem(&err), &err);
-        return;
-    }
-    op->t = t;
-    op->fact_seq = -1;
-    snprintf(op->key, sizeof(op->key), "%s", key);
-    /* done before? (a resumed call: its result was never witnessed) */
-    int64_t prior = -1;
-    cJSON *pb = NULL;
-    if (forget || !value) {
-        rc = orch_session_by_call(l, r->session,
-                                  forget ? "fact_forgotten" : "fact", s->await,
-                                  &prior, &pb, &err);
-        if (rc && rc != FO_E_NOT_FOUND) {
-            free(value);
-            free(op);
-            oe_fail(r, rc, &err);
-            return;
-        }
-    }
-    if (prior >= 0) {
-        long long fseq = prior;
-        if (forget)
-            fo_json_get_int(pb, "fact_seq", 0, INT64_MAX / 2, &fseq);
-        cJSON_Delete(pb);
-        free(value);
-        free(op);
-        mem_answer(r, t, forget, key, fseq);
-        return;
-    }
-    cJSON_Delete(pb);
-    if (!forget && !value) {
-        free(op);
-        tool_result_write(r, t, 0, NULL,
-                          "the fact was not kept: the run was restarted "
-                          "before it was written; call remember again",
-                          0, INT32_MIN);
-        return;
-    }
-    int64_t start = r->session_start, fseq = -1;
-    if (forget || start < 0) {
-        rc = orch_session_fact(l, r->session, forget ? key : "", &fseq, &start,
-                               &err);
-        if (rc == FO_E_NOT_FOUND && start >= 0 && !forget)
-            rc = FO_OK; /* only the start was wanted */
-        if (rc == FO_E_NOT_FOUND && forget) {
-            free(op);
-            tool_result_write(r, t, 0, NULL, err.msg, 0, INT32_MIN);
-            return;
-        }
-        if (rc) {
-            free(value);
-            free(op);
-            oe_fail(r, rc, &err);
-            return;
-        }
-        r->session_start = start;
-    }
-    if (forget) {
-        op->fact_seq = fseq;
-        rc = oe_redact_cb(r, fseq, "forgotten (session fact)", (long)t,
-                          forget_redacted, op, &err);
-    } else {
-        cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddStringToObject(o, "session", r->session) ||
-            !cJSON_AddStringToObject(o, "key", key) ||
-            !cJSON_AddStringToObject(o, "value", value) ||
-            !fo_json_add_int(o, "call_seq", s->await)) {
-            cJSON_Delete(o);
-            rc = oe_nomem(&err);
-        } else {
-            rc = oe_witness_cb(r, "session", "fact", start, o, (long)t, 0, 0,
-                               mem_landed, op, &err);
-        }
-        free(value);
-    }
-    if (rc) {
-        free(op);
-        oe_fail(r, rc, &err);
-    }
 }
 
 /* A tool of an MCP server ("server.tool"). */
@@ -1647,7 +1468,7 @@ static void tool_run(struct run *r, size_t t)
     if (rc)
         return;
     if (d->session) { /* no workspace: the run's session */
-        mem_run(r, t, tool, args);
+        oe_mem_run(r, t, tool, args);
         cJSON_Delete(args);
         return;
     }

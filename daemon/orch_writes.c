@@ -109,6 +109,7 @@ static void wr_landed(struct wr *w)
                   w->a.rc ? -1 : w->a.entry.seq, w->a.rc ? &w->a.err : &err);
     if (!strcmp(w->a.kind, "session_started")) {
         r->creating_session = 0; /* landed or failed: the others go on */
+        r->e->sessions_landed++; /* a read begun before may have missed it */
         for (;;) { /* from the head each time: a step may end a run */
             struct run *o = r->e->runs;
             while (o && !(o != r && o->waiting_session && o->session &&

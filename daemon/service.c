@@ -1155,6 +1155,7 @@ int daemon_embed_stop(struct daemon_embed *e, struct fo_err *err)
         return FO_OK;
     event_active(e->d->stop_ev, EV_TIMEOUT, 0);
     pthread_join(e->tid, NULL);
+    ledger_set_owner(e->d->ledger); /* the teardown's, on this thread */
     int rc = e->rc;
     if (rc && err)
         *err = e->err;
@@ -1234,18 +1235,11 @@ static void call_finish(struct embed_call *c, int rc, cJSON *out,
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Loop thread: the engine's answer (surf_reply_fn); out is copied since
- * the callee frees it. */
+/* Loop thread: the engine's answer (surf_reply_fn: out is the reply
+ * function's, as http_run_reply frees it), handed to the caller. */
 static void call_reply(void *arg, int rc, cJSON *out, const struct fo_err *err)
 {
-    cJSON *copy = NULL;
-    if (rc == FO_OK && !(copy = cJSON_Duplicate(out, 1))) {
-        struct fo_err nerr;
-        fo_err_set(&nerr, FO_E_NOMEM, NULL);
-        call_finish(arg, FO_E_NOMEM, NULL, &nerr);
-        return;
-    }
-    call_finish(arg, rc, copy, err);
+    call_finish(arg, rc, out, err);
 }
 
 /* Loop thread: a run's end (orch_run_done_fn: out is ours). */

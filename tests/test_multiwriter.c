@@ -1034,3 +1034,69 @@ Test(multiwriter, one_daemons_event_stream_shows_every_daemons_entries,
     close(fd);
     mw_free(&m);
 }
+
+/* ---- a session's reads over PostgreSQL ---------------------------------- */
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* A session's turns on two daemons of one PostgreSQL ledger: the second
+ * turn's session reads run on daemon 0's worker threads (their shared read
+ * handle, with the owner checks on). While they wait on a slow store (test
+ * builds: FORUM_TEST_SESSION_READ_HOLD), daemon 0 answers /health; then
+ * the turn ends done, and the session holds both turns under one start. */
+Test(multiwriter, a_session_read_over_postgres_does_not_hold_the_loop,
+     .timeout = 300)
+{
+#ifndef FORUM_TEST_SEAMS
+    cr_skip_test("built without the test seams");
+#endif
+    struct mw m;
+    mw_init(&m);
+    char *aux = tu_tmpdir();
+    char hold[512], held[600], expired[600];
+    snprintf(hold, sizeof(hold), "%s/hold", aux);
+    snprintf(held, sizeof(held), "%s.held", hold);
+    snprintf(expired, sizeof(expired), "%s.expired", hold);
+    setenv("FORUM_TEST_SESSION_READ_HOLD", hold, 1);
+    mw_start(&m, 0, NULL);
+    unsetenv("FORUM_TEST_SESSION_READ_HOLD");
+    mw_start(&m, 1, NULL);
+    const char *t1 = "{\"request\":\"turn one of s1\",\"session\":\"s1\"}";
+    cJSON *s = tu_http_json(&m.d[1], "POST", "/runs", t1, 200);
+    cJSON *g = run_wait(&m.d[1], tu_num(s, "run"), 60000);
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cJSON_Delete(g);
+    cJSON_Delete(s);
+    cr_assert_eq(tu_write_file(hold, "", 0), 0);
+    const char *t2 = "{\"request\":\"turn two of s1\",\"session\":\"s1\"}";
+    s = tu_http_json(&m.d[0], "POST", "/runs", t2, 200);
+    long long run = tu_num(s, "run");
+    cJSON_Delete(s);
+    for (int64_t t0 = tu_now_ms(); !exists(held);) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "the session was never read");
+        usleep(10 * 1000);
+    }
+    char *b = NULL;
+    cr_assert_eq(tu_http(&m.d[0], "GET", "/health", NULL, 1, &b), 200);
+    free(b);
+    cr_assert(!exists(expired), "/health waited for the session read");
+    cr_assert_eq(unlink(hold), 0);
+    g = run_wait(&m.d[0], run, 60000);
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cJSON_Delete(g);
+    struct tu_run r = tu_forumv(NULL, "--ledger", m.dirs[1], "--json",
+                                "session", "show", "s1", (char *)NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *ss = tu_run_json(&r);
+    const cJSON *turns = cJSON_GetObjectItemCaseSensitive(ss, "turns");
+    cr_assert_eq(cJSON_GetArraySize(turns), 2, "%s", r.out);
+    cr_assert_eq(tu_num(cJSON_GetArrayItem(turns, 1), "run"), run);
+    cJSON_Delete(ss);
+    tu_run_free(&r);
+    mw_free(&m);
+    tu_rmrf(aux);
+}

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon/orch.h"
@@ -675,4 +676,79 @@ Test(sessions, a_resumed_remember_or_forget_is_not_done_again, .timeout = 120)
     fake_stop(f);
     fake_free(f);
     tu_rmrf(dir);
+}
+
+/* ---- the session's reads, off the loop thread ---------------------------
+ */
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* A turn reads its session on the engine's worker threads: while that read
+ * waits on a slow store (test builds: a session read holds while the file
+ * FORUM_TEST_SESSION_READ_HOLD names exists, and makes PATH.held), the
+ * daemon answers /health and runs a run of no session to its end; once the
+ * store answers, the turn goes on to done, its session started and its
+ * turn witnessed once. With the read on the loop, /health would be
+ * answered only after the hold gave up (PATH.expired). */
+Test(sessions, a_slow_session_read_does_not_hold_the_loop, .timeout = 120)
+{
+#ifndef FORUM_TEST_SEAMS
+    cr_skip_test("built without the test seams");
+#endif
+    char *dir = tu_tmpdir(), *aux = tu_tmpdir();
+    char hold[512], held[600], expired[600];
+    snprintf(hold, sizeof(hold), "%s/hold", aux);
+    snprintf(held, sizeof(held), "%s.held", hold);
+    snprintf(expired, sizeof(expired), "%s.expired", hold);
+    cr_assert_eq(tu_write_file(hold, "", 0), 0);
+    setenv("FORUM_TEST_SESSION_READ_HOLD", hold, 1);
+    struct tu_daemon d;
+    tu_daemon_start(&d, dir, NULL);
+    unsetenv("FORUM_TEST_SESSION_READ_HOLD");
+    cJSON *s =
+        tu_http_json(&d, "POST", "/runs",
+                     "{\"request\":\"a turn of s1\",\"session\":\"s1\"}", 200);
+    long long turn = tu_num(s, "run");
+    cJSON_Delete(s);
+    for (int64_t t0 = tu_now_ms(); !exists(held);) {
+        cr_assert_lt(tu_now_ms() - t0, 30000, "the session was never read");
+        usleep(10 * 1000);
+    }
+    char *b = NULL;
+    cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 1, &b), 200);
+    free(b);
+    cr_assert(!exists(expired),
+              "/health was answered only after the session read gave up: "
+              "the loop thread waited on the store");
+    s = tu_http_json(&d, "POST", "/runs", "{\"request\":\"no session here\"}",
+                     200);
+    long long other = tu_num(s, "run");
+    cJSON_Delete(s);
+    cJSON *g = tu_daemon_run_wait(&d, other, 30000);
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cJSON_Delete(g);
+    cr_assert(!exists(expired), "the other run waited for the held read");
+    char path[64];
+    snprintf(path, sizeof(path), "/runs/%lld", turn);
+    g = tu_http_json(&d, "GET", path, NULL, 200);
+    cr_assert_str_eq(tu_str(g, "state"), "running", "the turn did not wait");
+    cJSON_Delete(g);
+    cr_assert_eq(unlink(hold), 0);
+    g = tu_daemon_run_wait(&d, turn, 30000);
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    char kinds[4096];
+    tu_entry_kinds(g, kinds, sizeof(kinds));
+    cr_assert(!strncmp(kinds, "request turn context_budget route ", 34), "%s",
+              kinds);
+    cJSON_Delete(g);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    cr_assert_eq(tu_kind_count(dir, "session_started"), 1);
+    cr_assert_eq(tu_kind_count(dir, "turn"), 1);
+    cr_assert(!exists(expired));
+    tu_rmrf(dir);
+    tu_rmrf(aux);
 }
