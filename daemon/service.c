@@ -1235,14 +1235,9 @@ static void call_finish(struct embed_call *c, int rc, cJSON *out,
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Loop thread: the engine's answer (surf_reply_fn: out is the reply
- * function's, as http_run_reply frees it), handed to the caller. */
-static void call_reply(void *arg, int rc, cJSON *out, const struct fo_err *err)
-{
-    call_finish(arg, rc, out, err);
-}
-
-/* Loop thread: a run's end (orch_run_done_fn: out is ours). */
+/* Loop thread: the engine's answer, a method's (surf_reply_fn) or a
+ * run's end (orch_run_done_fn): out is ours either way (as
+ * http_run_reply frees it), handed to the caller. */
 static void call_done(void *arg, int rc, cJSON *out, const struct fo_err *err)
 {
     call_finish(arg, rc, out, err);
@@ -1270,7 +1265,7 @@ static void call_on_loop(evutil_socket_t fd, short what, void *arg)
         if (c->d->stopping)
             call_finish(c, fo_err_set(&err, FO_E_DRAINING, "shutting down"),
                         NULL, &err);
-        else if (surf_start(ctx, c->m, c->in, call_reply, c, &err) != FO_OK)
+        else if (surf_start(ctx, c->m, c->in, call_done, c, &err) != FO_OK)
             call_finish(c, err.code ? err.code : FO_E_INTERNAL, NULL, &err);
         return;
     }
