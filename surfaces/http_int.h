@@ -96,6 +96,9 @@ struct job {
      * it (http_run_gone). */
     int64_t run;
     int watch_gone, hung_up, cancel_sent;
+    /* GET /metrics: the ledger's entries, counted on a worker (-1: not
+     * known) */
+    int64_t entries;
     /* an append */
     struct ledger_queued_append creq;
     struct fo_buf cbody;
@@ -380,6 +383,6 @@ void http_mcp_drain(struct surf_http *h);
 
 /* http_metrics.c */
 const char *http_route_label(const struct surf_http *h, int route);
-int http_metrics_text(struct surf_http *h, struct fo_buf *b);
+int http_metrics_text(struct surf_http *h, int64_t entries, struct fo_buf *b);
 
 #endif

@@ -16,12 +16,8 @@ const char *http_route_label(const struct surf_http *h, int route)
                                       : h->table[route - ROUTE_EXTRA].name;
 }
 
-int http_metrics_text(struct surf_http *h, struct fo_buf *b)
+int http_metrics_text(struct surf_http *h, int64_t entries, struct fo_buf *b)
 {
-    int64_t entries = -1;
-    struct fo_err err;
-    if (h->cfg.loop_ctx && h->cfg.loop_ctx->ledger)
-        ledger_count(h->cfg.loop_ctx->ledger, &entries, &err);
     double up = (double)(ledger_now_us() - h->start_us) / 1e6;
     int rc = 0;
     rc |= fo_buf_printf(b,

@@ -331,27 +331,57 @@ static void answer_error(struct req_path *rp, const struct fo_err *err,
                     rp->m ? rp->route : ROUTE_UNKNOWN, rp->t0);
 }
 
-/* GET /metrics: the Prometheus text. */
-static void serve_metrics(struct req_path *rp)
+/* GET /metrics on a worker: the ledger's entries (a round trip over
+ * PostgreSQL, never on the loop). */
+static void metrics_count(struct job *j, struct surf_ctx *ctx)
+{
+    struct fo_err err;
+    j->entries = -1;
+    if (ctx && ctx->ledger &&
+        ledger_count(ctx->ledger, &j->entries, &err) != FO_OK)
+        j->entries = -1;
+}
+
+/* Loop: the Prometheus text, with the count the worker read. */
+static void metrics_answer(struct job *j)
+{
+    struct surf_http *h = j->h;
+    struct fo_buf b;
+    fo_buf_init(&b, FO_BUF_UNLIMITED);
+    if (http_metrics_text(h, j->entries, &b) != 0) {
+        fo_buf_release(&b);
+        http_send_errorf(h, j->req, FO_E_NOMEM, "out of memory", 0,
+                         ROUTE_METRICS, j->t0);
+    } else {
+        size_t len = 0;
+        char *t = fo_buf_detach(&b, &len);
+        http_send_raw(h, j->req, 200, "text/plain; version=0.0.4", t, len, 0,
+                      ROUTE_METRICS, j->t0);
+    }
+    http_job_free(j);
+    http_finished(h);
+}
+
+/* GET /metrics: the Prometheus text, once a worker counted the entries.
+ * 1 when in flight, 0 when answered. */
+static int serve_metrics(struct req_path *rp)
 {
     struct surf_http *h = rp->h;
     if (strcmp(rp->verb, "GET") != 0) {
         http_send_errorf(h, rp->req, FO_E_METHOD, "/metrics: use GET", 0,
                          ROUTE_METRICS, rp->t0);
-        return;
+        return 0;
     }
-    struct fo_buf b;
-    fo_buf_init(&b, FO_BUF_UNLIMITED);
-    if (http_metrics_text(h, &b) != 0) {
-        fo_buf_release(&b);
+    struct job *j = http_job_new(h, rp->req, NULL, ROUTE_METRICS, rp->t0, NULL);
+    if (!j) {
         http_send_errorf(h, rp->req, FO_E_NOMEM, "out of memory", 0,
                          ROUTE_METRICS, rp->t0);
-        return;
+        return 0;
     }
-    size_t len = 0;
-    char *t = fo_buf_detach(&b, &len);
-    http_send_raw(h, rp->req, 200, "text/plain; version=0.0.4", t, len, 0,
-                  ROUTE_METRICS, rp->t0);
+    j->work = metrics_count;
+    j->finish = metrics_answer;
+    http_job_post(h, j);
+    return 1;
 }
 
 /* Step 1, before any route: the transport's framing, the drain, the path,
@@ -413,10 +443,8 @@ static int check_transport(struct req_path *rp)
         /* in flight until the stream ends, or answered with an error */
         return http_stream_open(h, req, rp->verb, rp->t0) ? STEP_KEPT
                                                           : STEP_ANSWERED;
-    if (strcmp(rp->path, "/metrics") == 0) {
-        serve_metrics(rp);
-        return STEP_ANSWERED;
-    }
+    if (strcmp(rp->path, "/metrics") == 0)
+        return serve_metrics(rp) ? STEP_KEPT : STEP_ANSWERED;
     if (strcmp(rp->path, "/mcp") == 0)
         return http_mcp_handle(h, req, rp->verb, token_ok(h, req), rp->t0)
                    ? STEP_KEPT
