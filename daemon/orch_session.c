@@ -15,6 +15,7 @@
 
 #include "daemon/orch_int.h"
 #include "ledger/fo_buf.h"
+#include "ledger/fo_file.h"
 #include "ledger/fo_json.h"
 
 int orch_session_name_ok(const char *s)
@@ -397,36 +398,11 @@ static int read_one(struct ledger *l, const char *name, int64_t before,
     return FO_OK;
 }
 
-#ifdef FORUM_TEST_SEAMS
-/* Test builds: while the file FORUM_TEST_SESSION_READ_HOLD names exists, a
- * read of a session waits (a slow store), having made PATH.held; it gives
- * up after 30 s, making PATH.expired. */
-static void hold_here(void)
-{
-    const char *path = getenv("FORUM_TEST_SESSION_READ_HOLD");
-    struct stat st;
-    char mark[600];
-    if (!path || stat(path, &st) != 0)
-        return;
-    snprintf(mark, sizeof(mark), "%s.held", path);
-    FILE *f = fopen(mark, "w");
-    if (f)
-        fclose(f);
-    for (int i = 0; i < 3000 && stat(path, &st) == 0; i++)
-        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-    if (stat(path, &st) == 0) {
-        snprintf(mark, sizeof(mark), "%s.expired", path);
-        if ((f = fopen(mark, "w")) != NULL)
-            fclose(f);
-    }
-}
-#endif
-
 int orch_session_read(struct ledger *l, const char *name, int64_t before,
                       struct orch_session **out, struct fo_err *err)
 {
 #ifdef FORUM_TEST_SEAMS
-    hold_here();
+    fo_test_hold(getenv("FORUM_TEST_SESSION_READ_HOLD"));
 #endif
     if (!orch_session_name_ok(name))
         return fo_err_set(err, FO_E_INVALID, "session: 1..%d of [A-Za-z0-9._-]",

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/rand.h>
@@ -137,3 +138,24 @@ int fo_dir_check(const char *dir, struct fo_err *err)
                           n, FO_DIR_MAX);
     return FO_OK;
 }
+
+#ifdef FORUM_TEST_SEAMS
+void fo_test_hold(const char *path)
+{
+    struct stat st;
+    char mark[600];
+    if (!path || stat(path, &st) != 0)
+        return;
+    snprintf(mark, sizeof(mark), "%s.held", path);
+    FILE *f = fopen(mark, "w");
+    if (f)
+        fclose(f);
+    for (int i = 0; i < 3000 && stat(path, &st) == 0; i++)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    if (stat(path, &st) == 0) {
+        snprintf(mark, sizeof(mark), "%s.expired", path);
+        if ((f = fopen(mark, "w")) != NULL)
+            fclose(f);
+    }
+}
+#endif

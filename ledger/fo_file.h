@@ -37,4 +37,12 @@ int fo_file_clean_temps(const char *dir, const char *name);
  * FO_DIR_MAX bytes (or empty). */
 int fo_dir_check(const char *dir, struct fo_err *err);
 
+#ifdef FORUM_TEST_SEAMS
+/* Test builds: while the file path names exists (path may be NULL: no
+ * wait), the caller waits, as on a slow store, having made PATH.held; it
+ * gives up after 30 s, making PATH.expired. The read seams of the tests
+ * (FORUM_TEST_EVENTS_HOLD, FORUM_TEST_SESSION_READ_HOLD). */
+void fo_test_hold(const char *path);
+#endif
+
 #endif

@@ -11,6 +11,8 @@
 
 #include <event2/event.h>
 
+#include "ledger/fo_file.h"
+
 #include "ledger/fo_buf.h"
 #include "ledger/fo_json.h"
 
@@ -583,36 +585,12 @@ static void reap(struct surf_events *ev)
  * read is in flight at a time: it owns ev->runs meanwhile, and a wake
  * that comes during it makes another read when it ends. */
 
-#ifdef FORUM_TEST_SEAMS
-/* Test builds: while the file FORUM_TEST_EVENTS_HOLD names exists, a read
- * waits (a slow store), having made PATH.held; it gives up after 30 s,
- * making PATH.expired. */
-static void hold_here(const char *path)
-{
-    struct stat st;
-    char mark[600];
-    if (!path || stat(path, &st) != 0)
-        return;
-    snprintf(mark, sizeof(mark), "%s.held", path);
-    FILE *f = fopen(mark, "w");
-    if (f)
-        fclose(f);
-    for (int i = 0; i < 3000 && stat(path, &st) == 0; i++)
-        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-    if (stat(path, &st) == 0) {
-        snprintf(mark, sizeof(mark), "%s.expired", path);
-        if ((f = fopen(mark, "w")) != NULL)
-            fclose(f);
-    }
-}
-#endif
-
 /* Worker: the read (l: the worker's handle, NULL when it has none). */
 static void read_main(void *arg, struct ledger *l)
 {
     struct read_job *j = arg;
 #ifdef FORUM_TEST_SEAMS
-    hold_here(j->ev->hold);
+    fo_test_hold(j->ev->hold); /* FORUM_TEST_EVENTS_HOLD */
 #endif
     struct fo_err err;
     if (!l) {
