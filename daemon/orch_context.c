@@ -53,7 +53,8 @@ static int ctx_set(struct run *r, char *text, struct fo_err *err)
     return FO_OK;
 }
 
-/* The same read on the loop's handle, for resume (orch_resume.c): *slices
+/* The same read for resume (orch_resume.c), on a resume job's thread: r
+ * is then a shell engine's, whose ledger is the job's handle. *slices
  * (may be NULL) gets the budget's account of every slice. */
 int oe_session_context(struct run *r, cJSON **slices, struct fo_err *err)
 {

@@ -103,6 +103,7 @@ int orch_engine_create(const struct orch *o,
     if (ledger_count(cfg->ledger, &count, &ignore) != FO_OK)
         count = 0; /* decisions already on record come in by replay */
     e->gate_cursor = count;
+    e->gate_rewind = -1;
     if (!rc && (!e->wake || !e->gate_ev || (e->leases && !e->lease_ev)))
         rc = oe_nomem(err);
     if (!rc && orch_mcp_servers(o))
@@ -142,6 +143,7 @@ void orch_engine_free(struct orch_engine *e)
     orch_mcpc_free(e->mcpc);
     httpc_tls_free(e->hook_tls);
     orch_work_free(e->work); /* waits for a tool still running */
+    oe_resume_free(e);       /* after the workers: a fold ended first */
     ledger_close(e->rl);     /* the workers' read handle */
     pthread_mutex_destroy(&e->rl_mu);
     if (e->disk_ev)

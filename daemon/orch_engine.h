@@ -120,13 +120,22 @@ int orch_engine_start(struct orch_engine *e, const struct orch_run_req *req,
                       orch_run_started_fn started, orch_run_done_fn done,
                       void *arg, struct fo_err *err);
 
+/* How a resume ended: n runs resumed (rc FO_OK), or rc and err. */
+typedef void (*orch_engine_resumed_fn)(void *arg, size_t n, int rc,
+                                       const struct fo_err *err);
+
 /* Finds every run on the ledger with no end on record that no live process
  * holds, and resumes each from its entries (a `resume` entry says where it
  * picked up). A run whose entries do not reduce to a valid state gets an
- * `error` entry and ends failed; the others go on. *n (may be NULL) is the
- * number resumed. Reads on the loop thread. */
-int orch_engine_resume_all(struct orch_engine *e, size_t *n,
-                           struct fo_err *err);
+ * `error` entry and ends failed; the others go on. Returns at once: the
+ * runs are listed and folded on the engine's worker threads, their resume
+ * entries go through cfg.append, and done (may be NULL) is called on the
+ * loop thread once they landed and the runs go on (or with
+ * FO_E_DRAINING when the engine stopped first). The loop thread reads and
+ * writes nothing for it. On the loop thread; FO_E_NOMEM when nothing was
+ * posted (done is then never called). */
+int orch_engine_resume_start(struct orch_engine *e, orch_engine_resumed_fn done,
+                             void *arg, struct fo_err *err);
 
 /* Cancels a run this engine holds: it stops at once (tasks and model calls
  * in flight are abandoned, a task's result is witnessed as cancelled), a

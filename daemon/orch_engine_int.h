@@ -357,6 +357,9 @@ struct orch_engine {
     struct orch_lease_worker *lw; /* their round trips, off the loop */
     int mcp_closing, mcp_closed;  /* the MCP sessions ended at the stop */
     int lease_failing;            /* the last renewal failed (logged once) */
+    struct oe_resume *resume;     /* the resume job under way (orch_resume.c) */
+    int64_t gate_rewind; /* >= 0: the scan under way ends with the cursor
+                          * put back there (oe_gate_rewind) */
 };
 typedef void (*role_done_fn)(struct run *r, long task, int rc,
                              struct orch_model_reply *rep,
@@ -550,6 +553,14 @@ void oe_gate_off_landed(struct orch_engine *e, struct gate_off *g);
 void oe_on_mcp_closed(void *arg);
 void oe_on_lease_tick(evutil_socket_t fd, short what, void *arg);
 void oe_on_lease_done(void *arg);
+/* A stop: the resume job's fold, when under way, is cancelled. */
+void oe_resume_stop(struct orch_engine *e);
+/* The engine's end: a resume job left (its entries committed, never
+ * landed) goes, its runs with it. */
+void oe_resume_free(struct orch_engine *e);
+/* The gates' next scan starts again at cursor (at most): decisions written
+ * while a resume job read are looked at once its runs are here. */
+void oe_gate_rewind(struct orch_engine *e, int64_t cursor);
 
 /* ---- judgement, retries, receipts (orch_judge.c) ---- */
 

@@ -237,6 +237,11 @@ static void scan_done(void *arg, int cancelled)
     }
     if (g->rc == FO_OK && g->from >= 0 && g->last >= e->gate_cursor)
         e->gate_cursor = g->last + 1;
+    if (g->from >= 0 && e->gate_rewind >= 0) {
+        if (e->gate_rewind < e->gate_cursor)
+            e->gate_cursor = e->gate_rewind;
+        e->gate_rewind = -1;
+    }
     int64_t now = oe_now_ms();
     int waiting = 0;
     /* what to do is found first: acting may end runs */
@@ -308,6 +313,16 @@ void oe_gate_take(struct run *r, int64_t seq)
 {
     if (scan_post(r->e, -1, seq) != FO_OK)
         gate_arm(r->e); /* the tick finds it (or the deadline decides) */
+}
+
+void oe_gate_rewind(struct orch_engine *e, int64_t cursor)
+{
+    if (cursor < 0)
+        return;
+    if (cursor < e->gate_cursor)
+        e->gate_cursor = cursor;
+    if (e->gate_scanning && (e->gate_rewind < 0 || cursor < e->gate_rewind))
+        e->gate_rewind = cursor; /* that scan began past it */
 }
 
 void oe_on_gate_tick(evutil_socket_t fd, short what, void *arg)
@@ -639,6 +654,7 @@ void orch_engine_stop(struct orch_engine *e, void (*stopped)(void *arg),
                       void *arg)
 {
     e->stopping = 1;
+    oe_resume_stop(e); /* a fold under way ends, its runs not resumed */
     int grace =
         e->cfg.stop_grace_ms ? e->cfg.stop_grace_ms : ORCH_ENGINE_STOP_GRACE_MS;
     if (!e->grace_ev)

@@ -916,6 +916,31 @@ static void log_setup(struct daemon *d)
  * daemon's), the orchestrator, the engine, the HTTP surface (a daemon's,
  * or an embedded host's that listens), signals (a daemon's), and the runs
  * a crash or a shutdown left (a daemon resumes them). */
+/* The line a supervisor (and the tests) wait for: the daemon serves and
+ * the runs it resumed are on record. */
+static void say_ready(struct daemon *d)
+{
+    const struct daemon_config *cfg = d->cfg;
+    ready(d, "ok %d\n", surf_http_port(d->http)); /* to `serve start` */
+    if (cfg->quiet)
+        return;
+    printf("forum: listening on http://%s:%d\n",
+           cfg->host ? cfg->host : "127.0.0.1", surf_http_port(d->http));
+    fflush(stdout);
+}
+
+static void on_resumed(void *arg, size_t n, int rc, const struct fo_err *err)
+{
+    struct daemon *d = arg;
+    if (rc == FO_E_DRAINING)
+        return; /* stopped before it was ready */
+    if (rc)
+        dlog(d, "resume: %s", err->msg);
+    else if (n)
+        dlog(d, "resumed %zu run%s", n, n == 1 ? "" : "s");
+    say_ready(d);
+}
+
 static int daemon_setup(struct daemon *d, struct fo_err *err)
 {
     const struct daemon_config *cfg = d->cfg;
@@ -962,17 +987,13 @@ static int daemon_setup(struct daemon *d, struct fo_err *err)
          cfg->dir, host, port, (long)getpid(), cfg->no_auth ? "off" : "on",
          surf_http_max_connections(d->http));
     log_setup(d);
-    /* Runs that a crash or a shutdown left without an end go on (their
-     * resume entries committed before the daemon says it is ready). */
-    size_t resumed = 0;
+    /* Runs that a crash or a shutdown left without an end go on: listed,
+     * folded and their resume entries committed off the loop, which
+     * serves meanwhile; the daemon says it is ready once they did. */
     struct fo_err rerr;
-    if (orch_engine_resume_all(d->engine, &resumed, &rerr) != FO_OK)
+    if (orch_engine_resume_start(d->engine, on_resumed, d, &rerr) != FO_OK) {
         dlog(d, "resume: %s", rerr.msg);
-    else if (resumed)
-        dlog(d, "resumed %zu run%s", resumed, resumed == 1 ? "" : "s");
-    if (!cfg->quiet) {
-        printf("forum: listening on http://%s:%d\n", host, port);
-        fflush(stdout);
+        say_ready(d);
     }
     return FO_OK;
 }
@@ -1054,10 +1075,8 @@ int daemon_run(const struct daemon_config *cfg, struct fo_err *err)
     if (!d)
         return fo_err_set(err, FO_E_NOMEM, NULL);
     int rc = daemon_setup(d, err);
-    if (rc == FO_OK) {
-        ready(d, "ok %d\n", surf_http_port(d->http));
+    if (rc == FO_OK) /* ready once its runs are resumed: say_ready */
         rc = daemon_loop(d, err);
-    }
     if (rc != FO_OK) {
         ready(d, "error %s\n", err->msg);
         if (d->log_fd >= 0) /* on stderr the CLI says it already */

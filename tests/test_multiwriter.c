@@ -1100,3 +1100,56 @@ Test(multiwriter, a_session_read_over_postgres_does_not_hold_the_loop,
     mw_free(&m);
     tu_rmrf(aux);
 }
+
+/* The claim of a dead daemon's run is folded off the loop: while daemon
+ * 1's claim job waits on a slow store (test builds: the resume job holds
+ * while the file FORUM_TEST_RESUME_HOLD names exists), daemon 1 answers
+ * /health; then it resumes the run, which ends done there with one resume
+ * entry. */
+Test(multiwriter, a_claim_over_postgres_does_not_hold_the_loop, .timeout = 300)
+{
+#ifndef FORUM_TEST_SEAMS
+    cr_skip_test("built without the test seams");
+#endif
+    signal(SIGPIPE, SIG_IGN);
+    struct mw m;
+    mw_init(&m);
+    char *aux = tu_tmpdir();
+    char hold[512], held[600], expired[600];
+    snprintf(hold, sizeof(hold), "%s/hold", aux);
+    snprintf(held, sizeof(held), "%s.held", hold);
+    snprintf(expired, sizeof(expired), "%s.expired", hold);
+    struct tu_fakebin f;
+    tu_fakebin_start(&f, 1, "0");
+    mw_start(&m, 0, &f);
+    setenv("FORUM_TEST_RESUME_HOLD", hold, 1); /* no file yet: no hold */
+    mw_start(&m, 1, &f);
+    unsetenv("FORUM_TEST_RESUME_HOLD");
+    int64_t run = run_start(&m.d[0], "make the schema");
+    fake_wait(&f, "held", 1, "the run did not start");
+    cr_assert_eq(tu_write_file(hold, "", 0), 0);
+    cr_assert_eq(tu_daemon_signal_wait(&m.d[0], SIGKILL, 10000), 128 + SIGKILL);
+    m.up[0] = 0;
+    cr_assert_eq(kill(f.pid, SIGUSR2), 0); /* the dead daemon's call goes */
+    for (int64_t t0 = tu_now_ms(); !exists(held);) {
+        cr_assert_lt(tu_now_ms() - t0, 60000, "nobody claimed the run");
+        usleep(10 * 1000);
+    }
+    char *b = NULL;
+    cr_assert_eq(tu_http(&m.d[1], "GET", "/health", NULL, 1, &b), 200);
+    free(b);
+    cr_assert(!exists(expired), "/health waited for the claim");
+    cr_assert_eq(kill(f.pid, SIGUSR1), 0); /* now every call goes through */
+    cr_assert_eq(unlink(hold), 0);
+    cJSON *g = run_wait(&m.d[1], run, 60000);
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    cr_assert_eq(kinds_in(g, "resume"), 1);
+    cr_assert_eq(kinds_in(g, "answer"), 1);
+    cJSON_Delete(g);
+    cr_assert(!exists(expired));
+    mw_stop(&m, 1);
+    verify_deep(m.dirs[1]);
+    tu_fakebin_stop(&f);
+    mw_free(&m);
+    tu_rmrf(aux);
+}

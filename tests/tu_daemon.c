@@ -24,9 +24,42 @@
 #include "surfaces/surf.h"
 #include "tests/testutil.h"
 
-/* nofile > 0: the daemon's RLIMIT_NOFILE. */
+static void read_token(struct tu_daemon *d, const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/token", dir);
+    char *tok = tu_read_file(path, NULL);
+    cr_assert_not_null(tok);
+    size_t tl = strcspn(tok, "\n");
+    cr_assert_lt(tl, sizeof(d->token));
+    memcpy(d->token, tok, tl);
+    d->token[tl] = '\0';
+    free(tok);
+}
+
+/* The port of the daemon of pid from its state file, or 0 while the file
+ * is not (yet) its. */
+static int state_port(const char *dir, pid_t pid)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/forum.state.json", dir);
+    char *s = tu_read_file(path, NULL);
+    cJSON *o = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "pid");
+    const cJSON *port = cJSON_GetObjectItemCaseSensitive(o, "port");
+    int got = cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid &&
+                      cJSON_IsNumber(port)
+                  ? (int)port->valuedouble
+                  : 0;
+    cJSON_Delete(o);
+    return got;
+}
+
+/* nofile > 0: the daemon's RLIMIT_NOFILE. early: returns once it serves,
+ * its stdout kept in d->out. */
 static void start_daemon(struct tu_daemon *d, const char *dir, int nofile,
-                         va_list ap)
+                         int early, va_list ap)
 {
     const char *argv[40];
     int n = 0;
@@ -57,6 +90,29 @@ static void start_daemon(struct tu_daemon *d, const char *dir, int nofile,
         _exit(127);
     }
     close(out[1]);
+    d->pid = pid;
+    d->dir = dir;
+    d->out = -1;
+    if (early) {
+        d->out = out[0];
+        int64_t t0 = tu_now_ms();
+        while ((d->port = state_port(dir, pid)) == 0) {
+            cr_assert_lt(tu_now_ms() - t0, 10000, "the daemon did not start");
+            cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0,
+                         "the daemon exited before serving");
+            usleep(10 * 1000);
+        }
+        read_token(d, dir);
+        char *b = NULL;
+        while (tu_http(d, "GET", "/health", NULL, 0, &b) != 200) {
+            free(b);
+            b = NULL;
+            cr_assert_lt(tu_now_ms() - t0, 10000, "/health never answered");
+            usleep(10 * 1000);
+        }
+        free(b);
+        return;
+    }
     char line[256] = {0};
     size_t got = 0;
     while (got < sizeof(line) - 1 && !strchr(line, '\n')) {
@@ -69,26 +125,44 @@ static void start_daemon(struct tu_daemon *d, const char *dir, int nofile,
     close(out[0]);
     const char *colon = strrchr(line, ':');
     cr_assert_not_null(colon, "no port in: %s", line);
-    d->pid = pid;
     d->port = (int)strtol(colon + 1, NULL, 10);
-    d->dir = dir;
     cr_assert_gt(d->port, 0);
-    char path[512];
-    snprintf(path, sizeof(path), "%s/token", dir);
-    char *tok = tu_read_file(path, NULL);
-    cr_assert_not_null(tok);
-    size_t tl = strcspn(tok, "\n");
-    cr_assert_lt(tl, sizeof(d->token));
-    memcpy(d->token, tok, tl);
-    d->token[tl] = '\0';
-    free(tok);
+    read_token(d, dir);
+}
+
+void tu_daemon_start_early(struct tu_daemon *d, const char *dir, ...)
+{
+    va_list ap;
+    va_start(ap, dir);
+    start_daemon(d, dir, 0, 1, ap);
+    va_end(ap);
+}
+
+int tu_daemon_ready(struct tu_daemon *d, int wait_ms)
+{
+    cr_assert_geq(d->out, 0, "not started by tu_daemon_start_early");
+    char line[256] = {0};
+    size_t got = 0;
+    while (!strchr(line, '\n')) {
+        struct pollfd p = {.fd = d->out, .events = POLLIN};
+        if (poll(&p, 1, wait_ms) == 0 && got == 0)
+            return 0;
+        ssize_t r = read(d->out, line + got, sizeof(line) - 1 - got);
+        cr_assert_gt(r, 0, "the daemon exited before it was ready");
+        got += (size_t)r;
+        cr_assert_lt(got, sizeof(line) - 1, "a long line: %s", line);
+    }
+    cr_assert(strstr(line, "listening on"), "%s", line);
+    close(d->out);
+    d->out = -1;
+    return 1;
 }
 
 void tu_daemon_start(struct tu_daemon *d, const char *dir, ...)
 {
     va_list ap;
     va_start(ap, dir);
-    start_daemon(d, dir, 0, ap);
+    start_daemon(d, dir, 0, 0, ap);
     va_end(ap);
 }
 
@@ -97,7 +171,7 @@ void tu_daemon_start_nofile(struct tu_daemon *d, const char *dir, int nofile,
 {
     va_list ap;
     va_start(ap, nofile);
-    start_daemon(d, dir, nofile, ap);
+    start_daemon(d, dir, nofile, 0, ap);
     va_end(ap);
 }
 

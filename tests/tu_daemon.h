@@ -14,6 +14,7 @@ struct tu_daemon {
     int port;
     char token[128];
     const char *dir;
+    int out; /* tu_daemon_start_early: its stdout, until it said it is ready */
 };
 
 /* Starts FORUM_BIN --ledger dir serve --port 0 [extra args...] (NULL-ended)
@@ -25,6 +26,16 @@ void tu_daemon_start(struct tu_daemon *d, const char *dir, ...);
  * and hard) set to nofile. */
 void tu_daemon_start_nofile(struct tu_daemon *d, const char *dir, int nofile,
                             ...);
+
+/* tu_daemon_start, but returns once the daemon serves (its state file
+ * names its pid and port, /health answers) without waiting for its
+ * "listening on" line, which says it also resumed its runs: that line is
+ * read by tu_daemon_ready. */
+void tu_daemon_start_early(struct tu_daemon *d, const char *dir, ...);
+
+/* 1 when the daemon of tu_daemon_start_early said "listening on" within
+ * wait_ms (0: has it yet), 0 when not; aborts when it exited first. */
+int tu_daemon_ready(struct tu_daemon *d, int wait_ms);
 
 /* Sends sig and waits for the exit; returns the exit code, or 128 + signal
  * when it died of one. Aborts when it does not exit in timeout_ms. */
