@@ -242,12 +242,6 @@ Test(events, appends_arrive_in_order_with_ids)
     down(&d, dir);
 }
 
-static int exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* The tail reads the ledger off the loop thread: while its read waits on
  * a slow store (test builds: the read holds while the file
  * FORUM_TEST_EVENTS_HOLD names exists, and makes PATH.held), the daemon
@@ -259,12 +253,9 @@ Test(events, a_slow_tail_read_does_not_hold_the_loop)
 #ifndef FORUM_TEST_SEAMS
     cr_skip_test("built without the test seams");
 #endif
-    char *aux = tu_tmpdir();
-    char hold[512], held[600], expired[600];
-    snprintf(hold, sizeof(hold), "%s/hold", aux);
-    snprintf(held, sizeof(held), "%s.held", hold);
-    snprintf(expired, sizeof(expired), "%s.expired", hold);
-    setenv("FORUM_TEST_EVENTS_HOLD", hold, 1);
+    struct tu_hold h;
+    tu_hold_init(&h);
+    setenv("FORUM_TEST_EVENTS_HOLD", h.path, 1);
     struct tu_daemon d;
     char *dir = up(&d);
     unsetenv("FORUM_TEST_EVENTS_HOLD");
@@ -274,20 +265,17 @@ Test(events, a_slow_tail_read_does_not_hold_the_loop)
     long long first = append(&d, "note", -1);
     cr_assert(sse_next(&s, &ev, WAIT_MS), "the first entry never came");
     cr_assert_eq(ev.id, first);
-    cr_assert_eq(tu_write_file(hold, "", 0), 0);
+    tu_hold_set(&h);
     long long second = append(&d, "memo", -1); /* the tail reads: held */
-    for (int64_t t0 = tu_now_ms(); !exists(held);) {
-        cr_assert_lt(tu_now_ms() - t0, WAIT_MS, "the tail never read");
-        usleep(10 * 1000);
-    }
+    tu_hold_wait(&h, WAIT_MS, "the tail never read");
     char *b = NULL;
     cr_assert_eq(tu_http(&d, "GET", "/metrics", NULL, 1, &b), 200);
     free(b);
-    cr_assert(!exists(expired),
+    cr_assert(!tu_hold_expired(&h),
               "/metrics was answered only after the tail's read gave up: "
               "the loop thread waited on the store");
     cr_assert_eq(sse_next(&s, &ev, 0), 0, "event %lld came while held", ev.id);
-    cr_assert_eq(unlink(hold), 0);
+    tu_hold_release(&h);
     cr_assert(sse_next(&s, &ev, WAIT_MS), "the held entry never came");
     cr_assert_eq(ev.id, second);
     cr_assert_str_eq(ev.kind, "memo");
@@ -296,7 +284,7 @@ Test(events, a_slow_tail_read_does_not_hold_the_loop)
     cr_assert_eq(ev.id, third, "%lld after %lld", ev.id, second);
     sse_close(&s);
     down(&d, dir);
-    tu_rmrf(aux);
+    tu_hold_free(&h);
 }
 
 Test(events, run_filter_follows_parent_links)

@@ -1037,12 +1037,6 @@ Test(multiwriter, one_daemons_event_stream_shows_every_daemons_entries,
 
 /* ---- a session's reads over PostgreSQL ---------------------------------- */
 
-static int exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* A session's turns on two daemons of one PostgreSQL ledger: the second
  * turn's session reads run on daemon 0's worker threads (their shared read
  * handle, with the owner checks on). While they wait on a slow store (test
@@ -1056,12 +1050,9 @@ Test(multiwriter, a_session_read_over_postgres_does_not_hold_the_loop,
 #endif
     struct mw m;
     mw_init(&m);
-    char *aux = tu_tmpdir();
-    char hold[512], held[600], expired[600];
-    snprintf(hold, sizeof(hold), "%s/hold", aux);
-    snprintf(held, sizeof(held), "%s.held", hold);
-    snprintf(expired, sizeof(expired), "%s.expired", hold);
-    setenv("FORUM_TEST_SESSION_READ_HOLD", hold, 1);
+    struct tu_hold h;
+    tu_hold_init(&h);
+    setenv("FORUM_TEST_SESSION_READ_HOLD", h.path, 1);
     mw_start(&m, 0, NULL);
     unsetenv("FORUM_TEST_SESSION_READ_HOLD");
     mw_start(&m, 1, NULL);
@@ -1071,20 +1062,17 @@ Test(multiwriter, a_session_read_over_postgres_does_not_hold_the_loop,
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cJSON_Delete(g);
     cJSON_Delete(s);
-    cr_assert_eq(tu_write_file(hold, "", 0), 0);
+    tu_hold_set(&h);
     const char *t2 = "{\"request\":\"turn two of s1\",\"session\":\"s1\"}";
     s = tu_http_json(&m.d[0], "POST", "/runs", t2, 200);
     long long run = tu_num(s, "run");
     cJSON_Delete(s);
-    for (int64_t t0 = tu_now_ms(); !exists(held);) {
-        cr_assert_lt(tu_now_ms() - t0, 60000, "the session was never read");
-        usleep(10 * 1000);
-    }
+    tu_hold_wait(&h, 60000, "the session was never read");
     char *b = NULL;
     cr_assert_eq(tu_http(&m.d[0], "GET", "/health", NULL, 1, &b), 200);
     free(b);
-    cr_assert(!exists(expired), "/health waited for the session read");
-    cr_assert_eq(unlink(hold), 0);
+    cr_assert(!tu_hold_expired(&h), "/health waited for the session read");
+    tu_hold_release(&h);
     g = run_wait(&m.d[0], run, 60000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cJSON_Delete(g);
@@ -1098,7 +1086,7 @@ Test(multiwriter, a_session_read_over_postgres_does_not_hold_the_loop,
     cJSON_Delete(ss);
     tu_run_free(&r);
     mw_free(&m);
-    tu_rmrf(aux);
+    tu_hold_free(&h);
 }
 
 /* The claim of a dead daemon's run is folded off the loop: while daemon
@@ -1114,42 +1102,36 @@ Test(multiwriter, a_claim_over_postgres_does_not_hold_the_loop, .timeout = 300)
     signal(SIGPIPE, SIG_IGN);
     struct mw m;
     mw_init(&m);
-    char *aux = tu_tmpdir();
-    char hold[512], held[600], expired[600];
-    snprintf(hold, sizeof(hold), "%s/hold", aux);
-    snprintf(held, sizeof(held), "%s.held", hold);
-    snprintf(expired, sizeof(expired), "%s.expired", hold);
+    struct tu_hold h;
+    tu_hold_init(&h);
     struct tu_fakebin f;
     tu_fakebin_start(&f, 1, "0");
     mw_start(&m, 0, &f);
-    setenv("FORUM_TEST_RESUME_HOLD", hold, 1); /* no file yet: no hold */
+    setenv("FORUM_TEST_RESUME_HOLD", h.path, 1); /* no file yet: no hold */
     mw_start(&m, 1, &f);
     unsetenv("FORUM_TEST_RESUME_HOLD");
     int64_t run = run_start(&m.d[0], "make the schema");
     fake_wait(&f, "held", 1, "the run did not start");
-    cr_assert_eq(tu_write_file(hold, "", 0), 0);
+    tu_hold_set(&h);
     cr_assert_eq(tu_daemon_signal_wait(&m.d[0], SIGKILL, 10000), 128 + SIGKILL);
     m.up[0] = 0;
     cr_assert_eq(kill(f.pid, SIGUSR2), 0); /* the dead daemon's call goes */
-    for (int64_t t0 = tu_now_ms(); !exists(held);) {
-        cr_assert_lt(tu_now_ms() - t0, 60000, "nobody claimed the run");
-        usleep(10 * 1000);
-    }
+    tu_hold_wait(&h, 60000, "nobody claimed the run");
     char *b = NULL;
     cr_assert_eq(tu_http(&m.d[1], "GET", "/health", NULL, 1, &b), 200);
     free(b);
-    cr_assert(!exists(expired), "/health waited for the claim");
+    cr_assert(!tu_hold_expired(&h), "/health waited for the claim");
     cr_assert_eq(kill(f.pid, SIGUSR1), 0); /* now every call goes through */
-    cr_assert_eq(unlink(hold), 0);
+    tu_hold_release(&h);
     cJSON *g = run_wait(&m.d[1], run, 60000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cr_assert_eq(kinds_in(g, "resume"), 1);
     cr_assert_eq(kinds_in(g, "answer"), 1);
     cJSON_Delete(g);
-    cr_assert(!exists(expired));
+    cr_assert(!tu_hold_expired(&h));
     mw_stop(&m, 1);
     verify_deep(m.dirs[1]);
     tu_fakebin_stop(&f);
     mw_free(&m);
-    tu_rmrf(aux);
+    tu_hold_free(&h);
 }

@@ -547,12 +547,6 @@ Test(runs_live, a_run_whose_daemon_was_killed_resumes_on_the_next_start,
     tu_rmrf(dir);
 }
 
-static int path_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* Resume is folded off the loop (test builds: the resume job holds while
  * the file FORUM_TEST_RESUME_HOLD names exists, and makes PATH.held):
  * while a killed daemon's run waits to be resumed, the new daemon answers
@@ -568,11 +562,9 @@ Test(runs_live, a_slow_resume_does_not_hold_the_loop, .timeout = 120)
     signal(SIGPIPE, SIG_IGN);
     atomic_store(&tu_held_coord_calls, 0);
     struct fake *f = fake_start(tu_held_script);
-    char *dir = tu_tmpdir(), *aux = tu_tmpdir();
-    char hold[512], held[600], expired[600];
-    snprintf(hold, sizeof(hold), "%s/hold", aux);
-    snprintf(held, sizeof(held), "%s.held", hold);
-    snprintf(expired, sizeof(expired), "%s.expired", hold);
+    char *dir = tu_tmpdir();
+    struct tu_hold h;
+    tu_hold_init(&h);
     struct tu_daemon d;
     start_with_fake(&d, dir, f, NULL, NULL);
     atomic_store(&tu_held_hold, 1);
@@ -581,34 +573,31 @@ Test(runs_live, a_slow_resume_does_not_hold_the_loop, .timeout = 120)
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
     atomic_store(&tu_held_hold, 0);
     /* the next daemon, its resume held */
-    cr_assert_eq(tu_write_file(hold, "", 0), 0);
-    setenv("FORUM_TEST_RESUME_HOLD", hold, 1);
+    tu_hold_set(&h);
+    setenv("FORUM_TEST_RESUME_HOLD", h.path, 1);
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
     tu_daemon_start_early(&d, dir, "--chat-url", url, "--model", "fake", NULL);
     unsetenv("FORUM_TEST_RESUME_HOLD");
-    for (int64_t t0 = tu_now_ms(); !path_exists(held);) {
-        cr_assert_lt(tu_now_ms() - t0, 30000, "the resume never began");
-        usleep(10 * 1000);
-    }
+    tu_hold_wait(&h, 30000, "the resume never began");
     char *b = NULL;
     cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 1, &b), 200);
     free(b);
-    cr_assert(!path_exists(expired),
+    cr_assert(!tu_hold_expired(&h),
               "/health was answered only after the resume gave up: the "
               "loop thread waited for it");
     int64_t other = http_start(&d);
     cJSON *g = http_wait_run(&d, other, 30000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cJSON_Delete(g);
-    cr_assert(!path_exists(expired), "the other run waited for the resume");
+    cr_assert(!tu_hold_expired(&h), "the other run waited for the resume");
     cr_assert_eq(tu_daemon_ready(&d, 0), 0,
                  "ready before its runs were resumed");
     /* not resumed yet: the ledger says its daemon stopped */
     g = http_run(&d, "GET", live, "", 200);
     cr_assert_str_eq(tu_str(g, "state"), "stopped");
     cJSON_Delete(g);
-    cr_assert_eq(unlink(hold), 0);
+    tu_hold_release(&h);
     cr_assert_eq(tu_daemon_ready(&d, 30000), 1, "never ready");
     /* ready: its resume entry is on record */
     g = http_run(&d, "GET", live, "", 200);
@@ -624,12 +613,12 @@ Test(runs_live, a_slow_resume_does_not_hold_the_loop, .timeout = 120)
     cJSON_Delete(g);
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     cr_assert_eq(tu_kind_count(dir, "resume"), 1);
-    cr_assert(!path_exists(expired));
+    cr_assert(!tu_hold_expired(&h));
     cli_verify_deep(dir);
     fake_stop(f);
     fake_free(f);
     tu_rmrf(dir);
-    tu_rmrf(aux);
+    tu_hold_free(&h);
 }
 
 Test(runs_live, run_cancel_over_http_and_mcp, .timeout = 90)

@@ -681,12 +681,6 @@ Test(sessions, a_resumed_remember_or_forget_is_not_done_again, .timeout = 120)
 /* ---- the session's reads, off the loop thread ---------------------------
  */
 
-static int exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* A turn reads its session on the engine's worker threads: while that read
  * waits on a slow store (test builds: a session read holds while the file
  * FORUM_TEST_SESSION_READ_HOLD names exists, and makes PATH.held), the
@@ -699,13 +693,11 @@ Test(sessions, a_slow_session_read_does_not_hold_the_loop, .timeout = 120)
 #ifndef FORUM_TEST_SEAMS
     cr_skip_test("built without the test seams");
 #endif
-    char *dir = tu_tmpdir(), *aux = tu_tmpdir();
-    char hold[512], held[600], expired[600];
-    snprintf(hold, sizeof(hold), "%s/hold", aux);
-    snprintf(held, sizeof(held), "%s.held", hold);
-    snprintf(expired, sizeof(expired), "%s.expired", hold);
-    cr_assert_eq(tu_write_file(hold, "", 0), 0);
-    setenv("FORUM_TEST_SESSION_READ_HOLD", hold, 1);
+    char *dir = tu_tmpdir();
+    struct tu_hold h;
+    tu_hold_init(&h);
+    tu_hold_set(&h);
+    setenv("FORUM_TEST_SESSION_READ_HOLD", h.path, 1);
     struct tu_daemon d;
     tu_daemon_start(&d, dir, NULL);
     unsetenv("FORUM_TEST_SESSION_READ_HOLD");
@@ -714,14 +706,11 @@ Test(sessions, a_slow_session_read_does_not_hold_the_loop, .timeout = 120)
                      "{\"request\":\"a turn of s1\",\"session\":\"s1\"}", 200);
     long long turn = tu_num(s, "run");
     cJSON_Delete(s);
-    for (int64_t t0 = tu_now_ms(); !exists(held);) {
-        cr_assert_lt(tu_now_ms() - t0, 30000, "the session was never read");
-        usleep(10 * 1000);
-    }
+    tu_hold_wait(&h, 30000, "the session was never read");
     char *b = NULL;
     cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 1, &b), 200);
     free(b);
-    cr_assert(!exists(expired),
+    cr_assert(!tu_hold_expired(&h),
               "/health was answered only after the session read gave up: "
               "the loop thread waited on the store");
     s = tu_http_json(&d, "POST", "/runs", "{\"request\":\"no session here\"}",
@@ -731,13 +720,13 @@ Test(sessions, a_slow_session_read_does_not_hold_the_loop, .timeout = 120)
     cJSON *g = tu_daemon_run_wait(&d, other, 30000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
     cJSON_Delete(g);
-    cr_assert(!exists(expired), "the other run waited for the held read");
+    cr_assert(!tu_hold_expired(&h), "the other run waited for the held read");
     char path[64];
     snprintf(path, sizeof(path), "/runs/%lld", turn);
     g = tu_http_json(&d, "GET", path, NULL, 200);
     cr_assert_str_eq(tu_str(g, "state"), "running", "the turn did not wait");
     cJSON_Delete(g);
-    cr_assert_eq(unlink(hold), 0);
+    tu_hold_release(&h);
     g = tu_daemon_run_wait(&d, turn, 30000);
     cr_assert_str_eq(tu_str(g, "state"), "done");
     char kinds[4096];
@@ -748,7 +737,7 @@ Test(sessions, a_slow_session_read_does_not_hold_the_loop, .timeout = 120)
     cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
     cr_assert_eq(tu_kind_count(dir, "session_started"), 1);
     cr_assert_eq(tu_kind_count(dir, "turn"), 1);
-    cr_assert(!exists(expired));
+    cr_assert(!tu_hold_expired(&h));
     tu_rmrf(dir);
-    tu_rmrf(aux);
+    tu_hold_free(&h);
 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -502,4 +503,49 @@ int tu_plan_request(const struct orch *o, const struct orch_witness *w,
 {
     struct orch_run_req req = {.via = "plan", .request = request};
     return tu_engine_run(o, w, &req, out, err);
+}
+
+/* ---- test seams' holds ---------------------------------------------- */
+
+static int path_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+void tu_hold_init(struct tu_hold *h)
+{
+    h->dir = tu_tmpdir();
+    snprintf(h->path, sizeof(h->path), "%s/hold", h->dir);
+    snprintf(h->held, sizeof(h->held), "%s.held", h->path);
+    snprintf(h->expired, sizeof(h->expired), "%s.expired", h->path);
+}
+
+void tu_hold_set(const struct tu_hold *h)
+{
+    cr_assert_eq(tu_write_file(h->path, "", 0), 0);
+}
+
+void tu_hold_wait(const struct tu_hold *h, int ms, const char *what)
+{
+    for (int64_t t0 = tu_now_ms(); !path_exists(h->held);) {
+        cr_assert_lt(tu_now_ms() - t0, ms, "%s", what);
+        usleep(10 * 1000);
+    }
+}
+
+void tu_hold_release(const struct tu_hold *h)
+{
+    cr_assert_eq(unlink(h->path), 0);
+}
+
+int tu_hold_expired(const struct tu_hold *h)
+{
+    return path_exists(h->expired);
+}
+
+void tu_hold_free(struct tu_hold *h)
+{
+    tu_rmrf(h->dir);
+    h->dir = NULL;
 }

@@ -73,6 +73,25 @@ long tu_file_lines(const char *path);
 /* Milliseconds of CLOCK_MONOTONIC, for deadlines. */
 int64_t tu_now_ms(void);
 
+/* A test seam's hold (fo_test_hold, in builds with the seams): code that
+ * reads while the file at path exists waits for it to go (at most 30 s),
+ * making path.held as it begins to wait and path.expired if it gave up.
+ * tu_hold_init makes a temp dir for it, no file yet; tu_hold_set makes the
+ * file; tu_hold_wait waits (at most ms, else the test fails naming what)
+ * until something holds; tu_hold_release removes the file;
+ * tu_hold_expired says whether a hold gave up; tu_hold_free removes the
+ * dir. */
+struct tu_hold {
+    char *dir;
+    char path[512], held[600], expired[600];
+};
+void tu_hold_init(struct tu_hold *h);
+void tu_hold_set(const struct tu_hold *h);
+void tu_hold_wait(const struct tu_hold *h, int ms, const char *what);
+void tu_hold_release(const struct tu_hold *h);
+int tu_hold_expired(const struct tu_hold *h);
+void tu_hold_free(struct tu_hold *h);
+
 /* A TCP socket listening on 127.0.0.1 at an ephemeral port (in *port);
  * aborts the test on failure. */
 int tu_listen_loopback(int *port);
