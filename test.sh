@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: installs what is missing, then builds and runs the suite
-# twice (a -Werror build, and an AddressSanitizer + UBSan build), runs each
+# Runs every test: installs what is missing, builds the daemon as ./run.sh
+# serves it (no tests, no test seams) with -Werror, then builds and runs the
+# suite twice (a -Werror build, and an AddressSanitizer + UBSan build), runs each
 # libFuzzer target briefly (fuzz/run.sh), and checks
 # the formatting. Usage: ./test.sh
 set -euo pipefail
@@ -18,6 +19,12 @@ run_suite() {
   echo "== test $dir"
   (cd "$dir" && ctest --output-on-failure -j1)
 }
+
+# what ./run.sh serves compiles and links without the tests' seams
+echo "== build build-served (as ./run.sh builds it, -Werror)"
+cmake -S . -B build-served -DFORUM_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFORUM_TESTS=OFF >/dev/null
+cmake --build build-served -j"$jobs" --target forum
 
 run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

@@ -301,7 +301,9 @@ static void job_work(void *arg, const atomic_int *cancel)
 {
     struct oe_resume *job = arg;
     struct orch_engine *sh = job->shell;
+#ifdef FORUM_TEST_SEAMS
     fo_test_hold(getenv("FORUM_TEST_RESUME_HOLD"));
+#endif
     struct ledger *l = NULL;
     int rc =
         ledger_open(ledger_dir(job->e->cfg.ledger),
