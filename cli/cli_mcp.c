@@ -27,7 +27,9 @@ static const char mcp_usage[] =
     "opened directly and named on stderr; it is created only with --init.\n"
     "When a daemon serves it (forum serve), every tool call goes to the\n"
     "daemon with its token: runs are its runs, with its models, tools and\n"
-    "sandbox (stderr says which it is).\n"
+    "sandbox (stderr says which it is). If that daemon stops, the next\n"
+    "calls go to one serving the ledger by then, else to an engine this\n"
+    "process starts for the rest of the session.\n"
     "Exits 0 at the end of input.\n"
     "example (an editor's MCP server entry):\n"
     "  forum --ledger /home/me/forum-ledger mcp\n"
@@ -141,6 +143,111 @@ static int print_config(struct cli *c, const char *client, unsigned flags,
     return 0;
 }
 
+/* An engine hosted in this process for the session: the same engine a
+ * daemon runs, its /mcp on a loopback port of its own with a token of its
+ * own, standard input bridged to it as to a daemon. */
+struct hosted {
+    struct cli *c;
+    struct orch_config oc; /* from the flags */
+    struct cli_providers *prov;
+    struct daemon_config dc;
+    int dc_loaded;
+    struct orch *orch;
+    struct daemon_embed *host;
+    int exit; /* the provider flags' exit code when they were refused */
+};
+
+/* Its configuration: the model providers from the flags, else
+ * DIR/forum.json's "models"; the orchestrator. FO_OK, else err (the
+ * provider flags' own message is on stderr already). */
+static int host_prepare(struct hosted *h, struct fo_err *err)
+{
+    daemon_config_init(&h->dc);
+    h->dc.dir = h->c->ledger_dir;
+    h->dc_loaded = 1;
+    int rc = daemon_config_load(&h->dc, err);
+    if (rc)
+        return rc;
+    if ((h->exit = cli_provider_apply(h->c, "mcp", h->prov, &h->dc)) != 0)
+        return fo_err_set(err, FO_E_INVALID, "the provider flags given");
+    h->oc.models = h->dc.has_models ? &h->dc.models : NULL;
+    h->oc.max_runs = h->dc.max_runs; /* forum.json's max_runs (run_start) */
+    h->oc.data_dir = h->c->ledger_dir;
+    h->oc.cmd_sandbox = h->dc.cmd_sandbox;
+    h->oc.disk_reserve_mb = h->dc.disk_reserve_mb;
+    return orch_create(&h->oc, &h->orch, err);
+}
+
+static int host_start(struct hosted *h, struct fo_err *err)
+{
+    h->dc.dir = h->c->ledger_dir;
+    h->dc.orch = h->orch;
+    if (h->dc.body_max < SURF_MCP_LINE_MAX + 4096) /* a line is a body */
+        h->dc.body_max = SURF_MCP_LINE_MAX + 4096;
+    return daemon_embed_start(&h->dc, 1, &h->host, err);
+}
+
+/* The runs the session began (run_start) end before the session does;
+ * then the engine stops. rc: the session's outcome so far. */
+static int host_end(struct hosted *h, int rc, struct fo_err *err)
+{
+    if (h->host) {
+        daemon_embed_wait_runs(h->host);
+        struct fo_err serr;
+        if (daemon_embed_stop(h->host, &serr) != FO_OK && rc == FO_OK) {
+            *err = serr;
+            rc = serr.code;
+        }
+        h->host = NULL;
+    }
+    orch_free(h->orch);
+    h->orch = NULL;
+    if (h->dc_loaded)
+        daemon_config_release(&h->dc);
+    h->dc_loaded = 0;
+    return rc;
+}
+
+/* The bridge's fallback beside a daemon that stopped answering: a daemon
+ * serving the ledger now (restarted on another port), else an engine
+ * hosted here from then on. */
+static int fallback_move(void *arg, char *host, size_t host_size, int *port,
+                         char *token, size_t token_size, struct fo_err *err)
+{
+    struct hosted *h = arg;
+    if (h->host)
+        return fo_err_set(err, FO_E_IO,
+                          "the engine of this process stopped answering");
+    struct cli_daemon dmn;
+    struct fo_err derr;
+    if (cli_daemon_find(h->c, &dmn, &derr) == FO_OK) {
+        fprintf(stderr,
+                "forum mcp: the daemon at http://%s:%d serves this ledger "
+                "now: tool calls go there\n",
+                dmn.host, dmn.port);
+        snprintf(host, host_size, "%s", dmn.host);
+        *port = dmn.port;
+        snprintf(token, token_size, "%s", dmn.has_token ? dmn.token : "");
+        return FO_OK;
+    }
+    int rc = host_prepare(h, err);
+    if (!rc)
+        rc = host_start(h, err);
+    if (rc) {
+        fo_err_prefix(err, "the daemon stopped answering, and no engine "
+                           "could start here");
+        return rc;
+    }
+    fprintf(stderr,
+            "forum mcp: the daemon stopped answering: tool calls run in this "
+            "process from now on (an engine of its own, until the editor "
+            "closes this session)\n");
+    snprintf(host, host_size, "127.0.0.1");
+    *port = daemon_embed_port(h->host);
+    snprintf(token, token_size, "%s", daemon_embed_token(h->host));
+    return FO_OK;
+}
+
 int cli_mcp(struct cli *c, int argc, char **argv)
 {
     int admin = 0, init = 0, local = 0, http = 0;
@@ -181,6 +288,7 @@ int cli_mcp(struct cli *c, int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     /* a daemon serving this ledger runs the calls (its /mcp): the editor's
      * runs are the daemon's, with its models; else they run here */
+    struct hosted h = {.c = c, .oc = oc, .prov = &prov};
     struct cli_daemon dmn;
     struct fo_err derr;
     if (!local && cli_daemon_find(c, &dmn, &derr) == FO_OK) {
@@ -191,9 +299,11 @@ int cli_mcp(struct cli *c, int argc, char **argv)
                 prov.given ? "; the provider flags given here are "
                              "not used"
                            : "");
+        struct cli_mcp_fallback fb = {fallback_move, &h};
         int brc =
             cli_mcp_bridge(dmn.host, dmn.port, dmn.has_token ? dmn.token : NULL,
-                           0, 1, flags, &err);
+                           0, 1, flags, &fb, &err);
+        brc = host_end(&h, brc, &err);
         if (brc) {
             fprintf(stderr, "forum mcp: %s\n",
                     err.msg[0] ? err.msg : fo_code_message(brc));
@@ -201,27 +311,10 @@ int cli_mcp(struct cli *c, int argc, char **argv)
         }
         return 0;
     }
-    /* model providers: the flags, else DIR/forum.json's "models" */
-    struct daemon_config dc;
-    daemon_config_init(&dc);
-    dc.dir = c->ledger_dir;
-    if (daemon_config_load(&dc, &err) != FO_OK)
-        return cli_fail(c, &err);
-    int ex = cli_provider_apply(c, "mcp", &prov, &dc);
-    if (ex) {
-        daemon_config_release(&dc);
-        return ex;
-    }
-    oc.models = dc.has_models ? &dc.models : NULL;
-    oc.max_runs = dc.max_runs; /* forum.json's max_runs (run_start) */
-    oc.data_dir = c->ledger_dir;
-    oc.cmd_sandbox = dc.cmd_sandbox;
-    oc.disk_reserve_mb = dc.disk_reserve_mb;
-    struct orch *orch = NULL;
-    int orc = orch_create(&oc, &orch, &err);
-    if (orc != FO_OK) {
-        daemon_config_release(&dc);
-        return cli_fail(c, &err);
+    if (host_prepare(&h, &err) != FO_OK) {
+        struct fo_err ignore;
+        host_end(&h, FO_OK, &ignore);
+        return h.exit ? h.exit : cli_fail(c, &err); /* said already */
     }
     /* An editor starts `forum mcp` in whatever directory it likes: a
      * ledger is made only when asked (--init), and the one opened is
@@ -236,13 +329,12 @@ int cli_mcp(struct cli *c, int argc, char **argv)
                 "FORUM_LEDGER) to an existing one, or add --init to create "
                 "it there\n",
                 c->ledger_dir);
-        orch_free(orch);
-        daemon_config_release(&dc);
+        host_end(&h, FO_OK, &err);
         return 3;
     }
     if (orc2) {
-        orch_free(orch);
-        daemon_config_release(&dc);
+        struct fo_err ignore;
+        host_end(&h, FO_OK, &ignore);
         if (err.code == FO_E_NOT_FOUND)
             err.code = FO_E_IO;
         cli_fail(c, &err);
@@ -257,32 +349,17 @@ int cli_mcp(struct cli *c, int argc, char **argv)
             realpath(c->ledger_dir, abs) ? abs : c->ledger_dir,
             (long long)count);
     ledger_close(l);
-    /* the same engine a daemon runs, hosted here for this session: its
-     * /mcp on a loopback port of its own with a token of its own, and
-     * standard input bridged to it as beside a daemon */
-    struct daemon_embed *host = NULL;
-    dc.dir = c->ledger_dir;
-    dc.orch = orch;
-    if (dc.body_max < SURF_MCP_LINE_MAX + 4096) /* a line is a body */
-        dc.body_max = SURF_MCP_LINE_MAX + 4096;
-    int rc = daemon_embed_start(&dc, 1, &host, &err);
+    int rc = host_start(&h, &err);
     if (rc == FO_OK) {
         fprintf(stderr,
                 "forum mcp: %s: tool calls run in this process (an engine "
                 "of its own, until the editor closes this session)\n",
                 local ? "--local" : "no daemon serves this ledger");
-        rc = cli_mcp_bridge("127.0.0.1", daemon_embed_port(host),
-                            daemon_embed_token(host), 0, 1, flags, &err);
-        /* the runs the session began (run_start) end before this does */
-        daemon_embed_wait_runs(host);
-        struct fo_err serr;
-        if (daemon_embed_stop(host, &serr) != FO_OK && rc == FO_OK) {
-            err = serr;
-            rc = serr.code;
-        }
+        rc =
+            cli_mcp_bridge("127.0.0.1", daemon_embed_port(h.host),
+                           daemon_embed_token(h.host), 0, 1, flags, NULL, &err);
     }
-    orch_free(orch);
-    daemon_config_release(&dc);
+    rc = host_end(&h, rc, &err);
     if (rc) {
         fprintf(stderr, "forum mcp: %s\n",
                 err.msg[0] ? err.msg : fo_code_message(rc));

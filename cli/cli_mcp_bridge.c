@@ -12,8 +12,12 @@
  * at once, every other request waits for the one before it; `initialize`
  * goes first, alone, for the session it opens. When the daemon forgets the
  * session (it restarted), the bridge opens a new one with the client's own
- * initialize and sends the message again. At the end of input every call
- * in flight is answered before it returns. */
+ * initialize and sends the message again. When the daemon stops answering
+ * altogether (a connection refused: nothing was sent), the caller's
+ * fallback names where calls go from then on (a daemon started since, or
+ * an engine hosted in this process): the bridge opens a session there and
+ * sends the message again. At the end of input every call in flight is
+ * answered before it returns. */
 #include "cli/cli_mcp_bridge.h"
 
 #include <errno.h>
@@ -54,6 +58,7 @@ struct msg {
     int ordered;    /* waits for the one before it, and holds the next */
     int tools_list; /* its reply's admin tools are hidden (no --admin) */
     int retried;    /* sent again once after a new session */
+    int moved;      /* sent again after the endpoint moved (times) */
     int quiet;      /* a re-initialize of ours: its reply is not written */
     int too_long;   /* a line over SURF_MCP_LINE_MAX: refused in its turn */
     int is_batch;   /* a JSON array: a batch */
@@ -88,12 +93,17 @@ struct bridge {
     int inflight; /* requests in flight */
     int out_failed;
     struct fo_err out_err;
+    const struct cli_mcp_fallback *fb; /* may be NULL */
+    int gen;      /* the endpoint's generation: one more at each move */
+    int init_gen; /* the generation a session was asked of */
+    int moves;
 };
 
 /* One request to /mcp in flight. */
 struct call {
     struct bridge *b;
     struct msg *m;
+    int gen; /* the endpoint it went to */
     struct httpc_sse sse;
     int sse_on;
 };
@@ -342,6 +352,65 @@ static int open_before(struct bridge *b, struct msg *m, const char *text,
     return 1;
 }
 
+/* m again, at the head, behind a session's initialize queued there. */
+static void requeue(struct bridge *b, struct msg *m)
+{
+    pthread_mutex_lock(&b->mu);
+    struct msg **p = &b->head;
+    while (*p && (*p)->is_init && (*p)->quiet)
+        p = &(*p)->next;
+    m->next = *p;
+    *p = m;
+    if (!m->next)
+        b->tail = m;
+    pthread_mutex_unlock(&b->mu);
+}
+
+#define MOVES_MAX 8 /* endpoints taken in one session, at most */
+
+/* A connection to the endpoint was refused: the fallback names another
+ * (once per endpoint: a call sent to one that has moved since just goes
+ * again), a session is asked of it, and m goes again. 1 when m was
+ * queued again. */
+static int move(struct bridge *b, struct call *c, struct msg *m)
+{
+    if (!b->fb || m->batch || m->moved >= 2)
+        return 0;
+    if (c->gen == b->gen) {
+        if (b->moves >= MOVES_MAX)
+            return 0;
+        char host[256], token[128];
+        int port = 0;
+        struct fo_err err;
+        if (b->fb->move(b->fb->arg, host, sizeof(host), &port, token,
+                        sizeof(token), &err) != FO_OK) {
+            fprintf(stderr, "forum mcp: %s\n", err.msg);
+            return 0;
+        }
+        char url[512];
+        struct httpc_url u;
+        snprintf(url, sizeof(url), "http://%s:%d/mcp", host, port);
+        if (httpc_url_parse(url, &u, &err) != FO_OK)
+            return 0;
+        httpc_url_release(&b->url);
+        b->url = u;
+        snprintf(b->auth, sizeof(b->auth), "Bearer %s", token);
+        b->sid[0] = '\0';
+        b->gen++;
+        b->moves++;
+    }
+    m->moved++;
+    if (!m->is_init && b->init_gen != b->gen && b->init_text) {
+        b->init_gen = b->gen; /* a session there first, then m */
+        if (open_before(b, m, b->init_text, b->init_len))
+            return 1;
+    }
+    if (m->is_init)
+        b->init_gen = b->gen;
+    requeue(b, m);
+    return 1;
+}
+
 /* The daemon no longer knows the session (it restarted): a new one with
  * the client's own initialize, then m again. 1 when it was queued. */
 static int renew(struct bridge *b, struct msg *m)
@@ -367,7 +436,9 @@ static void done(void *arg, struct httpc_result *res)
         len ? (const char *)evbuffer_pullup(res->body, (ssize_t)len) : "";
     const cJSON *id =
         m->j ? cJSON_GetObjectItemCaseSensitive(m->j, "id") : NULL;
-    if (res->end != HTTPC_END_OK && !c->sse_on) {
+    if (res->end == HTTPC_END_CONNECT && move(b, c, m)) {
+        m = NULL; /* queued again, for where calls go now */
+    } else if (res->end != HTTPC_END_OK && !c->sse_on) {
         if (id)
             emit_json(b, m,
                       mcp_rpc_error(id, SURF_MCP_INTERNAL_ERROR,
@@ -398,6 +469,7 @@ static int send_msg(struct bridge *b, struct msg *m)
         return FO_E_NOMEM;
     c->b = b;
     c->m = m;
+    c->gen = b->gen;
     httpc_sse_init(&c->sse, BODY_MAX);
     struct httpc_header h[5];
     size_t nh = 0;
@@ -711,9 +783,10 @@ static void *read_main(void *arg)
 }
 
 int cli_mcp_bridge(const char *host, int port, const char *token, int in_fd,
-                   int out_fd, unsigned flags, struct fo_err *err)
+                   int out_fd, unsigned flags,
+                   const struct cli_mcp_fallback *fb, struct fo_err *err)
 {
-    struct bridge b = {.out_fd = out_fd, .flags = flags};
+    struct bridge b = {.out_fd = out_fd, .flags = flags, .fb = fb};
     char url[512];
     snprintf(url, sizeof(url), "http://%s:%d/mcp", host, port);
     snprintf(b.auth, sizeof(b.auth), "Bearer %s", token ? token : "");

@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     }
     struct fo_err err;
     cli_mcp_bridge("127.0.0.1", daemon_embed_port(host),
-                   daemon_embed_token(host), fd, devnull, 0, &err);
+                   daemon_embed_token(host), fd, devnull, 0, NULL, &err);
     close(fd);
     return 0;
 }

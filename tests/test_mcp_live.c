@@ -438,3 +438,61 @@ Test(mcp_live, fifty_run_starts_beside_a_daemon_add_no_thread, .timeout = 120)
 {
     fifty_runs_no_thread(1);
 }
+
+/* The structuredContent of tools/call name (arguments args) as call id. */
+static cJSON *tool_call(struct mcp *m, int id, const char *name,
+                        const char *args)
+{
+    char line[512];
+    snprintf(line, sizeof(line),
+             "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
+             "\"params\":{\"name\":\"%s\",\"arguments\":%s}}",
+             id, name, args);
+    mcp_send(m, line);
+    cJSON *j;
+    while ((j = mcp_read(m, 20000)) && !id_is(j, id))
+        cJSON_Delete(j); /* progress and the like */
+    cr_assert_not_null(j, "no answer to %s", name);
+    cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "result");
+    cr_assert(cJSON_IsObject(r), "%s: not a result", name);
+    cr_assert(!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "isError")),
+              "%s: an error", name);
+    cJSON *sc = cJSON_DetachItemFromObjectCaseSensitive(r, "structuredContent");
+    cJSON_Delete(j);
+    return sc;
+}
+
+/* `forum mcp` beside a daemon that stops: its next calls are answered,
+ * not refused, by an engine it starts for the rest of the session
+ * (status says "in process"), and a run started there ends done before
+ * the session does. */
+Test(mcp_live, beside_a_daemon_that_stops_the_calls_run_here, .timeout = 90)
+{
+    struct fake f;
+    struct tu_daemon d;
+    struct mcp m;
+    char *dir = session_open(1, &f, &d, &m);
+    cJSON *st = tool_call(&m, 2, "status", "{}");
+    cr_assert_str_eq(tu_str(st, "engine"), "daemon");
+    cJSON_Delete(st);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 30000), 0);
+    st = tool_call(&m, 3, "status", "{}");
+    cr_assert_str_eq(tu_str(st, "engine"), "in process");
+    cJSON_Delete(st);
+    st = tool_call(&m, 4, "run_start",
+                   "{\"request\":\"build the api database server\"}");
+    long long run = tu_num(st, "run");
+    cJSON_Delete(st);
+    cr_assert_eq(mcp_end(&m), 0); /* after the run it began ended */
+    char path[64];
+    snprintf(path, sizeof(path), "%lld", run);
+    struct tu_run r =
+        tu_forumv(NULL, "--ledger", dir, "--json", "run", "get", path, NULL);
+    cJSON *g = tu_run_json(&r);
+    cr_assert_str_eq(tu_str(g, "state"), "done", "%s", r.out);
+    cJSON_Delete(g);
+    tu_run_free(&r);
+    kill(f.pid, SIGTERM);
+    waitpid(f.pid, NULL, 0);
+    tu_rmrf(dir);
+}
