@@ -444,6 +444,12 @@ static void on_landed(evutil_socket_t fd, short what, void *arg)
                     (long long)r->id);
         oe_step(r);
     }
+    if (e->stopping) { /* none went on: the next start resumes them */
+        struct fo_err err;
+        fo_err_set(&err, FO_E_DRAINING, "the engine stopped");
+        job_end(job, FO_E_DRAINING, &err);
+        return;
+    }
     job_end(job, FO_OK, NULL);
 }
 

@@ -621,6 +621,68 @@ Test(runs_live, a_slow_resume_does_not_hold_the_loop, .timeout = 120)
     tu_hold_free(&h);
 }
 
+/* A SIGTERM while the start's resume is under way (held, as above): the
+ * daemon stops serving, and once the held read returns it exits 0 with no
+ * resume entry written and without saying it was ready; the next start
+ * resumes the run, which ends done. */
+Test(runs_live, a_stop_during_the_resume_leaves_the_run_to_the_next_start,
+     .timeout = 120)
+{
+#ifndef FORUM_TEST_SEAMS
+    cr_skip_test("built without the test seams");
+#endif
+    signal(SIGPIPE, SIG_IGN);
+    atomic_store(&tu_held_coord_calls, 0);
+    struct fake *f = fake_start(tu_held_script);
+    char *dir = tu_tmpdir();
+    struct tu_hold h;
+    tu_hold_init(&h);
+    struct tu_daemon d;
+    start_with_fake(&d, dir, f, NULL, NULL);
+    atomic_store(&tu_held_hold, 1);
+    int64_t live = http_start(&d);
+    tu_held_wait_coord(1);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
+    atomic_store(&tu_held_hold, 0);
+    tu_hold_set(&h);
+    setenv("FORUM_TEST_RESUME_HOLD", h.path, 1);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    tu_daemon_start_early(&d, dir, "--chat-url", url, "--model", "fake", NULL);
+    unsetenv("FORUM_TEST_RESUME_HOLD");
+    tu_hold_wait(&h, 30000, "the resume never began");
+    cr_assert_eq(kill(d.pid, SIGTERM), 0);
+    /* the drain closes the listener: then the stop is under way */
+    char *b = NULL;
+    for (int64_t t0 = tu_now_ms();
+         tu_http(&d, "GET", "/health", NULL, 1, &b) == 200;) {
+        free(b);
+        b = NULL;
+        cr_assert_lt(tu_now_ms() - t0, 10000, "still serving after SIGTERM");
+        usleep(10 * 1000);
+    }
+    free(b);
+    tu_hold_release(&h);
+    cr_assert_eq(tu_daemon_signal_wait(&d, 0, 30000), 0);
+    cr_assert(!tu_hold_expired(&h));
+    cr_assert_eq(tu_kind_count(dir, "resume"), 0);
+    /* the next start resumes it */
+    start_with_fake(&d, dir, f, NULL, NULL);
+    cJSON *g = http_wait_run(&d, live, 30000);
+    cr_assert_str_eq(tu_str(g, "state"), "done");
+    char k[256];
+    tu_entry_kinds(g, k, sizeof(k));
+    cr_assert_str_eq(k, "request route resume plan task result verdict "
+                        "answer ");
+    cJSON_Delete(g);
+    cr_assert_eq(tu_daemon_signal_wait(&d, SIGTERM, 10000), 0);
+    cli_verify_deep(dir);
+    fake_stop(f);
+    fake_free(f);
+    tu_rmrf(dir);
+    tu_hold_free(&h);
+}
+
 Test(runs_live, run_cancel_over_http_and_mcp, .timeout = 90)
 {
     signal(SIGPIPE, SIG_IGN);
