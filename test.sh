@@ -17,7 +17,9 @@ run_suite() {
   cmake -S . -B "$dir" -DFORUM_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j"$jobs"
   echo "== test $dir"
-  (cd "$dir" && ctest --output-on-failure -j1)
+  # every test takes its own port, data dir and servers: they run side by
+  # side, as many at once as there are cores
+  (cd "$dir" && ctest --output-on-failure -j"$jobs")
 }
 
 # what ./run.sh serves compiles and links without the tests' seams
