@@ -547,6 +547,31 @@ Test(runs_live, a_run_whose_daemon_was_killed_resumes_on_the_next_start,
     tu_rmrf(dir);
 }
 
+/* A run held in its coordinator call on a daemon SIGKILLed (the fake
+ * then answers again), and the next daemon started with its resume held
+ * (FORUM_TEST_RESUME_HOLD: test builds), serving but not yet ready. The
+ * run's id. */
+static int64_t killed_then_resume_held(struct tu_daemon *d, const char *dir,
+                                       struct fake *f, const struct tu_hold *h)
+{
+    signal(SIGPIPE, SIG_IGN);
+    atomic_store(&tu_held_coord_calls, 0);
+    start_with_fake(d, dir, f, NULL, NULL);
+    atomic_store(&tu_held_hold, 1);
+    int64_t live = http_start(d);
+    tu_held_wait_coord(1);
+    cr_assert_eq(tu_daemon_signal_wait(d, SIGKILL, 10000), 128 + SIGKILL);
+    atomic_store(&tu_held_hold, 0);
+    tu_hold_set(h);
+    setenv("FORUM_TEST_RESUME_HOLD", h->path, 1);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
+    tu_daemon_start_early(d, dir, "--chat-url", url, "--model", "fake", NULL);
+    unsetenv("FORUM_TEST_RESUME_HOLD");
+    tu_hold_wait(h, 30000, "the resume never began");
+    return live;
+}
+
 /* Resume is folded off the loop (test builds: the resume job holds while
  * the file FORUM_TEST_RESUME_HOLD names exists, and makes PATH.held):
  * while a killed daemon's run waits to be resumed, the new daemon answers
@@ -559,27 +584,12 @@ Test(runs_live, a_slow_resume_does_not_hold_the_loop, .timeout = 120)
 #ifndef FORUM_TEST_SEAMS
     cr_skip_test("built without the test seams");
 #endif
-    signal(SIGPIPE, SIG_IGN);
-    atomic_store(&tu_held_coord_calls, 0);
     struct fake *f = fake_start(tu_held_script);
     char *dir = tu_tmpdir();
     struct tu_hold h;
     tu_hold_init(&h);
     struct tu_daemon d;
-    start_with_fake(&d, dir, f, NULL, NULL);
-    atomic_store(&tu_held_hold, 1);
-    int64_t live = http_start(&d);
-    tu_held_wait_coord(1);
-    cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
-    atomic_store(&tu_held_hold, 0);
-    /* the next daemon, its resume held */
-    tu_hold_set(&h);
-    setenv("FORUM_TEST_RESUME_HOLD", h.path, 1);
-    char url[64];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
-    tu_daemon_start_early(&d, dir, "--chat-url", url, "--model", "fake", NULL);
-    unsetenv("FORUM_TEST_RESUME_HOLD");
-    tu_hold_wait(&h, 30000, "the resume never began");
+    int64_t live = killed_then_resume_held(&d, dir, f, &h);
     char *b = NULL;
     cr_assert_eq(tu_http(&d, "GET", "/health", NULL, 1, &b), 200);
     free(b);
@@ -631,26 +641,12 @@ Test(runs_live, a_stop_during_the_resume_leaves_the_run_to_the_next_start,
 #ifndef FORUM_TEST_SEAMS
     cr_skip_test("built without the test seams");
 #endif
-    signal(SIGPIPE, SIG_IGN);
-    atomic_store(&tu_held_coord_calls, 0);
     struct fake *f = fake_start(tu_held_script);
     char *dir = tu_tmpdir();
     struct tu_hold h;
     tu_hold_init(&h);
     struct tu_daemon d;
-    start_with_fake(&d, dir, f, NULL, NULL);
-    atomic_store(&tu_held_hold, 1);
-    int64_t live = http_start(&d);
-    tu_held_wait_coord(1);
-    cr_assert_eq(tu_daemon_signal_wait(&d, SIGKILL, 10000), 128 + SIGKILL);
-    atomic_store(&tu_held_hold, 0);
-    tu_hold_set(&h);
-    setenv("FORUM_TEST_RESUME_HOLD", h.path, 1);
-    char url[64];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1", f->port);
-    tu_daemon_start_early(&d, dir, "--chat-url", url, "--model", "fake", NULL);
-    unsetenv("FORUM_TEST_RESUME_HOLD");
-    tu_hold_wait(&h, 30000, "the resume never began");
+    int64_t live = killed_then_resume_held(&d, dir, f, &h);
     cr_assert_eq(kill(d.pid, SIGTERM), 0);
     /* the drain closes the listener: then the stop is under way */
     char *b = NULL;
