@@ -9,12 +9,14 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -396,7 +398,56 @@ struct orch_job {
     size_t output_max;
     int64_t start_us, deadline_us;
     char model[ORCH_MODEL_MAX + 1];
+    struct orch_job *reap_next, **reap_prev; /* on the reaping list */
 };
+
+/* Jobs cancelled whose child is not reaped yet (their base's loop reaps
+ * them): a host that stops its loop waits for them first
+ * (orch_jobs_reap_wait), or they would leak and leave zombies. */
+static pthread_mutex_t reap_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct orch_job *reap_list;
+
+static void reap_link(struct orch_job *j)
+{
+    pthread_mutex_lock(&reap_mu);
+    j->reap_next = reap_list;
+    if (reap_list)
+        reap_list->reap_prev = &j->reap_next;
+    j->reap_prev = &reap_list;
+    reap_list = j;
+    pthread_mutex_unlock(&reap_mu);
+}
+
+static void reap_unlink(struct orch_job *j)
+{
+    if (!j->reap_prev)
+        return;
+    pthread_mutex_lock(&reap_mu);
+    *j->reap_prev = j->reap_next;
+    if (j->reap_next)
+        j->reap_next->reap_prev = j->reap_prev;
+    j->reap_prev = NULL;
+    pthread_mutex_unlock(&reap_mu);
+}
+
+size_t orch_jobs_reaping(const struct event_base *base)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&reap_mu);
+    for (const struct orch_job *j = reap_list; j; j = j->reap_next)
+        n += j->base == base;
+    pthread_mutex_unlock(&reap_mu);
+    return n;
+}
+
+void orch_jobs_reap_wait(struct event_base *base, int max_ms)
+{
+    for (int waited = 0; orch_jobs_reaping(base) && waited < max_ms;
+         waited += 5) {
+        event_base_loop(base, EVLOOP_NONBLOCK);
+        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    }
+}
 
 static void stream_close(struct stream *s)
 {
@@ -410,6 +461,7 @@ static void stream_close(struct stream *s)
  * reaped already (or never have been spawned). */
 static void job_free(struct orch_job *j)
 {
+    reap_unlink(j);
     for (int k = 0; k < 2; k++) {
         stream_close(&j->s[k]);
         fo_buf_release(&j->s[k].buf);
@@ -845,12 +897,15 @@ void orch_job_cancel(struct orch_job *j)
     }
     if (j->ev_pid) { /* on_pidfd reaps and frees */
         event_del(j->timer);
+        reap_link(j);
         return;
     }
     if (arm(j->timer, (int64_t)TICK_MS * 1000) < 0) {
         reap_now(j);
         job_free(j);
+        return;
     }
+    reap_link(j);
 }
 
 int orch_job_drop_pidfd(struct orch_job *j)

@@ -540,7 +540,11 @@ void oe_run_result(struct run *r, int rc, int64_t size, const uint8_t *root,
         done(arg, rc, out, &err);
     else
         cJSON_Delete(out);
-    if (e->stopping && !e->runs && e->stopped) {
+    /* the last run gone at a stop: the stop's check ends the MCP servers'
+     * sessions, then says the engine stopped */
+    if (e->stopping && !e->runs && e->stopped && e->stop_ev) {
+        event_active(e->stop_ev, EV_TIMEOUT, 0);
+    } else if (e->stopping && !e->runs && e->stopped) { /* no event: now */
         if (e->grace_ev)
             event_del(e->grace_ev);
         void (*fn)(void *) = e->stopped;

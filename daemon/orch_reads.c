@@ -6,6 +6,8 @@
  * run and every client the daemon serves. */
 #include "daemon/orch_engine_int.h"
 
+#include "ledger/fo_file.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -185,6 +187,9 @@ struct oe_read *oe_ctx_take(struct run *r, int what)
 
 static int read_head(struct ledger *l, struct oe_read *rd, struct fo_err *err)
 {
+#ifdef FORUM_TEST_SEAMS
+    fo_test_hold(getenv("FORUM_TEST_HEAD_HOLD"));
+#endif
     return ledger_tree_head(l, &rd->n, rd->root, err);
 }
 

@@ -333,10 +333,17 @@ int orch_job_start(const struct orch_exec_config *cfg, struct event_base *base,
  * pipes and drops its output; done is not called. j is invalid on return.
  * A child not yet reaped is reaped later by the job's pidfd event (or its
  * polling timer), which then frees what is left (about 0.6 KiB): so keep
- * running base until it is done (event_base_dispatch returns only then);
- * freeing base earlier leaks it and leaves a zombie. NULL-safe; callable from
+ * running base until it is done (event_base_dispatch returns only then,
+ * and a host that stops its loop first calls orch_jobs_reap_wait); freeing
+ * base earlier leaks it and leaves a zombie. NULL-safe; callable from
  * any callback on base's thread. */
 void orch_job_cancel(struct orch_job *j);
+
+/* Cancelled jobs on base whose child is not reaped yet; and a wait (the
+ * base's loop run without blocking, at most max_ms) until there are none:
+ * for a host that stops running base, before it frees it. Any thread. */
+size_t orch_jobs_reaping(const struct event_base *base);
+void orch_jobs_reap_wait(struct event_base *base, int max_ms);
 
 /* The checks every entry point of the executors makes (orch_job_start):
  * FO_E_INVALID for an unknown kind or a CLI config without argv; model

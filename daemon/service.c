@@ -1024,6 +1024,8 @@ static void daemon_teardown(struct daemon *d)
     if (d->access_fd >= 0)
         close(d->access_fd);
     orch_engine_free(d->engine); /* stopped before the loop ended */
+    if (d->base) /* jobs it cancelled at the stop: their children reaped */
+        orch_jobs_reap_wait(d->base, 2000);
     if (d->dns)
         evdns_base_free(d->dns, 0);
     if (d->orch)

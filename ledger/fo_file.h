@@ -42,7 +42,7 @@ int fo_dir_check(const char *dir, struct fo_err *err);
  * wait), the caller waits, as on a slow store, having made PATH.held; it
  * gives up after 30 s, making PATH.expired. The read seams of the tests
  * (FORUM_TEST_EVENTS_HOLD, FORUM_TEST_SESSION_READ_HOLD,
- * FORUM_TEST_RESUME_HOLD). */
+ * FORUM_TEST_RESUME_HOLD, FORUM_TEST_HEAD_HOLD). */
 void fo_test_hold(const char *path);
 #endif
 
