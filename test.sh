@@ -29,8 +29,8 @@ cmake --build build-served -j"$jobs" --target forum
 
 # Every test takes its own port, data dir and servers: the optimized build
 # runs them side by side, as many at once as there are cores. The
-# sanitized one runs them one at a time: two at once, on 2 cores, it made
-# two tests fail on timing (docs/ARCHITECTURE.md, "Tests and benchmarks").
+# sanitized one runs them one at a time for now (docs/ARCHITECTURE.md,
+# "Tests and benchmarks").
 run_suite build "$jobs" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
