@@ -647,17 +647,7 @@ Test(runs_live, a_stop_during_the_resume_leaves_the_run_to_the_next_start,
     tu_hold_init(&h);
     struct tu_daemon d;
     int64_t live = killed_then_resume_held(&d, dir, f, &h);
-    cr_assert_eq(kill(d.pid, SIGTERM), 0);
-    /* the drain closes the listener: then the stop is under way */
-    char *b = NULL;
-    for (int64_t t0 = tu_now_ms();
-         tu_http(&d, "GET", "/health", NULL, 1, &b) == 200;) {
-        free(b);
-        b = NULL;
-        cr_assert_lt(tu_now_ms() - t0, 10000, "still serving after SIGTERM");
-        usleep(10 * 1000);
-    }
-    free(b);
+    tu_daemon_term_drained(&d);
     tu_hold_release(&h);
     cr_assert_eq(tu_daemon_signal_wait(&d, 0, 30000), 0);
     cr_assert(!tu_hold_expired(&h));

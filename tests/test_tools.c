@@ -1763,16 +1763,7 @@ Test(tool_loop, the_daemon_ends_mcp_sessions_when_it_stops, .timeout = 60)
                    mf->log);
     /* the run, over on record, is in memory until its head is read */
     tu_hold_wait(&h, 30000, "the run's head was never read");
-    cr_assert_eq(kill(d.pid, SIGTERM), 0);
-    char *b = NULL;
-    for (int64_t t0 = tu_now_ms();
-         tu_http(&d, "GET", "/health", NULL, 1, &b) == 200;) {
-        free(b);
-        b = NULL;
-        cr_assert_lt(tu_now_ms() - t0, 10000, "still serving after SIGTERM");
-        usleep(10 * 1000);
-    }
-    free(b);
+    tu_daemon_term_drained(&d);
     tu_hold_release(&h);
     cr_assert_eq(tu_daemon_signal_wait(&d, 0, 20000), 0);
     cr_assert(!tu_hold_expired(&h));

@@ -220,6 +220,20 @@ int tu_daemon_signal_wait(struct tu_daemon *d, int sig, int timeout_ms)
     }
 }
 
+void tu_daemon_term_drained(struct tu_daemon *d)
+{
+    cr_assert_eq(kill(d->pid, SIGTERM), 0);
+    char *b = NULL;
+    for (int64_t t0 = tu_now_ms();
+         tu_http(d, "GET", "/health", NULL, 1, &b) == 200;) {
+        free(b);
+        b = NULL;
+        cr_assert_lt(tu_now_ms() - t0, 10000, "still serving after SIGTERM");
+        usleep(10 * 1000);
+    }
+    free(b);
+}
+
 int tu_http(const struct tu_daemon *d, const char *method, const char *path,
             const char *json, int auth, char **body)
 {

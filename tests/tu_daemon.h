@@ -37,6 +37,11 @@ void tu_daemon_start_early(struct tu_daemon *d, const char *dir, ...);
  * wait_ms (0: has it yet), 0 when not; aborts when it exited first. */
 int tu_daemon_ready(struct tu_daemon *d, int wait_ms);
 
+/* Sends SIGTERM and returns once the daemon stopped serving (its drain
+ * closed the listener: /health no longer answers 200), without waiting for
+ * its exit (tu_daemon_signal_wait with sig 0 does). Aborts after 10 s. */
+void tu_daemon_term_drained(struct tu_daemon *d);
+
 /* Sends sig and waits for the exit; returns the exit code, or 128 + signal
  * when it died of one. Aborts when it does not exit in timeout_ms. */
 int tu_daemon_signal_wait(struct tu_daemon *d, int sig, int timeout_ms);
